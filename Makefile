@@ -1,0 +1,33 @@
+# kafkalog: the two commands of the README's quick start, and helpers.
+PY ?= python3
+PIP ?= $(PY) -m pip
+KAFKA_VERSIONS ?= all
+
+.PHONY: quickstart test install install-test kafka-jars lint fuzz bench
+
+## quickstart: install kafkalog and run its main job (verify + describe) on the bundled real-Kafka fixtures
+quickstart:
+	$(PIP) install -q -e .
+	$(PY) -m kafkalog.tools.quickstart
+
+## test: install everything the tests need (Python packages, Kafka jars through Maven, Spark) and run them
+test: install-test kafka-jars
+	$(PY) -m pytest
+
+install:
+	$(PIP) install -q -e .
+
+install-test:
+	$(PIP) install -q -e '.[all]'
+
+kafka-jars:
+	$(PY) -m kafkalog.compat.jars $(KAFKA_VERSIONS)
+
+lint:
+	$(PY) -m ruff check .
+
+fuzz:
+	$(PY) -m pytest -m slow tests/fuzz
+
+bench:
+	$(PY) tests/benchmarks/run_all.py

@@ -1,0 +1,335 @@
+"""The four Kafka codecs with Kafka's exact framings (spec 10-records §6).
+
+* gzip: one RFC 1952 member written like ``java.util.zip.GZIPOutputStream`` on JDK >= 16 (mtime 0, XFL 0,
+  OS 0xff) over zlib's raw deflate; any gzip (several members, optional header fields) is read.
+* snappy: xerial ``SnappyOutputStream`` framing (magic, version 1, compat 1, 32 KiB input chunks) on write;
+  xerial streams and plain raw snappy blocks on read (as ``SnappyInputStream`` falls back).
+* lz4: Kafka's LZ4 frame (FLG 0x60, BD 0x40, 64 KiB independent blocks, no checksums), including the broken
+  header checksum written and tolerated for magic 0 (KAFKA-3160).
+* zstd: standard frames (v2 only).
+
+Decompression is bounded: every decoder stops with :class:`CompressionError` once the output would exceed
+``limit`` bytes, so a decompression bomb costs at most ``limit`` bytes of memory.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import cramjam
+import lz4.block
+import zstandard
+
+from ..errors import CompressionError
+from .crc import crc32
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+CODEC_IDS = {v: k for k, v in CODEC_NAMES.items()}
+CODEC_IDS.update({"uncompressed": NONE, "producer": None})
+
+#: Default bound on the decompressed size of one batch (far above Kafka's default max.message.bytes).
+DEFAULT_DECOMPRESS_LIMIT = 256 * 1024 * 1024
+
+_GZIP_HEADER_JDK = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_CHUNK = 32 * 1024
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+_LZ4_HEADER_V1 = _LZ4_MAGIC + b"\x60\x40\x82"  # magic 1 and 2: correct header checksum
+_LZ4_HEADER_V0 = _LZ4_MAGIC + b"\x60\x40\x1a"  # magic 0: KAFKA-3160 checksum over magic + FLG + BD
+_LZ4_BLOCK = 64 * 1024
+_LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+_U32LE = struct.Struct("<I")
+_I32BE = struct.Struct(">i")
+
+
+def codec_name(codec: int) -> str:
+    try:
+        return CODEC_NAMES[codec]
+    except KeyError:
+        raise CompressionError(f"unknown compression type id {codec}") from None
+
+
+# --------------------------------------------------------------------------------------------- compress
+
+
+def compress(codec: int, data, *, magic: int = 2, level: int | None = None) -> bytes:
+    """Compress ``data`` (the concatenated records or inner messages) with Kafka's framing for ``codec``."""
+    if codec == GZIP:
+        return _gzip_compress(data, 6 if level is None or level == -1 else level)
+    if codec == SNAPPY:
+        return _xerial_compress(data)
+    if codec == LZ4:
+        return _lz4_compress(data, magic, level)
+    if codec == ZSTD:
+        if magic < 2:
+            raise CompressionError("zstd compression is not allowed with message format v0/v1")
+        return zstandard.ZstdCompressor(level=3 if level is None else level, write_content_size=False).compress(
+            bytes(data)
+        )
+    if codec == NONE:
+        return bytes(data)
+    raise CompressionError(f"unknown compression type id {codec}")
+
+
+def _gzip_compress(data, level: int) -> bytes:
+    co = zlib.compressobj(level, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY)
+    body = co.compress(data) + co.flush()
+    return b"".join((_GZIP_HEADER_JDK, body, struct.pack("<II", crc32(data), len(data) & 0xFFFFFFFF)))
+
+
+def _xerial_compress(data) -> bytes:
+    mv = memoryview(data)
+    parts = [_XERIAL_HEADER]
+    for i in range(0, len(mv), _XERIAL_CHUNK):
+        block = bytes(cramjam.snappy.compress_raw(mv[i : i + _XERIAL_CHUNK]))
+        parts.append(_I32BE.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _lz4_compress(data, magic: int, level: int | None) -> bytes:
+    mv = memoryview(data)
+    parts = [_LZ4_HEADER_V0 if magic == 0 else _LZ4_HEADER_V1]
+    hc = level is not None and level != 9
+    for i in range(0, len(mv), _LZ4_BLOCK):
+        raw = mv[i : i + _LZ4_BLOCK]
+        if hc:
+            block = lz4.block.compress(raw, mode="high_compression", compression=level, store_size=False)
+        else:
+            block = lz4.block.compress(raw, mode="default", store_size=False)
+        if len(block) >= len(raw):
+            parts.append(_U32LE.pack(len(raw) | 0x80000000))
+            parts.append(bytes(raw))
+        else:
+            parts.append(_U32LE.pack(len(block)))
+            parts.append(block)
+    parts.append(b"\x00\x00\x00\x00")
+    return b"".join(parts)
+
+
+# ------------------------------------------------------------------------------------------- decompress
+
+
+def decompress(codec: int, data, *, magic: int = 2, limit: int = DEFAULT_DECOMPRESS_LIMIT) -> bytes:
+    """Decompress a Kafka payload. Raises :class:`CompressionError` (position relative to ``data``)."""
+    try:
+        if codec == GZIP:
+            return _gzip_decompress(data, limit)
+        if codec == SNAPPY:
+            return _snappy_decompress(data, limit)
+        if codec == LZ4:
+            return _lz4_decompress(data, magic, limit)
+        if codec == ZSTD:
+            if magic < 2:
+                raise CompressionError("zstd compression is not allowed with message format v0/v1", position=0)
+            return _zstd_decompress(data, limit)
+        if codec == NONE:
+            return bytes(data)
+    except CompressionError:
+        raise
+    except (zlib.error, zstandard.ZstdError, ValueError, RuntimeError, cramjam.DecompressionError) as e:
+        raise CompressionError(f"{CODEC_NAMES.get(codec, codec)} payload cannot be decompressed: {e}",
+                               position=0) from None
+    raise CompressionError(f"unknown compression type id {codec}", position=0)
+
+
+def _too_big(name: str, limit: int) -> CompressionError:
+    return CompressionError(
+        f"{name} payload decompresses to more than {limit} bytes (decompression bomb or corrupt data)", position=0
+    )
+
+
+def _gzip_decompress(data, limit: int) -> bytes:
+    out = []
+    total = 0
+    buf = bytes(data) if not isinstance(data, bytes) else data
+    first = True
+    while buf:
+        if not first and not buf.strip(b"\x00"):
+            break  # trailing zero padding after the last member
+        if len(buf) < 2 or buf[0] != 0x1F or buf[1] != 0x8B:
+            if first:
+                raise CompressionError("gzip payload does not start with the gzip magic 1f 8b", position=0)
+            break  # GZIPInputStream ignores trailing garbage after a member
+        first = False
+        d = zlib.decompressobj(31)
+        chunk = d.decompress(buf, limit - total + 1)
+        total += len(chunk)
+        out.append(chunk)
+        if total > limit:
+            raise _too_big("gzip", limit)
+        while d.unconsumed_tail and not d.eof:
+            chunk = d.decompress(d.unconsumed_tail, limit - total + 1)
+            total += len(chunk)
+            out.append(chunk)
+            if total > limit:
+                raise _too_big("gzip", limit)
+        if not d.eof:
+            raise CompressionError("gzip payload ends prematurely (truncated deflate stream)", position=len(buf))
+        buf = d.unused_data
+    return b"".join(out)
+
+
+def _snappy_raw(block, limit: int, total: int) -> bytes:
+    n = cramjam.snappy.decompress_raw_len(block)
+    if n + total > limit:
+        raise _too_big("snappy", limit)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_decompress(data, limit: int) -> bytes:
+    mv = memoryview(data)
+    if len(mv) == 0:
+        raise CompressionError("snappy: cannot decompress empty stream", position=0)
+    if len(mv) < 16 or mv[:8] != _XERIAL_MAGIC:
+        return _snappy_raw(mv, limit, 0)  # a plain snappy block (non-Java producers)
+    pos = 16
+    out = []
+    total = 0
+    end = len(mv)
+    while end - pos >= 4:
+        (n,) = _I32BE.unpack_from(mv, pos)
+        if mv[pos : pos + 4] == _XERIAL_MAGIC[:4]:
+            if end - pos < 16 or mv[pos : pos + 8] != _XERIAL_MAGIC:
+                raise CompressionError("snappy: invalid concatenated xerial stream header", position=pos)
+            pos += 16
+            continue
+        pos += 4
+        if n < 0:
+            raise CompressionError(f"snappy: negative chunk length {n}", position=pos - 4)
+        if n > end - pos:
+            raise CompressionError(f"snappy: chunk of {n} bytes runs past the payload end", position=pos - 4)
+        chunk = _snappy_raw(mv[pos : pos + n], limit, total)
+        total += len(chunk)
+        out.append(chunk)
+        pos += n
+    return b"".join(out)
+
+
+def _lz4_decompress(data, magic: int, limit: int) -> bytes:
+    mv = memoryview(data)
+    end = len(mv)
+    if end < 7:
+        raise CompressionError("lz4: stream ended prematurely (frame header)", position=0)
+    if mv[:4] != _LZ4_MAGIC:
+        raise CompressionError("lz4: invalid frame magic", position=0)
+    flg = mv[4]
+    bd = mv[5]
+    if flg & 0x03 or (flg >> 6) != 1 or not flg & 0x20:
+        raise CompressionError(f"lz4: unsupported frame descriptor FLG=0x{flg:02x}", position=4)
+    if bd & 0x8F or (bd >> 4) & 7 not in _LZ4_BLOCK_SIZES:
+        raise CompressionError(f"lz4: unsupported block descriptor BD=0x{bd:02x}", position=5)
+    block_max = _LZ4_BLOCK_SIZES[(bd >> 4) & 7]
+    pos = 6
+    desc_end = 6
+    if flg & 0x08:
+        pos += 8
+        desc_end = pos
+    if pos >= end:
+        raise CompressionError("lz4: stream ended prematurely (frame header)", position=pos)
+    hc = mv[pos]
+    if magic != 0:
+        expected = (_xxh32(bytes(mv[4:desc_end])) >> 8) & 0xFF
+        if hc != expected:
+            raise CompressionError("lz4: stream frame descriptor corrupted (header checksum)", position=pos)
+    pos += 1
+    block_checksum = bool(flg & 0x10)
+    out = []
+    total = 0
+    while True:
+        if end - pos < 4:
+            raise CompressionError("lz4: stream ended prematurely (missing end mark)", position=pos)
+        (word,) = _U32LE.unpack_from(mv, pos)
+        pos += 4
+        if word == 0:
+            break
+        raw = bool(word & 0x80000000)
+        size = word & 0x7FFFFFFF
+        if size > block_max:
+            raise CompressionError(f"lz4: block size {size} exceeds the frame's maximum {block_max}",
+                                   position=pos - 4)
+        if size > end - pos:
+            raise CompressionError("lz4: stream ended prematurely (block)", position=pos)
+        block = mv[pos : pos + size]
+        pos += size
+        if raw:
+            chunk = bytes(block)
+        else:
+            try:
+                chunk = lz4.block.decompress(block, uncompressed_size=block_max)
+            except lz4.block.LZ4BlockError as e:
+                raise CompressionError(f"lz4: corrupt block: {e}", position=pos - size) from None
+        total += len(chunk)
+        if total > limit:
+            raise _too_big("lz4", limit)
+        out.append(chunk)
+        if block_checksum:
+            if end - pos < 4:
+                raise CompressionError("lz4: stream ended prematurely (block checksum)", position=pos)
+            pos += 4
+    if flg & 0x04:  # content checksum: read but not verified, as Kafka
+        if end - pos < 4:
+            raise CompressionError("lz4: stream ended prematurely (content checksum)", position=pos)
+    return b"".join(out)
+
+
+def _zstd_decompress(data, limit: int) -> bytes:
+    reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
+    out = reader.read(limit + 1)
+    chunks = [out]
+    total = len(out)
+    while True:
+        if total > limit:
+            raise _too_big("zstd", limit)
+        more = reader.read(limit + 1 - total)
+        if not more:
+            break
+        chunks.append(more)
+        total += len(more)
+    return b"".join(chunks)
+
+
+# xxHash32 for the LZ4 frame header checksum (only ever over a few bytes).
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def _xxh32(data: bytes, seed: int = 0) -> int:
+    n = len(data)
+    i = 0
+    if n >= 16:
+        v1 = (seed + _P1 + _P2) & _M32
+        v2 = (seed + _P2) & _M32
+        v3 = seed & _M32
+        v4 = (seed - _P1) & _M32
+        while i + 16 <= n:
+            lanes = struct.unpack_from("<4I", data, i)
+            v1 = (_rotl((v1 + lanes[0] * _P2) & _M32, 13) * _P1) & _M32
+            v2 = (_rotl((v2 + lanes[1] * _P2) & _M32, 13) * _P1) & _M32
+            v3 = (_rotl((v3 + lanes[2] * _P2) & _M32, 13) * _P1) & _M32
+            v4 = (_rotl((v4 + lanes[3] * _P2) & _M32, 13) * _P1) & _M32
+            i += 16
+        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & _M32
+    else:
+        h = (seed + _P5) & _M32
+    h = (h + n) & _M32
+    while i + 4 <= n:
+        (k,) = struct.unpack_from("<I", data, i)
+        h = (_rotl((h + k * _P3) & _M32, 17) * _P4) & _M32
+        i += 4
+    while i < n:
+        h = (_rotl((h + data[i] * _P5) & _M32, 11) * _P1) & _M32
+        i += 1
+    h ^= h >> 15
+    h = (h * _P2) & _M32
+    h ^= h >> 13
+    h = (h * _P3) & _M32
+    h ^= h >> 16
+    return h

@@ -1,0 +1,69 @@
+"""One error hierarchy for kafkalog.storage.
+
+Every error raised while reading bytes from disk is a :class:`KafkaLogError` carrying the file (when known),
+the byte position and a reason, so tools can print one precise line and choose an exit code.
+"""
+
+from __future__ import annotations
+
+
+class KafkaLogError(Exception):
+    """Base class of every error kafkalog raises on purpose."""
+
+    def __init__(self, reason: str, path: str | None = None, position: int | None = None):
+        self.reason = reason
+        self.path = path
+        self.position = position
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(str(self.path))
+        if self.position is not None:
+            where.append(f"byte {self.position}")
+        prefix = ": ".join(where)
+        return f"{prefix}: {self.reason}" if prefix else self.reason
+
+    def at(self, path: str | None = None, position_base: int = 0) -> KafkaLogError:
+        """Return this error with a file path and/or a base added to its position (for nested buffers)."""
+        if path is not None and self.path is None:
+            self.path = path
+        if self.position is not None:
+            self.position += position_base
+        elif position_base:
+            self.position = position_base
+        self.args = (self._render(),)
+        return self
+
+    def __str__(self) -> str:  # keep str() in sync after .at()
+        return self._render()
+
+
+class CorruptRecordError(KafkaLogError):
+    """Bytes that are not a valid record batch / message / record (Kafka's CorruptRecordException and
+    InvalidRecordException)."""
+
+
+class CompressionError(CorruptRecordError):
+    """A compressed payload that cannot be decompressed, or a decompression bomb."""
+
+
+class CorruptIndexError(KafkaLogError):
+    """An index file (.index, .timeindex, .txnindex) that fails Kafka's sanity checks."""
+
+
+class CorruptCheckpointError(KafkaLogError):
+    """A checkpoint, snapshot or metadata file that cannot be parsed."""
+
+
+class LogDirError(KafkaLogError):
+    """A data dir or partition dir that cannot be used (bad name, missing files, ...)."""
+
+
+class LockedError(LogDirError):
+    """The data dir's .lock is held by a live process (a running broker)."""
+
+
+class ConfigError(KafkaLogError):
+    """A configuration value that Kafka would reject."""

@@ -1,0 +1,29 @@
+"""Record formats: v0/v1 messages, v2 record batches, control records; shallow and deep iteration; building."""
+
+from .batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, NO_TIMESTAMP_TYPE, TIMESTAMP_TYPE_NAMES, RecordBatch
+from .builder import build_batch, build_end_txn_marker, build_legacy, build_legacy_message, rebuild
+from .legacy import LegacyBatch
+from .reader import PARTIAL_BATCH, TORN_TAIL, Batch, LogScanner, batch_at, iter_batches
+from .record import Record
+
+__all__ = [
+    "Batch",
+    "CREATE_TIME",
+    "LOG_APPEND_TIME",
+    "LegacyBatch",
+    "LogScanner",
+    "NO_TIMESTAMP",
+    "NO_TIMESTAMP_TYPE",
+    "PARTIAL_BATCH",
+    "Record",
+    "RecordBatch",
+    "TIMESTAMP_TYPE_NAMES",
+    "TORN_TAIL",
+    "batch_at",
+    "build_batch",
+    "build_end_txn_marker",
+    "build_legacy",
+    "build_legacy_message",
+    "iter_batches",
+    "rebuild",
+]

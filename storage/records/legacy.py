@@ -1,0 +1,258 @@
+"""Message formats v0 and v1 (spec 10-records §2): plain messages and compressed wrapper messages.
+
+A :class:`LegacyBatch` is one shallow log entry: a plain message (a batch of exactly itself) or a compressed
+wrapper whose value holds inner entries. It exposes the same attributes as :class:`RecordBatch`.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress
+from ..codec.crc import crc32
+from ..errors import CompressionError, CorruptRecordError
+from .batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, NO_TIMESTAMP_TYPE
+from .record import Record
+
+ENTRY_HEADER = struct.Struct(">qi")  # offset, size
+MSG_HEAD = struct.Struct(">Ibb")  # crc, magic, attributes
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+LOG_OVERHEAD = 12
+RECORD_OVERHEAD_V0 = 14
+RECORD_OVERHEAD_V1 = 22
+LEGACY_CODEC_MASK = 0x07
+LEGACY_TIMESTAMP_TYPE_MASK = 0x08
+
+
+class LegacyMessage:
+    """The fields of one v0/v1 message (the bytes after the 12-byte offset/size header)."""
+
+    __slots__ = ("offset", "crc", "magic", "attributes", "timestamp", "key", "value")
+
+    def __init__(self, offset, crc, magic, attributes, timestamp, key, value):
+        self.offset = offset
+        self.crc = crc
+        self.magic = magic
+        self.attributes = attributes
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+
+
+def parse_message(buf, pos: int, size: int, offset: int, path: str | None, file_pos: int,
+                  copy: bool = True) -> LegacyMessage:
+    """Parse the message occupying ``buf[pos:pos+size]`` (after the entry header). ``file_pos`` is the entry's
+    position for error messages."""
+    end = pos + size
+    if size < RECORD_OVERHEAD_V0:
+        raise CorruptRecordError(f"message size {size} is smaller than the minimum message overhead (14)",
+                                 path, file_pos)
+    crc, magic, attributes = MSG_HEAD.unpack_from(buf, pos)
+    p = pos + 6
+    if magic == 1:
+        if size < RECORD_OVERHEAD_V1:
+            raise CorruptRecordError(f"v1 message size {size} is smaller than the v1 message overhead (22)",
+                                     path, file_pos)
+        (timestamp,) = _I64.unpack_from(buf, p)
+        p += 8
+    elif magic == 0:
+        timestamp = NO_TIMESTAMP
+    else:
+        raise CorruptRecordError(f"invalid magic {magic} for a legacy message", path, file_pos + 16)
+    key, p = _read_bytes(buf, p, end, "key", path, file_pos, copy)
+    value, p = _read_bytes(buf, p, end, "value", path, file_pos, copy)
+    return LegacyMessage(offset, crc, magic, attributes & 0xFF, timestamp, key, value)
+
+
+def _read_bytes(buf, p: int, end: int, what: str, path, file_pos: int, copy: bool):
+    if p + 4 > end:
+        raise CorruptRecordError(f"message ends inside the {what} length", path, file_pos)
+    (n,) = _I32.unpack_from(buf, p)
+    p += 4
+    if n < 0:
+        return None, p
+    if n > end - p:
+        raise CorruptRecordError(f"message {what} length {n} runs past the message end ({end - p} bytes left)",
+                                 path, file_pos)
+    data = buf[p:p + n]
+    return (bytes(data) if copy else data), p + n
+
+
+class LegacyBatch:
+    """One v0/v1 shallow entry (plain message or compressed wrapper)."""
+
+    __slots__ = ("buf", "position", "size", "path", "_msg", "_inner", "decompress_limit")
+    records_count = None
+    producer_id = -1
+    producer_epoch = -1
+    base_sequence = -1
+    last_sequence = -1
+    partition_leader_epoch = -1
+    is_transactional = False
+    is_control = False
+    has_delete_horizon = False
+    delete_horizon_ms = NO_TIMESTAMP
+
+    def __init__(self, buf: memoryview, position: int = 0, path: str | None = None,
+                 decompress_limit: int = DEFAULT_DECOMPRESS_LIMIT):
+        self.buf = buf
+        self.position = position
+        self.size = len(buf)
+        self.path = path
+        self._msg: LegacyMessage | None = None
+        self._inner: list[LegacyMessage] | None = None
+        self.decompress_limit = decompress_limit
+
+    @property
+    def magic(self) -> int:
+        return self.buf[16]
+
+    @property
+    def crc(self) -> int:
+        return MSG_HEAD.unpack_from(self.buf, 12)[0]
+
+    @property
+    def attributes(self) -> int:
+        return self.buf[17]
+
+    @property
+    def codec(self) -> int:
+        return self.buf[17] & LEGACY_CODEC_MASK
+
+    @property
+    def codec_name(self) -> str:
+        return codec_name(self.codec)
+
+    @property
+    def is_compressed(self) -> bool:
+        return self.codec != 0
+
+    @property
+    def last_offset(self) -> int:
+        return ENTRY_HEADER.unpack_from(self.buf, 0)[0]
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def timestamp_type(self) -> int:
+        if self.magic == 0:
+            return NO_TIMESTAMP_TYPE
+        return LOG_APPEND_TIME if self.buf[17] & LEGACY_TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def max_timestamp(self) -> int:
+        if self.magic == 0:
+            return NO_TIMESTAMP
+        return _I64.unpack_from(self.buf, 18)[0]
+
+    def message(self) -> LegacyMessage:
+        m = self._msg
+        if m is None:
+            off, size = ENTRY_HEADER.unpack_from(self.buf, 0)
+            m = self._msg = parse_message(self.buf, 12, self.size - 12, off, self.path, self.position)
+        return m
+
+    # -------------------------------------------------------------- validity
+    def compute_crc(self) -> int:
+        return crc32(self.buf[16:])
+
+    def is_valid(self) -> bool:
+        return self.size - 12 >= RECORD_OVERHEAD_V0 and self.crc == crc32(self.buf[16:])
+
+    def ensure_valid(self) -> None:
+        if self.size - 12 < RECORD_OVERHEAD_V0:
+            raise CorruptRecordError(f"message size {self.size - 12} is smaller than the minimum (14)",
+                                     self.path, self.position)
+        stored, computed = self.crc, crc32(self.buf[16:])
+        if stored != computed:
+            raise CorruptRecordError(
+                f"message is corrupt (stored crc = {stored}, computed crc = {computed})", self.path, self.position)
+
+    # --------------------------------------------------------------- records
+    def inner_messages(self) -> list[LegacyMessage]:
+        """The messages of this entry with absolute offsets (one for a plain message)."""
+        if self._inner is not None:
+            return self._inner
+        msg = self.message()
+        codec = msg.attributes & LEGACY_CODEC_MASK
+        if codec == 0:
+            self._inner = [msg]
+            return self._inner
+        if msg.value is None:
+            raise CorruptRecordError("compressed wrapper message has a null value", self.path, self.position)
+        if codec == 4:
+            raise CorruptRecordError("zstd compression is not allowed with message format v0/v1",
+                                     self.path, self.position + 17)
+        if codec > 4:
+            raise CorruptRecordError(f"unknown compression type id {codec}", self.path, self.position + 17)
+        try:
+            data = decompress(codec, msg.value, magic=msg.magic, limit=self.decompress_limit)
+        except CompressionError as e:
+            raise e.at(self.path, self.position) from None
+        inner = []
+        p = 0
+        end = len(data)
+        while end - p >= LOG_OVERHEAD:
+            off, size = ENTRY_HEADER.unpack_from(data, p)
+            if size < RECORD_OVERHEAD_V0:
+                raise CorruptRecordError(
+                    f"inner message {len(inner)} has size {size}, smaller than the minimum message overhead (14)",
+                    self.path, self.position)
+            if size > end - p - LOG_OVERHEAD:
+                break  # a short read silently ends the inner sequence (DataLogInputStream)
+            m = parse_message(data, p + LOG_OVERHEAD, size, off, self.path, self.position)
+            if m.attributes & LEGACY_CODEC_MASK:
+                raise CorruptRecordError("inner messages must not be compressed", self.path, self.position)
+            inner.append(m)
+            p += LOG_OVERHEAD + size
+        if not inner:
+            raise CorruptRecordError("compressed wrapper message has no inner records", self.path, self.position)
+        if msg.magic >= 1:
+            last_rel = inner[-1].offset
+            wrapper = msg.offset
+            if wrapper == 0:
+                base = 0
+            else:
+                base = wrapper - last_rel
+                if base < 0:
+                    raise CorruptRecordError(
+                        f"wrapper offset {wrapper} is below its last inner relative offset {last_rel}",
+                        self.path, self.position)
+            for m in inner:
+                m.offset = base + m.offset
+        log_append = msg.magic >= 1 and bool(msg.attributes & LEGACY_TIMESTAMP_TYPE_MASK)
+        if log_append:
+            for m in inner:
+                if m.magic >= 1:
+                    m.timestamp = msg.timestamp
+        self._inner = inner
+        return inner
+
+    @property
+    def base_offset(self) -> int:
+        if self.codec == 0:
+            return self.last_offset
+        return self.inner_messages()[0].offset
+
+    def records(self) -> list[Record]:
+        msgs = self.inner_messages()
+        wrapper_magic = self.magic
+        return [
+            Record(m.offset, m.timestamp if (m.magic >= 1 and wrapper_magic >= 1) else NO_TIMESTAMP, m.key, m.value,
+                   [], m.attributes, None, None, -1, m.magic, m.crc)
+            for m in msgs
+        ]
+
+    def iter_record_tuples(self):
+        for r in self.records():
+            yield (r.offset, r.timestamp, r.key, r.value, ())
+
+    def __iter__(self):
+        return iter(self.records())
+
+    def __repr__(self) -> str:
+        return (f"LegacyBatch(magic={self.magic}, lastOffset={self.last_offset}, position={self.position}, "
+                f"size={self.size}, codec={self.codec_name})")

@@ -1,0 +1,112 @@
+"""Shallow iteration over a buffer of log entries (spec 10-records §7, ``FileLogInputStream.nextBatch``).
+
+``iter_batches`` yields zero-copy batch views (:class:`RecordBatch` for magic >= 2, :class:`LegacyBatch` for
+0 and 1). Nothing is validated here but the entry framing; call ``is_valid()``/``ensure_valid()`` per batch and
+``records()`` for deep iteration.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT
+from ..errors import CorruptRecordError
+from .batch import RecordBatch
+from .legacy import LegacyBatch
+
+HEADER_SIZE_UP_TO_MAGIC = 17
+LOG_OVERHEAD = 12
+MIN_ENTRY_SIZE_FIELD = 14
+_OFFSET_SIZE = struct.Struct(">qi")
+
+Batch = RecordBatch | LegacyBatch
+
+TORN_TAIL = "torn tail"
+PARTIAL_BATCH = "partial batch"
+
+
+class LogScanner:
+    """Iterate the entries of ``buf[start:end]``; afterwards ``stop_position`` is where the scan ended and
+    ``stop_reason`` says why it ended early (``None`` at a clean end, ``'torn tail'`` when 1..17 bytes remain,
+    ``'partial batch'`` when the last entry runs past ``end``).
+
+    With ``max_batch_size`` set, a size field above it raises (as Kafka's in-memory scanner does).
+    Positions reported are ``position_base + index in buf``.
+    """
+
+    __slots__ = ("buf", "start", "end", "path", "position_base", "max_batch_size", "stop_position",
+                 "stop_reason", "decompress_limit")
+
+    def __init__(self, buf, start: int = 0, end: int | None = None, *, path: str | None = None,
+                 position_base: int = 0, max_batch_size: int | None = None,
+                 decompress_limit: int = DEFAULT_DECOMPRESS_LIMIT):
+        self.buf = buf if isinstance(buf, memoryview) else memoryview(buf)
+        self.start = start
+        self.end = len(self.buf) if end is None else min(end, len(self.buf))
+        self.path = path
+        self.position_base = position_base
+        self.max_batch_size = max_batch_size
+        self.stop_position = start
+        self.stop_reason: str | None = None
+        self.decompress_limit = decompress_limit
+
+    def __iter__(self) -> Iterator[Batch]:
+        buf = self.buf
+        pos = self.start
+        end = self.end
+        path = self.path
+        base = self.position_base
+        unpack = _OFFSET_SIZE.unpack_from
+        max_size = self.max_batch_size
+        limit = self.decompress_limit
+        self.stop_reason = None
+        try:
+            while True:
+                if pos >= end - HEADER_SIZE_UP_TO_MAGIC:
+                    if pos < end:
+                        self.stop_reason = TORN_TAIL
+                    break
+                _, size = unpack(buf, pos)
+                if size < MIN_ENTRY_SIZE_FIELD:
+                    raise CorruptRecordError(
+                        f"Found record size {size} smaller than minimum record overhead (14)", path, base + pos)
+                if max_size is not None and size > max_size:
+                    raise CorruptRecordError(
+                        f"Record size {size} exceeds the largest allowable message size ({max_size})",
+                        path, base + pos)
+                if pos > end - LOG_OVERHEAD - size:
+                    self.stop_reason = PARTIAL_BATCH
+                    break
+                total = LOG_OVERHEAD + size
+                view = buf[pos:pos + total]
+                if buf[pos + 16] >= 2:
+                    yield RecordBatch(view, base + pos, path, limit)
+                else:
+                    yield LegacyBatch(view, base + pos, path, limit)
+                pos += total
+        finally:
+            self.stop_position = base + pos
+
+
+def iter_batches(buf, start: int = 0, end: int | None = None, *, path: str | None = None,
+                 position_base: int = 0, max_batch_size: int | None = None,
+                 decompress_limit: int = DEFAULT_DECOMPRESS_LIMIT) -> Iterator[Batch]:
+    """Yield the shallow entries of ``buf[start:end]`` (stops silently at a torn tail or partial batch)."""
+    return iter(LogScanner(buf, start, end, path=path, position_base=position_base,
+                           max_batch_size=max_batch_size, decompress_limit=decompress_limit))
+
+
+def batch_at(buf, position: int, *, path: str | None = None) -> Batch:
+    """The entry starting at ``position`` (raises CorruptRecordError if it is not complete)."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    if len(mv) - position < HEADER_SIZE_UP_TO_MAGIC:
+        raise CorruptRecordError("fewer than 17 bytes remain: no entry header", path, position)
+    _, size = _OFFSET_SIZE.unpack_from(mv, position)
+    if size < MIN_ENTRY_SIZE_FIELD:
+        raise CorruptRecordError(f"Found record size {size} smaller than minimum record overhead (14)", path,
+                                 position)
+    if size > len(mv) - position - LOG_OVERHEAD:
+        raise CorruptRecordError(f"entry of {size + 12} bytes runs past the end of the buffer", path, position)
+    view = mv[position:position + LOG_OVERHEAD + size]
+    return RecordBatch(view, position, path) if mv[position + 16] >= 2 else LegacyBatch(view, position, path)

@@ -1,0 +1,57 @@
+"""Decoders for the payloads of Kafka's internal topics: ``__consumer_offsets``, ``__transaction_state``,
+``__cluster_metadata`` (and KRaft snapshots), and control records. See :mod:`.schema` for the generic
+generated-message reader they share."""
+
+from .cluster_metadata import (
+    MetadataRecord,
+    MetadataState,
+    broker_configs,
+    decode_metadata_record,
+    format_metadata_record,
+    parse_metadata_record,
+    topic_configs,
+    topic_ids,
+)
+from .common import kafka_str_to_uuid, uuid_to_kafka_str
+from .consumer_offsets import (
+    decode_offsets_key,
+    decode_offsets_record,
+    decode_offsets_value,
+    format_offsets_record,
+    parse_offsets_key,
+    parse_offsets_value,
+)
+from .kraft_control import ControlRecord, decode_control_record, format_control_record, parse_control_record
+from .transaction_state import (
+    decode_transaction_record,
+    format_transaction_record,
+    parse_transaction_key,
+    parse_transaction_value,
+)
+
+__all__ = [
+    "ControlRecord",
+    "MetadataRecord",
+    "MetadataState",
+    "broker_configs",
+    "decode_control_record",
+    "decode_metadata_record",
+    "decode_offsets_key",
+    "decode_offsets_record",
+    "decode_offsets_value",
+    "decode_transaction_record",
+    "format_control_record",
+    "format_metadata_record",
+    "format_offsets_record",
+    "format_transaction_record",
+    "kafka_str_to_uuid",
+    "parse_control_record",
+    "parse_metadata_record",
+    "parse_offsets_key",
+    "parse_offsets_value",
+    "parse_transaction_key",
+    "parse_transaction_value",
+    "topic_configs",
+    "topic_ids",
+    "uuid_to_kafka_str",
+]

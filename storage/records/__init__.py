@@ -1,6 +1,13 @@
 """Record formats: v0/v1 messages, v2 record batches, control records; shallow and deep iteration; building."""
 
-from .batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, NO_TIMESTAMP_TYPE, TIMESTAMP_TYPE_NAMES, RecordBatch
+from .batch import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    NO_TIMESTAMP,
+    NO_TIMESTAMP_TYPE,
+    TIMESTAMP_TYPE_NAMES,
+    RecordBatch,
+)
 from .builder import build_batch, build_end_txn_marker, build_legacy, build_legacy_message, rebuild
 from .legacy import LegacyBatch
 from .reader import PARTIAL_BATCH, TORN_TAIL, Batch, LogScanner, batch_at, iter_batches

@@ -11,9 +11,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
+from crc32c import crc32c as _crc32c
+
 from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress
 from ..codec.crc import crc32c
-from ..codec.varint import read_varint, read_varlong
+from ..codec.varint import read_uvarint, read_uvarlong, read_varint, read_varlong
 from ..errors import CompressionError, CorruptRecordError
 from .record import Record
 
@@ -39,11 +41,18 @@ def increment_sequence(sequence: int, increment: int) -> int:
     return sequence + increment
 
 
+_U32 = struct.Struct(">I")
+_CRC_AT = _U32.unpack_from
+
+
 class RecordBatch:
-    """One v2 record batch. ``position`` is where it starts in the file (or buffer) it was read from."""
+    """One v2 record batch. ``position`` is where it starts in the file (or buffer) it was read from.
+
+    ``magic`` is the stored magic byte (2, or a higher value that Kafka also parses as v2 and that then fails
+    validation).
+    """
 
     __slots__ = ("buf", "position", "size", "path", "_h", "decompress_limit")
-    magic = 2
 
     def __init__(self, buf: memoryview, position: int = 0, path: str | None = None,
                  decompress_limit: int = DEFAULT_DECOMPRESS_LIMIT):
@@ -64,6 +73,11 @@ class RecordBatch:
                     self.path, self.position)
             h = self._h = HEADER.unpack_from(self.buf, 0)
         return h
+
+    @property
+    def magic(self) -> int:
+        m = self.buf[16]
+        return m - 256 if m > 127 else m
 
     @property
     def base_offset(self) -> int:
@@ -165,16 +179,16 @@ class RecordBatch:
         return crc32c(self.buf[21:])
 
     def is_valid(self) -> bool:
-        if self.size < HEADER_SIZE:
-            return False
-        return self.crc == crc32c(self.buf[21:])
+        """Kafka's ``isValid``: at least 61 bytes and the stored CRC32C matches (no header tuple is built)."""
+        buf = self.buf
+        return self.size >= HEADER_SIZE and _CRC_AT(buf, 17)[0] == _crc32c(buf[21:])
 
     def ensure_valid(self) -> None:
         if self.size < HEADER_SIZE:
             raise CorruptRecordError(
                 f"record batch is smaller than the minimum allowed ({self.size} < {HEADER_SIZE})",
                 self.path, self.position)
-        stored = self.crc
+        stored = _CRC_AT(self.buf, 17)[0]
         computed = crc32c(self.buf[21:])
         if stored != computed:
             raise CorruptRecordError(
@@ -187,8 +201,9 @@ class RecordBatch:
         return self.buf[HEADER_SIZE:]
 
     def decompressed_payload(self):
+        """The records region uncompressed (a memoryview for uncompressed batches, else bytes)."""
         payload = self.buf[HEADER_SIZE:]
-        codec = self.codec
+        codec = self.attributes & CODEC_MASK
         if codec == 0:
             return payload
         if codec > 4:
@@ -198,26 +213,32 @@ class RecordBatch:
         except CompressionError as e:
             raise e.at(self.path, self.position + HEADER_SIZE) from None
 
+    def _count(self) -> int:
+        count = self._header()[12]
+        if count < 0:
+            raise CorruptRecordError(f"invalid record count {count}", self.path, self.position + 57)
+        return count
+
     def iter_record_tuples(self) -> Iterator[tuple]:
         """Yield ``(offset, timestamp, key, value, headers)`` per record: the fast path (no Record objects).
 
-        ``headers`` is a tuple of ``(key: str, value: bytes | None)``.
+        ``headers`` is a tuple of ``(key: str, value: bytes | None)``. The whole batch is decoded (and checked)
+        before the first tuple is yielded.
         """
-        count = self.records_count
-        if count < 0:
-            raise CorruptRecordError(f"invalid record count {count}", self.path, self.position + 57)
+        count = self._count()
         if count == 0:
             return iter(())
-        return _decode(self, count, tuples=True)
+        return iter(_decode(self, count, False))
+
+    def record_tuples(self) -> list[tuple]:
+        """Like :meth:`iter_record_tuples`, as a list."""
+        count = self._count()
+        return _decode(self, count, False) if count else []
 
     def records(self) -> list[Record]:
         """Decode every record (deep iteration), with Kafka's checks; raises CorruptRecordError."""
-        count = self.records_count
-        if count < 0:
-            raise CorruptRecordError(f"invalid record count {count}", self.path, self.position + 57)
-        if count == 0:
-            return []
-        return list(_decode(self, count, tuples=False))
+        count = self._count()
+        return _decode(self, count, True) if count else []
 
     def __iter__(self):
         return iter(self.records())
@@ -227,132 +248,248 @@ class RecordBatch:
                 f"position={self.position}, size={self.size}, codec={self.codec_name})")
 
 
-def _decode(batch: RecordBatch, count: int, tuples: bool) -> Iterator:
-    data = batch.decompressed_payload()
-    compressed = batch.codec != 0
-    # position of data[0] in the file, for errors (inside a compressed payload: the payload start)
-    pos_base = batch.position + HEADER_SIZE
+class _Slow(Exception):
+    """The fast decoder met something unusual: run the careful decoder for the verdict."""
+
+
+def _decode(batch: RecordBatch, count: int, full: bool) -> list:
     h = batch._header()
-    base_offset = h[0]
-    base_ts = h[7]
+    data = batch.decompressed_payload()
+    if not isinstance(data, bytes):
+        data = bytes(data)  # one copy per batch: bytes index/slice are the fastest primitives
     log_append = bool(h[5] & TIMESTAMP_TYPE_MASK)
-    max_ts = h[8]
-    base_seq = h[11]
-    path = batch.path
+    try:
+        return _decode_fast(data, count, h[0], h[7], h[8] if log_append else None, h[11], full)
+    except (_Slow, IndexError, CorruptRecordError):
+        pass
+    return _decode_careful(batch, data, count, full)
+
+
+def _decode_fast(data: bytes, count: int, base_offset: int, base_ts: int, append_ts: int | None,
+                 base_seq: int, full: bool) -> list:
+    """The hot loop: varints decoded inline (1 and 2 byte forms), one slice per key/value, no per-field bounds
+    checks -- a record must end exactly at its declared length, which catches every overrun (as Kafka's
+    ``DefaultRecord.readFrom`` does). Raises ``_Slow``/``IndexError`` on anything unusual."""
+    out: list = []
+    append = out.append
     end = len(data)
     p = 0
-    mv = memoryview(data) if not isinstance(data, memoryview) else data
-
-    def corrupt(msg: str, at: int) -> CorruptRecordError:
-        where = pos_base if compressed else pos_base + at
-        if compressed:
-            msg = f"{msg} (at byte {at} of the decompressed records)"
-        return CorruptRecordError(msg, path, where)
-
     for _ in range(count):
-        start = p
-        if p >= end:
-            raise corrupt("Incorrect declared batch size, premature EOF reached", p)
-        # length (varint)
+        # record length
         b = data[p]
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
+        if b < 128:
             p += 1
         else:
-            try:
-                length, p = read_varint(data, p, end)
-            except CorruptRecordError as e:
-                raise corrupt(f"Found invalid record structure: {e.reason}", p) from None
-        rec_end = p + length
-        if length < 0 or rec_end > end:
-            raise corrupt(
-                f"Incorrect declared batch size, premature EOF reached (record length {length}, "
-                f"{end - p} bytes remain)", start)
+            b2 = data[p + 1]
+            if b2 >= 128:
+                raise _Slow
+            b = (b & 127) | (b2 << 7)
+            p += 2
+        if b & 1:
+            raise _Slow
+        rec_end = p + (b >> 1)
+        if rec_end > end:
+            raise _Slow
+        body = p
+        # timestamp delta (varlong); the attributes byte (data[body]) is read only for Record objects
+        b = data[p + 1]
+        if b < 128:
+            p += 2
+        else:
+            b2 = data[p + 2]
+            if b2 < 128:
+                b = (b & 127) | (b2 << 7)
+                p += 3
+            else:
+                b, p = read_uvarlong(data, p + 1, end)
+        ts_delta = (b >> 1) ^ -(b & 1)
+        # offset delta
+        b = data[p]
+        if b < 128:
+            p += 1
+        else:
+            b2 = data[p + 1]
+            if b2 < 128:
+                b = (b & 127) | (b2 << 7)
+                p += 2
+            else:
+                b, p = read_uvarint(data, p, end)
+        off_delta = (b >> 1) ^ -(b & 1)
+        # key
+        b = data[p]
+        if b < 128:
+            p += 1
+        else:
+            b2 = data[p + 1]
+            if b2 < 128:
+                b = (b & 127) | (b2 << 7)
+                p += 2
+            else:
+                b, p = read_uvarint(data, p, end)
+        if b & 1:
+            key = None
+        else:
+            q = p + (b >> 1)
+            key = data[p:q]
+            p = q
+        # value
+        b = data[p]
+        if b < 128:
+            p += 1
+        else:
+            b2 = data[p + 1]
+            if b2 < 128:
+                b = (b & 127) | (b2 << 7)
+                p += 2
+            else:
+                b, p = read_uvarint(data, p, end)
+        if b & 1:
+            value = None
+        else:
+            q = p + (b >> 1)
+            value = data[p:q]
+            p = q
+        # headers
+        if data[p] == 0:
+            p += 1
+            headers = ()
+        else:
+            headers, p = _read_headers(data, p, rec_end)
+        if p != rec_end:
+            raise _Slow
+        if full:
+            append(Record(base_offset + off_delta, append_ts if append_ts is not None else base_ts + ts_delta,
+                          key, value, list(headers), data[body], ts_delta, off_delta,
+                          -1 if base_seq < 0 else increment_sequence(base_seq, off_delta), 2))
+        else:
+            append((base_offset + off_delta, append_ts if append_ts is not None else base_ts + ts_delta,
+                    key, value, headers))
+    if p != end:
+        raise _Slow
+    return out
+
+
+def _read_headers(data: bytes, p: int, rec_end: int) -> tuple[tuple, int]:
+    n, p = read_varint(data, p, rec_end)
+    if n < 0 or n > rec_end - p:
+        raise _Slow
+    headers = []
+    for _ in range(n):
+        hk, p = read_varint(data, p, rec_end)
+        if hk < 0:
+            raise _Slow
+        q = p + hk
+        hkey = data[p:q].decode("utf-8", "surrogateescape")
+        hv, p = read_varint(data, q, rec_end)
+        if hv < 0:
+            hval = None
+        else:
+            q = p + hv
+            hval = data[p:q]
+            p = q
+        headers.append((hkey, hval))
+    return tuple(headers), p
+
+
+def _decode_careful(batch: RecordBatch, data: bytes, count: int, full: bool) -> list:
+    """Field-by-field decoding with a precise error (byte position and reason) for every malformation."""
+    h = batch._header()
+    base_offset, base_ts, max_ts, base_seq = h[0], h[7], h[8], h[11]
+    log_append = bool(h[5] & TIMESTAMP_TYPE_MASK)
+    compressed = bool(h[5] & CODEC_MASK)
+    pos_base = batch.position + HEADER_SIZE
+    path = batch.path
+    end = len(data)
+    out: list = []
+    p = 0
+    index = 0
+
+    def corrupt(msg: str, at: int) -> CorruptRecordError:
+        if compressed:
+            return CorruptRecordError(f"record {index}: {msg} (at byte {at} of the decompressed records)",
+                                      path, pos_base)
+        return CorruptRecordError(f"record {index}: {msg}", path, pos_base + at)
+
+    for index in range(count):  # noqa: B007 (read by corrupt())
+        start = p
+        if p >= end:
+            raise corrupt(f"Incorrect declared batch size, premature EOF reached ({count} records declared)", p)
         try:
+            length, p = read_varint(data, p, end)
+        except CorruptRecordError as e:
+            raise corrupt(f"Found invalid record structure: record length: {e.reason}", p) from None
+        if length < 0:
+            raise corrupt(f"Found invalid record structure: negative record length {length}", start)
+        rec_end = p + length
+        if rec_end > end:
+            raise corrupt(f"Invalid record size: expected {length} bytes in record payload, but only "
+                          f"{end - p} bytes remain", start)
+        field = "attributes"
+        try:
+            if p >= rec_end:
+                raise CorruptRecordError("record ends before its attributes")
             attributes = data[p]
             p += 1
-            b = data[p]
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                ts_delta, p = read_varlong(data, p, rec_end)
-            b = data[p]
-            if b < 0x80:
-                off_delta = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                off_delta, p = read_varint(data, p, rec_end)
-            b = data[p]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                klen, p = read_varint(data, p, rec_end)
+            field = "timestampDelta"
+            ts_delta, p = read_varlong(data, p, rec_end)
+            field = "offsetDelta"
+            off_delta, p = read_varint(data, p, rec_end)
+            field = "key length"
+            klen, p = read_varint(data, p, rec_end)
             if klen < 0:
                 key = None
             else:
-                if p + klen > rec_end:
-                    raise corrupt("Found invalid record structure: key runs past the record", p)
-                key = bytes(mv[p:p + klen])
+                if klen > rec_end - p:
+                    raise CorruptRecordError(f"key of {klen} bytes runs past the record ({rec_end - p} left)")
+                key = data[p:p + klen]
                 p += klen
-            b = data[p]
-            if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                vlen, p = read_varint(data, p, rec_end)
+            field = "value length"
+            vlen, p = read_varint(data, p, rec_end)
             if vlen < 0:
                 value = None
             else:
-                if p + vlen > rec_end:
-                    raise corrupt("Found invalid record structure: value runs past the record", p)
-                value = bytes(mv[p:p + vlen])
+                if vlen > rec_end - p:
+                    raise CorruptRecordError(f"value of {vlen} bytes runs past the record ({rec_end - p} left)")
+                value = data[p:p + vlen]
                 p += vlen
-            b = data[p]
-            if b < 0x80:
-                hcount = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                hcount, p = read_varint(data, p, rec_end)
+            field = "header count"
+            hcount, p = read_varint(data, p, rec_end)
             if hcount < 0 or hcount > rec_end - p:
-                raise corrupt(f"Found invalid record structure: invalid header count {hcount}", p)
-            if hcount:
-                headers = []
-                for _h in range(hcount):
-                    hk, p = read_varint(data, p, rec_end)
-                    if hk < 0 or p + hk > rec_end:
-                        raise corrupt(f"Found invalid record structure: invalid header key length {hk}", p)
-                    hkey = bytes(mv[p:p + hk]).decode("utf-8", "surrogateescape")
-                    p += hk
-                    hv, p = read_varint(data, p, rec_end)
-                    if hv < 0:
-                        hval = None
-                    else:
-                        if p + hv > rec_end:
-                            raise corrupt("Found invalid record structure: header value runs past the record", p)
-                        hval = bytes(mv[p:p + hv])
-                        p += hv
-                    headers.append((hkey, hval))
-                headers = tuple(headers)
-            else:
-                headers = ()
-        except IndexError:
-            raise corrupt("Found invalid record structure: record ends inside a field", p) from None
+                raise CorruptRecordError(f"invalid number of record headers {hcount}")
+            headers = []
+            for i in range(hcount):
+                field = f"header {i} key"
+                hk, p = read_varint(data, p, rec_end)
+                if hk < 0:
+                    raise CorruptRecordError(f"invalid negative header key size {hk}")
+                if hk > rec_end - p:
+                    raise CorruptRecordError(f"header key of {hk} bytes runs past the record")
+                hkey = data[p:p + hk].decode("utf-8", "surrogateescape")
+                p += hk
+                field = f"header {i} value"
+                hv, p = read_varint(data, p, rec_end)
+                if hv < 0:
+                    hval = None
+                else:
+                    if hv > rec_end - p:
+                        raise CorruptRecordError(f"header value of {hv} bytes runs past the record")
+                    hval = data[p:p + hv]
+                    p += hv
+                headers.append((hkey, hval))
         except CorruptRecordError as e:
-            if e.path is None:
-                raise corrupt(f"Found invalid record structure: {e.reason}", p) from None
-            raise
+            raise corrupt(f"Found invalid record structure: {field}: {e.reason}", p) from None
         if p != rec_end:
-            raise corrupt(
-                f"Invalid record size: expected to read {length} bytes in record payload, but instead read "
-                f"{p - (rec_end - length)}", start)
-        offset = base_offset + off_delta
+            raise corrupt(f"Invalid record size: expected to read {length} bytes in record payload, but "
+                          f"instead read {p - (rec_end - length)}", start)
         timestamp = max_ts if log_append else base_ts + ts_delta
-        if tuples:
-            yield (offset, timestamp, key, value, headers)
-        else:
+        offset = base_offset + off_delta
+        if full:
             seq = -1 if base_seq < 0 else increment_sequence(base_seq, off_delta)
-            yield Record(offset, timestamp, key, value, list(headers), attributes, ts_delta, off_delta, seq, 2)
+            out.append(Record(offset, timestamp, key, value, headers, attributes, ts_delta, off_delta, seq, 2))
+        else:
+            out.append((offset, timestamp, key, value, tuple(headers)))
     if p != end:
-        raise corrupt("Incorrect declared batch size, records still remaining in file", p)
+        index = count
+        raise corrupt(f"Incorrect declared batch size, records still remaining in file ({end - p} bytes after "
+                      f"{count} records)", p)
+    return out

@@ -28,9 +28,9 @@ LEGACY_TIMESTAMP_TYPE_MASK = 0x08
 class LegacyMessage:
     """The fields of one v0/v1 message (the bytes after the 12-byte offset/size header)."""
 
-    __slots__ = ("offset", "crc", "magic", "attributes", "timestamp", "key", "value")
+    __slots__ = ("offset", "crc", "magic", "attributes", "timestamp", "key", "value", "raw")
 
-    def __init__(self, offset, crc, magic, attributes, timestamp, key, value):
+    def __init__(self, offset, crc, magic, attributes, timestamp, key, value, raw=None):
         self.offset = offset
         self.crc = crc
         self.magic = magic
@@ -38,6 +38,11 @@ class LegacyMessage:
         self.timestamp = timestamp
         self.key = key
         self.value = value
+        self.raw = raw  # the CRC-covered bytes (magic .. end of value)
+
+    def is_valid(self) -> bool:
+        """The message's own CRC32 check (``LegacyRecord.isValid``)."""
+        return self.raw is not None and self.crc == crc32(self.raw)
 
 
 def parse_message(buf, pos: int, size: int, offset: int, path: str | None, file_pos: int,
@@ -62,7 +67,7 @@ def parse_message(buf, pos: int, size: int, offset: int, path: str | None, file_
         raise CorruptRecordError(f"invalid magic {magic} for a legacy message", path, file_pos + 16)
     key, p = _read_bytes(buf, p, end, "key", path, file_pos, copy)
     value, p = _read_bytes(buf, p, end, "value", path, file_pos, copy)
-    return LegacyMessage(offset, crc, magic, attributes & 0xFF, timestamp, key, value)
+    return LegacyMessage(offset, crc, magic, attributes & 0xFF, timestamp, key, value, buf[pos + 4:end])
 
 
 def _read_bytes(buf, p: int, end: int, what: str, path, file_pos: int, copy: bool):
@@ -106,7 +111,8 @@ class LegacyBatch:
 
     @property
     def magic(self) -> int:
-        return self.buf[16]
+        m = self.buf[16]
+        return m - 256 if m > 127 else m
 
     @property
     def crc(self) -> int:
@@ -238,13 +244,10 @@ class LegacyBatch:
         return self.inner_messages()[0].offset
 
     def records(self) -> list[Record]:
-        msgs = self.inner_messages()
-        wrapper_magic = self.magic
-        return [
-            Record(m.offset, m.timestamp if (m.magic >= 1 and wrapper_magic >= 1) else NO_TIMESTAMP, m.key, m.value,
-                   [], m.attributes, None, None, -1, m.magic, m.crc)
-            for m in msgs
-        ]
+        # timestamps: v0 -> -1; v1 -> its own, or the wrapper's when the wrapper is LogAppendTime (already
+        # applied by inner_messages), as LegacyRecord.timestamp() with a wrapper timestamp type
+        return [Record(m.offset, m.timestamp, m.key, m.value, [], m.attributes, None, None, -1, m.magic, m.crc)
+                for m in self.inner_messages()]
 
     def iter_record_tuples(self):
         for r in self.records():

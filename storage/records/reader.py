@@ -80,7 +80,7 @@ class LogScanner:
                     break
                 total = LOG_OVERHEAD + size
                 view = buf[pos:pos + total]
-                if buf[pos + 16] >= 2:
+                if 2 <= buf[pos + 16] < 128:  # a negative magic byte is "< 2" for Kafka: legacy
                     yield RecordBatch(view, base + pos, path, limit)
                 else:
                     yield LegacyBatch(view, base + pos, path, limit)
@@ -109,4 +109,6 @@ def batch_at(buf, position: int, *, path: str | None = None) -> Batch:
     if size > len(mv) - position - LOG_OVERHEAD:
         raise CorruptRecordError(f"entry of {size + 12} bytes runs past the end of the buffer", path, position)
     view = mv[position:position + LOG_OVERHEAD + size]
-    return RecordBatch(view, position, path) if mv[position + 16] >= 2 else LegacyBatch(view, position, path)
+    if 2 <= mv[position + 16] < 128:
+        return RecordBatch(view, position, path)
+    return LegacyBatch(view, position, path)

@@ -1,0 +1,648 @@
+"""Run a real single-node Apache Kafka broker for tests and fixture capture.
+
+Two backends behind one interface (:class:`KafkaBroker`):
+
+* :class:`Broker` (default) runs the JVM directly from the Maven-resolved jars (:mod:`kafkalog.compat.jars`):
+  KRaft combined mode (``kafka.tools.StorageTool format`` first) or, for Kafka < 4, ZooKeeper mode with an
+  embedded ``ZooKeeperServerMain`` started from the same jars.
+* :class:`ContainerBroker` runs the ``apache/kafka`` image through testcontainers (KRaft only), for machines
+  with a reachable Docker engine and no JDK. Select it with :func:`make_broker` and ``KAFKALOG_BROKER=container``.
+
+Layout of a broker's work dir (the parent of the data dir)::
+
+    <work>/data/               log.dirs (the Kafka data dir; KRaft's __cluster_metadata-0 lives here too)
+    <work>/server.properties   generated config
+    <work>/broker.log          broker stdout/stderr (log4j console appender), appended across restarts
+    <work>/zookeeper/, zookeeper.log, zoo.cfg   ZooKeeper mode only
+
+Everything binds to 127.0.0.1 on free ports; the ports are kept across restarts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any, Literal, Self
+
+from kafkalog.compat import jars
+from kafkalog.compat.errors import BrokerError, HarnessError
+
+Mode = Literal["kraft", "zk"]
+
+#: ``server.properties`` that make a 3.x ZooKeeper-mode broker write message format v1 / v0 (KIP-724: the
+#: message format is only honoured while ``inter.broker.protocol.version`` < 3.0).
+LEGACY_V1_PROPS: dict[str, str] = {"inter.broker.protocol.version": "2.8", "log.message.format.version": "0.10.0"}
+LEGACY_V0_PROPS: dict[str, str] = {"inter.broker.protocol.version": "2.8", "log.message.format.version": "0.9.0"}
+
+NODE_ID = 1
+ZK_SESSION_TIMEOUT_MS = 6000
+DEFAULT_HEAP = "512m"
+
+_BASE_PROPS: dict[str, str] = {
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "false",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "5",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "5",
+    "group.initial.rebalance.delay.ms": "0",
+    "num.network.threads": "2",
+    "num.io.threads": "2",
+    "num.recovery.threads.per.data.dir": "1",
+    "log.cleaner.threads": "1",
+    "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+}
+
+_LOG4J1 = """\
+log4j.rootLogger={level}, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.Target={target}
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.state.change.logger=WARN
+log4j.logger.org.apache.zookeeper=WARN
+log4j.logger.kafka.log.LogCleaner=INFO
+"""
+
+_LOG4J2 = """\
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.target = {target2}
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = {level}
+rootLogger.appenderRef.out.ref = OUT
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.statechange.name = state.change.logger
+logger.statechange.level = WARN
+"""
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def cluster_id_from(seed: str) -> str:
+    """A valid KRaft cluster id (base64url of 16 bytes, 22 chars) derived from ``seed``: deterministic."""
+    raw = uuid.uuid5(uuid.NAMESPACE_URL, "kafkalog:" + seed).bytes
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 64 * 1024))
+            data = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+def log4j_config(version: str, *, level: str = "INFO", stderr: bool = False) -> tuple[str, str]:
+    """(system property assignment, file content) of a console logging config for ``version``."""
+    if jars.parse_version(version) >= (4,):
+        return "log4j2.configurationFile", _LOG4J2.format(level=level, target2="SYSTEM_ERR" if stderr else "SYSTEM_OUT")
+    return "log4j.configuration", _LOG4J1.format(level=level, target="System.err" if stderr else "System.out")
+
+
+def write_properties(path: Path, props: Mapping[str, str]) -> None:
+    def esc(s: str) -> str:
+        return s.replace("\\", "\\\\").replace("\n", "\\n")
+
+    path.write_text("".join(f"{esc(k)}={esc(str(v))}\n" for k, v in props.items()))
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Ask Linux to SIGTERM the JVM if the Python process dies (no orphan brokers after a crash)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    os.setsid()
+
+
+_LIVE: weakref.WeakSet[KafkaBroker] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for broker in list(_LIVE):
+        with contextlib.suppress(Exception):
+            broker.kill()
+
+
+class KafkaBroker(ABC):
+    """One single-node Kafka cluster. Use as a context manager or call start()/stop()."""
+
+    version: str
+    mode: Mode
+    data_dir: Path
+    work_dir: Path
+
+    def __init__(self, version: str, mode: Mode, data_dir: Path | None, server_properties: Mapping[str, str] | None):
+        jars.parse_version(version)
+        if mode not in ("kraft", "zk"):
+            raise ValueError(f"mode must be 'kraft' or 'zk', not {mode!r}")
+        if mode == "zk" and jars.parse_version(version) >= (4,):
+            raise ValueError(f"Kafka {version} has no ZooKeeper mode")
+        self.version = version
+        self.mode = mode
+        if data_dir is None:
+            data_dir = Path(tempfile.mkdtemp(prefix=f"kafkalog-{version}-{mode}-")) / "data"
+        self.data_dir = Path(data_dir).absolute()
+        self.work_dir = self.data_dir.parent
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.extra_properties: dict[str, str] = {k: str(v) for k, v in (server_properties or {}).items()}
+        self.port = free_port()
+
+    # ---- lifecycle (backend specific)
+    @abstractmethod
+    def start(self, *, wait: bool = True, timeout: float = 120.0) -> Self: ...
+
+    @abstractmethod
+    def stop(self, timeout: float = 90.0, *, require_clean_marker: bool = True) -> None:
+        """Clean shutdown (SIGTERM and wait); raises BrokerError if the clean-shutdown marker is missing."""
+
+    @abstractmethod
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown, indexes stay preallocated, no marker."""
+
+    @property
+    @abstractmethod
+    def running(self) -> bool: ...
+
+    @property
+    @abstractmethod
+    def log_path(self) -> Path:
+        """The broker's log (stdout/stderr); print it when a test fails."""
+
+    # ---- shared behaviour
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def clean_shutdown_marker(self) -> Path:
+        return self.data_dir / ".kafka_cleanshutdown"
+
+    def restart(self, *, timeout: float = 120.0) -> Self:
+        """Stop cleanly if running, then start again on the same data dir and ports."""
+        if self.running:
+            self.stop()
+        return self.start(timeout=timeout)
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Block until the broker answers a metadata request listing itself."""
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
+        last: str = "port not open"
+        while time.monotonic() < deadline:
+            if not self.running:
+                raise self.error(f"Kafka {self.version} ({self.mode}) exited during start-up")
+            if port_open(self.port):
+                admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+                try:
+                    md = admin.list_topics(timeout=5)
+                    if md.brokers:
+                        return
+                    last = "no broker registered yet"
+                except Exception as exc:  # librdkafka raises KafkaException or plain errors
+                    last = str(exc)
+            time.sleep(0.3)
+        raise self.error(f"Kafka {self.version} ({self.mode}) not ready after {timeout:.0f}s: {last}")
+
+    def error(self, message: str) -> BrokerError:
+        return BrokerError(message, self.log_path, tail(self.log_path))
+
+    def admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None, timeout: float = 30.0
+    ) -> None:
+        from kafkalog.compat.clients import create_topic
+
+        create_topic(self.bootstrap_servers, name, partitions=partitions, config=config, timeout=timeout)
+
+    def partition_dir(self, topic: str, partition: int = 0) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
+
+    def close(self) -> None:
+        """Kill if still running (use stop() for a clean shutdown)."""
+        if self.running:
+            self.kill()
+
+    def __enter__(self) -> Self:
+        if not self.running:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.running:
+            if exc[0] is None:
+                self.stop()
+            else:
+                self.kill()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<{type(self).__name__} kafka-{self.version} {self.mode} {self.bootstrap_servers} {state} {self.data_dir}>"
+
+
+class Broker(KafkaBroker):
+    """A broker JVM (and, in ZooKeeper mode, a ZooKeeper JVM) run from the Maven-resolved jars."""
+
+    def __init__(
+        self,
+        version: str = jars.LATEST_4,
+        *,
+        mode: Mode = "kraft",
+        data_dir: Path | None = None,
+        server_properties: Mapping[str, str] | None = None,
+        heap: str = DEFAULT_HEAP,
+        cluster_id: str | None = None,
+        jvm_args: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(version, mode, data_dir, server_properties)
+        self.libs = jars.ensure_kafka(version)
+        self.heap = heap
+        self.jvm_args = jvm_args
+        self.cluster_id = cluster_id or cluster_id_from(str(self.data_dir))
+        self.controller_port = free_port() if mode == "kraft" else 0
+        self.zk_port = free_port() if mode == "zk" else 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._zk: subprocess.Popen[bytes] | None = None
+        self._killed_at: float | None = None
+        self._log_fh: IO[bytes] | None = None
+        _LIVE.add(self)
+
+    # ---- paths
+    @property
+    def log_path(self) -> Path:
+        return self.work_dir / "broker.log"
+
+    @property
+    def zk_log_path(self) -> Path:
+        return self.work_dir / "zookeeper.log"
+
+    @property
+    def properties_path(self) -> Path:
+        return self.work_dir / "server.properties"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self.running and self._proc else None
+
+    # ---- config
+    def server_properties(self) -> dict[str, str]:
+        props = dict(_BASE_PROPS)
+        props["log.dirs"] = str(self.data_dir)
+        listener = f"PLAINTEXT://127.0.0.1:{self.port}"
+        if self.mode == "kraft":
+            props |= {
+                "process.roles": "broker,controller",
+                "node.id": str(NODE_ID),
+                "controller.quorum.voters": f"{NODE_ID}@127.0.0.1:{self.controller_port}",
+                "controller.listener.names": "CONTROLLER",
+                "listeners": f"{listener},CONTROLLER://127.0.0.1:{self.controller_port}",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                # a killed broker's registration blocks re-registration until its session expires
+                "broker.session.timeout.ms": "3000",
+                "broker.heartbeat.interval.ms": "1000",
+            }
+        else:
+            props |= {
+                "broker.id": str(NODE_ID),
+                "zookeeper.connect": f"127.0.0.1:{self.zk_port}",
+                "zookeeper.session.timeout.ms": str(ZK_SESSION_TIMEOUT_MS),
+                "listeners": listener,
+            }
+        props["advertised.listeners"] = listener
+        props |= self.extra_properties
+        return props
+
+    def _java(self, main: str, *args: str, heap: str, log_level: str = "INFO", stderr_log: bool = False) -> list[str]:
+        prop, content = log4j_config(self.version, level=log_level, stderr=stderr_log)
+        cfg = self.work_dir / ("log4j2.properties" if "log4j2" in prop else "log4j.properties")
+        if stderr_log:
+            cfg = cfg.with_name("tools-" + cfg.name)
+        cfg.write_text(content)
+        cfg_value = str(cfg) if "log4j2" in prop else cfg.as_uri()
+        return [
+            jars.java_executable(),
+            f"-Xmx{heap}",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+            "-Djava.net.preferIPv4Stack=true",
+            "-Dzookeeper.admin.enableServer=false",
+            f"-Dkafka.logs.dir={self.work_dir}",
+            f"-D{prop}={cfg_value}",
+            *self.jvm_args,
+            "-cp",
+            jars.classpath(self.libs),
+            main,
+            *args,
+        ]
+
+    def _format(self) -> None:
+        """``kafka-storage format`` (KRaft), unless the data dir already holds a meta.properties."""
+        if (self.data_dir / "meta.properties").exists():
+            return
+        cmd = self._java(
+            "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(self.properties_path),
+            heap="256m", log_level="WARN", stderr_log=True,
+        )  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+        if proc.returncode != 0:
+            raise BrokerError(f"kafka-storage format failed (Kafka {self.version}): {(proc.stdout + proc.stderr).strip()[-2000:]}")
+
+    # ---- ZooKeeper
+    def _start_zookeeper(self, timeout: float = 60.0) -> None:
+        if self._zk is not None and self._zk.poll() is None:
+            return
+        zk_dir = self.work_dir / "zookeeper"
+        zk_dir.mkdir(exist_ok=True)
+        cfg = self.work_dir / "zoo.cfg"
+        write_properties(
+            cfg,
+            {
+                "tickTime": "500",
+                "dataDir": str(zk_dir),
+                "clientPort": str(self.zk_port),
+                "clientPortAddress": "127.0.0.1",
+                "maxClientCnxns": "0",
+                "admin.enableServer": "false",
+                "4lw.commands.whitelist": "srvr",
+            },
+        )
+        with open(self.zk_log_path, "ab") as log:
+            self._zk = subprocess.Popen(
+                self._java("org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg), heap="128m"),
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._zk.poll() is not None:
+                raise BrokerError("ZooKeeper exited during start-up", self.zk_log_path, tail(self.zk_log_path))
+            if self._zk_ok():
+                return
+            time.sleep(0.2)
+        raise BrokerError(f"ZooKeeper not ready after {timeout:.0f}s", self.zk_log_path, tail(self.zk_log_path))
+
+    def _zk_ok(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.zk_port), timeout=1) as s:
+                s.sendall(b"srvr")
+                return b"Zookeeper version" in s.recv(4096)
+        except OSError:
+            return False
+
+    def _stop_zookeeper(self) -> None:
+        if self._zk is not None and self._zk.poll() is None:
+            self._zk.terminate()
+            try:
+                self._zk.wait(30)
+            except subprocess.TimeoutExpired:
+                self._zk.kill()
+                self._zk.wait()
+        self._zk = None
+
+    # ---- lifecycle
+    def start(self, *, wait: bool = True, timeout: float = 120.0) -> Self:
+        if self.running:
+            raise BrokerError(f"{self!r} is already running")
+        jars.check_java(self.version)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        write_properties(self.properties_path, self.server_properties())
+        if self.mode == "kraft":
+            self._format()
+        else:
+            self._start_zookeeper()
+            if self._killed_at is not None:
+                # the killed broker's ephemeral /brokers/ids node lives until its session expires
+                time.sleep(max(0.0, self._killed_at + ZK_SESSION_TIMEOUT_MS / 1000 + 1.0 - time.monotonic()))
+        self._log_fh = open(self.log_path, "ab")  # closed in _reap()
+        self._log_fh.write(f"\n===== kafkalog: starting Kafka {self.version} ({self.mode}) =====\n".encode())
+        self._log_fh.flush()
+        self._proc = subprocess.Popen(
+            self._java("kafka.Kafka", str(self.properties_path), heap=self.heap),
+            stdout=self._log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+        )  # fmt: skip
+        self._killed_at = None
+        if wait:
+            try:
+                self.wait_ready(timeout)
+            except BrokerError:
+                self.kill()
+                raise
+        return self
+
+    def _reap(self) -> None:
+        if self._log_fh is not None:
+            self._log_fh.close()
+            self._log_fh = None
+
+    def stop(self, timeout: float = 90.0, *, require_clean_marker: bool = True) -> None:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            self._reap()
+            self._stop_zookeeper()
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            self._reap()
+            self._stop_zookeeper()
+            raise self.error(f"Kafka {self.version} did not shut down within {timeout:.0f}s (SIGKILLed)") from None
+        self._reap()
+        self._stop_zookeeper()
+        if require_clean_marker and not self.clean_shutdown_marker.exists():
+            raise self.error(f"Kafka {self.version} stopped without writing {self.clean_shutdown_marker}")
+
+    def kill(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+            self._killed_at = time.monotonic()
+        self._reap()
+
+    def close(self) -> None:
+        """Kill the broker (if running) and stop ZooKeeper."""
+        self.kill()
+        self._stop_zookeeper()
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        self._stop_zookeeper()
+
+
+class ContainerBroker(KafkaBroker):
+    """The ``apache/kafka`` Docker image run through testcontainers (KRaft combined mode only).
+
+    The data dir is bind-mounted at ``/var/lib/kafka/data``; the container runs as the calling user so the
+    files stay readable. Needs a reachable Docker engine (see :func:`docker_available`).
+    """
+
+    IMAGE = "apache/kafka"
+    CONTAINER_DATA = "/var/lib/kafka/data"
+
+    def __init__(
+        self,
+        version: str = jars.LATEST_4,
+        *,
+        mode: Mode = "kraft",
+        data_dir: Path | None = None,
+        server_properties: Mapping[str, str] | None = None,
+        cluster_id: str | None = None,
+    ) -> None:
+        if mode != "kraft":
+            raise ValueError("the apache/kafka image only runs KRaft mode")
+        super().__init__(version, mode, data_dir, server_properties)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = cluster_id or cluster_id_from(str(self.data_dir))
+        self._container: Any = None
+        _LIVE.add(self)
+
+    @property
+    def log_path(self) -> Path:
+        return self.work_dir / "broker.log"
+
+    @property
+    def running(self) -> bool:
+        if self._container is None:
+            return False
+        wrapped = self._container.get_wrapped_container()
+        wrapped.reload()
+        return bool(wrapped.status == "running")
+
+    def _env(self) -> dict[str, str]:
+        props = dict(_BASE_PROPS)
+        props |= {
+            "process.roles": "broker,controller",
+            "node.id": str(NODE_ID),
+            "controller.quorum.voters": f"{NODE_ID}@localhost:9093",
+            "controller.listener.names": "CONTROLLER",
+            "listeners": "PLAINTEXT://0.0.0.0:9092,CONTROLLER://localhost:9093",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": self.CONTAINER_DATA,
+        }
+        props |= self.extra_properties
+        env = {"KAFKA_" + k.upper().replace(".", "_"): v for k, v in props.items()}
+        env["CLUSTER_ID"] = self.cluster_id
+        return env
+
+    def start(self, *, wait: bool = True, timeout: float = 120.0) -> Self:
+        if self._container is not None:
+            self._container.get_wrapped_container().start()
+        else:
+            try:
+                from testcontainers.core.container import DockerContainer
+            except ImportError as exc:
+                raise HarnessError("testcontainers is not installed: pip install testcontainers") from exc
+            container = DockerContainer(f"{self.IMAGE}:{self.version}")
+            for key, value in self._env().items():
+                container.with_env(key, value)
+            container.with_volume_mapping(str(self.data_dir), self.CONTAINER_DATA, "rw")
+            container.with_kwargs(user=f"{os.getuid()}:{os.getgid()}", ports={"9092/tcp": ("127.0.0.1", self.port)})
+            self._container = container.start()
+        if wait:
+            try:
+                self.wait_ready(timeout)
+            finally:
+                self._save_logs()
+        return self
+
+    def _save_logs(self) -> None:
+        if self._container is None:
+            return
+        with contextlib.suppress(Exception):
+            logs = self._container.get_wrapped_container().logs()
+            self.log_path.write_bytes(logs)
+
+    def stop(self, timeout: float = 90.0, *, require_clean_marker: bool = True) -> None:
+        if self._container is None:
+            return
+        self._container.get_wrapped_container().stop(timeout=int(timeout))  # SIGTERM, SIGKILL after timeout
+        self._save_logs()
+        if require_clean_marker and not self.clean_shutdown_marker.exists():
+            raise self.error(f"Kafka {self.version} container stopped without writing {self.clean_shutdown_marker}")
+
+    def kill(self) -> None:
+        if self._container is not None and self.running:
+            self._container.get_wrapped_container().kill()
+            self._save_logs()
+
+    def close(self) -> None:
+        if self._container is not None:
+            with contextlib.suppress(Exception):
+                self._save_logs()
+                self._container.stop()
+            self._container = None
+
+
+def docker_available() -> bool:
+    """True if a Docker engine answers (the client alone is not enough)."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        return bool(client.ping())
+    except Exception:  # any failure means "no engine"
+        return False
+
+
+def make_broker(version: str = jars.LATEST_4, **kwargs: Any) -> KafkaBroker:
+    """The JVM :class:`Broker`, or :class:`ContainerBroker` when ``KAFKALOG_BROKER=container``.
+
+    Asking for containers without a reachable Docker engine is an error, not a silent fallback.
+    """
+    backend = os.environ.get("KAFKALOG_BROKER", "jvm")
+    if backend == "container":
+        if not docker_available():
+            raise HarnessError("KAFKALOG_BROKER=container but no Docker engine is reachable")
+        return ContainerBroker(version, **kwargs)
+    if backend != "jvm":
+        raise HarnessError(f"KAFKALOG_BROKER must be 'jvm' or 'container', not {backend!r}")
+    return Broker(version, **kwargs)

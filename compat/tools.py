@@ -1,0 +1,504 @@
+"""Run Kafka's own ``DumpLogSegments`` and parse its output into ``kafkalog dump --json`` structures.
+
+One JVM dumps many files (``--files a,b,c``): pass all files of a fixture at once. Keys and payloads are
+printed through a tiny base64 decoder (``io.kafkalog.compat.Base64Decoder``, compiled once per Kafka version
+with ``javac`` into the cache), so binary data survives the text output byte-exactly.
+
+Batch dicts (one per batch; v0/v1: one per outer message) carry exactly the keys of ``kafkalog dump --json``::
+
+    file baseOffset lastOffset count position size magic codec crc isValid timestampType maxTimestamp
+    producerId producerEpoch baseSequence partitionLeaderEpoch isTransactional isControl deleteHorizonMs
+    [records: [{offset, timestamp, key, value, headers}]]     (deep iteration)
+
+``key``/``value`` are base64 or None; ``headers`` is ``[[name, None], ...]`` because DumpLogSegments prints
+header names only. Record dicts may also hold ``sequence`` (v2), ``crc``/``isValid`` (legacy), ``control``
+(text after the metadata of a control record) and, with the internal-topic decoders, ``keyText``/``valueText``.
+For legacy batches DumpLogSegments prints only the wrapper's (last) offset: ``baseOffset``/``count`` come from
+the inner records under deep iteration, else ``baseOffset = lastOffset, count = 1`` for uncompressed messages
+and None for compressed wrappers.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from kafkalog.compat import jars
+from kafkalog.compat.broker import log4j_config
+from kafkalog.compat.errors import HarnessError, ToolError
+
+Decoder = Literal["offsets", "transaction", "cluster-metadata"]
+_DECODER_FLAGS = {
+    "offsets": "--offsets-decoder",
+    "transaction": "--transaction-log-decoder",
+    "cluster-metadata": "--cluster-metadata-decoder",
+}
+
+DECODER_CLASS = "io.kafkalog.compat.Base64Decoder"
+_DECODER_SOURCE = """\
+package io.kafkalog.compat;
+
+/** Prints keys/payloads as base64 so DumpLogSegments output stays one line per record, byte-exact. */
+public class Base64Decoder implements org.apache.kafka.tools.api.Decoder<String> {
+    public Base64Decoder() {}
+
+    @Override
+    public String fromBytes(byte[] bytes) {
+        return java.util.Base64.getEncoder().encodeToString(bytes);
+    }
+}
+"""
+
+BATCH_KEYS = (
+    "file", "baseOffset", "lastOffset", "count", "position", "size", "magic", "codec", "crc", "isValid",
+    "timestampType", "maxTimestamp", "producerId", "producerEpoch", "baseSequence", "partitionLeaderEpoch",
+    "isTransactional", "isControl", "deleteHorizonMs",
+)  # fmt: skip
+RECORD_KEYS = ("offset", "timestamp", "key", "value", "headers")
+
+
+# --------------------------------------------------------------------------- running
+
+
+def dump_class(version: str) -> str:
+    """DumpLogSegments moved from core (``kafka.tools``) to kafka-tools (``org.apache.kafka.tools``) in 4.x."""
+    return jars.find_class(jars.ensure_kafka(version), "org.apache.kafka.tools.DumpLogSegments", "kafka.tools.DumpLogSegments")
+
+
+def decoder_classes(version: str) -> Path:
+    """Directory with the compiled Base64Decoder for ``version`` (compiled with javac on first use)."""
+    libs = jars.ensure_kafka(version)
+    out = jars.kafka_home(version) / "kafkalog-tools"
+    target = out / "io" / "kafkalog" / "compat" / "Base64Decoder.class"
+    if target.is_file():
+        return out
+    if jars.parse_version(version) < (3, 5):
+        raise HarnessError(f"Kafka {version} has no org.apache.kafka.tools.api.Decoder (needs 3.5+)")
+    src_dir = out / "src"
+    src_dir.mkdir(parents=True, exist_ok=True)
+    src = src_dir / "Base64Decoder.java"
+    src.write_text(_DECODER_SOURCE)
+    proc = subprocess.run(
+        [jars.javac_executable(), "-nowarn", "--release", "11", "-cp", jars.classpath(libs), "-d", str(out), str(src)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise ToolError(f"javac failed for the DumpLogSegments decoder: {proc.stderr.strip()[-1500:]}")
+    return out
+
+
+def _tools_log_config(version: str) -> list[str]:
+    prop, content = log4j_config(version, level="WARN", stderr=True)
+    home = jars.kafka_home(version)
+    cfg = home / ("tools-log4j2.properties" if "log4j2" in prop else "tools-log4j.properties")
+    if not cfg.is_file() or cfg.read_text() != content:
+        cfg.write_text(content)
+    return [f"-D{prop}={cfg if 'log4j2' in prop else cfg.as_uri()}"]
+
+
+def run_tool(version: str, main_class: str, args: Sequence[str], *, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+    """Run a Kafka command-line class from the jars of ``version`` (logging at WARN to stderr)."""
+    libs = jars.ensure_kafka(version)
+    jars.check_java(version)
+    cp = jars.classpath(libs) + ":" + str(decoder_classes(version))
+    cmd = [
+        jars.java_executable(), "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+        "-Djava.awt.headless=true", *_tools_log_config(version), "-cp", cp, main_class, *args,
+    ]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout, errors="replace")
+
+
+def dump_log_segments(
+    version: str,
+    files: Sequence[str | Path],
+    *,
+    deep: bool = True,
+    print_data: bool = True,
+    decoder: Decoder | None = None,
+    verify_index_only: bool = False,
+    index_sanity_check: bool = False,
+    max_message_size: int | None = None,
+    extra_args: Sequence[str] = (),
+    timeout: float = 600.0,
+) -> DumpRun:
+    """Dump ``files`` (any mix of .log/.index/.timeindex/.txnindex/.snapshot/.checkpoint) in one JVM.
+
+    Paths are made absolute so stdout sections and stderr reports (which use absolute paths) line up.
+    Raises ToolError if the tool exits non-zero (it aborts at the first exception, e.g. a corrupt batch).
+    """
+    paths = [str(Path(f).absolute()) for f in files]
+    if not paths:
+        raise ValueError("no files to dump")
+    if any("," in p for p in paths):
+        raise ValueError("DumpLogSegments --files cannot take paths containing ','")
+    if bad := [p for p in paths if "." not in Path(p).name]:
+        raise ValueError(f"DumpLogSegments crashes on names without '.': {bad[0]} (filter with dumpable())")
+    args: list[str] = []
+    if deep:
+        args.append("--deep-iteration")
+    if decoder is not None:
+        args.append(_DECODER_FLAGS[decoder])
+    elif print_data:
+        args += ["--print-data-log", "--key-decoder-class", DECODER_CLASS, "--value-decoder-class", DECODER_CLASS]
+    if verify_index_only:
+        args.append("--verify-index-only")
+    if index_sanity_check:
+        args.append("--index-sanity-check")
+    if max_message_size is not None:
+        args += ["--max-message-size", str(max_message_size)]
+    args += list(extra_args)
+    args += ["--files", ",".join(paths)]
+    proc = run_tool(version, dump_class(version), args, timeout=timeout)
+    if proc.returncode != 0:
+        raise ToolError(f"DumpLogSegments (Kafka {version}) failed with exit code {proc.returncode}: {proc.stderr.strip()[-3000:]}")
+    return parse_dump_output(proc.stdout, proc.stderr, base64_data=decoder is None and print_data)
+
+
+# --------------------------------------------------------------------------- parsed structures
+
+
+@dataclass
+class FileDump:
+    """Everything DumpLogSegments printed for one file."""
+
+    path: str
+    kind: str  # log, checkpoint, index, timeindex, txnindex, snapshot, unknown
+    header: str | None = None
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    #: .index: {offset, position}; .timeindex: {timestamp, offset}; .txnindex / .snapshot: all printed fields
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    empty: bool = False
+    passed_sanity_check: bool = False
+    invalid_bytes: int = 0
+    #: (previous offset, next offset) pairs from stderr, in order of discovery
+    non_consecutive: list[tuple[int, int]] = field(default_factory=list)
+    #: .index entries whose batch last offset differs: (index offset, log offset), in order of discovery
+    index_mismatches: list[tuple[int, int]] = field(default_factory=list)
+    #: .timeindex: (index timestamp, log timestamp) and (index timestamp, previous timestamp) pairs
+    timestamp_mismatches: list[tuple[int, int]] = field(default_factory=list)
+    out_of_order_timestamps: list[tuple[int, int]] = field(default_factory=list)
+    unparsed: list[str] = field(default_factory=list)
+
+    def records(self) -> list[dict[str, Any]]:
+        return [r for b in self.batches for r in b.get("records", [])]
+
+
+@dataclass
+class DumpRun:
+    files: list[FileDump]
+    #: "Indexed offset: o, found log offset: l" pairs (the tool does not say which file they belong to)
+    timeindex_not_found: list[tuple[int, int]] = field(default_factory=list)
+    stderr: str = ""
+
+    def by_path(self) -> dict[str, FileDump]:
+        return {f.path: f for f in self.files}
+
+    def __getitem__(self, path: str | Path) -> FileDump:
+        want = str(Path(path).absolute())
+        for f in self.files:
+            if f.path == want or f.path == str(path):
+                return f
+        raise KeyError(str(path))
+
+    def batches(self) -> list[dict[str, Any]]:
+        return [b for f in self.files for b in f.batches]
+
+
+# --------------------------------------------------------------------------- parsing
+
+_BOOL = {"true": True, "false": False}
+_V2_BATCH = re.compile(
+    r"baseOffset: (?P<baseOffset>-?\d+) lastOffset: (?P<lastOffset>-?\d+) count: (?P<count>-?\d+) "
+    r"baseSequence: (?P<baseSequence>-?\d+) lastSequence: (?P<lastSequence>-?\d+) "
+    r"producerId: (?P<producerId>-?\d+) producerEpoch: (?P<producerEpoch>-?\d+) "
+    r"partitionLeaderEpoch: (?P<partitionLeaderEpoch>-?\d+) isTransactional: (?P<isTransactional>true|false) "
+    r"isControl: (?P<isControl>true|false)(?: deleteHorizonMs: (?P<deleteHorizonMs>OptionalLong(?:\.empty|\[-?\d+\])))? "
+    r"position: (?P<position>\d+) (?P<timestampType>\w+): (?P<maxTimestamp>-?\d+) size: (?P<size>\d+) "
+    r"magic: (?P<magic>\d+) compresscodec: (?P<codec>\S+) crc: (?P<crc>\d+) isvalid: (?P<isValid>true|false)$"
+)
+_LEGACY_BATCH = re.compile(
+    r"offset: (?P<lastOffset>-?\d+) position: (?P<position>\d+) (?P<timestampType>\w+): (?P<maxTimestamp>-?\d+) "
+    r"size: (?P<size>\d+) magic: (?P<magic>\d+) compresscodec: (?P<codec>\S+) crc: (?P<crc>\d+) "
+    r"isvalid: (?P<isValid>true|false)$"
+)
+_RECORD = re.compile(
+    r"\| offset: (?P<offset>-?\d+) (?P<timestampType>\w+): (?P<timestamp>-?\d+) "
+    r"key[sS]ize: (?P<keySize>-?\d+) value[sS]ize: (?P<valueSize>-?\d+)(?P<rest>.*)$"
+)
+_SEQ_HEADERS = re.compile(r"^ sequence: (?P<sequence>-?\d+) headerKeys: \[(?P<headers>.*?)\](?= |$)")
+_LEGACY_REC = re.compile(r"^ isValid: (?P<isValid>true|false) crc: (?P<crc>\d+)\}")
+_INDEX = re.compile(r"offset: (?P<offset>-?\d+) position: (?P<position>-?\d+)$")
+_TIMEINDEX = re.compile(r"timestamp: (?P<timestamp>-?\d+) offset: (?P<offset>-?\d+)$")
+_FIELDS = re.compile(r"(\w+): (\S+)")
+_INVALID = re.compile(r"Found (\d+) invalid bytes at the end of (.+)$")
+_PAIR_NONCONSEC = re.compile(r"^\s+(-?\d+) is followed by (-?\d+)$")
+_PAIR_INDEX = re.compile(r"^\s+Index offset: (-?\d+), log offset: (-?\d+)$")
+_PAIR_TS = re.compile(r"^\s+Index timestamp: (-?\d+), (?:log|Previously indexed) timestamp: (-?\d+)$")
+_PAIR_NOTFOUND = re.compile(r"^Indexed offset: (-?\d+), found log offset: (-?\d+)$")
+
+_KINDS = {".log": "log", ".checkpoint": "checkpoint", ".index": "index", ".timeindex": "timeindex",
+          ".txnindex": "txnindex", ".snapshot": "snapshot"}  # fmt: skip
+
+
+def dumpable(path: str | Path) -> bool:
+    """True for the suffixes DumpLogSegments handles (.log .index .timeindex .txnindex .snapshot .checkpoint)."""
+    return _kind(str(path)) != "unknown"
+
+
+def _kind(path: str) -> str:
+    name = Path(path).name
+    return _KINDS.get(name[name.rfind(".") :], "unknown") if "." in name else "unknown"
+
+
+def _opt_long(text: str | None) -> int | None:
+    if text is None or text == "OptionalLong.empty":
+        return None
+    return int(text[len("OptionalLong[") : -1])
+
+
+def _v2_batch(m: re.Match[str], path: str) -> dict[str, Any]:
+    g = m.groupdict()
+    return {
+        "file": path,
+        "baseOffset": int(g["baseOffset"]),
+        "lastOffset": int(g["lastOffset"]),
+        "count": int(g["count"]),
+        "position": int(g["position"]),
+        "size": int(g["size"]),
+        "magic": int(g["magic"]),
+        "codec": g["codec"].lower(),
+        "crc": int(g["crc"]),
+        "isValid": _BOOL[g["isValid"]],
+        "timestampType": g["timestampType"],
+        "maxTimestamp": int(g["maxTimestamp"]),
+        "producerId": int(g["producerId"]),
+        "producerEpoch": int(g["producerEpoch"]),
+        "baseSequence": int(g["baseSequence"]),
+        "partitionLeaderEpoch": int(g["partitionLeaderEpoch"]),
+        "isTransactional": _BOOL[g["isTransactional"]],
+        "isControl": _BOOL[g["isControl"]],
+        "deleteHorizonMs": _opt_long(g["deleteHorizonMs"]),
+    }
+
+
+def _legacy_batch(m: re.Match[str], path: str) -> dict[str, Any]:
+    g = m.groupdict()
+    codec = g["codec"].lower()
+    last = int(g["lastOffset"])
+    plain = codec in ("none", "nocompressioncodec")
+    return {
+        "file": path,
+        "baseOffset": last if plain else None,
+        "lastOffset": last,
+        "count": 1 if plain else None,
+        "position": int(g["position"]),
+        "size": int(g["size"]),
+        "magic": int(g["magic"]),
+        "codec": codec,
+        "crc": int(g["crc"]),
+        "isValid": _BOOL[g["isValid"]],
+        "timestampType": g["timestampType"],
+        "maxTimestamp": int(g["maxTimestamp"]),
+        "producerId": -1,
+        "producerEpoch": -1,
+        "baseSequence": -1,
+        "partitionLeaderEpoch": -1,
+        "isTransactional": False,
+        "isControl": False,
+        "deleteHorizonMs": None,
+    }
+
+
+def _record(m: re.Match[str], base64_data: bool) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "offset": int(m["offset"]),
+        "timestamp": int(m["timestamp"]),
+        "key": None,
+        "value": None,
+        "headers": [],
+        "keySize": int(m["keySize"]),
+        "valueSize": int(m["valueSize"]),
+    }
+    rest = m["rest"]
+    if sh := _SEQ_HEADERS.match(rest):
+        rec["sequence"] = int(sh["sequence"])
+        rec["headers"] = [[h, None] for h in sh["headers"].split(",")] if sh["headers"] else []
+        rest = rest[sh.end() :]
+    if lg := _LEGACY_REC.match(rest):
+        rec["isValid"] = _BOOL[lg["isValid"]]
+        rec["crc"] = int(lg["crc"])
+        rest = rest[lg.end() :]
+    key_text: str | None = None
+    value_text: str | None = None
+    p = rest.find(" payload: ")
+    if p >= 0:
+        value_text = rest[p + len(" payload: ") :]
+        rest = rest[:p]
+    k = rest.find(" key: ")
+    if k >= 0:
+        key_text = rest[k + len(" key: ") :]
+        rest = rest[:k]
+    if rest.strip():
+        rec["control"] = rest.strip()
+    if base64_data:
+        # A null key/value prints nothing; an empty one prints an empty base64 string.
+        rec["key"] = key_text if rec["keySize"] >= 0 else None
+        rec["value"] = value_text if rec["valueSize"] >= 0 else None
+        if rec["key"] is None and rec["keySize"] >= 0 and "control" not in rec:
+            rec["key"] = ""
+        if rec["value"] is None and rec["valueSize"] >= 0 and "control" not in rec:
+            rec["value"] = ""
+    else:
+        if key_text is not None:
+            rec["keyText"] = key_text
+        if value_text is not None:
+            rec["valueText"] = value_text
+    return rec
+
+
+def _finish_legacy(batch: dict[str, Any]) -> None:
+    records = batch.get("records")
+    if batch["magic"] < 2 and records:
+        batch["baseOffset"] = records[0]["offset"]
+        batch["count"] = len(records)
+
+
+def parse_dump_output(stdout: str, stderr: str = "", *, base64_data: bool = True) -> DumpRun:
+    """Parse DumpLogSegments stdout (+ stderr reports) into :class:`DumpRun`."""
+    files: list[FileDump] = []
+    cur: FileDump | None = None
+    batch: dict[str, Any] | None = None
+    for line in stdout.splitlines():
+        if line.startswith("Dumping "):
+            if batch is not None:
+                _finish_legacy(batch)
+            batch = None
+            path = line[len("Dumping ") :]
+            cur = FileDump(path=path, kind=_kind(path))
+            files.append(cur)
+            continue
+        if cur is None:
+            continue
+        if line.startswith("| ") or line == "|":
+            m = _RECORD.match(line)
+            if m is None or batch is None:
+                cur.unparsed.append(line)
+            else:
+                batch.setdefault("records", []).append(_record(m, base64_data))
+            continue
+        if cur.kind in ("log", "checkpoint"):
+            if m := _V2_BATCH.match(line):
+                if batch is not None:
+                    _finish_legacy(batch)
+                batch = _v2_batch(m, cur.path)
+                cur.batches.append(batch)
+            elif m := _LEGACY_BATCH.match(line):
+                if batch is not None:
+                    _finish_legacy(batch)
+                batch = _legacy_batch(m, cur.path)
+                cur.batches.append(batch)
+            elif m := _INVALID.match(line):
+                cur.invalid_bytes = int(m[1])
+            elif line.startswith(("Log starting offset:", "Snapshot end offset:", "KRaft bootstrap snapshot")):
+                cur.header = line
+            elif line:
+                cur.unparsed.append(line)
+            continue
+        if line == f"{cur.path} is empty.":
+            cur.empty = True
+        elif line == f"{cur.path} passed sanity check.":
+            cur.passed_sanity_check = True
+        elif cur.kind == "index" and (m := _INDEX.match(line)):
+            cur.entries.append({"offset": int(m["offset"]), "position": int(m["position"])})
+        elif cur.kind == "timeindex" and (m := _TIMEINDEX.match(line)):
+            cur.entries.append({"timestamp": int(m["timestamp"]), "offset": int(m["offset"])})
+        elif cur.kind in ("txnindex", "snapshot") and line.strip():
+            cur.entries.append({k: _scalar(v) for k, v in _FIELDS.findall(line)})
+        elif line:
+            cur.unparsed.append(line)
+    if batch is not None:
+        _finish_legacy(batch)
+    run = DumpRun(files=files, stderr=stderr)
+    _parse_stderr(run, stderr)
+    return run
+
+
+def _scalar(text: str) -> Any:
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if text.startswith("OptionalLong"):
+        return _opt_long(text)
+    return _BOOL.get(text, text)
+
+
+def _parse_stderr(run: DumpRun, stderr: str) -> None:
+    by_abs = {str(Path(f.path).absolute()): f for f in run.files}
+    target: list[tuple[int, int]] | None = None
+    for line in stderr.splitlines():
+        head = None
+        for prefix, attr in (
+            ("Non-consecutive offsets in ", "non_consecutive"),
+            ("Mismatches in :", "index_mismatches"),
+            ("Found timestamp mismatch in :", "timestamp_mismatches"),
+            ("Found out of order timestamp in :", "out_of_order_timestamps"),
+        ):
+            if line.startswith(prefix):
+                head = (line[len(prefix) :].strip(), attr)
+                break
+        if head is not None:
+            fd = by_abs.get(head[0])
+            target = getattr(fd, head[1]) if fd is not None else None
+            continue
+        if line.startswith("The following indexed offsets are not found in the log."):
+            target = run.timeindex_not_found
+            continue
+        m = _PAIR_NONCONSEC.match(line) or _PAIR_INDEX.match(line) or _PAIR_TS.match(line) or _PAIR_NOTFOUND.match(line)
+        if m and target is not None:
+            # the tool prints these lists newest first (Scala list prepend): restore discovery order
+            target.insert(0, (int(m[1]), int(m[2])))
+        elif not line.startswith(" "):
+            target = None
+
+
+def kafkalog_batches(run: DumpRun, *, records: bool = True) -> list[dict[str, Any]]:
+    """The batches of ``run`` restricted to the ``kafkalog dump --json`` keys (records: the five record keys)."""
+    out = []
+    for b in run.batches():
+        d = {k: b[k] for k in BATCH_KEYS}
+        if records and "records" in b:
+            d["records"] = [{k: r[k] for k in RECORD_KEYS} for r in b["records"]]
+        out.append(d)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m kafkalog.compat.tools 4.3.1 FILE...``: DumpLogSegments parsed to JSON lines."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m kafkalog.compat.tools")
+    parser.add_argument("version")
+    parser.add_argument("files", nargs="+")
+    parser.add_argument("--shallow", action="store_true", help="no --deep-iteration")
+    parser.add_argument("--decoder", choices=sorted(_DECODER_FLAGS))
+    args = parser.parse_args(argv)
+    try:
+        run = dump_log_segments(args.version, args.files, deep=not args.shallow, decoder=args.decoder)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for f in run.files:
+        for b in f.batches:
+            print(json.dumps(b))
+        for e in f.entries:
+            print(json.dumps({"file": f.path, **e}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Decoder for control records (spec 10-records §5): transaction markers and the KRaft control records of
+``__cluster_metadata`` and snapshots (schemas from ``clients/src/main/resources/common/message/``).
+
+Key: int16 version (>= 0; higher versions are parsed as 0) + int16 type, at least 4 bytes. Values of the KRaft
+types are generated messages read at version 0 with no version prefix (``ControlRecordUtils``); each starts
+with its own int16 ``Version`` field, which DumpLogSegments uses as the JSON version. ABORT/COMMIT values are
+int16 version + int32 coordinator epoch (``EndTransactionMarker``). Trailing bytes are ignored, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CorruptRecordError
+from .common import jackson_dumps
+from .schema import Field as F
+from .schema import Message
+
+__all__ = [
+    "CONTROL_TYPES",
+    "ControlRecord",
+    "decode_control_record",
+    "format_control_record",
+    "parse_control_key",
+    "parse_control_record",
+]
+
+Buf = bytes | bytearray | memoryview
+_KEY = struct.Struct(">hh")
+_MARKER = struct.Struct(">hi")
+
+CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
+                 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+
+_VOTER = [F("VoterId", "int32", "0+"), F("VoterDirectoryId", "uuid", "1+")]
+
+LEADER_CHANGE_MESSAGE = Message("LeaderChangeMessage", "0-1", "0+", [
+    F("Version", "int16", "0+"),
+    F("LeaderId", "int32", "0+"),
+    F("Voters", "[]Voter", "0+", fields=_VOTER),
+    F("GrantingVoters", "[]Voter", "0+", fields=_VOTER),
+])
+
+SNAPSHOT_HEADER_RECORD = Message("SnapshotHeaderRecord", "0", "0+", [
+    F("Version", "int16", "0+"),
+    F("LastContainedLogTimestamp", "int64", "0+"),
+])
+
+SNAPSHOT_FOOTER_RECORD = Message("SnapshotFooterRecord", "0", "0+", [F("Version", "int16", "0+")])
+
+KRAFT_VERSION_RECORD = Message("KRaftVersionRecord", "0", "0+", [
+    F("Version", "int16", "0+"),
+    F("KRaftVersion", "int16", "0+"),
+])
+
+VOTERS_RECORD = Message("VotersRecord", "0", "0+", [
+    F("Version", "int16", "0+"),
+    F("Voters", "[]Voter", "0+", fields=[
+        F("VoterId", "int32", "0+"),
+        F("VoterDirectoryId", "uuid", "0+"),
+        F("Endpoints", "[]Endpoint", "0+", fields=[
+            F("Name", "string", "0+"),
+            F("Host", "string", "0+"),
+            F("Port", "uint16", "0+"),
+        ]),
+        F("KRaftVersionFeature", "KRaftVersionFeature", "0+", fields=[
+            F("MinSupportedVersion", "int16", "0+"),
+            F("MaxSupportedVersion", "int16", "0+"),
+        ]),
+    ]),
+])
+
+# type id -> (message, DumpLogSegments label); labels only for the types DumpLogSegments prints as JSON
+_MESSAGES: dict[int, tuple[Message, str | None]] = {
+    2: (LEADER_CHANGE_MESSAGE, None),
+    3: (SNAPSHOT_HEADER_RECORD, "SnapshotHeader"),
+    4: (SNAPSHOT_FOOTER_RECORD, "SnapshotFooter"),
+    5: (KRAFT_VERSION_RECORD, "KRaftVersion"),
+    6: (VOTERS_RECORD, "KRaftVoters"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ControlRecord:
+    """A decoded control record: ``type_name`` is ``UNKNOWN`` for type ids Kafka does not know (``data`` is
+    then None); ABORT/COMMIT data is ``{"version": v, "coordinatorEpoch": e}``; KRaft types hold raw fields."""
+
+    key_version: int
+    type_id: int
+    type_name: str
+    data: dict[str, Any] | None
+
+
+def parse_control_key(key: Buf | None) -> tuple[int, int]:
+    """``(key_version, type_id)`` with ``ControlRecordType.parseTypeId``'s checks."""
+    n = 0 if key is None else len(key)
+    if key is None or n < 4:
+        raise CorruptRecordError("Invalid value size found for end control record key. Must have at least 4 "
+                                 f"bytes, but found only {n}", position=0)
+    version, type_id = _KEY.unpack_from(key, 0)
+    if version < 0:
+        raise CorruptRecordError(f"Invalid version found for control record: {version}. "
+                                 "May indicate data corruption", position=0)
+    return version, type_id
+
+
+def _marker(value: Buf | None) -> dict[str, Any]:
+    n = 0 if value is None else len(value)
+    if value is None or n < 6:
+        raise CorruptRecordError("Invalid value size found for end transaction marker. Must have at least 6 "
+                                 f"bytes, but found only {n}", position=0)
+    version, epoch = _MARKER.unpack_from(value, 0)
+    if version < 0:
+        raise CorruptRecordError(f"Invalid version found for end transaction marker: {version}. "
+                                 "May indicate data corruption", position=0)
+    return {"version": version, "coordinatorEpoch": epoch}
+
+
+def parse_control_record(key: Buf | None, value: Buf | None) -> ControlRecord:
+    """Decode a control record's key and value (raw fields). Raises CorruptRecordError."""
+    key_version, type_id = parse_control_key(key)
+    name = CONTROL_TYPES.get(type_id, "UNKNOWN")
+    if type_id in (0, 1):
+        return ControlRecord(key_version, type_id, name, _marker(value))
+    spec = _MESSAGES.get(type_id)
+    if spec is None:
+        return ControlRecord(key_version, type_id, name, None)
+    if value is None:
+        raise CorruptRecordError(f"{name} control record without a value")
+    data, _ = spec[0].read(value, 0)
+    return ControlRecord(key_version, type_id, name, data)
+
+
+def _json(rec: ControlRecord) -> dict[str, Any] | None:
+    if rec.data is None or rec.type_id in (0, 1):
+        return rec.data
+    msg = _MESSAGES[rec.type_id][0]
+    version = 0 if rec.type_id == 2 else rec.data["version"]
+    return msg.to_json(rec.data, version)
+
+
+def decode_control_record(key: Buf | None, value: Buf | None) -> dict[str, Any]:
+    """``{"type": "SNAPSHOT_HEADER", "typeId": 3, "data": {...}}``; the JSON of the KRaft types is what
+    Kafka's generated JSON converters write (at the record's own ``Version``, as DumpLogSegments does)."""
+    rec = parse_control_record(key, value)
+    return {"type": rec.type_name, "typeId": rec.type_id, "data": _json(rec)}
+
+
+def format_control_record(key: Buf | None, value: Buf | None) -> str:
+    """DumpLogSegments' control part of a record line (without the leading space):
+    ``endTxnMarker: COMMIT coordinatorEpoch: 5``, ``SnapshotHeader {...}``, ``KRaftVoters {...}``,
+    ``controlType: LEADER_CHANGE(2)``, ``controlType: UNKNOWN(9)``."""
+    _, type_id = parse_control_key(key)
+    spec = _MESSAGES.get(type_id)
+    if type_id not in (0, 1) and (spec is None or spec[1] is None):
+        return f"controlType: {CONTROL_TYPES.get(type_id, 'UNKNOWN')}({type_id})"
+    rec = parse_control_record(key, value)
+    if spec is None:
+        assert rec.data is not None
+        return f"endTxnMarker: {rec.type_name} coordinatorEpoch: {rec.data['coordinatorEpoch']}"
+    return f"{spec[1]} {jackson_dumps(_json(rec))}"

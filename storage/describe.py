@@ -1,0 +1,125 @@
+"""A JSON-ready description of a partition log (what ``kafkalog describe`` prints)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .codec.compression import codec_name
+from .errors import KafkaLogError
+from .files.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
+from .log import PartitionLog
+from .verify import _AUTO, _partition_checkpoints
+
+
+def _codec(c: int) -> str:
+    try:
+        return codec_name(c)
+    except KafkaLogError:
+        return f"unknown({c})"
+
+
+def describe_partition(
+    path: str | os.PathLike | PartitionLog,
+    *,
+    scan: bool = True,
+    checkpoints: dict[str, int | None] | object = _AUTO,
+) -> dict[str, Any]:
+    """Describe one partition directory.
+
+    Keys: ``dataDir``, ``dir``, ``topic``, ``partition``, ``dirKind``, ``size``, ``segments`` (list),
+    ``logStartOffset``, ``logEndOffset``, ``recoveryPoint``, ``highWatermark``, ``cleanPoint``,
+    ``leaderEpochs`` (list of ``[epoch, startOffset]``), ``topicId``, ``producerSnapshots``, ``leftovers``,
+    ``magics`` and ``codecs`` (sorted; empty when ``scan`` is False, which skips the per-batch header scan).
+    Unreadable per-partition files show as ``None`` plus an ``errors`` list.
+    """
+    if isinstance(path, PartitionLog):
+        log, own = path, False
+    else:
+        p = Path(path)
+        values = _partition_checkpoints(p) if checkpoints is _AUTO else checkpoints
+        log = PartitionLog(
+            p,
+            log_start_offset_checkpoint=values.get(LOG_START_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
+            recovery_point=values.get(RECOVERY_POINT_CHECKPOINT),  # type: ignore[union-attr]
+            high_watermark=values.get(REPLICATION_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
+            clean_point=values.get(CLEANER_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
+        )
+        own = True
+    errors: list[str] = []
+    try:
+        magics: set[int] = set()
+        codecs: set[int] = set()
+        segments = []
+        for seg in log.segments:
+            entry: dict[str, Any] = {
+                "baseOffset": seg.base_offset,
+                "file": seg.path.name,
+                "size": seg.size,
+                "indexEntries": seg.offset_index.valid_entries if seg.has_offset_index else None,
+                "timeIndexEntries": seg.time_index.valid_entries if seg.has_time_index else None,
+                "txnIndexEntries": seg.txn_index.entries if seg.has_txn_index else None,
+                "maxTimestamp": seg.max_timestamp_so_far().timestamp,
+            }
+            if scan:
+                batches = 0
+                next_offset = None
+                try:
+                    for b in seg.iter_batches():
+                        batches += 1
+                        magics.add(b.magic)
+                        codecs.add(b.codec)
+                        next_offset = b.next_offset
+                except KafkaLogError as e:
+                    errors.append(str(e))
+                entry["batches"] = batches
+                entry["nextOffset"] = next_offset
+            segments.append(entry)
+            seg.close()
+        try:
+            leo = log.log_end_offset
+        except KafkaLogError as e:
+            errors.append(str(e))
+            leo = None
+        try:
+            epochs = [[e.epoch, e.start_offset] for e in log.leader_epochs]
+        except KafkaLogError as e:
+            errors.append(str(e))
+            epochs = None
+        try:
+            topic_id = log.topic_id
+        except KafkaLogError as e:
+            errors.append(str(e))
+            topic_id = None
+        out: dict[str, Any] = {
+            "dataDir": str(log.path.parent),
+            "dir": log.path.name,
+            "topic": log.topic,
+            "partition": log.partition,
+            "dirKind": log.dir_kind,
+            "size": log.size,
+            "segments": segments,
+            "logStartOffset": log.log_start_offset,
+            "logEndOffset": leo,
+            "recoveryPoint": log.recovery_point,
+            "highWatermark": log.high_watermark,
+            "cleanPoint": log.clean_point,
+            "leaderEpochs": epochs,
+            "topicId": topic_id,
+            "producerSnapshots": log.snapshot_offsets(),
+            "leftovers": [p.name for p, _ in log.temp_files],
+            "magics": sorted(magics),
+            "codecs": [_codec(c) for c in sorted(codecs)],
+        }
+        if errors:
+            out["errors"] = errors
+        return out
+    finally:
+        if own:
+            log.close()

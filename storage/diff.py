@@ -1,0 +1,465 @@
+"""Structured differences between two data dirs, partition dirs or segment files (``kafkalog diff``).
+
+Three levels:
+
+* ``bytes``: which files differ (present on one side only, or different content with the first differing byte);
+* ``batches``: per partition, batches aligned by base offset; the first batch whose bytes differ (and which
+  header fields differ), batches present on one side only;
+* ``records``: per partition, records aligned by offset; the first record whose timestamp, key, value or headers
+  differ, and the offsets present on one side only (as ranges).
+
+Other engines' differential tests use :func:`diff_paths` (``result.equal``, ``result.differences``).
+Memory is bounded by one batch per side: segments are mmapped and compared as they stream.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import LogDirError
+from .records import iter_batches
+
+LEVELS = ("bytes", "batches", "records")
+_PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
+_SUFFIXED_RE = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
+#: Sub-directories of a data dir that are not partition logs.
+NON_PARTITION_DIRS = ("remote-log-index-cache",)
+_CHUNK = 1 << 20
+
+
+# ----------------------------------------------------------------------------------------------- layout
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """``LocalLog.parseTopicPartitionName`` for live logs: ``(topic, partition)`` or None.
+
+    ``-delete``/``-future``/``-stray`` directories are not live logs and give None.
+    """
+    if not name or "-" not in name or _SUFFIXED_RE.match(name):
+        return None
+    m = _PARTITION_RE.match(name)
+    if not m:
+        return None
+    try:
+        p = int(m.group(2))
+    except ValueError:
+        return None
+    if p > 2147483647:
+        return None
+    return m.group(1), p
+
+
+def is_partition_dir(path: str | os.PathLike) -> bool:
+    p = Path(path)
+    return p.is_dir() and parse_partition_dir_name(p.name) is not None and (
+        any(p.glob("*.log")) or (p / "partition.metadata").exists() or (p / "leader-epoch-checkpoint").exists()
+    )
+
+
+def partition_dirs(path: str | os.PathLike, topics: set[str] | None = None) -> list[Path]:
+    """The live partition dirs under ``path``: itself when it is a partition dir, else its sub-directories whose
+    names parse as ``<topic>-<partition>`` (sorted by topic, then partition)."""
+    p = Path(path)
+    if not p.exists():
+        raise LogDirError("no such directory", str(p))
+    if not p.is_dir():
+        raise LogDirError("not a directory", str(p))
+    parsed = parse_partition_dir_name(p.name)
+    if parsed is not None and (any(p.glob("*.log")) or not any(c.is_dir() for c in p.iterdir())):
+        return [p] if topics is None or parsed[0] in topics else []
+    out = []
+    for c in p.iterdir():
+        if not c.is_dir() or c.name in NON_PARTITION_DIRS:
+            continue
+        tp = parse_partition_dir_name(c.name)
+        if tp is None or (topics is not None and tp[0] not in topics):
+            continue
+        out.append((tp, c))
+    return [c for _, c in sorted(out, key=lambda x: x[0])]
+
+
+def segment_files(partition_dir: str | os.PathLike) -> list[Path]:
+    """The ``<20 digits>.log`` files of a partition dir, ascending base offset (temp suffixes excluded)."""
+    out = []
+    for f in Path(partition_dir).glob("*.log"):
+        stem = f.name[:-4]
+        if stem.isdigit():
+            out.append((int(stem), f))
+    return [f for _, f in sorted(out)]
+
+
+@contextmanager
+def mapped(path: str | os.PathLike) -> Iterator[mmap.mmap | bytes]:
+    """A read-only mmap of ``path`` (``b""`` for an empty file). Closing never raises ``BufferError``: when a
+    batch view is still referenced (e.g. by a traceback) the mapping is left to the garbage collector."""
+    f = open(path, "rb")
+    try:
+        if os.fstat(f.fileno()).st_size == 0:
+            yield b""
+            return
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            yield mm
+        finally:
+            try:
+                mm.close()
+            except BufferError:
+                pass
+    finally:
+        f.close()
+
+
+# ------------------------------------------------------------------------------------------- results
+
+
+@dataclass
+class Difference:
+    kind: str  # only-in-a, only-in-b, file, batch, batch-only-in-a, batch-only-in-b, record, offsets-only-in-a/b
+    path: str  # relative path of the file / partition concerned
+    detail: str
+    offset: int | None = None
+    a: dict[str, Any] | None = None
+    b: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class DiffResult:
+    a: str
+    b: str
+    level: str
+    differences: list[Difference] = field(default_factory=list)
+    partitions_compared: int = 0
+    files_compared: int = 0
+
+    @property
+    def equal(self) -> bool:
+        return not self.differences
+
+    def summary(self) -> dict:
+        kinds: dict[str, int] = {}
+        for d in self.differences:
+            kinds[d.kind] = kinds.get(d.kind, 0) + 1
+        return {"a": self.a, "b": self.b, "level": self.level, "equal": self.equal,
+                "partitions": self.partitions_compared, "files": self.files_compared, "differences": kinds}
+
+
+# ---------------------------------------------------------------------------------------- streaming
+
+
+@dataclass(slots=True)
+class BatchInfo:
+    segment: str
+    position: int
+    base_offset: int
+    last_offset: int
+    magic: int
+    data: bytes
+
+    def header(self) -> dict:
+        return {"segment": self.segment, "position": self.position, "baseOffset": self.base_offset,
+                "lastOffset": self.last_offset, "magic": self.magic, "size": len(self.data)}
+
+
+def iter_partition_batches(partition_dir: str | os.PathLike) -> Iterator[BatchInfo]:
+    """Every complete batch of every segment (copied out of the mmap, so nothing outlives it)."""
+    for seg in segment_files(partition_dir):
+        with mapped(seg) as mm:
+            for b in iter_batches(mm, path=str(seg)):
+                info = BatchInfo(seg.name, b.position, b.base_offset, b.last_offset, b.magic, bytes(b.buf))
+                del b
+                yield info
+
+
+RecordKey = tuple  # (offset, timestamp, key, value, headers, segment, position)
+
+
+def iter_partition_records(partition_dir: str | os.PathLike) -> Iterator[tuple]:
+    """``(offset, timestamp, key, value, headers, segment, position)`` for every record (control records too)."""
+    for seg in segment_files(partition_dir):
+        with mapped(seg) as mm:
+            for b in iter_batches(mm, path=str(seg)):
+                pos = b.position
+                recs = [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in b.records()]
+                del b
+                for r in recs:
+                    yield (*r, seg.name, pos)
+
+
+# ------------------------------------------------------------------------------------------- compare
+
+
+def _first_byte_difference(fa: Path, fb: Path) -> int | None:
+    """Position of the first differing byte (or of the shorter file's end), None when identical."""
+    sa, sb = fa.stat().st_size, fb.stat().st_size
+    pos = 0
+    with open(fa, "rb") as a, open(fb, "rb") as b:
+        while True:
+            ca = a.read(_CHUNK)
+            cb = b.read(_CHUNK)
+            if ca != cb:
+                n = min(len(ca), len(cb))
+                for i in range(n):
+                    if ca[i] != cb[i]:
+                        return pos + i
+                return pos + n
+            if not ca:
+                return None if sa == sb else pos
+            pos += len(ca)
+
+
+def _files(root: Path) -> dict[str, Path]:
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for n in files:
+            p = Path(dirpath) / n
+            out[str(p.relative_to(root))] = p
+    return out
+
+
+def _diff_bytes(ra: Path, rb: Path, res: DiffResult, ignore: tuple[str, ...]) -> None:
+    fa, fb = _files(ra), _files(rb)
+
+    def skip(rel: str) -> bool:
+        return any(Path(rel).match(g) for g in ignore)
+
+    for rel in sorted(set(fa) | set(fb)):
+        if skip(rel):
+            continue
+        if rel not in fb:
+            res.differences.append(Difference("only-in-a", rel, f"{rel} exists only in A",
+                                              a={"size": fa[rel].stat().st_size}))
+            continue
+        if rel not in fa:
+            res.differences.append(Difference("only-in-b", rel, f"{rel} exists only in B",
+                                              b={"size": fb[rel].stat().st_size}))
+            continue
+        res.files_compared += 1
+        pos = _first_byte_difference(fa[rel], fb[rel])
+        if pos is not None:
+            sa, sb = fa[rel].stat().st_size, fb[rel].stat().st_size
+            res.differences.append(Difference(
+                "file", rel, f"{rel} differs from byte {pos} (sizes {sa} and {sb})",
+                a={"size": sa, "position": pos}, b={"size": sb, "position": pos}))
+
+
+_V2_FIELDS = (
+    ("baseOffset", 0, 8), ("batchLength", 8, 12), ("partitionLeaderEpoch", 12, 16), ("magic", 16, 17),
+    ("crc", 17, 21), ("attributes", 21, 23), ("lastOffsetDelta", 23, 27), ("baseTimestamp", 27, 35),
+    ("maxTimestamp", 35, 43), ("producerId", 43, 51), ("producerEpoch", 51, 53), ("baseSequence", 53, 57),
+    ("recordsCount", 57, 61),
+)
+
+
+def _batch_field_differences(x: BatchInfo, y: BatchInfo) -> list[str]:
+    if x.magic >= 2 and y.magic >= 2 and len(x.data) >= 61 and len(y.data) >= 61:
+        fields = [n for n, s, e in _V2_FIELDS if x.data[s:e] != y.data[s:e]]
+        if x.data[61:] != y.data[61:]:
+            fields.append("records")
+        return fields
+    if x.magic != y.magic:
+        return ["magic"]
+    return ["message"]
+
+
+def _diff_batches(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int) -> None:
+    ia, ib = iter_partition_batches(pa), iter_partition_batches(pb)
+    x, y = next(ia, None), next(ib, None)
+    reported_batch = False
+    only = {"a": 0, "b": 0}
+    while x is not None or y is not None:
+        if y is None or (x is not None and x.last_offset < y.base_offset):
+            if only["a"] < limit:
+                res.differences.append(Difference("batch-only-in-a", rel,
+                                                  f"batch {x.base_offset}..{x.last_offset} only in A",
+                                                  x.base_offset, a=x.header()))
+            only["a"] += 1
+            x = next(ia, None)
+        elif x is None or y.last_offset < x.base_offset:
+            if only["b"] < limit:
+                res.differences.append(Difference("batch-only-in-b", rel,
+                                                  f"batch {y.base_offset}..{y.last_offset} only in B",
+                                                  y.base_offset, b=y.header()))
+            only["b"] += 1
+            y = next(ib, None)
+        else:
+            if x.data != y.data and not reported_batch:
+                fields = _batch_field_differences(x, y)
+                res.differences.append(Difference(
+                    "batch", rel,
+                    f"first differing batch at offset {max(x.base_offset, y.base_offset)}: "
+                    f"A {x.segment}@{x.position} ({x.base_offset}..{x.last_offset}, magic {x.magic}) vs "
+                    f"B {y.segment}@{y.position} ({y.base_offset}..{y.last_offset}, magic {y.magic}); "
+                    f"differs in {', '.join(fields)}",
+                    max(x.base_offset, y.base_offset), a=x.header() | {"fields": fields}, b=y.header()))
+                reported_batch = True
+            # advance the side(s) that end first
+            if x.last_offset <= y.last_offset:
+                nx = next(ia, None)
+            else:
+                nx = x
+            if y.last_offset <= x.last_offset:
+                ny = next(ib, None)
+            else:
+                ny = y
+            x, y = nx, ny
+    for side in ("a", "b"):
+        if only[side] > limit:
+            res.differences.append(Difference(f"batch-only-in-{side}", rel,
+                                              f"... and {only[side] - limit} more batches only in {side.upper()}"))
+
+
+class _Ranges:
+    """Offsets on one side only, collapsed into ranges (the first ``limit`` kept, the rest counted)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.ranges: list[list[int]] = []
+        self.count = 0
+        self.dropped = 0
+
+    def add(self, off: int) -> None:
+        self.count += 1
+        if self.ranges and self.ranges[-1][1] == off - 1:
+            self.ranges[-1][1] = off
+        elif len(self.ranges) < self.limit:
+            self.ranges.append([off, off])
+        else:
+            self.dropped += 1
+
+
+def _fmt_ranges(r: _Ranges) -> str:
+    s = ", ".join(f"{a}" if a == b else f"{a}..{b}" for a, b in r.ranges)
+    return s + (f" (+{r.dropped} more)" if r.dropped else "")
+
+
+def _record_dict(t: tuple) -> dict:
+    return {"offset": t[0], "timestamp": t[1], "key": None if t[2] is None else t[2].hex(),
+            "value": None if t[3] is None else t[3][:256].hex(), "headers": [[k, None if v is None else v.hex()]
+                                                                           for k, v in t[4]],
+            "segment": t[5], "position": t[6]}
+
+
+def _diff_records(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int) -> None:
+    ia, ib = iter_partition_records(pa), iter_partition_records(pb)
+    x, y = next(ia, None), next(ib, None)
+    only_a, only_b = _Ranges(limit), _Ranges(limit)
+    first_diff = None
+    ndiff = 0
+    while x is not None or y is not None:
+        if y is None or (x is not None and x[0] < y[0]):
+            only_a.add(x[0])
+            x = next(ia, None)
+        elif x is None or y[0] < x[0]:
+            only_b.add(y[0])
+            y = next(ib, None)
+        else:
+            if x[1:5] != y[1:5]:
+                ndiff += 1
+                if first_diff is None:
+                    names = [n for n, i in (("timestamp", 1), ("key", 2), ("value", 3), ("headers", 4))
+                             if x[i] != y[i]]
+                    first_diff = Difference("record", rel,
+                                            f"first differing record at offset {x[0]}: {', '.join(names)} differ",
+                                            x[0], a=_record_dict(x) | {"fields": names}, b=_record_dict(y))
+            x, y = next(ia, None), next(ib, None)
+    if first_diff is not None:
+        if ndiff > 1:
+            first_diff.detail += f" ({ndiff} differing records in all)"
+        res.differences.append(first_diff)
+    for side, r in (("a", only_a), ("b", only_b)):
+        if r.count:
+            res.differences.append(Difference(
+                f"offsets-only-in-{side}", rel, f"{r.count} offsets only in {side.upper()}: {_fmt_ranges(r)}",
+                r.ranges[0][0], **{side: {"count": r.count, "ranges": r.ranges}}))
+
+
+def _roots(a: Path, b: Path) -> tuple[str, list[tuple[str, Path | None, Path | None]]]:
+    """Pair up the partitions of A and B: ``(kind, [(relative name, partition dir A, partition dir B)])``."""
+    a_is_p = parse_partition_dir_name(a.name) is not None and any(a.glob("*.log"))
+    b_is_p = parse_partition_dir_name(b.name) is not None and any(b.glob("*.log"))
+    if a_is_p or b_is_p:
+        return "partition", [(a.name if a.name == b.name else f"{a.name}|{b.name}", a, b)]
+    pa = {p.name: p for p in partition_dirs(a)}
+    pb = {p.name: p for p in partition_dirs(b)}
+    return "datadir", [(n, pa.get(n), pb.get(n)) for n in sorted(set(pa) | set(pb))]
+
+
+def diff_paths(a: str | os.PathLike, b: str | os.PathLike, *, level: str = "records",
+               ignore: tuple[str, ...] = (".lock",), limit: int = 20) -> DiffResult:
+    """Compare two data dirs, two partition dirs or two ``.log`` files at ``level`` (bytes, batches, records).
+
+    ``ignore``: glob patterns of files left out of the bytes comparison. ``limit`` caps the number of
+    one-sided batches/offset ranges listed per partition.
+    """
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}")
+    pa, pb = Path(a), Path(b)
+    for p in (pa, pb):
+        if not p.exists():
+            raise LogDirError("no such file or directory", str(p))
+    res = DiffResult(str(pa), str(pb), level)
+    if pa.is_file() and pb.is_file():
+        res.files_compared = 1
+        if level == "bytes":
+            pos = _first_byte_difference(pa, pb)
+            if pos is not None:
+                res.differences.append(Difference("file", pa.name, f"files differ from byte {pos}",
+                                                  a={"position": pos}, b={"position": pos}))
+            return res
+        # a single segment: compare as a one-segment partition
+        return _diff_segment_files(pa, pb, res, limit)
+    if pa.is_file() != pb.is_file():
+        raise LogDirError("cannot compare a file with a directory", f"{pa} / {pb}")
+    if level == "bytes":
+        _diff_bytes(pa, pb, res, ignore)
+        return res
+    _kind, pairs = _roots(pa, pb)
+    for rel, x, y in pairs:
+        if x is None:
+            res.differences.append(Difference("only-in-b", rel, f"partition {rel} exists only in B"))
+            continue
+        if y is None:
+            res.differences.append(Difference("only-in-a", rel, f"partition {rel} exists only in A"))
+            continue
+        res.partitions_compared += 1
+        if level == "batches":
+            _diff_batches(x, y, rel, res, limit)
+        else:
+            _diff_records(x, y, rel, res, limit)
+    return res
+
+
+def _diff_segment_files(fa: Path, fb: Path, res: DiffResult, limit: int) -> DiffResult:
+    import tempfile
+
+    # View each file as the only segment of a temporary partition dir (symlinks, nothing copied).
+    with tempfile.TemporaryDirectory(prefix="kafkalog-diff-") as tmp:
+        dirs = []
+        for side, f in (("a", fa), ("b", fb)):
+            d = Path(tmp) / side / "segment-0"
+            d.mkdir(parents=True)
+            name = f.name if f.name[:-4].isdigit() and f.name.endswith(".log") else "00000000000000000000.log"
+            (d / name).symlink_to(f.resolve())
+            dirs.append(d)
+        if res.level == "batches":
+            _diff_batches(dirs[0], dirs[1], fa.name, res, limit)
+        else:
+            _diff_records(dirs[0], dirs[1], fa.name, res, limit)
+    return res
+
+
+__all__ = [
+    "BatchInfo", "DiffResult", "Difference", "LEVELS", "diff_paths", "is_partition_dir",
+    "iter_partition_batches", "iter_partition_records", "mapped", "parse_partition_dir_name", "partition_dirs",
+    "segment_files",
+]

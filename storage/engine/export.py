@@ -1,0 +1,307 @@
+"""Stream every record of data dirs / partitions out as JSON Lines or Parquet (``kafkalog export``).
+
+Rows have the record schema of the Spark data source (same names, same meaning)::
+
+    topic, partition, offset, timestamp, timestampType (-1/0/1), key, value, headers [(key, value)],
+    leaderEpoch, producerId, producerEpoch, sequence, isTransactional, isControl, magic, codec,
+    segment (the .log file name), position (byte position of the record's batch)
+
+Control records are exported too (``isControl``), so an import can rebuild the log. Segments are read through
+mmap batch by batch and closed as soon as they are done: memory is bounded by one batch (JSON Lines) or one
+row group (Parquet), never by a segment. Offset ranges start at the batch the offset index points to.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ..diff import parse_partition_dir_name, partition_dirs
+from ..errors import KafkaLogError
+from ..log import PartitionLog
+from ..records.batch import increment_sequence
+
+EXPORT_COLUMNS: list[tuple[str, str]] = [
+    ("topic", "string"), ("partition", "int"), ("offset", "bigint"), ("timestamp", "bigint"),
+    ("timestampType", "int"), ("key", "binary"), ("value", "binary"),
+    ("headers", "array<struct<key:string,value:binary>>"), ("leaderEpoch", "int"), ("producerId", "bigint"),
+    ("producerEpoch", "int"), ("sequence", "int"), ("isTransactional", "boolean"), ("isControl", "boolean"),
+    ("magic", "int"), ("codec", "string"), ("segment", "string"), ("position", "bigint"),
+]
+COLUMN_NAMES = [n for n, _ in EXPORT_COLUMNS]
+DEFAULT_ROW_GROUP_ROWS = 64 * 1024
+DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class ExportFilter:
+    """Offsets ``[from_offset, to_offset)``, timestamps ``[from_time, to_time)``, topics (None = all)."""
+
+    topics: set[str] | None = None
+    from_offset: int | None = None
+    to_offset: int | None = None
+    from_time: int | None = None
+    to_time: int | None = None
+    include_control: bool = True
+
+
+@dataclass
+class ExportStats:
+    partitions: int = 0
+    batches: int = 0
+    records: int = 0
+    files: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"partitions": self.partitions, "batches": self.batches, "records": self.records,
+                "files": list(self.files)}
+
+
+BatchRows = tuple[tuple, list[tuple]]
+"""``(batch fields, records)``: batch fields = (topic, partition, timestampType, leaderEpoch, producerId,
+producerEpoch, baseSequence, baseOffset, isTransactional, isControl, magic, codec, segment, position);
+records = [(offset, timestamp, key, value, headers)]."""
+
+
+def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter | None = None,
+                           stats: ExportStats | None = None) -> Iterator[BatchRows]:
+    """The batches of one partition (filtered), each with its decoded records."""
+    flt = flt or ExportFilter()
+    pdir = Path(partition_dir)
+    tp = parse_partition_dir_name(pdir.name)
+    if tp is None:
+        raise KafkaLogError("not a partition directory (<topic>-<partition>)", str(pdir))
+    topic, partition = tp
+    lo, hi = flt.from_offset, flt.to_offset
+    t_lo, t_hi = flt.from_time, flt.to_time
+    with PartitionLog(pdir) as plog:
+        segs = plog.segments
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            if lo is not None and nxt is not None and nxt <= lo:
+                seg.close()
+                continue
+            if hi is not None and seg.base_offset >= hi:
+                break
+            start = 0
+            if lo is not None and lo > seg.base_offset and seg.has_offset_index:
+                try:
+                    start = seg.offset_index.lookup(lo).position
+                except KafkaLogError:
+                    start = 0
+            name = seg.path.name
+            try:
+                for b in seg.iter_batches(start):
+                    if lo is not None and b.last_offset < lo:
+                        continue
+                    if hi is not None and b.magic >= 2 and b.base_offset >= hi:
+                        break
+                    if t_lo is not None and b.magic >= 1 and b.max_timestamp < t_lo and b.timestamp_type == 0:
+                        continue
+                    if b.is_control and not flt.include_control:
+                        continue
+                    b.ensure_valid()
+                    magic = b.magic
+                    ts_type = b.timestamp_type
+                    base_seq = b.base_sequence
+                    head = (topic, partition, ts_type, b.partition_leader_epoch, b.producer_id, b.producer_epoch,
+                            base_seq, b.base_offset if magic >= 2 else None, b.is_transactional, b.is_control,
+                            magic, b.codec_name, name, b.position)
+                    recs = list(b.iter_record_tuples())
+                    del b
+                    if lo is not None or hi is not None or t_lo is not None or t_hi is not None:
+                        recs = [r for r in recs
+                                if (lo is None or r[0] >= lo) and (hi is None or r[0] < hi)
+                                and (t_lo is None or r[1] >= t_lo) and (t_hi is None or r[1] < t_hi)]
+                        if not recs:
+                            continue
+                    if stats is not None:
+                        stats.batches += 1
+                        stats.records += len(recs)
+                    yield head, recs
+            finally:
+                seg.close()
+
+
+def _sequence(base_seq: int, base_offset: int | None, offset: int) -> int:
+    if base_seq < 0 or base_offset is None:
+        return -1
+    return increment_sequence(base_seq, offset - base_offset)
+
+
+def rows_of(head: tuple, recs: list[tuple]) -> Iterator[dict[str, Any]]:
+    """Row dicts (bytes for key/value/header values) of one batch."""
+    topic, partition, ts_type, ple, pid, pepoch, base_seq, base_off, txn, ctrl, magic, codec, seg, pos = head
+    for off, ts, key, value, headers in recs:
+        yield {"topic": topic, "partition": partition, "offset": off, "timestamp": ts, "timestampType": ts_type,
+               "key": key, "value": value, "headers": list(headers), "leaderEpoch": ple, "producerId": pid,
+               "producerEpoch": pepoch, "sequence": _sequence(base_seq, base_off, off), "isTransactional": txn,
+               "isControl": ctrl, "magic": magic, "codec": codec, "segment": seg, "position": pos}
+
+
+def iter_export_rows(paths: Iterable[str | os.PathLike], flt: ExportFilter | None = None,
+                     stats: ExportStats | None = None) -> Iterator[dict[str, Any]]:
+    """Every record (as a row dict) of every partition under ``paths``, partition by partition, in offset order."""
+    flt = flt or ExportFilter()
+    for root in paths:
+        for pdir in partition_dirs(root, flt.topics):
+            if stats is not None:
+                stats.partitions += 1
+            for head, recs in iter_partition_batches(pdir, flt, stats):
+                yield from rows_of(head, recs)
+
+
+# ------------------------------------------------------------------------------------------- JSON Lines
+
+
+def _b64(v: bytes | None) -> str | None:
+    return None if v is None else base64.b64encode(v).decode("ascii")
+
+
+def row_to_json(row: dict[str, Any]) -> dict[str, Any]:
+    """JSON-ready row: key/value/header values base64 (null stays null), headers ``[{key, value}]``."""
+    out = dict(row)
+    out["key"] = _b64(row["key"])
+    out["value"] = _b64(row["value"])
+    out["headers"] = [{"key": k, "value": _b64(v)} for k, v in row["headers"]]
+    return out
+
+
+def row_from_json(obj: dict[str, Any]) -> dict[str, Any]:
+    """Inverse of :func:`row_to_json`."""
+    row = dict(obj)
+    for k in ("key", "value"):
+        v = obj.get(k)
+        row[k] = None if v is None else base64.b64decode(v)
+    row["headers"] = [(h["key"], None if h.get("value") is None else base64.b64decode(h["value"]))
+                      for h in obj.get("headers") or []]
+    return row
+
+
+def export_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.PathLike,
+                 flt: ExportFilter | None = None) -> ExportStats:
+    """Write every record as one JSON object per line to ``out`` (a path, ``-`` for stdout, or a text stream)."""
+    stats = ExportStats()
+    close = False
+    if isinstance(out, (str, os.PathLike)):
+        if str(out) == "-":
+            import sys
+
+            stream: IO[str] = sys.stdout
+        else:
+            stream = open(out, "w", encoding="utf-8")
+            close = True
+            stats.files.append(str(out))
+    else:
+        stream = out
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    try:
+        for row in iter_export_rows(paths, flt, stats):
+            stream.write(dumps(row_to_json(row)))
+            stream.write("\n")
+    finally:
+        if close:
+            stream.close()
+    return stats
+
+
+# ---------------------------------------------------------------------------------------------- Parquet
+
+
+def arrow_schema():
+    import pyarrow as pa
+
+    simple = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "binary": pa.binary(),
+              "boolean": pa.bool_()}
+    headers = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
+    return pa.schema([pa.field(n, simple.get(t, headers)) for n, t in EXPORT_COLUMNS])
+
+
+class _Columns:
+    def __init__(self) -> None:
+        self.cols: dict[str, list] = {n: [] for n in COLUMN_NAMES}
+        self.rows = 0
+        self.bytes = 0
+
+    def add_batch(self, head: tuple, recs: list[tuple]) -> None:
+        topic, partition, ts_type, ple, pid, pepoch, base_seq, base_off, txn, ctrl, magic, codec, seg, pos = head
+        n = len(recs)
+        c = self.cols
+        for name, v in (("topic", topic), ("partition", partition), ("timestampType", ts_type),
+                        ("leaderEpoch", ple), ("producerId", pid), ("producerEpoch", pepoch),
+                        ("isTransactional", txn), ("isControl", ctrl), ("magic", magic), ("codec", codec),
+                        ("segment", seg), ("position", pos)):
+            c[name].extend([v] * n)
+        size = 0
+        for off, ts, key, value, headers in recs:
+            c["offset"].append(off)
+            c["timestamp"].append(ts)
+            c["key"].append(key)
+            c["value"].append(value)
+            c["headers"].append([{"key": k, "value": v} for k, v in headers])
+            c["sequence"].append(_sequence(base_seq, base_off, off))
+            size += (len(key) if key else 0) + (len(value) if value else 0) + 64
+        self.rows += n
+        self.bytes += size
+
+    def table(self, schema):
+        import pyarrow as pa
+
+        t = pa.table({n: pa.array(self.cols[n], type=schema.field(n).type) for n in COLUMN_NAMES}, schema=schema)
+        self.cols = {n: [] for n in COLUMN_NAMES}
+        self.rows = 0
+        self.bytes = 0
+        return t
+
+
+def export_parquet(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike,
+                   flt: ExportFilter | None = None, *, row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+                   row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES, compression: str = "zstd") -> ExportStats:
+    """One Parquet file per partition, ``<out_dir>/<topic>-<partition>.parquet``, row groups of at most
+    ``row_group_rows`` rows / about ``row_group_bytes`` bytes of payload (memory is bounded by one group)."""
+    import pyarrow.parquet as pq
+
+    flt = flt or ExportFilter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    schema = arrow_schema()
+    stats = ExportStats()
+    for root in paths:
+        for pdir in partition_dirs(root, flt.topics):
+            stats.partitions += 1
+            target = out / f"{pdir.name}.parquet"
+            tmp = target.with_name(target.name + ".tmp")
+            cols = _Columns()
+            with pq.ParquetWriter(tmp, schema, compression=compression) as w:
+                for head, recs in iter_partition_batches(pdir, flt, stats):
+                    cols.add_batch(head, recs)
+                    if cols.rows >= row_group_rows or cols.bytes >= row_group_bytes:
+                        w.write_table(cols.table(schema), row_group_size=max(cols.rows, row_group_rows))
+                if cols.rows:
+                    w.write_table(cols.table(schema))
+            os.replace(tmp, target)
+            stats.files.append(str(target))
+    return stats
+
+
+def iter_parquet_rows(path: str | os.PathLike, batch_size: int = 8192) -> Iterator[dict[str, Any]]:
+    """Rows of a Parquet file written by :func:`export_parquet` (headers as ``[(key, value)]``)."""
+    import pyarrow.parquet as pq
+
+    f = pq.ParquetFile(path)
+    for rb in f.iter_batches(batch_size=batch_size):
+        for row in rb.to_pylist():
+            row["headers"] = [(h["key"], h["value"]) for h in row["headers"] or []]
+            yield row
+
+
+__all__ = [
+    "COLUMN_NAMES", "EXPORT_COLUMNS", "ExportFilter", "ExportStats", "arrow_schema", "export_jsonl",
+    "export_parquet", "iter_export_rows", "iter_parquet_rows", "iter_partition_batches", "row_from_json",
+    "row_to_json", "rows_of",
+]

@@ -1,0 +1,479 @@
+"""Appending batches to a partition directory as the broker does (40-log-engine §2-§4, 20-indexes §4.2/§5).
+
+:class:`LogWriter` owns one partition directory while it is open:
+
+* leader appends (``append(batch)``): offsets assigned from the log end offset, the partition leader epoch
+  stamped, ``LogAppendTime`` applied when the topic says so, re-compression when ``compression.type`` names a
+  codec different from the batch's; follower appends (``append(..., assign_offsets=False)``) keep offsets;
+* ``.index`` entries by the append-time rule (per append, or per batch as Kafka >= 4.1 with
+  ``index_per_batch=True``), ``.timeindex`` entries only when the max timestamp grows;
+* roll on ``segment.bytes``, ``segment.ms`` (record time, jitter 0), full indexes and offset overflow; the
+  closed segment gets its final time-index entry and trimmed indexes, a producer snapshot at the new base
+  offset, and is fsynced (recovery point = new base offset);
+* ``.txnindex`` entries for aborted transactions, producer state, ``leader-epoch-checkpoint``;
+* :meth:`close` is the broker's clean close: final time-index entry, trimmed indexes, snapshot at the log end
+  offset, fsync. Data dir checkpoints are written by :mod:`.flush`.
+
+The ``.log`` is appended in place (the broker's behaviour; a crash leaves a torn tail that recovery cuts);
+index files are written whole, atomically, at roll and close.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..atomic import fsync_dir
+from ..codec.crc import crc32c
+from ..config import LogConfig
+from ..errors import CorruptRecordError, KafkaLogError, LogDirError
+from ..files.leader_epoch import LEADER_EPOCH_CHECKPOINT
+from ..files.names import (
+    index_file_name,
+    is_log_file,
+    log_file_name,
+    offset_from_file_name,
+    time_index_file_name,
+    txn_index_file_name,
+)
+from ..files.offset_index import OffsetIndex, OffsetIndexBuilder
+from ..files.partition_metadata import PARTITION_METADATA_FILE, write_partition_metadata
+from ..files.time_index import NO_TIMESTAMP, TimeIndex, TimeIndexBuilder, TimestampOffset
+from ..files.txn_index import ENTRY as TXN_ENTRY
+from ..files.txn_index import AbortedTxn
+from ..leader_epoch_cache import LeaderEpochCache
+from ..producer_state import ProducerStateManager
+from ..records import LOG_APPEND_TIME, LogScanner, build_batch, iter_batches
+from ..records.batch import TIMESTAMP_TYPE_MASK
+
+INT32_MAX = 2**31 - 1
+UNKNOWN = TimestampOffset(NO_TIMESTAMP, -1)
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+
+
+class RecordTooLargeError(KafkaLogError):
+    """A batch above ``max.message.bytes`` or ``segment.bytes`` (RecordTooLarge/RecordBatchTooLarge)."""
+
+
+class OffsetOrderError(KafkaLogError):
+    """A follower append starting below the log end offset (UnexpectedAppendOffsetException)."""
+
+
+@dataclass
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    shallow_offset_of_max_timestamp: int
+    valid_bytes: int
+    batches: int
+    position: int  # where the append starts in the active segment
+    segment_base_offset: int
+    duplicate: bool = False
+    rolled: bool = False
+
+
+@dataclass
+class _Segment:
+    """The write-side state of one segment (``LogSegment``)."""
+
+    dir: Path
+    base_offset: int
+    size: int
+    offset_index: OffsetIndexBuilder
+    time_index: TimeIndexBuilder
+    created_ms: int
+    max_ts: TimestampOffset = UNKNOWN
+    rolling_based_timestamp: int | None = None
+    bytes_since_last_index_entry: int = 0
+    aborted: list[AbortedTxn] = field(default_factory=list)
+    txn_index_dirty: bool = False
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / log_file_name(self.base_offset)
+
+    def can_convert_to_relative(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def time_waited_for_roll(self, now_ms: int, max_ts_in_append: int) -> int:
+        if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
+            return max_ts_in_append - self.rolling_based_timestamp
+        return now_ms - self.created_ms
+
+    def write_indexes(self, *, preallocate: int | None = None, fsync: bool = True) -> None:
+        size_o = None if preallocate is None else preallocate
+        self.offset_index.build(size=size_o).write(self.dir / index_file_name(self.base_offset),
+                                                   trim=preallocate is None, size=size_o, fsync=fsync)
+        self.time_index.build(size=size_o).write(self.dir / time_index_file_name(self.base_offset),
+                                                 trim=preallocate is None, size=size_o, fsync=fsync)
+        if self.txn_index_dirty:
+            path = self.dir / txn_index_file_name(self.base_offset)
+            data = b"".join(TXN_ENTRY.pack(0, a.producer_id, a.first_offset, a.last_offset,
+                                           a.last_stable_offset) for a in self.aborted)
+            from ..atomic import atomic_write
+            atomic_write(path, data, fsync=fsync)
+            self.txn_index_dirty = False
+
+    def on_become_inactive(self) -> None:
+        """Final time-index entry (skipping the full check) + trimmed indexes."""
+        self.time_index.maybe_append(self.max_ts.timestamp, self.max_ts.offset, skip_full_check=True)
+        self.write_indexes()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogWriter:
+    """Append to one partition directory (created if missing) as a broker would.
+
+    ``now_ms`` fixes the clock (LogAppendTime, segment age of empty segments); ``leader_epoch`` is stamped on
+    leader appends (``None`` keeps each batch's own epoch).
+    """
+
+    def __init__(self, partition_dir: str | os.PathLike, config: LogConfig | None = None, *,
+                 topic_id: str | None = None, leader_epoch: int | None = 0, now_ms: int | None = None,
+                 index_per_batch: bool = False, producer_id_expiration_ms: int = 86400000,
+                 fsync: bool = True):
+        from .recovery import load_partition_for_append  # late import: recovery imports this module
+
+        self.dir = Path(partition_dir)
+        self.config = config or LogConfig()
+        self.topic_id = topic_id
+        self.leader_epoch = leader_epoch
+        self._fixed_now = now_ms
+        self.index_per_batch = index_per_batch
+        self.fsync = fsync
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.epoch_cache = LeaderEpochCache.load(self.dir)
+        if not (self.dir / LEADER_EPOCH_CHECKPOINT).exists():
+            self.epoch_cache.flush(fsync=fsync)
+        self.producers = ProducerStateManager(self.dir, producer_id_expiration_ms=producer_id_expiration_ms)
+        state = load_partition_for_append(self.dir, self.producers, now_ms=self.now())
+        self.log_start_offset = state.log_start_offset
+        self.log_end_offset = state.log_end_offset
+        self.recovery_point = state.log_end_offset
+        self.segments: list[int] = state.segment_bases
+        self.active = self._open_segment(state.segment_bases[-1]) if state.segment_bases else None
+        if self.active is None:
+            self.active = self._new_segment(self.log_end_offset)
+            self.segments.append(self.active.base_offset)
+        self._log_file = open(self.active.log_path, "ab")
+        self.closed = False
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def now(self) -> int:
+        return self._fixed_now if self._fixed_now is not None else _now_ms()
+
+    def _new_segment(self, base_offset: int) -> _Segment:
+        path = self.dir / log_file_name(base_offset)
+        for suffix_name in (log_file_name, index_file_name, time_index_file_name, txn_index_file_name):
+            stale = self.dir / suffix_name(base_offset)
+            if stale.exists():  # LocalLog.roll deletes stale files with the new name
+                stale.unlink()
+        path.touch()
+        return _Segment(self.dir, base_offset, 0, OffsetIndexBuilder(base_offset, self.config.segment_index_bytes),
+                        TimeIndexBuilder(base_offset, self.config.segment_index_bytes), self.now())
+
+    def _open_segment(self, base_offset: int) -> _Segment:
+        """Reopen the last segment: index entries from its files, max timestamp from the time index (as the
+        broker's lazy ``readMaxTimestampAndOffsetSoFar``), byte counter 0 (a restart resets it)."""
+        seg = _Segment(self.dir, base_offset, os.path.getsize(self.dir / log_file_name(base_offset)),
+                       OffsetIndexBuilder(base_offset, self.config.segment_index_bytes),
+                       TimeIndexBuilder(base_offset, self.config.segment_index_bytes), self.now())
+        ip, tp, xp = (self.dir / f(base_offset) for f in (index_file_name, time_index_file_name,
+                                                          txn_index_file_name))
+        if ip.exists():
+            with OffsetIndex.open(ip, base_offset) as idx:
+                for e in idx:
+                    seg.offset_index.append(e.offset, e.position)
+        if tp.exists():
+            with TimeIndex.open(tp, base_offset) as tidx:
+                for e in tidx:
+                    seg.time_index.maybe_append(e.timestamp, e.offset, skip_full_check=True)
+                if tidx.valid_entries:
+                    seg.max_ts = tidx.last_valid_entry
+        if xp.exists():
+            from ..files.txn_index import read_txn_index
+            with read_txn_index(xp, base_offset) as t:
+                seg.aborted = list(t)
+        if seg.size > 0:
+            with open(seg.log_path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                for b in iter_batches(mm, path=str(seg.log_path)):
+                    seg.rolling_based_timestamp = b.max_timestamp
+                    del b
+                    break
+        return seg
+
+    # ------------------------------------------------------------------------------------------- append
+    def append(self, data: bytes | bytearray | memoryview, *, assign_offsets: bool = True) -> AppendInfo:
+        """One append (one produce request's records for this partition, or one fetch response's for a
+        follower). ``data`` holds one or more complete batches."""
+        if self.closed:
+            raise LogDirError("the writer is closed", str(self.dir))
+        self._ensure_partition_metadata()
+        buf = bytearray(data)
+        batches = self._analyze(buf)
+        if not batches:
+            return AppendInfo(self.log_end_offset, self.log_end_offset - 1, NO_TIMESTAMP, -1, 0, 0,
+                              self.active.size, self.active.base_offset)
+        if assign_offsets:
+            buf, batches = self._assign_offsets(buf, batches)
+        else:
+            first = batches[0][1]
+            if first < self.log_end_offset:
+                raise OffsetOrderError(
+                    f"unexpected append offset {first}: the log end offset is {self.log_end_offset}", str(self.dir))
+        if assign_offsets and len(batches) == 1 and self._is_duplicate(buf, batches[0]):
+            return AppendInfo(batches[0][1], batches[0][2], NO_TIMESTAMP, -1, 0, 1, self.active.size,
+                              self.active.base_offset, duplicate=True)
+        size = len(buf)
+        if size > self.config.segment_bytes:
+            raise RecordTooLargeError(
+                f"append of {size} bytes exceeds segment.bytes ({self.config.segment_bytes})", str(self.dir))
+        first_offset = batches[0][1]
+        last_offset = batches[-1][2]
+        max_ts, shallow = NO_TIMESTAMP, -1
+        for (_pos, _base, last, mts, _sz) in batches:
+            if mts > max_ts:
+                max_ts, shallow = mts, last
+        rolled = self._maybe_roll(size, max_ts, last_offset, first_offset if
+                                  (assign_offsets or buf[16] >= 2) else last_offset - INT32_MAX)
+        # leader epoch cache (v2 batches assign; a legacy batch clears it)
+        for (pos, base, _last, _mts, _sz) in batches:
+            if buf[pos + 16] >= 2:
+                ple = _I32.unpack_from(buf, pos + 12)[0]
+                if ple >= 0:
+                    self.epoch_cache.assign(ple, base)
+            else:
+                if self.epoch_cache.epochs:
+                    self.epoch_cache.clear()
+                    self.epoch_cache.flush(fsync=self.fsync)
+        seg = self.active
+        position = seg.size
+        self._segment_append(seg, buf, batches, last_offset, max_ts, shallow)
+        self.log_end_offset = last_offset + 1
+        # producer state + txn index
+        for (pos, _base, _last, _mts, sz) in batches:
+            if buf[pos + 16] < 2:
+                continue
+            b = next(iter_batches(memoryview(buf)[pos:pos + sz]))
+            aborted = self.producers.replay(b)
+            if aborted is not None:
+                seg.aborted.append(AbortedTxn(aborted.producer_id, aborted.first_offset, aborted.last_offset,
+                                              aborted.last_stable_offset))
+                seg.txn_index_dirty = True
+        self.producers.map_end_offset = self.log_end_offset
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(first_offset, last_offset, max_ts, shallow, size, len(batches), position,
+                          seg.base_offset, rolled=rolled)
+
+    def append_records(self, records: Iterable, **batch_args) -> AppendInfo:
+        """Build one v2 batch from records (``build_batch`` arguments) and append it as a leader."""
+        return self.append(build_batch(list(records), base_offset=0, **batch_args))
+
+    def _analyze(self, buf: bytearray) -> list[tuple[int, int, int, int, int]]:
+        """``analyzeAndValidateRecords``: (position, base offset, last offset, max timestamp, size) per batch;
+        CRC and size checks; trailing partial bytes trimmed."""
+        out = []
+        scanner = LogScanner(memoryview(buf))
+        for b in scanner:
+            if b.size > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {b.size} bytes exceeds max.message.bytes ({self.config.max_message_bytes})",
+                    str(self.dir), b.position)
+            if not b.is_valid():
+                raise CorruptRecordError("record batch is corrupt (CRC mismatch)", str(self.dir), b.position)
+            out.append((b.position, b.base_offset, b.last_offset, b.max_timestamp, b.size))
+            del b
+        del scanner
+        if out:
+            end = out[-1][0] + out[-1][4]
+            del buf[end:]
+        return out
+
+    def _assign_offsets(self, buf: bytearray, batches):
+        """``LogValidator``: offsets from the LEO, partition leader epoch, LogAppendTime, re-compression."""
+        target_codec = self.config.codec
+        out = bytearray()
+        new = []
+        next_offset = self.log_end_offset
+        now = self.now()
+        for (pos, _base, _last, _mts, sz) in batches:
+            raw = bytearray(buf[pos:pos + sz])
+            if raw[16] < 2:
+                raise CorruptRecordError("leader appends of message format v0/v1 are not supported; append "
+                                         "them as a follower (offsets kept)", str(self.dir), pos)
+            b = next(iter_batches(memoryview(raw)))
+            codec = b.codec
+            ts_type_append = self.config.log_append_time
+            if target_codec is not None and target_codec != codec and not b.is_control:
+                recs = b.records()
+                del b
+                raw = bytearray(build_batch(
+                    recs, base_offset=recs[0].offset if recs else 0, codec=target_codec,
+                    timestamp_type=LOG_APPEND_TIME if ts_type_append else 0,
+                    log_append_time=now if ts_type_append else None,
+                    producer_id=_I64.unpack_from(raw, 43)[0], producer_epoch=_I16.unpack_from(raw, 51)[0],
+                    base_sequence=_I32.unpack_from(raw, 53)[0], is_transactional=bool(raw[22] & 0x10),
+                    partition_leader_epoch=_I32.unpack_from(raw, 12)[0],
+                    level=self.config.compression_level))
+            else:
+                del b
+            delta = _I32.unpack_from(raw, 23)[0]
+            _I64.pack_into(raw, 0, next_offset)
+            if self.leader_epoch is not None:
+                _I32.pack_into(raw, 12, self.leader_epoch)
+            if ts_type_append:
+                raw[22] |= TIMESTAMP_TYPE_MASK
+                _I64.pack_into(raw, 35, now)
+                struct.pack_into(">I", raw, 17, crc32c(memoryview(raw)[21:]))
+            mts = _I64.unpack_from(raw, 35)[0]
+            new.append((len(out), next_offset, next_offset + delta, mts, len(raw)))
+            out += raw
+            next_offset += delta + 1
+        return out, new
+
+    def _is_duplicate(self, buf: bytearray, batch) -> bool:
+        pos = batch[0]
+        pid = _I64.unpack_from(buf, pos + 43)[0]
+        if pid < 0:
+            return False
+        entry = self.producers.producers.get(pid)
+        if entry is None:
+            return False
+        epoch = _I16.unpack_from(buf, pos + 51)[0]
+        base_seq = _I32.unpack_from(buf, pos + 53)[0]
+        delta = _I32.unpack_from(buf, pos + 23)[0]
+        last_seq = base_seq + delta if base_seq + delta <= INT32_MAX else base_seq + delta - INT32_MAX - 1
+        return entry.find_duplicate_batch(epoch, base_seq, last_seq) is not None
+
+    def _segment_append(self, seg: _Segment, buf: bytearray, batches, last_offset: int, max_ts: int,
+                        shallow: int) -> None:
+        """``LogSegment.append``."""
+        position = seg.size
+        if position == 0:
+            seg.rolling_based_timestamp = max_ts
+        if not seg.can_convert_to_relative(last_offset):
+            raise LogDirError(f"offset {last_offset} overflows segment {seg.base_offset}", str(seg.log_path))
+        self._log_file.write(buf)
+        interval = self.config.index_interval_bytes
+        if self.index_per_batch:
+            for (pos, _base, last, mts, sz) in batches:
+                if mts > seg.max_ts.timestamp:
+                    seg.max_ts = TimestampOffset(mts, last)
+                if seg.bytes_since_last_index_entry > interval:
+                    seg.offset_index.append(last, position + pos)
+                    seg.time_index.maybe_append(seg.max_ts.timestamp, seg.max_ts.offset)
+                    seg.bytes_since_last_index_entry = 0
+                seg.bytes_since_last_index_entry += sz
+        else:
+            if max_ts > seg.max_ts.timestamp:
+                seg.max_ts = TimestampOffset(max_ts, shallow)
+            if seg.bytes_since_last_index_entry > interval:
+                seg.offset_index.append(last_offset, position)
+                seg.time_index.maybe_append(seg.max_ts.timestamp, seg.max_ts.offset)
+                seg.bytes_since_last_index_entry = 0
+            seg.bytes_since_last_index_entry += len(buf)
+        seg.size += len(buf)
+
+    # --------------------------------------------------------------------------------------------- roll
+    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, first_offset: int) -> bool:
+        seg = self.active
+        cfg = self.config
+        reached_ms = seg.time_waited_for_roll(self.now(), max_ts) > cfg.max_segment_ms  # jitter 0
+        if (seg.size > cfg.segment_bytes - size or (seg.size > 0 and reached_ms)
+                or seg.offset_index.is_full() or seg.time_index.is_full()
+                or not seg.can_convert_to_relative(last_offset)):
+            self.roll(max(first_offset, self.log_end_offset))
+            return True
+        return False
+
+    def roll(self, new_base: int | None = None) -> None:
+        """``UnifiedLog.roll``: close the active segment, open one at ``new_base`` (default the LEO), take a
+        producer snapshot there and flush everything before it."""
+        base = self.log_end_offset if new_base is None else max(new_base, self.log_end_offset)
+        old = self.active
+        if base == old.base_offset:
+            if old.size == 0:
+                return  # KAFKA-6388: the empty active segment is reused
+            raise LogDirError(f"a segment with base offset {base} already exists", str(self.dir))
+        self._log_file.flush()
+        if self.fsync:
+            os.fsync(self._log_file.fileno())
+        self._log_file.close()
+        old.on_become_inactive()
+        self.active = self._new_segment(base)
+        self.segments.append(base)
+        self._log_file = open(self.active.log_path, "ab")
+        self.producers.map_end_offset = base
+        self.producers.take_snapshot(sync=self.fsync)
+        if self.fsync:
+            fsync_dir(self.dir)
+        self.recovery_point = base
+
+    # -------------------------------------------------------------------------------------- flush/close
+    def flush(self) -> None:
+        """fsync the active segment and write its indexes (preallocated, as a running broker's)."""
+        self._log_file.flush()
+        if self.fsync:
+            os.fsync(self._log_file.fileno())
+        self.recovery_point = self.log_end_offset
+
+    def _ensure_partition_metadata(self) -> None:
+        if self.topic_id is not None and not (self.dir / PARTITION_METADATA_FILE).exists():
+            write_partition_metadata(self.dir / PARTITION_METADATA_FILE, self.topic_id, fsync=self.fsync)
+
+    def close(self) -> int:
+        """The broker's clean close (``UnifiedLog.close``): snapshot at the LEO, final time-index entry,
+        trimmed indexes, fsync. Returns the log end offset (the new recovery point)."""
+        if self.closed:
+            return self.log_end_offset
+        self._ensure_partition_metadata()
+        self.producers.map_end_offset = self.log_end_offset
+        self.producers.take_snapshot(sync=self.fsync)
+        self._log_file.flush()
+        if self.fsync:
+            os.fsync(self._log_file.fileno())
+        self._log_file.close()
+        seg = self.active
+        if seg.max_ts.timestamp != NO_TIMESTAMP or seg.size > 0:
+            seg.time_index.maybe_append(seg.max_ts.timestamp, seg.max_ts.offset, skip_full_check=True)
+        seg.write_indexes(fsync=self.fsync)
+        if self.epoch_cache.dirty:
+            self.epoch_cache.flush(fsync=self.fsync)
+        if self.fsync:
+            fsync_dir(self.dir)
+        self.recovery_point = self.log_end_offset
+        self.closed = True
+        return self.log_end_offset
+
+    def __enter__(self) -> LogWriter:
+        return self
+
+    def __exit__(self, exc_type, *_exc) -> None:
+        if exc_type is None:
+            self.close()
+        elif not self.closed:
+            self._log_file.close()
+            self.closed = True
+
+
+def list_segment_bases(partition_dir: str | os.PathLike) -> list[int]:
+    out = []
+    for name in os.listdir(partition_dir):
+        if is_log_file(name):
+            try:
+                out.append(offset_from_file_name(name))
+            except ValueError:
+                continue
+    return sorted(out)

@@ -1,0 +1,185 @@
+"""What ``.index`` and ``.timeindex`` share (``AbstractIndex``): fixed-size big-endian entries, no header,
+entry count derived from the file length, preallocation with zeros, lookups by binary search."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import CorruptIndexError
+from .names import offset_from_file_name
+
+INT32_MAX = (1 << 31) - 1
+ZERO_CHUNK = bytes(1 << 20)
+
+
+def map_file(path: str | os.PathLike) -> tuple[Any, int]:
+    """Read-only mmap of a whole file, or ``b""`` for an empty one (mmap of 0 bytes fails)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return b"", 0
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), size
+
+
+def all_zero(buf: memoryview) -> bool:
+    for i in range(0, len(buf), len(ZERO_CHUNK)):
+        chunk = buf[i : i + len(ZERO_CHUNK)]
+        if chunk != ZERO_CHUNK[: len(chunk)]:
+            return False
+    return True
+
+
+def base_offset_for(path: str | os.PathLike, base_offset: int | None) -> int:
+    if base_offset is not None:
+        return base_offset
+    name = os.path.basename(os.fspath(path))
+    try:
+        return offset_from_file_name(name)
+    except ValueError:
+        raise CorruptIndexError(f"cannot derive a base offset from the file name {name!r}", str(path)) from None
+
+
+class FixedIndex:
+    """Base of :class:`OffsetIndex` and :class:`TimeIndex`. Subclasses set ``ENTRY``, ``KEY_FIELD``,
+    ``REL_FIELD`` and ``entry_type``.
+
+    ``entries`` is Kafka's count (``length // entry_size``: every slot, zero padding included);
+    ``valid_entries`` stops at the first slot ``i > 0`` whose relative offset is 0, the rule DumpLogSegments
+    uses to recognise the zero tail of a preallocated (untrimmed) file.
+    """
+
+    ENTRY: struct.Struct
+    KEY_FIELD: int  # index in the unpacked tuple of the search key
+    REL_FIELD: int  # index of the relative offset
+    KIND = "index"
+    error_cls = CorruptIndexError
+
+    def __init__(self, buf: Any, base_offset: int, path: str | None = None, *, _closer: Any = None):
+        self._raw = buf
+        self._buf = memoryview(buf)
+        self._closer = _closer
+        self.base_offset = base_offset
+        self.path = path
+        self.length = len(self._buf)
+        self._valid: int | None = None
+
+    # ---- construction ------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | os.PathLike, base_offset: int | None = None):
+        """Memory-map an existing index file read-only (base offset from the file name unless given)."""
+        base = base_offset_for(path, base_offset)
+        buf, _ = map_file(path)
+        return cls(buf, base, str(path), _closer=buf if isinstance(buf, mmap.mmap) else None)
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, base_offset: int, path: str | None = None):
+        return cls(data, base_offset, path)
+
+    def close(self) -> None:
+        self._buf.release()
+        if self._closer is not None:
+            self._closer.close()
+            self._closer = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- geometry ----------------------------------------------------------------------------------------
+    @property
+    def entry_size(self) -> int:
+        return self.ENTRY.size
+
+    @property
+    def entries(self) -> int:
+        """Kafka's entry count: ``length // entry_size``."""
+        return self.length // self.ENTRY.size
+
+    @property
+    def valid_entries(self) -> int:
+        if self._valid is None:
+            n = 0
+            rel = self.REL_FIELD
+            size = self.ENTRY.size
+            view = self._buf[: self.entries * size]
+            for i, t in enumerate(self.ENTRY.iter_unpack(view)):
+                if i > 0 and t[rel] == 0:
+                    break
+                n += 1
+            self._valid = n
+        return self._valid
+
+    @property
+    def padding_entries(self) -> int:
+        """Slots after the valid entries (zero padding of a preallocated file, or garbage)."""
+        return self.entries - self.valid_entries
+
+    @property
+    def is_trimmed(self) -> bool:
+        return self.length == self.valid_entries * self.ENTRY.size
+
+    def padding_is_zero(self) -> bool:
+        """True when every byte after the valid entries is zero (a clean preallocated tail)."""
+        return all_zero(self._buf[self.valid_entries * self.ENTRY.size :])
+
+    def __len__(self) -> int:
+        return self.valid_entries
+
+    # ---- entries -----------------------------------------------------------------------------------------
+    def _tuple(self, n: int) -> tuple:
+        return self.ENTRY.unpack_from(self._buf, n * self.ENTRY.size)
+
+    def entry(self, n: int):
+        """The n-th slot (any slot below ``entries``, padding included, as ``AbstractIndex.entry``)."""
+        if not 0 <= n < self.entries:
+            raise IndexError(f"slot {n} out of range (index has {self.entries} slots)")
+        return self._make(self._tuple(n))
+
+    def __iter__(self) -> Iterator:
+        """The valid entries."""
+        size = self.ENTRY.size
+        for t in self.ENTRY.iter_unpack(self._buf[: self.valid_entries * size]):
+            yield self._make(t)
+
+    def _make(self, t: tuple):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _search(self, key: int, count: int) -> int:
+        """Largest slot in [0, count) whose key <= ``key``, or -1."""
+        lo, hi = 0, count - 1
+        if count == 0 or self._tuple(0)[self.KEY_FIELD] > key:
+            return -1
+        f = self.KEY_FIELD
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if self._tuple(mid)[f] > key:
+                hi = mid - 1
+            else:
+                lo = mid
+        return lo
+
+    # ---- serialization -----------------------------------------------------------------------------------
+    def entries_bytes(self) -> bytes:
+        return bytes(self._buf[: self.valid_entries * self.ENTRY.size])
+
+    def to_bytes(self, *, trim: bool = False, size: int | None = None) -> bytes:
+        """The valid entries, zero-padded to the original file length (or ``size``), or trimmed.
+
+        For a well-formed file (``padding_is_zero``) ``to_bytes()`` equals the bytes read.
+        """
+        body = self.entries_bytes()
+        if trim:
+            return body
+        target = self.length if size is None else size - size % self.ENTRY.size
+        if target < len(body):
+            raise ValueError(f"size {target} is smaller than the {len(body)} bytes of entries")
+        return body + bytes(target - len(body))
+
+    def _err(self, reason: str, position: int | None = None) -> CorruptIndexError:
+        return self.error_cls(reason, self.path, position)

@@ -1,0 +1,153 @@
+"""The four offset checkpoint files of a data dir (``OffsetCheckpointFile``, 30-checkpoints §2).
+
+``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``, ``replication-offset-checkpoint`` and
+``cleaner-offset-checkpoint`` share one format::
+
+    0
+    <count>
+    <topic> <partition> <offset>      (count times)
+
+A zero-length file is valid and means "no entries" (every checkpoint is created empty by Kafka first).
+A leftover ``<name>.tmp`` (crash during a write) is never read as the real file; see :func:`leftover_tmp`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..atomic import atomic_write, tmp_path
+from ..errors import CorruptCheckpointError
+from ._java import INT32_MAX, INT64_MAX, java_split_ws, parse_java_int
+from ._text import Form, format_checkpoint, parse_checkpoint
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # high watermarks
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+DATA_DIR_CHECKPOINTS = (
+    RECOVERY_POINT_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CLEANER_OFFSET_CHECKPOINT,
+)
+
+CURRENT_VERSION = 0
+
+# Kafka never writes a file larger than this for sane data dirs; a bound keeps hostile input from being
+# slurped. (A million partitions at ~300 bytes a line is ~300 MB, so the bound is generous.)
+MAX_CHECKPOINT_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class TopicPartitionOffset:
+    topic: str
+    partition: int
+    offset: int
+
+
+def _parse_entry(line: str) -> TopicPartitionOffset:
+    parts = java_split_ws(line)
+    if len(parts) != 3:
+        raise ValueError(f"expected 3 fields, found {len(parts)}")
+    topic, partition, offset = parts
+    return TopicPartitionOffset(topic, parse_java_int(partition, 32), parse_java_int(offset, 64))
+
+
+def _format_entry(e: TopicPartitionOffset) -> str:
+    return f"{e.topic} {e.partition} {e.offset}"
+
+
+@dataclass
+class OffsetCheckpoint:
+    """Entries in file order (Kafka writes hash-map order; nothing depends on it)."""
+
+    entries: list[TopicPartitionOffset] = field(default_factory=list)
+    newline: str = "\n"
+    form: Form = "full"
+    canonical: bool = True
+    path: str | None = None
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str | os.PathLike | None = None) -> OffsetCheckpoint:
+        p = None if path is None else str(path)
+        parsed = parse_checkpoint(data, CURRENT_VERSION, _parse_entry, _format_entry, p)
+        return cls(parsed.entries, parsed.newline, parsed.form, parsed.canonical, p)
+
+    @classmethod
+    def from_mapping(cls, offsets: dict[tuple[str, int], int], newline: str = "\n") -> OffsetCheckpoint:
+        entries = [TopicPartitionOffset(t, p, o) for (t, p), o in offsets.items()]
+        return cls(entries, newline)
+
+    def to_bytes(self) -> bytes:
+        return format_checkpoint(self.entries, CURRENT_VERSION, _format_entry, self.newline, self.form)
+
+    def to_dict(self) -> dict[tuple[str, int], int]:
+        """As Kafka's ``read()`` map: a later duplicate wins."""
+        return {(e.topic, e.partition): e.offset for e in self.entries}
+
+    def get(self, topic: str, partition: int) -> int | None:
+        return self.to_dict().get((topic, partition))
+
+    def duplicates(self) -> list[tuple[str, int]]:
+        seen: set[tuple[str, int]] = set()
+        dups = []
+        for e in self.entries:
+            k = (e.topic, e.partition)
+            if k in seen:
+                dups.append(k)
+            seen.add(k)
+        return dups
+
+    def validate(self) -> list[str]:
+        """Problems Kafka does not reject at read time but that indicate a damaged or foreign file."""
+        problems = []
+        for t, p in self.duplicates():
+            problems.append(f"duplicate entry for {t}-{p}")
+        for e in self.entries:
+            if e.offset < 0:
+                problems.append(f"negative offset {e.offset} for {e.topic}-{e.partition}")
+            if e.partition < 0:
+                problems.append(f"negative partition {e.partition} for topic {e.topic}")
+        if not self.canonical:
+            problems.append("not in the exact form Kafka writes (spacing, line ends or count line differ)")
+        return problems
+
+
+def read_bytes_bounded(path: str | os.PathLike, limit: int, error_cls=CorruptCheckpointError) -> bytes:
+    """Read a small file whole, refusing files above ``limit`` bytes before allocating."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:
+            raise error_cls(f"file is {size} bytes, more than the {limit} bytes accepted", path=str(path))
+        return f.read(limit + 1)
+
+
+def read_offset_checkpoint(path: str | os.PathLike) -> OffsetCheckpoint:
+    """Read one offset checkpoint file; :class:`CorruptCheckpointError` (with line number) when malformed."""
+    return OffsetCheckpoint.from_bytes(read_bytes_bounded(path, MAX_CHECKPOINT_BYTES), path)
+
+
+def write_offset_checkpoint(
+    path: str | os.PathLike,
+    checkpoint: OffsetCheckpoint | dict[tuple[str, int], int],
+    *,
+    fsync: bool = True,
+) -> None:
+    """Write atomically (tmp, fsync, rename, fsync dir) as ``CheckpointFile.write``."""
+    if isinstance(checkpoint, dict):
+        checkpoint = OffsetCheckpoint.from_mapping(checkpoint)
+    for e in checkpoint.entries:
+        if not (0 <= e.partition <= INT32_MAX and -(INT64_MAX + 1) <= e.offset <= INT64_MAX):
+            raise ValueError(f"entry out of range: {e}")
+        if not e.topic or any(c in " \t\n\x0b\f\r" for c in e.topic):
+            raise ValueError(f"topic name cannot be written in a checkpoint: {e.topic!r}")
+    atomic_write(path, checkpoint.to_bytes(), fsync=fsync)
+
+
+def leftover_tmp(path: str | os.PathLike) -> Path | None:
+    """The ``<path>.tmp`` a crashed atomic write left behind, if any (Kafka ignores it)."""
+    t = tmp_path(path)
+    return t if t.exists() else None

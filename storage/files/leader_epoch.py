@@ -1,0 +1,91 @@
+"""``leader-epoch-checkpoint`` (``LeaderEpochCheckpointFile``, 30-checkpoints §3).
+
+Same framing as the offset checkpoints (version 0), entries ``<epoch> <startOffset>`` sorted by epoch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..atomic import atomic_write
+from ._java import java_split_ws, parse_java_int
+from ._text import Form, format_checkpoint, parse_checkpoint
+from .checkpoints import read_bytes_bounded
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+CURRENT_VERSION = 0
+MAX_BYTES = 1 << 28
+
+
+@dataclass(frozen=True)
+class EpochEntry:
+    epoch: int
+    start_offset: int
+
+
+def _parse_entry(line: str) -> EpochEntry:
+    parts = java_split_ws(line)
+    if len(parts) != 2:
+        raise ValueError(f"expected 2 fields, found {len(parts)}")
+    return EpochEntry(parse_java_int(parts[0], 32), parse_java_int(parts[1], 64))
+
+
+def _format_entry(e: EpochEntry) -> str:
+    return f"{e.epoch} {e.start_offset}"
+
+
+@dataclass
+class LeaderEpochCheckpoint:
+    entries: list[EpochEntry] = field(default_factory=list)
+    newline: str = "\n"
+    form: Form = "full"
+    canonical: bool = True
+    path: str | None = None
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str | os.PathLike | None = None) -> LeaderEpochCheckpoint:
+        p = None if path is None else str(path)
+        parsed = parse_checkpoint(data, CURRENT_VERSION, _parse_entry, _format_entry, p)
+        return cls(parsed.entries, parsed.newline, parsed.form, parsed.canonical, p)
+
+    def to_bytes(self) -> bytes:
+        return format_checkpoint(self.entries, CURRENT_VERSION, _format_entry, self.newline, self.form)
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """Leader epoch whose range holds ``offset`` (largest start offset <= offset)."""
+        found = None
+        for e in self.entries:
+            if e.start_offset <= offset:
+                found = e.epoch
+            else:
+                break
+        return found
+
+    def validate(self) -> list[str]:
+        """Kafka throws for negative values at load and silently drops non-monotonic entries."""
+        problems = []
+        prev: EpochEntry | None = None
+        for e in self.entries:
+            if e.epoch < 0 or e.start_offset < 0:
+                problems.append(f"invalid entry {e.epoch} {e.start_offset}: negative epoch or start offset")
+            if prev is not None and (e.epoch <= prev.epoch or e.start_offset <= prev.start_offset):
+                problems.append(
+                    f"entry {e.epoch} {e.start_offset} does not increase after {prev.epoch} {prev.start_offset}"
+                )
+            prev = e
+        if not self.canonical:
+            problems.append("not in the exact form Kafka writes")
+        return problems
+
+
+def read_leader_epoch_checkpoint(path: str | os.PathLike) -> LeaderEpochCheckpoint:
+    return LeaderEpochCheckpoint.from_bytes(read_bytes_bounded(path, MAX_BYTES), path)
+
+
+def write_leader_epoch_checkpoint(
+    path: str | os.PathLike, checkpoint: LeaderEpochCheckpoint | list[EpochEntry], *, fsync: bool = True
+) -> None:
+    if not isinstance(checkpoint, LeaderEpochCheckpoint):
+        checkpoint = LeaderEpochCheckpoint(list(checkpoint))
+    atomic_write(path, checkpoint.to_bytes(), fsync=fsync)

@@ -1,0 +1,302 @@
+"""``meta.properties`` of a data dir (``MetaProperties``, ``PropertiesUtils``, 30-checkpoints §5).
+
+Written by ``java.util.Properties.store(writer, "")``::
+
+    #
+    #Fri Oct 25 03:33:01 UTC 2024
+    node.id=1
+    directory.id=pKnJ0cAhRMqJ0g3Tt0Vv0A
+    version=1
+    cluster.id=MkU3OEVBNTcwNTJENDM2Qg
+
+Reading follows ``Properties.load`` (comments ``#``/``!``, separators ``=``/``:``/whitespace, line
+continuations, escapes). The file is kept as a list of lines so that writing back reproduces the bytes read:
+comment lines verbatim, entries in the order read, rendered as ``Properties.store`` does. Bytes are decoded as
+ISO-8859-1 (what ``Properties.load(InputStream)`` does) and encoded back the same way, so any byte survives.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from ..atomic import atomic_write
+from ..errors import CorruptCheckpointError
+from ._java import parse_java_int, read_lines, uuid_from_string
+from .checkpoints import read_bytes_bounded
+
+META_PROPERTIES_FILE = "meta.properties"
+MAX_BYTES = 1 << 20
+
+VERSION_PROP = "version"
+CLUSTER_ID_PROP = "cluster.id"
+BROKER_ID_PROP = "broker.id"
+NODE_ID_PROP = "node.id"
+DIRECTORY_ID_PROP = "directory.id"
+
+# Reserved directory ids (server-common DirectoryId)
+DIRECTORY_ID_MIGRATING = "AAAAAAAAAAAAAAAAAAAAAA"
+DIRECTORY_ID_UNASSIGNED = "AAAAAAAAAAAAAAAAAAAAAQ"
+DIRECTORY_ID_LOST = "AAAAAAAAAAAAAAAAAAAAAg"
+RESERVED_DIRECTORY_IDS = (DIRECTORY_ID_MIGRATING, DIRECTORY_ID_UNASSIGNED, DIRECTORY_ID_LOST)
+
+_WS = " \t\f"
+
+
+def _load_convert(s: str, path, pos: int) -> str:
+    out = []
+    i = 0
+    n = len(s)
+    while i < n:
+        c = s[i]
+        i += 1
+        if c != "\\":
+            out.append(c)
+            continue
+        if i >= n:  # a lone trailing backslash is dropped by LineReader
+            break
+        c = s[i]
+        i += 1
+        if c == "u":
+            hexd = s[i : i + 4]
+            if len(hexd) != 4 or any(h not in "0123456789abcdefABCDEF" for h in hexd):
+                raise CorruptCheckpointError("malformed \\uxxxx encoding", path, pos)
+            out.append(chr(int(hexd, 16)))
+            i += 4
+        else:
+            out.append({"t": "\t", "r": "\r", "n": "\n", "f": "\f"}.get(c, c))
+    return "".join(out)
+
+
+def _save_convert(s: str, escape_space: bool) -> str:
+    """``Properties.saveConvert`` with ``escUnicode=false`` (the Writer variant of ``store``)."""
+    out = []
+    for i, c in enumerate(s):
+        if c == " ":
+            out.append("\\ " if i == 0 or escape_space else " ")
+        elif c == "\t":
+            out.append("\\t")
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\r":
+            out.append("\\r")
+        elif c == "\f":
+            out.append("\\f")
+        elif c in "=:#!\\":
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    """``Properties.load0`` on one logical line (escapes still present)."""
+    n = len(line)
+    i = 0
+    key_end = n
+    has_sep = False
+    backslash = False
+    while i < n:
+        c = line[i]
+        if (c == "=" or c == ":") and not backslash:
+            key_end = i
+            has_sep = True
+            break
+        if c in _WS and not backslash:
+            key_end = i
+            break
+        backslash = (not backslash) if c == "\\" else False
+        i += 1
+    if key_end == n:
+        return line, ""
+    v = key_end + 1
+    while v < n:
+        c = line[v]
+        if c not in _WS:
+            if not has_sep and c in "=:":
+                has_sep = True
+            else:
+                break
+        v += 1
+    return line[:key_end], line[v:]
+
+
+@dataclass
+class MetaProperties:
+    """Lines in file order: ``str`` for a verbatim comment/blank line, ``(key, value)`` for an entry."""
+
+    lines: list[str | tuple[str, str]] = field(default_factory=list)
+    newline: str = "\n"
+    path: str | None = None
+    raw: bytes | None = None
+
+    # ---- construction ----------------------------------------------------------------------------------
+    @classmethod
+    def new(
+        cls,
+        *,
+        version: int,
+        cluster_id: str | None,
+        node_id: int | None,
+        directory_id: str | None = None,
+        key_order: str = "jdk17",
+        now: float | None = None,
+        newline: str = "\n",
+    ) -> MetaProperties:
+        """A file as ``MetaProperties.toProperties`` + ``Properties.store`` would write it.
+
+        ``key_order``: ``jdk8`` (Hashtable), ``jdk17`` (ConcurrentHashMap, JDK 9-17) or ``sorted`` (JDK 18+).
+        """
+        props: dict[str, str] = {VERSION_PROP: str(version)}
+        if cluster_id is not None:
+            props[CLUSTER_ID_PROP] = cluster_id
+        if node_id is not None:
+            props[BROKER_ID_PROP if version == 0 else NODE_ID_PROP] = str(node_id)
+        if directory_id is not None:
+            props[DIRECTORY_ID_PROP] = directory_id
+        orders = {
+            "jdk8": [CLUSTER_ID_PROP, VERSION_PROP, DIRECTORY_ID_PROP, NODE_ID_PROP, BROKER_ID_PROP],
+            "jdk17": [BROKER_ID_PROP, NODE_ID_PROP, DIRECTORY_ID_PROP, VERSION_PROP, CLUSTER_ID_PROP],
+            "sorted": sorted(props),
+        }
+        order = orders[key_order]
+        date = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(now))
+        lines: list[str | tuple[str, str]] = ["#", "#" + date]
+        lines.extend((k, props[k]) for k in order if k in props)
+        return cls(lines, newline)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str | os.PathLike | None = None) -> MetaProperties:
+        p = None if path is None else str(path)
+        data = bytes(data)
+        text = data.decode("latin-1")
+        natural = read_lines(text)
+        newline = next((t for _, _, t in natural if t), "\n")
+        lines: list[str | tuple[str, str]] = []
+        i = 0
+        while i < len(natural):
+            line, start, _ = natural[i]
+            stripped = line.lstrip(_WS)
+            if not stripped or stripped[0] in "#!":
+                lines.append(line)
+                i += 1
+                continue
+            logical = stripped
+            # continuation: an odd number of trailing backslashes joins the next natural line
+            while (len(logical) - len(logical.rstrip("\\"))) % 2 == 1:
+                logical = logical[:-1]
+                i += 1
+                if i >= len(natural):
+                    break
+                logical += natural[i][0].lstrip(_WS)
+            i += 1
+            k, v = _split_key_value(logical)
+            lines.append((_load_convert(k, p, start), _load_convert(v, p, start)))
+        return cls(lines, newline, p, data)
+
+    def to_bytes(self) -> bytes:
+        out = []
+        for line in self.lines:
+            if isinstance(line, str):
+                out.append(line)
+            else:
+                k, v = line
+                out.append(f"{_save_convert(k, True)}={_save_convert(v, False)}")
+        return "".join(s + self.newline for s in out).encode("latin-1")
+
+    # ---- properties view ---------------------------------------------------------------------------------
+    def properties(self) -> dict[str, str]:
+        """As ``Properties`` after ``load``: the last occurrence of a key wins."""
+        return {k: v for k, v in (x for x in self.lines if isinstance(x, tuple))}
+
+    def keys(self) -> list[str]:
+        return [x[0] for x in self.lines if isinstance(x, tuple)]
+
+    def get(self, key: str) -> str | None:
+        return self.properties().get(key)
+
+    def set(self, key: str, value: str) -> None:
+        """Set in place (keeps key order); a new key is appended."""
+        for i, x in enumerate(self.lines):
+            if isinstance(x, tuple) and x[0] == key:
+                self.lines[i] = (key, value)
+                return
+        self.lines.append((key, value))
+
+    @property
+    def version(self) -> int:
+        """``MetaPropertiesVersion.fromNumberString`` (absent means 0); raises CorruptCheckpointError."""
+        v = self.get(VERSION_PROP)
+        if v is None:
+            return 0
+        try:
+            n = parse_java_int(v.strip())
+        except ValueError:
+            raise CorruptCheckpointError(f"invalid version {v!r}", self.path) from None
+        if n not in (0, 1):
+            raise CorruptCheckpointError(f"unknown meta.properties version {n}", self.path)
+        return n
+
+    @property
+    def cluster_id(self) -> str | None:
+        return self.get(CLUSTER_ID_PROP)
+
+    @property
+    def node_id(self) -> int | None:
+        """``broker.id`` (v0) or ``node.id`` (v1)."""
+        key = BROKER_ID_PROP if self.version == 0 else NODE_ID_PROP
+        v = self.get(key)
+        if v is None:
+            if self.version == 1:
+                raise CorruptCheckpointError(f"v1 meta.properties without {NODE_ID_PROP}", self.path)
+            return None
+        try:
+            return parse_java_int(v.strip())
+        except ValueError:
+            raise CorruptCheckpointError(f"invalid {key} {v!r}", self.path) from None
+
+    @property
+    def directory_id(self) -> str | None:
+        return self.get(DIRECTORY_ID_PROP)
+
+    @property
+    def date_comment(self) -> str | None:
+        """The ``#<Date.toString()>`` line ``Properties.store`` writes, when present."""
+        comments = [x for x in self.lines if isinstance(x, str) and x.startswith("#")]
+        return comments[1][1:] if len(comments) >= 2 else None
+
+    @property
+    def canonical(self) -> bool:
+        return self.raw is None or self.raw == self.to_bytes()
+
+    def validate(self) -> list[str]:
+        """Everything ``MetaProperties.Builder`` would reject, plus reserved directory ids."""
+        problems = []
+        try:
+            version = self.version
+        except CorruptCheckpointError as e:
+            return [e.reason]
+        try:
+            _ = self.node_id
+        except CorruptCheckpointError as e:
+            problems.append(e.reason)
+        if version == 1 and self.cluster_id is None:
+            problems.append(f"v1 meta.properties without {CLUSTER_ID_PROP}")
+        d = self.directory_id
+        if d is not None:
+            try:
+                uuid_from_string(d)
+            except ValueError as e:
+                problems.append(f"unable to read {DIRECTORY_ID_PROP} as a Uuid: {e}")
+            if d in RESERVED_DIRECTORY_IDS:
+                problems.append(f"{DIRECTORY_ID_PROP} {d} is a reserved id")
+        return problems
+
+
+def read_meta_properties(path: str | os.PathLike) -> MetaProperties:
+    return MetaProperties.from_bytes(read_bytes_bounded(path, MAX_BYTES), path)
+
+
+def write_meta_properties(path: str | os.PathLike, meta: MetaProperties, *, fsync: bool = True) -> None:
+    atomic_write(path, meta.to_bytes(), fsync=fsync)

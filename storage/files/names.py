@@ -1,0 +1,72 @@
+"""File names inside a partition directory (``LogFileUtils``, 00-layout §2.3, §3)."""
+
+from __future__ import annotations
+
+from ._java import parse_java_int
+
+LOG_FILE_SUFFIX = ".log"
+INDEX_FILE_SUFFIX = ".index"
+TIME_INDEX_FILE_SUFFIX = ".timeindex"
+TXN_INDEX_FILE_SUFFIX = ".txnindex"
+PRODUCER_SNAPSHOT_FILE_SUFFIX = ".snapshot"
+DELETED_FILE_SUFFIX = ".deleted"
+CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
+TMP_FILE_SUFFIX = ".tmp"
+TEMP_SUFFIXES = (DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX, TMP_FILE_SUFFIX)
+INDEX_SUFFIXES = (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
+
+
+def filename_prefix_from_offset(offset: int) -> str:
+    """20-digit zero-padded decimal (``LogFileUtils.filenamePrefixFromOffset``)."""
+    if offset < 0:
+        raise ValueError(f"negative offset {offset}")
+    return f"{offset:020d}"
+
+
+def log_file_name(base_offset: int) -> str:
+    return filename_prefix_from_offset(base_offset) + LOG_FILE_SUFFIX
+
+
+def index_file_name(base_offset: int) -> str:
+    return filename_prefix_from_offset(base_offset) + INDEX_FILE_SUFFIX
+
+
+def time_index_file_name(base_offset: int) -> str:
+    return filename_prefix_from_offset(base_offset) + TIME_INDEX_FILE_SUFFIX
+
+
+def txn_index_file_name(base_offset: int) -> str:
+    return filename_prefix_from_offset(base_offset) + TXN_INDEX_FILE_SUFFIX
+
+
+def snapshot_file_name(offset: int) -> str:
+    return filename_prefix_from_offset(offset) + PRODUCER_SNAPSHOT_FILE_SUFFIX
+
+
+def offset_from_file_name(name: str) -> int:
+    """``LogFileUtils.offsetFromFileName``: ``Long.parseLong`` of the part before the first ``.``.
+
+    Raises ``ValueError`` when that part is not a Java long.
+    """
+    return parse_java_int(name.split(".", 1)[0], 64)
+
+
+def is_log_file(name: str) -> bool:
+    return name.endswith(LOG_FILE_SUFFIX)
+
+
+def is_index_file(name: str) -> bool:
+    return name.endswith(INDEX_SUFFIXES)
+
+
+def is_snapshot_file(name: str) -> bool:
+    return name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX)
+
+
+def temp_suffix(name: str) -> str | None:
+    """The temporary suffix (``.deleted``/``.cleaned``/``.swap``/``.tmp``) a file name ends with, if any."""
+    for s in TEMP_SUFFIXES:
+        if name.endswith(s):
+            return s
+    return None

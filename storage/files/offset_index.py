@@ -1,0 +1,141 @@
+"""Offset index ``<base>.index`` (``OffsetIndex``, 20-indexes §4).
+
+8-byte entries: relative offset int32, physical position int32 (start of a batch in the ``.log``).
+Rebuilding from a ``.log`` (append-time and recovery-time rules) is in :mod:`.rebuild`.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+
+from ..atomic import atomic_write
+from ..errors import CorruptIndexError
+from ._index import INT32_MAX, FixedIndex
+
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
+
+
+@dataclass(frozen=True)
+class OffsetPosition:
+    offset: int
+    position: int
+
+
+class OffsetIndex(FixedIndex):
+    ENTRY = struct.Struct(">ii")
+    KEY_FIELD = 0
+    REL_FIELD = 0
+    KIND = "index"
+
+    def _make(self, t: tuple) -> OffsetPosition:
+        return OffsetPosition(self.base_offset + t[0], t[1])
+
+    @classmethod
+    def from_entries(
+        cls, base_offset: int, entries: list[OffsetPosition] | list[tuple[int, int]], *, size: int | None = None
+    ) -> OffsetIndex:
+        """An index holding ``entries`` (absolute offsets), zero-padded to ``size`` bytes when given."""
+        b = OffsetIndexBuilder(base_offset)
+        for e in entries:
+            off, pos = (e.offset, e.position) if isinstance(e, OffsetPosition) else e
+            b.append(off, pos)
+        return b.build(size=size)
+
+    # ---- Kafka operations ---------------------------------------------------------------------------------
+    @property
+    def last_offset(self) -> int:
+        """``OffsetIndex.lastOffset`` over Kafka's slots (base offset when empty)."""
+        return self.base_offset if self.entries == 0 else self._make(self._tuple(self.entries - 1)).offset
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """Largest valid entry with offset <= target, else ``(base_offset, 0)``."""
+        slot = self._search(target_offset - self.base_offset, self.valid_entries)
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self._make(self._tuple(slot))
+
+    def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> OffsetPosition | None:
+        """Smallest entry whose position >= start_position + fetch_size (``fetchUpperBoundOffset``)."""
+        target = start_position + fetch_size
+        for e in self:
+            if e.position >= target:
+                return e
+        return None
+
+    def sanity_check(self) -> None:
+        """``OffsetIndex.sanityCheck`` exactly (over all slots, as Kafka counts them)."""
+        if self.entries != 0 and self.last_offset < self.base_offset:
+            raise self._err(
+                f"corrupt index: non-zero size but the last offset is {self.last_offset} which is less than "
+                f"the base offset {self.base_offset}",
+                (self.entries - 1) * 8,
+            )
+        if self.length % 8 != 0:
+            raise self._err(f"index is corrupt, found {self.length} bytes which is not a multiple of 8",
+                            self.length - self.length % 8)
+
+    def problems(self) -> list[tuple[int, str]]:
+        """Stricter structural checks than Kafka's: ``(byte position, message)`` pairs."""
+        out: list[tuple[int, str]] = []
+        if self.length % 8:
+            out.append((self.length - self.length % 8, f"length {self.length} is not a multiple of 8"))
+        prev: tuple[int, int] | None = None
+        for i, (rel, pos) in enumerate(self.ENTRY.iter_unpack(self._buf[: self.valid_entries * 8])):
+            if rel < 0:
+                out.append((i * 8, f"entry {i}: negative relative offset {rel}"))
+            if pos < 0:
+                out.append((i * 8, f"entry {i}: negative position {pos}"))
+            if prev is not None:
+                if rel <= prev[0]:
+                    out.append((i * 8, f"entry {i}: offset {self.base_offset + rel} does not increase "
+                                       f"(previous {self.base_offset + prev[0]})"))
+                if pos < prev[1]:
+                    out.append((i * 8, f"entry {i}: position {pos} decreases (previous {prev[1]})"))
+            prev = (rel, pos)
+        if not self.padding_is_zero():
+            out.append((self.valid_entries * 8, "non-zero bytes after the last valid entry"))
+        return out
+
+    def write(self, path: str | os.PathLike, *, trim: bool = True, size: int | None = None, fsync: bool = True) -> None:
+        atomic_write(path, self.to_bytes(trim=trim and size is None, size=size), fsync=fsync)
+
+
+class OffsetIndexBuilder:
+    """A writable offset index with ``OffsetIndex.append``'s checks (used by rebuilds and writers)."""
+
+    def __init__(self, base_offset: int, max_index_size: int | None = None):
+        self.base_offset = base_offset
+        self.max_entries = None if max_index_size is None else max_index_size // 8
+        self._buf = bytearray()
+        self.entries = 0
+        self.last_offset = base_offset
+
+    def is_full(self) -> bool:
+        return self.max_entries is not None and self.entries >= self.max_entries
+
+    def append(self, offset: int, position: int) -> None:
+        if self.is_full():
+            raise CorruptIndexError(f"attempt to append to a full index (size = {self.entries})")
+        if self.entries != 0 and offset <= self.last_offset:
+            raise CorruptIndexError(
+                f"attempt to append an offset {offset} to position {self.entries} no larger than the last offset "
+                f"appended ({self.last_offset})"
+            )
+        rel = offset - self.base_offset
+        if not 0 <= rel <= INT32_MAX:
+            raise CorruptIndexError(f"offset {offset} cannot be stored relative to base offset {self.base_offset}")
+        self._buf += OffsetIndex.ENTRY.pack(rel, position)
+        self.entries += 1
+        self.last_offset = offset
+
+    def build(self, *, size: int | None = None) -> OffsetIndex:
+        data = bytes(self._buf)
+        if size is not None:
+            data += bytes(max(0, size - size % 8 - len(data)))
+        return OffsetIndex(data, self.base_offset)
+
+
+def read_offset_index(path: str | os.PathLike, base_offset: int | None = None) -> OffsetIndex:
+    return OffsetIndex.open(path, base_offset)

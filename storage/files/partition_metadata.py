@@ -1,0 +1,95 @@
+"""``partition.metadata`` (``PartitionMetadataFile``, KIP-516, 30-checkpoints §4).
+
+Exact content ``version: 0\\ntopic_id: <22-char base64url Uuid>`` with no trailing newline.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from ..atomic import atomic_write
+from ..errors import CorruptCheckpointError
+from ._java import ZERO_UUID, parse_java_int, read_lines, uuid_from_string, uuid_to_string
+from .checkpoints import read_bytes_bounded
+
+PARTITION_METADATA_FILE = "partition.metadata"
+CURRENT_VERSION = 0
+MAX_BYTES = 1 << 16
+_SEP = re.compile(":[ \t\n\x0b\f\r]+")
+
+
+@dataclass
+class PartitionMetadata:
+    topic_id: str  # as written (Uuid.toString)
+    version: int = CURRENT_VERSION
+    path: str | None = None
+    raw: bytes | None = None  # the bytes read, when read from a file
+
+    @property
+    def topic_id_bytes(self) -> bytes:
+        return uuid_from_string(self.topic_id)
+
+    @classmethod
+    def from_uuid_bytes(cls, raw: bytes) -> PartitionMetadata:
+        return cls(uuid_to_string(raw))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str | os.PathLike | None = None) -> PartitionMetadata:
+        """``PartitionMetadataReadBuffer.read``: errors are :class:`CorruptCheckpointError` with line numbers."""
+        p = None if path is None else str(path)
+        data = bytes(data)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CorruptCheckpointError(f"invalid UTF-8 ({e.reason})", p, e.start) from None
+        lines = read_lines(text)
+
+        def bpos(i: int) -> int:
+            return len(text[:i].encode("utf-8"))
+
+        if not lines:
+            raise CorruptCheckpointError("line 1: missing version line", p, 0)
+        line, start, _ = lines[0]
+        parts = _SEP.split(line)
+        if len(parts) != 2:
+            raise CorruptCheckpointError(f"line 1: malformed version line {line[:80]!r}", p, bpos(start))
+        try:
+            version = parse_java_int(parts[1])
+        except ValueError:
+            raise CorruptCheckpointError(f"line 1: malformed version {parts[1][:40]!r}", p, bpos(start)) from None
+        if version < 0:
+            raise CorruptCheckpointError(f"line 1: unrecognised version {version}", p, bpos(start))
+        if len(lines) < 2:
+            raise CorruptCheckpointError("line 2: missing topic_id line", p, len(data))
+        line, start, _ = lines[1]
+        parts = _SEP.split(line)
+        if len(parts) != 2:
+            raise CorruptCheckpointError(f"line 2: malformed topic id line {line[:80]!r}", p, bpos(start))
+        try:
+            raw = uuid_from_string(parts[1])
+        except ValueError as e:
+            raise CorruptCheckpointError(f"line 2: invalid topic id: {e}", p, bpos(start)) from None
+        if raw == ZERO_UUID:
+            raise CorruptCheckpointError("line 2: the zero topic id is not valid", p, bpos(start))
+        return cls(parts[1], version, p, data)
+
+    def to_bytes(self) -> bytes:
+        return f"version: {self.version}\ntopic_id: {self.topic_id}".encode()
+
+    @property
+    def canonical(self) -> bool:
+        return self.raw is None or self.raw == self.to_bytes()
+
+
+def read_partition_metadata(path: str | os.PathLike) -> PartitionMetadata:
+    return PartitionMetadata.from_bytes(read_bytes_bounded(path, MAX_BYTES), path)
+
+
+def write_partition_metadata(path: str | os.PathLike, metadata: PartitionMetadata | str, *, fsync: bool = True) -> None:
+    if isinstance(metadata, str):
+        metadata = PartitionMetadata(metadata)
+    if uuid_from_string(metadata.topic_id) == ZERO_UUID:
+        raise ValueError("the zero topic id cannot be written")
+    atomic_write(path, metadata.to_bytes(), fsync=fsync)

@@ -1,0 +1,163 @@
+"""Aborted-transaction index ``<base>.txnindex`` (``TransactionIndex``, ``AbortedTxn``, 20-indexes §6).
+
+34-byte entries: version int16 (0), producerId int64, firstOffset int64, lastOffset int64 (the ABORT
+marker's offset, in this segment), lastStableOffset int64. No preallocation; a partial trailing entry is
+ignored by Kafka (kept here as ``trailing`` so the bytes round-trip).
+Rebuilding needs producer state from earlier segments: :func:`.rebuild.rebuild_txn_index`.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..atomic import atomic_write
+from ..errors import CorruptIndexError
+from ._index import base_offset_for, map_file
+
+ENTRY = struct.Struct(">hqqqq")
+ENTRY_SIZE = ENTRY.size  # 34
+CURRENT_VERSION = 0
+_VERSION_BYTE = struct.Struct(">b")
+
+
+@dataclass(frozen=True)
+class AbortedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+    version: int = CURRENT_VERSION
+
+
+class TransactionIndex:
+    def __init__(self, buf, base_offset: int, path: str | None = None, *, _closer=None):
+        self._buf = memoryview(buf)
+        self._closer = _closer
+        self.base_offset = base_offset
+        self.path = path
+        self.length = len(self._buf)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, base_offset: int | None = None) -> TransactionIndex:
+        base = base_offset_for(path, base_offset)
+        buf, _ = map_file(path)
+        return cls(buf, base, str(path), _closer=buf if isinstance(buf, mmap.mmap) else None)
+
+    @classmethod
+    def from_bytes(cls, data, base_offset: int, path: str | None = None) -> TransactionIndex:
+        return cls(data, base_offset, path)
+
+    @classmethod
+    def from_entries(cls, base_offset: int, entries: list[AbortedTxn]) -> TransactionIndex:
+        prev = None
+        out = bytearray()
+        for e in entries:
+            if prev is not None and e.last_offset <= prev:
+                raise CorruptIndexError(
+                    f"the last offset of appended transactions must increase: {e.last_offset} after {prev}"
+                )
+            prev = e.last_offset
+            out += ENTRY.pack(e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
+        return cls(bytes(out), base_offset)
+
+    def close(self) -> None:
+        self._buf.release()
+        if self._closer is not None:
+            self._closer.close()
+            self._closer = None
+
+    def __enter__(self) -> TransactionIndex:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def entries(self) -> int:
+        return self.length // ENTRY_SIZE
+
+    def __len__(self) -> int:
+        return self.entries
+
+    @property
+    def trailing(self) -> bytes:
+        return bytes(self._buf[self.entries * ENTRY_SIZE :])
+
+    def __iter__(self) -> Iterator[AbortedTxn]:
+        """All entries; like Kafka, an entry whose version byte (the first byte) is > 0 is an error."""
+        for i, (v, pid, first, last, lso) in enumerate(ENTRY.iter_unpack(self._buf[: self.entries * ENTRY_SIZE])):
+            (version_byte,) = _VERSION_BYTE.unpack_from(self._buf, i * ENTRY_SIZE)  # AbortedTxn.version()
+            if version_byte > CURRENT_VERSION:
+                raise CorruptIndexError(
+                    f"unexpected aborted transaction version {version_byte}, current version is {CURRENT_VERSION}",
+                    self.path,
+                    i * ENTRY_SIZE,
+                )
+            yield AbortedTxn(pid, first, last, lso, v)
+
+    def all_aborted_txns(self) -> list[AbortedTxn]:
+        return list(self)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
+        """``TransactionIndex.collectAbortedTxns``: (entries overlapping the range, search complete?)."""
+        out = []
+        for t in self:
+            if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset:
+                out.append(t)
+            if t.last_stable_offset >= upper_bound_offset:
+                return out, True
+        return out, False
+
+    def sanity_check(self) -> None:
+        """``TransactionIndex.sanityCheck`` (run by Kafka at every load): lastOffset >= segment base."""
+        for i, t in enumerate(self):
+            if t.last_offset < self.base_offset:
+                raise CorruptIndexError(
+                    f"last offset of aborted transaction {t} is less than start offset {self.base_offset}",
+                    self.path,
+                    i * ENTRY_SIZE,
+                )
+
+    def problems(self) -> list[tuple[int, str]]:
+        out: list[tuple[int, str]] = []
+        prev = None
+        try:
+            for i, t in enumerate(self):
+                pos = i * ENTRY_SIZE
+                if t.version != CURRENT_VERSION:
+                    out.append((pos, f"entry {i}: version field {t.version} (Kafka only checks its first byte)"))
+                if t.last_offset < self.base_offset:
+                    out.append((pos, f"entry {i}: last offset {t.last_offset} below the segment base offset "
+                                     f"{self.base_offset}"))
+                if t.first_offset > t.last_offset:
+                    out.append((pos, f"entry {i}: first offset {t.first_offset} after last offset {t.last_offset}"))
+                if t.last_stable_offset > t.last_offset + 1 or t.last_stable_offset < 0:
+                    out.append((pos, f"entry {i}: last stable offset {t.last_stable_offset} out of range"))
+                if prev is not None and t.last_offset <= prev:
+                    out.append((pos, f"entry {i}: last offset {t.last_offset} does not increase (previous {prev})"))
+                prev = t.last_offset
+        except CorruptIndexError as e:
+            out.append((e.position or 0, e.reason))
+        if self.length % ENTRY_SIZE:
+            out.append((self.entries * ENTRY_SIZE, f"{self.length % ENTRY_SIZE} trailing bytes (partial entry)"))
+        return out
+
+    def to_bytes(self) -> bytes:
+        """The entries re-encoded, plus any partial trailing entry: equals the bytes read."""
+        return self.entries_bytes() + self.trailing
+
+    def entries_bytes(self) -> bytes:
+        return b"".join(
+            ENTRY.pack(t.version, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset) for t in self
+        )
+
+    def write(self, path: str | os.PathLike, *, fsync: bool = True) -> None:
+        atomic_write(path, self.entries_bytes(), fsync=fsync)
+
+
+def read_txn_index(path: str | os.PathLike, base_offset: int | None = None) -> TransactionIndex:
+    return TransactionIndex.open(path, base_offset)

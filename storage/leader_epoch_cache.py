@@ -1,0 +1,138 @@
+"""The leader-epoch cache of a partition (``LeaderEpochFileCache``, 30-checkpoints §3).
+
+Entries ``epoch -> start offset`` kept sorted by epoch; persisted in ``leader-epoch-checkpoint`` through
+``files/leader_epoch.py``. ``assign`` writes synchronously as the broker does (when ``auto_flush``);
+truncations mark the cache dirty and are written by :meth:`flush` (the broker's asynchronous write).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import CorruptCheckpointError
+from .files.leader_epoch import (
+    LEADER_EPOCH_CHECKPOINT,
+    EpochEntry,
+    LeaderEpochCheckpoint,
+    read_leader_epoch_checkpoint,
+    write_leader_epoch_checkpoint,
+)
+
+
+class LeaderEpochCache:
+    def __init__(self, path: str | os.PathLike | None = None, entries: list[EpochEntry] | None = None, *,
+                 auto_flush: bool = True):
+        self.path = None if path is None else Path(path)
+        self.epochs: dict[int, EpochEntry] = {}
+        self.auto_flush = auto_flush
+        self.dirty = False
+        self.writes = 0
+        for e in entries or []:
+            self._assign(e)
+
+    @classmethod
+    def load(cls, partition_dir: str | os.PathLike, *, auto_flush: bool = True) -> LeaderEpochCache:
+        """Read ``leader-epoch-checkpoint`` (missing or zero-length = empty) replaying ``assign`` per entry.
+        A malformed file raises :class:`CorruptCheckpointError` (the broker fails to load the partition)."""
+        path = Path(partition_dir) / LEADER_EPOCH_CHECKPOINT
+        entries: list[EpochEntry] = []
+        if path.exists():
+            entries = read_leader_epoch_checkpoint(path).entries
+        cache = cls(path, auto_flush=auto_flush)
+        for e in entries:
+            if e.epoch < 0 or e.start_offset < 0:
+                raise CorruptCheckpointError(f"invalid partition leader epoch entry {e.epoch} {e.start_offset}",
+                                             str(path))
+            cache._assign(e)
+        return cache
+
+    # ------------------------------------------------------------------------------------------ queries
+    def entries(self) -> list[EpochEntry]:
+        return [self.epochs[k] for k in sorted(self.epochs)]
+
+    @property
+    def latest_entry(self) -> EpochEntry | None:
+        return self.epochs[max(self.epochs)] if self.epochs else None
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return max(self.epochs) if self.epochs else None
+
+    @property
+    def earliest_entry(self) -> EpochEntry | None:
+        return self.epochs[min(self.epochs)] if self.epochs else None
+
+    def to_bytes(self) -> bytes:
+        return LeaderEpochCheckpoint(self.entries()).to_bytes()
+
+    # ---------------------------------------------------------------------------------------- updates
+    def _is_update_needed(self, e: EpochEntry) -> bool:
+        latest = self.latest_entry
+        return latest is None or e.epoch != latest.epoch or e.start_offset < latest.start_offset
+
+    def _assign(self, e: EpochEntry) -> bool:
+        if e.epoch < 0 or e.start_offset < 0:
+            raise ValueError(f"Received invalid partition leader epoch entry {e}")
+        if not self._is_update_needed(e):
+            return False
+        for k in sorted(self.epochs, reverse=True):
+            old = self.epochs[k]
+            if old.epoch >= e.epoch or old.start_offset >= e.start_offset:
+                del self.epochs[k]
+            else:
+                break
+        self.epochs[e.epoch] = e
+        return True
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        changed = self._assign(EpochEntry(epoch, start_offset))
+        if changed:
+            self.dirty = True
+            if self.auto_flush:
+                self.flush()
+        return changed
+
+    def assign_from_batch(self, partition_leader_epoch: int, base_offset: int) -> bool:
+        """``LogSegment.recover``'s rule: only epochs >= 0 and greater than the latest."""
+        latest = self.latest_epoch
+        if partition_leader_epoch >= 0 and (latest is None or partition_leader_epoch > latest):
+            return self.assign(partition_leader_epoch, base_offset)
+        return False
+
+    def truncate_from_end(self, end_offset: int) -> bool:
+        latest = self.latest_entry
+        if end_offset >= 0 and latest is not None and latest.start_offset >= end_offset:
+            for k in sorted(self.epochs, reverse=True):
+                if self.epochs[k].start_offset >= end_offset:
+                    del self.epochs[k]
+                else:
+                    break
+            self.dirty = True
+            return True
+        return False
+
+    def truncate_from_start(self, start_offset: int) -> bool:
+        removed: list[EpochEntry] = []
+        for k in sorted(self.epochs):
+            if self.epochs[k].start_offset <= start_offset:
+                removed.append(self.epochs.pop(k))
+            else:
+                break
+        if removed:
+            last = removed[-1]
+            self.epochs[last.epoch] = EpochEntry(last.epoch, start_offset)
+            self.dirty = True
+            return True
+        return False
+
+    def clear(self) -> None:
+        self.epochs.clear()
+        self.dirty = True
+
+    def flush(self, *, fsync: bool = True) -> None:
+        """Write the checkpoint (atomically) if there is a path."""
+        if self.path is not None:
+            write_leader_epoch_checkpoint(self.path, self.entries(), fsync=fsync)
+            self.writes += 1
+        self.dirty = False

@@ -1,0 +1,194 @@
+"""``dump_log``: the batches (and optionally records) of a ``.log`` file as plain dicts, for ``kafkalog dump``
+and for tests (spec 60-tools §2.1, DumpLogSegments ``dumpLog``).
+
+The file is mmapped, never read whole; memory is bounded by one batch (plus its decompressed records when
+``deep``). Every problem is reported in the stream -- the scan keeps going after a bad CRC or an undecodable
+batch -- so a caller sees all of them:
+
+* one dict per shallow entry (v2 batch, v0/v1 message or compressed wrapper) with the keys
+  ``file, baseOffset, lastOffset, count, position, size, magic, codec, crc, isValid, timestampType,
+  maxTimestamp, producerId, producerEpoch, baseSequence, lastSequence, partitionLeaderEpoch, isTransactional,
+  isControl, deleteHorizonMs`` (``deleteHorizonMs`` is ``None`` when the batch has none), plus ``records``
+  (a list of record dicts) when ``deep``, and ``error``/``errorPosition`` when the entry cannot be decoded;
+* dicts with an ``event`` key for what is not a batch: ``"invalidBytes"`` (a torn tail or a partial batch at
+  the end: ``position``, ``bytes``, ``reason``) and ``"corrupt"`` (framing that stops the scan, e.g. a size
+  field below 14: ``position``, ``reason``).
+
+Record dicts: ``offset, timestamp, key, value, headers`` (bytes / ``None``; headers as ``[(str, bytes|None)]``),
+``keySize``/``valueSize`` (-1 for null), v2 ``sequence``, legacy ``crc``/``isValid``, and for control records
+``controlType`` (COMMIT, ABORT, LEADER_CHANGE, ...) with ``coordinatorEpoch`` for transaction markers.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Callable, Iterator
+
+from ..codec.compression import CODEC_NAMES, DEFAULT_DECOMPRESS_LIMIT
+from ..errors import CorruptRecordError, KafkaLogError
+from .batch import HEADER_SIZE, TIMESTAMP_TYPE_NAMES, RecordBatch
+from .control import ABORT, COMMIT, control_type_name, parse_control_key, parse_end_txn_marker
+from .legacy import LegacyBatch
+from .reader import LogScanner
+
+#: called per record of a non-control batch with (batch dict, record dict); may add keys (decoded key/value)
+RecordDecoder = Callable[[dict, dict], None]
+_OFFSET_SIZE = struct.Struct(">qi")
+
+
+def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | None = None,
+             max_message_size: int | None = None, decompress_limit: int = DEFAULT_DECOMPRESS_LIMIT,
+             record_decoder: RecordDecoder | None = None) -> Iterator[dict]:
+    """Yield the entries of the ``.log`` (or KRaft ``.checkpoint``) file at ``path``; see the module doc.
+
+    ``max_bytes``: scan only the first N bytes (then a partial batch at the cut is not reported, as
+    DumpLogSegments). ``max_message_size``: a size field above it is reported as corrupt (framing stops).
+    """
+    name = os.fspath(path)
+    with open(name, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    mv = memoryview(mm)
+    try:
+        end = size if max_bytes is None else min(size, max(0, max_bytes))
+        scanner = LogScanner(mv, 0, end, path=name, max_batch_size=max_message_size,
+                             decompress_limit=decompress_limit)
+        try:
+            for batch in scanner:
+                yield batch_dict(batch, name, deep=deep, record_decoder=record_decoder)
+                del batch
+        except CorruptRecordError as e:
+            yield {"file": name, "event": "corrupt", "position": e.position, "reason": e.reason}
+            return
+        stop = scanner.stop_position
+        if max_bytes is None and stop < size:
+            yield {"file": name, "event": "invalidBytes", "position": stop, "bytes": size - stop,
+                   "reason": scanner.stop_reason or "partial batch"}
+    finally:
+        scanner = None
+        mv.release()
+        try:
+            mm.close()
+        except BufferError:  # a caller still holds a view; the mmap is closed when it is collected
+            pass
+
+
+def batch_dict(batch: RecordBatch | LegacyBatch, file: str | None = None, *, deep: bool = False,
+               record_decoder: RecordDecoder | None = None) -> dict:
+    """The dump dict of one shallow entry (see the module doc)."""
+    if isinstance(batch, RecordBatch):
+        d = _v2_dict(batch, file)
+    else:
+        d = _legacy_dict(batch, file)
+    if deep and "error" not in d:
+        try:
+            d["records"] = _v2_records(batch, d, record_decoder) if isinstance(batch, RecordBatch) \
+                else _legacy_records(batch, d, record_decoder)
+        except KafkaLogError as e:
+            d["error"] = e.reason
+            d["errorPosition"] = e.position
+    return d
+
+
+def _v2_dict(b: RecordBatch, file: str | None) -> dict:
+    if b.size < HEADER_SIZE:
+        base, _ = _OFFSET_SIZE.unpack_from(">qi", b.buf, 0)
+        return {"file": file, "baseOffset": base, "lastOffset": None, "count": None, "position": b.position,
+                "size": b.size, "magic": b.magic, "codec": None, "crc": None, "isValid": False,
+                "timestampType": None, "maxTimestamp": None, "producerId": None, "producerEpoch": None,
+                "baseSequence": None, "lastSequence": None, "partitionLeaderEpoch": None,
+                "isTransactional": None, "isControl": None, "deleteHorizonMs": None,
+                "error": f"record batch of {b.size} bytes is smaller than the 61-byte v2 header",
+                "errorPosition": b.position}
+    h = b._header()
+    attrs = h[5] & 0xFF
+    codec = attrs & 0x07
+    d = {
+        "file": file, "baseOffset": h[0], "lastOffset": h[0] + h[6], "count": h[12], "position": b.position,
+        "size": b.size, "magic": b.magic, "codec": CODEC_NAMES.get(codec, f"unknown({codec})"), "crc": h[4],
+        "isValid": b.is_valid(), "timestampType": TIMESTAMP_TYPE_NAMES[b.timestamp_type],
+        "maxTimestamp": h[8], "producerId": h[9], "producerEpoch": h[10], "baseSequence": h[11],
+        "lastSequence": b.last_sequence, "partitionLeaderEpoch": h[2],
+        "isTransactional": bool(attrs & 0x10), "isControl": bool(attrs & 0x20),
+        "deleteHorizonMs": h[7] if attrs & 0x40 else None,
+    }
+    if b.magic != 2:
+        d["error"] = f"unsupported magic {b.magic} (expected 0, 1 or 2)"
+        d["errorPosition"] = b.position + 16
+    return d
+
+
+def _legacy_dict(b: LegacyBatch, file: str | None) -> dict:
+    magic = b.magic
+    codec = b.codec
+    d = {
+        "file": file, "baseOffset": None, "lastOffset": b.last_offset, "count": None, "position": b.position,
+        "size": b.size, "magic": magic, "codec": CODEC_NAMES.get(codec, f"unknown({codec})"), "crc": b.crc,
+        "isValid": b.is_valid(), "timestampType": TIMESTAMP_TYPE_NAMES[b.timestamp_type],
+        "maxTimestamp": b.max_timestamp, "producerId": -1, "producerEpoch": -1, "baseSequence": -1,
+        "lastSequence": -1, "partitionLeaderEpoch": -1, "isTransactional": False, "isControl": False,
+        "deleteHorizonMs": None,
+    }
+    if magic not in (0, 1):
+        d["error"] = f"unsupported magic {magic} (expected 0, 1 or 2)"
+        d["errorPosition"] = b.position + 16
+        return d
+    if codec == 0:
+        d["baseOffset"] = d["lastOffset"]
+        d["count"] = 1
+    else:
+        try:  # the base offset of a wrapper is its first inner offset: needs decompression
+            inner = b.inner_messages()
+            d["baseOffset"] = inner[0].offset
+            d["count"] = len(inner)
+        except KafkaLogError as e:
+            d["error"] = e.reason
+            d["errorPosition"] = e.position
+    return d
+
+
+def _v2_records(b: RecordBatch, d: dict, decoder: RecordDecoder | None) -> list[dict]:
+    out = []
+    control = d["isControl"]
+    for r in b.records():
+        rd = {"offset": r.offset, "timestamp": r.timestamp, "key": r.key, "value": r.value,
+              "headers": r.headers, "keySize": -1 if r.key is None else len(r.key),
+              "valueSize": -1 if r.value is None else len(r.value), "sequence": r.sequence}
+        if control:
+            _control(rd, r.key, r.value)
+        elif decoder is not None:
+            decoder(d, rd)
+        out.append(rd)
+    return out
+
+
+def _control(rd: dict, key, value) -> None:
+    try:
+        _, ctype = parse_control_key(key)
+    except CorruptRecordError as e:
+        rd["controlType"] = None
+        rd["controlError"] = e.reason
+        return
+    rd["controlType"] = control_type_name(ctype)
+    rd["controlTypeId"] = ctype
+    if ctype in (ABORT, COMMIT):
+        try:
+            rd["coordinatorEpoch"] = parse_end_txn_marker(value)[1]
+        except CorruptRecordError as e:
+            rd["controlError"] = e.reason
+
+
+def _legacy_records(b: LegacyBatch, d: dict, decoder: RecordDecoder | None) -> list[dict]:
+    out = []
+    for m in b.inner_messages():
+        rd = {"offset": m.offset, "timestamp": m.timestamp, "key": m.key, "value": m.value, "headers": [],
+              "keySize": -1 if m.key is None else len(m.key), "valueSize": -1 if m.value is None else len(m.value),
+              "magic": m.magic, "crc": m.crc, "isValid": m.is_valid()}
+        if decoder is not None:
+            decoder(d, rd)
+        out.append(rd)
+    return out

@@ -1,0 +1,209 @@
+"""Record-layer benchmark: kafkalog vs kafka-python on the same bytes, in the same run (PERF-ANCHORS.md).
+
+Not collected by pytest. Usage::
+
+    python tests/benchmarks/bench_records.py                 # 1 GiB uncompressed + 256 MiB per codec
+    python tests/benchmarks/bench_records.py --scale 0.1 --runs 3 --json
+
+Data files are generated once under ``tests/benchmarks/data/`` (gitignored): v2 batches of ~16 KiB of
+records (key ~10 bytes, value ~100 bytes, a header on every 10th record). A few distinct batches are built
+and repeated with rewritten base offsets (the base offset is outside the CRC, so every batch stays valid).
+
+Work measured, each as the median of ``--runs`` runs over an mmap of the file (page cache warm):
+
+* ``scan``: shallow iteration + CRC32C verification of every batch; the ceiling is ``crc32c`` over the
+  whole mmap in one call.
+* ``deep``: every record decoded to (offset, timestamp, key, value, headers); kafka-python reads the same
+  attributes from its ``DefaultRecord`` objects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import random
+import statistics
+import struct
+import sys
+import time
+from pathlib import Path
+
+from crc32c import crc32c
+from kafkalog.storage.codec.compression import CODEC_IDS, CODEC_NAMES
+from kafkalog.storage.records import build_batch, iter_batches
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+GIB = 1 << 30
+MIB = 1 << 20
+TS = 1_700_000_000_000
+_WORDS = [b"alpha", b"beta", b"gamma", b"delta", b"kafka", b"topic", b"offset", b"broker", b"segment",
+          b"partition", b"record", b"batch", b"consumer", b"producer", b"leader"]
+
+
+def _records(rng: random.Random, first: int, target: int) -> list[tuple]:
+    recs = []
+    size = 0
+    i = 0
+    while size < target:
+        # half random bytes, half words: compresses about 2x, like typical JSON-ish payloads
+        value = rng.randbytes(50) + b" ".join(rng.choice(_WORDS) for _ in range(8))[:50].ljust(50, b".")
+        key = b"key-%06d" % rng.randrange(1_000_000)
+        headers = [("trace", rng.randbytes(8))] if i % 10 == 0 else []
+        recs.append((first + i, TS + i * 3, key, value, headers))
+        size += len(key) + len(value) + 8 + (16 if headers else 0)
+        i += 1
+    return recs
+
+
+def generate(path: Path, codec: int, total: int, seed: int = 42) -> None:
+    """Write ``total`` bytes (rounded up to whole batches) of v2 batches with ``codec``."""
+    if path.exists() and path.stat().st_size >= total:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed + codec)
+    templates = [bytearray(build_batch(_records(rng, 0, 16 * 1024), codec=codec, partition_leader_epoch=0))
+                 for _ in range(32)]
+    tmp = path.with_suffix(".tmp")
+    written = 0
+    offset = 0
+    i = 0
+    with open(tmp, "wb") as f:
+        while written < total:
+            t = templates[i % len(templates)]
+            struct.pack_into(">q", t, 0, offset)  # base offset is not covered by the CRC
+            (last_delta,) = struct.unpack_from(">i", t, 23)
+            f.write(t)
+            written += len(t)
+            offset += last_delta + 1
+            i += 1
+    os.replace(tmp, path)
+
+
+def _median_time(fn, runs: int):
+    times = []
+    result = None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), result
+
+
+def kafkalog_scan(mv) -> tuple[int, int]:
+    n = bad = 0
+    for b in iter_batches(mv):
+        n += 1
+        if not b.is_valid():
+            bad += 1
+    return n, bad
+
+
+def kafkalog_deep(mv) -> int:
+    n = 0
+    for b in iter_batches(mv):
+        n += len(b.record_tuples())
+    return n
+
+
+def kafka_python_scan(mv) -> tuple[int, int]:
+    from kafka.record import MemoryRecords
+    mr = MemoryRecords(mv)
+    n = bad = 0
+    while True:
+        b = mr.next_batch()
+        if b is None:
+            break
+        n += 1
+        if not b.validate_crc():
+            bad += 1
+    return n, bad
+
+
+def kafka_python_deep(mv) -> int:
+    from kafka.record import MemoryRecords
+    mr = MemoryRecords(mv)
+    n = 0
+    while True:
+        b = mr.next_batch()
+        if b is None:
+            break
+        for r in b:
+            r.offset, r.timestamp, r.key, r.value, r.headers  # noqa: B018 -- touch every field
+            n += 1
+    return n
+
+
+def bench_file(path: Path, codec: str, runs: int, deep_only: bool) -> list[dict]:
+    size = path.stat().st_size
+    rows = []
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        mv = memoryview(mm)
+        try:
+            crc32c(mv)  # warm the page cache
+            if not deep_only:
+                t_ceil, _ = _median_time(lambda: crc32c(mv), runs)
+                t_kl, (batches, bad) = _median_time(lambda: kafkalog_scan(mv), runs)
+                t_kp, (batches2, bad2) = _median_time(lambda: kafka_python_scan(mv), runs)
+                assert (batches, bad) == (batches2, bad2) and bad == 0, (batches, bad, batches2, bad2)
+                rows.append({
+                    "work": "scan+crc", "codec": codec, "bytes": size, "batches": batches,
+                    "kafkalog_MBps": size / t_kl / 1e6, "kafkalog_batches_per_s": batches / t_kl,
+                    "kafka_python_MBps": size / t_kp / 1e6, "crc32c_ceiling_MBps": size / t_ceil / 1e6,
+                    "ratio_vs_ceiling": t_ceil / t_kl, "ratio_vs_kafka_python": t_kp / t_kl,
+                })
+            t_kl, n = _median_time(lambda: kafkalog_deep(mv), runs)
+            t_kp, n2 = _median_time(lambda: kafka_python_deep(mv), runs)
+            assert n == n2, (n, n2)
+            rows.append({
+                "work": "deep", "codec": codec, "bytes": size, "records": n,
+                "kafkalog_records_per_s": n / t_kl, "kafkalog_MBps": size / t_kl / 1e6,
+                "kafka_python_records_per_s": n / t_kp, "kafka_python_MBps": size / t_kp / 1e6,
+                "ratio_vs_kafka_python": t_kp / t_kl,
+            })
+        finally:
+            mv.release()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=float, default=1.0, help="fraction of the default sizes (1 GiB / 256 MiB)")
+    ap.add_argument("--runs", type=int, default=3, help="runs per measurement (median reported)")
+    ap.add_argument("--codecs", default="none,gzip,snappy,lz4,zstd", help="comma-separated codec names")
+    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    ap.add_argument("--json", action="store_true", help="print JSON Lines instead of a table")
+    args = ap.parse_args(argv)
+    rows = []
+    for name in args.codecs.split(","):
+        codec = CODEC_IDS[name]
+        total = int((GIB if codec == 0 else 256 * MIB) * args.scale)
+        path = args.data_dir / f"v2-{CODEC_NAMES[codec]}-{total}.log"
+        t0 = time.perf_counter()
+        generate(path, codec, total)
+        print(f"# {path.name}: {path.stat().st_size / 1e6:.0f} MB (ready in {time.perf_counter() - t0:.1f} s)",
+              file=sys.stderr)
+        for row in bench_file(path, name, args.runs, deep_only=codec != 0):
+            rows.append(row)
+            if args.json:
+                print(json.dumps(row), flush=True)
+            else:
+                _print_row(row)
+    return 0
+
+
+def _print_row(r: dict) -> None:
+    if r["work"] == "scan+crc":
+        print(f"scan+crc  {r['codec']:<6} {r['batches']:>9} batches  kafkalog {r['kafkalog_MBps']:>8.0f} MB/s "
+              f"({r['kafkalog_batches_per_s']:>9.0f} batches/s)  kafka-python {r['kafka_python_MBps']:>8.0f} MB/s  "
+              f"crc32c ceiling {r['crc32c_ceiling_MBps']:>8.0f} MB/s  => {r['ratio_vs_ceiling']:.0%} of ceiling, "
+              f"{r['ratio_vs_kafka_python']:.2f}x kafka-python", flush=True)
+    else:
+        print(f"deep      {r['codec']:<6} {r['records']:>9} records  kafkalog {r['kafkalog_records_per_s'] / 1e6:>6.2f} M rec/s "
+              f"({r['kafkalog_MBps']:>6.0f} MB/s)  kafka-python {r['kafka_python_records_per_s'] / 1e6:>6.2f} M rec/s "
+              f"({r['kafka_python_MBps']:>6.0f} MB/s)  => {r['ratio_vs_kafka_python']:.2f}x kafka-python", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

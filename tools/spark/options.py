@@ -1,0 +1,160 @@
+"""Options of ``spark.read.format("kafkalog")`` (all optional; names are case-insensitive).
+
+=====================  =========================================================================================
+``path`` / ``paths``   data dirs, partition dirs or ``.log`` files (local paths or URIs such as ``s3://b/k``);
+                       ``load(p)`` / ``load([p1, p2])`` set these; several may also be comma-separated
+``topics``             comma-separated topic names or glob patterns (``orders,audit-*``); default all
+``partitions``         comma-separated partition numbers; default all
+``level``              ``record`` (default: one row per record) or ``batch`` (one row per batch, no decoding)
+``mode``               ``failfast`` (default: a corrupt batch fails the job with file and byte position) or
+                       ``permissive`` (adds a ``_corrupt`` column; corrupt batches become rows describing them)
+``verifyCrc``          ``true`` (default) checks every batch's CRC; ``false`` skips it
+``startingOffset``     first offset to read (inclusive), found through the offset index
+``endingOffset``       offset to stop at (exclusive)
+``startingTimestamp``  only records with timestamp >= this (epoch ms); segments are skipped through the time index
+``endingTimestamp``    only records with timestamp < this (epoch ms)
+``maxPartitionBytes``  bytes of log per Spark input partition (default 128 MiB); large segments are split at
+                       batch boundaries taken from their offset index, small ones are packed together
+``openCostInBytes``    what opening one more segment costs, in bytes, when packing (default 4 MiB)
+``minPartitions``      at least this many input partitions when the data allows (default 1)
+``maxBatchSize``       refuse a batch whose size field is larger (default 1 GiB)
+``s3.*``               ``s3.endpoint``, ``s3.accessKey``, ``s3.secretKey``, ``s3.region``, ``s3.anonymous``
+=====================  =========================================================================================
+
+Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` in a query are pushed down the same way
+(``spark.sql.python.filterPushdown.enabled``, which :func:`kafkalog.tools.spark.register` turns on).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from kafkalog.storage.errors import ConfigError
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    paths: tuple[str, ...] = ()
+    topics: tuple[str, ...] | None = None  # names or glob patterns
+    topic_in: frozenset[str] | None = None  # exact names (from pushed filters)
+    partitions: frozenset[int] | None = None
+    level: str = "record"
+    permissive: bool = False
+    verify_crc: bool = True
+    start_offset: int | None = None
+    end_offset: int | None = None  # exclusive
+    start_timestamp: int | None = None
+    end_timestamp: int | None = None  # exclusive
+    max_partition_bytes: int = 128 * MIB
+    open_cost: int = 4 * MIB
+    min_partitions: int = 1
+    max_batch_size: int = 1024 * MIB
+    fs_opts: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def batch_level(self) -> bool:
+        return self.level == "batch"
+
+    @property
+    def has_record_filter(self) -> bool:
+        return any(v is not None for v in (self.start_offset, self.end_offset, self.start_timestamp,
+                                            self.end_timestamp))
+
+    def fs_options(self) -> dict[str, str]:
+        return dict(self.fs_opts)
+
+    def narrowed(self, **kw) -> ReadOptions:
+        """Intersect ranges/sets with pushed-down filters."""
+        out = self
+        for name, v in kw.items():
+            cur = getattr(out, name)
+            if name in ("start_offset", "start_timestamp"):
+                v = v if cur is None else max(cur, v)
+            elif name in ("end_offset", "end_timestamp"):
+                v = v if cur is None else min(cur, v)
+            elif name in ("topic_in", "partitions"):
+                v = frozenset(v) if cur is None else frozenset(cur) & frozenset(v)
+            out = replace(out, **{name: v})
+        return out
+
+
+def _int(opts: Mapping[str, str], name: str, default: int | None) -> int | None:
+    v = opts.get(name.lower())
+    if v is None or str(v).strip() == "":
+        return default
+    try:
+        return int(str(v).strip())
+    except ValueError:
+        raise ConfigError(f"option {name}: expected an integer, got {v!r}") from None
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    v = opts.get(name.lower())
+    if v is None:
+        return default
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"option {name}: expected true or false, got {v!r}")
+
+
+def _list(v: str | None) -> list[str]:
+    if not v:
+        return []
+    return [p.strip() for p in str(v).split(",") if p.strip()]
+
+
+def parse_paths(opts: Mapping[str, str]) -> tuple[str, ...]:
+    paths: list[str] = []
+    raw = opts.get("paths")
+    if raw:
+        try:
+            loaded = json.loads(raw)
+            paths.extend(loaded if isinstance(loaded, list) else [str(loaded)])
+        except json.JSONDecodeError:
+            paths.extend(_list(raw))
+    if opts.get("path"):
+        paths.extend(_list(opts["path"]))
+    return tuple(dict.fromkeys(paths))
+
+
+def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
+    opts = {str(k).lower(): v for k, v in dict(options).items()}
+    level = str(opts.get("level", "record")).lower()
+    if level not in ("record", "batch"):
+        raise ConfigError(f"option level: expected 'record' or 'batch', got {level!r}")
+    mode = str(opts.get("mode", "failfast")).lower()
+    if mode not in ("failfast", "permissive"):
+        raise ConfigError(f"option mode: expected 'failfast' or 'permissive', got {mode!r}")
+    parts = _list(opts.get("partitions"))
+    try:
+        partitions = frozenset(int(p) for p in parts) if parts else None
+    except ValueError:
+        raise ConfigError(f"option partitions: expected comma-separated integers, got {opts['partitions']!r}") from None
+    topics = tuple(_list(opts.get("topics"))) or None
+    ro = ReadOptions(
+        paths=parse_paths(opts),
+        topics=topics,
+        partitions=partitions,
+        level=level,
+        permissive=mode == "permissive",
+        verify_crc=_bool(opts, "verifyCrc", True),
+        start_offset=_int(opts, "startingOffset", None),
+        end_offset=_int(opts, "endingOffset", None),
+        start_timestamp=_int(opts, "startingTimestamp", None),
+        end_timestamp=_int(opts, "endingTimestamp", None),
+        max_partition_bytes=_int(opts, "maxPartitionBytes", 128 * MIB) or 128 * MIB,
+        open_cost=_int(opts, "openCostInBytes", 4 * MIB) or 0,
+        min_partitions=max(1, _int(opts, "minPartitions", 1) or 1),
+        max_batch_size=_int(opts, "maxBatchSize", 1024 * MIB) or 1024 * MIB,
+        fs_opts=tuple(sorted((k, str(v)) for k, v in opts.items() if k.startswith("s3."))),
+    )
+    if ro.max_partition_bytes <= 0:
+        raise ConfigError("option maxPartitionBytes must be positive")
+    return ro

@@ -1,0 +1,323 @@
+"""Planning: find the segments under the inputs and cut them into Spark input partitions by bytes.
+
+* small segments are packed together (each costs its size plus ``openCostInBytes``);
+* large segments are split at batch boundaries taken from their offset index (``.index``); a local segment
+  without a usable index is split at boundaries found by hopping over batch headers; a remote one is not split;
+* ``startingOffset``/``endingOffset`` skip whole segments by base offset and cut the byte range of the first and
+  last one through the offset index; ``startingTimestamp`` skips the prefix of each segment whose batches all
+  have smaller max timestamps, through the time index (exact filtering of records happens in the scan).
+"""
+
+from __future__ import annotations
+
+import bisect
+import fnmatch
+import struct
+from dataclasses import dataclass
+
+from kafkalog.storage.errors import KafkaLogError, LogDirError
+from kafkalog.storage.files.names import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, offset_from_file_name
+from kafkalog.storage.files.offset_index import OffsetIndex
+from kafkalog.storage.files.time_index import TimeIndex
+from kafkalog.storage.log import parse_topic_partition_name
+
+from .fs import FsSpec, display, info, listdir, read_bytes, split_uri
+from .options import ReadOptions
+
+MAX_INDEX_BYTES = 64 * 1024 * 1024
+_ENTRY_HEAD = struct.Struct(">qi")
+SKIPPED_DIRS = ("remote-log-index-cache",)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One ``.log`` file found by discovery."""
+
+    spec: FsSpec
+    path: str
+    topic: str | None
+    partition: int | None
+    base_offset: int
+    size: int
+    next_base_offset: int | None  # base offset of the following segment of the same partition
+
+    @property
+    def name(self) -> str:
+        return display(self.spec, self.path)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Bytes ``[start, end)`` of one segment; both ends are batch boundaries (``end`` may be the file size)."""
+
+    spec: FsSpec
+    path: str
+    topic: str | None
+    partition: int | None
+    base_offset: int
+    start: int
+    end: int
+    file_size: int
+
+    @property
+    def name(self) -> str:
+        return display(self.spec, self.path)
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """Topic and partition of a live partition dir (``-delete``/``-future``/``-stray`` dirs and names Kafka would
+    reject give None)."""
+    try:
+        tp = parse_topic_partition_name(name)
+    except LogDirError:
+        return None
+    return (tp.topic, tp.partition) if tp.kind == "live" else None
+
+
+def _segments_of(spec: FsSpec, pdir: str, topic: str | None, partition: int | None) -> list[Segment]:
+    logs = []
+    for e in listdir(spec, pdir):
+        if e.is_dir or not e.name.endswith(".log"):
+            continue
+        try:
+            base = offset_from_file_name(e.name)
+        except ValueError:
+            continue
+        logs.append((base, e))
+    logs.sort(key=lambda t: t[0])
+    out = []
+    for i, (base, e) in enumerate(logs):
+        nxt = logs[i + 1][0] if i + 1 < len(logs) else None
+        out.append(Segment(spec, e.path, topic, partition, base, e.size, nxt))
+    return out
+
+
+def _wanted(opts: ReadOptions, topic: str | None, partition: int | None) -> bool:
+    if opts.topics is not None and (topic is None or not any(fnmatch.fnmatchcase(topic, p) for p in opts.topics)):
+        return False
+    if opts.topic_in is not None and topic not in opts.topic_in:
+        return False
+    return opts.partitions is None or partition in opts.partitions
+
+
+def discover(opts: ReadOptions) -> list[Segment]:
+    """Every segment under the input paths, in (topic, partition, base offset) order, filtered by topic and
+    partition."""
+    if not opts.paths:
+        raise LogDirError("no input: give load(path) or option('paths', ...) (data dirs, partition dirs or .log files)")
+    found: dict[tuple[FsSpec, str], Segment] = {}
+    for raw in opts.paths:
+        spec, path = split_uri(raw, opts.fs_options())
+        e = info(spec, path)
+        if e is None:
+            raise LogDirError("no such file or directory", raw)
+        segs: list[Segment] = []
+        if not e.is_dir:
+            if not e.name.endswith(".log"):
+                raise LogDirError("not a .log segment file, a partition dir or a data dir", raw)
+            parent = path.rstrip("/").rsplit("/", 1)[0] if "/" in path else ""
+            tp = parse_partition_dir(parent.rsplit("/", 1)[-1])
+            topic, part = tp if tp else (None, None)
+            segs = [s for s in _segments_of(spec, parent, topic, part) if s.path == e.path] if parent else []
+            if not segs:
+                segs = [Segment(spec, path, topic, part, _base_of(e.name, raw), e.size, None)]
+        else:
+            tp = parse_partition_dir(e.name)
+            entries = listdir(spec, path)
+            has_logs = any(not x.is_dir and x.name.endswith(".log") for x in entries)
+            if tp is not None and has_logs:
+                if _wanted(opts, *tp):
+                    segs = _segments_of(spec, path, *tp)
+            else:
+                for sub in sorted(entries, key=lambda x: x.name):
+                    if not sub.is_dir or sub.name in SKIPPED_DIRS:
+                        continue
+                    stp = parse_partition_dir(sub.name)
+                    if stp is None or not _wanted(opts, *stp):
+                        continue
+                    segs.extend(_segments_of(spec, sub.path, *stp))
+        for s in segs:
+            if _wanted(opts, s.topic, s.partition):
+                found.setdefault((s.spec, s.path), s)
+    return sorted(found.values(), key=lambda s: (s.topic or "", s.partition or 0, s.base_offset, s.path))
+
+
+def _base_of(name: str, raw: str) -> int:
+    try:
+        return offset_from_file_name(name)
+    except ValueError:
+        raise LogDirError("segment file name does not start with a base offset", raw) from None
+
+
+# --------------------------------------------------------------------------------------------- indexes
+def _sibling(seg: Segment, suffix: str) -> str:
+    return seg.path[: -len(".log")] + suffix
+
+
+def offset_index_entries(seg: Segment) -> list[tuple[int, int]] | None:
+    """The usable entries ``(offset, position)`` of the segment's offset index (strictly increasing, inside
+    the file), or None when there is no index."""
+    p = _sibling(seg, INDEX_FILE_SUFFIX)
+    try:
+        if info(seg.spec, p) is None:
+            return None
+        data = read_bytes(seg.spec, p, MAX_INDEX_BYTES)
+    except (OSError, KafkaLogError):
+        return None
+    idx = OffsetIndex.from_bytes(data, seg.base_offset, display(seg.spec, p))
+    out: list[tuple[int, int]] = []
+    for e in idx:
+        if 0 < e.position < seg.size and (not out or (e.offset > out[-1][0] and e.position > out[-1][1])):
+            out.append((e.offset, e.position))
+    return out
+
+
+def time_index_skip_offset(seg: Segment, start_ts: int) -> int | None:
+    """An offset such that every batch whose last offset is below it has max timestamp < ``start_ts``
+    (from the largest time-index entry with timestamp < start_ts), or None."""
+    p = _sibling(seg, TIME_INDEX_FILE_SUFFIX)
+    try:
+        if info(seg.spec, p) is None:
+            return None
+        data = read_bytes(seg.spec, p, MAX_INDEX_BYTES)
+    except (OSError, KafkaLogError):
+        return None
+    ti = TimeIndex.from_bytes(data, seg.base_offset, display(seg.spec, p))
+    e = ti.lookup(start_ts - 1)
+    if e.timestamp < 0 or e.timestamp >= start_ts:
+        return None
+    return e.offset + 1
+
+
+def header_boundaries(seg: Segment, start: int, end: int) -> list[int]:
+    """Batch start positions in (start, end) by hopping over entry headers (local files only)."""
+    from .fs import SegmentFile
+
+    out = []
+    with SegmentFile(seg.spec, seg.path) as f:
+        if not f.is_mapped:
+            return []
+        buf = f.view(0, f.size)
+        try:
+            pos = start
+            while pos + 17 <= end:
+                _, size = _ENTRY_HEAD.unpack_from(buf, pos)
+                if size < 14:
+                    break
+                pos += 12 + size
+                if start < pos < end:
+                    out.append(pos)
+        finally:
+            buf.release()
+    return out
+
+
+# --------------------------------------------------------------------------------------------- planning
+def segment_range(seg: Segment, opts: ReadOptions, entries: list[tuple[int, int]] | None) -> tuple[int, int] | None:
+    """The byte range of ``seg`` worth reading under the offset/time options, or None to skip it."""
+    s_off, e_off = opts.start_offset, opts.end_offset
+    if s_off is not None and seg.next_base_offset is not None and seg.next_base_offset <= s_off:
+        return None
+    if e_off is not None and seg.base_offset >= e_off:
+        return None
+    start, end = 0, seg.size
+    offsets = [e[0] for e in entries] if entries else []
+    if entries:
+        targets = []
+        if s_off is not None and s_off > seg.base_offset:
+            targets.append(s_off)
+        if opts.start_timestamp is not None:
+            t = time_index_skip_offset(seg, opts.start_timestamp)
+            if t is not None:
+                targets.append(t)
+        for target in targets:
+            i = bisect.bisect_right(offsets, target) - 1  # largest entry with offset <= target
+            if i >= 0:
+                start = max(start, entries[i][1])
+        if e_off is not None:
+            j = bisect.bisect_left(offsets, e_off)  # first entry with offset >= end offset
+            if j + 1 < len(entries):
+                end = entries[j + 1][1]
+    if start >= end:
+        return None
+    return start, end
+
+
+def _cuts(candidates: list[int], start: int, end: int, target: int) -> list[int]:
+    """Choose cut positions among ``candidates`` so that pieces are about ``target`` bytes."""
+    cuts = []
+    cur = start
+    while end - cur > target:
+        i = bisect.bisect_right(candidates, cur + target) - 1
+        if i < 0 or candidates[i] <= cur:
+            i = bisect.bisect_right(candidates, cur)
+            if i >= len(candidates) or candidates[i] >= end:
+                break
+        cut = candidates[i]
+        cuts.append(cut)
+        cur = cut
+    return cuts
+
+
+def plan_pieces(segments: list[Segment], opts: ReadOptions) -> list[Piece]:
+    pieces: list[Piece] = []
+    total = sum(s.size for s in segments)
+    target = _target_bytes(total, len(segments), opts)
+    for seg in segments:
+        if seg.size == 0:
+            continue
+        needs_index = seg.size > target or opts.start_offset is not None or opts.end_offset is not None \
+            or opts.start_timestamp is not None
+        entries = offset_index_entries(seg) if needs_index else None
+        rng = segment_range(seg, opts, entries)
+        if rng is None:
+            continue
+        start, end = rng
+        cuts: list[int] = []
+        if end - start > target:
+            candidates = [p for _, p in entries] if entries else []
+            if not candidates and seg.spec.is_local:
+                candidates = header_boundaries(seg, start, end)
+            cuts = _cuts(sorted(c for c in candidates if start < c < end), start, end, target)
+        bounds = [start, *cuts, end]
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            pieces.append(Piece(seg.spec, seg.path, seg.topic, seg.partition, seg.base_offset, a, b, seg.size))
+    return pieces
+
+
+def _target_bytes(total: int, nfiles: int, opts: ReadOptions) -> int:
+    target = opts.max_partition_bytes
+    if opts.min_partitions > 1:
+        per = (total + nfiles * opts.open_cost) // opts.min_partitions
+        target = min(target, max(per, 1))
+    return max(target, 1)
+
+
+def pack(pieces: list[Piece], opts: ReadOptions, total: int | None = None) -> list[list[Piece]]:
+    """Group pieces into input partitions of about ``maxPartitionBytes`` (in order, so a partition's pieces stay
+    together)."""
+    total = sum(p.length for p in pieces) if total is None else total
+    target = _target_bytes(total, len(pieces), opts)
+    groups: list[list[Piece]] = []
+    cur: list[Piece] = []
+    cur_cost = 0
+    for p in pieces:
+        cost = p.length + opts.open_cost
+        if cur and cur_cost + cost > target:
+            groups.append(cur)
+            cur, cur_cost = [], 0
+        cur.append(p)
+        cur_cost += cost
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def plan(opts: ReadOptions) -> list[list[Piece]]:
+    """Discover and cut: the input partitions (lists of pieces) for ``opts``."""
+    segs = discover(opts)
+    return pack(plan_pieces(segs, opts), opts)

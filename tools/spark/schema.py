@@ -1,0 +1,103 @@
+"""The documented, stable schemas of the ``kafkalog`` Spark data source.
+
+Record level (default, one row per record)::
+
+    topic string, partition int, offset bigint, timestamp bigint (epoch ms, -1 = none),
+    timestampType int (-1 none/v0, 0 CreateTime, 1 LogAppendTime), key binary, value binary,
+    headers array<struct<key:string,value:binary>>, leaderEpoch int (partition leader epoch, -1 for v0/v1),
+    producerId bigint, producerEpoch int, sequence int (-1 when none), isTransactional boolean,
+    isControl boolean, magic int, codec string (none/gzip/snappy/lz4/zstd), segment string (the .log file),
+    position bigint (byte position of the record's batch in that file)
+
+Batch level (``option("level", "batch")``, one row per batch, records are not decoded)::
+
+    topic, partition, baseOffset, lastOffset, recordCount (null for v0/v1), baseTimestamp (null for v0/v1),
+    maxTimestamp, timestampType, leaderEpoch, producerId, producerEpoch, baseSequence, lastSequence,
+    isTransactional, isControl, magic, codec, crc (stored), crcValid (null when verifyCrc is false),
+    size (bytes of the entry incl. the 12-byte log overhead), segment, position
+
+With ``option("mode", "permissive")`` both gain a last column ``_corrupt string``: null for good rows; a row
+describing a corrupt batch (segment, position, reason) otherwise, with the data columns null.
+"""
+
+from __future__ import annotations
+
+CORRUPT_COLUMN = "_corrupt"
+
+RECORD_COLUMNS: list[tuple[str, str]] = [
+    ("topic", "string"),
+    ("partition", "int"),
+    ("offset", "bigint"),
+    ("timestamp", "bigint"),
+    ("timestampType", "int"),
+    ("key", "binary"),
+    ("value", "binary"),
+    ("headers", "array<struct<key:string,value:binary>>"),
+    ("leaderEpoch", "int"),
+    ("producerId", "bigint"),
+    ("producerEpoch", "int"),
+    ("sequence", "int"),
+    ("isTransactional", "boolean"),
+    ("isControl", "boolean"),
+    ("magic", "int"),
+    ("codec", "string"),
+    ("segment", "string"),
+    ("position", "bigint"),
+]
+
+BATCH_COLUMNS: list[tuple[str, str]] = [
+    ("topic", "string"),
+    ("partition", "int"),
+    ("baseOffset", "bigint"),
+    ("lastOffset", "bigint"),
+    ("recordCount", "int"),
+    ("baseTimestamp", "bigint"),
+    ("maxTimestamp", "bigint"),
+    ("timestampType", "int"),
+    ("leaderEpoch", "int"),
+    ("producerId", "bigint"),
+    ("producerEpoch", "int"),
+    ("baseSequence", "int"),
+    ("lastSequence", "int"),
+    ("isTransactional", "boolean"),
+    ("isControl", "boolean"),
+    ("magic", "int"),
+    ("codec", "string"),
+    ("crc", "bigint"),
+    ("crcValid", "boolean"),
+    ("size", "int"),
+    ("segment", "string"),
+    ("position", "bigint"),
+]
+
+
+def ddl(columns: list[tuple[str, str]], corrupt: bool = False) -> str:
+    cols = list(columns) + ([(CORRUPT_COLUMN, "string")] if corrupt else [])
+    return ", ".join(f"`{n}` {t}" for n, t in cols)
+
+
+RECORD_SCHEMA_DDL = ddl(RECORD_COLUMNS)
+BATCH_SCHEMA_DDL = ddl(BATCH_COLUMNS)
+
+
+def arrow_schema(columns: list[tuple[str, str]], corrupt: bool = False):
+    """The pyarrow schema Spark expects for ``columns`` (all fields nullable, list items named ``element``)."""
+    import pyarrow as pa
+
+    simple = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "binary": pa.binary(),
+              "boolean": pa.bool_()}
+    fields = []
+    for name, t in columns:
+        if t in simple:
+            fields.append(pa.field(name, simple[t]))
+        else:
+            fields.append(pa.field(name, HEADERS_TYPE()))
+    if corrupt:
+        fields.append(pa.field(CORRUPT_COLUMN, pa.string()))
+    return pa.schema(fields)
+
+
+def HEADERS_TYPE():  # noqa: N802 - a type constant, built lazily (pyarrow is optional for the library)
+    import pyarrow as pa
+
+    return pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))

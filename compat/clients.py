@@ -8,6 +8,7 @@ the producer's batch size, which callers keep below 1 MiB).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -42,7 +43,11 @@ class Record:
 
 @dataclass(frozen=True)
 class Produced:
-    """An acknowledged record. ``timestamp`` is what the broker reported back (LogAppendTime: the broker's)."""
+    """An acknowledged record.
+
+    ``create_timestamp`` is what the producer set (None: the client's clock), ``timestamp`` what the broker
+    acknowledged (the broker's clock for LogAppendTime topics, -1/None where the format has no timestamp).
+    """
 
     topic: str
     partition: int
@@ -52,6 +57,8 @@ class Produced:
     headers: tuple[Header, ...]
     timestamp: int | None
     client: Client
+    codec: Codec = "none"
+    create_timestamp: int | None = None
     transaction: Literal["committed", "aborted"] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -62,8 +69,10 @@ class Produced:
             "key": b64(self.key),
             "value": b64(self.value),
             "headers": [[k, b64(v)] for k, v in self.headers],
-            "timestamp": self.timestamp,
+            "timestamp": self.create_timestamp,
+            "ackTimestamp": self.timestamp,
             "client": self.client,
+            "codec": self.codec,
             "transaction": self.transaction,
         }
 
@@ -149,7 +158,6 @@ class ClientProducer(ABC):
         self.compression = compression
         self.idempotent = idempotent or transactional_id is not None
         self.transactional_id = transactional_id
-        self._txn: Literal["committed", "aborted"] | None = None
 
     @abstractmethod
     def send_all(self, topic: str, records: Sequence[Record], timeout: float) -> list[Produced]:
@@ -166,6 +174,10 @@ class ClientProducer(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    @abstractmethod
+    def abandon(self) -> None:
+        """Drop the producer without flushing or waiting (its broker may be gone)."""
 
     def __enter__(self) -> Self:
         return self
@@ -210,7 +222,8 @@ class KafkaPythonProducer(ClientProducer):
         out = []
         for r, f in zip(records, futures, strict=True):
             md = f.get(timeout)
-            out.append(Produced(topic, md.partition, md.offset, r.key, r.value, r.headers, md.timestamp, self.client, self._txn))
+            out.append(Produced(topic, md.partition, md.offset, r.key, r.value, r.headers, md.timestamp,
+                                self.client, self.compression, r.timestamp))
         return out
 
     def begin(self) -> None:
@@ -224,6 +237,9 @@ class KafkaPythonProducer(ClientProducer):
 
     def close(self) -> None:
         self._p.close(timeout=30)
+
+    def abandon(self) -> None:
+        self._p.close(timeout=0)
 
 
 class ConfluentProducer(ClientProducer):
@@ -283,7 +299,8 @@ class ConfluentProducer(ClientProducer):
         for r, msg in zip(records, results, strict=True):
             ts_type, ts = msg.timestamp()
             timestamp = None if ts_type == TIMESTAMP_NOT_AVAILABLE else ts
-            out.append(Produced(topic, msg.partition(), msg.offset(), r.key, r.value, r.headers, timestamp, self.client, self._txn))
+            out.append(Produced(topic, msg.partition(), msg.offset(), r.key, r.value, r.headers, timestamp,
+                                self.client, self.compression, r.timestamp))
         return out
 
     def begin(self) -> None:
@@ -297,6 +314,10 @@ class ConfluentProducer(ClientProducer):
 
     def close(self) -> None:
         self._p.flush(30)
+
+    def abandon(self) -> None:
+        self._p.purge()
+        del self._p
 
 
 def producer(
@@ -353,7 +374,7 @@ def produce(
         else:
             p.abort()
             state = "aborted"
-        return [Produced(**{**s.__dict__, "transaction": state}) for s in sent]
+        return [dataclasses.replace(s, transaction=state) for s in sent]
 
 
 # --------------------------------------------------------------------------- consumers

@@ -108,9 +108,10 @@ def run_tool(version: str, main_class: str, args: Sequence[str], *, timeout: flo
     cp = jars.classpath(libs) + ":" + str(decoder_classes(version))
     cmd = [
         jars.java_executable(), "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-        "-Djava.awt.headless=true", *_tools_log_config(version), "-cp", cp, main_class, *args,
+        "-Djava.awt.headless=true", "-Dfile.encoding=UTF-8", "-Dsun.stdout.encoding=UTF-8",
+        "-Dsun.stderr.encoding=UTF-8", *_tools_log_config(version), "-cp", cp, main_class, *args,
     ]  # fmt: skip
-    return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout, errors="replace")
+    return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout, encoding="utf-8", errors="replace")
 
 
 def dump_log_segments(

@@ -389,8 +389,9 @@ class LogConfig:
             values[name] = key.default
             for syn, mult in key.synonyms:
                 if syn in server_props:
+                    no_check = mult != 1 or name == "retention.ms"  # log.retention.* have no validator
                     parse_key = ConfigKey(syn, key.parse if mult == 1 else LONG, None,
-                                          None if mult != 1 else key.validator)
+                                          None if no_check else key.validator)
                     v = _coerce(parse_key, server_props[syn], source)
                     if mult != 1:
                         v = v * mult

@@ -53,15 +53,11 @@ def _version(buf: Buf, what: str) -> int:
     return _I16.unpack_from(buf, 0)[0]
 
 
-def _read(msg: Message, buf: Buf, version: int, what: str) -> dict[str, Any]:
-    try:
-        data, _ = msg.read(buf, version, 2)
-    except CorruptRecordError as e:
-        raise CorruptRecordError(
-            f"Could not read record with version {version} from {what}'s buffer due to: {e.reason}.",
-            position=e.position,
-        ) from None
-    return data
+def _wrap(e: CorruptRecordError, version: int, what: str) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"Could not read record with version {version} from {what}'s buffer due to: {e.reason}.",
+        position=e.position,
+    )
 
 
 def parse_offsets_key(key: Buf) -> tuple[int, dict[str, Any] | None]:
@@ -70,18 +66,48 @@ def parse_offsets_key(key: Buf) -> tuple[int, dict[str, Any] | None]:
     spec = RECORD_TYPES.get(record_type)
     if spec is None:
         return record_type, None
-    return record_type, _read(spec[1], key, record_type, "key")
+    try:
+        data, _ = spec[1].read(key, 0, 2)
+    except CorruptRecordError as e:
+        raise _wrap(e, record_type, "key") from None
+    return record_type, data
+
+
+def _parse_value(record_type: int, value: Buf) -> tuple[Message, int, dict[str, Any]]:
+    spec = RECORD_TYPES.get(record_type)
+    if spec is None:
+        raise CorruptRecordError(f"Unknown record type {record_type}")
+    _, _, msg, older = spec
+    version = _version(value, "value")
+    data: dict[str, Any] | None = None
+    try:
+        data, end = msg.read(value, version, 2)
+        if end == len(value) or not older:
+            return msg, version, data
+        error = None
+    except CorruptRecordError as e:
+        if not older:
+            raise _wrap(e, version, "value") from None
+        error = e
+    for alt in older:  # an older, incompatible layout of the same record type
+        try:
+            alt_data, end = alt.read(value, version, 2)
+        except CorruptRecordError:
+            continue
+        if end == len(value):
+            return alt, version, alt_data
+    if data is not None:
+        return msg, version, data
+    assert error is not None
+    raise _wrap(error, version, "value")
 
 
 def parse_offsets_value(record_type: int, value: Buf | None) -> tuple[int, dict[str, Any]] | None:
     """``(version, fields)`` of a value, or None for a tombstone."""
     if value is None:
         return None
-    spec = RECORD_TYPES.get(record_type)
-    if spec is None:
-        raise CorruptRecordError(f"Unknown record type {record_type}")
-    version = _version(value, "value")
-    return version, _read(spec[2], value, version, "value")
+    _, version, data = _parse_value(record_type, value)
+    return version, data
 
 
 def _embedded(msg: Message, data: bytes) -> dict[str, Any]:
@@ -127,11 +153,9 @@ def decode_offsets_key(key: Buf) -> dict[str, Any]:
 
 def decode_offsets_value(record_type: int, value: Buf | None) -> dict[str, Any] | None:
     """``{"version": "<v>", "data": {...}}``, or None for a tombstone."""
-    parsed = parse_offsets_value(record_type, value)
-    if parsed is None:
+    if value is None:
         return None
-    version, fields = parsed
-    msg = RECORD_TYPES[record_type][2]
+    msg, version, fields = _parse_value(record_type, value)
     if record_type == 2:
         data = _group_metadata_json(fields, version, msg)
     else:

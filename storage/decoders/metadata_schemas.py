@@ -1,5 +1,5 @@
 """Message specs of KRaft metadata records (``__cluster_metadata``), transcribed from Kafka's
-``metadata/src/main/resources/common/metadata/*.json`` (4.0). All are flexible from version 0.
+``metadata/src/main/resources/common/metadata/*.json`` (4.0, plus what 4.3 added). All are flexible from version 0.
 ``METADATA_RECORDS`` maps the api key (``MetadataRecordType`` id) to the spec.
 """
 
@@ -13,11 +13,9 @@ def _m(api_key: int, name: str, valid: str, fields: list[F]) -> Message:
     return Message(name, valid, "0+", fields, api_key=api_key)
 
 
-def _endpoints(with_protocol: bool = True) -> list[F]:
-    fields = [F("Name", "string", "0+"), F("Host", "string", "0+"), F("Port", "uint16", "0+")]
-    if with_protocol:
-        fields.append(F("SecurityProtocol", "int16", "0+"))
-    return fields
+def _endpoints() -> list[F]:
+    return [F("Name", "string", "0+"), F("Host", "string", "0+"), F("Port", "uint16", "0+"),
+            F("SecurityProtocol", "int16", "0+")]
 
 
 def _features() -> list[F]:
@@ -26,7 +24,7 @@ def _features() -> list[F]:
 
 
 _RECORDS = [
-    _m(0, "RegisterBrokerRecord", "0-3", [
+    _m(0, "RegisterBrokerRecord", "0-4", [
         F("BrokerId", "int32", "0+"),
         F("IsMigratingZkBroker", "bool", "2+", default=False),
         F("IncarnationId", "uuid", "0+"),
@@ -37,6 +35,7 @@ _RECORDS = [
         F("Fenced", "bool", "0+", default=True),
         F("InControlledShutdown", "bool", "1+", default=False),
         F("LogDirs", "[]uuid", "3+", tagged="3+", tag=0),
+        F("CordonedLogDirs", "[]uuid", "4+", nullable="4+", tagged="4+", tag=1, default=None),  # 4.2+
     ]),
     _m(1, "UnregisterBrokerRecord", "0", [
         F("BrokerId", "int32", "0+"),
@@ -118,12 +117,13 @@ _RECORDS = [
         F("BrokerEpoch", "int64", "0+", default=-1),
         F("NextProducerId", "int64", "0+"),
     ]),
-    _m(17, "BrokerRegistrationChangeRecord", "0-2", [
+    _m(17, "BrokerRegistrationChangeRecord", "0-3", [
         F("BrokerId", "int32", "0+"),
         F("BrokerEpoch", "int64", "0+"),
         F("Fenced", "int8", "0+", tagged="0+", tag=0),
         F("InControlledShutdown", "int8", "1+", tagged="1+", tag=1),
         F("LogDirs", "[]uuid", "2+", tagged="2+", tag=2),
+        F("CordonedLogDirs", "[]uuid", "3+", nullable="3+", tagged="3+", tag=3, default=None),  # 4.2+
     ]),
     _m(18, "AccessControlEntryRecord", "0", [
         F("Id", "uuid", "0+"),

@@ -258,37 +258,57 @@ STREAMS_GROUP_TOPOLOGY_VALUE = Message("StreamsGroupTopologyValue", "0", "0+", [
     ]),
 ])
 
-# record type -> (short name, key spec, value spec); GroupCoordinatorRecordSerde / CoordinatorRecordType
-RECORD_TYPES: dict[int, tuple[str, Message, Message]] = {
-    0: ("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),  # 4.0 calls it LegacyOffsetCommit
-    1: ("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
-    2: ("GroupMetadata", GROUP_METADATA_KEY, GROUP_METADATA_VALUE),
-    3: ("ConsumerGroupMetadata", _group_key("ConsumerGroupMetadataKey"), CONSUMER_GROUP_METADATA_VALUE),
-    4: ("ConsumerGroupPartitionMetadata", _group_key("ConsumerGroupPartitionMetadataKey"),
-        CONSUMER_GROUP_PARTITION_METADATA_VALUE),
-    5: ("ConsumerGroupMemberMetadata", _group_key("ConsumerGroupMemberMetadataKey", True),
-        CONSUMER_GROUP_MEMBER_METADATA_VALUE),
-    6: ("ConsumerGroupTargetAssignmentMetadata", _group_key("ConsumerGroupTargetAssignmentMetadataKey"),
-        CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE),
-    7: ("ConsumerGroupTargetAssignmentMember", _group_key("ConsumerGroupTargetAssignmentMemberKey", True),
-        CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE),
-    8: ("ConsumerGroupCurrentMemberAssignment", _group_key("ConsumerGroupCurrentMemberAssignmentKey", True),
-        CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE),
-    9: ("ShareGroupPartitionMetadata", _group_key("ShareGroupPartitionMetadataKey"),
-        SHARE_GROUP_PARTITION_METADATA_VALUE),
-    10: ("ShareGroupMemberMetadata", _group_key("ShareGroupMemberMetadataKey", True),
-         SHARE_GROUP_MEMBER_METADATA_VALUE),
-    11: ("ShareGroupMetadata", _group_key("ShareGroupMetadataKey"), SHARE_GROUP_METADATA_VALUE),
-    12: ("ShareGroupTargetAssignmentMetadata", _group_key("ShareGroupTargetAssignmentMetadataKey"),
-         SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE),
-    13: ("ShareGroupTargetAssignmentMember", _group_key("ShareGroupTargetAssignmentMemberKey", True),
-         SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE),
-    14: ("ShareGroupCurrentMemberAssignment", _group_key("ShareGroupCurrentMemberAssignmentKey", True),
-         SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE),
-    15: ("ShareGroupStatePartitionMetadata", _group_key("ShareGroupStatePartitionMetadataKey"),
-         SHARE_GROUP_STATE_PARTITION_METADATA_VALUE),
-    16: ("ConsumerGroupRegularExpression", CONSUMER_GROUP_REGULAR_EXPRESSION_KEY,
-         CONSUMER_GROUP_REGULAR_EXPRESSION_VALUE),
+# record type -> (short name, key spec, value spec, older incompatible value specs tried when the current one
+# does not fit the bytes exactly). GroupCoordinatorRecordSerde / CoordinatorRecordType. Type 0 keeps the
+# pre-4.0 meaning (OffsetCommitValue at the value's version; 4.x reads it as the v0-only LegacyOffsetCommitValue).
+_T = tuple[str, Message, Message, tuple[Message, ...]]
+
+
+def _t(name: str, key: Message, value: Message, *older: Message) -> _T:
+    return (name, key, value, older)
+
+
+RECORD_TYPES: dict[int, _T] = {
+    0: _t("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
+    1: _t("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
+    2: _t("GroupMetadata", GROUP_METADATA_KEY, GROUP_METADATA_VALUE),
+    3: _t("ConsumerGroupMetadata", _group_key("ConsumerGroupMetadataKey"), CONSUMER_GROUP_METADATA_VALUE),
+    4: _t("ConsumerGroupPartitionMetadata", _group_key("ConsumerGroupPartitionMetadataKey"),
+          CONSUMER_GROUP_PARTITION_METADATA_VALUE),
+    5: _t("ConsumerGroupMemberMetadata", _group_key("ConsumerGroupMemberMetadataKey", True),
+          CONSUMER_GROUP_MEMBER_METADATA_VALUE),
+    6: _t("ConsumerGroupTargetAssignmentMetadata", _group_key("ConsumerGroupTargetAssignmentMetadataKey"),
+          CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE),
+    7: _t("ConsumerGroupTargetAssignmentMember", _group_key("ConsumerGroupTargetAssignmentMemberKey", True),
+          CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE),
+    8: _t("ConsumerGroupCurrentMemberAssignment", _group_key("ConsumerGroupCurrentMemberAssignmentKey", True),
+          CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE),
+    9: _t("ShareGroupPartitionMetadata", _group_key("ShareGroupPartitionMetadataKey"),
+          SHARE_GROUP_PARTITION_METADATA_VALUE),
+    10: _t("ShareGroupMemberMetadata", _group_key("ShareGroupMemberMetadataKey", True),
+           SHARE_GROUP_MEMBER_METADATA_VALUE),
+    11: _t("ShareGroupMetadata", _group_key("ShareGroupMetadataKey"), SHARE_GROUP_METADATA_VALUE,
+           SHARE_GROUP_METADATA_VALUE_4_0),
+    12: _t("ShareGroupTargetAssignmentMetadata", _group_key("ShareGroupTargetAssignmentMetadataKey"),
+           SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE),
+    13: _t("ShareGroupTargetAssignmentMember", _group_key("ShareGroupTargetAssignmentMemberKey", True),
+           SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE),
+    14: _t("ShareGroupCurrentMemberAssignment", _group_key("ShareGroupCurrentMemberAssignmentKey", True),
+           SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE),
+    15: _t("ShareGroupStatePartitionMetadata", _group_key("ShareGroupStatePartitionMetadataKey"),
+           SHARE_GROUP_STATE_PARTITION_METADATA_VALUE, SHARE_GROUP_STATE_PARTITION_METADATA_VALUE_4_0),
+    16: _t("ConsumerGroupRegularExpression", CONSUMER_GROUP_REGULAR_EXPRESSION_KEY,
+           CONSUMER_GROUP_REGULAR_EXPRESSION_VALUE),
+    17: _t("StreamsGroupMetadata", _group_key("StreamsGroupMetadataKey"), STREAMS_GROUP_METADATA_VALUE),
+    19: _t("StreamsGroupMemberMetadata", _group_key("StreamsGroupMemberMetadataKey", True),
+           STREAMS_GROUP_MEMBER_METADATA_VALUE),
+    20: _t("StreamsGroupTargetAssignmentMetadata", _group_key("StreamsGroupTargetAssignmentMetadataKey"),
+           STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE),
+    21: _t("StreamsGroupTargetAssignmentMember", _group_key("StreamsGroupTargetAssignmentMemberKey", True),
+           STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE),
+    22: _t("StreamsGroupCurrentMemberAssignment", _group_key("StreamsGroupCurrentMemberAssignmentKey", True),
+           STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE),
+    23: _t("StreamsGroupTopology", _group_key("StreamsGroupTopologyKey"), STREAMS_GROUP_TOPOLOGY_VALUE),
 }
 
 # ---------------------------------------------------------------------- embedded consumer protocol

@@ -40,6 +40,7 @@ TRANSACTION_LOG_VALUE = Message("TransactionLogValue", "0-1", "1+", [
     F("PreviousProducerId", "int64", "1+", tagged="1+", tag=0, default=-1),
     F("NextProducerId", "int64", "1+", tagged="1+", tag=1, default=-1),
     F("ProducerEpoch", "int16", "0+"),
+    F("NextProducerEpoch", "int16", "1+", tagged="1+", tag=3, default=-1),  # 4.1+
     F("TransactionTimeoutMs", "int32", "0+"),
     F("TransactionStatus", "int8", "0+"),
     F("TransactionPartitions", "[]PartitionsSchema", "0+", nullable="0+", fields=[

@@ -115,6 +115,7 @@ def verify_from(pdir: Path, bases: list[int], recovery_point: int) -> tuple[int,
                     nxt = batch.next_offset
                     del batch
             except CorruptRecordError as e:
+                batch = scanner = None  # noqa: F841 - drop views of the mapping before it is closed
                 return nxt, str(e)
             if scanner.stop_reason is not None:
                 return nxt, f"{path}: {scanner.stop_reason} at byte {scanner.stop_position}"

@@ -112,9 +112,12 @@ class _Log:
         self.buf = memoryview(self.mm) if self.mm is not None else memoryview(b"")
 
     def close(self) -> None:
-        self.buf.release()
-        if self.mm is not None:
-            self.mm.close()
+        try:
+            self.buf.release()
+            if self.mm is not None:
+                self.mm.close()
+        except BufferError:  # a batch view is still referenced (e.g. by a traceback); the GC unmaps it
+            pass
         self.f.close()
 
     def __enter__(self) -> _Log:

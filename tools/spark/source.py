@@ -94,7 +94,7 @@ class KafkaLogReader(DataSourceReader):
             return False
         if not record_level or col not in ("offset", "timestamp"):
             return False
-        v = f.value if not isinstance(f, In) else None
+        v = getattr(f, "value", None) if not isinstance(f, In) else None
         if not isinstance(v, int) or isinstance(v, bool):
             return False
         lo, hi = ("start_offset", "end_offset") if col == "offset" else ("start_timestamp", "end_timestamp")

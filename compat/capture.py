@@ -1,0 +1,595 @@
+"""Capture small, real Kafka data directories as test fixtures.
+
+    python -m kafkalog.compat.capture --out fixtures/                 # every fixture
+    python -m kafkalog.compat.capture --out fixtures/ --only kafka-4.3.1-kraft
+    python -m kafkalog.compat.capture --list
+
+Each fixture ``<out>/<name>/`` holds:
+
+* ``data/``            the broker's log dir exactly as the broker left it (after a clean shutdown, or SIGKILL
+                       for ``*-killed``), copied byte for byte;
+* ``expected.jsonl``   one line per acknowledged record, in produce order: topic, partition, offset, key, value
+                       (base64 or null), headers ([name, base64|null]), timestamp (what the producer set),
+                       ackTimestamp (what the broker acknowledged), client, codec, transaction;
+* ``dumplogsegments.jsonl``  Kafka's own DumpLogSegments view of every .log file (deep, parsed by
+                       :mod:`kafkalog.compat.tools`), so readers can be checked without a JVM;
+* ``manifest.json``    Kafka version, mode, broker settings, topics with their configs, groups, notes;
+* ``CAPTURE.md``       how it was made.
+
+Record content is deterministic (seeded per topic name) and timestamps are fixed (CreateTime topics), so
+re-capturing gives the same keys/values/offsets; LogAppendTime values and internal topics differ per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import platform
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from kafkalog.compat import jars
+from kafkalog.compat.broker import LEGACY_V0_PROPS, LEGACY_V1_PROPS, Broker, Mode, cluster_id_from
+from kafkalog.compat.clients import (
+    Client,
+    ClientProducer,
+    Codec,
+    Produced,
+    Record,
+    alter_topic_config,
+    consume,
+    create_topic,
+    producer,
+)
+from kafkalog.compat.errors import HarnessError
+from kafkalog.compat.tools import dump_log_segments
+
+#: 2025-06-15T15:06:40Z: fixed CreateTime base (retention and time-based rolling are disabled below).
+TS_BASE = 1_750_000_000_000
+SMALL_SEGMENT = 16 * 1024
+
+#: Broker settings shared by every fixture (on top of the harness defaults in kafkalog.compat.broker).
+CAPTURE_PROPS: dict[str, str] = {
+    "log.retention.ms": "-1",  # fixed 2025 timestamps must not expire
+    "log.roll.ms": str(10 * 365 * 24 * 3600 * 1000),  # nor roll a segment per batch
+    "log.index.size.max.bytes": "4096",  # preallocated indexes of killed brokers stay small
+    "log.cleaner.backoff.ms": "500",
+    "log.cleaner.min.cleanable.ratio": "0.01",
+}
+KRAFT_PROPS: dict[str, str] = {
+    # get a KRaft snapshot (<offset>-<epoch>.checkpoint) into __cluster_metadata-0
+    "metadata.log.max.record.bytes.between.snapshots": "4096",
+    "metadata.log.max.snapshot.interval.ms": "3000",
+}
+
+WORDS = (
+    "kafka log segment offset index batch record header producer consumer partition leader epoch "
+    "replica cleaner compaction tombstone timestamp sequence transaction marker snapshot checkpoint"
+).split()
+
+
+@dataclass(frozen=True)
+class FixtureSpec:
+    name: str
+    version: str
+    mode: Mode
+    magic: int  # message format the data topics get
+    killed: bool = False
+    scenarios: tuple[str, ...] = ()
+    props: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+
+
+V2_SCENARIOS = ("codecs", "large", "idempotent", "transactions", "log_append_time", "broker_compression",
+                "compacted", "multi_segment", "groups")  # fmt: skip
+LEGACY_SCENARIOS = ("codecs", "large", "log_append_time", "broker_compression", "compacted", "multi_segment", "groups")
+
+FIXTURES: dict[str, FixtureSpec] = {
+    s.name: s
+    for s in (
+        FixtureSpec(f"kafka-{jars.LATEST_4}-kraft", jars.LATEST_4, "kraft", 2, scenarios=V2_SCENARIOS,
+                    description="newest 4.x, KRaft combined mode, clean shutdown"),
+        FixtureSpec(f"kafka-{jars.LATEST_4}-kraft-killed", jars.LATEST_4, "kraft", 2, killed=True,
+                    scenarios=("killed",), description="newest 4.x, SIGKILLed with an open transaction"),
+        FixtureSpec(f"kafka-{jars.LATEST_3}-kraft", jars.LATEST_3, "kraft", 2, scenarios=V2_SCENARIOS,
+                    description="newest 3.9.x, KRaft combined mode, clean shutdown"),
+        FixtureSpec(f"kafka-{jars.LATEST_3}-zk-v1", jars.LATEST_3, "zk", 1,
+                    scenarios=(*LEGACY_SCENARIOS, "mixed_formats"), props=LEGACY_V1_PROPS,
+                    description="3.9.x ZooKeeper mode, IBP 2.8, message format v1 (0.10.0); "
+                                "plus a partition upgraded v0 -> v1 -> v2"),
+        FixtureSpec(f"kafka-{jars.LATEST_3}-zk-v0", jars.LATEST_3, "zk", 0,
+                    scenarios=tuple(s for s in LEGACY_SCENARIOS if s != "log_append_time"), props=LEGACY_V0_PROPS,
+                    description="3.9.x ZooKeeper mode, IBP 2.8, message format v0 (0.9.0)"),
+    )
+}  # fmt: skip
+
+
+# --------------------------------------------------------------------------- deterministic content
+
+
+def make_records(
+    seed: str,
+    n: int,
+    *,
+    partitions: int = 1,
+    headers: bool = True,
+    ts_base: int = TS_BASE,
+    timestamps: bool = True,
+    value_size: tuple[int, int] = (8, 240),
+) -> list[Record]:
+    """``n`` records for topic ``seed``: keys, null keys, tombstones, empty values, headers (incl. a null
+    header value and a non-ASCII name), compressible text with some random bytes, timestamps that mostly
+    grow but step back every 7th record (so time indexes see non-monotonic data)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        key: bytes | None = None if i % 9 == 4 else b"key-%03d" % rng.randrange(40)
+        value: bytes | None
+        if key is not None and i % 11 == 7:
+            value = None  # tombstone
+        elif i % 13 == 5:
+            value = b""
+        else:
+            size = rng.randrange(*value_size)
+            text = " ".join(rng.choice(WORDS) for _ in range(size // 6 + 1)).encode()[:size]
+            value = text + (rng.randbytes(16) if i % 5 == 0 else b"")
+        hdrs: tuple[tuple[str, bytes | None], ...] = ()
+        if headers:
+            hdrs = ((), (("trace-id", b"t-%d" % i),), (("a", b"1"), ("null-value", None), ("schlüssel", b"\x00\xff")))[i % 3]
+        ts = ts_base + i * 1000 - (5500 if i % 7 == 6 else 0)
+        out.append(Record(value, key, hdrs, ts if timestamps else None, i % partitions))
+    return out
+
+
+# --------------------------------------------------------------------------- capture context
+
+
+class Capture:
+    """Holds the running broker and what was produced; scenarios call its helpers."""
+
+    def __init__(self, spec: FixtureSpec, broker: Broker, log: Callable[[str], None]) -> None:
+        self.spec = spec
+        self.broker = broker
+        self.bootstrap = broker.bootstrap_servers
+        self.produced: list[Produced] = []
+        self.topics: dict[str, dict[str, Any]] = {}
+        self.groups: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self.open_producers: list[ClientProducer] = []  # left open on purpose until the broker is killed
+        self.log = log
+
+    @property
+    def v2(self) -> bool:
+        return self.spec.magic >= 2
+
+    def topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None, *,
+              segment_bytes: int | None = None, purpose: str = "") -> None:  # fmt: skip
+        config = dict(config or {})
+        if segment_bytes is not None:
+            config["segment.index.bytes"] = "4096"
+            # Kafka 4.1+ refuses segment.bytes < 1 MiB; internal.segment.bytes is its test escape hatch
+            key = "internal.segment.bytes" if jars.parse_version(self.spec.version) >= (4, 1) else "segment.bytes"
+            config[key] = str(segment_bytes)
+        create_topic(self.bootstrap, name, partitions=partitions, config=config)
+        self.topics[name] = {"partitions": partitions, "config": config, "purpose": purpose}
+
+    def send(self, topic: str, records: Sequence[Record], *, client: Client = "kafka-python", codec: Codec = "none",
+             flush_every: int | None = 10, idempotent: bool = False) -> list[Produced]:  # fmt: skip
+        if client == "kafka-python":
+            records = [_no_null_header_values(r) for r in records]
+        with producer(self.bootstrap, client, compression=codec, idempotent=idempotent) as p:
+            sent = [r for chunk in _chunks(records, flush_every) for r in p.send_all(topic, chunk, 60)]
+        self.produced += sent
+        return sent
+
+    def transaction(self, topic: str, records: Sequence[Record], *, commit: bool, client: Client = "confluent",
+                    codec: Codec = "none", txid: str, flush_every: int | None = None) -> list[Produced]:  # fmt: skip
+        if client == "kafka-python":
+            records = [_no_null_header_values(r) for r in records]
+        with producer(self.bootstrap, client, compression=codec, transactional_id=txid) as p:
+            p.begin()
+            sent = [r for chunk in _chunks(records, flush_every) for r in p.send_all(topic, chunk, 60)]
+            p.commit() if commit else p.abort()
+        sent = [dataclasses.replace(s, transaction="committed" if commit else "aborted") for s in sent]
+        self.produced += sent
+        return sent
+
+    def group(self, name: str, topic: str, *, client: Client, protocol: Literal["classic", "consumer"] = "classic") -> None:
+        expected = sum(1 for p in self.produced if p.topic == topic and p.transaction != "aborted")
+        got = consume(self.bootstrap, topic, client=client, group_id=name, commit=True,
+                      isolation_level="read_committed", group_protocol=protocol, count=expected, timeout=60)  # fmt: skip
+        self.groups.append({"group": name, "topic": topic, "client": client, "protocol": protocol, "consumed": len(got)})
+
+    def partition_logs(self, topic: str, partition: int = 0) -> list[Path]:
+        return sorted(self.broker.partition_dir(topic, partition).glob("*.log"))
+
+    def wait_cleaned(self, topic: str, partition: int = 0, timeout: float = 90.0) -> int:
+        """Wait until the cleaner checkpointed ``topic-partition`` up to the active segment's base offset."""
+        ckpt = self.broker.data_dir / "cleaner-offset-checkpoint"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            active = int(self.partition_logs(topic, partition)[-1].stem)
+            if ckpt.exists():
+                for line in ckpt.read_text().splitlines()[2:]:
+                    parts = line.split()
+                    if len(parts) == 3 and parts[0] == topic and int(parts[1]) == partition and int(parts[2]) >= active:
+                        return int(parts[2])
+            time.sleep(0.5)
+        raise HarnessError(f"the log cleaner did not clean {topic}-{partition} within {timeout:.0f}s")
+
+
+def _no_null_header_values(r: Record) -> Record:
+    """kafka-python cannot send a null header value: it sends an empty one instead (recorded as such)."""
+    if any(v is None for _, v in r.headers):
+        return dataclasses.replace(r, headers=tuple((k, b"" if v is None else v) for k, v in r.headers))
+    return r
+
+
+def _chunks(records: Sequence[Record], size: int | None) -> list[Sequence[Record]]:
+    size = size or max(1, len(records))
+    return [records[i : i + size] for i in range(0, len(records), size)]
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+def scenario_codecs(c: Capture) -> None:
+    codecs: tuple[Codec, ...] = ("none", "gzip", "snappy", "lz4", "zstd") if c.v2 else ("none", "gzip", "snappy", "lz4")
+    for codec in codecs:
+        name = f"codec-{codec}"
+        c.topic(name, 1, purpose=f"{codec} batches from both clients; keys, null keys, tombstones, empty values"
+                + (", headers" if c.v2 else ""))  # fmt: skip
+        recs = make_records(name, 60, headers=c.v2)
+        c.send(name, recs[:30], client="kafka-python", codec=codec, flush_every=10)
+        c.send(name, recs[30:], client="confluent", codec=codec, flush_every=10)
+
+
+def scenario_large(c: Capture) -> None:
+    c.topic("large", 1, purpose="a few large records (64 KiB random, 256 KiB gzip text, 128 KiB random)")
+    rng = random.Random("large")
+    text = (" ".join(rng.choice(WORDS) for _ in range(60000))).encode()[: 256 * 1024]
+    c.send("large", [Record(rng.randbytes(64 * 1024), b"big-1", timestamp=TS_BASE)], client="kafka-python")
+    c.send("large", [Record(text, b"big-2", timestamp=TS_BASE + 1000)], client="confluent", codec="gzip")
+    c.send("large", [Record(rng.randbytes(128 * 1024), None, timestamp=TS_BASE + 2000)], client="confluent")
+
+
+def scenario_idempotent(c: Capture) -> None:
+    c.topic("idempotent", 2, purpose="idempotent producers (producer id/epoch/sequences, producer snapshots)")
+    recs = make_records("idempotent", 80, partitions=2)
+    c.send("idempotent", recs[:40], client="kafka-python", idempotent=True, flush_every=8)
+    c.send("idempotent", recs[40:], client="confluent", codec="zstd", idempotent=True, flush_every=8)
+
+
+def scenario_transactions(c: Capture) -> None:
+    c.topic("transactions", 2, purpose="committed and aborted transactions, interleaved with plain records "
+            "(control batches, .txnindex, __transaction_state)")  # fmt: skip
+    recs = make_records("transactions", 60, partitions=2)
+    c.transaction("transactions", recs[0:10], commit=True, txid="txn-confluent", flush_every=5)
+    c.transaction("transactions", recs[10:18], commit=False, txid="txn-confluent", codec="lz4")
+    # an aborted transaction with plain records written while it is open
+    with producer(c.bootstrap, "confluent", transactional_id="txn-interleaved") as p:
+        p.begin()
+        first = p.send_all("transactions", recs[18:24], 60)
+        c.send("transactions", recs[24:30], client="kafka-python", flush_every=None)  # plain, while open
+        second = p.send_all("transactions", recs[30:36], 60)
+        p.abort()
+    c.produced += [dataclasses.replace(s, transaction="aborted") for s in first + second]
+    c.transaction("transactions", recs[36:48], commit=True, client="kafka-python", txid="txn-kafka-python",
+                  codec="gzip", flush_every=6)  # fmt: skip
+    c.transaction("transactions", recs[48:60], commit=False, client="kafka-python", txid="txn-kafka-python")
+
+
+def scenario_log_append_time(c: Capture) -> None:
+    c.topic("log-append-time", 1, {"message.timestamp.type": "LogAppendTime"},
+            purpose="LogAppendTime topic (the broker overwrites timestamps; ackTimestamp holds them)")  # fmt: skip
+    recs = make_records("log-append-time", 40, headers=c.v2)
+    c.send("log-append-time", recs[:20], client="kafka-python", flush_every=10)
+    c.send("log-append-time", recs[20:], client="confluent", codec="gzip", flush_every=20)
+
+
+def scenario_broker_compression(c: Capture) -> None:
+    c.topic("broker-compression", 1, {"compression.type": "gzip"},
+            purpose="topic compression.type=gzip: the broker recompresses lz4 and uncompressed batches")  # fmt: skip
+    recs = make_records("broker-compression", 30, headers=c.v2)
+    c.send("broker-compression", recs[:15], client="kafka-python", codec="lz4", flush_every=5)
+    c.send("broker-compression", recs[15:], client="confluent", flush_every=5)
+
+
+def _compaction_rounds(rounds: range, keys: int = 40) -> list[Record]:
+    rng = random.Random("compacted")
+    out = []
+    for r in rounds:
+        order = list(range(keys))
+        rng.shuffle(order)
+        for k in order:
+            value = None if (k + r) % 17 == 0 else (f"round {r} key {k} ".encode() + b"x" * rng.randrange(60, 160))
+            out.append(Record(value, b"ckey-%02d" % k, timestamp=TS_BASE + (r * keys + k) * 100))
+    return out
+
+
+def scenario_compacted(c: Capture) -> None:
+    c.topic("compacted", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                             "min.compaction.lag.ms": "0"}, segment_bytes=SMALL_SEGMENT,
+            purpose="compacted topic cleaned by the broker (then a dirty tail appended); tombstones, "
+                    "and for v2 an aborted and a committed transaction")  # fmt: skip
+    recs = _compaction_rounds(range(12))
+    c.send("compacted", recs[:240], client="kafka-python", flush_every=20)
+    if c.v2:
+        extra = _compaction_rounds(range(100, 101), keys=10)
+        c.transaction("compacted", extra[:5], commit=False, txid="txn-compacted")
+        c.transaction("compacted", extra[5:], commit=True, txid="txn-compacted")
+    c.send("compacted", recs[240:], client="confluent", codec="zstd" if c.v2 else "lz4", flush_every=20)
+    cleaned_to = c.wait_cleaned("compacted")
+    c.notes.append(f"compacted-0 was cleaned up to offset {cleaned_to} before the dirty tail was appended")
+    c.send("compacted", _compaction_rounds(range(12, 13)), client="kafka-python", flush_every=20)
+
+
+def scenario_multi_segment(c: Capture) -> None:
+    c.topic("multi-segment", 3, {"index.interval.bytes": "512"}, segment_bytes=SMALL_SEGMENT,
+            purpose="several segments per partition (16 KiB segments), dense offset/time indexes")  # fmt: skip
+    recs = make_records("multi-segment", 600, partitions=3, headers=c.v2, value_size=(100, 400))
+    c.send("multi-segment", recs[:200], client="kafka-python", flush_every=12)
+    c.send("multi-segment", recs[200:400], client="confluent", codec="snappy", flush_every=15)
+    c.send("multi-segment", recs[400:], client="kafka-python", codec="gzip", flush_every=30)
+
+
+def scenario_groups(c: Capture) -> None:
+    c.group("group-kafka-python", "codec-none", client="kafka-python")
+    c.group("group-confluent", "codec-gzip", client="confluent")
+    if jars.parse_version(c.spec.version) >= (4,):
+        c.group("group-consumer-protocol", "multi-segment", client="confluent", protocol="consumer")
+
+
+def scenario_mixed_formats(c: Capture) -> None:
+    """One partition written as v0, then v1, then v2 (topic message.format.version raised twice)."""
+    c.topic("mixed-formats", 1, {"message.format.version": "0.9.0"},
+            purpose="message.format.version 0.9.0 -> 0.10.0 -> 2.8 on one partition: v0, v1 then v2 batches "
+                    "(incl. a committed transaction once v2)")  # fmt: skip
+    recs = make_records("mixed-formats", 60, headers=False)
+    c.send("mixed-formats", recs[0:10], client="kafka-python", flush_every=5)
+    c.send("mixed-formats", recs[10:20], client="confluent", codec="gzip", flush_every=10)
+    alter_topic_config(c.bootstrap, "mixed-formats", {"message.format.version": "0.10.0"})
+    c.send("mixed-formats", recs[20:30], client="kafka-python", flush_every=5)
+    c.send("mixed-formats", recs[30:40], client="confluent", codec="lz4", flush_every=10)
+    alter_topic_config(c.bootstrap, "mixed-formats", {"message.format.version": "2.8"})
+    c.send("mixed-formats", recs[40:50], client="kafka-python", codec="zstd", flush_every=5)
+    c.transaction("mixed-formats", recs[50:60], commit=True, txid="txn-mixed")
+    c.topics["mixed-formats"]["config"]["message.format.version"] = "0.9.0 -> 0.10.0 -> 2.8"
+
+
+def scenario_killed(c: Capture) -> None:
+    c.topic("killed", 2, segment_bytes=SMALL_SEGMENT, purpose="written, then the broker was SIGKILLed "
+            "(unflushed segments, preallocated 4 KiB indexes, no clean-shutdown marker)")  # fmt: skip
+    recs = make_records("killed", 300, partitions=2, value_size=(50, 250))
+    c.send("killed", recs[:150], client="kafka-python", flush_every=10)
+    c.group("group-killed", "killed", client="confluent")
+    c.send("killed", recs[150:], client="confluent", codec="lz4", flush_every=10)
+    c.topic("open-transaction", 1, purpose="a transaction still open when the broker was killed")
+    p = producer(c.bootstrap, "kafka-python", transactional_id="txn-open")
+    p.begin()
+    c.produced += p.send_all("open-transaction", [_no_null_header_values(r) for r in make_records("open-transaction", 8)], 60)
+    c.notes.append("open-transaction-0 ends in an open (neither committed nor aborted) transaction")
+    c.open_producers.append(p)
+
+
+SCENARIOS: dict[str, Callable[[Capture], None]] = {
+    "codecs": scenario_codecs,
+    "large": scenario_large,
+    "idempotent": scenario_idempotent,
+    "transactions": scenario_transactions,
+    "log_append_time": scenario_log_append_time,
+    "broker_compression": scenario_broker_compression,
+    "compacted": scenario_compacted,
+    "multi_segment": scenario_multi_segment,
+    "groups": scenario_groups,
+    "mixed_formats": scenario_mixed_formats,
+    "killed": scenario_killed,
+}
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def _wait_kraft_snapshot(broker: Broker, timeout: float = 60.0) -> None:
+    meta = broker.data_dir / "__cluster_metadata-0"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(p.name != "bootstrap.checkpoint" for p in meta.glob("*.checkpoint")):
+            return
+        time.sleep(0.5)
+    raise HarnessError(f"no KRaft snapshot appeared in {meta} within {timeout:.0f}s")
+
+
+def capture(spec: FixtureSpec, out: Path, *, log: Callable[[str], None] = print) -> Path:
+    """Run ``spec`` on a fresh broker and write the fixture to ``out/<name>`` (replacing it)."""
+    started = time.monotonic()
+    target = out / spec.name
+    with tempfile.TemporaryDirectory(prefix=f"kafkalog-capture-{spec.name}-") as tmp:
+        props = {**CAPTURE_PROPS, **(KRAFT_PROPS if spec.mode == "kraft" else {}), **spec.props}
+        broker = Broker(spec.version, mode=spec.mode, data_dir=Path(tmp) / "data", server_properties=props,
+                        cluster_id=cluster_id_from(spec.name))  # fmt: skip
+        try:
+            broker.start()
+            log(f"[{spec.name}] Kafka {spec.version} ({spec.mode}) up after {time.monotonic() - started:.1f}s")
+            c = Capture(spec, broker, log)
+            for name in spec.scenarios:
+                t = time.monotonic()
+                SCENARIOS[name](c)
+                log(f"[{spec.name}]   {name}: {time.monotonic() - t:.1f}s")
+            if spec.mode == "kraft":
+                _wait_kraft_snapshot(broker)
+            if spec.killed:
+                broker.kill()
+                for p in c.open_producers:
+                    p.abandon()
+            else:
+                broker.stop()
+        except BaseException:
+            log(f"[{spec.name}] FAILED; broker log: {broker.log_path}")
+            shutil.copyfile(broker.log_path, out / f"{spec.name}.broker.log") if broker.log_path.exists() else None
+            broker.close()
+            raise
+        finally:
+            broker.close()
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        shutil.copytree(broker.data_dir, target / "data", symlinks=True)
+    elapsed = time.monotonic() - started
+    _write_expected(target, c.produced)
+    _write_dump(target, spec.version)
+    _write_manifest(target, spec, c, props, elapsed)
+    log(f"[{spec.name}] written to {target} in {elapsed:.1f}s ({_size(target) / 1024:.0f} KiB)")
+    return target
+
+
+def _write_expected(target: Path, produced: list[Produced]) -> None:
+    with open(target / "expected.jsonl", "w") as fh:
+        for p in produced:
+            fh.write(json.dumps(p.to_json(), ensure_ascii=False) + "\n")
+
+
+def _write_dump(target: Path, version: str) -> None:
+    logs = sorted((target / "data").glob("*/*.log"))
+    run = dump_log_segments(version, logs)
+    root = str((target / "data").absolute()) + "/"
+    with open(target / "dumplogsegments.jsonl", "w") as fh:
+        for b in run.batches():
+            fh.write(json.dumps({**b, "file": b["file"].removeprefix(root)}, ensure_ascii=False) + "\n")
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _client_versions() -> dict[str, str]:
+    import confluent_kafka
+    import kafka
+
+    return {
+        "kafka-python": kafka.__version__,
+        "confluent-kafka": confluent_kafka.version()[0],
+        "librdkafka": confluent_kafka.libversion()[0],
+        "java": str(jars.java_version()),
+        "python": platform.python_version(),
+    }
+
+
+def _write_manifest(target: Path, spec: FixtureSpec, c: Capture, props: dict[str, str], elapsed: float) -> None:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    manifest = {
+        "name": spec.name,
+        "kafka_version": spec.version,
+        "mode": spec.mode,
+        "message_format": spec.magic,
+        "shutdown": "SIGKILL" if spec.killed else "clean",
+        "captured_at": now,
+        "capture_seconds": round(elapsed, 1),
+        "command": f"python -m kafkalog.compat.capture --out fixtures/ --only {spec.name}",
+        "clients": _client_versions(),
+        "server_properties": props,
+        "topics": c.topics,
+        "groups": c.groups,
+        "records_produced": len(c.produced),
+        "notes": c.notes,
+    }
+    (target / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    lines = [
+        f"# {spec.name}",
+        "",
+        f"{spec.description}.",
+        "",
+        f"* Kafka **{spec.version}** from Maven Central, {spec.mode} mode, data topics in message format v{spec.magic}",
+        f"* shutdown: {'SIGKILL (no clean shutdown)' if spec.killed else 'clean (SIGTERM)'}",
+        f"* captured {now} in {elapsed:.0f}s with {', '.join(f'{k} {v}' for k, v in manifest['clients'].items())}",
+        "",
+        "Re-create with:",
+        "",
+        "```",
+        manifest["command"],
+        "```",
+        "",
+        "Broker settings on top of the harness defaults (`kafkalog.compat.broker`):",
+        "",
+        *[f"* `{k}={v}`" for k, v in props.items()],
+        "",
+        "| topic | partitions | config | what |",
+        "|---|---:|---|---|",
+        *[
+            f"| `{t}` | {d['partitions']} | {', '.join(f'`{k}={v}`' for k, v in d['config'].items()) or '—'} | {d['purpose']} |"
+            for t, d in c.topics.items()
+        ],
+        "",
+        *([f"Consumer groups (committed offsets in `__consumer_offsets`): {', '.join(g['group'] + ' (' + g['protocol'] + ')' for g in c.groups)}", ""] if c.groups else []),
+        *[f"* {n}" for n in c.notes],
+        "",
+        "Files: `data/` = the broker's log dir, untouched; `expected.jsonl` = what the producers sent and the",
+        "broker acknowledged; `dumplogsegments.jsonl` = Kafka's DumpLogSegments (deep) of every `.log`, parsed;",
+        "`manifest.json` = this page as data.",
+        "",
+    ]  # fmt: skip
+    (target / "CAPTURE.md").write_text("\n".join(lines))
+
+
+def write_readme(out: Path) -> None:
+    rows = []
+    for manifest_path in sorted(out.glob("*/manifest.json")):
+        m = json.loads(manifest_path.read_text())
+        size = _size(manifest_path.parent)
+        rows.append(f"| [`{m['name']}`]({m['name']}/CAPTURE.md) | {m['kafka_version']} | {m['mode']} | "
+                    f"v{m['message_format']} | {m['shutdown']} | {', '.join(m['topics'])} | {size / 1024:.0f} KiB |")  # fmt: skip
+    text = "\n".join([
+        "# Fixtures: real Kafka log directories",
+        "",
+        "Captured from real Apache Kafka brokers (jars from Maven Central) by `python -m kafkalog.compat.capture",
+        "--out fixtures/`. Each fixture has `data/` (the log dir as the broker left it), `expected.jsonl` (what the",
+        "producers sent, with broker-assigned offsets), `dumplogsegments.jsonl` (Kafka's own DumpLogSegments view),",
+        "`manifest.json` and `CAPTURE.md`. Internal topics (`__consumer_offsets`, `__transaction_state`,",
+        "`__cluster_metadata`) are in `data/` too. Record content is seeded and deterministic.",
+        "",
+        "| fixture | Kafka | mode | format | shutdown | topics | size |",
+        "|---|---|---|---|---|---|---:|",
+        *rows,
+        "",
+    ])  # fmt: skip
+    (out / "README.md").write_text(text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kafkalog.compat.capture", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("fixtures"), help="fixtures directory (default: fixtures)")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="capture only these fixtures")
+    parser.add_argument("--list", action="store_true", help="list the fixtures and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        for spec in FIXTURES.values():
+            print(f"{spec.name}\t{spec.description}")
+        return 0
+    names = args.only or list(FIXTURES)
+    unknown = [n for n in names if n not in FIXTURES]
+    if unknown:
+        print(f"error: unknown fixture(s) {', '.join(unknown)}; see --list", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        for name in names:
+            capture(FIXTURES[name], args.out)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        write_readme(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

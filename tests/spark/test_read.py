@@ -1,0 +1,144 @@
+"""The kafkalog Spark data source reads exactly what the records layer reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from datagen import BASE_TS, make_data_dir, write_partition
+
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.records import build_legacy
+
+pytestmark = pytest.mark.spark
+
+
+def reference_rows(data_dir: Path) -> list[tuple]:
+    """Independent path: Segment -> batches -> Record objects (``records()``, not the tuple fast path)."""
+    out = []
+    for pdir in sorted(p for p in data_dir.iterdir() if p.is_dir()):
+        topic, _, part = pdir.name.rpartition("-")
+        for log in sorted(pdir.glob("*.log")):
+            seg = Segment.open(log)
+            for b in seg.iter_batches():
+                for r in b.records():
+                    out.append((topic, int(part), r.offset, r.timestamp, r.key, r.value,
+                                [(k, v) for k, v in r.headers], b.magic, b.codec_name, str(log), b.position))
+    return sorted(out, key=lambda t: (t[0], t[1], t[2]))
+
+
+def spark_rows(df) -> list[tuple]:
+    rows = df.select("topic", "partition", "offset", "timestamp", "key", "value", "headers", "magic", "codec",
+                     "segment", "position").collect()
+    out = [(r.topic, r.partition, r.offset, r.timestamp, r.key and bytes(r.key), r.value and bytes(r.value),
+            [(h.key, h.value and bytes(h.value)) for h in r.headers], r.magic, r.codec, r.segment, r.position)
+           for r in rows]
+    return sorted(out, key=lambda t: (t[0], t[1], t[2]))
+
+
+@pytest.fixture(scope="module")
+def mixed_dir(tmp_path_factory) -> Path:
+    """Uncompressed, all four codecs, a producer id, several segments, and v0/v1 message sets."""
+    root = tmp_path_factory.mktemp("mixed")
+    make_data_dir(root, {"plain": 2}, 4000, segment_bytes=1 << 20, value_size=300, producer_id=42)
+    for codec, name in ((1, "gz"), (2, "snappy"), (3, "lz4"), (4, "zstd")):
+        write_partition(root / f"{name}-0", 1500, codec=codec, batch_records=100)
+    legacy = root / "legacy-0"
+    legacy.mkdir()
+    data = b""
+    for i, magic in enumerate((0, 1, 1)):
+        recs = [(None, BASE_TS + j, f"k{j}".encode(), f"v{j}".encode()) for j in range(5)]
+        data += build_legacy(recs, magic=magic, codec=1 if i == 2 else 0, base_offset=i * 5)
+    (legacy / "00000000000000000000.log").write_bytes(data)
+    return root
+
+
+def test_reads_exactly_what_the_records_layer_reads(spark, mixed_dir):
+    df = spark.read.format("kafkalog").option("maxPartitionBytes", str(512 * 1024)).load(str(mixed_dir))
+    assert df.rdd.getNumPartitions() > 2  # the 1 MiB segments were split
+    got = spark_rows(df)
+    want = reference_rows(mixed_dir)
+    assert len(got) == 2 * 4000 + 4 * 1500 + 15
+    assert got == want
+
+
+def test_producer_fields_and_schema(spark, mixed_dir):
+    df = spark.read.format("kafkalog").option("topics", "plain").load(str(mixed_dir))
+    assert [f.name for f in df.schema.fields][:8] == ["topic", "partition", "offset", "timestamp",
+                                                       "timestampType", "key", "value", "headers"]
+    r = df.filter("partition = 1 and offset = 123").collect()
+    assert len(r) == 1
+    r = r[0]
+    assert (r.producerId, r.producerEpoch, r.sequence, r.leaderEpoch, r.timestampType) == (42, 0, 123, 3, 0)
+    legacy = spark.read.format("kafkalog").option("topics", "leg*").load(str(mixed_dir)).orderBy("offset").collect()
+    assert [x.magic for x in legacy] == [0] * 5 + [1] * 10
+    assert [x.offset for x in legacy] == list(range(15))
+    assert legacy[0].timestamp == -1 and legacy[0].timestampType == -1
+    assert legacy[5].timestamp == BASE_TS and legacy[5].timestampType == 0
+
+
+def test_batch_level(spark, mixed_dir):
+    df = spark.read.format("kafkalog").option("level", "batch").option("topics", "zstd").load(str(mixed_dir))
+    rows = df.orderBy("baseOffset").collect()
+    assert len(rows) == 15
+    assert rows[0].baseOffset == 0 and rows[-1].lastOffset == 1499
+    assert all(r.codec == "zstd" and r.crcValid and r.recordCount == 100 for r in rows)
+
+
+def test_offset_and_time_pushdown(spark, mixed_dir):
+    base = spark.read.format("kafkalog").option("topics", "plain").load(str(mixed_dir))
+    got = base.filter("partition = 0 and offset >= 2500 and offset < 2510").collect()
+    assert sorted(r.offset for r in got) == list(range(2500, 2510))
+    opt = (spark.read.format("kafkalog").option("topics", "plain").option("partitions", "0")
+           .option("startingOffset", "3990").load(str(mixed_dir)))
+    assert sorted(r.offset for r in opt.collect()) == list(range(3990, 4000))
+    t0 = BASE_TS + 3000 * 10
+    by_time = base.filter(f"partition = 1 and timestamp >= {t0}").collect()
+    want = [r for r in reference_rows(mixed_dir) if r[0] == "plain" and r[1] == 1 and r[3] >= t0]
+    assert sorted(r.offset for r in by_time) == [r[2] for r in want]
+
+
+def test_pushdown_narrows_the_plan(mixed_dir):
+    from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
+
+    from kafkalog.tools.spark.options import parse_read_options
+    from kafkalog.tools.spark.source import KafkaLogReader
+
+    r = KafkaLogReader(None, parse_read_options({"path": str(mixed_dir)}))
+    filters = [EqualTo(("topic",), "plain"), EqualTo(("partition",), 0), GreaterThanOrEqual(("offset",), 3000),
+               LessThan(("offset",), 3100), EqualTo(("key",), b"x")]
+    left = list(r.pushFilters(filters))
+    assert left == [filters[-1]]
+    pieces = [p for part in r.partitions() for p in part.pieces]
+    assert len(pieces) == 1 and pieces[0].topic == "plain" and pieces[0].partition == 0
+    assert pieces[0].length < 60_000  # a slice of one segment found through the offset index
+
+
+def test_corrupt_batch_failfast_and_permissive(spark, tmp_path):
+    write_partition(tmp_path / "t-0", 500, batch_records=50)
+    log = tmp_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    from kafkalog.storage.records import iter_batches
+
+    positions = [b.position for b in iter_batches(bytes(data))]
+    data[positions[3] + 100] ^= 0xFF  # inside the records of the 4th batch
+    log.write_bytes(bytes(data))
+    with pytest.raises(Exception) as ei:
+        spark.read.format("kafkalog").load(str(tmp_path)).count()
+    assert f"byte {positions[3]}" in str(ei.value) and "crc" in str(ei.value)
+    df = spark.read.format("kafkalog").option("mode", "permissive").load(str(tmp_path))
+    bad = df.filter("_corrupt is not null").collect()
+    assert len(bad) == 1 and bad[0].position == positions[3] and bad[0].segment == str(log)
+    assert df.filter("_corrupt is null").count() == 450
+
+
+def test_torn_tail_is_reported(spark, tmp_path):
+    write_partition(tmp_path / "t-0", 100, batch_records=10)
+    log = tmp_path / "t-0" / "00000000000000000000.log"
+    size = log.stat().st_size
+    with open(log, "ab") as f:
+        f.write(b"\x00" * 9)
+    df = spark.read.format("kafkalog").option("mode", "permissive").load(str(log))
+    bad = df.filter("_corrupt is not null").collect()
+    assert len(bad) == 1 and bad[0].position == size and "torn tail" in bad[0]._corrupt
+    assert df.count() == 101

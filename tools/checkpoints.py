@@ -1,0 +1,81 @@
+"""``kafkalog checkpoints DIR [--set tp=offset]``: list or set a data dir's offset checkpoints."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from kafkalog.storage.engine.migrate import CHECKPOINT_ALIASES, read_checkpoints, set_checkpoints
+from kafkalog.storage.files.checkpoints import DATA_DIR_CHECKPOINTS
+
+HELP = "list or set recovery-point / log-start / replication (high watermark) / cleaner checkpoints"
+DESCRIPTION = """\
+List the four offset checkpoints of a data dir per partition, or set entries of one of them:
+
+  recovery-point-offset-checkpoint   first offset not known to be flushed (the broker recovers from there)
+  log-start-offset-checkpoint        log start offset (only listed when above the first segment's base)
+  replication-offset-checkpoint      high watermark
+  cleaner-offset-checkpoint          first dirty offset for the log cleaner
+
+--set TOPIC-PARTITION=OFFSET (repeatable; OFFSET 'none' removes the entry) changes the file named by
+--file (recovery-point, log-start-offset, high-watermark/replication-offset, cleaner-offset), atomically
+(tmp + fsync + rename + dir fsync) and under the data dir's lock.
+
+Examples:
+  kafkalog checkpoints /var/lib/kafka/data
+  kafkalog checkpoints /var/lib/kafka/data --file cleaner-offset --set orders-0=0
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", metavar="DIR", help="data dir")
+    p.add_argument("--file", default=None, choices=sorted(set(CHECKPOINT_ALIASES) | set(DATA_DIR_CHECKPOINTS)),
+                   help="which checkpoint --set changes")
+    p.add_argument("--set", action="append", default=[], metavar="TP=OFFSET", help="entry to set (repeatable)")
+    p.add_argument("--dry-run", action="store_true", help="say what would change")
+    p.add_argument("--json", action="store_true", help="JSON Lines output")
+
+
+def _parse(s: str) -> tuple[tuple[str, int], int | None]:
+    tp, sep, off = s.partition("=")
+    topic, dash, part = tp.rpartition("-")
+    if not sep or not dash or not topic or not part.isdigit():
+        raise ValueError(f"expected TOPIC-PARTITION=OFFSET, got {s!r}")
+    if off.strip().lower() == "none":
+        return (topic, int(part)), None
+    return (topic, int(part)), int(off)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    if args.set:
+        if args.file is None:
+            print("kafkalog checkpoints: error: --set needs --file", file=sys.stderr)
+            return 2
+        try:
+            updates = dict(_parse(s) for s in args.set)
+        except ValueError as e:
+            print(f"kafkalog checkpoints: error: {e}", file=sys.stderr)
+            return 2
+        changes = set_checkpoints(args.path, args.file, updates, dry_run=args.dry_run)
+        for (t, p), (old, new) in changes.items():
+            if args.json:
+                out.write(json.dumps({"topic": t, "partition": p, "file": args.file, "old": old, "new": new,
+                                      "dryRun": args.dry_run}) + "\n")
+            else:
+                out.write(f"{'would set' if args.dry_run else 'set'} {args.file} {t}-{p}: {old} -> {new}\n")
+        return 0
+    cps = read_checkpoints(args.path)
+    tps = sorted({tp for m in cps.values() for tp in m})
+    short = ["recovery", "logStart", "highWatermark", "cleaner"]
+    if not args.json:
+        out.write(f"{'partition':<40} {'recovery':>14} {'logStart':>14} {'highWatermark':>14} {'cleaner':>14}\n")
+    for tp in tps:
+        vals = [cps[n].get(tp) for n in DATA_DIR_CHECKPOINTS]
+        if args.json:
+            out.write(json.dumps({"topic": tp[0], "partition": tp[1]} | dict(zip(short, vals, strict=True))) + "\n")
+        else:
+            cells = " ".join(f"{'-' if v is None else v:>14}" for v in vals)
+            out.write(f"{tp[0] + '-' + str(tp[1]):<40} {cells}\n")
+    return 0

@@ -1,0 +1,244 @@
+"""``kafkalog dump``: print the contents of Kafka log files, like ``kafka-dump-log.sh`` (DumpLogSegments).
+
+A thin shell over :func:`kafkalog.storage.records.dump.dump_log`. Files are dispatched on their suffix
+(:data:`DUMPERS`, one function per file kind); other kinds (.index, .timeindex, .txnindex, .snapshot) plug in
+there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.records.dump import dump_log
+
+from .output import JsonLines, add_output_arguments, progress, render_bytes, render_headers
+
+HELP = "print the batches and records of .log files (like kafka-dump-log.sh)"
+DESCRIPTION = """\
+Print every batch of one or more Kafka .log segment files (also KRaft .checkpoint snapshots),
+one line per batch in kafka-dump-log.sh's format, or one JSON object per batch with --json.
+
+  kafkalog dump /var/lib/kafka/data/orders-0/00000000000000000000.log
+  kafkalog dump --deep --print-data-log FILE.log       # records with their keys and values
+  kafkalog dump --json --deep FILE.log | jq .           # JSON Lines, keys/values base64 (see --payload)
+
+Every batch is checked: "isvalid: false" means its CRC does not match. The dump keeps going after a
+corrupt batch and reports every problem with its byte position; a torn tail or partial batch at the end
+of the file is reported as "Found N invalid bytes at the end of FILE".
+
+JSON keys per batch: file, baseOffset, lastOffset, count, position, size, magic, codec, crc, isValid,
+timestampType, maxTimestamp, producerId, producerEpoch, baseSequence, lastSequence, partitionLeaderEpoch,
+isTransactional, isControl, deleteHorizonMs; with --deep a "records" array of {offset, timestamp, key,
+value, headers, ...}; control records add controlType (COMMIT, ABORT, ...) and coordinatorEpoch. Objects
+with an "event" key report what is not a batch ("invalidBytes", "corrupt", "error").
+
+Exit codes: 0 everything valid, 1 something corrupt or unreadable, 2 usage error."""
+
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help="files to dump, in order (.log, .checkpoint)")
+    parser.add_argument("--deep", "--deep-iteration", dest="deep", action="store_true",
+                        help="also decode the records inside every batch (decompressing them)")
+    parser.add_argument("--print-data-log", action="store_true",
+                        help="print record keys and values (implies --deep)")
+    parser.add_argument("--skip-record-metadata", action="store_true",
+                        help="human output: do not print per-record metadata (with --print-data-log)")
+    parser.add_argument("--max-bytes", type=_non_negative, default=None, metavar="N",
+                        help="scan only the first N bytes of each .log (a partial batch at the cut is "
+                        "not reported)")
+    parser.add_argument("--max-message-size", type=_non_negative, default=None, metavar="N",
+                        help="report a batch whose size field exceeds N bytes as corrupt (default: no limit; "
+                        f"index dumps read {DEFAULT_MAX_MESSAGE_SIZE} bytes per entry)")
+    add_output_arguments(parser, payload=True)
+
+
+def _non_negative(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {v}")
+    return v
+
+
+class _Sink:
+    """Where a dumper's output goes: JSON Lines or DumpLogSegments-style text, plus the verdict."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.json = args.json
+        self.deep = args.deep or args.print_data_log
+        self.print_data = args.print_data_log or (args.json and self.deep)
+        self.skip_meta = args.skip_record_metadata
+        self.payload = args.payload or ("base64" if args.json else "utf8")
+        self.out = JsonLines(sys.stdout) if self.json else None
+        self.ok = True
+
+    def problem(self, file: str, position: int | None, reason: str) -> None:
+        self.ok = False
+        where = f"{file}: byte {position}: " if position is not None else f"{file}: "
+        print(f"kafkalog dump: {where}{reason}", file=sys.stderr)
+
+
+Dumper = Callable[[str, argparse.Namespace, _Sink], None]
+
+
+def run(args: argparse.Namespace) -> int:
+    sink = _Sink(args)
+    for path in args.files:
+        dumper = _dumper_for(path)
+        if dumper is None:
+            print(f"Ignoring unknown file {path}", file=sys.stderr)
+            continue
+        if not sink.json:
+            print(f"Dumping {path}")
+        try:
+            dumper(path, args, sink)
+        except OSError as e:
+            sink.problem(path, None, e.strerror or str(e))
+            if sink.json:
+                sink.out.write({"file": path, "event": "error", "reason": e.strerror or str(e)})
+        except KafkaLogError as e:
+            sink.problem(path, e.position, e.reason)
+            if sink.json:
+                sink.out.write({"file": path, "event": "error", "position": e.position, "reason": e.reason})
+    sys.stdout.flush()
+    return 0 if sink.ok else 1
+
+
+def _dumper_for(path: str) -> Dumper | None:
+    name = os.path.basename(path)
+    if "." not in name:
+        return None
+    return DUMPERS.get(name[name.rindex("."):])
+
+
+# ------------------------------------------------------------------------------------------- .log
+
+
+def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
+    name = os.path.basename(path)
+    if not sink.json:
+        print(_log_header_line(name))
+    size = os.path.getsize(path)
+    prev_offset: int | None = None
+    gaps: list[tuple[int, int]] = []
+    with progress(size if args.max_bytes is None else min(size, args.max_bytes), f"dump {name}") as bar:
+        done = 0
+        for d in dump_log(path, deep=sink.deep, max_bytes=args.max_bytes,
+                          max_message_size=args.max_message_size):
+            event = d.get("event")
+            if event == "invalidBytes":
+                sink.problem(path, d["position"], f"{d['reason']}: {d['bytes']} invalid bytes at the end")
+                if sink.json:
+                    sink.out.write(d)
+                else:
+                    print(f"Found {d['bytes']} invalid bytes at the end of {name}")
+                continue
+            if event is not None:
+                sink.problem(path, d.get("position"), d.get("reason", event))
+                if sink.json:
+                    sink.out.write(d)
+                continue
+            if not d["isValid"]:
+                sink.problem(path, d["position"], f"batch at offset {d['lastOffset']} has an invalid CRC "
+                             f"(stored crc {d['crc']})")
+            if "error" in d:
+                sink.problem(path, d["errorPosition"], d["error"])
+            for r in d.get("records", ()):
+                if prev_offset is not None and r["offset"] != prev_offset + 1:
+                    gaps.append((prev_offset, r["offset"]))
+                prev_offset = r["offset"]
+            if sink.json:
+                _render_json_records(d, sink)
+                sink.out.write(d)
+            else:
+                _print_batch(d, sink)
+            bar.advance(d["position"] + d["size"] - done)
+            done = d["position"] + d["size"]
+    if gaps:
+        print(f"Non-consecutive offsets in {os.path.abspath(path)}", file=sys.stderr)
+        for a, b in reversed(gaps):
+            print(f"  {a} is followed by {b}", file=sys.stderr)
+
+
+def _log_header_line(name: str) -> str:
+    stem = name[: name.index(".")] if "." in name else name
+    if name == "bootstrap.checkpoint":
+        return "KRaft bootstrap snapshot"
+    if name.endswith(".checkpoint"):
+        offset, _, epoch = stem.partition("-")
+        if offset.isdigit() and epoch.isdigit():
+            return f"Snapshot end offset: {int(offset)}, epoch: {int(epoch)}"
+        return f"Snapshot {name}"
+    return f"Log starting offset: {int(stem)}" if stem.isdigit() else f"Log {name}"
+
+
+def _render_json_records(d: dict, sink: _Sink) -> None:
+    for r in d.get("records", ()):
+        r["key"] = render_bytes(r["key"], sink.payload)
+        r["value"] = render_bytes(r["value"], sink.payload)
+        r["headers"] = render_headers(r["headers"], sink.payload)
+
+
+def _b(v) -> str:
+    return "true" if v else "false"
+
+
+def _print_batch(d: dict, sink: _Sink) -> None:
+    ts_type = d["timestampType"] or "NoTimestampType"
+    codec = d["codec"] or "none"
+    crc = d["crc"] if d["crc"] is not None else -1
+    if d["magic"] >= 2:
+        horizon = "OptionalLong.empty" if d["deleteHorizonMs"] is None else f"OptionalLong[{d['deleteHorizonMs']}]"
+        line = (f"baseOffset: {d['baseOffset']} lastOffset: {d['lastOffset']} count: {d['count']} "
+                f"baseSequence: {d['baseSequence']} lastSequence: {d['lastSequence']} "
+                f"producerId: {d['producerId']} producerEpoch: {d['producerEpoch']} "
+                f"partitionLeaderEpoch: {d['partitionLeaderEpoch']} isTransactional: {_b(d['isTransactional'])} "
+                f"isControl: {_b(d['isControl'])} deleteHorizonMs: {horizon} position: {d['position']} "
+                f"{ts_type}: {d['maxTimestamp']} size: {d['size']} magic: {d['magic']} "
+                f"compresscodec: {codec} crc: {crc} isvalid: {_b(d['isValid'])}")
+    else:
+        line = (f"offset: {d['lastOffset']} position: {d['position']} {ts_type}: {d['maxTimestamp']} "
+                f"size: {d['size']} magic: {d['magic']} compresscodec: {codec} crc: {crc} "
+                f"isvalid: {_b(d['isValid'])}")
+    print(line)
+    v2 = d["magic"] >= 2
+    for r in d.get("records", ()):
+        print(_record_line(r, ts_type, v2, d["isControl"], sink))
+
+
+def _record_line(r: dict, ts_type: str, v2: bool, control: bool, sink: _Sink) -> str:
+    parts = []
+    if not sink.skip_meta:
+        meta = f"| offset: {r['offset']} {ts_type}: {r['timestamp']} keySize: {r['keySize']} valueSize: {r['valueSize']}"
+        if v2:
+            meta += f" sequence: {r['sequence']} headerKeys: [{','.join(k for k, _ in r['headers'])}]"
+        else:
+            meta += f" isValid: {_b(r['isValid'])} crc: {r['crc']}}}"
+        if control:
+            ctype = r.get("controlType")
+            if ctype in ("COMMIT", "ABORT") and "coordinatorEpoch" in r:
+                meta += f" endTxnMarker: {ctype} coordinatorEpoch: {r['coordinatorEpoch']}"
+            else:
+                meta += f" controlType: {ctype}({r.get('controlTypeId', -1)})"
+        parts.append(meta)
+    if sink.print_data and not control:
+        if r["key"] is not None:
+            parts.append(("" if parts else "| ") + f"key: {render_bytes(r['key'], sink.payload)}")
+        if r["value"] is not None:
+            parts.append(f"payload: {render_bytes(r['value'], sink.payload)}")
+    return " ".join(parts) if not parts or parts[0].startswith("|") else " " + " ".join(parts)
+
+
+#: file suffix -> dumper. The files layer adds .index, .timeindex, .txnindex and .snapshot here.
+DUMPERS: dict[str, Dumper] = {
+    ".log": dump_log_file,
+    ".checkpoint": dump_log_file,
+}

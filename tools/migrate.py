@@ -1,0 +1,76 @@
+"""``kafkalog migrate SRC DEST_DIR``: copy partitions into another broker's data dir, rewriting what must change."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from kafkalog.storage.engine.migrate import MigrateOptions, migrate
+
+HELP = "copy partitions into another data dir (new topic name/id, checkpoints merged, crash-safe)"
+DESCRIPTION = """\
+Copy one partition (SRC is a partition dir) or every partition of a data dir (SRC is a data dir) into the data
+dir DEST_DIR of another broker, with everything a broker checks rewritten:
+
+  * partition dir name when --topic/--partition renames it;
+  * partition.metadata with the destination cluster's topic id (--topic-id; default: keep the source's);
+  * meta.properties when DEST_DIR is new (--cluster-id and --node-id; checked against an existing one);
+  * DEST_DIR's recovery-point, log-start-offset, replication-offset (high watermark) and cleaner-offset
+    checkpoints, merged atomically with the entries already there;
+  * leader-epoch-checkpoint truncated to the copied range; producer snapshots up to the new log end.
+
+--from-offset becomes the log start offset (segments wholly below it are not copied; records below it in the
+first copied segment stay on disk but are invisible, as after DeleteRecords). --to-offset copies only complete
+batches below it (the last segment is cut on a batch boundary and its indexes rebuilt).
+
+The partition is assembled beside DEST_DIR and renamed into place only when complete and fsynced. An existing
+partition is refused unless --overwrite (its files are then kept in a backup folder). The destination broker
+must be stopped (a live .lock is refused).
+
+Examples:
+  kafkalog migrate /old/data/orders-3 /new/data --topic-id 3rWq9ZbmQqW8DX6PNjy4uA
+  kafkalog migrate /old/data/orders-3 /new/data --topic orders-archive --from-offset 120000 --dry-run
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", metavar="SRC_PARTITION_OR_DIR", help="a partition dir or a data dir")
+    p.add_argument("dest", metavar="DEST_DIR", help="destination data dir (created if missing)")
+    p.add_argument("--topic", default=None, help="new topic name")
+    p.add_argument("--partition", type=int, default=None, help="new partition number (single partition)")
+    p.add_argument("--topic-id", default=None, help="destination topic id (22-char base64 Uuid)")
+    p.add_argument("--cluster-id", default=None, help="cluster id for a new meta.properties")
+    p.add_argument("--node-id", type=int, default=None, help="node id for a new meta.properties")
+    p.add_argument("--from-offset", type=int, default=None, help="new log start offset")
+    p.add_argument("--to-offset", type=int, default=None, help="copy only batches below this offset")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing partition in DEST_DIR")
+    p.add_argument("--backup", default=None, metavar="DIR", help="backup folder for replaced partitions")
+    p.add_argument("--no-backup", action="store_true", help="do not keep replaced partitions")
+    p.add_argument("--dry-run", action="store_true", help="say what would be copied, change nothing")
+    p.add_argument("--json", action="store_true", help="JSON Lines output")
+
+
+def run(args: argparse.Namespace) -> int:
+    opts = MigrateOptions(topic=args.topic, topic_id=args.topic_id, cluster_id=args.cluster_id,
+                          node_id=args.node_id, partition=args.partition, from_offset=args.from_offset,
+                          to_offset=args.to_offset, overwrite=args.overwrite, backup=not args.no_backup,
+                          backup_root=args.backup)
+    report = migrate(args.source, args.dest, opts, dry_run=args.dry_run)
+    out = sys.stdout
+    verb = "would copy" if args.dry_run else "copied"
+    for m in report.partitions:
+        if args.json:
+            out.write(json.dumps(m.to_dict() | {"dryRun": args.dry_run}) + "\n")
+        elif args.dry_run:
+            out.write(f"{verb} {m.source} -> {m.dest}: {len(m.segments)} segments, {m.bytes} bytes"
+                      + (" (replacing the existing partition)" if m.replaced else "") + "\n")
+        else:
+            out.write(f"{verb} {m.source} -> {m.dest}: {len(m.segments)} segments, {m.bytes} bytes, offsets "
+                      f"{m.log_start_offset}..{m.log_end_offset}, topic id {m.topic_id}\n")
+    if not args.json:
+        if report.created_meta_properties:
+            out.write(f"{'would create' if args.dry_run else 'created'} {args.dest}/meta.properties\n")
+        if report.backup:
+            out.write(f"replaced partitions kept in {report.backup}\n")
+    return 0

@@ -1,0 +1,55 @@
+"""``kafkalog topic-id DIR [--set ID]``: show or set the topic id of partitions (``partition.metadata``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from kafkalog.storage.diff import parse_partition_dir_name, partition_dirs
+from kafkalog.storage.engine.migrate import new_topic_id, set_topic_id
+from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
+
+HELP = "show or set partitions' topic ids (partition.metadata)"
+DESCRIPTION = """\
+List the topic id of every partition under DIR (a data dir or a partition dir), or set it with --set.
+
+A KRaft broker compares partition.metadata with the topic id in the cluster metadata: a partition copied from
+another cluster must carry the destination's topic id (see `kafka-topics --describe`) or it is treated as a
+stray replica. The file is written as Kafka writes it (version: 0, tmp + fsync + rename + dir fsync).
+
+Examples:
+  kafkalog topic-id /var/lib/kafka/data --topics orders
+  kafkalog topic-id /var/lib/kafka/data --topics orders --set 3rWq9ZbmQqW8DX6PNjy4uA
+  kafkalog topic-id /var/lib/kafka/data/orders-0 --set random
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", metavar="DIR", help="data dir or partition dir")
+    p.add_argument("--topics", default=None, help="comma-separated topics (default: all)")
+    p.add_argument("--set", default=None, metavar="ID", help="new topic id (22-char base64) or 'random'")
+    p.add_argument("--dry-run", action="store_true", help="say what would change")
+    p.add_argument("--json", action="store_true", help="JSON Lines output")
+
+
+def run(args: argparse.Namespace) -> int:
+    topics = {t for t in args.topics.split(",") if t} if args.topics else None
+    pdirs = partition_dirs(args.path, topics)
+    if args.set is not None and len({parse_partition_dir_name(p.name)[0] for p in pdirs}) > 1:  # type: ignore[index]
+        print("kafkalog topic-id: error: --set applies to one topic; select it with --topics", file=sys.stderr)
+        return 2
+    new = new_topic_id() if args.set == "random" else args.set
+    out = sys.stdout
+    for p in pdirs:
+        f = p / PARTITION_METADATA_FILE
+        if new is None:
+            tid = read_partition_metadata(f).topic_id if f.exists() and f.stat().st_size else None
+            row = {"partition": p.name, "topicId": tid}
+            out.write(json.dumps(row) + "\n" if args.json else f"{p.name:<40} {tid or '-'}\n")
+        else:
+            old = set_topic_id(p, new, dry_run=args.dry_run)
+            row = {"partition": p.name, "old": old, "topicId": new, "dryRun": args.dry_run}
+            verb = "would set" if args.dry_run else "set"
+            out.write(json.dumps(row) + "\n" if args.json else f"{verb} {p.name}: {old or '-'} -> {new}\n")
+    return 0

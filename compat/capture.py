@@ -23,8 +23,10 @@ re-capturing gives the same keys/values/offsets; LogAppendTime values and intern
 from __future__ import annotations
 
 import argparse
+import base64
 import dataclasses
 import datetime
+import hashlib
 import json
 import platform
 import random
@@ -55,7 +57,9 @@ from kafkalog.compat.tools import dump_log_segments
 
 #: 2025-06-15T15:06:40Z: fixed CreateTime base (retention and time-based rolling are disabled below).
 TS_BASE = 1_750_000_000_000
-SMALL_SEGMENT = 16 * 1024
+SMALL_SEGMENT = 8 * 1024
+#: keys/values longer than this are written to the .jsonl files as {"sha256": hex, "length": n}
+INLINE_LIMIT = 4096
 
 #: Broker settings shared by every fixture (on top of the harness defaults in kafkalog.compat.broker).
 CAPTURE_PROPS: dict[str, str] = {
@@ -254,12 +258,12 @@ def scenario_codecs(c: Capture) -> None:
 
 
 def scenario_large(c: Capture) -> None:
-    c.topic("large", 1, purpose="a few large records (64 KiB random, 256 KiB gzip text, 128 KiB random)")
+    c.topic("large", 1, purpose="a few large records (40 KiB random, 200 KiB gzip text, 24 KiB random, null key)")
     rng = random.Random("large")
-    text = (" ".join(rng.choice(WORDS) for _ in range(60000))).encode()[: 256 * 1024]
-    c.send("large", [Record(rng.randbytes(64 * 1024), b"big-1", timestamp=TS_BASE)], client="kafka-python")
+    text = (" ".join(rng.choice(WORDS) for _ in range(50000))).encode()[: 200 * 1024]
+    c.send("large", [Record(rng.randbytes(40 * 1024), b"big-1", timestamp=TS_BASE)], client="kafka-python")
     c.send("large", [Record(text, b"big-2", timestamp=TS_BASE + 1000)], client="confluent", codec="gzip")
-    c.send("large", [Record(rng.randbytes(128 * 1024), None, timestamp=TS_BASE + 2000)], client="confluent")
+    c.send("large", [Record(rng.randbytes(24 * 1024), None, timestamp=TS_BASE + 2000)], client="confluent")
 
 
 def scenario_idempotent(c: Capture) -> None:
@@ -304,7 +308,7 @@ def scenario_broker_compression(c: Capture) -> None:
     c.send("broker-compression", recs[15:], client="confluent", flush_every=5)
 
 
-def _compaction_rounds(rounds: range, keys: int = 40) -> list[Record]:
+def _compaction_rounds(rounds: range, keys: int = 30) -> list[Record]:
     rng = random.Random("compacted")
     out = []
     for r in rounds:
@@ -321,25 +325,25 @@ def scenario_compacted(c: Capture) -> None:
                              "min.compaction.lag.ms": "0"}, segment_bytes=SMALL_SEGMENT,
             purpose="compacted topic cleaned by the broker (then a dirty tail appended); tombstones, "
                     "and for v2 an aborted and a committed transaction")  # fmt: skip
-    recs = _compaction_rounds(range(12))
-    c.send("compacted", recs[:240], client="kafka-python", flush_every=20)
+    recs = _compaction_rounds(range(10))
+    c.send("compacted", recs[:150], client="kafka-python", flush_every=15)
     if c.v2:
         extra = _compaction_rounds(range(100, 101), keys=10)
         c.transaction("compacted", extra[:5], commit=False, txid="txn-compacted")
         c.transaction("compacted", extra[5:], commit=True, txid="txn-compacted")
-    c.send("compacted", recs[240:], client="confluent", codec="zstd" if c.v2 else "lz4", flush_every=20)
+    c.send("compacted", recs[150:], client="confluent", codec="zstd" if c.v2 else "lz4", flush_every=15)
     cleaned_to = c.wait_cleaned("compacted")
     c.notes.append(f"compacted-0 was cleaned up to offset {cleaned_to} before the dirty tail was appended")
-    c.send("compacted", _compaction_rounds(range(12, 13)), client="kafka-python", flush_every=20)
+    c.send("compacted", _compaction_rounds(range(10, 11)), client="kafka-python", flush_every=15)
 
 
 def scenario_multi_segment(c: Capture) -> None:
-    c.topic("multi-segment", 3, {"index.interval.bytes": "512"}, segment_bytes=SMALL_SEGMENT,
-            purpose="several segments per partition (16 KiB segments), dense offset/time indexes")  # fmt: skip
-    recs = make_records("multi-segment", 600, partitions=3, headers=c.v2, value_size=(100, 400))
-    c.send("multi-segment", recs[:200], client="kafka-python", flush_every=12)
-    c.send("multi-segment", recs[200:400], client="confluent", codec="snappy", flush_every=15)
-    c.send("multi-segment", recs[400:], client="kafka-python", codec="gzip", flush_every=30)
+    c.topic("multi-segment", 2, {"index.interval.bytes": "512"}, segment_bytes=SMALL_SEGMENT,
+            purpose="several segments per partition (8 KiB segments), dense offset/time indexes")  # fmt: skip
+    recs = make_records("multi-segment", 300, partitions=2, headers=c.v2, value_size=(50, 250))
+    c.send("multi-segment", recs[:100], client="kafka-python", flush_every=8)
+    c.send("multi-segment", recs[100:200], client="confluent", codec="snappy", flush_every=10)
+    c.send("multi-segment", recs[200:], client="kafka-python", codec="gzip", flush_every=20)
 
 
 def scenario_groups(c: Capture) -> None:
@@ -369,10 +373,10 @@ def scenario_mixed_formats(c: Capture) -> None:
 def scenario_killed(c: Capture) -> None:
     c.topic("killed", 2, segment_bytes=SMALL_SEGMENT, purpose="written, then the broker was SIGKILLed "
             "(unflushed segments, preallocated 4 KiB indexes, no clean-shutdown marker)")  # fmt: skip
-    recs = make_records("killed", 300, partitions=2, value_size=(50, 250))
-    c.send("killed", recs[:150], client="kafka-python", flush_every=10)
+    recs = make_records("killed", 200, partitions=2, value_size=(50, 250))
+    c.send("killed", recs[:100], client="kafka-python", flush_every=10)
     c.group("group-killed", "killed", client="confluent")
-    c.send("killed", recs[150:], client="confluent", codec="lz4", flush_every=10)
+    c.send("killed", recs[100:], client="confluent", codec="lz4", flush_every=10)
     c.topic("open-transaction", 1, purpose="a transaction still open when the broker was killed")
     p = producer(c.bootstrap, "kafka-python", transactional_id="txn-open")
     p.begin()
@@ -415,6 +419,10 @@ def capture(spec: FixtureSpec, out: Path, *, log: Callable[[str], None] = print)
     target = out / spec.name
     with tempfile.TemporaryDirectory(prefix=f"kafkalog-capture-{spec.name}-") as tmp:
         props = {**CAPTURE_PROPS, **(KRAFT_PROPS if spec.mode == "kraft" else {}), **spec.props}
+        if spec.killed and spec.mode == "kraft":
+            # the metadata log's indexes are preallocated to 10 MiB whatever log.index.size.max.bytes says:
+            # keep that log out of the fixture (the clean fixtures have __cluster_metadata-0)
+            props["metadata.log.dir"] = str(Path(tmp) / "metadata")
         broker = Broker(spec.version, mode=spec.mode, data_dir=Path(tmp) / "data", server_properties=props,
                         cluster_id=cluster_id_from(spec.name))  # fmt: skip
         try:
@@ -425,7 +433,7 @@ def capture(spec: FixtureSpec, out: Path, *, log: Callable[[str], None] = print)
                 t = time.monotonic()
                 SCENARIOS[name](c)
                 log(f"[{spec.name}]   {name}: {time.monotonic() - t:.1f}s")
-            if spec.mode == "kraft":
+            if spec.mode == "kraft" and "metadata.log.dir" not in props:
                 _wait_kraft_snapshot(broker)
             if spec.killed:
                 broker.kill()
@@ -434,9 +442,10 @@ def capture(spec: FixtureSpec, out: Path, *, log: Callable[[str], None] = print)
             else:
                 broker.stop()
         except BaseException:
-            log(f"[{spec.name}] FAILED; broker log: {broker.log_path}")
-            shutil.copyfile(broker.log_path, out / f"{spec.name}.broker.log") if broker.log_path.exists() else None
-            broker.close()
+            kept = Path(tempfile.gettempdir()) / f"kafkalog-capture-{spec.name}.broker.log"
+            if broker.log_path.exists():
+                shutil.copyfile(broker.log_path, kept)
+            log(f"[{spec.name}] FAILED; broker log kept in {kept}")
             raise
         finally:
             broker.close()
@@ -452,10 +461,25 @@ def capture(spec: FixtureSpec, out: Path, *, log: Callable[[str], None] = print)
     return target
 
 
+def inline_b64(data: str | None) -> str | dict[str, Any] | None:
+    """Base64 ``data`` as stored in the fixture .jsonl files: itself, or a digest if it is long."""
+    if data is None:
+        return None
+    raw = base64.b64decode(data)
+    if len(raw) <= INLINE_LIMIT:
+        return data
+    return {"sha256": hashlib.sha256(raw).hexdigest(), "length": len(raw)}
+
+
+def _dumps(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
 def _write_expected(target: Path, produced: list[Produced]) -> None:
     with open(target / "expected.jsonl", "w") as fh:
         for p in produced:
-            fh.write(json.dumps(p.to_json(), ensure_ascii=False) + "\n")
+            d = p.to_json()
+            fh.write(_dumps({**d, "key": inline_b64(d["key"]), "value": inline_b64(d["value"])}))
 
 
 def _write_dump(target: Path, version: str) -> None:
@@ -464,7 +488,10 @@ def _write_dump(target: Path, version: str) -> None:
     root = str((target / "data").absolute()) + "/"
     with open(target / "dumplogsegments.jsonl", "w") as fh:
         for b in run.batches():
-            fh.write(json.dumps({**b, "file": b["file"].removeprefix(root)}, ensure_ascii=False) + "\n")
+            b = {**b, "file": b["file"].removeprefix(root)}
+            if "records" in b:
+                b["records"] = [{**r, "key": inline_b64(r["key"]), "value": inline_b64(r["value"])} for r in b["records"]]
+            fh.write(_dumps(b))
 
 
 def _size(path: Path) -> int:
@@ -477,7 +504,7 @@ def _client_versions() -> dict[str, str]:
 
     return {
         "kafka-python": kafka.__version__,
-        "confluent-kafka": confluent_kafka.version()[0],
+        "confluent-kafka": confluent_kafka.__version__,
         "librdkafka": confluent_kafka.libversion()[0],
         "java": str(jars.java_version()),
         "python": platform.python_version(),
@@ -496,7 +523,8 @@ def _write_manifest(target: Path, spec: FixtureSpec, c: Capture, props: dict[str
         "capture_seconds": round(elapsed, 1),
         "command": f"python -m kafkalog.compat.capture --out fixtures/ --only {spec.name}",
         "clients": _client_versions(),
-        "server_properties": props,
+        "server_properties": {k: ("<work dir>/metadata (not in the fixture)" if k == "metadata.log.dir" else v)
+                              for k, v in props.items()},
         "topics": c.topics,
         "groups": c.groups,
         "records_produced": len(c.produced),
@@ -520,7 +548,7 @@ def _write_manifest(target: Path, spec: FixtureSpec, c: Capture, props: dict[str
         "",
         "Broker settings on top of the harness defaults (`kafkalog.compat.broker`):",
         "",
-        *[f"* `{k}={v}`" for k, v in props.items()],
+        *[f"* `{k}={v}`" for k, v in manifest["server_properties"].items()],
         "",
         "| topic | partitions | config | what |",
         "|---|---:|---|---|",

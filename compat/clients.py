@@ -131,14 +131,16 @@ def alter_topic_config(bootstrap: str, name: str, config: Mapping[str, str], tim
 
     entries = [ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in config.items()]
     resource = ConfigResource("topic", name, incremental_configs=entries)
-    for future in _admin(bootstrap).incremental_alter_configs([resource]).values():
+    admin = _admin(bootstrap)  # must outlive the futures
+    for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout)
 
 
 def topic_config(bootstrap: str, name: str, timeout: float = 30.0) -> dict[str, str]:
     from confluent_kafka.admin import ConfigResource
 
-    futures = _admin(bootstrap).describe_configs([ConfigResource("topic", name)])
+    admin = _admin(bootstrap)  # must outlive the futures
+    futures = admin.describe_configs([ConfigResource("topic", name)])
     (result,) = (f.result(timeout) for f in futures.values())
     return {k: v.value for k, v in result.items()}
 

@@ -37,3 +37,8 @@ class BrokerError(HarnessError):
 
 class ToolError(HarnessError):
     """A Kafka command-line tool (DumpLogSegments, StorageTool, ...) failed."""
+
+    def __init__(self, message: str, *, stdout: str = "", stderr: str = "") -> None:
+        super().__init__(message)
+        self.stdout = stdout
+        self.stderr = stderr

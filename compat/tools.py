@@ -126,12 +126,52 @@ def dump_log_segments(
     max_message_size: int | None = None,
     extra_args: Sequence[str] = (),
     timeout: float = 600.0,
+    on_error: Literal["raise", "split"] = "raise",
 ) -> DumpRun:
     """Dump ``files`` (any mix of .log/.index/.timeindex/.txnindex/.snapshot/.checkpoint) in one JVM.
 
     Paths are made absolute so stdout sections and stderr reports (which use absolute paths) line up.
-    Raises ToolError if the tool exits non-zero (it aborts at the first exception, e.g. a corrupt batch).
+    The tool aborts the whole run at the first exception (a corrupt batch, an index entry past the end of
+    its log, ...): with ``on_error="raise"`` that is a ToolError; with ``"split"`` the files are re-run in
+    halves until the failing ones are isolated, and each of those gets a FileDump whose ``error`` holds the
+    tool's message (what it printed before failing is kept).
     """
+    kwargs: dict[str, Any] = dict(
+        deep=deep, print_data=print_data, decoder=decoder, verify_index_only=verify_index_only,
+        index_sanity_check=index_sanity_check, max_message_size=max_message_size, extra_args=extra_args,
+        timeout=timeout,
+    )  # fmt: skip
+    try:
+        return _dump_once(version, files, **kwargs)
+    except ToolError as exc:
+        if on_error == "raise":
+            raise
+        if len(files) == 1:
+            run = parse_dump_output(exc.stdout, "", base64_data=decoder is None and print_data)
+            if not run.files:
+                run.files.append(FileDump(path=str(Path(files[0]).absolute()), kind=_kind(str(files[0]))))
+            run.files[-1].error = exc.stderr.strip()
+            return run
+        mid = len(files) // 2
+        first = dump_log_segments(version, files[:mid], on_error="split", **kwargs)
+        second = dump_log_segments(version, files[mid:], on_error="split", **kwargs)
+        return DumpRun(first.files + second.files, first.timeindex_not_found + second.timeindex_not_found,
+                       first.stderr + second.stderr)  # fmt: skip
+
+
+def _dump_once(
+    version: str,
+    files: Sequence[str | Path],
+    *,
+    deep: bool,
+    print_data: bool,
+    decoder: Decoder | None,
+    verify_index_only: bool,
+    index_sanity_check: bool,
+    max_message_size: int | None,
+    extra_args: Sequence[str],
+    timeout: float,
+) -> DumpRun:
     paths = [str(Path(f).absolute()) for f in files]
     if not paths:
         raise ValueError("no files to dump")
@@ -156,7 +196,10 @@ def dump_log_segments(
     args += ["--files", ",".join(paths)]
     proc = run_tool(version, dump_class(version), args, timeout=timeout)
     if proc.returncode != 0:
-        raise ToolError(f"DumpLogSegments (Kafka {version}) failed with exit code {proc.returncode}: {proc.stderr.strip()[-3000:]}")
+        raise ToolError(
+            f"DumpLogSegments (Kafka {version}) failed with exit code {proc.returncode}: {proc.stderr.strip()[-3000:]}",
+            stdout=proc.stdout, stderr=proc.stderr,
+        )  # fmt: skip
     return parse_dump_output(proc.stdout, proc.stderr, base64_data=decoder is None and print_data)
 
 
@@ -184,6 +227,8 @@ class FileDump:
     timestamp_mismatches: list[tuple[int, int]] = field(default_factory=list)
     out_of_order_timestamps: list[tuple[int, int]] = field(default_factory=list)
     unparsed: list[str] = field(default_factory=list)
+    #: the tool's stderr when it crashed on this file (only with on_error="split")
+    error: str | None = None
 
     def records(self) -> list[dict[str, Any]]:
         return [r for b in self.batches for r in b.get("records", [])]

@@ -177,4 +177,7 @@ class DirLock:
         self.release()
 
     def __del__(self) -> None:
-        self.release()
+        try:
+            self.release()
+        except Exception:  # interpreter shutdown: the descriptor is closed by the OS anyway
+            pass

@@ -37,6 +37,7 @@ from .files.names import (
 )
 from .files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata, read_partition_metadata
 from .files.producer_snapshot import ProducerSnapshot, read_producer_snapshot
+from .files.rebuild import RebuiltIndexes, rebuild_indexes_recovery
 from .files.segment import LogOffsetPosition, Segment
 from .records import Batch
 
@@ -185,6 +186,9 @@ class PartitionLog:
                 continue
             if entry.is_dir():
                 self.findings.append(info(p, None, "layout", "unexpected sub-directory in a partition directory"))
+                continue
+            if not entry.is_file():
+                self.findings.append(warning(p, None, "layout", "not a regular file (or a dangling symlink)"))
                 continue
             suffix = temp_suffix(name)
             if suffix is not None and not name.endswith(".checkpoint.deleted"):
@@ -392,6 +396,14 @@ class PartitionLog:
                         yield b
 
         return snap, batches()
+
+    def rebuild_segment_indexes(self, segment: Segment, *, index_interval_bytes: int = 4096) -> RebuiltIndexes:
+        """All three indexes of ``segment`` as Kafka's recovery would write them (``LogSegment.recover`` with
+        producer state from the newest valid snapshot at or below the segment and the batches after it)."""
+        snap, prior = self.producer_replay_inputs(segment)
+        return rebuild_indexes_recovery(segment.buf, segment.base_offset, index_interval_bytes=index_interval_bytes,
+                                        path=str(segment.path), prior_batches=prior, snapshot=snap,
+                                        with_txn_index=True)
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
     def close(self) -> None:

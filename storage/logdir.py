@@ -87,7 +87,11 @@ class DataDir:
             except KafkaLogError as e:
                 self.checkpoints[name] = None
                 self.findings.append(error(p, e.position, "checkpoint", e.reason))
-        self.clean_shutdown = read_clean_shutdown(self.path / CLEAN_SHUTDOWN_FILE)
+        try:
+            self.clean_shutdown = read_clean_shutdown(self.path / CLEAN_SHUTDOWN_FILE)
+        except KafkaLogError as e:  # e.g. not a regular file: the marker still "exists" for Kafka
+            self.clean_shutdown = CleanShutdownMarker(path=str(self.path / CLEAN_SHUTDOWN_FILE))
+            self.findings.append(warning(self.path / CLEAN_SHUTDOWN_FILE, None, "metadata", e.reason))
         for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
             p = Path(entry.path)
             name = entry.name

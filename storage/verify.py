@@ -254,7 +254,7 @@ def verify_segment(
         try:
             idx.sanity_check()
         except KafkaLogError as e:
-            sev = "warning" if untrimmed else "error"
+            sev = ("info" if is_active else "warning") if untrimmed else "error"
             out.append(Finding(ipath, e.position, kind, sev, "Kafka's sanity check fails: " + e.reason
                                + (" (zero padding of an untrimmed file)" if untrimmed else "")))
         for pos, msg in idx.problems():
@@ -449,7 +449,7 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
         if summary.next_offset is not None:
             prev_next = summary.next_offset
         seg.close()
-    leo = prev_next if prev_next is not None else (log.segments[-1].base_offset if log.segments else 0)
+    leo = prev_next if prev_next is not None else (log.segments[-1].base_offset if log.segments else log.log_start_offset)
     if log.segments and summaries and summaries[-1].next_offset is None:
         leo = max(leo, log.segments[-1].base_offset)
     log_start = log.log_start_offset
@@ -603,7 +603,8 @@ def _verify_data_dir(ddir: DataDir, deep: bool, out: list[Finding]) -> None:
         log.close()
     rp = ddir.recovery_points
     for p, tp in ddir.partition_dirs.items():
-        if tp.kind in ("live", "future") and ddir.checkpoints.get(RECOVERY_POINT_CHECKPOINT) is not None:
+        if (tp.kind in ("live", "future") and tp.topic != METADATA_TOPIC
+                and ddir.checkpoints.get(RECOVERY_POINT_CHECKPOINT) is not None):
             if (tp.topic, tp.partition) not in rp:
                 out.append(info(p, None, "checkpoint",
                                 f"not in {RECOVERY_POINT_CHECKPOINT}: after an unclean shutdown every segment is "

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
-from kafkalog.storage.engine.flush import flush_data_dir
+from kafkalog.storage.engine.flush import flush_data_dir, partition_dirs
 from kafkalog.storage.engine.plan import data_dir_lock
+from kafkalog.tools.output import progress
 
 HELP = "fsync a data dir and write its checkpoints so a broker starts without recovery"
 DESCRIPTION = """\
@@ -32,10 +34,11 @@ def run(args: argparse.Namespace) -> int:
     now = args.now if args.now is not None else int(time.time() * 1000)
     status = 0
     for d in args.data_dirs:
-        with data_dir_lock(d):
+        with data_dir_lock(d), progress(len(partition_dirs(d)), f"flush {os.path.basename(os.path.abspath(d))}",
+                                        unit_bytes=False) as bar:
             res = flush_data_dir(d, now_ms=now, dry_run=args.dry_run,
                                  write_clean_shutdown_marker=not args.no_clean_shutdown_marker,
-                                 broker_epoch=args.broker_epoch)
+                                 broker_epoch=args.broker_epoch, progress=lambda _p: bar.advance(1))
         for p in res.partitions:
             if args.json:
                 print(json.dumps({"dataDir": d, "topic": p.topic, "partition": p.partition,

@@ -9,6 +9,7 @@ import os
 from kafkalog.storage.config import LogConfig, parse_overrides
 from kafkalog.storage.engine.plan import data_dir_lock
 from kafkalog.storage.engine.recovery import rebuild_partition_indexes
+from kafkalog.tools.output import progress
 
 HELP = "rebuild the indexes of partition dirs from their .log files (Kafka's recovery rule)"
 DESCRIPTION = """\
@@ -29,9 +30,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     cfg = LogConfig.from_topic_props(parse_overrides(args.config))
     status = 0
-    for pdir in args.partition_dirs:
-        with data_dir_lock(os.path.dirname(os.path.abspath(pdir))):
-            res = rebuild_partition_indexes(pdir, cfg, dry_run=args.dry_run)
+    results = []
+    with progress(len(args.partition_dirs), "reindex", unit_bytes=False) as bar:
+        for pdir in args.partition_dirs:
+            with data_dir_lock(os.path.dirname(os.path.abspath(pdir))):
+                results.append((pdir, rebuild_partition_indexes(pdir, cfg, dry_run=args.dry_run)))
+            bar.advance(1)
+    for pdir, res in results:
         for base, written, problem in res:
             if problem:
                 status = 1

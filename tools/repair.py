@@ -11,6 +11,7 @@ import time
 from kafkalog.storage.config import BrokerConfig, parse_overrides
 from kafkalog.storage.engine.plan import Backup, apply_plan, data_dir_lock
 from kafkalog.storage.engine.recovery import plan_repair
+from kafkalog.tools.output import progress
 
 HELP = "recover data dirs as the broker's startup would (truncate torn/corrupt tails, rebuild indexes...)"
 DESCRIPTION = """\
@@ -41,7 +42,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backup", metavar="DIR", help="where to keep originals (default: beside the data dir)")
     p.add_argument("--no-backup", action="store_true", help="do not keep originals")
     p.add_argument("--server-properties", metavar="FILE", help="broker config (index.interval.bytes ...)")
-    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config override")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="topic config override for every topic (topic overrides are otherwise read from the "
+                   "dir's KRaft __cluster_metadata log)")
+    p.add_argument("--topic-id", action="append", default=[], metavar="TOPIC=ID",
+                   help="topic id (22-char base64) used to rewrite an unreadable partition.metadata when the dir "
+                   "holds no __cluster_metadata log")
     p.add_argument("--kafka-exact", action="store_true",
                    help="only what the broker does: keep indexes that fail sanity checks below the recovery point")
     p.add_argument("--now", type=int, metavar="MS", help="current time in epoch ms (producer expiration)")
@@ -52,6 +58,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     broker = BrokerConfig.from_file(args.server_properties) if args.server_properties else BrokerConfig()
     overrides = parse_overrides(args.config)
+    topic_ids = {}
+    for item in args.topic_id:
+        topic, sep, tid = item.partition("=")
+        if not sep or not topic or not tid:
+            print(f"kafkalog repair: --topic-id {item!r}: expected TOPIC=ID", file=sys.stderr)
+            return 2
+        topic_ids[topic] = tid
     now = args.now if args.now is not None else int(time.time() * 1000)
     status = 0
     for d in args.data_dirs:
@@ -59,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"kafkalog repair: {d}: not a directory", file=sys.stderr)
             return 2
         with data_dir_lock(d):
-            plan = plan_repair(d, now, config_for=lambda t: broker.log_config(t, overrides),
+            plan = plan_repair(d, now, broker=broker, overrides=overrides, topic_ids=topic_ids,
                                strict_indexes=not args.kafka_exact, workers=max(1, args.workers))
             work = [a for a in plan.actions if a.kind != "recover"]
             if work or plan.notes:
@@ -70,7 +83,10 @@ def run(args: argparse.Namespace) -> int:
             backup = None
             if not args.no_backup:
                 backup = Backup(args.backup or Backup.default_root(d, "repair"), d)
-            apply_plan(plan, data_dir=d, backup=backup)
+            with progress(plan.partitions, f"repair {os.path.basename(os.path.abspath(d))}",
+                          unit_bytes=False) as bar:
+                plan.progress = bar.advance
+                apply_plan(plan, data_dir=d, backup=backup)
             if backup is not None and backup.saved and not args.json:
                 print(f"originals kept in {backup.root}", file=sys.stderr)
     return status

@@ -50,8 +50,7 @@ _LZ4_HEADER_V0 = _LZ4_MAGIC + b"\x60\x40\x1a"  # magic 0: KAFKA-3160 checksum ov
 _LZ4_BLOCK = 64 * 1024
 _LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
 _U32LE = struct.Struct("<I")
-_GZIP_STEP = 32 * 1024
-_ZSTD_STEP = 256 * 1024
+_GZIP_STEP = 4 * 1024
 _I32BE = struct.Struct(">i")
 
 
@@ -154,7 +153,7 @@ def _too_big(name: str, limit: int) -> CompressionError:
 
 def _gzip_decompress(data, limit: int) -> bytes:
     """Every gzip member in ``data`` (as ``GZIPInputStream``: concatenated members are read, trailing garbage
-    after a member is ignored). Input is fed in 32 KiB steps so one step can never produce more than ~33 MB
+    after a member is ignored). Input is fed in 4 KiB steps so one step can never produce more than ~4 MiB
     (deflate's 1032:1 bound) before the ``limit`` check."""
     mv = memoryview(data)
     n = len(mv)
@@ -292,32 +291,106 @@ def _lz4_decompress(data, magic: int, limit: int) -> bytes:
 
 
 def _zstd_decompress(data, limit: int) -> bytes:
-    """All zstd frames in ``data``. Fast path: one frame decoded in one call into a buffer of 8x the input
-    (small buffers avoid mmap/munmap page faults per batch); otherwise (several frames, a higher ratio, or
-    corrupt data) a streaming read in 256 KiB steps up to ``limit`` gives the result or the error."""
-    size = zstandard.frame_content_size(data) if len(data) >= 4 else -1
-    if size > limit:
-        raise _too_big("zstd", limit)
-    cap = size if size >= 0 else min(limit, max(1 << 16, 8 * len(data)))
-    try:
-        return _ZSTD.decompress(data, max_output_size=cap, allow_extra_data=False)
-    except zstandard.ZstdError:
-        pass  # several frames, a larger output, or corrupt: the streaming reader gives the verdict
-    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
-    chunks = []
+    """All zstd frames in ``data`` (as zstd-jni's ``ZstdInputStream``: frames are decoded in sequence, a
+    truncated frame or trailing garbage is an error). The frame/block structure is walked first (cheap), which
+    bounds each frame's output by its block count (128 KiB per block); the frame is then decoded in one call
+    into a buffer of at most that size (trying 8x the input first: small buffers avoid page faults)."""
+    mv = memoryview(data)
+    frames = _zstd_frames(mv)
+    out = []
     total = 0
-    while True:
-        more = reader.read(_ZSTD_STEP)
-        if not more:
-            break
-        total += len(more)
+    for start, end, blocks, content_size in frames:
+        if blocks == 0:  # skippable frame
+            continue
+        bound = blocks * _ZSTD_BLOCK_MAX if content_size < 0 else content_size
+        room = limit - total
+        frame = mv[start:end]
+        chunk = None
+        for cap in sorted({min(bound, room, max(1 << 16, 8 * (end - start))), min(bound, room)}):
+            try:
+                chunk = _ZSTD.decompress(frame, max_output_size=cap, allow_extra_data=False)
+                break
+            except zstandard.ZstdError as e:
+                err = e
+        if chunk is None:
+            if bound > room:
+                raise CompressionError(f"zstd payload decompresses to more than {limit} bytes (decompression "
+                                       f"bomb) or is corrupt: {err}", position=start)
+            raise CompressionError(f"zstd payload cannot be decompressed: {err}", position=start)
+        total += len(chunk)
         if total > limit:
             raise _too_big("zstd", limit)
-        chunks.append(more)
-    return b"".join(chunks)
+        out.append(chunk)
+    return out[0] if len(out) == 1 else b"".join(out)
 
 
 _ZSTD = zstandard.ZstdDecompressor()
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_BLOCK_MAX = 128 * 1024
+
+
+def _zstd_frames(mv: memoryview) -> list[tuple[int, int, int, int]]:
+    """``(start, end, block count, content size or -1)`` per frame (RFC 8878 §3.1); skippable frames have 0
+    blocks. Raises CompressionError for a truncated frame or bytes that are not a frame."""
+    n = len(mv)
+    pos = 0
+    frames = []
+    if n == 0:
+        raise CompressionError("zstd payload is empty", position=0)
+    while pos < n:
+        if n - pos < 4:
+            raise CompressionError("zstd: truncated frame magic", position=pos)
+        (magic,) = _U32LE.unpack_from(mv, pos)
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame
+            if n - pos < 8:
+                raise CompressionError("zstd: truncated skippable frame", position=pos)
+            size = _U32LE.unpack_from(mv, pos + 4)[0]
+            if size > n - pos - 8:
+                raise CompressionError("zstd: truncated skippable frame", position=pos)
+            frames.append((pos, pos + 8 + size, 0, 0))
+            pos += 8 + size
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise CompressionError(f"zstd: unknown frame descriptor 0x{magic:08x}", position=pos)
+        start = pos
+        if n - pos < 5:
+            raise CompressionError("zstd: truncated frame header", position=pos)
+        fhd = mv[pos + 4]
+        fcs_flag = fhd >> 6
+        single = (fhd >> 5) & 1
+        checksum = (fhd >> 2) & 1
+        dict_id_size = (0, 1, 2, 4)[fhd & 3]
+        fcs_size = (1 if single else 0, 2, 4, 8)[fcs_flag]
+        p = pos + 5 + (0 if single else 1) + dict_id_size
+        if p + fcs_size > n:
+            raise CompressionError("zstd: truncated frame header", position=pos)
+        content_size = -1
+        if fcs_size:
+            content_size = int.from_bytes(mv[p:p + fcs_size], "little") + (256 if fcs_size == 2 else 0)
+        p += fcs_size
+        blocks = 0
+        while True:
+            if n - p < 3:
+                raise CompressionError("zstd: truncated source (block header)", position=p)
+            bh = mv[p] | (mv[p + 1] << 8) | (mv[p + 2] << 16)
+            last = bh & 1
+            btype = (bh >> 1) & 3
+            bsize = bh >> 3
+            if btype == 3:
+                raise CompressionError("zstd: reserved block type", position=p)
+            p += 3 + (1 if btype == 1 else bsize)
+            if p > n:
+                raise CompressionError("zstd: truncated source (block)", position=p - 3)
+            blocks += 1
+            if last:
+                break
+        if checksum:
+            p += 4
+            if p > n:
+                raise CompressionError("zstd: truncated source (content checksum)", position=p - 4)
+        frames.append((start, p, blocks, content_size))
+        pos = p
+    return frames
 
 
 # xxHash32 for the LZ4 frame header checksum (only ever over a few bytes).

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import math
 import uuid
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 __all__ = [
@@ -86,14 +86,23 @@ def java_double_str(d: float) -> str:
         return "-0.0" if math.copysign(1.0, d) < 0 else "0.0"
     a = abs(d)
     sign = "-" if d < 0 else ""
-    if 1e-3 <= a < 1e7:
-        r = repr(a)  # plain notation in this range, always with a '.'
-        return sign + r
     t = Decimal(repr(a)).as_tuple()
     digits = "".join(map(str, t.digits)).rstrip("0") or "0"
-    exp10 = len(t.digits) - 1 + int(t.exponent)
-    frac = digits[1:] or "0"
-    return f"{sign}{digits[0]}.{frac}E{exp10}"
+    exp10 = len(t.digits) - 1 + int(t.exponent)  # a = 0.digits * 10^(exp10 + 1)
+    if len(digits) == 1:
+        # Java picks, among 2-digit decimals, the one closest to the exact binary value (4.9E-324, not 5.0E-324)
+        q = Decimal(a).scaleb(-exp10).quantize(Decimal("0.1"), rounding=ROUND_HALF_EVEN)
+        if q >= 10:
+            q, exp10 = (q / 10).quantize(Decimal("0.1"), rounding=ROUND_HALF_EVEN), exp10 + 1
+        digits = str(q).replace(".", "").rstrip("0") or "0"
+    if -3 <= exp10 < 7:
+        if exp10 >= 0:
+            whole = (digits[:exp10 + 1]).ljust(exp10 + 1, "0")
+            frac = digits[exp10 + 1:] or "0"
+        else:
+            whole, frac = "0", "0" * (-exp10 - 1) + digits
+        return f"{sign}{whole}.{frac}"
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exp10}"
 
 
 _ESC = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}

@@ -8,20 +8,20 @@ Key = int16 record type + key message; value = int16 version + value message; a 
   ``{"type":"<record type>","data":{...}}`` for keys and ``{"version":"<v>","data":{...}}`` for values (both
   numbers as JSON *strings*, as Kafka does), with the embedded consumer protocol of classic ``consumer``
   groups decoded in place (falling back to base64 when it does not parse).
+
+The decoders know every record type up to Kafka 4.3 (classic, consumer, share and streams groups), a superset
+of what any one release's DumpLogSegments prints; :func:`format_offsets_record` restricts itself to what the
+chosen ``dialect`` knows (see :mod:`.coordinator`).
 """
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from ..errors import CorruptRecordError
-from .common import b64, jackson_dumps
-from .offsets_schemas import (
-    CONSUMER_PROTOCOL_ASSIGNMENT,
-    CONSUMER_PROTOCOL_SUBSCRIPTION,
-    RECORD_TYPES,
-)
+from .common import b64
+from .coordinator import Dialect, format_record, parse_key, parse_value, read_version
+from .offsets_schemas import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION, RECORD_TYPES
 from .schema import Message
 
 __all__ = [
@@ -38,80 +38,35 @@ __all__ = [
 ]
 
 Buf = bytes | bytearray | memoryview
-_I16 = struct.Struct(">h")
+
+# Record types each DumpLogSegments release decodes (others: "Unknown record type").
+KNOWN_TYPES: dict[str, frozenset[int]] = {
+    "3.9": frozenset(range(9)),
+    "4.3": frozenset(RECORD_TYPES) - {9},  # 4.1 dropped ShareGroupPartitionMetadata
+}
 
 
 def offsets_record_type_name(record_type: int) -> str | None:
     """``OffsetCommit``, ``GroupMetadata``, ``ConsumerGroupMemberMetadata``, ... or None if unknown."""
     t = RECORD_TYPES.get(record_type)
-    return t[0] if t else None
-
-
-def _version(buf: Buf, what: str) -> int:
-    if len(buf) < 2:
-        raise CorruptRecordError(f"Could not read version from {what}'s buffer.", position=0)
-    return _I16.unpack_from(buf, 0)[0]
-
-
-def _wrap(e: CorruptRecordError, version: int, what: str) -> CorruptRecordError:
-    return CorruptRecordError(
-        f"Could not read record with version {version} from {what}'s buffer due to: {e.reason}.",
-        position=e.position,
-    )
+    return t.name if t else None
 
 
 def parse_offsets_key(key: Buf) -> tuple[int, dict[str, Any] | None]:
     """``(record_type, fields)``; fields is None for a record type this decoder does not know."""
-    record_type = _version(key, "key")
-    spec = RECORD_TYPES.get(record_type)
-    if spec is None:
-        return record_type, None
-    try:
-        data, _ = spec[1].read(key, 0, 2)
-    except CorruptRecordError as e:
-        raise _wrap(e, record_type, "key") from None
-    return record_type, data
-
-
-def _parse_value(record_type: int, value: Buf) -> tuple[Message, int, dict[str, Any]]:
-    spec = RECORD_TYPES.get(record_type)
-    if spec is None:
-        raise CorruptRecordError(f"Unknown record type {record_type}")
-    _, _, msg, older = spec
-    version = _version(value, "value")
-    data: dict[str, Any] | None = None
-    try:
-        data, end = msg.read(value, version, 2)
-        if end == len(value) or not older:
-            return msg, version, data
-        error = None
-    except CorruptRecordError as e:
-        if not older:
-            raise _wrap(e, version, "value") from None
-        error = e
-    for alt in older:  # an older, incompatible layout of the same record type
-        try:
-            alt_data, end = alt.read(value, version, 2)
-        except CorruptRecordError:
-            continue
-        if end == len(value):
-            return alt, version, alt_data
-    if data is not None:
-        return msg, version, data
-    assert error is not None
-    raise _wrap(error, version, "value")
+    return parse_key(RECORD_TYPES, key)
 
 
 def parse_offsets_value(record_type: int, value: Buf | None) -> tuple[int, dict[str, Any]] | None:
     """``(version, fields)`` of a value, or None for a tombstone."""
     if value is None:
         return None
-    _, version, data = _parse_value(record_type, value)
+    _, version, data = parse_value(RECORD_TYPES, record_type, value)
     return version, data
 
 
 def _embedded(msg: Message, data: bytes) -> dict[str, Any]:
-    version = _version(data, msg.name)
+    version = read_version(data, msg.name)
     fields, _ = msg.read(data, version, 2)
     return msg.to_json(fields, version)
 
@@ -126,12 +81,11 @@ def decode_consumer_assignment(data: Buf) -> dict[str, Any]:
     return _embedded(CONSUMER_PROTOCOL_ASSIGNMENT, bytes(data))
 
 
-def _group_metadata_json(fields: dict[str, Any], version: int, msg: Message) -> dict[str, Any]:
+def _value_json(record_type: int, msg: Message, version: int, fields: dict[str, Any]) -> dict[str, Any]:
     out = msg.to_json(fields, version)
-    if out.get("protocolType") != "consumer":
+    if record_type != 2 or out.get("protocolType") != "consumer":
         return out
-    raw_members = fields.get("members") or []
-    for member_json, raw in zip(out.get("members") or [], raw_members, strict=False):
+    for member_json, raw in zip(out.get("members") or [], fields.get("members") or [], strict=False):
         for name, embedded in (("subscription", CONSUMER_PROTOCOL_SUBSCRIPTION),
                                ("assignment", CONSUMER_PROTOCOL_ASSIGNMENT)):
             try:
@@ -147,20 +101,15 @@ def decode_offsets_key(key: Buf) -> dict[str, Any]:
     record_type, fields = parse_offsets_key(key)
     if fields is None:
         return {"type": str(record_type), "data": None, "unknownRecordType": True}
-    msg = RECORD_TYPES[record_type][1]
-    return {"type": str(record_type), "data": msg.to_json(fields, 0)}
+    return {"type": str(record_type), "data": RECORD_TYPES[record_type].key.to_json(fields, 0)}
 
 
 def decode_offsets_value(record_type: int, value: Buf | None) -> dict[str, Any] | None:
     """``{"version": "<v>", "data": {...}}``, or None for a tombstone."""
     if value is None:
         return None
-    msg, version, fields = _parse_value(record_type, value)
-    if record_type == 2:
-        data = _group_metadata_json(fields, version, msg)
-    else:
-        data = msg.to_json(fields, version)
-    return {"version": str(version), "data": data}
+    msg, version, fields = parse_value(RECORD_TYPES, record_type, value)
+    return {"version": str(version), "data": _value_json(record_type, msg, version, fields)}
 
 
 def decode_offsets_record(key: Buf, value: Buf | None) -> dict[str, Any]:
@@ -174,20 +123,9 @@ def decode_offsets_record(key: Buf, value: Buf | None) -> dict[str, Any]:
     return {"key": k, "payload": decode_offsets_value(int(k["type"]), value)}
 
 
-def format_offsets_record(key: Buf | None, value: Buf | None, offset: int = 0) -> str:
+def format_offsets_record(key: Buf | None, value: Buf | None, offset: int = 0, dialect: Dialect = "4.3") -> str:
     """DumpLogSegments ``--offsets-decoder`` text for one record: ``key: {...} payload: {...}``, or
     ``payload: <DELETE>`` for a tombstone; unknown record types and decode errors give only a key part with
     Kafka's "skipping" message. A record without a key raises CorruptRecordError (the tool aborts there)."""
-    if key is None:
-        raise CorruptRecordError(f"Failed to decode message at offset {offset} using offset topic decoder "
-                                 "(message had a missing key)")
-    try:
-        record_type = _version(key, "key")
-        if record_type not in RECORD_TYPES:
-            return f"key: Unknown record type {record_type} at offset {offset}, skipping."
-        k = decode_offsets_key(key)
-        v = decode_offsets_value(record_type, value)
-    except CorruptRecordError as e:
-        return f"key: Error at offset {offset}, skipping. {e.reason}"
-    payload = "<DELETE>" if v is None else jackson_dumps(v)
-    return f"key: {jackson_dumps(k)} payload: {payload}"
+    return format_record(RECORD_TYPES, key, value, offset, dialect=dialect, known=KNOWN_TYPES.get(dialect, ()),
+                         what="offset topic", value_json=_value_json)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import CorruptRecordError
 from .common import jackson_dumps
+from .coordinator import Dialect
 from .schema import Field as F
 from .schema import Message
 
@@ -39,8 +40,8 @@ _VOTER = [F("VoterId", "int32", "0+"), F("VoterDirectoryId", "uuid", "1+")]
 LEADER_CHANGE_MESSAGE = Message("LeaderChangeMessage", "0-1", "0+", [
     F("Version", "int16", "0+"),
     F("LeaderId", "int32", "0+"),
-    F("Voters", "[]Voter", "0+", fields=_VOTER),
-    F("GrantingVoters", "[]Voter", "0+", fields=_VOTER),
+    F("Voters", "[]Voter", "0+", common="0+", fields=_VOTER),
+    F("GrantingVoters", "[]Voter", "0+", common="0+", fields=_VOTER),
 ])
 
 SNAPSHOT_HEADER_RECORD = Message("SnapshotHeaderRecord", "0", "0+", [
@@ -137,23 +138,28 @@ def _json(rec: ControlRecord) -> dict[str, Any] | None:
     if rec.data is None or rec.type_id in (0, 1):
         return rec.data
     msg = _MESSAGES[rec.type_id][0]
-    version = 0 if rec.type_id == 2 else rec.data["version"]
-    return msg.to_json(rec.data, version)
+    return msg.to_json(rec.data, rec.data["version"])
 
 
 def decode_control_record(key: Buf | None, value: Buf | None) -> dict[str, Any]:
     """``{"type": "SNAPSHOT_HEADER", "typeId": 3, "data": {...}}``; the JSON of the KRaft types is what
-    Kafka's generated JSON converters write (at the record's own ``Version``, as DumpLogSegments does)."""
+    Kafka's generated JSON converters write at the record's own ``Version`` field, as DumpLogSegments does."""
     rec = parse_control_record(key, value)
     return {"type": rec.type_name, "typeId": rec.type_id, "data": _json(rec)}
 
 
-def format_control_record(key: Buf | None, value: Buf | None) -> str:
+def format_control_record(key: Buf | None, value: Buf | None, dialect: Dialect = "4.3") -> str:
     """DumpLogSegments' control part of a record line (without the leading space):
-    ``endTxnMarker: COMMIT coordinatorEpoch: 5``, ``SnapshotHeader {...}``, ``KRaftVoters {...}``,
-    ``controlType: LEADER_CHANGE(2)``, ``controlType: UNKNOWN(9)``."""
+    ``endTxnMarker: COMMIT coordinatorEpoch: 5``, ``SnapshotHeader {...}``, ``KRaftVersion {...}``,
+    ``KRaftVoters {...}``, ``controlType: UNKNOWN(9)``; LEADER_CHANGE is ``LeaderChange: {...}`` in Kafka 4.3
+    and ``controlType: LEADER_CHANGE(2)`` in 3.9 (``dialect``). Raises CorruptRecordError where the tool
+    would abort."""
     _, type_id = parse_control_key(key)
     spec = _MESSAGES.get(type_id)
+    if type_id == 2 and dialect != "3.9":
+        rec = parse_control_record(key, value)
+        assert rec.data is not None
+        return f"LeaderChange: {jackson_dumps(LEADER_CHANGE_MESSAGE.to_json(rec.data, rec.data['version']))}"
     if type_id not in (0, 1) and (spec is None or spec[1] is None):
         return f"controlType: {CONTROL_TYPES.get(type_id, 'UNKNOWN')}({type_id})"
     rec = parse_control_record(key, value)

@@ -9,8 +9,9 @@ read at version 0. Values are read at the int16 version that prefixes them.
 
 from __future__ import annotations
 
+from .coordinator import RecordType
 from .schema import Field as F
-from .schema import Message
+from .schema import Message, Versions
 
 # ------------------------------------------------------------------------------------- classic groups
 
@@ -37,7 +38,7 @@ GROUP_METADATA_VALUE = Message("GroupMetadataValue", "0-4", "4+", [
     F("protocol", "string", "0+", nullable="0+"),
     F("leader", "string", "0+", nullable="0+"),
     F("currentStateTimestamp", "int64", "2+", default=-1),
-    F("members", "[]MemberMetadata", "0+", fields=[
+    F("members", "[]MemberMetadata", "0+", common="0+", fields=[
         F("memberId", "string", "0+"),
         F("groupInstanceId", "string", "3+", nullable="3+", default=None),
         F("clientId", "string", "0+"),
@@ -69,7 +70,6 @@ def _topic_partitions(assignment_epochs: bool = False) -> list[F]:
 CONSUMER_GROUP_METADATA_VALUE = Message("ConsumerGroupMetadataValue", "0", "0+", [
     F("Epoch", "int32", "0+"),
     F("MetadataHash", "int64", "0+", tagged="0+", tag=0, default=0),  # KIP-1101 (4.1)
-    F("CreationTimeMs", "int64", "0+", tagged="0+", tag=1, default=-1),  # KIP-1282 (post-4.1)
 ])
 
 _TOPIC_METADATA = [
@@ -123,9 +123,8 @@ CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = Message(
         F("MemberEpoch", "int32", "0+"),
         F("PreviousMemberEpoch", "int32", "0+"),
         F("State", "int8", "0+"),
-        F("AssignedPartitions", "[]TopicPartitions", "0+", fields=_topic_partitions(True)),
-        F("PartitionsPendingRevocation", "[]TopicPartitions", "0+",
-          fields=_topic_partitions(True)),
+        F("AssignedPartitions", "[]TopicPartitions", "0+", common="0+", fields=_topic_partitions(True)),
+        F("PartitionsPendingRevocation", "[]TopicPartitions", "0+", common="0+", fields=_topic_partitions(True)),
     ])
 
 CONSUMER_GROUP_REGULAR_EXPRESSION_KEY = Message("ConsumerGroupRegularExpressionKey", "0", "none", [
@@ -168,20 +167,20 @@ SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = Message("ShareGroupCurrentMemberAs
     F("MemberEpoch", "int32", "0+"),
     F("PreviousMemberEpoch", "int32", "0+"),
     F("State", "int8", "0+"),
-    F("AssignedPartitions", "[]TopicPartitions", "0+", fields=_topic_partitions()),
+    F("AssignedPartitions", "[]TopicPartitions", "0+", common="0+", fields=_topic_partitions()),
 ])
 
 _TOPIC_PARTITIONS_INFO = [F("TopicId", "uuid", "0+"), F("TopicName", "string", "0+"), F("Partitions", "[]int32", "0+")]
 _TOPIC_INFO = [F("TopicId", "uuid", "0+"), F("TopicName", "string", "0+")]
 
 SHARE_GROUP_STATE_PARTITION_METADATA_VALUE = Message("ShareGroupStatePartitionMetadataValue", "0", "0+", [
-    F("InitializingTopics", "[]TopicPartitionsInfo", "0+", fields=_TOPIC_PARTITIONS_INFO),  # 4.1+
-    F("InitializedTopics", "[]TopicPartitionsInfo", "0+", fields=_TOPIC_PARTITIONS_INFO),
-    F("DeletingTopics", "[]TopicInfo", "0+", fields=_TOPIC_INFO),
+    F("InitializingTopics", "[]TopicPartitionsInfo", "0+", common="0+", fields=_TOPIC_PARTITIONS_INFO),  # 4.1+
+    F("InitializedTopics", "[]TopicPartitionsInfo", "0+", common="0+", fields=_TOPIC_PARTITIONS_INFO),
+    F("DeletingTopics", "[]TopicInfo", "0+", common="0+", fields=_TOPIC_INFO),
 ])
 SHARE_GROUP_STATE_PARTITION_METADATA_VALUE_4_0 = Message("ShareGroupStatePartitionMetadataValue", "0", "0+", [
-    F("InitializedTopics", "[]TopicPartitionsInfo", "0+", fields=_TOPIC_PARTITIONS_INFO),
-    F("DeletingTopics", "[]TopicInfo", "0+", fields=_TOPIC_INFO),
+    F("InitializedTopics", "[]TopicPartitionsInfo", "0+", common="0+", fields=_TOPIC_PARTITIONS_INFO),
+    F("DeletingTopics", "[]TopicInfo", "0+", common="0+", fields=_TOPIC_INFO),
 ])
 
 # ------------------------------------------------------------------ streams groups (KIP-1071), types 17-23
@@ -197,7 +196,7 @@ STREAMS_GROUP_METADATA_VALUE = Message("StreamsGroupMetadataValue", "0", "0+", [
     F("Epoch", "int32", "0+"),
     F("MetadataHash", "int64", "0+"),
     F("ValidatedTopologyEpoch", "int32", "0+", tagged="0+", tag=0, default=-1),
-    F("LastAssignmentConfigs", "[]LastAssignmentConfig", "0+", nullable="0+", tagged="0+", tag=1,
+    F("LastAssignmentConfigs", "[]LastAssignmentConfig", "0+", nullable="0+", tagged="0+", tag=1, common="0+",
       fields=[F("Key", "string", "0+"), F("Value", "string", "0+")]),
 ])
 
@@ -209,36 +208,36 @@ STREAMS_GROUP_MEMBER_METADATA_VALUE = Message("StreamsGroupMemberMetadataValue",
     F("RebalanceTimeoutMs", "int32", "0+", default=-1),
     F("TopologyEpoch", "int32", "0+"),
     F("ProcessId", "string", "0+"),
-    F("UserEndpoint", "Endpoint", "0+", nullable="0+", default=None,
+    F("UserEndpoint", "Endpoint", "0+", nullable="0+", default=None, common="0+",
       fields=[F("Host", "string", "0+"), F("Port", "uint16", "0+")]),
-    F("ClientTags", "[]KeyValue", "0+", fields=[F("Key", "string", "0+"), F("Value", "string", "0+")]),
+    F("ClientTags", "[]KeyValue", "0+", common="0+", fields=[F("Key", "string", "0+"), F("Value", "string", "0+")]),
 ])
 
 STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE = _assignment_metadata("StreamsGroupTargetAssignmentMetadataValue")
 
 STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE = Message("StreamsGroupTargetAssignmentMemberValue", "0", "0+", [
-    F("ActiveTasks", "[]TaskIds", "0+", fields=_TASK_IDS_NO_EPOCHS),
-    F("StandbyTasks", "[]TaskIds", "0+", fields=_TASK_IDS_NO_EPOCHS),
-    F("WarmupTasks", "[]TaskIds", "0+", fields=_TASK_IDS_NO_EPOCHS),
+    F("ActiveTasks", "[]TaskIds", "0+", common="0+", fields=_TASK_IDS_NO_EPOCHS),
+    F("StandbyTasks", "[]TaskIds", "0+", common="0+", fields=_TASK_IDS_NO_EPOCHS),
+    F("WarmupTasks", "[]TaskIds", "0+", common="0+", fields=_TASK_IDS_NO_EPOCHS),
 ])
 
 STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = Message("StreamsGroupCurrentMemberAssignmentValue", "0", "0+", [
     F("MemberEpoch", "int32", "0+"),
     F("PreviousMemberEpoch", "int32", "0+"),
     F("State", "int8", "0+"),
-    F("ActiveTasks", "[]TaskIds", "0+", fields=_TASK_IDS),
-    F("StandbyTasks", "[]TaskIds", "0+", fields=_TASK_IDS),
-    F("WarmupTasks", "[]TaskIds", "0+", fields=_TASK_IDS),
-    F("ActiveTasksPendingRevocation", "[]TaskIds", "0+", fields=_TASK_IDS),
-    F("StandbyTasksPendingRevocation", "[]TaskIds", "0+", fields=_TASK_IDS),
-    F("WarmupTasksPendingRevocation", "[]TaskIds", "0+", fields=_TASK_IDS),
+    F("ActiveTasks", "[]TaskIds", "0+", common="0+", fields=_TASK_IDS),
+    F("StandbyTasks", "[]TaskIds", "0+", common="0+", fields=_TASK_IDS),
+    F("WarmupTasks", "[]TaskIds", "0+", common="0+", fields=_TASK_IDS),
+    F("ActiveTasksPendingRevocation", "[]TaskIds", "0+", common="0+", fields=_TASK_IDS),
+    F("StandbyTasksPendingRevocation", "[]TaskIds", "0+", common="0+", fields=_TASK_IDS),
+    F("WarmupTasksPendingRevocation", "[]TaskIds", "0+", common="0+", fields=_TASK_IDS),
 ])
 
 _STREAMS_TOPIC_INFO = [
     F("Name", "string", "0+"),
     F("Partitions", "int32", "0+"),
     F("ReplicationFactor", "int16", "0+"),
-    F("TopicConfigs", "[]TopicConfig", "0+", fields=[F("key", "string", "0+"), F("value", "string", "0+")]),
+    F("TopicConfigs", "[]TopicConfig", "0+", common="0+", fields=[F("key", "string", "0+"), F("value", "string", "0+")]),
 ]
 
 STREAMS_GROUP_TOPOLOGY_VALUE = Message("StreamsGroupTopologyValue", "0", "0+", [
@@ -247,9 +246,9 @@ STREAMS_GROUP_TOPOLOGY_VALUE = Message("StreamsGroupTopologyValue", "0", "0+", [
         F("SubtopologyId", "string", "0+"),
         F("SourceTopics", "[]string", "0+"),
         F("SourceTopicRegex", "[]string", "0+"),
-        F("StateChangelogTopics", "[]TopicInfo", "0+", fields=_STREAMS_TOPIC_INFO),
+        F("StateChangelogTopics", "[]TopicInfo", "0+", common="0+", fields=_STREAMS_TOPIC_INFO),
         F("RepartitionSinkTopics", "[]string", "0+"),
-        F("RepartitionSourceTopics", "[]TopicInfo", "0+", fields=_STREAMS_TOPIC_INFO),
+        F("RepartitionSourceTopics", "[]TopicInfo", "0+", common="0+", fields=_STREAMS_TOPIC_INFO),
         F("CopartitionGroups", "[]CopartitionGroup", "0+", fields=[
             F("SourceTopics", "[]int16", "0+"),
             F("SourceTopicRegex", "[]int16", "0+"),
@@ -258,18 +257,15 @@ STREAMS_GROUP_TOPOLOGY_VALUE = Message("StreamsGroupTopologyValue", "0", "0+", [
     ]),
 ])
 
-# record type -> (short name, key spec, value spec, older incompatible value specs tried when the current one
-# does not fit the bytes exactly). GroupCoordinatorRecordSerde / CoordinatorRecordType. Type 0 keeps the
-# pre-4.0 meaning (OffsetCommitValue at the value's version; 4.x reads it as the v0-only LegacyOffsetCommitValue).
-_T = tuple[str, Message, Message, tuple[Message, ...]]
+# record type -> RecordType(short name, key spec, value spec, older incompatible value specs tried when the
+# current one does not fit the bytes exactly, value versions Kafka 4.3 accepts). GroupCoordinatorRecordSerde /
+# CoordinatorRecordType. Type 0 keeps the pre-4.0 meaning (OffsetCommitValue at the value's version); 4.x reads
+# it as LegacyOffsetCommitValue, whose only version, 0, has the same layout.
+_t = RecordType
 
 
-def _t(name: str, key: Message, value: Message, *older: Message) -> _T:
-    return (name, key, value, older)
-
-
-RECORD_TYPES: dict[int, _T] = {
-    0: _t("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
+RECORD_TYPES: dict[int, RecordType] = {
+    0: _t("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE, (), Versions(0, 0)),
     1: _t("OffsetCommit", OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
     2: _t("GroupMetadata", GROUP_METADATA_KEY, GROUP_METADATA_VALUE),
     3: _t("ConsumerGroupMetadata", _group_key("ConsumerGroupMetadataKey"), CONSUMER_GROUP_METADATA_VALUE),
@@ -288,7 +284,7 @@ RECORD_TYPES: dict[int, _T] = {
     10: _t("ShareGroupMemberMetadata", _group_key("ShareGroupMemberMetadataKey", True),
            SHARE_GROUP_MEMBER_METADATA_VALUE),
     11: _t("ShareGroupMetadata", _group_key("ShareGroupMetadataKey"), SHARE_GROUP_METADATA_VALUE,
-           SHARE_GROUP_METADATA_VALUE_4_0),
+           (SHARE_GROUP_METADATA_VALUE_4_0,)),
     12: _t("ShareGroupTargetAssignmentMetadata", _group_key("ShareGroupTargetAssignmentMetadataKey"),
            SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE),
     13: _t("ShareGroupTargetAssignmentMember", _group_key("ShareGroupTargetAssignmentMemberKey", True),
@@ -296,7 +292,7 @@ RECORD_TYPES: dict[int, _T] = {
     14: _t("ShareGroupCurrentMemberAssignment", _group_key("ShareGroupCurrentMemberAssignmentKey", True),
            SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE),
     15: _t("ShareGroupStatePartitionMetadata", _group_key("ShareGroupStatePartitionMetadataKey"),
-           SHARE_GROUP_STATE_PARTITION_METADATA_VALUE, SHARE_GROUP_STATE_PARTITION_METADATA_VALUE_4_0),
+           SHARE_GROUP_STATE_PARTITION_METADATA_VALUE, (SHARE_GROUP_STATE_PARTITION_METADATA_VALUE_4_0,)),
     16: _t("ConsumerGroupRegularExpression", CONSUMER_GROUP_REGULAR_EXPRESSION_KEY,
            CONSUMER_GROUP_REGULAR_EXPRESSION_VALUE),
     17: _t("StreamsGroupMetadata", _group_key("StreamsGroupMetadataKey"), STREAMS_GROUP_METADATA_VALUE),

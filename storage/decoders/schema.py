@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..codec.varint import read_uvarint, write_uvarint
+from ..codec.varint import write_uvarint
 from ..errors import CorruptRecordError
 from .common import ZERO_UUID, b64, to_int16, to_int32, uuid_to_kafka_str
 
@@ -75,6 +75,26 @@ class Versions:
     def __contains__(self, v: int) -> bool:
         return self.lo <= v <= self.hi
 
+    def intersect(self, other: Versions) -> Versions:
+        return Versions(max(self.lo, other.lo), min(self.hi, other.hi))
+
+    def member(self, v: int, possible: Versions) -> bool:
+        """Whether generated code treats version ``v`` as in this range when it was generated for the
+        ``possible`` versions (``VersionConditional``): inside ``possible`` this is plain membership; outside
+        it (versions a reader does not know), bounds that cover all of ``possible`` are not checked."""
+        c, p = self, possible
+        if c.lo > c.hi or p.lo > p.hi:
+            return False
+        if p.lo < c.lo:
+            if p.hi > c.hi:
+                return c.lo <= v <= c.hi
+            if p.hi >= c.lo:
+                return v >= c.lo
+            return False
+        if p.hi >= c.lo and p.lo <= c.hi:
+            return v <= c.hi if p.hi > c.hi else True
+        return False
+
     def __repr__(self) -> str:
         if self.lo > self.hi:
             return "none"
@@ -94,12 +114,14 @@ class Field:
     """One field of a message spec. ``type`` is as in the JSON: ``int32``, ``string``, ``[]int32``,
     ``[]SomeStruct`` or ``SomeStruct`` (struct types need ``fields``). ``default=None`` means ``"null"``."""
 
-    __slots__ = ("_default", "elem", "fields", "key", "kind", "name", "nullable", "struct", "tag", "tagged",
-                 "versions")
+    __slots__ = ("_default", "common", "elem", "fields", "key", "kind", "name", "nullable", "struct", "tag",
+                 "tagged", "versions")
 
     def __init__(self, name: str, type: str, versions: str, *, nullable: str | None = None,
                  tagged: str | None = None, tag: int | None = None, default: Any = _UNSET,
-                 fields: Sequence[Field] | None = None):
+                 fields: Sequence[Field] | None = None, common: str | None = None):
+        """``common``: the struct is one of the spec's ``commonStructs`` with these versions (Kafka generates
+        those classes for their own versions, so they never reject a version; inline structs do)."""
         self.name = name
         self.key = _lower_first(name)
         self.versions = Versions.parse(versions)
@@ -119,6 +141,7 @@ class Field:
         if is_struct and fields is None:
             raise ValueError(f"field {name}: struct type {base} needs fields")
         self.struct = Struct(base, fields) if is_struct and fields is not None else None
+        self.common = Versions.parse(common) if common is not None else None
         self.fields = self.struct.fields if self.struct else ()
         self._default = self._compute_default(default)
 
@@ -142,15 +165,15 @@ class Field:
             return ()
         return _UNSET  # struct: a default-constructed struct, computed per version
 
-    def default(self, version: int, flexible: bool) -> Any:
+    def default(self, ctx: _Ctx, possible: Versions) -> Any:
         d = self._default
         if d is _UNSET:
             assert self.struct is not None
-            return self.struct.defaults(version, flexible)
+            return self.struct.defaults(ctx, self.common or possible.intersect(self.versions))
         return list(d) if isinstance(d, tuple) else d
 
-    def is_default(self, value: Any, version: int, flexible: bool) -> bool:
-        d = self.default(version, flexible)
+    def is_default(self, value: Any, ctx: _Ctx, possible: Versions) -> bool:
+        d = self.default(ctx, possible)
         if isinstance(d, list):
             return isinstance(value, tuple | list) and list(value) == d
         if d is None or value is None or isinstance(d, bool) or isinstance(value, bool):
@@ -158,13 +181,39 @@ class Field:
         return bool(value == d)
 
 
-class _Plan:
-    __slots__ = ("fields", "tagged", "tagged_sorted")
+class _Ctx:
+    """What a read/write/JSON walk needs besides the data: the version and the message's flexible versions."""
 
-    def __init__(self, fields: list[tuple[Field, bool]]):
+    __slots__ = ("flex", "version")
+
+    def __init__(self, version: int, flex: Versions):
+        self.version = version
+        self.flex = flex
+
+
+class _Entry:
+    __slots__ = ("f", "fixed", "nested", "nested_ok", "nullable", "possible", "tagged")
+
+    def __init__(self, f: Field, tagged: bool, nullable: bool, possible: Versions, version: int,
+                 enclosing: Versions):
+        self.f = f
+        self.tagged = tagged
+        self.nullable = nullable
+        self.possible = possible  # versions the field's generated code was made for
+        self.fixed = _FIXED.get(f.kind)  # fast path for int/float fields
+        # a nested struct's class: the versions it was generated for, and whether its read() accepts ``version``
+        self.nested = f.common if f.common is not None else possible
+        self.nested_ok = f.common is not None or enclosing.member(version, f.versions)
+
+
+class _Plan:
+    __slots__ = ("fields", "flexible", "tagged", "tagged_sorted")
+
+    def __init__(self, fields: list[_Entry], flexible: bool):
         self.fields = fields
-        self.tagged = {f.tag: f for f, t in fields if t}
-        self.tagged_sorted = sorted(self.tagged.values(), key=lambda f: f.tag)
+        self.flexible = flexible
+        self.tagged = {e.f.tag: e for e in fields if e.tagged}
+        self.tagged_sorted = sorted(self.tagged.values(), key=lambda e: e.f.tag)
 
 
 class Struct:
@@ -173,7 +222,7 @@ class Struct:
     def __init__(self, name: str, fields: Sequence[Field]):
         self.name = name
         self.fields = tuple(fields)
-        self._plans: dict[tuple[int, bool], _Plan] = {}
+        self._plans: dict[tuple[int, int, int, int, int], _Plan] = {}
         seen: set[int] = set()
         for f in self.fields:
             if f.tag is not None:
@@ -182,22 +231,27 @@ class Struct:
                 seen.add(f.tag)
         self.all_tags = frozenset(seen)
 
-    def plan(self, version: int, flexible: bool) -> _Plan:
-        p = self._plans.get((version, flexible))
+    def plan(self, ctx: _Ctx, possible: Versions) -> _Plan:
+        """Fields present at ``ctx.version`` for code generated for the ``possible`` versions."""
+        v = ctx.version
+        key = (v, ctx.flex.lo, ctx.flex.hi, possible.lo, possible.hi)
+        p = self._plans.get(key)
         if p is None:
+            flexible = ctx.flex.member(v, possible)
             chosen = []
             for f in self.fields:
-                if version not in f.versions:
+                if not f.versions.member(v, possible):
                     continue
-                is_tagged = version in f.tagged
-                if is_tagged and not flexible:
+                present = possible.intersect(f.versions)
+                tagged = f.tagged.member(v, present)
+                if tagged and not flexible:
                     continue
-                chosen.append((f, is_tagged))
-            p = self._plans[(version, flexible)] = _Plan(chosen)
+                chosen.append(_Entry(f, tagged, f.nullable.member(v, present), present, v, possible))
+            p = self._plans[key] = _Plan(chosen, flexible)
         return p
 
-    def defaults(self, version: int, flexible: bool) -> dict[str, Any]:
-        return {f.key: f.default(version, flexible) for f, _ in self.plan(version, flexible).fields}
+    def defaults(self, ctx: _Ctx, possible: Versions) -> dict[str, Any]:
+        return {e.f.key: e.f.default(ctx, e.possible) for e in self.plan(ctx, possible).fields}
 
 
 class Message:
@@ -221,19 +275,26 @@ class Message:
         if end is None:
             end = len(buf)
         r = _Reader(buf, pos, end)
-        out = _read_struct(r, self.struct, version, version in self.flexible)
+        out = _read_struct(r, self.struct, _Ctx(version, self.flexible), self.valid)
         return out, r.p
 
     def write(self, data: Mapping[str, Any], version: int) -> bytes:
         out = bytearray()
-        _write_struct(out, self.struct, data, version, version in self.flexible)
+        _write_struct(out, self.struct, data, _Ctx(version, self.flexible), self.valid)
         return bytes(out)
 
     def to_json(self, data: Mapping[str, Any], version: int) -> dict[str, Any]:
-        return _json_struct(self.struct, data, version, version in self.flexible)
+        return _json_struct(self.struct, data, _Ctx(version, self.flexible), self.valid)
 
     def defaults(self, version: int) -> dict[str, Any]:
-        return self.struct.defaults(version, version in self.flexible)
+        return self.struct.defaults(_Ctx(version, self.flexible), self.valid)
+
+    def context(self, version: int) -> _Ctx:
+        """The walk context for ``version`` (use with ``self.struct.plan(ctx, self.valid)``)."""
+        return _Ctx(version, self.flexible)
+
+    def is_flexible(self, version: int) -> bool:
+        return self.flexible.member(version, self.valid)
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -249,11 +310,47 @@ class _Reader:
 
     def need(self, n: int, what: str) -> None:
         if n > self.e - self.p:
-            raise CorruptRecordError(f"{what}: needs {n} byte(s), only {self.e - self.p} remain", position=self.p)
+            raise _kafka_error(f"{what}: needs {n} byte(s), only {self.e - self.p} remain", self.p, "null")
 
     def uvarint(self) -> int:
-        v, self.p = read_uvarint(self.b, self.p, self.e)
-        return v
+        """``ByteUtils.readUnsignedVarint``: at most 5 bytes, the 5th contributes ``(signed byte) << 28``."""
+        b, p, e = self.b, self.p, self.e
+        if p < e and b[p] < 0x80:
+            self.p = p + 1
+            return b[p]
+        start = p
+        result = 0
+        for shift in (0, 7, 14, 21):
+            if p >= e:
+                raise _kafka_error("varint runs past the end", start, "null")
+            x = b[p]
+            p += 1
+            if x < 0x80:
+                self.p = p
+                return result | (x << shift)
+            result |= (x & 0x7F) << shift
+        if p >= e:
+            raise _kafka_error("varint runs past the end", start, "null")
+        x = b[p]
+        result = (result | ((x - 256 if x >= 0x80 else x) << 28)) & 0xFFFFFFFF
+        if x >= 0x80:
+            raise _kafka_error("varint is longer than 5 bytes", start, "Varint is too long, the most significant "
+                               f"bit in the 5th byte is set, converted value: {result:x}")
+        self.p = p + 1
+        return result
+
+
+def _kafka_error(reason: str, position: int, kafka_reason: str | None = None) -> CorruptRecordError:
+    """A CorruptRecordError; ``kafka_reason`` is the message Kafka's reader gives for the same bytes when it
+    differs (``null`` for a buffer underflow), which the DumpLogSegments-like formatters print."""
+    e = CorruptRecordError(reason, position=position)
+    e.kafka_reason = kafka_reason if kafka_reason is not None else reason  # type: ignore[attr-defined]
+    return e
+
+
+def kafka_reason(e: CorruptRecordError) -> str:
+    """The message Kafka's generated code would give for the error ``e`` (falls back to ``e.reason``)."""
+    return getattr(e, "kafka_reason", e.reason)
 
 
 def _read_fixed(r: _Reader, kind: str, name: str) -> Any:
@@ -282,9 +379,9 @@ def _read_length(r: _Reader, compact: bool, wide: bool) -> int:
     return _read_fixed(r, "int16", "length")
 
 
-def _null(r: _Reader, f: Field, version: int, start: int) -> None:
-    if version not in f.nullable:
-        raise CorruptRecordError(f"non-nullable field {f.key} was serialized as null", position=start)
+def _null(e: _Entry, start: int) -> None:
+    if not e.nullable:
+        raise CorruptRecordError(f"non-nullable field {e.f.key} was serialized as null", position=start)
     return None
 
 
@@ -295,7 +392,9 @@ def _read_string(r: _Reader, name: str, compact: bool) -> str | None:
         return None
     if n > 0x7FFF:
         raise CorruptRecordError(f"string field {name} had invalid length {n}", position=start)
-    r.need(n, f"string field {name}")
+    if n > r.e - r.p:
+        raise _kafka_error(f"Error reading byte array of {n} byte(s): only {r.e - r.p} byte(s) available",
+                           start)
     s = bytes(r.b[r.p:r.p + n]).decode("utf-8", "replace")
     r.p += n
     return s
@@ -314,31 +413,39 @@ def _read_bytes(r: _Reader, name: str, compact: bool) -> bytes | None:
     return v
 
 
-def _read_field(r: _Reader, f: Field, version: int, flexible: bool, tagged: bool) -> Any:
+def _read_field(r: _Reader, e: _Entry, ctx: _Ctx, flexible: bool, tagged: bool) -> Any:
+    fixed = e.fixed
+    if fixed is not None:
+        p = r.p
+        if p + fixed.size > r.e:
+            r.need(fixed.size, e.f.key)
+        r.p = p + fixed.size
+        return fixed.unpack_from(r.b, p)[0]
+    f = e.f
     kind = f.kind
     if kind in PRIMITIVES:
         return _read_fixed(r, kind, f.key)
-    compact = flexible or tagged
+    compact = flexible or tagged  # tagged fields always use the compact encodings
     start = r.p
     if kind == "string":
         v = _read_string(r, f.key, compact)
-        return _null(r, f, version, start) if v is None else v
+        return _null(e, start) if v is None else v
     if kind == "bytes":
         v = _read_bytes(r, f.key, compact)
-        return _null(r, f, version, start) if v is None else v
+        return _null(e, start) if v is None else v
     if kind == "struct":
         assert f.struct is not None
-        if version in f.nullable:
+        if e.nullable:
             if tagged:
                 if to_int32(r.uvarint()) <= 0:
                     return None
             elif _read_fixed(r, "int8", f.key) < 0:
                 return None
-        return _read_struct(r, f.struct, version, flexible)
+        return _read_nested(r, e, ctx)
     # array
     n = _read_length(r, compact, True)
     if n < 0:
-        return _null(r, f, version, start)
+        return _null(e, start)
     if n > r.e - r.p:
         raise CorruptRecordError(f"Tried to allocate a collection of size {n}, but there are only "
                                  f"{r.e - r.p} bytes remaining.", position=start)
@@ -352,59 +459,57 @@ def _read_field(r: _Reader, f: Field, version: int, flexible: bool, tagged: bool
             r.p += n * s.size
             return vals
         return [_read_fixed(r, elem, f.key) for _ in range(n)]
-    if elem == "string":
+    if elem in VARLEN:
+        read = _read_string if elem == "string" else _read_bytes
         out: list[Any] = []
         for _ in range(n):
             s0 = r.p
-            v = _read_string(r, f.key + " element", compact)
+            v = read(r, f.key + " element", compact)
             if v is None:
                 raise CorruptRecordError(f"non-nullable field {f.key} element was serialized as null", position=s0)
             out.append(v)
         return out
-    if elem == "bytes":
-        out = []
-        for _ in range(n):
-            s0 = r.p
-            v = _read_bytes(r, f.key + " element", compact)
-            if v is None:
-                raise CorruptRecordError(f"non-nullable field {f.key} element was serialized as null", position=s0)
-            out.append(v)
-        return out
-    assert f.struct is not None
-    return [_read_struct(r, f.struct, version, flexible) for _ in range(n)]
+    return [_read_nested(r, e, ctx) for _ in range(n)]
 
 
-def _read_struct(r: _Reader, st: Struct, version: int, flexible: bool) -> dict[str, Any]:
-    plan = st.plan(version, flexible)
+def _read_nested(r: _Reader, e: _Entry, ctx: _Ctx) -> dict[str, Any]:
+    assert e.f.struct is not None
+    if not e.nested_ok:
+        raise CorruptRecordError(f"Can't read version {ctx.version} of {e.f.struct.name}", position=r.p)
+    return _read_struct(r, e.f.struct, ctx, e.nested)
+
+
+def _read_struct(r: _Reader, st: Struct, ctx: _Ctx, possible: Versions) -> dict[str, Any]:
+    plan = st.plan(ctx, possible)
     out: dict[str, Any] = {}
-    for f, tagged in plan.fields:
-        out[f.key] = f.default(version, flexible) if tagged else _read_field(r, f, version, flexible, False)
-    if flexible:
-        _read_tagged(r, st, plan, version, out)
+    for e in plan.fields:
+        out[e.f.key] = e.f.default(ctx, e.possible) if e.tagged else _read_field(r, e, ctx, plan.flexible, False)
+    if plan.flexible:
+        _read_tagged(r, st, plan, ctx, out)
     return out
 
 
-def _read_tagged(r: _Reader, st: Struct, plan: _Plan, version: int, out: dict[str, Any]) -> None:
-    start = r.p
+def _read_tagged(r: _Reader, st: Struct, plan: _Plan, ctx: _Ctx, out: dict[str, Any]) -> None:
+    """As Kafka's generated ``read``: known tags are read in place (their size is not checked), unknown ones
+    are kept as raw bytes of the given size."""
     count = to_int32(r.uvarint())
-    if count > r.e - r.p:
-        raise CorruptRecordError(f"{count} tagged fields cannot fit in {r.e - r.p} byte(s)", position=start)
     unknown: list[tuple[int, bytes]] = []
-    for _ in range(count):
+    for _ in range(count):  # each pass consumes >= 2 bytes or raises, so this is bounded by the buffer
         tpos = r.p
         tag = to_int32(r.uvarint())
         size = to_int32(r.uvarint())
-        if size < 0 or size > r.e - r.p:
-            raise CorruptRecordError(f"Error reading byte array of {size} byte(s): only {r.e - r.p} byte(s) "
-                                     f"available", position=tpos)
-        f = plan.tagged.get(tag)
-        if f is None and tag in st.all_tags:
-            raise CorruptRecordError(f"Tag {tag} is not valid for version {version}", position=tpos)
-        if f is None:
-            unknown.append((tag, bytes(r.b[r.p:r.p + size])))
-        else:
-            sub = _Reader(r.b, r.p, r.p + size)
-            out[f.key] = _read_field(sub, f, version, True, True)
+        e = plan.tagged.get(tag)
+        if e is not None:
+            out[e.f.key] = _read_field(r, e, ctx, True, True)
+            continue
+        if tag in st.all_tags:
+            raise CorruptRecordError(f"Tag {tag} is not valid for version {ctx.version}", position=tpos)
+        if size < 0:
+            raise _kafka_error(f"negative size {size} of tagged field {tag}", tpos, str(size))
+        if size > r.e - r.p:
+            raise _kafka_error(f"Error reading byte array of {size} byte(s): only {r.e - r.p} byte(s) available",
+                               tpos)
+        unknown.append((tag, bytes(r.b[r.p:r.p + size])))
         r.p += size
     if unknown:
         out["_unknownTaggedFields"] = unknown
@@ -440,18 +545,23 @@ def _write_varlen(out: bytearray, kind: str, v: Any, compact: bool) -> None:
     out += raw
 
 
-def _write_field(out: bytearray, f: Field, v: Any, version: int, flexible: bool, tagged: bool) -> None:
+def _not_nullable(e: _Entry, ctx: _Ctx) -> ValueError:
+    return ValueError(f"field {e.f.key} is not nullable in version {ctx.version}")
+
+
+def _write_field(out: bytearray, e: _Entry, v: Any, ctx: _Ctx, flexible: bool, tagged: bool) -> None:
+    f = e.f
     kind = f.kind
     compact = flexible or tagged
     if kind in PRIMITIVES:
         _write_fixed(out, kind, v)
     elif kind in VARLEN:
-        if v is None and version not in f.nullable:
-            raise ValueError(f"field {f.key} is not nullable in version {version}")
+        if v is None and not e.nullable:
+            raise _not_nullable(e, ctx)
         _write_varlen(out, kind, v, compact)
     elif kind == "struct":
         assert f.struct is not None
-        if version in f.nullable:
+        if e.nullable:
             if tagged:
                 write_uvarint(0 if v is None else 1, out)
             else:
@@ -459,12 +569,12 @@ def _write_field(out: bytearray, f: Field, v: Any, version: int, flexible: bool,
             if v is None:
                 return
         elif v is None:
-            raise ValueError(f"field {f.key} is not nullable in version {version}")
-        _write_struct(out, f.struct, v, version, flexible)
+            raise _not_nullable(e, ctx)
+        _write_struct(out, f.struct, v, ctx, e.nested)
     else:
         if v is None:
-            if version not in f.nullable:
-                raise ValueError(f"field {f.key} is not nullable in version {version}")
+            if not e.nullable:
+                raise _not_nullable(e, ctx)
             _write_length(out, -1, compact, True)
             return
         _write_length(out, len(v), compact, True)
@@ -478,28 +588,28 @@ def _write_field(out: bytearray, f: Field, v: Any, version: int, flexible: bool,
                 _write_varlen(out, elem, x, compact)
             else:
                 assert f.struct is not None
-                _write_struct(out, f.struct, x, version, flexible)
+                _write_struct(out, f.struct, x, ctx, e.nested)
 
 
-def _write_struct(out: bytearray, st: Struct, data: Mapping[str, Any], version: int, flexible: bool) -> None:
-    plan = st.plan(version, flexible)
-    for f, tagged in plan.fields:
-        if not tagged:
-            v = data[f.key] if f.key in data else f.default(version, flexible)
-            _write_field(out, f, v, version, flexible, False)
-    if not flexible:
+def _write_struct(out: bytearray, st: Struct, data: Mapping[str, Any], ctx: _Ctx, possible: Versions) -> None:
+    plan = st.plan(ctx, possible)
+    for e in plan.fields:
+        if not e.tagged:
+            v = data[e.f.key] if e.f.key in data else e.f.default(ctx, e.possible)
+            _write_field(out, e, v, ctx, plan.flexible, False)
+    if not plan.flexible:
         return
     items: list[tuple[int, bytes]] = []
-    for f in plan.tagged_sorted:
-        if f.key not in data:
+    for e in plan.tagged_sorted:
+        if e.f.key not in data:
             continue
-        v = data[f.key]
-        if f.is_default(v, version, flexible):
+        v = data[e.f.key]
+        if e.f.is_default(v, ctx, e.possible):
             continue
         payload = bytearray()
-        _write_field(payload, f, v, version, True, True)
-        assert f.tag is not None
-        items.append((f.tag, bytes(payload)))
+        _write_field(payload, e, v, ctx, True, True)
+        assert e.f.tag is not None
+        items.append((e.f.tag, bytes(payload)))
     items.extend((int(t), bytes(b)) for t, b in data.get("_unknownTaggedFields", ()))
     items.sort(key=lambda it: it[0])
     write_uvarint(len(items), out)
@@ -524,26 +634,27 @@ def _json_scalar(kind: str, v: Any) -> Any:
     return v
 
 
-def _json_value(f: Field, v: Any, version: int, flexible: bool) -> Any:
+def _json_value(e: _Entry, v: Any, ctx: _Ctx) -> Any:
+    f = e.f
     if v is None:
         return None
     if f.kind == "struct":
         assert f.struct is not None
-        return _json_struct(f.struct, v, version, flexible)
+        return _json_struct(f.struct, v, ctx, e.nested)
     if f.kind == "array":
         if f.elem == "struct":
             assert f.struct is not None
-            return [_json_struct(f.struct, x, version, flexible) for x in v]
+            return [_json_struct(f.struct, x, ctx, e.nested) for x in v]
         assert f.elem is not None
         return [_json_scalar(f.elem, x) for x in v]
     return _json_scalar(f.kind, v)
 
 
-def _json_struct(st: Struct, data: Mapping[str, Any], version: int, flexible: bool) -> dict[str, Any]:
+def _json_struct(st: Struct, data: Mapping[str, Any], ctx: _Ctx, possible: Versions) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for f, tagged in st.plan(version, flexible).fields:
-        v = data[f.key] if f.key in data else f.default(version, flexible)
-        if tagged and f.is_default(v, version, flexible):
+    for e in st.plan(ctx, possible).fields:
+        v = data[e.f.key] if e.f.key in data else e.f.default(ctx, e.possible)
+        if e.tagged and e.f.is_default(v, ctx, e.possible):
             continue
-        out[f.key] = _json_value(f, v, version, flexible)
+        out[e.f.key] = _json_value(e, v, ctx)
     return out

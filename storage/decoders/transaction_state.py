@@ -2,8 +2,9 @@
 
 Key = int16 version (0) + ``TransactionLogKey``; value = int16 version (0, or 1 = flexible with tagged fields,
 KIP-890) + ``TransactionLogValue``; a null value is a tombstone. :func:`format_transaction_record` gives the
-DumpLogSegments ``--transaction-log-decoder`` text, including the Scala ``mutable.HashSet`` iteration order of
-the partitions (:func:`scala_hashset_order`).
+DumpLogSegments ``--transaction-log-decoder`` text: Kafka 4.3 prints the same JSON as the offsets decoder
+(dialect ``"4.3"``); Kafka 3.9 printed ``transaction_metadata::transactionalId=...`` / ``producerId:...``
+text (dialect ``"3.9"``), with the partitions in Scala ``mutable.HashSet`` order (:func:`scala_hashset_order`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from typing import Any
 
 from ..errors import CorruptRecordError
 from .common import java_string_hash, to_int32
+from .coordinator import Dialect, RecordType, format_record
 from .schema import Field as F
 from .schema import Message
 
 __all__ = [
     "TRANSACTION_LOG_KEY",
     "TRANSACTION_LOG_VALUE",
+    "TRANSACTION_RECORD_TYPES",
     "TRANSACTION_STATES",
     "decode_transaction_key",
     "decode_transaction_record",
@@ -51,6 +54,8 @@ TRANSACTION_LOG_VALUE = Message("TransactionLogValue", "0-1", "1+", [
     F("TransactionStartTimestampMs", "int64", "0+"),
     F("ClientTransactionVersion", "int16", "1+", tagged="1+", tag=2, default=0),
 ])
+
+TRANSACTION_RECORD_TYPES = {0: RecordType("TransactionLog", TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE)}
 
 # TransactionState ids (kafka.coordinator.transaction.TransactionState)
 TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
@@ -90,24 +95,30 @@ def state_name(status: int) -> str:
 
 
 def decode_transaction_key(key: Buf) -> dict[str, Any]:
-    """``{"version": 0, "data": {"transactionalId": ...}}``; unknown versions give ``"data": None``."""
+    """``{"type": "0", "data": {"transactionalId": ...}}`` (as DumpLogSegments 4.3); an unknown key version
+    gives ``"data": None`` and ``"unknownRecordType": True``."""
     version, tid = parse_transaction_key(key)
-    return {"version": version, "data": None if tid is None else {"transactionalId": tid}}
+    if tid is None:
+        return {"type": str(version), "data": None, "unknownRecordType": True}
+    return {"type": str(version), "data": {"transactionalId": tid}}
 
 
 def decode_transaction_value(value: Buf | None) -> dict[str, Any] | None:
-    """``{"version": v, "state": "<name>", "data": {...generated JSON...}}`` or None for a tombstone."""
+    """``{"version": "<v>", "data": {...}, "state": "<name>"}`` or None for a tombstone. ``data`` is what
+    DumpLogSegments 4.3 prints; ``state`` is the ``TransactionStatus`` name (None if unknown)."""
     parsed = parse_transaction_value(value)
     if parsed is None:
         return None
     version, data = parsed
     status = data["transactionStatus"]
     name = TRANSACTION_STATES[status] if 0 <= status < len(TRANSACTION_STATES) else None
-    return {"version": version, "state": name, "data": TRANSACTION_LOG_VALUE.to_json(data, version)}
+    return {"version": str(version), "data": TRANSACTION_LOG_VALUE.to_json(data, version), "state": name}
 
 
 def decode_transaction_record(key: Buf, value: Buf | None) -> dict[str, Any]:
     """``{"key": ..., "payload": ... | None}``; payload None is a tombstone (or a key of unknown version)."""
+    if key is None:
+        raise CorruptRecordError("__transaction_state record without a key")
     k = decode_transaction_key(key)
     if k["data"] is None:
         return {"key": k, "payload": None}
@@ -179,10 +190,19 @@ def _payload_text(data: dict[str, Any]) -> str:
             f"txnTimeoutMs={data['transactionTimeoutMs']}")
 
 
-def format_transaction_record(key: Buf, value: Buf | None) -> str:
-    """DumpLogSegments ``--transaction-log-decoder`` text: ``key: transaction_metadata::transactionalId=<id>
-    payload: producerId:...`` or ``payload: <DELETE>``; an unknown key version gives
-    ``key: unknown::version=<v>`` only. Undecodable values raise CorruptRecordError (the tool aborts)."""
+def format_transaction_record(key: Buf | None, value: Buf | None, offset: int = 0,
+                              dialect: Dialect = "4.3") -> str:
+    """DumpLogSegments ``--transaction-log-decoder`` text for one record.
+
+    ``"4.3"``: ``key: {"type":"0","data":{...}} payload: {"version":"1","data":{...}}`` / ``payload: <DELETE>``
+    and Kafka's "skipping" messages. ``"3.9"``: ``key: transaction_metadata::transactionalId=<id> payload:
+    producerId:...`` / ``payload: <DELETE>``, ``key: unknown::version=<v>`` for other key versions; undecodable
+    records raise CorruptRecordError there (that tool aborts)."""
+    if dialect != "3.9":
+        return format_record(TRANSACTION_RECORD_TYPES, key, value, offset, dialect=dialect, known=(0,),
+                             what="transaction log")
+    if key is None:
+        raise CorruptRecordError("__transaction_state record without a key")
     version, tid = parse_transaction_key(key)
     if tid is None:
         return f"key: unknown::version={version}"

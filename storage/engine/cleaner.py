@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from hashlib import md5
 from pathlib import Path
 
 from ..atomic import fsync_dir
@@ -33,6 +32,7 @@ from ..records.reader import iter_batches
 from .cleaner_filter import CleanerFilter, FilterStats, UncleanableError
 from .cleaner_log import PartitionView, SegmentView
 from .cleaner_map import OffsetMap
+from .cleaner_records import Slow, map_records
 from .cleaner_txn import CleanedTransactionMetadata
 from .swap import cleaned_path, replace_segments
 
@@ -139,11 +139,13 @@ def build_offset_map(log: PartitionView, start: int, end: int, offset_map: Offse
     """``Cleaner.buildOffsetMap``; returns True when the map filled up (``endOffset`` then falls inside the
     dirty section). ``offset_map.latest_offset + 1`` is the round's end offset."""
     offset_map.clear()
+    offset_map.start = start
     dirty = log.log_segments(start, end)
     txn = CleanedTransactionMetadata()
     txn.add_aborted_transactions(log.collect_aborted_transactions(start, end))
     capacity = offset_map.capacity
-    m = offset_map._map
+    cells = offset_map.cells
+    put = offset_map.put
     for i, seg in enumerate(dirty):
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
         if seg.size:
@@ -154,15 +156,34 @@ def build_offset_map(log: PartitionView, start: int, end: int, offset_map: Offse
                 if b.is_control:
                     txn.on_control_batch_read(b)
                 elif not txn.on_batch_read(b):
-                    for t in b.iter_record_tuples():
-                        if t[2] is not None and t[0] >= start:
-                            if len(m) < capacity:
-                                m[md5(t[2]).digest()] = t[0]
-                            else:
-                                return True
+                    if not _map_fast(b, start, offset_map):
+                        for t in b.iter_record_tuples():
+                            if t[2] is not None and t[0] >= start:
+                                if len(cells) < capacity:
+                                    put(t[2], t[0])
+                                else:
+                                    return True
                 offset_map.latest_offset = last
         offset_map.latest_offset = next_start - 1
     return False
+
+
+def _map_fast(b, start: int, offset_map: OffsetMap) -> bool:
+    """Map a v2 batch with :func:`map_records` when its CRC is intact and the map cannot fill up inside it;
+    False: use the careful per-record path (legacy batch, map nearly full, first batch straddling the map's
+    start, CRC mismatch, unusual encoding or corruption)."""
+    if b.magic < 2:
+        return False
+    count = b.records_count
+    base = b.base_offset
+    if count < 0 or base < start or len(offset_map.cells) + count >= offset_map.capacity or not b.is_valid():
+        return False
+    try:
+        data = b.decompressed_payload()
+        map_records(data if isinstance(data, bytes) else bytes(data), count, base, offset_map)
+    except (Slow, IndexError):
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------------- cleaning
@@ -281,6 +302,7 @@ def clean_log(log: PartitionView, to_clean: LogToClean, cfg: LogConfig, cleaner:
     offset_map = OffsetMap(cleaner.dedupe_buffer_per_thread, cleaner.dedupe_buffer_load_factor)
     upper = to_clean.first_uncleanable_offset
     full = build_offset_map(log, to_clean.first_dirty_offset, upper, offset_map)
+    offset_map.freeze()
     end_offset = offset_map.latest_offset + 1
     result = CleanResult(log.name, to_clean.first_dirty_offset, end_offset, full, map_size=offset_map.size)
     txn = CleanedTransactionMetadata()

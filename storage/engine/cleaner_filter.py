@@ -9,14 +9,22 @@ round's upper bound is kept as the 61-byte empty header.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from hashlib import md5
 
+from ..codec.compression import compress
 from ..errors import KafkaLogError
-from ..records.batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, RecordBatch
+from ..records.batch import (
+    CREATE_TIME,
+    DELETE_HORIZON_MASK,
+    LOG_APPEND_TIME,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
+    RecordBatch,
+)
 from ..records.builder import build_batch, build_empty_batch_header, build_legacy
 from ..records.reader import iter_batches
 from ..records.record import Record
 from .cleaner_map import OffsetMap
+from .cleaner_records import Slow, scan_retained, splice_records
 from .cleaner_txn import CleanedTransactionMetadata
 
 DELETE, RETAIN_EMPTY, DELETE_EMPTY = "DELETE", "RETAIN_EMPTY", "DELETE_EMPTY"
@@ -84,6 +92,8 @@ class CleanerFilter:
         self.upper_bound_offset = upper_bound_offset
         self.legacy_to_v2 = legacy_to_v2
         self.stats = stats if stats is not None else FilterStats()
+        self._payload = b""
+        self._invalid = 0
 
     # ----------------------------------------------------------------- decisions
     def check_batch_retention(self, b) -> tuple[str, bool, bool]:
@@ -123,7 +133,8 @@ class CleanerFilter:
         out = res.output
         stats = self.stats
         latest = self.map.latest_offset
-        get_hash = self.map.get_hash
+        get = self.map.get
+        maps_none_of = self.map.maps_none_of
         now = self.now
         for b in iter_batches(buf, start, end, path=path, position_base=position_base):
             retention, discard_records, marker_for_empty_txn = self.check_batch_retention(b)
@@ -134,49 +145,80 @@ class CleanerFilter:
             magic = b.magic
             is_control = b.is_control
             legacy = magic < 2
-            if legacy:
-                recs = b.records()
-                tuples = [(r.offset, r.timestamp, r.key, r.value, ()) for r in recs]
-                write_original = not self.legacy_to_v2
-                for r in recs:
-                    if r.magic != magic:  # KAFKA-4298: rewrite wrappers whose inner magic differs
-                        write_original = False
-                        break
-            else:
-                tuples = b.iter_record_tuples()
-                write_original = True
-            retained = []
-            tombstones = False
-            max_offset = -1
-            n = 0
-            for t in tuples:
-                n += 1
-                if discard_records:
-                    keep = False
-                elif is_control:
-                    keep = True
-                elif t[0] > latest:
-                    keep = True
-                elif t[2] is None:
-                    stats.invalid_messages += 1
-                    keep = False
-                elif t[0] >= get_hash(md5(t[2]).digest()):
-                    if t[3] is not None:
-                        keep = True
-                    elif legacy:
-                        keep = self.retain_legacy_deletes
-                    else:
-                        keep = (not b.has_delete_horizon) or now < b.delete_horizon_ms
-                else:
-                    keep = False
-                if keep:
-                    retained.append(t)
-                    if t[0] > max_offset:
-                        max_offset = t[0]
-                    if t[3] is None:
+            kept = None
+            if not legacy and not is_control and not discard_records:
+                if maps_none_of(b.base_offset, b.last_offset):
+                    # every record superseded (or keyless): the batch's records need not be read
+                    n = b.records_count
+                    stats.messages_read += n if n > 0 else 0
+                    if retention == RETAIN_EMPTY:
+                        data = build_empty_batch_header(b)
+                        out += data
+                        stats.batches_emptied += 1
+                        stats.bytes_retained += len(data)
+                        res._update(b.max_timestamp, b.last_offset, b.last_offset)
+                        if capacity is not None and len(out) > capacity:
+                            break
+                    continue
+                kept = self._scan_fast(b, latest)
+            if kept is not None:
+                n = b.records_count
+                retained = kept
+                write_original = len(kept) == n
+                tombstones = False
+                max_offset = -1
+                for k in kept:
+                    if k[6]:
                         tombstones = True
+                    if k[4] > max_offset:
+                        max_offset = k[4]
+                if kept:
+                    max_offset += b.base_offset
+                stats.invalid_messages += self._invalid
+            else:
+                if legacy:
+                    recs = b.records()
+                    tuples = [(r.offset, r.timestamp, r.key, r.value, ()) for r in recs]
+                    write_original = not self.legacy_to_v2
+                    for r in recs:
+                        if r.magic != magic:  # KAFKA-4298: rewrite wrappers whose inner magic differs
+                            write_original = False
+                            break
                 else:
-                    write_original = False
+                    tuples = b.iter_record_tuples()
+                    write_original = True
+                retained = []
+                tombstones = False
+                max_offset = -1
+                n = 0
+                for t in tuples:
+                    n += 1
+                    if discard_records:
+                        keep = False
+                    elif is_control:
+                        keep = True
+                    elif t[0] > latest:
+                        keep = True
+                    elif t[2] is None:
+                        stats.invalid_messages += 1
+                        keep = False
+                    elif t[0] >= get(t[2]):
+                        if t[3] is not None:
+                            keep = True
+                        elif legacy:
+                            keep = self.retain_legacy_deletes
+                        else:
+                            keep = (not b.has_delete_horizon) or now < b.delete_horizon_ms
+                    else:
+                        keep = False
+                    if keep:
+                        retained.append(t)
+                        if t[0] > max_offset:
+                            max_offset = t[0]
+                        if t[3] is None:
+                            tombstones = True
+                    else:
+                        write_original = False
             stats.messages_read += n
             if retained:
                 stats.messages_retained += len(retained)
@@ -192,7 +234,10 @@ class CleanerFilter:
                         horizon = now + self.delete_retention_ms
                     else:
                         horizon = b.delete_horizon_ms if b.has_delete_horizon else NO_TIMESTAMP
-                    data, max_ts, shallow = self._rebuild(b, retained, horizon)
+                    if kept is not None:
+                        data, max_ts, shallow = self._splice(b, kept, horizon)
+                    else:
+                        data, max_ts, shallow = self._rebuild(b, retained, horizon)
                     out += data
                     stats.batches_rebuilt += 1
                     stats.bytes_retained += len(data)
@@ -213,6 +258,40 @@ class CleanerFilter:
             if capacity is not None and len(out) > capacity:
                 break
         return res
+
+    # ------------------------------------------------------------------ fast path
+    def _scan_fast(self, b: RecordBatch, latest: int) -> list | None:
+        """The kept records of a CreateTime v2 data batch as spans (``cleaner_records.scan_retained``), or None
+        when the batch needs the careful decoder (unusual encodings, corruption, LogAppendTime)."""
+        h = b._header()
+        if h[5] & TIMESTAMP_TYPE_MASK or h[12] < 0:
+            return None
+        try:
+            data = self._payload = _payload(b)
+            keep_tombstones = not (h[5] & DELETE_HORIZON_MASK) or self.now < h[7]
+            kept, _, self._invalid = scan_retained(data, h[12], h[0], h[7], latest, self.map, keep_tombstones)
+        except (Slow, IndexError):
+            return None
+        return kept
+
+    def _splice(self, b: RecordBatch, kept: list, horizon: int) -> tuple[bytes, int, int]:
+        """``buildRetainedRecordsInto`` for a batch scanned by :meth:`_scan_fast`: records spliced, not decoded."""
+        new_base = horizon if horizon >= 0 else kept[0][3]
+        raw = bytearray()
+        splice_records(self._payload, kept, b.base_timestamp, new_base, raw)
+        codec = b.codec
+        payload = compress(codec, raw, magic=2) if codec else raw
+        max_ts = NO_TIMESTAMP
+        for k in kept:
+            if k[3] > max_ts:
+                max_ts = k[3]
+        data = build_batch(
+            (), base_offset=b.base_offset, codec=codec, timestamp_type=CREATE_TIME, base_timestamp=new_base,
+            max_timestamp=max_ts, producer_id=b.producer_id, producer_epoch=b.producer_epoch,
+            base_sequence=b.base_sequence, partition_leader_epoch=b.partition_leader_epoch,
+            is_transactional=b.is_transactional, delete_horizon_ms=horizon if horizon >= 0 else None,
+            last_offset_delta=b.last_offset_delta, compressed_payload=payload, records_count=len(kept))
+        return data, max_ts, (b.last_offset if max_ts != NO_TIMESTAMP else -1)
 
     # ------------------------------------------------------------------- rebuild
     def _rebuild(self, b, retained: list, horizon: int) -> tuple[bytes, int, int]:
@@ -251,6 +330,13 @@ class CleanerFilter:
         if max_ts == NO_TIMESTAMP:
             return data, NO_TIMESTAMP, -1
         return data, max_ts, (retained[-1][0] if b.codec else off)
+
+
+def _payload(b: RecordBatch) -> bytes:
+    """The records region of a v2 batch, uncompressed, as ``bytes`` (one copy per batch: bytes indexing and
+    slicing are the fastest primitives)."""
+    data = b.decompressed_payload()
+    return data if isinstance(data, bytes) else bytes(data)
 
 
 def _v2_timestamp_type(b) -> int:

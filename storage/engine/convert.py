@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..codec.compression import CODEC_IDS, CODEC_NAMES
+from ..codec.crc import crc32c
 from ..diff import mapped, parse_partition_dir_name, partition_dirs, segment_files
 from ..errors import ConfigError, CorruptRecordError, KafkaLogError
 from ..files.offset_index import OffsetIndexBuilder
@@ -98,6 +100,41 @@ def convert_legacy(batch: LegacyBatch, opts: ConvertOptions, records: list[Recor
     )
 
 
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_U32 = struct.Struct(">I")
+
+
+def _varint(n: int, out: bytearray) -> None:
+    v = (n << 1) ^ (n >> 31)
+    v &= 0xFFFFFFFF
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def plain_legacy_to_v2(batch: LegacyBatch) -> bytes:
+    """Fast path of :func:`convert_legacy` for an uncompressed v0/v1 message (same bytes, no Record objects)."""
+    m = batch.message()
+    log_append = batch.magic == 1 and batch.timestamp_type == LOG_APPEND_TIME
+    ts = m.timestamp if batch.magic == 1 else -1
+    body = bytearray(b"\x00\x00\x00")  # attributes, timestamp delta 0, offset delta 0
+    for f in (m.key, m.value):
+        if f is None:
+            body.append(0x01)
+        else:
+            _varint(len(f), body)
+            body += f
+    body.append(0x00)  # no headers
+    out = bytearray(61)
+    _varint(len(body), out)
+    out += body
+    _V2_HEADER.pack_into(out, 0, m.offset, len(out) - 12, batch.partition_leader_epoch, 2, 0,
+                         0x08 if log_append else 0, 0, ts, ts, -1, -1, -1, 1)
+    _U32.pack_into(out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
 def recompress_v2(batch: RecordBatch, codec: int, level: int | None = None) -> bytes:
     """A v2 batch with the same header fields and records, compressed with ``codec``."""
     return build_batch(
@@ -157,7 +194,10 @@ def convert_batches(batches: Iterable[RecordBatch | LegacyBatch], opts: ConvertO
         if not needs_conversion(b, opts):
             yield bytes(b.buf)
         elif isinstance(b, LegacyBatch):
-            yield convert_legacy(b, opts)
+            if b.codec == 0 and opts.codec in (None, 0):
+                yield plain_legacy_to_v2(b)
+            else:
+                yield convert_legacy(b, opts)
         else:
             yield recompress_v2(b, opts.codec if opts.codec is not None else b.codec, opts.level)
     if group:
@@ -243,11 +283,14 @@ class _Writer:
             cleaned_path(self.dir, self.base, suffix).unlink(missing_ok=True)
 
 
+_Q = struct.Struct(">q")
+_I = struct.Struct(">i")
+
+
 def _header_of(data: bytes) -> tuple[int, int]:
     """(last offset, max timestamp) of a converted batch (always v2) or a verbatim entry."""
     if data[16] >= 2:
-        b = RecordBatch(memoryview(data))
-        return b.last_offset, b.max_timestamp
+        return _Q.unpack_from(data, 0)[0] + _I.unpack_from(data, 23)[0], _Q.unpack_from(data, 35)[0]
     lb = LegacyBatch(memoryview(data))
     return lb.last_offset, lb.max_timestamp
 

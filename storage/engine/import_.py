@@ -39,12 +39,26 @@ class ImportStats:
         return {"partitions": dict(self.partitions), "batches": self.batches, "records": self.records}
 
 
+REQUIRED = ("topic", "partition", "offset", "timestamp", "key", "value")
+
+
+def _checked(where: str, path: str, row: dict[str, Any]) -> dict[str, Any]:
+    missing = [k for k in REQUIRED if k not in row]
+    if missing or not isinstance(row.get("offset"), int) or not isinstance(row.get("partition"), int):
+        what = f"missing {', '.join(missing)}" if missing else "offset/partition must be integers"
+        raise CorruptRecordError(f"{where}: not an exported record ({what})", path)
+    row.setdefault("headers", [])
+    row.setdefault("segment", None)
+    row.setdefault("position", None)
+    return row
+
+
 def iter_rows(path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(where, row)`` from a JSON Lines (``.jsonl``/``.json``/``-``) or Parquet (``.parquet``) file."""
     p = str(path)
     if p.endswith(".parquet"):
         for i, row in enumerate(iter_parquet_rows(p)):
-            yield f"{p}: row {i}", row
+            yield f"row {i}", _checked(f"row {i}", p, row)
         return
     import sys
 
@@ -54,9 +68,10 @@ def iter_rows(path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
             if not line.strip():
                 continue
             try:
-                yield f"{p}:{n}", row_from_json(json.loads(line))
-            except (ValueError, KeyError, TypeError) as e:
+                row = row_from_json(json.loads(line))
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
                 raise CorruptRecordError(f"line {n}: not an exported record ({e})", p) from None
+            yield f"{p}:{n}", _checked(f"line {n}", p, row)
     finally:
         if stream is not sys.stdin:
             stream.close()

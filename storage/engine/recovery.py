@@ -556,13 +556,7 @@ def _plan_partition(pdir: Path, cfg: LogConfig, recovery_point: int, log_start: 
                             out.deleted.append(str(pdir / f(later)))
                     out.records_dropped += _count_log_records(pdir / log_file_name(later)) or 0
                 break
-    pm = pdir / PARTITION_METADATA_FILE
-    if pm.exists():
-        try:
-            read_partition_metadata(pm)
-        except CorruptCheckpointError as e:
-            out.notes.append(f"{pm}: {e.reason}")
-    return out
+    return out  # partition.metadata: plan_repair (_plan_partition_metadata)
 
 
 # ------------------------------------------------------------------------------------------ for append
@@ -590,6 +584,78 @@ def load_partition_for_append(pdir: Path, psm: ProducerStateManager, *, now_ms: 
     return AppendState(bases, lso, leo)
 
 
+# ------------------------------------------------------------------------------ cluster metadata
+
+
+METADATA_DIR = "__cluster_metadata-0"
+
+
+def _metadata_batches(path: Path, min_offset: int) -> Iterator:
+    with _Log(path) as lg:
+        try:
+            for b in LogScanner(lg.buf, path=str(path)):
+                if b.magic >= 2 and not b.is_control and b.last_offset >= min_offset:
+                    yield b
+                del b
+        except CorruptRecordError:
+            return
+
+
+def cluster_metadata_state(data_dir: str | os.PathLike):
+    """Topic ids and config overrides replayed from the KRaft metadata log in ``data_dir`` (the latest
+    ``<end offset>-<epoch>.checkpoint`` snapshot, then the log records at or after its end offset), as a
+    :class:`~kafkalog.storage.decoders.cluster_metadata.MetadataState`; None when the dir holds no metadata
+    log. Undecodable records are skipped (``.errors`` counts them)."""
+    from ..decoders.cluster_metadata import MetadataState
+
+    mdir = Path(data_dir) / METADATA_DIR
+    if not mdir.is_dir():
+        return None
+    state = MetadataState(strict=False)
+    snaps = []
+    for p in mdir.glob("*.checkpoint"):
+        head = p.name.split("-", 1)[0]
+        if head.isdigit():
+            snaps.append((int(head), p))
+    start = 0
+    if snaps:
+        start, snap = max(snaps)
+        for b in _metadata_batches(snap, 0):
+            state.replay_all(r.value for r in b.records())
+            del b
+    for base in segment_bases(mdir):
+        for b in _metadata_batches(mdir / log_file_name(base), start):
+            state.replay_all(r.value for r in b.records() if r.offset >= start)
+            del b
+    return state
+
+
+def data_dir_config_resolver(data_dir: str | os.PathLike, broker=None, overrides: dict | None = None,
+                             metadata=None):
+    """``topic -> LogConfig`` for a data dir: Kafka defaults <- ``broker`` (server.properties) <- the topic's
+    overrides in the KRaft metadata log of the dir (``metadata``, see :func:`cluster_metadata_state`) <-
+    ``overrides`` (``--config``)."""
+    from ..config import TOPIC_CONFIG_KEYS, BrokerConfig
+
+    broker = broker or BrokerConfig()
+    # names this version does not model (e.g. 4.1's internal.segment.bytes) were accepted by the broker: skip
+    meta = {t: {k: v for k, v in c.items() if k in TOPIC_CONFIG_KEYS}
+            for t, c in (metadata.topic_configs() if metadata is not None else {}).items()}
+    cache: dict[str, LogConfig] = {}
+
+    def config_for(topic: str) -> LogConfig:
+        if topic not in cache:
+            cfg = broker.log_config(topic)
+            if meta.get(topic):
+                cfg = cfg.with_overrides(meta[topic], f"{METADATA_DIR} ({topic})")
+            if overrides:
+                cfg = cfg.with_overrides(overrides, "--config")
+            cache[topic] = cfg
+        return cache[topic]
+
+    return config_for
+
+
 # ---------------------------------------------------------------------------------------- data dir
 
 
@@ -598,15 +664,20 @@ def _recover_partition_task(args: tuple) -> PartitionRecovery:
     return recover_partition(pdir, **kw)
 
 
-def plan_repair(data_dir: str | os.PathLike, now_ms: int, *, config_for=None, strict_indexes: bool = True,
-                topic_ids: dict[str, str] | None = None, workers: int = 1):
+def plan_repair(data_dir: str | os.PathLike, now_ms: int, *, config_for=None, broker=None,
+                overrides: dict | None = None, strict_indexes: bool = True,
+                topic_ids: dict[str, str] | None = None, workers: int = 1, progress=None):
     """What the broker's startup would do to ``data_dir`` (plus the repairs it cannot do itself), as a
     :class:`~kafkalog.storage.engine.plan.Plan`. Applying it recovers every partition (in ``workers``
     processes), then flushes: checkpoints rewritten with recovery point = log end offset and the clean-shutdown
-    marker written, so the broker performs no recovery of its own."""
+    marker written, so the broker performs no recovery of its own.
+
+    Topic configs: ``config_for(topic)`` if given, else :func:`data_dir_config_resolver` (``broker`` defaults,
+    the dir's KRaft metadata log, ``overrides``). Topic ids for an unreadable ``partition.metadata``:
+    ``topic_ids`` (e.g. ``--topic-id``), else the metadata log. ``progress(n)`` is called as partitions
+    finish."""
     from ..files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
     from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE
-    from ..files.partition_metadata import write_partition_metadata
     from .flush import flush_data_dir, partition_dirs, read_checkpoint_or_empty
     from .plan import Action, Plan
 
@@ -617,8 +688,19 @@ def plan_repair(data_dir: str | os.PathLike, now_ms: int, *, config_for=None, st
     rp_map = read_checkpoint_or_empty(d / RECOVERY_POINT_CHECKPOINT, notes)
     ls_map = read_checkpoint_or_empty(d / LOG_START_OFFSET_CHECKPOINT, notes)
     plan.notes += notes
+    metadata = cluster_metadata_state(d)
+    if config_for is None:
+        config_for = data_dir_config_resolver(d, broker, overrides, metadata)
+    known_ids = dict(metadata.topic_ids) if metadata is not None else {}
+    known_ids.update(topic_ids or {})
     if not clean:
         plan.notes.append(f"{d}: no clean shutdown marker: segments above each recovery point are recovered")
+    for name in sorted(os.listdir(d)):
+        if name.endswith(("-delete", "-stray")) and (d / name).is_dir():
+            what = ("queued for deletion: the broker loads it without recovery (LogLoader skips recoverLog for "
+                    "-delete dirs) and deletes it" if name.endswith("-delete") else
+                    "a stray replica: the broker loads it aside and never deletes it")
+            plan.notes.append(f"{d / name}: {what}; left as is")
     tasks = []
     all_files: list[str] = []
     for pdir, topic, part in partition_dirs(d):
@@ -645,19 +727,7 @@ def plan_repair(data_dir: str | os.PathLike, now_ms: int, *, config_for=None, st
                             [p for p in rebuilt if Path(p).exists()]))
         if preview.records_dropped:
             plan.actions[-1].records = preview.records_dropped
-        pm = pdir / "partition.metadata"
-        if pm.exists():
-            try:
-                read_partition_metadata(pm)
-            except CorruptCheckpointError as e:
-                tid = (topic_ids or {}).get(topic)
-                if tid:
-                    plan.add(Action("write", str(pm), f"rewrite with topic id {tid} ({e.reason})", [str(pm)],
-                                    apply=lambda pm=pm, tid=tid: write_partition_metadata(pm, tid)))
-                else:
-                    plan.add(Action("delete", str(pm), f"unreadable ({e.reason}); the broker would take the "
-                                    "log dir offline. Deleted: the broker rewrites it from the topic id it knows",
-                                    [str(pm)], apply=lambda pm=pm: pm.unlink(missing_ok=True)))
+        _plan_partition_metadata(plan, pdir, topic, known_ids, topic_ids or {})
         tasks.append((str(pdir), kw))
         all_files += [str(p) for p in pdir.iterdir() if p.is_file() and not p.name.endswith(".log")]
         all_files += [p for p, _, _ in preview.truncated]
@@ -669,9 +739,15 @@ def plan_repair(data_dir: str | os.PathLike, now_ms: int, *, config_for=None, st
         if workers > 1 and len(tasks) > 1:
             from concurrent.futures import ProcessPoolExecutor
             with ProcessPoolExecutor(workers) as ex:
-                results.extend(ex.map(_recover_partition_task, tasks, chunksize=max(1, len(tasks) // 64)))
+                for r in ex.map(_recover_partition_task, tasks, chunksize=max(1, min(16, len(tasks) // 64))):
+                    results.append(r)
+                    if plan.progress is not None:
+                        plan.progress(1)
         else:
-            results.extend(_recover_partition_task(t) for t in tasks)
+            for t in tasks:
+                results.append(_recover_partition_task(t))
+                if plan.progress is not None:
+                    plan.progress(1)
         flush_data_dir(d, now_ms=now_ms)
 
     for cp in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEAN_SHUTDOWN_FILE):
@@ -681,7 +757,43 @@ def plan_repair(data_dir: str | os.PathLike, now_ms: int, *, config_for=None, st
                     "write recovery-point/log-start-offset checkpoints and the clean shutdown marker",
                     all_files, apply=run_all))
     plan.results = results  # type: ignore[attr-defined]
+    plan.partitions = len(tasks)  # type: ignore[attr-defined]
+    plan.progress = progress  # type: ignore[attr-defined]
     return plan
+
+
+def _plan_partition_metadata(plan, pdir: Path, topic: str, known_ids: dict[str, str],
+                             given_ids: dict[str, str]) -> None:
+    """An unreadable (e.g. zero-length) ``partition.metadata`` stops the broker at startup (Kafka 4.3/3.9:
+    "Encountered fatal fault: Error starting LogManager"). Rewritten from ``--topic-id`` or the dir's KRaft metadata log; with no source
+    it is left alone and the plan says what the broker would do."""
+    from ..files.partition_metadata import write_partition_metadata
+    from .plan import Action
+
+    pm = pdir / PARTITION_METADATA_FILE
+    if not pm.exists():
+        return
+    try:
+        cur = read_partition_metadata(pm)
+    except CorruptCheckpointError as e:
+        tid = known_ids.get(topic)
+        if tid:
+            src = "--topic-id" if topic in given_ids else f"the topic id in {METADATA_DIR}"
+            plan.add(Action("write", str(pm), f"unreadable ({e.reason}): rewritten with topic id {tid} from "
+                            f"{src}; the broker would stop at startup (fatal: Error starting LogManager)",
+                            [str(pm)],
+                            apply=lambda pm=pm, tid=tid: write_partition_metadata(pm, tid)))
+        else:
+            plan.notes.append(
+                f"{pm}: unreadable ({e.reason}) and no topic id is known (no {METADATA_DIR} in this dir, no "
+                "--topic-id): left as is. The broker stops at startup on it (fatal: Error starting LogManager); with the "
+                "file removed, a KRaft broker would treat the partition as a stray replica unless the "
+                "metadata still lists it. Pass --topic-id TOPIC=ID to rewrite it.")
+        return
+    tid = given_ids.get(topic)
+    if tid and tid != cur.topic_id:
+        plan.notes.append(f"{pm}: holds topic id {cur.topic_id}, --topic-id says {tid}: left as is (the broker "
+                          "would treat the replica as stray if the cluster metadata disagrees)")
 
 
 def _size(path: str) -> int:

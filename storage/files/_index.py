@@ -9,20 +9,17 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import CorruptIndexError
+from ..errors import CorruptIndexError, KafkaLogError
+from ._io import map_regular
 from .names import offset_from_file_name
 
 INT32_MAX = (1 << 31) - 1
 ZERO_CHUNK = bytes(1 << 20)
 
 
-def map_file(path: str | os.PathLike) -> tuple[Any, int]:
-    """Read-only mmap of a whole file, or ``b""`` for an empty one (mmap of 0 bytes fails)."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return b"", 0
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), size
+def map_file(path: str | os.PathLike, error_cls: type[KafkaLogError] = CorruptIndexError) -> tuple[Any, int]:
+    """Read-only mmap of a whole regular file, or ``b""`` for an empty one (mmap of 0 bytes fails)."""
+    return map_regular(path, error_cls)
 
 
 def all_zero(buf: memoryview) -> bool:
@@ -49,7 +46,10 @@ class FixedIndex:
 
     ``entries`` is Kafka's count (``length // entry_size``: every slot, zero padding included);
     ``valid_entries`` stops at the first slot ``i > 0`` whose relative offset is 0, the rule DumpLogSegments
-    uses to recognise the zero tail of a preallocated (untrimmed) file.
+    uses to recognise the zero tail of a preallocated (untrimmed) file, and also treats an all-zero slot 0 as
+    padding: a preallocated index with no entries yet. (No real entry is all zeros: an offset-index entry
+    never has position 0 because the first append/batch of a segment is never indexed, and a time-index
+    entry would need timestamp 0.) DumpLogSegments reports such a slot as a mismatching entry.
     """
 
     ENTRY: struct.Struct
@@ -109,7 +109,7 @@ class FixedIndex:
             size = self.ENTRY.size
             view = self._buf[: self.entries * size]
             for i, t in enumerate(self.ENTRY.iter_unpack(view)):
-                if i > 0 and t[rel] == 0:
+                if t[rel] == 0 and (i > 0 or not any(t)):
                     break
                 n += 1
             self._valid = n

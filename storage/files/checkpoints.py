@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..atomic import atomic_write, tmp_path
 from ..errors import CorruptCheckpointError
+from ._io import read_bounded
 from ._java import INT32_MAX, INT64_MAX, java_split_ws, parse_java_int
 from ._text import Form, format_checkpoint, parse_checkpoint
 
@@ -117,12 +118,9 @@ class OffsetCheckpoint:
 
 
 def read_bytes_bounded(path: str | os.PathLike, limit: int, error_cls=CorruptCheckpointError) -> bytes:
-    """Read a small file whole, refusing files above ``limit`` bytes before allocating."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > limit:
-            raise error_cls(f"file is {size} bytes, more than the {limit} bytes accepted", path=str(path))
-        return f.read(limit + 1)
+    """Read a small regular file whole, refusing files above ``limit`` bytes before allocating; OS errors
+    become ``error_cls``."""
+    return read_bounded(path, limit, error_cls)
 
 
 def read_offset_checkpoint(path: str | os.PathLike) -> OffsetCheckpoint:

@@ -67,10 +67,9 @@ class CleanShutdownMarker:
 
 def read_clean_shutdown(path: str | os.PathLike) -> CleanShutdownMarker | None:
     """The marker in the file at ``path``, or ``None`` when there is no such file (unclean shutdown)."""
-    try:
-        return CleanShutdownMarker.from_bytes(read_bytes_bounded(path, MAX_BYTES), path)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
+    return CleanShutdownMarker.from_bytes(read_bytes_bounded(path, MAX_BYTES), path)
 
 
 def write_clean_shutdown(path: str | os.PathLike, marker: CleanShutdownMarker, *, fsync: bool = True) -> None:

@@ -43,6 +43,15 @@ class OffsetIndex(FixedIndex):
             b.append(off, pos)
         return b.build(size=size)
 
+    @classmethod
+    def rebuild(cls, log_buf, base_offset: int, *, rule: str = "recovery", **kw) -> OffsetIndex:
+        """This index rebuilt from a ``.log`` by Kafka's ``recovery`` or ``append`` rule (see :mod:`.rebuild`
+        for the keyword arguments)."""
+        from .rebuild import rebuild_indexes_append, rebuild_indexes_recovery
+
+        fn = {"recovery": rebuild_indexes_recovery, "append": rebuild_indexes_append}[rule]
+        return fn(log_buf, base_offset, **kw).offset_index
+
     # ---- Kafka operations ---------------------------------------------------------------------------------
     @property
     def last_offset(self) -> int:

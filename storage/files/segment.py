@@ -75,7 +75,7 @@ class Segment:
     def buf(self) -> memoryview:
         """The ``.log`` bytes (read-only mmap; empty for an empty file)."""
         if self._buf is None:
-            self._map, _ = map_file(self.path)
+            self._map, _ = map_file(self.path, LogDirError)
             self._buf = memoryview(self._map)
         return self._buf
 

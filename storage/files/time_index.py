@@ -42,6 +42,15 @@ class TimeIndex(FixedIndex):
             b.maybe_append(ts, off)
         return b.build(size=size)
 
+    @classmethod
+    def rebuild(cls, log_buf, base_offset: int, *, rule: str = "recovery", **kw) -> TimeIndex:
+        """This index rebuilt from a ``.log`` by Kafka's ``recovery`` or ``append`` rule (see :mod:`.rebuild`
+        for the keyword arguments)."""
+        from .rebuild import rebuild_indexes_append, rebuild_indexes_recovery
+
+        fn = {"recovery": rebuild_indexes_recovery, "append": rebuild_indexes_append}[rule]
+        return fn(log_buf, base_offset, **kw).time_index
+
     @property
     def last_entry(self) -> TimestampOffset:
         """``TimeIndex.lastEntry`` over Kafka's slots; ``(-1, base_offset)`` when empty."""

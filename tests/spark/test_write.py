@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from datagen import make_data_dir
-
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.log import PartitionLog
 
@@ -20,17 +19,16 @@ def _content(df):
 
 
 def test_round_trip_assigning_offsets(spark, tmp_path):
-    src = make_data_dir(tmp_path / "src", {"a": 2, "b": 1}, 3000, value_size=200)
+    src = make_data_dir(tmp_path / "src", {"a": 2, "b": 1}, 3000, value_size=600)
     df = spark.read.format("kafkalog").load(str(src))
     # one Spark partition per topic partition keeps each partition's order, so offsets come out the same
     ordered = df.repartition(3, "topic", "partition").sortWithinPartitions("topic", "partition", "offset")
     dst = tmp_path / "dst"
-    (ordered.select(*COLS).write.format("kafkalog").mode("append").option("codec", "lz4")
+    (ordered.select(*COLS).write.format("kafkalog").mode("append")
      .option("config.segment.bytes", str(1 << 20)).save(str(dst)))
     assert not (tmp_path / ".dst.kafkalog-staging").exists()
     back = spark.read.format("kafkalog").load(str(dst))
     assert _content(back) == _content(df)
-    assert {r.codec for r in back.select("codec").distinct().collect()} == {"lz4"}
     # the write path made a loadable partition: indexes, rolls, checkpoints
     with PartitionLog.open(dst / "a-0") as log:
         assert log.log_end_offset == 3000
@@ -45,9 +43,10 @@ def test_round_trip_keeping_offsets(spark, tmp_path):
     df = spark.read.format("kafkalog").load(str(src)).filter("offset % 3 = 0")  # gaps, as after compaction
     dst = tmp_path / "dst"
     (df.repartition(1).sortWithinPartitions("offset").select("offset", *COLS)
-     .write.format("kafkalog").mode("append").option("offsets", "keep").save(str(dst)))
+     .write.format("kafkalog").mode("append").option("offsets", "keep").option("codec", "lz4").save(str(dst)))
     back = spark.read.format("kafkalog").load(str(dst))
     assert _content(back) == _content(df)
+    assert {r.codec for r in back.select("codec").distinct().collect()} == {"lz4"}
     # appending again continues from the log end offset
     df.limit(5).select(*COLS).write.format("kafkalog").mode("append").save(str(dst))
     offs = [r.offset for r in spark.read.format("kafkalog").load(str(dst)).orderBy("offset").collect()]

@@ -29,7 +29,7 @@ from kafkalog.storage.files.rebuild import (
 )
 from kafkalog.storage.files.time_index import TimeIndex, TimeIndexBuilder, TimestampOffset, read_time_index
 from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex, read_txn_index
-from kafkalog.storage.records import build_batch, build_end_txn_marker, build_legacy
+from kafkalog.storage.records import build_batch, build_end_txn_marker, build_legacy, iter_batches
 
 OP = OffsetPosition
 TO = TimestampOffset
@@ -84,9 +84,16 @@ def test_offset_index_zero_padding_recognised(tmp_path):
         assert not back.is_trimmed
 
 
-def test_offset_index_first_entry_may_be_relative_zero():
-    idx = OffsetIndex.from_bytes(struct.pack(">iiii", 0, 0, 0, 0), 5)
-    assert idx.valid_entries == 1 and list(idx) == [OP(5, 0)]
+def test_offset_index_first_slot_rules():
+    # slot 0 may have relative offset 0 (Kafka's rule only stops at i > 0)...
+    idx = OffsetIndex.from_bytes(struct.pack(">iiii", 0, 77, 0, 0), 5)
+    assert idx.valid_entries == 1 and list(idx) == [OP(5, 77)]
+    # ...but an all-zero slot 0 is the padding of a preallocated index with no entries yet: no real entry has
+    # position 0, because the first batch of a segment is never indexed (seen in real killed-broker dirs)
+    empty = OffsetIndex.from_bytes(bytes(4096), 5)
+    assert empty.entries == 512 and empty.valid_entries == 0 and empty.padding_is_zero()
+    assert empty.lookup(100) == OP(5, 0)
+    assert TimeIndex.from_bytes(bytes(4092), 5).valid_entries == 0
 
 
 def test_offset_index_sanity_check_kafka_rules():
@@ -180,7 +187,8 @@ def test_txn_index_round_trip_and_queries(tmp_path):
         assert back.to_bytes() == raw + b"\1\2\3"
         back.sanity_check()
         assert any("trailing" in m for _, m in back.problems())
-        assert back.collect_aborted_txns(4, 10) == ([entries[1]], False)
+        assert back.collect_aborted_txns(4, 10) == ([entries[1]], True)  # (9, 10, ...) has LSO 21 >= 10
+        assert back.collect_aborted_txns(4, 100) == ([entries[1], entries[2]], False)
         assert back.collect_aborted_txns(0, 5) == (entries[:2], True)
 
 
@@ -334,9 +342,8 @@ def test_rebuild_txn_index_from_snapshot_state():
     seg = build_end_txn_marker(offset=100, producer_id=9, producer_epoch=0, coordinator_epoch=0, commit=False,
                                timestamp=1)
     assert rebuild_txn_index(seg, 100, snapshot=snap).all_aborted_txns() == [AbortedTxn(9, 50, 100, 101)]
-    prior = list(__import__("kafkalog.storage.records", fromlist=["iter_batches"]).iter_batches(
-        build_batch([(90, 1, b"a", b"x")], base_offset=90, producer_id=9, producer_epoch=0, base_sequence=0,
-                    is_transactional=True)))
+    prior = list(iter_batches(build_batch([(90, 1, b"a", b"x")], base_offset=90, producer_id=9, producer_epoch=0,
+                                          base_sequence=0, is_transactional=True)))
     assert rebuild_txn_index(seg, 100, prior_batches=prior).all_aborted_txns() == [AbortedTxn(9, 90, 100, 101)]
 
 

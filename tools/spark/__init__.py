@@ -31,6 +31,7 @@ def ensure_worker_python() -> None:
     """Spark workers must run an interpreter that can import kafkalog: this one, unless told otherwise."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local masters talk over loopback only
 
 
 def register(spark) -> None:
@@ -47,6 +48,8 @@ def session(master: str = "local[*]", *, app_name: str = "kafkalog", conf: dict[
     from pyspark.sql import SparkSession
 
     b = SparkSession.builder.master(master).appName(app_name)
+    if master.startswith("local"):
+        b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     b = b.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
     for k, v in (conf or {}).items():
         b = b.config(k, v)

@@ -1,0 +1,165 @@
+"""pytest plugin for tests against real Apache Kafka (marker ``kafka``). Loaded by ``tests/conftest.py``.
+
+* Tests marked ``kafka`` run whenever a JDK and Maven are present (jars are resolved once per session).
+  Without them they are skipped, except under ``CI=true``, where a missing JDK, Maven or jar is a failure.
+* ``KAFKALOG_KAFKA_VERSIONS=4.3.1,3.9.2`` chooses the versions (default: :data:`jars.DEFAULT_VERSIONS`);
+  a test taking a ``kafka_version`` argument is parametrized over them.
+* Fixtures: ``kafka_versions``, ``kafka_libs`` (session), ``broker_factory`` (per test) and
+  ``module_broker_factory`` (per module: share brokers between the tests of a module).
+* When a test that used a broker fails, the tail of each broker's log (and its path) is added to the report.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafkalog.compat import jars
+from kafkalog.compat.broker import Broker, KafkaBroker, Mode, tail
+from kafkalog.compat.errors import HarnessError
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def configured_versions() -> list[str]:
+    env = os.environ.get("KAFKALOG_KAFKA_VERSIONS", "").strip()
+    versions = [v.strip() for v in env.split(",") if v.strip()] if env else list(jars.DEFAULT_VERSIONS)
+    for v in versions:
+        jars.parse_version(v)
+    return versions
+
+
+def _missing_tools() -> str | None:
+    """Why Kafka cannot run here (None if java and mvn are present), without resolving jars."""
+    try:
+        jars.java_executable()
+        jars.check_java()
+        if not all(jars.is_resolved(v) for v in configured_versions()):
+            jars.mvn_executable()
+    except HarnessError as exc:
+        return str(exc)
+    return None
+
+
+def unavailable(reason: str) -> None:
+    """Skip (developer machine) or fail (CI) a test that needs Kafka."""
+    if in_ci():
+        pytest.fail(f"CI=true and Kafka cannot run: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "kafka: needs a JDK + Kafka jars (real broker or Kafka's tools)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    kafka_items = [i for i in items if i.get_closest_marker("kafka")]
+    if not kafka_items or in_ci():
+        return
+    reason = _missing_tools()
+    if reason is not None:
+        for item in kafka_items:
+            item.add_marker(pytest.mark.skip(reason=f"Kafka unavailable: {reason}"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "kafka_version" in metafunc.fixturenames:
+        metafunc.parametrize("kafka_version", configured_versions(), scope="module")
+
+
+@pytest.fixture(scope="session")
+def kafka_versions() -> list[str]:
+    return configured_versions()
+
+
+@pytest.fixture(scope="session")
+def kafka_libs(kafka_versions: list[str]) -> dict[str, Path]:
+    """version -> libs dir, resolved through Maven once per session (and cached across sessions)."""
+    try:
+        return {v: jars.ensure_kafka(v) for v in kafka_versions}
+    except HarnessError as exc:
+        unavailable(str(exc))
+        raise  # unreachable: unavailable() always raises
+
+
+class BrokerFactory:
+    """Starts brokers under a pytest temp dir and kills whatever is still running at teardown."""
+
+    def __init__(self, base: Path, libs: Mapping[str, Path]) -> None:
+        self.base = base
+        self.libs = libs
+        self.brokers: list[KafkaBroker] = []
+
+    def __call__(
+        self,
+        version: str,
+        *,
+        mode: Mode = "kraft",
+        data_dir: Path | None = None,
+        server_properties: Mapping[str, str] | None = None,
+        start: bool = True,
+        **kwargs: Any,
+    ) -> Broker:
+        if version not in self.libs:
+            try:
+                jars.ensure_kafka(version)
+            except HarnessError as exc:
+                unavailable(str(exc))
+        if data_dir is None:
+            n = sum(1 for b in self.brokers if b.version == version and b.mode == mode)
+            data_dir = self.base / f"kafka-{version}-{mode}-{n}" / "data"
+        broker = Broker(version, mode=mode, data_dir=data_dir, server_properties=server_properties, **kwargs)
+        self.brokers.append(broker)
+        if start:
+            broker.start()
+        return broker
+
+    def close(self) -> None:
+        for broker in self.brokers:
+            broker.close()
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path, kafka_libs: dict[str, Path]) -> Iterator[BrokerFactory]:
+    """``broker_factory("4.3.1", mode="kraft", server_properties={...})`` -> a started :class:`Broker`."""
+    factory = BrokerFactory(tmp_path, kafka_libs)
+    yield factory
+    factory.close()
+
+
+@pytest.fixture(scope="module")
+def module_broker_factory(
+    tmp_path_factory: pytest.TempPathFactory, kafka_libs: dict[str, Path]
+) -> Iterator[BrokerFactory]:
+    """Like ``broker_factory`` but brokers live for the whole module (start once, use in many tests)."""
+    factory = BrokerFactory(tmp_path_factory.mktemp("brokers"), kafka_libs)
+    yield factory
+    factory.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.failed:
+        funcargs = getattr(item, "funcargs", {})
+        brokers: list[KafkaBroker] = []
+        for value in funcargs.values():
+            if isinstance(value, KafkaBroker):
+                brokers.append(value)
+            elif isinstance(value, BrokerFactory):
+                brokers.extend(value.brokers)
+        for b in dict.fromkeys(brokers):
+            report.sections.append((f"broker log {b.log_path}", tail(b.log_path, 60)))
+    return report
+
+
+def copy_fixture(src: Path, dst: Path) -> Path:
+    """Copy a fixture's data dir (or any dir) for a test that wants to modify or start a broker on it."""
+    shutil.copytree(src, dst, symlinks=True)
+    return dst

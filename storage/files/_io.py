@@ -1,0 +1,67 @@
+"""Opening files from disk defensively: regular files only, OS errors turned into kafkalog errors."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+from typing import Any
+
+from ..errors import KafkaLogError
+
+
+def open_regular(path: str | os.PathLike, error_cls: type[KafkaLogError]) -> int:
+    """A read-only descriptor on ``path``; ``error_cls`` if it cannot be opened or is not a regular file
+    (a FIFO would block a plain ``open``, so it is opened non-blocking and refused)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise error_cls(f"cannot open: {e.strerror}", str(path)) from None
+    try:
+        st = os.fstat(fd)
+    except OSError as e:  # pragma: no cover - fstat on an open fd
+        os.close(fd)
+        raise error_cls(f"cannot stat: {e.strerror}", str(path)) from None
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise error_cls("not a regular file", str(path))
+    return fd
+
+
+def read_bounded(path: str | os.PathLike, limit: int, error_cls: type[KafkaLogError]) -> bytes:
+    """Read a small file whole, refusing files above ``limit`` bytes before allocating."""
+    fd = open_regular(path, error_cls)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise error_cls(f"file is {size} bytes, more than the {limit} bytes accepted", str(path))
+        chunks = []
+        remaining = limit + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise error_cls(f"file grew beyond the {limit} bytes accepted while being read", str(path))
+        return data
+    except OSError as e:
+        raise error_cls(f"cannot read: {e.strerror}", str(path)) from None
+    finally:
+        os.close(fd)
+
+
+def map_regular(path: str | os.PathLike, error_cls: type[KafkaLogError]) -> tuple[Any, int]:
+    """Read-only mmap of a whole regular file, or ``b""`` when it is empty (mmap of 0 bytes fails)."""
+    fd = open_regular(path, error_cls)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return b"", 0
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ), size
+    except OSError as e:
+        raise error_cls(f"cannot map: {e.strerror}", str(path)) from None
+    finally:
+        os.close(fd)

@@ -1,0 +1,140 @@
+"""Spark scan throughput: records/s reading a generated multi-GiB data dir with local[1] and local[2], next to
+``kafkalog dump --json --deep`` (one core) and the in-process scan (one core, no Spark).
+
+    python tests/benchmarks/bench_spark.py [--scale GIB] [--runs N] [--dir DIR] [--keep]
+
+The data dir (``--scale`` GiB over 4 partitions, ~16 KiB uncompressed batches of 100-byte values, 1 GiB
+segments with offset indexes) is written through the write path (LogWriter), reusing a few prebuilt batches so
+generation is I/O bound. Each figure is the median of ``--runs`` runs, data in page cache; the scaling ratio is
+(local[2] rate / local[1] rate) / 2 (target >= 0.8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PARTITIONS = 4
+BASE_TS = 1_700_000_000_000
+
+
+def generate(root: Path, gib: float) -> int:
+    from kafkalog.storage.config import LogConfig
+    from kafkalog.storage.engine.writer import LogWriter
+    from kafkalog.storage.records import build_batch
+
+    templates = []
+    for t in range(16):
+        recs = [(i, BASE_TS + t * 1000 + i, f"key-{t}-{i}".encode(), os.urandom(50) + b"v" * 50,
+                 [("h", b"x")] if i % 10 == 0 else []) for i in range(130)]
+        templates.append(build_batch(recs, base_offset=0))
+    per_part = int(gib * (1 << 30)) // PARTITIONS
+    total = 0
+    for p in range(PARTITIONS):
+        with LogWriter(root / f"bench-{p}", LogConfig(), leader_epoch=0, now_ms=BASE_TS, fsync=False) as w:
+            written = 0
+            i = 0
+            while written < per_part:
+                b = templates[i % len(templates)]
+                w.append(b)
+                written += len(b)
+                total += 130
+                i += 1
+    return total
+
+
+def spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
+    from kafkalog.tools.spark import session
+    from pyspark.sql import functions as F
+
+    spark = session(master, conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        df = spark.read.format("kafkalog").load(str(root))
+        q = df.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes"), F.max("offset"))
+        spark.read.format("kafkalog").option("topics", "bench").option("endingOffset", "1000").load(str(root)).count()
+        times = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            row = q.collect()[0]
+            times.append(time.perf_counter() - t)
+            assert row.n == n, (row.n, n)
+        print(f"  {master}: input partitions {df.rdd.getNumPartitions()}, runs {[round(x, 2) for x in times]} s",
+              flush=True)
+        return [n / x for x in times]
+    finally:
+        spark.stop()
+
+
+def dump_rate(root: Path, runs: int, n: int) -> list[float]:
+    logs = sorted(str(p) for p in root.rglob("*.log"))
+    rates = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        p = subprocess.run(["taskset", "-c", "0", sys.executable, "-m", "kafkalog.tools.cli", "dump", "--json",
+                            "--deep", *logs], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        el = time.perf_counter() - t
+        if p.returncode != 0:
+            raise SystemExit(f"dump failed: {p.stderr.decode()[-500:]}")
+        rates.append(n / el)
+    return rates
+
+
+def inprocess_rate(root: Path, runs: int, n: int) -> list[float]:
+    from kafkalog.tools.spark.options import parse_read_options
+    from kafkalog.tools.spark.plan import plan
+    from kafkalog.tools.spark.scan import scan
+
+    opts = parse_read_options({"path": str(root)})
+    rates = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        got = sum(rb.num_rows for g in plan(opts) for rb in scan(g, opts))
+        rates.append(n / (time.perf_counter() - t))
+        assert got == n
+    return rates
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=float, default=2.0, help="GiB of log to generate (default 2)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--dir", help="where to generate (default: a temp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the generated dir")
+    ap.add_argument("--skip-dump", action="store_true", help="skip the kafkalog dump figure")
+    args = ap.parse_args()
+    from kafkalog.tools.spark import ensure_worker_python
+
+    ensure_worker_python()
+    root = Path(args.dir or tempfile.mkdtemp(prefix="bench-spark-"))
+    try:
+        t = time.perf_counter()
+        n = generate(root, args.scale)
+        size = sum(p.stat().st_size for p in root.rglob("*.log"))
+        print(f"generated {n:,} records, {size / 1e9:.2f} GB in {time.perf_counter() - t:.1f} s ({root})", flush=True)
+        r1 = statistics.median(spark_rate(root, "local[1]", args.runs, n))
+        r2 = statistics.median(spark_rate(root, "local[2]", args.runs, n))
+        rin = statistics.median(inprocess_rate(root, args.runs, n))
+        print(f"in-process scan (1 core, no Spark): {rin / 1e6:.3f} M records/s ({rin * size / n / 1e6:.0f} MB/s)")
+        print(f"spark local[1]: {r1 / 1e6:.3f} M records/s ({r1 * size / n / 1e6:.0f} MB/s)")
+        print(f"spark local[2]: {r2 / 1e6:.3f} M records/s ({r2 * size / n / 1e6:.0f} MB/s)")
+        print(f"scaling local[2]/local[1] = {r2 / r1:.2f}x, {r2 / r1 / 2:.2f} of linear (target >= 0.8)")
+        if not args.skip_dump:
+            rd = statistics.median(dump_rate(root, max(1, args.runs - 2), n))
+            print(f"kafkalog dump --json --deep (1 core): {rd / 1e6:.3f} M records/s; "
+                  f"spark local[1] / dump = {r1 / rd:.2f}x, local[2] / dump = {r2 / rd:.2f}x")
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

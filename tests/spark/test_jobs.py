@@ -1,0 +1,100 @@
+"""`kafkalog spark verify|export|convert|compact`: the single-machine engines, distributed, one report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from datagen import BASE_TS, make_data_dir, write_partition
+from kafkalog.storage.engine.cleaner import compact_partition
+from kafkalog.storage.engine.cleaner_manager import ConfigResolver
+from kafkalog.storage.records import build_legacy, iter_batches
+from kafkalog.storage.verify import verify_partition
+from kafkalog.tools.spark import jobs
+
+pytestmark = pytest.mark.spark
+
+
+def _corrupt_one(tmp_path):
+    root = make_data_dir(tmp_path / "d", {"v": 3}, 400)
+    log = root / "v-1" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    pos = [b.position for b in iter_batches(bytes(data))][2]
+    data[pos + 80] ^= 0x55
+    log.write_bytes(bytes(data))
+    return root, log, pos
+
+
+def test_verify_matches_single_machine(spark, tmp_path):
+    root, log, pos = _corrupt_one(tmp_path)
+    report = jobs.verify(spark, [str(root)], deep=True)
+    single = [f.to_dict() for p in ("v-0", "v-1", "v-2") for f in verify_partition(root / p, True)]
+    part_rows = [r for r in report.rows if "/v-" in r["file"]]
+    key = lambda r: (r["file"], r["position"] or -1, r["kind"], r["message"])  # noqa: E731
+    assert sorted(part_rows, key=key) == sorted(single, key=key)
+    assert any(r["severity"] == "error" and r["file"] == str(log) and r["position"] == pos for r in report.rows)
+    assert not report.ok and report.summary["partitions"] == 3
+
+
+def test_cli_verify_json_exit_code(tmp_path):
+    root, log, pos = _corrupt_one(tmp_path)
+    p = subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", "spark", "verify", str(root), "--master",
+                        "local[1]", "--json"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stderr[-2000:]
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    assert lines[-1]["job"] == "verify" and lines[-1]["summary"]["partitions"] == 3
+    assert any(x.get("file") == str(log) and x.get("position") == pos for x in lines[:-1])
+
+
+def test_export_parquet_and_json(spark, tmp_path):
+    root = make_data_dir(tmp_path / "d", {"e": 2, "f": 1}, 700)
+    report = jobs.export(spark, [str(root)], str(tmp_path / "out.parquet"), options={"topics": "e"})
+    assert report.summary["records"] == 1400
+    assert sorted(p.name for p in (tmp_path / "out.parquet").iterdir() if p.is_dir()) == ["topic=e"]
+    back = spark.read.parquet(str(tmp_path / "out.parquet")).filter("partition = 1").orderBy("offset").collect()
+    assert [r.offset for r in back] == list(range(700)) and back[10].timestamp == BASE_TS + 100
+    report = jobs.export(spark, [str(root / "f-0")], str(tmp_path / "out.json"), fmt="json")
+    assert report.summary["records"] == 700
+
+
+def test_convert_legacy_to_v2(spark, tmp_path):
+    pdir = tmp_path / "d" / "old-0"
+    pdir.mkdir(parents=True)
+    data = b""
+    for i in range(20):
+        recs = [(None, BASE_TS + i * 10 + j, f"k{j}".encode(), f"v{i}-{j}".encode()) for j in range(5)]
+        data += build_legacy(recs, magic=1, codec=1 if i % 2 else 0, base_offset=i * 5)
+    (pdir / "00000000000000000000.log").write_bytes(data)
+    before = sorted((r.offset, r.timestamp, bytes(r.value)) for r in spark.read.format("kafkalog")
+                    .load(str(pdir)).collect())
+    report = jobs.convert(spark, [str(tmp_path / "d")], backup_root=str(tmp_path / "bk"))
+    assert report.ok and report.summary["segments"] == 1
+    after = spark.read.format("kafkalog").load(str(pdir)).collect()
+    assert {r.magic for r in after} == {2}
+    assert sorted((r.offset, r.timestamp, bytes(r.value)) for r in after) == before
+    assert any((tmp_path / "bk").rglob("*.log"))
+
+
+def test_compact_matches_single_machine(spark, tmp_path):
+    root = tmp_path / "d"
+    for p in range(2):
+        write_partition(root / f"c-{p}", 3000, batch_records=100, segment_bytes=1 << 20, value_size=500)
+    twin = tmp_path / "twin"
+    shutil.copytree(root, twin)
+    overrides = {"cleanup.policy": "compact"}
+    report = jobs.compact(spark, [str(root)], now=BASE_TS + 10**8, force=True, overrides=overrides, backup=False)
+    assert report.ok and report.summary["bytesReclaimed"] > 0
+    r = ConfigResolver(None, None, overrides)
+    for p in range(2):
+        compact_partition(twin / f"c-{p}", r.log_config(twin, "c"), r.broker.cleaner, BASE_TS + 10**8, force=True)
+    for p in range(2):
+        a = sorted(f.name for f in (root / f"c-{p}").iterdir())
+        assert a == sorted(f.name for f in (twin / f"c-{p}").iterdir())
+        for name in a:
+            if name.endswith(".log"):
+                assert (root / f"c-{p}" / name).read_bytes() == (twin / f"c-{p}" / name).read_bytes()
+    ck = "cleaner-offset-checkpoint"  # entry order is hash-map order: compare the entries
+    assert sorted((root / ck).read_text().splitlines()) == sorted((twin / ck).read_text().splitlines())

@@ -1,0 +1,90 @@
+"""`kafkalog append`: the library path (batch_from_json + LogWriter) and the CLI, read back with the scanner."""
+
+import base64
+import json
+
+from kafkalog.storage.config import LogConfig
+from kafkalog.storage.engine.recovery import plan_repair
+from kafkalog.storage.engine.writer import LogWriter
+from kafkalog.storage.files.offset_index import read_offset_index
+from kafkalog.storage.records import iter_batches
+from kafkalog.tools import cli
+from kafkalog.tools.append import batch_from_json
+
+NOW = 1_700_000_000_000
+TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"
+
+
+def _b64(b):
+    return base64.b64encode(b).decode()
+
+
+def _read(pdir):
+    out = []
+    for log in sorted(pdir.glob("*.log")):
+        for b in iter_batches(log.read_bytes()):
+            out += [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in b.records()]
+    return out
+
+
+def test_library_batch_objects_and_single_records(tmp_path):
+    d = tmp_path / "orders-0"
+    batch = {"baseOffset": 40, "codec": "lz4", "producerId": 7, "producerEpoch": 0, "baseSequence": 0,
+             "records": [{"offset": 40 + i, "timestamp": NOW + i, "key": _b64(b"k%d" % i),
+                          "value": _b64(b"v" * 50), "headers": [{"key": "h", "value": _b64(b"x")}]}
+                         for i in range(5)]}
+    single = {"key": None, "value": _b64(b"alone"), "timestamp": NOW + 9}
+    with LogWriter(d, LogConfig(), now_ms=NOW, topic_id=TOPIC_ID) as w:
+        a = w.append(batch_from_json(batch))
+        b = w.append(batch_from_json(single))
+    assert (a.first_offset, a.last_offset, b.first_offset) == (0, 4, 5)  # leader: offsets from the LEO
+    recs = _read(d)
+    assert [r[0] for r in recs] == list(range(6))
+    assert recs[0] == (0, NOW, b"k0", b"v" * 50, [("h", b"x")])
+    assert recs[5] == (5, NOW + 9, None, b"alone", [])
+    first = next(iter_batches((d / "00000000000000000000.log").read_bytes()))
+    assert (first.codec_name, first.producer_id, first.base_sequence) == ("lz4", 7, 0)
+    assert (d / "00000000000000000006.snapshot").exists()  # producer state at the LEO on close
+
+
+def test_cli_append_then_repair_has_nothing_to_do(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"key": _b64(b"k%d" % i), "value": _b64(b"v" * 300), "timestamp": NOW + i})
+                           + "\n" for i in range(40)) + "\n")
+    rc = cli.main(["append", str(data), "t-0", "--from", str(src), "--now", str(NOW),
+                   "--config", "index.interval.bytes=1000", "--topic-id", TOPIC_ID])
+    assert rc == 0
+    assert "appended 40 batches; log end offset 40" in capsys.readouterr().err
+    recs = _read(data / "t-0")
+    assert [(r[0], r[1], r[2]) for r in recs] == [(i, NOW + i, b"k%d" % i) for i in range(40)]
+    with read_offset_index(data / "t-0" / "00000000000000000000.index") as idx:
+        assert len(list(idx)) > 5  # one entry per ~1000 bytes (append-time rule)
+    assert cli.main(["flush", str(data), "--now", str(NOW)]) == 0
+    capsys.readouterr()
+    plan = plan_repair(data, NOW, strict_indexes=True)
+    assert [a.kind for a in plan.actions] == ["recover"] and plan.notes == []
+
+
+def test_cli_append_keep_offsets_rejects_going_backwards(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    src = tmp_path / "in.jsonl"
+    lines = [{"baseOffset": 10, "records": [{"offset": 10, "timestamp": NOW, "key": None, "value": _b64(b"a")}]},
+             {"baseOffset": 5, "records": [{"offset": 5, "timestamp": NOW, "key": None, "value": _b64(b"b")}]}]
+    src.write_text("\n".join(json.dumps(x) for x in lines))
+    rc = cli.main(["append", str(data), "t-0", "--from", str(src), "--keep-offsets", "--now", str(NOW)])
+    assert rc == 1
+    assert "unexpected append offset 5" in capsys.readouterr().err
+    assert [r[0] for r in _read(data / "t-0")] == [10]
+
+
+def test_repair_leaves_delete_dirs_alone(tmp_path):
+    data = tmp_path / "data"
+    gone = data / "t-0.0123456789abcdef0123456789abcdef-delete"
+    gone.mkdir(parents=True)
+    (gone / "00000000000000000000.log").write_bytes(b"\x00" * 30)  # garbage: never recovered
+    plan = plan_repair(data, NOW)
+    assert any("-delete" in n and "left as is" in n for n in plan.notes)
+    assert all("-delete" not in a.path for a in plan.actions if a.kind != "recover")

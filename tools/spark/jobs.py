@@ -1,0 +1,204 @@
+"""Distributed jobs: the single-machine engines run per partition (or per segment) on Spark, one report.
+
+* :func:`verify` — ``storage.verify.verify_partition`` per partition on the executors, the data dir's own
+  findings (``DataDir.findings``, lock) on the driver;
+* :func:`export` — the data source into Parquet (partitioned by topic/partition) or JSON Lines;
+* :func:`convert` — ``storage.engine.convert.convert_segment`` per segment, while the driver holds every data
+  dir's ``.lock`` and has hard-linked the originals into a backup first (as ``kafkalog convert``);
+* :func:`compact` — ``storage.engine.cleaner.compact_partition`` per partition under the same lock/backup
+  rules as ``kafkalog compact``; the driver rewrites ``cleaner-offset-checkpoint`` from all outcomes at the end
+  (tasks of one data dir may race on it).
+
+Executors must see the same paths as the driver (local mode, or a shared filesystem).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkalog.storage.errors import KafkaLogError
+
+
+@dataclass
+class JobReport:
+    job: str
+    rows: list[dict] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(r.get("severity") == "error" or r.get("error") for r in self.rows)
+
+
+def _sc(spark):
+    return spark.sparkContext
+
+
+def _run_per_item(spark, items: list, fn: Callable, slices: int | None = None) -> list:
+    if not items:
+        return []
+    n = min(len(items), slices or max(1, _sc(spark).defaultParallelism * 2))
+    return _sc(spark).parallelize(items, n).flatMap(fn).collect()
+
+
+# ------------------------------------------------------------------------------------------------ verify
+def _verify_one(item: tuple[str, bool]) -> list[dict]:
+    from kafkalog.storage.verify import verify_partition
+
+    pdir, deep = item
+    try:
+        return [f.to_dict() for f in verify_partition(pdir, deep)]
+    except KafkaLogError as e:
+        return [{"file": e.path or pdir, "position": e.position, "kind": "layout", "severity": "error",
+                 "message": e.reason}]
+
+
+def verify(spark, paths: list[str], *, deep: bool = False) -> JobReport:
+    from kafkalog.storage.engine.cleaner_manager import resolve_partitions
+    from kafkalog.storage.logdir import DataDir
+
+    rows: list[dict] = []
+    data_dirs = sorted({str(d) for d, _ in resolve_partitions(paths)} | {p for p in paths if not _is_partition(p)})
+    for d in data_dirs:
+        with contextlib.suppress(KafkaLogError), DataDir(d) as ddir:
+            rows.extend(f.to_dict() for f in ddir.findings)
+            status = ddir.lock_status()
+            if status.held:
+                rows.append({"file": str(status.path), "position": None, "kind": "lock", "severity": "warning",
+                             "message": ".lock is held: a broker is running and files may change while being read"})
+    pdirs = [str(p) for _, p in resolve_partitions(paths)]
+    rows.extend(_run_per_item(spark, [(p, deep) for p in pdirs], _verify_one))
+    sev = {"error": 0, "warning": 0, "info": 0}
+    for r in rows:
+        sev[r["severity"]] = sev.get(r["severity"], 0) + 1
+    return JobReport("verify", rows, {"partitions": len(pdirs), "findings": len(rows), **sev})
+
+
+def _is_partition(p: str) -> bool:
+    from kafkalog.storage.diff import parse_partition_dir_name
+
+    path = Path(p)
+    return parse_partition_dir_name(path.name) is not None and any(path.glob("*.log"))
+
+
+# ------------------------------------------------------------------------------------------------ export
+def export(spark, paths: list[str], out: str, *, fmt: str = "parquet", options: dict[str, str] | None = None,
+           mode: str = "errorifexists") -> JobReport:
+    """Read with the data source and write Parquet (partitioned by topic, partition) or JSON Lines."""
+    reader = spark.read.format("kafkalog")
+    for k, v in (options or {}).items():
+        reader = reader.option(k, v)
+    df = reader.option("paths", ",".join(paths)).load()
+    w = df.write.mode(mode)
+    if fmt == "parquet":
+        w.partitionBy("topic", "partition").parquet(out)
+    elif fmt == "json":
+        w.json(out)
+    else:
+        raise KafkaLogError(f"unknown export format {fmt!r} (parquet or json)")
+    written = spark.read.parquet(out).count() if fmt == "parquet" else spark.read.json(out).count()
+    return JobReport("export", [], {"records": written, "format": fmt, "out": out})
+
+
+# ------------------------------------------------------------------------------------------------ convert
+def _convert_one(item) -> list[dict]:
+    from kafkalog.storage.engine.convert import convert_segment
+
+    seg, opts = item
+    try:
+        r = convert_segment(seg, opts)
+    except KafkaLogError as e:
+        return [{"segment": seg, "error": str(e)}]
+    return [{"partition": r.partition, "segment": r.segment, "bases": r.bases, "bytesIn": r.bytes_in,
+             "bytesOut": r.bytes_out, "batchesIn": r.batches_in, "batchesOut": r.batches_out,
+             "legacyBatches": r.legacy_batches}]
+
+
+def convert(spark, paths: list[str], opts=None, *, topics: set[str] | None = None, dry_run: bool = False,
+            backup: bool = True, backup_root: str | None = None) -> JobReport:
+    from kafkalog.storage.engine.convert import ConvertOptions, data_dir_of, plan_convert
+    from kafkalog.storage.engine.plan import Backup, data_dir_lock
+
+    opts = opts or ConvertOptions()
+    plan = plan_convert(paths, opts, topics=topics)
+    if dry_run or plan.empty:
+        rows = [{"segment": a.path, "plan": a.detail} for a in plan.actions]
+        return JobReport("convert", rows, {"segments": len(plan.actions), "bytes": plan.bytes, "dryRun": dry_run})
+    by_dir: dict[Path, list] = {}
+    for a in plan.actions:
+        by_dir.setdefault(data_dir_of(Path(a.path).parent), []).append(a)
+    with contextlib.ExitStack() as stack:
+        for ddir, actions in by_dir.items():
+            stack.enter_context(data_dir_lock(ddir))
+            if backup:
+                root = Path(backup_root) / ddir.name if backup_root else Backup.default_root(ddir, "convert")
+                bk = Backup(root, ddir)
+                for a in actions:
+                    for f in a.files:
+                        bk.preserve(f, copy=False)
+        rows = _run_per_item(spark, [(a.path, opts) for a in plan.actions], _convert_one)
+    return JobReport("convert", rows, {"segments": len(rows), "bytesIn": sum(r.get("bytesIn", 0) for r in rows),
+                                       "bytesOut": sum(r.get("bytesOut", 0) for r in rows)})
+
+
+# ------------------------------------------------------------------------------------------------ compact
+def _compact_one(item) -> list[dict]:
+    from kafkalog.storage.engine.cleaner import compact_partition
+
+    pdir, cfg, cleaner, now, dry_run, force, version, expiration = item
+    try:
+        out = compact_partition(pdir, cfg, cleaner, now, dry_run=dry_run, force=force, kafka_version=version,
+                                expiration_ms=expiration)
+    except KafkaLogError as e:
+        return [{"partition": Path(pdir).name, "dir": pdir, "error": str(e)}]
+    d = out.to_dict()
+    d["dir"] = pdir
+    return [d]
+
+
+def compact(spark, paths: list[str], *, now: int, dry_run: bool = False, force: bool = False,
+            kafka_version: tuple[int, int] = (4, 0), overrides: dict[str, str] | None = None,
+            server_properties: str | None = None, topic_config: str | None = None, backup: bool = True,
+            backup_root: str | None = None) -> JobReport:
+    from kafkalog.storage.engine.cleaner import update_cleaner_checkpoint
+    from kafkalog.storage.engine.cleaner_log import parse_partition_dir_name
+    from kafkalog.storage.engine.cleaner_manager import ConfigResolver, resolve_partitions
+    from kafkalog.storage.engine.plan import Backup, data_dir_lock
+
+    resolver = ConfigResolver(server_properties, topic_config, overrides or {})
+    cleaner = resolver.broker.cleaner
+    expiration = resolver.broker.producer_id_expiration_ms
+    items = []
+    by_dir: dict[Path, list[Path]] = {}
+    for data_dir, pdir in resolve_partitions(paths):
+        by_dir.setdefault(data_dir, []).append(pdir)
+    with contextlib.ExitStack() as stack:
+        for data_dir, pdirs in by_dir.items():
+            if not dry_run:
+                stack.enter_context(data_dir_lock(data_dir))
+            bk = Backup(backup_root or Backup.default_root(data_dir, "compact"), data_dir) \
+                if backup and not dry_run else None
+            for pdir in pdirs:
+                topic, _ = parse_partition_dir_name(pdir.name)
+                cfg = resolver.log_config(data_dir, topic)
+                if not cfg.compact:
+                    continue
+                if bk is not None:
+                    for f in sorted(pdir.iterdir()):
+                        if f.is_file() and f.suffix in (".log", ".index", ".timeindex", ".txnindex", ".snapshot"):
+                            bk.preserve(f, copy=False)
+                    bk.preserve(data_dir / "cleaner-offset-checkpoint", copy=True)
+                items.append((str(pdir), cfg, cleaner, now, dry_run, force, kafka_version, expiration))
+        rows = _run_per_item(spark, items, _compact_one)
+        if not dry_run:  # tasks of one data dir may have raced on the checkpoint: settle it from the outcomes
+            for r in rows:
+                if r.get("end_offset") is not None and r.get("eligible"):
+                    p = Path(r["dir"])
+                    topic, part = parse_partition_dir_name(p.name)
+                    update_cleaner_checkpoint(p.parent, topic, part, r["end_offset"])
+    return JobReport("compact", rows, {"partitions": len(rows),
+                                       "bytesReclaimed": sum(r.get("bytes_reclaimed", 0) for r in rows),
+                                       "dryRun": dry_run})

@@ -1,0 +1,128 @@
+"""``kafkalog spark verify|export|convert|compact DIR...``: the single-machine engines, distributed by Spark."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+HELP = "run verify / export / convert / compact on Spark, distributed per partition (local[*] by default)"
+DESCRIPTION = """\
+The same engines as `kafkalog verify`, `convert` and `compact`, run by Spark tasks one partition (or segment)
+at a time, with every result collected into one report; `export` writes Parquet or JSON through the
+`kafkalog` Spark data source. Workers use this Python interpreter (PYSPARK_PYTHON defaults to it) and must see
+the same paths (local mode, or a filesystem shared by all executors). Mutating jobs hold each data dir's .lock
+for the whole job (a running broker makes them refuse) and keep hard-linked originals unless --no-backup.
+
+Jobs:
+  verify   findings per file and byte position (exit 1 when any error is found)
+  export   records to Parquet partitioned by topic/partition, or JSON Lines (key/value base64)
+  convert  rewrite v0/v1 segments as v2 and/or recompress (Kafka 4.0 cleaner rules), crash-safely
+  compact  one log-cleaner round per compacted partition
+
+Examples:
+  kafkalog spark verify /var/lib/kafka/data --deep --json > findings.jsonl
+  kafkalog spark export /var/lib/kafka/data --out /tmp/orders.parquet --topics orders
+  kafkalog spark export s3://bucket/broker-1/data --out /tmp/x.json --format json --option s3.region=eu-west-1
+  kafkalog spark convert /var/lib/kafka/data --codec zstd --master local[2] --dry-run
+  kafkalog spark compact /var/lib/kafka/data --all --now 1732200000000
+
+In Python, the data source itself: spark.read.format("kafkalog").load(DIR) after
+kafkalog.tools.spark.register(spark) (see `python -m pydoc kafkalog.tools.spark.options`).
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("job", choices=["verify", "export", "convert", "compact"], help="what to run")
+    p.add_argument("paths", nargs="+", metavar="DIR", help="data dir(s) or partition dir(s) (export: also .log files, "
+                   "s3:// URIs)")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--json", action="store_true", help="JSON Lines on stdout (one row per finding/result, then a "
+                   "summary line)")
+    g = p.add_argument_group("verify")
+    g.add_argument("--deep", action="store_true", help="also decode every record")
+    g = p.add_argument_group("export")
+    g.add_argument("--out", help="output directory (export)")
+    g.add_argument("--format", choices=["parquet", "json"], default="parquet", help="export format")
+    g.add_argument("--topics", help="comma-separated topics or glob patterns")
+    g.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="data source read option (level=batch, startingOffset=..., s3.endpoint=...)")
+    g.add_argument("--overwrite", action="store_true", help="replace an existing export output")
+    g = p.add_argument_group("convert / compact")
+    g.add_argument("--codec", choices=["none", "gzip", "snappy", "lz4", "zstd"], help="convert: target codec")
+    g.add_argument("--now", type=int, help="compact: cleaning time in epoch ms (default: wall clock)")
+    g.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="compact: topic config")
+    g.add_argument("--server-properties", metavar="FILE", help="compact: the broker's server.properties")
+    g.add_argument("--topic-config", metavar="FILE", help="compact: properties file of topic configs")
+    g.add_argument("--all", action="store_true", help="compact: clean regardless of min.cleanable.dirty.ratio")
+    g.add_argument("--dry-run", action="store_true", help="convert/compact: show what would change; write nothing")
+    g.add_argument("--backup", metavar="DIR", help="keep originals here (default: timestamped beside the data dir)")
+    g.add_argument("--no-backup", action="store_true", help="keep no originals")
+
+
+def _kv(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for it in items:
+        k, sep, v = it.partition("=")
+        if not sep or not k:
+            raise SystemExit(f"kafkalog spark: {what} expects KEY=VALUE, got {it!r}")
+        out[k] = v
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from kafkalog.tools.spark import jobs, session
+
+    if args.job == "export" and not args.out:
+        print("kafkalog spark export: --out is required", file=sys.stderr)
+        return 2
+    conf = {"spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false"}
+    t0 = time.time()
+    spark = session(args.master, app_name=f"kafkalog spark {args.job}", conf=conf)
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        if args.job == "verify":
+            report = jobs.verify(spark, args.paths, deep=args.deep)
+        elif args.job == "export":
+            opts = _kv(args.option, "--option")
+            if args.topics:
+                opts["topics"] = args.topics
+            report = jobs.export(spark, args.paths, args.out, fmt=args.format, options=opts,
+                                 mode="overwrite" if args.overwrite else "errorifexists")
+        elif args.job == "convert":
+            from kafkalog.storage.codec.compression import CODEC_IDS
+            from kafkalog.storage.engine.convert import ConvertOptions
+
+            copts = ConvertOptions(codec=CODEC_IDS[args.codec] if args.codec else None)
+            topics = set(args.topics.split(",")) if args.topics else None
+            report = jobs.convert(spark, args.paths, copts, topics=topics, dry_run=args.dry_run,
+                                  backup=not args.no_backup, backup_root=args.backup)
+        else:
+            now = args.now if args.now is not None else int(time.time() * 1000)
+            report = jobs.compact(spark, args.paths, now=now, dry_run=args.dry_run, force=args.all,
+                                  overrides=_kv(args.config, "--config"), server_properties=args.server_properties,
+                                  topic_config=args.topic_config, backup=not args.no_backup, backup_root=args.backup)
+    finally:
+        spark.stop()
+    report.summary["seconds"] = round(time.time() - t0, 3)
+    _render(report, args.json)
+    return 0 if report.ok else 1
+
+
+def _render(report, as_json: bool) -> None:
+    out = sys.stdout
+    if as_json:
+        for r in report.rows:
+            out.write(json.dumps(r, default=str) + "\n")
+        out.write(json.dumps({"summary": report.summary, "job": report.job}, default=str) + "\n")
+        return
+    for r in report.rows:
+        if report.job == "verify":
+            where = r["file"] if r.get("position") is None else f"{r['file']}@{r['position']}"
+            out.write(f"{r['severity']:8s} {where}: [{r['kind']}] {r['message']}\n")
+        elif r.get("error"):
+            out.write(f"error    {r.get('segment') or r.get('partition')}: {r['error']}\n")
+        else:
+            out.write(" ".join(f"{k}={v}" for k, v in r.items()) + "\n")
+    out.write(f"{report.job}: " + ", ".join(f"{k} {v}" for k, v in report.summary.items()) + "\n")

@@ -304,6 +304,7 @@ class Broker(KafkaBroker):
         self._zk: subprocess.Popen[bytes] | None = None
         self._killed_at: float | None = None
         self._log_fh: IO[bytes] | None = None
+        self._cds_dump: Path | None = None
         _LIVE.add(self)
 
     # ---- paths
@@ -356,7 +357,27 @@ class Broker(KafkaBroker):
         props |= self.extra_properties
         return props
 
-    def _java(self, main: str, *args: str, heap: str, log_level: str = "INFO", stderr_log: bool = False) -> list[str]:
+    def _cds_args(self) -> tuple[str, ...]:
+        """AppCDS for the broker JVM: the first clean stop of a version dumps the loaded classes into an
+        archive in the jar cache; later starts map it (about a third faster on 2 cores). KAFKALOG_CDS=0: off."""
+        self._cds_dump = None
+        if os.environ.get("KAFKALOG_CDS", "1") == "0":
+            return ()
+        archive = jars.kafka_home(self.version) / "broker.jsa"
+        if archive.is_file():
+            return (f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off")
+        self._cds_dump = archive.with_name(f"broker.jsa.{os.getpid()}.{id(self)}.tmp")
+        return (f"-XX:ArchiveClassesAtExit={self._cds_dump}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off")
+
+    def _keep_cds_dump(self) -> None:
+        dump, self._cds_dump = self._cds_dump, None
+        if dump is not None and dump.is_file():
+            os.replace(dump, dump.with_name("broker.jsa"))
+
+    def _java(
+        self, main: str, *args: str, heap: str, log_level: str = "INFO", stderr_log: bool = False,
+        extra: tuple[str, ...] = (),
+    ) -> list[str]:  # fmt: skip
         prop, content = log4j_config(self.version, level=log_level, stderr=stderr_log)
         cfg = self.work_dir / ("log4j2.properties" if "log4j2" in prop else "log4j.properties")
         if stderr_log:
@@ -373,6 +394,7 @@ class Broker(KafkaBroker):
             "-Dzookeeper.admin.enableServer=false",
             f"-Dkafka.logs.dir={self.work_dir}",
             f"-D{prop}={cfg_value}",
+            *extra,
             *self.jvm_args,
             "-cp",
             jars.classpath(self.libs),
@@ -461,7 +483,7 @@ class Broker(KafkaBroker):
         self._log_fh.write(f"\n===== kafkalog: starting Kafka {self.version} ({self.mode}) =====\n".encode())
         self._log_fh.flush()
         self._proc = subprocess.Popen(
-            self._java("kafka.Kafka", str(self.properties_path), heap=self.heap),
+            self._java("kafka.Kafka", str(self.properties_path), heap=self.heap, extra=self._cds_args()),
             stdout=self._log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
         )  # fmt: skip
         self._killed_at = None
@@ -494,6 +516,7 @@ class Broker(KafkaBroker):
             self._stop_zookeeper()
             raise self.error(f"Kafka {self.version} did not shut down within {timeout:.0f}s (SIGKILLed)") from None
         self._reap()
+        self._keep_cds_dump()
         self._stop_zookeeper()
         if require_clean_marker and not self.clean_shutdown_marker.exists():
             raise self.error(f"Kafka {self.version} stopped without writing {self.clean_shutdown_marker}")
@@ -505,6 +528,9 @@ class Broker(KafkaBroker):
             proc.wait()
             self._killed_at = time.monotonic()
         self._reap()
+        if self._cds_dump is not None:
+            self._cds_dump.unlink(missing_ok=True)
+            self._cds_dump = None
 
     def close(self) -> None:
         """Kill the broker (if running) and stop ZooKeeper."""

@@ -597,10 +597,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("fixtures"), help="fixtures directory (default: fixtures)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="capture only these fixtures")
     parser.add_argument("--list", action="store_true", help="list the fixtures and exit")
+    parser.add_argument("--redump", action="store_true",
+                        help="only rewrite dumplogsegments.jsonl of existing fixtures (after a parser change)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.list:
         for spec in FIXTURES.values():
             print(f"{spec.name}\t{spec.description}")
+        return 0
+    if args.redump:
+        for manifest_path in sorted(args.out.glob("*/manifest.json")):
+            if args.only and manifest_path.parent.name not in args.only:
+                continue
+            _write_dump(manifest_path.parent, json.loads(manifest_path.read_text())["kafka_version"])
+            print(f"rewrote {manifest_path.parent / 'dumplogsegments.jsonl'}")
         return 0
     names = args.only or list(FIXTURES)
     unknown = [n for n in names if n not in FIXTURES]

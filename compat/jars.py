@@ -146,8 +146,8 @@ def ensure_kafka(version: str, *, quiet: bool = True) -> Path:
     libs = home / "libs"
     if (home / MARKER).is_file():
         return libs
-    mvn = mvn_executable()
     check_java(version)
+    mvn = mvn_executable()
     with _locked(home.with_name(home.name + ".lock")):
         if (home / MARKER).is_file():
             return libs

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from kafkalog.compat import jars
 from kafkalog.compat.broker import Broker, KafkaBroker, Mode, tail
 from kafkalog.compat.errors import HarnessError

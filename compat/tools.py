@@ -147,7 +147,7 @@ def dump_log_segments(
         if on_error == "raise":
             raise
         if len(files) == 1:
-            run = parse_dump_output(exc.stdout, "", base64_data=decoder is None and print_data)
+            run = parse_dump_output(exc.stdout, "", base64_data=decoder is None and print_data, deep=deep)
             if not run.files:
                 run.files.append(FileDump(path=str(Path(files[0]).absolute()), kind=_kind(str(files[0]))))
             run.files[-1].error = exc.stderr.strip()
@@ -200,7 +200,7 @@ def _dump_once(
             f"DumpLogSegments (Kafka {version}) failed with exit code {proc.returncode}: {proc.stderr.strip()[-3000:]}",
             stdout=proc.stdout, stderr=proc.stderr,
         )  # fmt: skip
-    return parse_dump_output(proc.stdout, proc.stderr, base64_data=decoder is None and print_data)
+    return parse_dump_output(proc.stdout, proc.stderr, base64_data=decoder is None and print_data, deep=deep)
 
 
 # --------------------------------------------------------------------------- parsed structures
@@ -414,8 +414,12 @@ def _finish_legacy(batch: dict[str, Any]) -> None:
         batch["count"] = len(records)
 
 
-def parse_dump_output(stdout: str, stderr: str = "", *, base64_data: bool = True) -> DumpRun:
-    """Parse DumpLogSegments stdout (+ stderr reports) into :class:`DumpRun`."""
+def parse_dump_output(stdout: str, stderr: str = "", *, base64_data: bool = True, deep: bool = True) -> DumpRun:
+    """Parse DumpLogSegments stdout (+ stderr reports) into :class:`DumpRun`.
+
+    With ``deep`` every batch gets a ``records`` list (empty for batches without records, e.g. the empty
+    batches the cleaner keeps for producer state); without it only batches followed by record lines do.
+    """
     files: list[FileDump] = []
     cur: FileDump | None = None
     batch: dict[str, Any] | None = None
@@ -442,11 +446,15 @@ def parse_dump_output(stdout: str, stderr: str = "", *, base64_data: bool = True
                 if batch is not None:
                     _finish_legacy(batch)
                 batch = _v2_batch(m, cur.path)
+                if deep:
+                    batch["records"] = []
                 cur.batches.append(batch)
             elif m := _LEGACY_BATCH.match(line):
                 if batch is not None:
                     _finish_legacy(batch)
                 batch = _legacy_batch(m, cur.path)
+                if deep:
+                    batch["records"] = []
                 cur.batches.append(batch)
             elif m := _INVALID.match(line):
                 cur.invalid_bytes = int(m[1])

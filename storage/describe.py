@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +124,38 @@ def describe_partition(
     finally:
         if own:
             log.close()
+
+
+def describe_paths(paths: list[str | os.PathLike], *, scan: bool = True) -> Iterator[dict[str, Any]]:
+    """``kafkalog describe``: one description per partition (:func:`describe_partition`) of every data dir or
+    partition dir in ``paths``, in directory order. A path that is neither gives an object with ``dataDir``,
+    ``dir`` and ``errors`` only."""
+    from .logdir import DataDir
+    from .verify import classify_path
+
+    for raw in paths:
+        p = Path(raw)
+        kind = classify_path(p) if p.is_dir() else "file"
+        if kind == "partition":
+            try:
+                yield describe_partition(p, scan=scan)
+            except KafkaLogError as e:
+                yield {"dataDir": str(p.parent), "dir": p.name, "errors": [str(e)]}
+            continue
+        if kind != "dataDir":
+            yield {"dataDir": str(p.parent), "dir": p.name, "errors": [f"{p}: not a data dir or partition dir"]}
+            continue
+        try:
+            ddir = DataDir(p)
+        except KafkaLogError as e:
+            yield {"dataDir": str(p), "dir": None, "errors": [str(e)]}
+            continue
+        with ddir:
+            for log in ddir.partitions():
+                try:
+                    yield describe_partition(log, scan=scan)
+                except KafkaLogError as e:
+                    yield {"dataDir": str(p), "dir": log.path.name, "topic": log.topic, "partition": log.partition,
+                           "errors": [str(e)]}
+                finally:
+                    log.close()

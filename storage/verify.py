@@ -15,7 +15,8 @@ Kinds: ``crc``, ``batch``, ``offsets``, ``index``, ``timeindex``, ``txnindex``, 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -430,7 +431,8 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
             DELETED_FILE_SUFFIX: "a deleted file awaiting removal; Kafka deletes it at load",
             TMP_FILE_SUFFIX: "temporary file of an interrupted atomic write; ignored by Kafka",
         }[suffix]
-        out.append(warning(p, None, "leftover", action))
+        sev = "info" if suffix == DELETED_FILE_SUFFIX else "warning"  # routine: file.delete.delay.ms
+        out.append(Finding(str(p), None, "leftover", sev, action))
 
     # segments
     prev_next: int | None = None
@@ -529,6 +531,11 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
         out.append(warning(mpath, None, "metadata",
                            "missing: no topic id (a KRaft broker treats such a replica as stray)"))
 
+    # KRaft snapshots (__cluster_metadata-0)
+    for kp in log.kraft_snapshots:
+        if kp.name.endswith(".checkpoint"):
+            out.extend(verify_kraft_snapshot(kp, deep)[0])
+
     # producer snapshots
     for offset, sp in log.snapshot_files:
         try:
@@ -562,6 +569,21 @@ def verify_data_dir(path: str | os.PathLike | DataDir, deep: bool = False) -> li
 
 
 def _verify_data_dir(ddir: DataDir, deep: bool, out: list[Finding]) -> None:
+    _data_dir_checks(ddir, out)
+    topic_ids: dict[str, tuple[str, Path]] = {}
+    for log in ddir.partitions():
+        out.extend(verify_partition(log, deep))
+        try:
+            tid = log.topic_id
+        except KafkaLogError:
+            tid = None
+        _topic_id_check(topic_ids, log.topic, log.dir_kind, tid, log.path, out)
+        log.close()
+    _recovery_point_membership(ddir, out)
+
+
+def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
+    """The data dir's own files: lock, meta.properties, clean-shutdown marker, the four checkpoints."""
     d = ddir.path
     status = ddir.lock_status()
     if status.held:
@@ -588,19 +610,19 @@ def _verify_data_dir(ddir: DataDir, deep: bool, out: list[Finding]) -> None:
             if (e.topic, e.partition) not in hosted:
                 out.append(warning(p, None, "checkpoint",
                                    f"entry for {e.topic}-{e.partition}, which is not hosted in this data dir"))
-    topic_ids: dict[str, tuple[str, Path]] = {}
-    for log in ddir.partitions():
-        out.extend(verify_partition(log, deep))
-        try:
-            tid = log.topic_id
-        except KafkaLogError:
-            tid = None
-        if tid is not None and log.dir_kind == "live":
-            seen = topic_ids.setdefault(log.topic, (tid, log.path))
-            if seen[0] != tid:
-                out.append(error(log.partition_metadata_path, None, "metadata",
-                                 f"topic id {tid} differs from {seen[0]} in {seen[1].name}"))
-        log.close()
+
+
+def _topic_id_check(topic_ids: dict[str, tuple[str, Path]], topic: str, kind: str, tid: str | None, path: Path,
+                    out: list[Finding]) -> None:
+    """All live partitions of a topic in one data dir must carry the same topic id."""
+    if tid is not None and kind == "live":
+        seen = topic_ids.setdefault(topic, (tid, path))
+        if seen[0] != tid:
+            out.append(error(path / "partition.metadata", None, "metadata",
+                             f"topic id {tid} differs from {seen[0]} in {seen[1].name}"))
+
+
+def _recovery_point_membership(ddir: DataDir, out: list[Finding]) -> None:
     rp = ddir.recovery_points
     for p, tp in ddir.partition_dirs.items():
         if (tp.kind in ("live", "future") and tp.topic != METADATA_TOPIC
@@ -622,3 +644,325 @@ def verify_data_dirs(paths: list[str | os.PathLike], deep: bool = False) -> list
         for ddir in dirs:
             out.extend(verify_data_dir(ddir, deep))
     return out
+
+
+# ------------------------------------------------------------------------------------ many paths, in parallel
+
+
+@dataclass
+class VerifyStats:
+    """What a verify run covered."""
+
+    data_dirs: int = 0
+    partitions: int = 0
+    segments: int = 0
+    files: int = 0  # single files given on the command line
+    bytes: int = 0  # .log (and KRaft snapshot) bytes scanned
+
+
+@dataclass
+class VerifyReport:
+    findings: list[Finding]
+    stats: VerifyStats
+    seconds: float = 0.0
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "error")
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "warning")
+
+    @property
+    def ok(self) -> bool:
+        return self.errors == 0
+
+
+_PARTITION_FILES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+
+
+def classify_path(path: str | os.PathLike) -> str:
+    """``"dataDir"``, ``"partition"`` or ``"file"`` (what ``verify``/``describe`` do with a path).
+
+    A directory holding segment files, ``partition.metadata`` or ``leader-epoch-checkpoint`` is a partition
+    directory; any other directory is a data dir (a dir called ``kafka-logs-0`` parses as a topic-partition
+    name, so the name alone cannot decide)."""
+    p = Path(path)
+    if not p.is_dir():
+        return "file"
+    try:
+        with os.scandir(p) as it:
+            for e in it:
+                n = e.name
+                if n in ("partition.metadata", "leader-epoch-checkpoint") or n.endswith(_PARTITION_FILES):
+                    return "partition"
+    except OSError:
+        return "dataDir"
+    return "dataDir"
+
+
+def partition_bytes(path: str | os.PathLike) -> int:
+    """Sum of the ``.log`` sizes of a partition directory (the work a verify of it does)."""
+    total = 0
+    try:
+        with os.scandir(path) as it:
+            for e in it:
+                if e.name.endswith((".log", ".checkpoint")) and e.is_file(follow_symlinks=False):
+                    total += e.stat().st_size
+    except OSError:
+        pass
+    return total
+
+
+def _partition_task(path: str, checkpoints: dict[str, int | None] | None, deep: bool
+                    ) -> tuple[list[Finding], int, int, str | None]:
+    """Worker: verify one partition dir; (findings, segments, bytes, topic id)."""
+    p = Path(path)
+    try:
+        if checkpoints is None:
+            checkpoints = _partition_checkpoints(p)
+        log = PartitionLog(
+            p,
+            log_start_offset_checkpoint=checkpoints.get(LOG_START_OFFSET_CHECKPOINT),
+            recovery_point=checkpoints.get(RECOVERY_POINT_CHECKPOINT),
+            high_watermark=checkpoints.get(REPLICATION_OFFSET_CHECKPOINT),
+            clean_point=checkpoints.get(CLEANER_OFFSET_CHECKPOINT),
+        )
+    except KafkaLogError as e:
+        return [error(e.path or path, e.position, "layout", e.reason)], 0, 0, None
+    try:
+        segments = len(log.segments)
+        size = sum(s.size for s in log.segments) + sum(k.stat().st_size for k in log.kraft_snapshots
+                                                       if k.name.endswith(".checkpoint"))
+        out = verify_partition(log, deep)
+        try:
+            tid = log.topic_id
+        except KafkaLogError:
+            tid = None
+        return out, segments, size, tid
+    finally:
+        log.close()
+
+
+def verify_kraft_snapshot(path: str | os.PathLike, deep: bool = False) -> tuple[list[Finding], int]:
+    """A KRaft snapshot (``<offset>-<epoch>.checkpoint``): batch framing and CRCs (records with ``deep``);
+    returns the findings and the bytes scanned."""
+    from .records import LogScanner
+
+    name = os.fspath(path)
+    out: list[Finding] = []
+    from .files._index import map_file
+
+    try:
+        mm, _ = map_file(name, CorruptRecordError)
+    except KafkaLogError as e:
+        return [error(name, e.position, "layout", e.reason)], 0
+    buf = memoryview(mm)
+    try:
+        scanner = LogScanner(buf, path=name)
+        summary = SegmentSummary(0, len(buf))
+        try:
+            for b in scanner:
+                if not b.is_valid():
+                    out.append(error(name, b.position, "crc",
+                                     f"CRC mismatch (stored 0x{b.crc:08x}, computed 0x{b.compute_crc():08x})"))
+                if deep:
+                    _deep_check(b, name, out, summary)
+                del b
+        except CorruptRecordError as e:
+            out.append(error(name, e.position, "batch", e.reason))
+        else:
+            if scanner.stop_reason is not None:
+                out.append(error(name, scanner.stop_position, "batch",
+                                 f"{scanner.stop_reason}: {len(buf) - scanner.stop_position} bytes after the last "
+                                 "complete batch"))
+        return out, len(buf)
+    finally:
+        scanner = None  # type: ignore[assignment]
+        buf.release()
+        if hasattr(mm, "close"):
+            try:
+                mm.close()
+            except BufferError:
+                pass
+
+
+_FILE_KINDS = {"snapshot": "snapshot", "offsetCheckpoint": "checkpoint", "leaderEpochCheckpoint": "epoch",
+               "partitionMetadata": "metadata", "metaProperties": "metadata", "cleanShutdown": "metadata"}
+
+
+def verify_file(path: str | os.PathLike, deep: bool = False) -> tuple[list[Finding], int, int]:
+    """One file given on its own: a segment file (``.log`` or one of its indexes: the whole segment is
+    checked), a KRaft snapshot, a producer snapshot, a checkpoint or metadata file. Returns (findings,
+    segments, bytes)."""
+    from .dumpers import dump_file, dump_kind
+
+    p = Path(path)
+    if not p.exists():
+        return [error(p, None, "layout", "no such file")], 0, 0
+    kind = dump_kind(p)
+    if kind in ("log", "index", "timeindex", "txnindex"):
+        prefix = p.name.split(".", 1)[0]
+        log_path = p.parent / (prefix + ".log")
+        if not log_path.exists():
+            return [error(log_path, None, "layout", f"missing: {p.name} has no log file")], 0, 0
+        later = [q for q in p.parent.glob("*.log") if q.name > log_path.name]
+        seg = Segment(log_path)
+        try:
+            findings, summary = verify_segment(seg, deep=deep, is_active=not later)
+        except KafkaLogError as e:
+            return [error(e.path or log_path, e.position, "layout", e.reason)], 1, 0
+        finally:
+            seg.close()
+        return findings, 1, summary.size
+    if kind == "kraftSnapshot":
+        findings, size = verify_kraft_snapshot(p, deep)
+        return findings, 0, size
+    if kind is None:
+        return [info(p, None, "layout", "not a file kind Kafka keeps in a data dir: not checked")], 0, 0
+    try:
+        d = dump_file(p)
+    except KafkaLogError as e:
+        return [error(e.path or p, e.position, _FILE_KINDS.get(kind, "layout"), e.reason)], 0, 0
+    return [error(p, x["position"], _FILE_KINDS.get(kind, "layout"), x["reason"]) for x in d.problems], 0, 0
+
+
+ProgressCallback = Callable[[int], None]
+
+
+def verify_paths(
+    paths: list[str | os.PathLike],
+    *,
+    deep: bool = False,
+    workers: int | None = None,
+    independent: bool = False,
+    on_total: ProgressCallback | None = None,
+    on_advance: ProgressCallback | None = None,
+) -> VerifyReport:
+    """Verify data dirs, partition dirs and single files (``kafkalog verify``), every partition in a process
+    pool of ``workers`` processes (default: the CPU count; 1 = in this process).
+
+    Data dirs given together are treated as the ``log.dirs`` of one broker (cross-dir rules included) unless
+    ``independent`` (data dirs of different brokers).
+    ``on_total(bytes)`` is called once with the ``.log`` bytes to scan, ``on_advance(bytes)`` as each
+    partition finishes. Findings come back grouped per data dir / partition / file, in the order given.
+    """
+    t0 = time.perf_counter()
+    stats = VerifyStats()
+    n_workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+
+    # plan: (kind, path) in order; data dirs opened here (their own files are small)
+    data_dirs: list[str | os.PathLike] = []
+    items: list[tuple[str, Path]] = []
+    for raw in paths:
+        p = Path(raw)
+        kind = classify_path(p) if p.exists() else "file"
+        if kind == "dataDir":
+            data_dirs.append(p)
+        items.append((kind, p))
+
+    results: dict[int, list[Finding]] = {}
+    head: list[Finding] = []
+    groups: list[DataDirs] = []
+    tasks: list[tuple[int, str, dict[str, int | None] | None]] = []  # (slot, partition path, checkpoints)
+    dir_slots: dict[int, tuple[DataDir, list[tuple[int, Path, str]]]] = {}
+    opened: dict[Path, DataDir] = {}
+    for group in ([[d] for d in data_dirs] if independent else [data_dirs] if data_dirs else []):
+        try:
+            dirs = DataDirs(group)
+        except KafkaLogError as e:
+            head.append(error(e.path or "", e.position, "layout", e.reason))
+            bad = {Path(g) for g in group}
+            items = [(k, p) for k, p in items if not (k == "dataDir" and p in bad)]
+            continue
+        groups.append(dirs)
+        head.extend(dirs.ensemble_findings())
+        for d in dirs:
+            opened.setdefault(d.path, d)
+    slot = 0
+    singles: list[tuple[int, str, Path]] = []
+    for kind, p in items:
+        if kind == "dataDir":
+            ddir = opened[p]
+            stats.data_dirs += 1
+            own: list[Finding] = list(ddir.findings)
+            _data_dir_checks(ddir, own)
+            results[slot] = own
+            parts: list[tuple[int, Path, str]] = []
+            dslot = slot
+            slot += 1
+            for pp, tp in ddir.partition_dirs.items():
+                key = (tp.topic, tp.partition)
+                ck = {
+                    LOG_START_OFFSET_CHECKPOINT: ddir.log_start_offsets.get(key),
+                    RECOVERY_POINT_CHECKPOINT: ddir.recovery_points.get(key),
+                    REPLICATION_OFFSET_CHECKPOINT: ddir.high_watermarks.get(key),
+                    CLEANER_OFFSET_CHECKPOINT: ddir.clean_points.get(key),
+                }
+                tasks.append((slot, str(pp), ck))
+                parts.append((slot, pp, tp.kind))
+                slot += 1
+            dir_slots[dslot] = (ddir, parts)
+        elif kind == "partition":
+            tasks.append((slot, str(p), None))
+            slot += 1
+        else:
+            singles.append((slot, "file", p))
+            slot += 1
+
+    sizes = {s: partition_bytes(pp) for s, pp, _ in tasks}
+    single_sizes = {s: (p.stat().st_size if p.is_file() else 0) for s, _, p in singles}
+    if on_total is not None:
+        on_total(sum(sizes.values()) + sum(single_sizes.values()))
+
+    topic_ids: dict[int, str | None] = {}
+
+    def collect(s: int, res: tuple[list[Finding], int, int, str | None]) -> None:
+        findings, segs, size, tid = res
+        results[s] = findings
+        stats.partitions += 1
+        stats.segments += segs
+        stats.bytes += size
+        topic_ids[s] = tid
+        if on_advance is not None:
+            on_advance(sizes.get(s, size))
+
+    try:
+        if n_workers > 1 and len(tasks) > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+            # biggest first so one large partition does not start last
+            order = sorted(tasks, key=lambda t: -sizes[t[0]])
+            with ProcessPoolExecutor(max_workers=min(n_workers, len(tasks)), mp_context=ctx) as pool:
+                futs = {pool.submit(_partition_task, path, ck, deep): s for s, path, ck in order}
+                for fut in as_completed(futs):
+                    collect(futs[fut], fut.result())
+        else:
+            for s, path, ck in tasks:
+                collect(s, _partition_task(path, ck, deep))
+        for s, _, p in singles:
+            findings, segs, size = verify_file(p, deep)
+            results[s] = findings
+            stats.files += 1
+            stats.segments += segs
+            stats.bytes += size
+            if on_advance is not None:
+                on_advance(single_sizes.get(s, size))
+        for dslot, (ddir, parts) in dir_slots.items():
+            seen: dict[str, tuple[str, Path]] = {}
+            post: list[Finding] = []
+            for s, pp, kind in parts:
+                tp = ddir.partition_dirs[pp]
+                _topic_id_check(seen, tp.topic, kind, topic_ids.get(s), pp, post)
+            _recovery_point_membership(ddir, post)
+            results[dslot].extend(post)
+    finally:
+        for g in groups:
+            g.close()
+    out = list(head)
+    for s in sorted(results):
+        out.extend(results[s])
+    return VerifyReport(out, stats, time.perf_counter() - t0)

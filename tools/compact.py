@@ -13,6 +13,7 @@ from kafkalog.storage.engine.cleaner import compact_partition
 from kafkalog.storage.engine.cleaner_log import parse_partition_dir_name
 from kafkalog.storage.engine.cleaner_manager import ConfigResolver, resolve_partitions
 from kafkalog.storage.engine.plan import Backup, data_dir_lock
+from kafkalog.tools.output import progress
 
 HELP = "compact partitions exactly as the broker's log cleaner would (one cleaning round each)"
 DESCRIPTION = """\
@@ -20,6 +21,16 @@ Runs one round of Kafka's log cleaner on every compacted partition under DIR (a 
 builds the key map over the dirty section (as far as log.cleaner.dedupe.buffer.size reaches), rewrites the
 segments before the first uncleanable offset, swaps them in crash-safely (.cleaned -> .swap -> final) and
 advances cleaner-offset-checkpoint. Partitions below min.cleanable.dirty.ratio are skipped unless --all.
+Refuses a data dir whose .lock a live broker holds. Originals are kept under --backup (default: a timestamped
+dir beside the data dir) unless --no-backup. A progress bar is shown on stderr when it is a terminal.
+
+--now matters for delete horizons (tombstones and aborted-transaction markers get now + delete.retention.ms),
+min/max.compaction.lag.ms and producer expiry; pass the broker's clock to reproduce a broker round exactly.
+--kafka-version picks whose behaviour to match where versions differ: 4.0+ rewrites v0/v1 batches as v2
+(KAFKA-13093); 3.9+ indexes cleaned segments per batch (KAFKA-806).
+
+Exit status: 0 done (also when nothing was eligible), 1 a partition failed (e.g. the broker would mark it
+uncleanable), 2 usage.
 
 Config precedence: --config > --topic-config FILE > __cluster_metadata in the data dir > --server-properties
 > Kafka defaults (__consumer_offsets and __transaction_state are compacted).
@@ -60,36 +71,38 @@ def run(args) -> int:
     for data_dir, pdir in resolve_partitions(args.dirs):
         by_dir.setdefault(data_dir, []).append(pdir)
     total = 0
-    for data_dir, pdirs in by_dir.items():
-        backup = None
-        if not args.dry_run and not args.no_backup:
-            backup = Backup(args.backup or Backup.default_root(data_dir, "compact"), data_dir)
-        ctx = data_dir_lock(data_dir) if not args.dry_run else _null()
-        with ctx:
-            for pdir in pdirs:
-                topic, _ = parse_partition_dir_name(pdir.name)
-                cfg = resolver.log_config(data_dir, topic)
-                if backup is not None and cfg.compact:
-                    for f in sorted(pdir.iterdir()):
-                        if f.is_file() and f.suffix in (".log", ".index", ".timeindex", ".txnindex", ".snapshot"):
-                            backup.preserve(f, copy=False)
-                    ck = data_dir / "cleaner-offset-checkpoint"
-                    backup.preserve(ck, copy=True)
-                out = compact_partition(pdir, cfg, cleaner, now, dry_run=args.dry_run, force=args.all,
-                                        kafka_version=version, expiration_ms=expiration,  # type: ignore[arg-type]
-                                        keep_deleted=args.keep_deleted)
-                d = out.to_dict()
-                d["dry_run"] = args.dry_run
-                total += d.get("bytes_reclaimed", 0)
-                if args.json:
-                    print(json.dumps(d))
-                else:
-                    if out.result is not None:
+    todo = sum(f.stat().st_size for pdirs in by_dir.values() for p in pdirs for f in p.glob("*.log"))
+    with progress(todo, "compact") as bar:
+        for data_dir, pdirs in by_dir.items():
+            backup = None
+            if not args.dry_run and not args.no_backup:
+                backup = Backup(args.backup or Backup.default_root(data_dir, "compact"), data_dir)
+            ctx = data_dir_lock(data_dir) if not args.dry_run else _null()
+            with ctx:
+                for pdir in pdirs:
+                    bar.update(description=f"compact {pdir.name}")
+                    topic, _ = parse_partition_dir_name(pdir.name)
+                    cfg = resolver.log_config(data_dir, topic)
+                    if backup is not None and cfg.compact:
+                        for f in sorted(pdir.iterdir()):
+                            if f.is_file() and f.suffix in (".log", ".index", ".timeindex", ".txnindex",
+                                                            ".snapshot"):
+                                backup.preserve(f, copy=False)
+                        backup.preserve(data_dir / "cleaner-offset-checkpoint", copy=True)
+                    out = compact_partition(pdir, cfg, cleaner, now, dry_run=args.dry_run, force=args.all,
+                                            kafka_version=version, expiration_ms=expiration,  # type: ignore[arg-type]
+                                            keep_deleted=args.keep_deleted, progress=bar.advance)
+                    d = out.to_dict()
+                    d["dry_run"] = args.dry_run
+                    total += d.get("bytes_reclaimed", 0)
+                    if args.json:
+                        print(json.dumps(d), flush=True)
+                    elif out.result is not None:
                         print(f"{out.partition:40s} {out.reason:12s} {d['bytes_before']:>14,d} -> "
-                              f"{d['bytes_after']:>14,d} bytes  (reclaimed {d['bytes_reclaimed']:,d}; clean point "
-                              f"{d['first_dirty_offset']} -> {d['end_offset']})")
+                              f"{d['bytes_after']:>14,d} bytes  (reclaimed {d['bytes_reclaimed']:,d}; clean "
+                              f"point {d['first_dirty_offset']} -> {d['end_offset']})", flush=True)
                     else:
-                        print(f"{out.partition:40s} skipped: {out.reason}")
+                        print(f"{out.partition:40s} skipped: {out.reason}", flush=True)
     if not args.json:
         print(f"total {'reclaimable' if args.dry_run else 'reclaimed'}: {total:,d} bytes")
     return 0

@@ -50,7 +50,6 @@ _LZ4_HEADER_V0 = _LZ4_MAGIC + b"\x60\x40\x1a"  # magic 0: KAFKA-3160 checksum ov
 _LZ4_BLOCK = 64 * 1024
 _LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
 _U32LE = struct.Struct("<I")
-_GZIP_STEP = 4 * 1024
 _I32BE = struct.Struct(">i")
 
 
@@ -153,8 +152,9 @@ def _too_big(name: str, limit: int) -> CompressionError:
 
 def _gzip_decompress(data, limit: int) -> bytes:
     """Every gzip member in ``data`` (as ``GZIPInputStream``: concatenated members are read, trailing garbage
-    after a member is ignored). Input is fed in 4 KiB steps so one step can never produce more than ~4 MiB
-    (deflate's 1032:1 bound) before the ``limit`` check."""
+    after a member is ignored). Input is fed in steps of ``limit/4096`` bytes (4..64 KiB), so one step cannot
+    produce more than a quarter of ``limit`` (deflate's 1032:1 bound) before the ``limit`` check."""
+    step = min(max(limit >> 12, 4096), 65536)
     mv = memoryview(data)
     n = len(mv)
     out = []
@@ -172,7 +172,7 @@ def _gzip_decompress(data, limit: int) -> bytes:
         while not d.eof:
             if p >= n:
                 raise CompressionError("gzip payload ends prematurely (truncated deflate stream)", position=n)
-            piece = mv[p:p + _GZIP_STEP]
+            piece = mv[p:p + step]
             p += len(piece)
             chunk = d.decompress(piece)
             total += len(chunk)

@@ -1,6 +1,10 @@
 """Decoders for the payloads of Kafka's internal topics: ``__consumer_offsets``, ``__transaction_state``,
 ``__cluster_metadata`` (and KRaft snapshots), and control records. See :mod:`.schema` for the generic
-generated-message reader they share."""
+generated-message reader they share.
+
+``parse_*`` return raw field values, ``decode_*`` the JSON-ready dicts DumpLogSegments' decoders print, and
+``format_*`` DumpLogSegments' exact text (``dialect="4.3"`` = Kafka 4.3.1, ``"3.9"`` = Kafka 3.9.2).
+"""
 
 from .cluster_metadata import (
     MetadataRecord,
@@ -14,6 +18,8 @@ from .cluster_metadata import (
 )
 from .common import kafka_str_to_uuid, uuid_to_kafka_str
 from .consumer_offsets import (
+    decode_consumer_assignment,
+    decode_consumer_subscription,
     decode_offsets_key,
     decode_offsets_record,
     decode_offsets_value,
@@ -21,6 +27,7 @@ from .consumer_offsets import (
     parse_offsets_key,
     parse_offsets_value,
 )
+from .coordinator import DIALECTS, Dialect
 from .kraft_control import ControlRecord, decode_control_record, format_control_record, parse_control_record
 from .transaction_state import (
     decode_transaction_record,
@@ -30,10 +37,14 @@ from .transaction_state import (
 )
 
 __all__ = [
+    "DIALECTS",
     "ControlRecord",
+    "Dialect",
     "MetadataRecord",
     "MetadataState",
     "broker_configs",
+    "decode_consumer_assignment",
+    "decode_consumer_subscription",
     "decode_control_record",
     "decode_metadata_record",
     "decode_offsets_key",

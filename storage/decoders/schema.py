@@ -247,7 +247,9 @@ class Struct:
                 if tagged and not flexible:
                     continue
                 chosen.append(_Entry(f, tagged, f.nullable.member(v, present), present, v, possible))
-            p = self._plans[key] = _Plan(chosen, flexible)
+            p = _Plan(chosen, flexible)
+            if possible.lo <= v <= possible.hi:  # unknown versions (rare, or fuzz) are not cached
+                self._plans[key] = p
         return p
 
     def defaults(self, ctx: _Ctx, possible: Versions) -> dict[str, Any]:

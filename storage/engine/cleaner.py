@@ -187,15 +187,49 @@ def _map_fast(b, start: int, offset_map: OffsetMap) -> bool:
 
 
 # ---------------------------------------------------------------------------------- cleaning
-@dataclass
-class SegmentAppend:
-    """One ``LogSegment.append`` of the cleaner (one read-buffer chunk)."""
+class SegmentIndexer:
+    """The offset and time index ``LogSegment.append`` builds while the cleaner appends its chunks.
 
-    position: int
-    size: int
-    largest_offset: int
-    max_timestamp: int
-    shallow_offset: int
+    ``per_batch`` (Kafka 3.9.2 and 4.x, KAFKA-806; verified against both brokers): ``append`` walks the batches
+    of each chunk and decides per batch (index entry = the batch's last offset and position, max timestamp and
+    its shallow offset = the batch's). Otherwise (older brokers): one decision per chunk with the chunk's
+    largest offset and the filter's max timestamp / shallow offset.
+    """
+
+    def __init__(self, base_offset: int, index_interval_bytes: int, per_batch: bool = True):
+        self.oi = OffsetIndexBuilder(base_offset)
+        self.ti = TimeIndexBuilder(base_offset)
+        self.interval = index_interval_bytes
+        self.per_batch = per_batch
+        self.since = 0
+        self.max_ts = NO_TIMESTAMP
+        self.max_off = -1
+
+    def append(self, chunk, position: int, largest_offset: int, max_timestamp: int, shallow_offset: int) -> None:
+        if not self.per_batch:
+            if max_timestamp > self.max_ts:
+                self.max_ts, self.max_off = max_timestamp, shallow_offset
+            if self.since > self.interval:
+                self.oi.append(largest_offset, position)
+                self.ti.maybe_append(self.max_ts, self.max_off)
+                self.since = 0
+            self.since += len(chunk)
+            return
+        for b in iter_batches(chunk):
+            ts, last, size = b.max_timestamp, b.last_offset, b.size
+            if ts > self.max_ts:
+                self.max_ts, self.max_off = ts, last
+            if self.since > self.interval:
+                self.oi.append(last, position)
+                self.ti.maybe_append(self.max_ts, self.max_off)
+                self.since = 0
+            position += size
+            self.since += size
+            del b
+
+    def finish(self) -> None:
+        """``onBecomeInactiveSegment``: the final time-index entry."""
+        self.ti.maybe_append(self.max_ts, self.max_off, skip_full_check=True)
 
 
 @dataclass
@@ -204,7 +238,7 @@ class CleanedSegment:
     sources: list[int]
     size: int = 0
     source_bytes: int = 0
-    appends: list[SegmentAppend] = field(default_factory=list)
+    indexer: SegmentIndexer | None = None
     aborted: list = field(default_factory=list)
     last_modified_ns: int = 0
 
@@ -254,7 +288,7 @@ class _Sink:
 
 def clean_into(seg: SegmentView, sink: _Sink, flt: CleanerFilter, out: CleanedSegment, io_buffer: int,
                max_message_size: int, max_io_buffer: int) -> None:
-    """``Cleaner.cleanInto``: filter the segment chunk by chunk; one append per non-empty chunk."""
+    """``Cleaner.cleanInto``: filter the segment chunk by chunk; one ``LogSegment.append`` per non-empty chunk."""
     buf = seg.buf
     size = seg.size
     cap = io_buffer
@@ -264,8 +298,9 @@ def clean_into(seg: SegmentView, sink: _Sink, flt: CleanerFilter, out: CleanedSe
         res = flt.filter_to(buf, pos, end, capacity=cap, path=str(seg.path))
         pos += res.bytes_read
         if res.output:
-            out.appends.append(SegmentAppend(sink.size, len(res.output), res.max_offset, res.max_timestamp,
-                                             res.shallow_offset_of_max_timestamp))
+            if out.indexer is not None:
+                out.indexer.append(res.output, sink.size, res.max_offset, res.max_timestamp,
+                                   res.shallow_offset_of_max_timestamp)
             sink.write(res.output)
         if end > pos - res.bytes_read and res.bytes_read == 0:
             cap = _grow(buf, pos, size, cap, max_message_size, max_io_buffer, str(seg.path))
@@ -295,8 +330,9 @@ def _grow(buf, pos: int, size: int, cap: int, max_message_size: int, max_io_buff
 def clean_log(log: PartitionView, to_clean: LogToClean, cfg: LogConfig, cleaner: CleanerConfig, now: int, *,
               write: bool, legacy_to_v2: bool = True, expiration_ms: int = 86400000,
               keep_deleted: bool = False, crash_hook: Callable[[str], None] | None = None,
-              progress: Callable[[int], None] | None = None) -> CleanResult:
-    """One round of ``Cleaner.doClean``. With ``write=False`` nothing is written (dry run: sizes only)."""
+              progress: Callable[[int], None] | None = None, per_batch_index: bool = True) -> CleanResult:
+    """One round of ``Cleaner.doClean``. With ``write=False`` nothing is written (dry run: sizes only).
+    ``per_batch_index``: index the cleaned segments per batch (Kafka >= 3.9.2), see :class:`SegmentIndexer`."""
     clean_segs = [s for s in log.segments if s.base_offset < to_clean.first_dirty_offset]
     legacy_horizon = (clean_segs[-1].last_modified - cfg.delete_retention_ms) if clean_segs else 0
     offset_map = OffsetMap(cleaner.dedupe_buffer_per_thread, cleaner.dedupe_buffer_load_factor)
@@ -313,7 +349,10 @@ def clean_log(log: PartitionView, to_clean: LogToClean, cfg: LogConfig, cleaner:
     for group in groups:
         cs = CleanedSegment(group[0].base_offset, [s.base_offset for s in group])
         cs.source_bytes = sum(s.size for s in group)
-        cs.last_modified_ns = group[-1].mtime_ns
+        # File.setLastModified(last source's File.lastModified): millisecond precision
+        cs.last_modified_ns = group[-1].mtime_ns // 1_000_000 * 1_000_000
+        if write:
+            cs.indexer = SegmentIndexer(cs.base_offset, cfg.index_interval_bytes, per_batch=per_batch_index)
         target = cleaned_path(log.path, cs.base_offset, ".log") if write else None
         if target is not None:
             for suffix in (".log", ".index", ".timeindex", ".txnindex"):
@@ -335,7 +374,7 @@ def clean_log(log: PartitionView, to_clean: LogToClean, cfg: LogConfig, cleaner:
             cs.size = sink.size
             sink.close(fsync=write)
             if write:
-                _write_indexes(log, cs, cfg)
+                _write_indexes(log, cs)
         except BaseException:
             sink.close(fsync=False)
             if write:
@@ -350,26 +389,10 @@ def clean_log(log: PartitionView, to_clean: LogToClean, cfg: LogConfig, cleaner:
     return result
 
 
-def segment_indexes(cs: CleanedSegment, index_interval_bytes: int) -> tuple[OffsetIndexBuilder, TimeIndexBuilder]:
-    """The indexes ``LogSegment.append`` builds for the cleaner's appends, plus ``onBecomeInactiveSegment``."""
-    oi = OffsetIndexBuilder(cs.base_offset)
-    ti = TimeIndexBuilder(cs.base_offset)
-    since = 0
-    max_ts, max_off = NO_TIMESTAMP, cs.base_offset
-    for a in cs.appends:
-        if a.max_timestamp > max_ts:
-            max_ts, max_off = a.max_timestamp, a.shallow_offset
-        if since > index_interval_bytes:
-            oi.append(a.largest_offset, a.position)
-            ti.maybe_append(max_ts, max_off)
-            since = 0
-        since += a.size
-    ti.maybe_append(max_ts, max_off, skip_full_check=True)
-    return oi, ti
-
-
-def _write_indexes(log: PartitionView, cs: CleanedSegment, cfg: LogConfig) -> None:
-    oi, ti = segment_indexes(cs, cfg.index_interval_bytes)
+def _write_indexes(log: PartitionView, cs: CleanedSegment) -> None:
+    assert cs.indexer is not None
+    cs.indexer.finish()
+    oi, ti = cs.indexer.oi, cs.indexer.ti
     files = [(".index", oi.build().to_bytes(trim=True)), (".timeindex", ti.build().to_bytes(trim=True))]
     if cs.aborted:
         entries = [TxnIndexEntry(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
@@ -456,6 +479,7 @@ def compact_partition(partition_dir: str | os.PathLike, cfg: LogConfig, cleaner:
             return CompactionOutcome(log.name, False, "nothing cleanable", ltc)
         try:
             res = clean_log(log, ltc, cfg, cleaner, now, write=not dry_run, legacy_to_v2=kafka_version >= (4, 0),
+                            per_batch_index=kafka_version >= (3, 9),
                             expiration_ms=expiration_ms, keep_deleted=keep_deleted, crash_hook=crash_hook,
                             progress=progress)
         except UncleanableError as e:

@@ -244,13 +244,11 @@ class CleanerFilter:
                     res._update(max_ts, shallow, max_offset)
             elif retention == RETAIN_EMPTY:
                 if legacy:
-                    if not self.legacy_to_v2:
-                        raise UncleanableError("Empty batches are only supported for magic v2 and above",
-                                               path, b.position)
-                    data = build_batch((), base_offset=b.last_offset, timestamp_type=_v2_timestamp_type(b),
-                                       base_timestamp=NO_TIMESTAMP, max_timestamp=b.max_timestamp)
-                else:
-                    data = build_empty_batch_header(b)
+                    # Kafka 3.x and 4.x alike (verified in 4.3.1's MemoryRecords.filterTo): the round fails and
+                    # the partition is marked uncleanable
+                    raise UncleanableError("Empty batches are only supported for magic v2 and above",
+                                           path, b.position)
+                data = build_empty_batch_header(b)
                 out += data
                 stats.batches_emptied += 1
                 stats.bytes_retained += len(data)

@@ -134,12 +134,13 @@ def _fsync(path: Path) -> None:
 
 def flush_partition(pdir: Path, topic: str, partition: int, recovery_point: int, log_start_checkpoint: int,
                     *, now_ms: int, producer_id_expiration_ms: int = 86400000,
-                    dry_run: bool = False) -> PartitionFlush:
+                    dry_run: bool = False, verified_to: int | None = None) -> PartitionFlush:
+    """``verified_to``: data below this offset was just validated (by recovery): fsynced, not re-scanned."""
     bases = segment_bases(pdir)
     if not bases:
         return PartitionFlush(topic, partition, str(pdir), recovery_point, recovery_point, log_start_checkpoint,
                               log_start_checkpoint, False, "no segments: run repair")
-    leo, problem = verify_from(pdir, bases, recovery_point)
+    leo, problem = verify_from(pdir, bases, max(recovery_point, verified_to or 0))
     lso = max(log_start_checkpoint, bases[0])
     if problem is not None:
         return PartitionFlush(topic, partition, str(pdir), min(recovery_point, leo), leo, lso, bases[0], False,
@@ -164,7 +165,8 @@ def flush_partition(pdir: Path, topic: str, partition: int, recovery_point: int,
 def flush_data_dir(data_dir: str | os.PathLike, *, now_ms: int, dry_run: bool = False,
                    write_clean_shutdown_marker: bool = True, broker_epoch: int | None = None,
                    config_for: Callable[[str], LogConfig] | None = None,
-                   progress: Callable[[PartitionFlush], None] | None = None) -> DataDirFlush:
+                   progress: Callable[[PartitionFlush], None] | None = None,
+                   verified: dict[tuple[str, int], int] | None = None) -> DataDirFlush:
     """Flush every partition of one data dir and rewrite its checkpoints (see the module doc).
 
     The caller holds the dir's lock (``engine.plan.data_dir_lock``)."""
@@ -175,7 +177,7 @@ def flush_data_dir(data_dir: str | os.PathLike, *, now_ms: int, dry_run: bool = 
     for pdir, topic, part in partition_dirs(d):
         key = (topic, part)
         r = flush_partition(pdir, topic, part, rp_map.get(key, 0), ls_map.get(key, 0), now_ms=now_ms,
-                            dry_run=dry_run)
+                            dry_run=dry_run, verified_to=(verified or {}).get(key))
         out.partitions.append(r)
         if progress is not None:
             progress(r)

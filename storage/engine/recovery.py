@@ -703,7 +703,8 @@ def plan_repair(data_dir: str | os.PathLike, now_ms: int, *, config_for=None, br
             plan.notes.append(f"{d / name}: {what}; left as is")
     tasks = []
     all_files: list[str] = []
-    for pdir, topic, part in partition_dirs(d):
+    parts = partition_dirs(d)
+    for pdir, topic, part in parts:
         cfg = config_for(topic) if config_for else LogConfig()
         kw = dict(config=cfg, recovery_point=rp_map.get((topic, part), 0),
                   log_start_offset=ls_map.get((topic, part), 0), had_clean_shutdown=clean, now_ms=now_ms,
@@ -748,7 +749,10 @@ def plan_repair(data_dir: str | os.PathLike, now_ms: int, *, config_for=None, br
                 results.append(_recover_partition_task(t))
                 if plan.progress is not None:
                     plan.progress(1)
-        flush_data_dir(d, now_ms=now_ms)
+        # the recovered partitions were validated up to their log end offset: flush fsyncs without re-scanning
+        verified = None if clean else {(t, p): r.log_end_offset
+                                       for r, (_, t, p) in zip(results, parts, strict=True)}
+        flush_data_dir(d, now_ms=now_ms, verified=verified)
 
     for cp in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEAN_SHUTDOWN_FILE):
         if (d / cp).exists():

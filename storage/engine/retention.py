@@ -42,6 +42,7 @@ class RetentionPlan:
     new_log_start_offset: int | None = None
     old_log_start_offset: int = 0
     first_base_after: int | None = None  # base offset of the first segment left
+    now: int = 0
 
     @property
     def bytes(self) -> int:
@@ -79,7 +80,7 @@ def retention_plan(partition_dir: str | os.PathLike, cfg: LogConfig, now: int, *
     topic, part = parse_partition_dir_name(pdir.name)
     lso = _checkpoint(data_dir, LOG_START_OFFSET_CHECKPOINT).get((topic, part))
     hw = _checkpoint(data_dir, REPLICATION_OFFSET_CHECKPOINT).get((topic, part))
-    plan = RetentionPlan(pdir.name, pdir)
+    plan = RetentionPlan(pdir.name, pdir, now=now)
     if cfg.compact and not cleaner_enabled:
         return plan  # compacted logs get retention only from the cleaner threads
     with PartitionView(pdir, log_start_offset=lso, high_watermark=hw) as log:
@@ -127,8 +128,13 @@ def retention_plan(partition_dir: str | os.PathLike, cfg: LogConfig, now: int, *
     return plan
 
 
-def apply_retention(plan: RetentionPlan, *, keep_deleted: bool = False) -> None:
-    """Delete the planned segments the broker's way and update the data dir checkpoints."""
+def apply_retention(plan: RetentionPlan, *, keep_deleted: bool = False,
+                    producer_id_expiration_ms: int = 86400000) -> None:
+    """Delete the planned segments the broker's way and update the data dir checkpoints.
+
+    When every segment goes, the broker first rolls a new empty active segment at the log end offset and takes a
+    producer snapshot there (``UnifiedLog.roll``: ``updateMapEndOffset`` + ``takeSnapshot``, a no-op when the
+    snapshot already exists, e.g. written at the last clean shutdown); so does this."""
     if not plan.deletions:
         return
     pdir = plan.path
@@ -136,6 +142,12 @@ def apply_retention(plan: RetentionPlan, *, keep_deleted: bool = False) -> None:
     topic, part = parse_partition_dir_name(pdir.name)
     if plan.roll_at is not None:
         base = f"{plan.roll_at:020d}"
+        if not (pdir / f"{base}.snapshot").exists():
+            with PartitionView(pdir) as log:
+                psm = log.producer_state(plan.now, producer_id_expiration_ms)
+                psm.map_end_offset = plan.roll_at
+                psm.last_snap_offset = -1
+                psm.take_snapshot()
         for suffix in (".log", ".index", ".timeindex"):
             p = pdir / (base + suffix)
             if not p.exists():

@@ -9,7 +9,9 @@ Data files are generated once under ``tests/benchmarks/data/`` (gitignored): v2 
 records (key ~10 bytes, value ~100 bytes, a header on every 10th record). A few distinct batches are built
 and repeated with rewritten base offsets (the base offset is outside the CRC, so every batch stays valid).
 
-Work measured, each as the median of ``--runs`` runs over an mmap of the file (page cache warm):
+Work measured over an mmap of the file (page cache warm): the tools run interleaved ``--runs`` times;
+rates are from the median times, ratios are the medians of the per-run ratios (robust to load changes on a
+shared machine):
 
 * ``scan``: shallow iteration + CRC32C verification of every batch; the ceiling is ``crc32c`` over the
   whole mmap in one call.
@@ -31,6 +33,7 @@ import time
 from pathlib import Path
 
 from crc32c import crc32c
+
 from kafkalog.storage.codec.compression import CODEC_IDS, CODEC_NAMES
 from kafkalog.storage.records import build_batch, iter_batches
 
@@ -81,16 +84,6 @@ def generate(path: Path, codec: int, total: int, seed: int = 42) -> None:
     os.replace(tmp, path)
 
 
-def _median_time(fn, runs: int):
-    times = []
-    result = None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
-
-
 def kafkalog_scan(mv) -> tuple[int, int]:
     n = bad = 0
     for b in iter_batches(mv):
@@ -135,6 +128,26 @@ def kafka_python_deep(mv) -> int:
     return n
 
 
+def _paired(fns: dict, runs: int) -> tuple[dict, dict, dict]:
+    """Run the ``fns`` interleaved ``runs`` times (so load changes hit all of them alike); return the median
+    time per name, the last result per name, and the median of the per-run time ratios to the first name."""
+    times: dict = {k: [] for k in fns}
+    results: dict = {}
+    ratios: dict = {k: [] for k in fns}
+    first = next(iter(fns))
+    for _ in range(runs):
+        this = {}
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            results[name] = fn()
+            this[name] = time.perf_counter() - t0
+            times[name].append(this[name])
+        for name in fns:
+            ratios[name].append(this[name] / this[first])
+    return ({k: statistics.median(v) for k, v in times.items()}, results,
+            {k: statistics.median(v) for k, v in ratios.items()})
+
+
 def bench_file(path: Path, codec: str, runs: int, deep_only: bool) -> list[dict]:
     size = path.stat().st_size
     rows = []
@@ -143,24 +156,26 @@ def bench_file(path: Path, codec: str, runs: int, deep_only: bool) -> list[dict]
         try:
             crc32c(mv)  # warm the page cache
             if not deep_only:
-                t_ceil, _ = _median_time(lambda: crc32c(mv), runs)
-                t_kl, (batches, bad) = _median_time(lambda: kafkalog_scan(mv), runs)
-                t_kp, (batches2, bad2) = _median_time(lambda: kafka_python_scan(mv), runs)
-                assert (batches, bad) == (batches2, bad2) and bad == 0, (batches, bad, batches2, bad2)
+                t, res, ratio = _paired({"kafkalog": lambda: kafkalog_scan(mv), "crc32c": lambda: crc32c(mv),
+                                         "kafka-python": lambda: kafka_python_scan(mv)}, runs)
+                batches, bad = res["kafkalog"]
+                assert res["kafka-python"] == (batches, bad) and bad == 0, (res, bad)
                 rows.append({
                     "work": "scan+crc", "codec": codec, "bytes": size, "batches": batches,
-                    "kafkalog_MBps": size / t_kl / 1e6, "kafkalog_batches_per_s": batches / t_kl,
-                    "kafka_python_MBps": size / t_kp / 1e6, "crc32c_ceiling_MBps": size / t_ceil / 1e6,
-                    "ratio_vs_ceiling": t_ceil / t_kl, "ratio_vs_kafka_python": t_kp / t_kl,
+                    "kafkalog_MBps": size / t["kafkalog"] / 1e6, "kafkalog_batches_per_s": batches / t["kafkalog"],
+                    "kafka_python_MBps": size / t["kafka-python"] / 1e6,
+                    "crc32c_ceiling_MBps": size / t["crc32c"] / 1e6,
+                    "ratio_vs_ceiling": ratio["crc32c"], "ratio_vs_kafka_python": ratio["kafka-python"],
                 })
-            t_kl, n = _median_time(lambda: kafkalog_deep(mv), runs)
-            t_kp, n2 = _median_time(lambda: kafka_python_deep(mv), runs)
-            assert n == n2, (n, n2)
+            t, res, ratio = _paired({"kafkalog": lambda: kafkalog_deep(mv),
+                                     "kafka-python": lambda: kafka_python_deep(mv)}, runs)
+            n = res["kafkalog"]
+            assert res["kafka-python"] == n, (n, res)
             rows.append({
                 "work": "deep", "codec": codec, "bytes": size, "records": n,
-                "kafkalog_records_per_s": n / t_kl, "kafkalog_MBps": size / t_kl / 1e6,
-                "kafka_python_records_per_s": n / t_kp, "kafka_python_MBps": size / t_kp / 1e6,
-                "ratio_vs_kafka_python": t_kp / t_kl,
+                "kafkalog_records_per_s": n / t["kafkalog"], "kafkalog_MBps": size / t["kafkalog"] / 1e6,
+                "kafka_python_records_per_s": n / t["kafka-python"], "kafka_python_MBps": size / t["kafka-python"] / 1e6,
+                "ratio_vs_kafka_python": ratio["kafka-python"],
             })
         finally:
             mv.release()

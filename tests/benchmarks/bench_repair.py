@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from crc32c import crc32c
+
 from kafkalog.compat import jars
 from kafkalog.compat.broker import Broker, write_properties
 from kafkalog.storage.records import build_batch

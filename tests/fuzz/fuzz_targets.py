@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 
 from hypothesis import strategies as st
+
 from kafkalog.storage.codec import compression
 from kafkalog.storage.codec.varint import read_uvarint, read_varint, read_varlong
 from kafkalog.storage.errors import KafkaLogError

@@ -36,7 +36,7 @@ CMP_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT), "min.c
               "delete.retention.ms": str(DELETE_RETENTION), "min.compaction.lag.ms": "0"}
 RET_CONFIGS = {
     "ret-time": {"retention.ms": str(DAY), "segment.bytes": str(SEGMENT)},
-    "ret-size": {"retention.bytes": str(int(2.5 * SEGMENT)), "segment.bytes": str(SEGMENT), "retention.ms": "-1"},
+    "ret-size": {"retention.bytes": "2400000", "segment.bytes": str(SEGMENT), "retention.ms": "-1"},
     "ret-start": {"retention.ms": "-1", "segment.bytes": str(SEGMENT)},
 }
 PROMPT = {"log.cleaner.enable": "true", "log.cleaner.backoff.ms": "200", "log.retention.check.interval.ms": "500",
@@ -111,6 +111,7 @@ def runs(request, tmp_path_factory):
         a.stop()
         b_dir = root / "b" / "data"
         shutil.copytree(a.data_dir, b_dir)  # copy2: mtimes preserved (the cleaner's legacy horizon uses them)
+        shutil.copytree(a.data_dir, root / "orig" / "data")  # the input, for diagnosing a failure
 
         # kafkalog retention on B (the prediction is also what we wait for on A)
         retention = {}

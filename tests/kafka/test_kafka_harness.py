@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from kafkalog.compat import jars
 from kafkalog.compat.broker import LEGACY_V1_PROPS, Broker
 from kafkalog.compat.capture import make_records

@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from kafkalog.compat.errors import BrokerError
 from kafkalog.storage.files.checkpoints import read_offset_checkpoint
 from kafkalog.storage.files.leader_epoch import read_leader_epoch_checkpoint

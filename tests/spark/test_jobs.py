@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from datagen import BASE_TS, make_data_dir, write_partition
+
 from kafkalog.storage.engine.cleaner import compact_partition
 from kafkalog.storage.engine.cleaner_manager import ConfigResolver
 from kafkalog.storage.records import build_legacy, iter_batches

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from datagen import BASE_TS, make_data_dir, write_partition
+
 from kafkalog.storage.records import build_legacy
 from kafkalog.storage.records.dump import dump_log
 
@@ -127,9 +128,10 @@ def test_offset_and_time_pushdown(spark, mixed_dir):
 
 
 def test_pushdown_narrows_the_plan(mixed_dir):
+    from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
+
     from kafkalog.tools.spark.options import parse_read_options
     from kafkalog.tools.spark.source import KafkaLogReader
-    from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
 
     r = KafkaLogReader(None, parse_read_options({"path": str(mixed_dir)}))
     filters = [EqualTo(("topic",), "plain"), EqualTo(("partition",), 0), GreaterThanOrEqual(("offset",), 3000),

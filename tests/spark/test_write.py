@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from datagen import make_data_dir
+
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.log import PartitionLog
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from kafkalog.storage.config import CleanerConfig, LogConfig
 from kafkalog.storage.engine.cleaner import (
     compact_partition,
@@ -199,3 +200,67 @@ def test_crash_at_every_swap_step_leaves_a_loadable_dir_with_nothing_lost(pdir: 
     assert after in (expected_before, compacted), (crashed, steps)
     if not crashed:
         assert after == compacted
+
+
+def _legacy_log(pdir: Path) -> None:
+    from kafkalog.storage.records import build_legacy
+
+    wrapper = build_legacy([(0, NOW - 9000, b"a", b"1"), (1, NOW - 8000, b"b", b"1"), (2, NOW - 7000, b"a", b"2")],
+                           magic=1, codec=1, base_offset=0)
+    single = build_legacy([(3, NOW - 6000, b"c", b"1")], magic=1, base_offset=3)
+    write_segment(pdir, 0, [wrapper, single])
+    write_segment(pdir, 4, [kv(4, b"c", b"2")])
+
+
+def test_kafka_4_rewrites_legacy_batches_as_v2(pdir: Path):
+    _legacy_log(pdir)
+    compact_partition(pdir, COMPACT, CleanerConfig(), NOW, force=True, kafka_version=(4, 0))
+    bs = batches(pdir)
+    # the gzip wrapper lost a@0: one v2 gzip batch from the first retained offset, no last-offset override
+    assert [(b.magic, b.base_offset, b.last_offset, b.codec) for b in bs[:1]] == [(2, 1, 2, 1)]
+    assert [(r[0], r[2], r[3]) for r in bs[0].record_tuples()] == [(1, b"b", b"1"), (2, b"a", b"2")]
+    assert bs[0].timestamp_type == 0 and bs[0].producer_id == -1 and bs[0].is_valid()
+
+
+def test_kafka_3_keeps_legacy_format_when_rewriting(pdir: Path):
+    _legacy_log(pdir)
+    compact_partition(pdir, COMPACT, CleanerConfig(), NOW, force=True, kafka_version=(3, 9))
+    bs = batches(pdir)
+    assert (bs[0].magic, bs[0].codec, bs[0].last_offset) == (1, 1, 2)
+    assert [(r[0], r[2]) for r in bs[0].iter_record_tuples()] == [(1, b"b"), (2, b"a")]
+
+
+def test_legacy_batch_ending_the_round_cannot_be_kept_empty(pdir: Path):
+    from kafkalog.storage.errors import KafkaLogError
+    from kafkalog.storage.records import build_legacy
+
+    # the last batch before the uncleanable offset loses its only (keyless) record: Kafka would have to keep it
+    # as an empty batch, which v0/v1 cannot be -> IllegalStateException, partition uncleanable (3.x and 4.x)
+    write_segment(pdir, 0, [build_legacy([(0, NOW - 9000, b"a", b"1")], magic=1, base_offset=0),
+                            build_legacy([(1, NOW - 9000, None, b"x")], magic=1, base_offset=1)])
+    write_segment(pdir, 2, [kv(2, b"c", b"2")])
+    before = records(pdir)
+    with pytest.raises(KafkaLogError, match="uncleanable"):
+        compact_partition(pdir, COMPACT, CleanerConfig(), NOW, force=True, kafka_version=(4, 0))
+    assert records(pdir) == before and not list(pdir.glob("*.cleaned"))
+
+
+def test_cli_compact_dry_run_then_apply_with_backup(pdir: Path, capsys: pytest.CaptureFixture[str]):
+    import json
+
+    from kafkalog.tools.cli import main
+
+    simple_log(pdir)
+    data_dir = pdir.parent
+    assert main(["compact", str(data_dir), "--now", str(NOW), "--all", "--config", "cleanup.policy=compact",
+                 "--dry-run", "--json"]) == 0
+    line = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert line["partition"] == "t-0" and line["dry_run"] and line["bytes_reclaimed"] > 0
+    assert not (data_dir / "cleaner-offset-checkpoint").exists()
+    backup = data_dir.parent / "bk"
+    assert main(["compact", str(data_dir), "--now", str(NOW), "--all", "--config", "cleanup.policy=compact",
+                 "--backup", str(backup)]) == 0
+    assert "reclaimed" in capsys.readouterr().out
+    assert records(pdir) == [(4, b"b", None), (5, b"c", b"1"), (6, b"a", b"3"), (7, b"a", b"4")]
+    saved = {p.name for p in backup.rglob("*.log")}
+    assert {f"{0:020d}.log", f"{4:020d}.log"} <= saved  # the originals of the replaced segments

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from kafkalog.storage.config import CleanerConfig, LogConfig
 from kafkalog.storage.engine import cleaner as cleaner_mod
 from kafkalog.storage.engine import cleaner_filter

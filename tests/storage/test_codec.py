@@ -10,6 +10,7 @@ import cramjam
 import lz4.frame
 import pytest
 import zstandard
+
 from kafkalog.storage.codec import compression as C
 from kafkalog.storage.codec.crc import crc32, crc32c
 from kafkalog.storage.codec.varint import (

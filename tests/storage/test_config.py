@@ -1,4 +1,5 @@
 import pytest
+
 from kafkalog.storage.config import BrokerConfig, CleanerConfig, LogConfig, log_config_for, parse_properties
 from kafkalog.storage.errors import ConfigError
 

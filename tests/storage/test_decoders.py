@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from kafkalog.storage.decoders import (
     MetadataState,
     decode_control_record,

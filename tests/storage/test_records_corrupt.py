@@ -7,6 +7,7 @@ import struct
 import tracemalloc
 
 import pytest
+
 from kafkalog.storage.codec.compression import GZIP, ZSTD, compress
 from kafkalog.storage.errors import CompressionError, CorruptRecordError
 from kafkalog.storage.records import (

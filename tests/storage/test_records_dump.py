@@ -6,6 +6,7 @@ import base64
 import json
 
 import pytest
+
 from kafkalog.storage.records import build_batch, build_end_txn_marker, build_legacy
 from kafkalog.storage.records.control import LEADER_CHANGE, control_key
 from kafkalog.storage.records.dump import dump_log

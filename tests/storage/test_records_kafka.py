@@ -15,6 +15,7 @@ import base64
 from pathlib import Path
 
 import pytest
+
 from kafkalog.storage.records import build_batch, build_end_txn_marker, build_legacy, iter_batches, rebuild
 from kafkalog.storage.records.builder import build_empty_batch_header
 from kafkalog.storage.records.control import LEADER_CHANGE, control_key

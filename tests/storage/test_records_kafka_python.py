@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from kafka.record import MemoryRecords, MemoryRecordsBuilder
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
 from kafkalog.storage.records import LOG_APPEND_TIME, build_batch, build_legacy, iter_batches
 
 TS = 1_700_000_000_000

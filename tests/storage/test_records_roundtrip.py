@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from kafkalog.storage.records import (
     CREATE_TIME,
     LOG_APPEND_TIME,

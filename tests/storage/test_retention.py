@@ -68,3 +68,37 @@ def test_log_start_offset_breach_applies_to_compacted_topics(tmp_path: Path):
     apply_retention(plan)
     # start offset 6 is still above the first segment base 5: the checkpoint keeps it
     assert "t 0 6" in (pdir.parent / "log-start-offset-checkpoint").read_text()
+
+
+def test_roll_before_deleting_everything_takes_a_producer_snapshot(tmp_path: Path):
+    from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
+
+    pdir = make(tmp_path)
+    idem = build_batch([(15, NOW - 1_000, b"k", b"v")], base_offset=15, producer_id=77, producer_epoch=3,
+                       base_sequence=0)
+    with open(pdir / f"{10:020d}.log", "ab") as f:
+        f.write(idem)
+    cfg = LogConfig.defaults().with_overrides({"retention.ms": 10})
+    plan = retention_plan(pdir, cfg, NOW)
+    assert plan.roll_at == 16
+    apply_retention(plan)
+    snap = pdir / f"{16:020d}.snapshot"
+    entries = list(ProducerSnapshot.from_bytes(snap.read_bytes()))
+    assert [(e.producer_id, e.producer_epoch) for e in entries] == [(77, 3)]
+    assert sorted(p.name for p in pdir.iterdir()) == [f"{16:020d}{s}" for s in (".index", ".log", ".snapshot",
+                                                                                 ".timeindex")]
+
+
+def test_cli_retain_json_and_backup(tmp_path: Path, capsys):
+    import json
+
+    from kafkalog.tools.cli import main
+
+    pdir = make(tmp_path)
+    backup = tmp_path / "bk"
+    assert main(["retain", str(pdir.parent), "--now", str(NOW), "--config", "retention.ms=4000", "--json",
+                 "--backup", str(backup)]) == 0
+    out = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert out["segments"] == [0, 5] and out["reasons"] == ["retention.ms"] and out["log_start_offset"] == 10
+    assert sorted(p.name for p in pdir.glob("*.log")) == [f"{10:020d}.log"]
+    assert {p.name for p in backup.rglob("*.log")} == {f"{0:020d}.log", f"{5:020d}.log"}

@@ -2,6 +2,7 @@ import os
 import struct
 
 import pytest
+
 from kafkalog.storage.config import LogConfig
 from kafkalog.storage.engine.writer import LogWriter, OffsetOrderError, RecordTooLargeError
 from kafkalog.storage.files.offset_index import read_offset_index

@@ -1,0 +1,99 @@
+"""``kafkalog describe`` and :func:`describe_paths`: per-partition facts from hand-built and real data dirs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kafkalog.storage.describe import describe_paths
+from kafkalog.storage.files.checkpoints import write_offset_checkpoint
+from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
+from kafkalog.storage.files.partition_metadata import write_partition_metadata
+from kafkalog.storage.records import build_batch
+from kafkalog.storage.records.builder import build_legacy
+from kafkalog.tools.cli import main
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+FIXTURE_DATA = sorted(FIXTURES.glob("*/data")) if FIXTURES.is_dir() else []
+TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"
+REQUIRED = {"dataDir", "topic", "partition", "size", "segments", "logStartOffset", "logEndOffset", "recoveryPoint",
+            "cleanPoint", "topicId", "magics", "codecs", "leaderEpochs"}
+
+
+def make_data_dir(root: Path) -> Path:
+    d = root / "orders-7"
+    d.mkdir(parents=True)
+    seg0 = build_legacy([(0, 1000, b"a", b"x"), (1, 1001, b"b", b"y")], magic=1, codec=0, base_offset=0) + \
+        build_batch([(2, 1002, b"c", b"z"), (3, 1003, None, b"w")], base_offset=2, codec=1, partition_leader_epoch=3)
+    seg1 = build_batch([(10, 2000, b"k", b"v")], base_offset=10, codec=4, partition_leader_epoch=5)
+    (d / "00000000000000000000.log").write_bytes(seg0)
+    (d / "00000000000000000010.log").write_bytes(seg1)
+    write_leader_epoch_checkpoint(d / "leader-epoch-checkpoint", [EpochEntry(3, 2), EpochEntry(5, 10)])
+    write_partition_metadata(d / "partition.metadata", TOPIC_ID)
+    write_offset_checkpoint(root / "recovery-point-offset-checkpoint", {("orders", 7): 10})
+    write_offset_checkpoint(root / "log-start-offset-checkpoint", {("orders", 7): 1})
+    write_offset_checkpoint(root / "cleaner-offset-checkpoint", {("orders", 7): 4})
+    write_offset_checkpoint(root / "replication-offset-checkpoint", {("orders", 7): 11})
+    return root
+
+
+def test_describe_paths(tmp_path):
+    root = make_data_dir(tmp_path / "data")
+    (d,) = list(describe_paths([root]))
+    assert REQUIRED <= set(d) and "errors" not in d
+    assert (d["topic"], d["partition"], d["dataDir"]) == ("orders", 7, str(root))
+    assert (d["logStartOffset"], d["logEndOffset"], d["recoveryPoint"], d["cleanPoint"], d["highWatermark"]) == \
+        (1, 11, 10, 4, 11)
+    assert d["size"] == sum(p.stat().st_size for p in root.glob("orders-7/*.log"))
+    assert [s["baseOffset"] for s in d["segments"]] == [0, 10] and d["segments"][0]["batches"] == 3
+    assert d["magics"] == [1, 2] and d["codecs"] == ["none", "gzip", "zstd"]
+    assert d["leaderEpochs"] == [[3, 2], [5, 10]] and d["topicId"] == TOPIC_ID
+    # the same partition given directly (checkpoints read from its parent); --fast skips the header scan
+    (p,) = list(describe_paths([root / "orders-7"], scan=False))
+    assert p["recoveryPoint"] == 10 and p["magics"] == [] and p["logEndOffset"] == 11
+
+
+def test_describe_cli_json_and_table(tmp_path, capsys):
+    root = make_data_dir(tmp_path / "data")
+    assert main(["describe", "--json", str(root)]) == 0
+    (obj,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert obj["logEndOffset"] == 11 and obj["codecs"] == ["none", "gzip", "zstd"]
+    assert main(["describe", "--segments", str(root)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"Data dir {root}: 1 partitions, {obj['size']} bytes"
+    assert out[1].split()[:5] == ["PARTITION", "SIZE", "SEGMENTS", "START", "END"]
+    assert out[2].split() == ["orders-7", str(obj["size"]), "2", "1", "11", "10", "11", "4", "5@10", TOPIC_ID,
+                              "v1,v2", "none,gzip,zstd"]
+    assert any(line.startswith("00000000000000000010.log") for line in out)
+
+
+def test_describe_bad_paths(tmp_path, capsys):
+    (tmp_path / "file.txt").write_text("x")
+    assert main(["describe", str(tmp_path / "file.txt")]) == 1
+    assert "not a data dir or partition dir" in capsys.readouterr().out
+    part = tmp_path / "data" / "orders-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(b"\0" * 8 + b"\0\0\0\x05" + b"\0" * 20)  # size field 5 < 14
+    assert main(["describe", "--json", str(tmp_path / "data")]) == 1
+    (obj,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert obj["errors"] and "smaller than minimum record overhead" in obj["errors"][0]
+
+
+def test_fixtures_are_present():
+    assert FIXTURE_DATA, f"no fixture data dirs under {FIXTURES}"
+
+
+@pytest.mark.parametrize("data", FIXTURE_DATA, ids=[p.parent.name for p in FIXTURE_DATA])
+def test_real_broker_dirs(data):
+    descs = list(describe_paths([data]))
+    assert len(descs) == sum(1 for p in data.iterdir() if p.is_dir())
+    manifest = json.loads((data.parent / "manifest.json").read_text())
+    for d in descs:
+        assert REQUIRED <= set(d) and "errors" not in d, d
+        assert d["logEndOffset"] >= d["logStartOffset"]
+        if d["size"] and not manifest.get("shutdown") == "SIGKILL":
+            assert d["recoveryPoint"] == d["logEndOffset"] or d["topic"] == "__cluster_metadata"
+        if d["size"] and d["topic"] != "__cluster_metadata":
+            assert manifest["message_format"] in d["magics"] or d["topic"].startswith("__")

@@ -1,0 +1,171 @@
+"""``kafkalog verify`` and the library under it (:func:`verify_paths`): data dirs, partition dirs and single
+files, serial and in a process pool, JSON Lines and the human table, exit codes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kafkalog.storage.files.checkpoints import write_offset_checkpoint
+from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
+from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_properties
+from kafkalog.storage.files.partition_metadata import write_partition_metadata
+from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
+from kafkalog.storage.files.rebuild import rebuild_indexes_recovery
+from kafkalog.storage.records import build_batch
+from kafkalog.storage.verify import classify_path, verify_paths
+from kafkalog.tools.cli import main
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+FIXTURE_DATA = sorted(FIXTURES.glob("*/data")) if FIXTURES.is_dir() else []
+TOPIC_IDS = ["l5y0MjLvQdypLcP9XmR7bw", "pKnJ0cAhRMqJ0g3Tt0Vv0A", "MkU3OEVBNTcwNTJENDM2Qg"]
+
+
+def make_partition(root: Path, name: str, n: int = 20, topic_id: str = TOPIC_IDS[0]) -> Path:
+    d = root / name
+    d.mkdir(parents=True)
+    log = b"".join(build_batch([(i * 2 + j, 1000 + i, b"k", b"v" * 40) for j in range(2)], base_offset=i * 2,
+                               partition_leader_epoch=0) for i in range(n))
+    (d / "00000000000000000000.log").write_bytes(log)
+    r = rebuild_indexes_recovery(log, 0, index_interval_bytes=256)
+    (d / "00000000000000000000.index").write_bytes(r.offset_index.to_bytes(trim=True))
+    (d / "00000000000000000000.timeindex").write_bytes(r.time_index.to_bytes(trim=True))
+    (d / f"{2 * n:020d}.snapshot").write_bytes(ProducerSnapshot().to_bytes())
+    write_leader_epoch_checkpoint(d / "leader-epoch-checkpoint", [EpochEntry(0, 0)])
+    write_partition_metadata(d / "partition.metadata", topic_id)
+    return d
+
+
+def make_data_dir(root: Path, partitions: int = 4) -> Path:
+    root.mkdir(parents=True)
+    for p in range(partitions):
+        make_partition(root, f"orders-{p}", n=10 + p)
+    make_partition(root, "payments.v1-0", topic_id=TOPIC_IDS[1])
+    write_meta_properties(root / "meta.properties",
+                          MetaProperties.new(version=1, cluster_id="MkU3OEVBNTcwNTJENDM2Qg", node_id=1, now=0))
+    rp = {("orders", p): 2 * (10 + p) for p in range(partitions)} | {("payments.v1", 0): 40}
+    for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
+        write_offset_checkpoint(root / name, rp)
+    write_offset_checkpoint(root / "log-start-offset-checkpoint", {})
+    write_offset_checkpoint(root / "cleaner-offset-checkpoint", {})
+    return root
+
+
+def corrupt(path: Path, at: int) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[at] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+def test_clean_data_dir_serial_and_parallel_agree(tmp_path):
+    root = make_data_dir(tmp_path / "data")
+    serial = verify_paths([root], workers=1, deep=True)
+    parallel = verify_paths([root], workers=2, deep=True)
+    assert serial.ok and serial.errors == 0 and serial.warnings == 0
+    assert serial.findings == parallel.findings
+    s = parallel.stats
+    assert (s.data_dirs, s.partitions, s.segments) == (1, 5, 5)
+    assert s.bytes == sum(p.stat().st_size for p in root.glob("*/*.log"))
+
+
+def test_progress_callbacks_cover_all_bytes(tmp_path):
+    root = make_data_dir(tmp_path / "data")
+    totals, advances = [], []
+    verify_paths([root], workers=2, on_total=totals.append, on_advance=advances.append)
+    assert totals == [sum(p.stat().st_size for p in root.glob("*/*.log"))] and sum(advances) == totals[0]
+
+
+def test_crc_error_json_and_exit_code(tmp_path, capsys):
+    root = make_data_dir(tmp_path / "data")
+    log = root / "orders-2" / "00000000000000000000.log"
+    corrupt(log, 300)
+    rc = main(["verify", "--json", "--workers", "2", str(root)])
+    out = capsys.readouterr()
+    assert rc == 1
+    findings = [json.loads(line) for line in out.out.splitlines()]
+    assert all(set(f) == {"file", "position", "kind", "severity", "message"} for f in findings)
+    crc = [f for f in findings if f["kind"] == "crc"]
+    assert len(crc) == 1 and crc[0]["file"] == str(log) and crc[0]["severity"] == "error"
+    assert crc[0]["position"] == max(p for p in range(0, 301, 1) if p in _batch_starts(log))
+    assert "FAILED" in out.err and "1 errors" in out.err
+
+
+def _batch_starts(log: Path) -> set[int]:
+    from kafkalog.storage.records import iter_batches
+
+    return {b.position for b in iter_batches(log.read_bytes())}
+
+
+def test_human_table_and_summary(tmp_path, capsys):
+    root = make_data_dir(tmp_path / "data")
+    assert main(["verify", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("OK: 5 partitions, 5 segments") and "0 errors, 0 warnings" in out
+    (root / "orders-1" / "00000000000000000000.index").write_bytes(b"\0\0\0\x05\0\0\0\x07")  # not a batch start
+    assert main(["verify", "--no-progress", str(root)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["SEVERITY", "KIND", "FILE", "POSITION", "MESSAGE"]
+    assert out[1].split()[:2] == ["error", "index"] and "not the start of a batch" in out[1]
+    assert out[-1].startswith("FAILED")
+
+
+def test_info_findings_only_with_flag(tmp_path, capsys):
+    root = make_data_dir(tmp_path / "data")
+    (root / "orders-0" / "00000000000000000000.log.deleted").write_bytes(b"")
+    assert main(["verify", "--json", str(root)]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["verify", "--json", "--info", str(root)]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [(f["kind"], f["severity"]) for f in lines] == [("leftover", "info")]
+
+
+def test_partition_dirs_and_single_files(tmp_path):
+    root = make_data_dir(tmp_path / "data")
+    part = root / "orders-3"
+    assert classify_path(root) == "dataDir" and classify_path(part) == "partition"
+    assert classify_path(part / "00000000000000000000.log") == "file"
+    files = [part / "00000000000000000000.index", part / "00000000000000000026.snapshot",
+             root / "meta.properties", root / "recovery-point-offset-checkpoint", part / "leader-epoch-checkpoint"]
+    r = verify_paths([part, *files], workers=1)
+    assert r.ok and r.findings == [] and (r.stats.partitions, r.stats.files, r.stats.segments) == (1, 5, 2)
+    corrupt(part / "00000000000000000026.snapshot", 3)  # stored CRC
+    (root / "recovery-point-offset-checkpoint").write_bytes(b"0\n1\norders x 5\n")
+    r = verify_paths(files + [tmp_path / "missing.log"], workers=1)
+    assert [(f.kind, Path(f.file).name) for f in r.findings] == [
+        ("snapshot", "00000000000000000026.snapshot"), ("checkpoint", "recovery-point-offset-checkpoint"),
+        ("layout", "missing.log")]
+    assert r.errors == 3 and r.findings[0].position == 2
+
+
+def test_data_dirs_of_one_broker_vs_independent(tmp_path, capsys):
+    a = make_data_dir(tmp_path / "a")
+    b = make_data_dir(tmp_path / "b")  # same partitions: one broker would refuse to start
+    r = verify_paths([a, b], workers=2)
+    assert not r.ok and any("is also live" in f.message for f in r.findings)
+    assert verify_paths([a, b], workers=2, independent=True).ok
+    assert main(["verify", "--independent", str(a), str(b)]) == 0
+    capsys.readouterr()
+
+
+def test_usage_errors(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["verify", "--workers", "0", "x"])
+    assert e.value.code == 2
+    capsys.readouterr()
+
+
+def test_fixtures_are_present():
+    assert FIXTURE_DATA, f"no fixture data dirs under {FIXTURES}"
+
+
+@pytest.mark.parametrize("data", FIXTURE_DATA, ids=[p.parent.name for p in FIXTURE_DATA])
+def test_real_broker_dirs_have_no_errors(data, tmp_path):
+    copy = tmp_path / "data"
+    shutil.copytree(data, copy, symlinks=True)
+    r = verify_paths([copy], deep=True, workers=2)
+    assert [str(f) for f in r.findings if f.severity == "error"] == []
+    assert r.stats.partitions == sum(1 for p in copy.iterdir() if p.is_dir())
+    assert r.stats.bytes > 0

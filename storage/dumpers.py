@@ -26,6 +26,10 @@ DumpLogSegments-style stdout lines and :meth:`FileDump.report_lines` its stderr 
 :func:`kafkalog.storage.records.dump.dump_log`: they add ``decoded`` (a dict), ``decodedText`` (the tool's
 ``key: ... payload: ...`` text) or ``decodeError`` to each record dict.
 
+One deliberate difference from DumpLogSegments: an index file of zeros only (preallocated by a running or
+killed broker before the segment's first index entry) dumps as empty; the tool reads its slot 0 as an entry
+``(baseOffset, 0)`` and then crashes (empty ``.log``) or reports a mismatch.
+
 Memory: index files are mmapped and walked entry by entry; a batch is read per entry; nothing loads a whole
 ``.log``.
 """

@@ -18,55 +18,62 @@ import sys
 
 from kafkalog.storage.errors import KafkaLogError
 
-#: command name -> module (under kafkalog.tools). Commands whose module is absent are not offered.
-COMMANDS: dict[str, str] = {
-    "dump": "dump",
-    "verify": "verify",
-    "describe": "describe",
-    "append": "append",
-    "flush": "flush",
-    "repair": "repair",
-    "reindex": "reindex",
-    "retain": "retain",
-    "compact": "compact",
-    "convert": "convert",
-    "migrate": "migrate",
-    "topic-id": "topic_id",
-    "checkpoints": "checkpoints",
-    "export": "export",
-    "import": "import_",
-    "diff": "diff",
-    "spark": "spark_cli",
-    "conformance": "conformance",
+#: command name -> (module under kafkalog.tools, one-line help). Only the chosen command's module is imported,
+#: so ``kafkalog <command>`` starts fast; ``kafkalog --help`` lists the commands from this table.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "dump": ("dump", "print the batches and records of .log files and every other data dir file (like kafka-dump-log.sh)"),
+    "verify": ("verify", "check data dirs, partitions and files for corruption and inconsistencies (CRCs, indexes, checkpoints)"),
+    "describe": ("describe", "per partition: size, segments, log start/end offsets, recovery point, epochs, topic id, formats"),
+    "append": ("append", "append records (JSON Lines, as `dump --json --deep` prints) to a partition as the broker does"),
+    "flush": ("flush", "fsync a data dir and write its checkpoints so a broker starts without recovery"),
+    "repair": ("repair", "recover data dirs as the broker's startup would (truncate torn/corrupt tails, rebuild indexes...)"),
+    "reindex": ("reindex", "rebuild the indexes of partition dirs from their .log files (Kafka's recovery rule)"),
+    "retain": ("retain", "delete segments exactly as the broker's retention would (retention.ms, retention.bytes, log start)"),
+    "compact": ("compact", "compact partitions exactly as the broker's log cleaner would (one cleaning round each)"),
+    "convert": ("convert", "rewrite v0/v1 segments as v2 (Kafka 4.0 cleaner rules) and/or recompress; --audit lists legacy segments"),
+    "migrate": ("migrate", "copy partitions into another data dir (new topic name/id, checkpoints merged, crash-safe)"),
+    "topic-id": ("topic_id", "show or set partitions' topic ids (partition.metadata)"),
+    "checkpoints": ("checkpoints", "list or set recovery-point / log-start / replication / cleaner checkpoints"),
+    "export": ("export", "export records (all fields) of data dirs/partitions as JSON Lines or Parquet"),
+    "import": ("import_", "import records exported by `kafkalog export` (JSON Lines or Parquet) into a data dir, offsets kept"),
+    "diff": ("diff", "compare two data dirs, partitions or segments (files, batches or records)"),
+    "spark": ("spark_cli", "run verify / export / convert / compact on Spark, distributed per partition (local[*] by default)"),
+    "conformance": ("conformance", "run the differential scenarios against a real Apache Kafka broker and print pass/fail"),
 }
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
 def _load(name: str):
+    module = f"kafkalog.tools.{COMMANDS[name][0]}"
     try:
-        return importlib.import_module(f"kafkalog.tools.{COMMANDS[name]}")
+        return importlib.import_module(module)
     except ModuleNotFoundError as e:
-        if e.name == f"kafkalog.tools.{COMMANDS[name]}":
+        if e.name == module:
             return None
         raise
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only`` set, only that command's module is imported (the others are listed)."""
     parser = argparse.ArgumentParser(
         prog="kafkalog",
         description="Work on Apache Kafka broker log directories offline: dump, verify, repair, compact, "
-        "apply retention, convert, migrate. Exit codes: 0 ok, 1 findings or failure, 2 usage error.",
+        "apply retention, convert, migrate. Exit codes: 0 ok, 1 findings or failure, 2 usage error. "
+        "Run `kafkalog COMMAND --help` for a command's options.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name, (_module, help_text) in COMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_text, add_help=False)
+            continue
         mod = _load(name)
         if mod is None:
             continue
         p = sub.add_parser(
             name,
-            help=mod.HELP,
-            description=getattr(mod, "DESCRIPTION", mod.HELP),
+            help=help_text,
+            description=getattr(mod, "DESCRIPTION", help_text),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         mod.add_arguments(p)
@@ -75,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(chosen if chosen in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)

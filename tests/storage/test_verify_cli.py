@@ -169,3 +169,12 @@ def test_real_broker_dirs_have_no_errors(data, tmp_path):
     assert [str(f) for f in r.findings if f.severity == "error"] == []
     assert r.stats.partitions == sum(1 for p in copy.iterdir() if p.is_dir())
     assert r.stats.bytes > 0
+
+
+def test_topic_id_disagreement_across_partitions(tmp_path):
+    root = make_data_dir(tmp_path / "data")
+    write_partition_metadata(root / "orders-2" / "partition.metadata", TOPIC_IDS[2])
+    for workers in (1, 2):
+        r = verify_paths([root], workers=workers)
+        bad = [f for f in r.findings if f.severity == "error"]
+        assert len(bad) == 1 and bad[0].kind == "metadata" and TOPIC_IDS[2] in bad[0].message

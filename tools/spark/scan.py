@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate, chain
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError
 from kafkalog.storage.records import PARTIAL_BATCH, LogScanner, RecordBatch
 
@@ -167,15 +169,10 @@ class _RecordChunk:
 
         n = len(self.offsets)
         if self.any_headers:
-            counts = [0]
-            flat_k, flat_v = [], []
-            total = 0
-            for h in self.headers:
-                total += len(h)
-                counts.append(total)
-                for k, v in h:
-                    flat_k.append(k)
-                    flat_v.append(v)
+            counts = [0, *accumulate(map(len, self.headers))]
+            flat = list(chain.from_iterable(self.headers))
+            flat_k = [h[0] for h in flat]
+            flat_v = [h[1] for h in flat]
             items = pa.StructArray.from_arrays([pa.array(flat_k, pa.string()), pa.array(flat_v, pa.binary())],
                                                names=["key", "value"])
             headers = pa.ListArray.from_arrays(pa.array(counts, pa.int32()), items, type=HEADERS_TYPE())

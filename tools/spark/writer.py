@@ -40,10 +40,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
 from kafkalog.storage.codec.compression import CODEC_IDS
 from kafkalog.storage.errors import ConfigError, LogDirError
 from kafkalog.storage.records import build_batch
-from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 STAGING = ".kafkalog-staging"
 

@@ -1,0 +1,73 @@
+"""Planning and scanning without Spark: byte-based splits at batch boundaries, windowed remote reads."""
+
+from __future__ import annotations
+
+import pytest
+from datagen import make_data_dir, write_partition
+
+from kafkalog.storage.files.offset_index import OffsetIndex
+from kafkalog.storage.records import build_batch
+from kafkalog.tools.spark import scan as scan_mod
+from kafkalog.tools.spark.fs import FsSpec
+from kafkalog.tools.spark.options import parse_read_options
+from kafkalog.tools.spark.plan import Piece, discover, plan
+from kafkalog.tools.spark.scan import scan
+
+pytestmark = pytest.mark.spark
+
+
+def _offsets(groups, opts) -> list[int]:
+    return [o for g in groups for rb in scan(g, opts) for o in rb.column("offset").to_pylist()]
+
+
+def test_large_segments_split_at_index_positions_small_ones_packed(tmp_path):
+    make_data_dir(tmp_path / "big", {"big": 1}, 20000, value_size=200)
+    for p in range(6):
+        write_partition(tmp_path / "small" / f"small-{p}", 20)
+    opts = parse_read_options({"paths": f"{tmp_path / 'big'},{tmp_path / 'small'}",
+                               "maxPartitionBytes": str(1 << 20), "openCostInBytes": "1024"})
+    groups = plan(opts)
+    big = [p for g in groups for p in g if p.topic == "big"]
+    assert len(big) >= 4
+    idx = {e.position for e in OffsetIndex.open(tmp_path / "big" / "big-0" / "00000000000000000000.index")}
+    assert all(p.start in idx for p in big[1:]) and big[0].start == 0 and big[-1].end == big[-1].file_size
+    assert all(a.end == b.start for a, b in zip(big, big[1:], strict=False))
+    small_groups = [g for g in groups if all(p.topic == "small" for p in g)]
+    assert len(small_groups) == 1 and len(small_groups[0]) == 6  # packed into one input partition
+    assert sorted(_offsets([[p] for p in big], opts)) == list(range(20000))
+
+
+def test_split_without_index_uses_batch_headers(tmp_path):
+    make_data_dir(tmp_path, {"noidx": 1}, 5000, value_size=200)
+    (tmp_path / "noidx-0" / "00000000000000000000.index").unlink()
+    opts = parse_read_options({"path": str(tmp_path), "maxPartitionBytes": str(200_000)})
+    groups = plan(opts)
+    assert len(groups) > 3
+    assert sorted(_offsets(groups, opts)) == list(range(5000))
+
+
+def test_windowed_reads_equal_mmap_reads(tmp_path, monkeypatch):
+    pdir = tmp_path / "w-0"
+    write_partition(pdir, 3000, batch_records=30)
+    log = pdir / "00000000000000000000.log"
+    with open(log, "ab") as f:  # one batch far larger than a window
+        f.write(build_batch([(3000 + i, 0, None, b"x" * 1000) for i in range(40)], base_offset=3000))
+    opts = parse_read_options({"path": str(tmp_path)})
+    [seg] = discover(opts)
+    local = Piece(seg.spec, seg.path, "w", 0, 0, 0, seg.size, seg.size)
+    remote = Piece(FsSpec("local"), seg.path, "w", 0, 0, 0, seg.size, seg.size)  # fsspec: the windowed path
+    monkeypatch.setattr(scan_mod, "REMOTE_WINDOW", 5000)
+    a = [rb.to_pylist() for rb in scan([local], opts)]
+    b = [rb.to_pylist() for rb in scan([remote], opts)]
+    assert sum(map(len, a)) == 3040
+    assert [r["offset"] for x in a for r in x] == [r["offset"] for x in b for r in x]
+    assert [r["value"] for x in a for r in x] == [r["value"] for x in b for r in x]
+
+
+def test_bad_split_boundary_is_an_index_error(tmp_path):
+    write_partition(tmp_path / "x-0", 100, batch_records=10)
+    opts = parse_read_options({"path": str(tmp_path)})
+    [seg] = discover(opts)
+    bad = Piece(seg.spec, seg.path, "x", 0, 0, 0, 700, seg.size)  # 700 is inside a batch
+    with pytest.raises(Exception, match="not a batch boundary"):
+        list(scan([bad], opts))

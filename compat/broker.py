@@ -219,7 +219,8 @@ class KafkaBroker(ABC):
         return self.start(timeout=timeout)
 
     def wait_ready(self, timeout: float = 120.0) -> None:
-        """Block until the broker answers a metadata request listing itself."""
+        """Block until the broker answers a metadata request listing itself and every partition has a leader
+        (after a restart, especially after SIGKILL, leadership comes back some time after the port opens)."""
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + timeout
@@ -231,9 +232,12 @@ class KafkaBroker(ABC):
                 admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
                 try:
                     md = admin.list_topics(timeout=5)
-                    if md.brokers:
+                    leaderless = [
+                        f"{t.topic}-{p.id}" for t in md.topics.values() for p in t.partitions.values() if p.leader < 0
+                    ]
+                    if md.brokers and not leaderless:
                         return
-                    last = "no broker registered yet"
+                    last = f"partitions without leader: {leaderless[:5]}" if md.brokers else "no broker registered yet"
                 except Exception as exc:  # librdkafka raises KafkaException or plain errors
                     last = str(exc)
             time.sleep(0.3)

@@ -21,10 +21,13 @@ HELP = "print the batches and records of .log files (like kafka-dump-log.sh)"
 DESCRIPTION = """\
 Print every batch of one or more Kafka .log segment files (also KRaft .checkpoint snapshots),
 one line per batch in kafka-dump-log.sh's format, or one JSON object per batch with --json.
+Index (.index, .timeindex, .txnindex), producer snapshot (.snapshot) and checkpoint files are
+dumped too, with kafka-dump-log.sh's checks (--verify-index-only, --index-sanity-check).
 
   kafkalog dump /var/lib/kafka/data/orders-0/00000000000000000000.log
   kafkalog dump --deep --print-data-log FILE.log       # records with their keys and values
   kafkalog dump --json --deep FILE.log | jq .           # JSON Lines, keys/values base64 (see --payload)
+  kafkalog dump --offsets-decoder __consumer_offsets-7/00000000000000000000.log
 
 Every batch is checked: "isvalid: false" means its CRC does not match. The dump keeps going after a
 corrupt batch and reports every problem with its byte position; a torn tail or partial batch at the end
@@ -55,6 +58,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-message-size", type=_non_negative, default=None, metavar="N",
                         help="report a batch whose size field exceeds N bytes as corrupt (default: no limit; "
                         f"index dumps read {DEFAULT_MAX_MESSAGE_SIZE} bytes per entry)")
+    parser.add_argument("--verify-index-only", action="store_true",
+                        help=".index/.timeindex: check the entries against the .log, do not print them")
+    parser.add_argument("--index-sanity-check", action="store_true",
+                        help=".index/.timeindex: only run Kafka's sanity check")
+    dec = parser.add_mutually_exclusive_group()
+    dec.add_argument("--offsets-decoder", dest="decoder", action="store_const", const="offsets",
+                     help="decode records as __consumer_offsets (implies --print-data-log)")
+    dec.add_argument("--transaction-log-decoder", dest="decoder", action="store_const", const="transaction",
+                     help="decode records as __transaction_state (implies --print-data-log)")
+    dec.add_argument("--cluster-metadata-decoder", dest="decoder", action="store_const",
+                     const="cluster-metadata", help="decode records as __cluster_metadata (implies --print-data-log)")
     add_output_arguments(parser, payload=True)
 
 
@@ -73,8 +87,9 @@ class _Sink:
 
     def __init__(self, args: argparse.Namespace):
         self.json = args.json
-        self.deep = args.deep or args.print_data_log
-        self.print_data = args.print_data_log or (args.json and self.deep)
+        decoder = getattr(args, "decoder", None)
+        self.deep = args.deep or args.print_data_log or decoder is not None
+        self.print_data = args.print_data_log or decoder is not None or (args.json and self.deep)
         self.skip_meta = args.skip_record_metadata
         self.payload = args.payload or ("base64" if args.json else "utf8")
         self.out = JsonLines(sys.stdout) if self.json else None
@@ -100,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"Dumping {path}")
         try:
             dumper(path, args, sink)
+        except BrokenPipeError:
+            raise
         except OSError as e:
             sink.problem(path, None, e.strerror or str(e))
             if sink.json:
@@ -114,9 +131,21 @@ def run(args: argparse.Namespace) -> int:
 
 def _dumper_for(path: str) -> Dumper | None:
     name = os.path.basename(path)
-    if "." not in name:
+    if "." in name and name[name.rindex("."):] in DUMPERS:
+        return DUMPERS[name[name.rindex("."):]]
+    dumpers = _other_dumpers()
+    if dumpers is not None and dumpers.dump_kind(path) is not None:
+        return dump_other_file
+    return None
+
+
+def _other_dumpers():
+    """``kafkalog.storage.dumpers`` (the files layer's dumps of indexes, snapshots and checkpoints)."""
+    try:
+        from kafkalog.storage import dumpers
+    except ImportError:  # pragma: no cover - only while the files layer is incomplete
         return None
-    return DUMPERS.get(name[name.rindex("."):])
+    return dumpers
 
 
 # ------------------------------------------------------------------------------------------- .log
@@ -131,8 +160,7 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
     gaps: list[tuple[int, int]] = []
     with progress(size if args.max_bytes is None else min(size, args.max_bytes), f"dump {name}") as bar:
         done = 0
-        for d in dump_log(path, deep=sink.deep, max_bytes=args.max_bytes,
-                          max_message_size=args.max_message_size):
+        for d in _log_dicts(path, args, sink):
             event = d.get("event")
             if event == "invalidBytes":
                 sink.problem(path, d["position"], f"{d['reason']}: {d['bytes']} invalid bytes at the end")
@@ -168,6 +196,38 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
             print(f"  {a} is followed by {b}", file=sys.stderr)
 
 
+def _log_dicts(path: str, args: argparse.Namespace, sink: _Sink):
+    decoder_name = getattr(args, "decoder", None)
+    dumpers = _other_dumpers() if (decoder_name or path.endswith(".checkpoint")) else None
+    if dumpers is not None and path.endswith(".checkpoint"):
+        # KRaft snapshot: metadata records and control records (header/footer, voters) decoded
+        return dumpers.dump_kraft_snapshot(path, deep=sink.deep, max_bytes=args.max_bytes, decode=True)
+    decoder = dumpers.record_decoder(decoder_name) if dumpers is not None and decoder_name else None
+    if decoder is None and decoder_name:
+        raise KafkaLogError(f"the {decoder_name} decoder is not available")
+    return dump_log(path, deep=sink.deep, max_bytes=args.max_bytes, max_message_size=args.max_message_size,
+                    record_decoder=decoder)
+
+
+def dump_other_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
+    """.index, .timeindex, .txnindex, .snapshot and the checkpoint/metadata files (storage/dumpers.py)."""
+    dumpers = _other_dumpers()
+    fd = dumpers.dump_file(path, verify_index_only=args.verify_index_only,
+                           index_sanity_check=args.index_sanity_check,
+                           max_message_size=args.max_message_size or dumpers.DEFAULT_MAX_MESSAGE_SIZE)
+    if sink.json:
+        sink.out.write_all(fd.json_objects())
+    else:
+        for line in fd.text():
+            print(line)
+        for line in fd.report_lines():
+            print(line, file=sys.stderr)
+    for p in fd.problems:
+        sink.problem(path, p.get("position"), p["reason"])
+    if not fd.ok:
+        sink.ok = False
+
+
 def _log_header_line(name: str) -> str:
     stem = name[: name.index(".")] if "." in name else name
     if name == "bootstrap.checkpoint":
@@ -185,6 +245,8 @@ def _render_json_records(d: dict, sink: _Sink) -> None:
         r["key"] = render_bytes(r["key"], sink.payload)
         r["value"] = render_bytes(r["value"], sink.payload)
         r["headers"] = render_headers(r["headers"], sink.payload)
+        for k in ("controlText", "decodedText"):  # the human text; JSON carries the decoded structures
+            r.pop(k, None)
 
 
 def _b(v) -> str:
@@ -222,14 +284,19 @@ def _record_line(r: dict, ts_type: str, v2: bool, control: bool, sink: _Sink) ->
             meta += f" sequence: {r['sequence']} headerKeys: [{','.join(k for k, _ in r['headers'])}]"
         else:
             meta += f" isValid: {_b(r['isValid'])} crc: {r['crc']}}}"
-        if control:
+        if control and "controlText" in r:
+            meta += r["controlText"] if r["controlText"].startswith(" ") else " " + r["controlText"]
+        elif control:
             ctype = r.get("controlType")
             if ctype in ("COMMIT", "ABORT") and "coordinatorEpoch" in r:
                 meta += f" endTxnMarker: {ctype} coordinatorEpoch: {r['coordinatorEpoch']}"
             else:
                 meta += f" controlType: {ctype}({r.get('controlTypeId', -1)})"
         parts.append(meta)
-    if sink.print_data and not control:
+    if sink.print_data and not control and "decodedText" in r:
+        text = r["decodedText"]
+        parts.append(text if parts or text.startswith(("|", " ")) else "| " + text)
+    elif sink.print_data and not control:
         if r["key"] is not None:
             parts.append(("" if parts else "| ") + f"key: {render_bytes(r['key'], sink.payload)}")
         if r["value"] is not None:
@@ -237,7 +304,9 @@ def _record_line(r: dict, ts_type: str, v2: bool, control: bool, sink: _Sink) ->
     return " ".join(parts) if not parts or parts[0].startswith("|") else " " + " ".join(parts)
 
 
-#: file suffix -> dumper. The files layer adds .index, .timeindex, .txnindex and .snapshot here.
+#: file suffix -> dumper for the record-batch files; every other kind kafkalog.storage.dumpers knows (.index,
+#: .timeindex, .txnindex, .snapshot, checkpoints, partition.metadata, meta.properties, ...) goes to
+#: dump_other_file.
 DUMPERS: dict[str, Dumper] = {
     ".log": dump_log_file,
     ".checkpoint": dump_log_file,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -77,10 +78,16 @@ def run(args: argparse.Namespace) -> int:
     if args.job == "export" and not args.out:
         print("kafkalog spark export: --out is required", file=sys.stderr)
         return 2
+    for raw in args.paths:
+        if "://" not in raw and not os.path.exists(raw):
+            print(f"kafkalog spark {args.job}: error: {raw}: no such file or directory", file=sys.stderr)
+            return 1
     conf = {"spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false"}
     t0 = time.time()
     spark = session(args.master, app_name=f"kafkalog spark {args.job}", conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
+    from pyspark.errors import PySparkException
+
     try:
         if args.job == "verify":
             report = jobs.verify(spark, args.paths, deep=args.deep)
@@ -103,11 +110,32 @@ def run(args: argparse.Namespace) -> int:
             report = jobs.compact(spark, args.paths, now=now, dry_run=args.dry_run, force=args.all,
                                   overrides=_kv(args.config, "--config"), server_properties=args.server_properties,
                                   topic_config=args.topic_config, backup=not args.no_backup, backup_root=args.backup)
+    except PySparkException as e:  # a KafkaLogError raised inside Spark arrives wrapped: show its one line
+        print(f"kafkalog spark {args.job}: error: {spark_error_line(e)}", file=sys.stderr)
+        return 1
     finally:
         spark.stop()
     report.summary["seconds"] = round(time.time() - t0, 3)
     _render(report, args.json)
     return 0 if report.ok else 1
+
+
+_OUR_ERRORS = ("KafkaLogError", "CorruptRecordError", "CompressionError", "CorruptIndexError",
+               "CorruptCheckpointError", "LogDirError", "LockedError", "ConfigError")
+
+
+def spark_error_line(e: BaseException) -> str:
+    """The kafkalog error inside a Spark exception's text (its last ``XxxError: message`` line), else the first
+    line of the text."""
+    text = str(e)
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        for name in _OUR_ERRORS:
+            marker = f"{name}: "
+            i = line.find(marker)
+            if i >= 0:
+                return line[i + len(marker):]
+    return text.strip().splitlines()[0] if text.strip() else type(e).__name__
 
 
 def _render(report, as_json: bool) -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-N = int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "5000"))
+N = int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "3500"))
 FUZZ = settings(max_examples=N, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 PAYLOADS = ft.compressed_payloads()
 V2 = [s for s in ft.SEEDS if s[16] == 2]

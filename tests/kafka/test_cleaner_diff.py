@@ -13,6 +13,7 @@ surviving segments and log start offsets, and what consumers read.
 
 from __future__ import annotations
 
+import random
 import shutil
 import time
 from pathlib import Path
@@ -47,23 +48,32 @@ DEDUPE = 16 * 1024 * 1024  # the harness's log.cleaner.dedupe.buffer.size
 def _produce(bs: str) -> None:
     now = int(time.time() * 1000)
     R = clients.Record
+    rnd = random.Random(6)
 
-    def keyed(n: int, start: int, keys: int, size: int = 100, tomb_every: int = 0) -> list:
-        return [R(None if tomb_every and (start + i) % tomb_every == 0 else b"v%d-" % (start + i) + b"x" * size,
-                  key=b"key-%d" % ((start + i) % keys)) for i in range(n)]
+    def keyed(n: int, space: str, keys: int, tomb_every: int = 0) -> list:
+        # random keys from a per-producer key space: most batches keep some records and are rebuilt with their
+        # codec; random values keep compressed batches large enough to fill several 1 MiB segments
+        return [R(None if tomb_every and i % tomb_every == tomb_every - 1 else rnd.randbytes(100),
+                  key=b"%s-%d" % (space.encode(), rnd.randrange(keys))) for i in range(n)]
 
-    clients.produce(bs, "cmp", keyed(9000, 0, 800, tomb_every=17), client="kafka-python", flush_every=300)
-    clients.produce(bs, "cmp", keyed(4000, 9000, 800), client="confluent", compression="gzip", flush_every=250)
-    clients.produce(bs, "cmp", keyed(3000, 13000, 800, tomb_every=23), client="confluent", compression="lz4",
-                    idempotent=True, flush_every=200)
-    clients.produce(bs, "cmp", keyed(400, 16000, 800), client="confluent", transactional_id="tx-commit",
-                    transaction="commit", flush_every=100)
-    clients.produce(bs, "cmp", keyed(400, 16400, 800), client="kafka-python", transactional_id="tx-abort",
-                    transaction="abort", flush_every=100)
-    clients.produce(bs, "cmp", keyed(3000, 16800, 800), client="confluent", compression="zstd", flush_every=300)
-    clients.produce(bs, "cmp", keyed(2000, 19800, 800), client="kafka-python", compression="snappy",
+    # every kind of batch first, so that they land in the cleanable segments, then a plain tail
+    clients.produce(bs, "cmp", keyed(3000, "n", 800, tomb_every=17), client="kafka-python", flush_every=300)
+    clients.produce(bs, "cmp", keyed(4000, "g", 1500, tomb_every=29), client="confluent", compression="gzip",
                     flush_every=250)
-    clients.produce(bs, "cmp", keyed(6000, 21800, 800, tomb_every=13), client="kafka-python", flush_every=300)
+    clients.produce(bs, "cmp", keyed(3000, "l", 1500, tomb_every=23), client="confluent", compression="lz4",
+                    idempotent=True, flush_every=200)
+    clients.produce(bs, "cmp", keyed(400, "tc", 300), client="confluent", transactional_id="tx-commit",
+                    transaction="commit", flush_every=100)
+    clients.produce(bs, "cmp", keyed(400, "ta", 300), client="kafka-python", transactional_id="tx-abort",
+                    transaction="abort", flush_every=100)
+    clients.produce(bs, "cmp", keyed(3000, "z", 1500, tomb_every=31), client="confluent", compression="zstd",
+                    flush_every=300)
+    clients.produce(bs, "cmp", keyed(2000, "s", 1000, tomb_every=19), client="kafka-python", compression="snappy",
+                    flush_every=250)
+    clients.produce(bs, "cmp", keyed(6000, "n", 800, tomb_every=13), client="kafka-python", flush_every=300)
+    clients.produce(bs, "cmp", keyed(3000, "g", 1500, tomb_every=11), client="confluent", compression="gzip",
+                    flush_every=300)
+    clients.produce(bs, "cmp", keyed(3000, "tail", 3000), client="kafka-python", flush_every=300)
     old = [R(b"o" * 200, key=b"%d" % i, timestamp=now - 10 * DAY + i) for i in range(12000)]
     new = [R(b"n" * 200, key=b"%d" % i, timestamp=now - 1000) for i in range(4000)]
     clients.produce(bs, "ret-time", old + new, client="confluent", flush_every=500)

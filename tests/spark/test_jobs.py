@@ -99,3 +99,22 @@ def test_compact_matches_single_machine(spark, tmp_path):
                 assert (root / f"c-{p}" / name).read_bytes() == (twin / f"c-{p}" / name).read_bytes()
     ck = "cleaner-offset-checkpoint"  # entry order is hash-map order: compare the entries
     assert sorted((root / ck).read_text().splitlines()) == sorted((twin / ck).read_text().splitlines())
+
+
+def test_errors_inside_spark_become_one_line(spark, tmp_path):
+    from pyspark.errors import PySparkException
+
+    from kafkalog.tools.spark_cli import spark_error_line
+
+    write_partition(tmp_path / "t-0", 50, batch_records=10)
+    log = tmp_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[8:12] = (5).to_bytes(4, "big")  # a size field below the 14-byte minimum, in the first batch
+    log.write_bytes(bytes(data))
+    with pytest.raises(PySparkException) as ei:
+        spark.read.format("kafkalog").load(str(tmp_path)).count()
+    assert spark_error_line(ei.value) == (f"{log}: byte 0: Found record size 5 smaller than minimum record "
+                                          "overhead (14)")
+    with pytest.raises(PySparkException) as ei:
+        spark.read.format("kafkalog").load(str(tmp_path / "missing")).count()
+    assert spark_error_line(ei.value) == f"{tmp_path / 'missing'}: no such file or directory"

@@ -190,3 +190,26 @@ def test_help_teaches(capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "Exit codes" in out and "--json" in out and "--deep" in out
+
+
+def test_output_helpers():
+    import io
+
+    from kafkalog.tools.output import JsonLines, progress, render_bytes, render_headers, render_table
+
+    assert render_bytes(None) is None and render_bytes(b"\x00\xff") == "AP8="
+    assert render_bytes(b"caf\xc3\xa9\xff", "utf8") == "caf\u00e9\\xff" and render_bytes(b"\x01", "hex") == "01"
+    with pytest.raises(ValueError):
+        render_bytes(b"x", "rot13")
+    assert render_headers([("a", None), ("b", b"1")], "hex") == [{"key": "a", "value": None},
+                                                                 {"key": "b", "value": "31"}]
+    s = io.StringIO()
+    JsonLines(s).write_all([{"k": b"\x01", "t": (1, 2)}, {"u": "é"}])
+    assert s.getvalue() == '{"k":"AQ==","t":[1,2]}\n{"u":"é"}\n'
+    s = io.StringIO()
+    render_table([{"name": "a", "n": 5}, {"name": "bbb", "n": None}], ["name", "n"], s)
+    assert s.getvalue().splitlines() == ["name  n", "a     5", "bbb   -"]
+    with progress(10, "x", enabled=False) as bar:  # not a TTY: a no-op
+        bar.advance(3)
+    with progress(10, "x", enabled=True) as bar:  # rich on stderr
+        bar.advance(10)

@@ -25,6 +25,7 @@ import base64
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -232,16 +233,29 @@ class KafkaBroker(ABC):
                 admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
                 try:
                     md = admin.list_topics(timeout=5)
-                    leaderless = [
-                        f"{t.topic}-{p.id}" for t in md.topics.values() for p in t.partitions.values() if p.leader < 0
-                    ]
-                    if md.brokers and not leaderless:
+                    led = {
+                        (t.topic, p.id) for t in md.topics.values() if t.error is None
+                        for p in t.partitions.values() if p.leader >= 0
+                    }  # fmt: skip
+                    waiting = sorted(self.local_partitions() - led)
+                    if md.brokers and not waiting:
                         return
-                    last = f"partitions without leader: {leaderless[:5]}" if md.brokers else "no broker registered yet"
+                    last = f"no leader yet for {waiting[:5]}" if md.brokers else "no broker registered yet"
                 except Exception as exc:  # librdkafka raises KafkaException or plain errors
                     last = str(exc)
             time.sleep(0.3)
         raise self.error(f"Kafka {self.version} ({self.mode}) not ready after {timeout:.0f}s: {last}")
+
+    def local_partitions(self) -> set[tuple[str, int]]:
+        """(topic, partition) of the partition dirs in the data dir (internal KRaft log excluded): on a restart,
+        the broker is only ready once each of them is served again."""
+        out = set()
+        if self.data_dir.is_dir():
+            for d in self.data_dir.iterdir():
+                m = re.fullmatch(r"(.+)-(\d+)", d.name)
+                if m and d.is_dir() and m[1] != "__cluster_metadata":
+                    out.add((m[1], int(m[2])))
+        return out
 
     def error(self, message: str) -> BrokerError:
         return BrokerError(message, self.log_path, tail(self.log_path))

@@ -412,6 +412,18 @@ def consume(
     raise ValueError(f"client must be one of {CLIENTS}, not {client!r}")
 
 
+def _wait_for(get_partitions: Any, topic: str, timeout: float) -> set[int]:
+    """Partitions of ``topic`` once the client's metadata knows them (right after a broker restart it may not)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        parts = get_partitions()
+        if parts:
+            return set(parts)
+        if time.monotonic() > deadline:
+            raise HarnessError(f"topic {topic!r} has no partitions in the metadata after {timeout:.0f}s")
+        time.sleep(0.3)
+
+
 def _done(got: int, count: int | None, last_progress: float, idle: float, deadline: float, started: bool) -> bool:
     now = time.monotonic()
     if count is not None and got >= count:
@@ -436,7 +448,7 @@ def _consume_kafka_python(
     out: list[Consumed] = []
     try:
         if group_id is None:
-            parts = consumer.partitions_for_topic(topic) or set()
+            parts = _wait_for(lambda: consumer.partitions_for_topic(topic), topic, timeout)
             tps = [TopicPartition(topic, p) for p in sorted(parts)]
             consumer.assign(tps)
             consumer.seek_to_beginning(*tps)
@@ -484,8 +496,13 @@ def _consume_confluent(
     ts_types = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
     try:
         if group_id is None:
-            md = consumer.list_topics(topic, timeout=10).topics[topic]
-            consumer.assign([TP(topic, p, OFFSET_BEGINNING) for p in sorted(md.partitions)])
+
+            def partitions() -> set[int] | None:
+                md = consumer.list_topics(topic, timeout=10).topics.get(topic)
+                return None if md is None or md.error is not None else set(md.partitions)
+
+            parts = _wait_for(partitions, topic, timeout)
+            consumer.assign([TP(topic, p, OFFSET_BEGINNING) for p in sorted(parts)])
         else:
             consumer.subscribe([topic])
         deadline = time.monotonic() + timeout

@@ -53,6 +53,19 @@ public class Base64Decoder implements org.apache.kafka.tools.api.Decoder<String>
     }
 }
 """
+#: Kafka < 3.5 instantiates kafka.serializer.Decoder implementations with a VerifiableProperties argument.
+_LEGACY_DECODER_SOURCE = """\
+package io.kafkalog.compat;
+
+public class Base64Decoder implements kafka.serializer.Decoder<String> {
+    public Base64Decoder(kafka.utils.VerifiableProperties props) {}
+
+    @Override
+    public String fromBytes(byte[] bytes) {
+        return java.util.Base64.getEncoder().encodeToString(bytes);
+    }
+}
+"""
 
 BATCH_KEYS = (
     "file", "baseOffset", "lastOffset", "count", "position", "size", "magic", "codec", "crc", "isValid",
@@ -77,12 +90,10 @@ def decoder_classes(version: str) -> Path:
     target = out / "io" / "kafkalog" / "compat" / "Base64Decoder.class"
     if target.is_file():
         return out
-    if jars.parse_version(version) < (3, 5):
-        raise HarnessError(f"Kafka {version} has no org.apache.kafka.tools.api.Decoder (needs 3.5+)")
     src_dir = out / "src"
     src_dir.mkdir(parents=True, exist_ok=True)
     src = src_dir / "Base64Decoder.java"
-    src.write_text(_DECODER_SOURCE)
+    src.write_text(_DECODER_SOURCE if jars.parse_version(version) >= (3, 5) else _LEGACY_DECODER_SOURCE)
     proc = subprocess.run(
         [jars.javac_executable(), "-nowarn", "--release", "11", "-cp", jars.classpath(libs), "-d", str(out), str(src)],
         capture_output=True, text=True, check=False,
@@ -407,6 +418,51 @@ def _record(m: re.Match[str], base64_data: bool) -> dict[str, Any]:
     return rec
 
 
+_TS_TYPES = ("CreateTime", "LogAppendTime", "NoTimestampType")
+
+
+def _record_generic(line: str, base64_data: bool) -> dict[str, Any] | None:
+    """Record lines of older releases (2.x: ``| offset: 0 isValid: true crc: null keySize: -1 valueSize: 2
+    CreateTime: 1 baseOffset: 0 ... sequence: -1 headerKeys: [] payload: ...``): fields in any order."""
+    body = line[2:]
+    value_text = key_text = None
+    if (p := body.find(" payload: ")) >= 0:
+        body, value_text = body[:p], body[p + len(" payload: ") :]
+    if (k := body.find(" key: ")) >= 0:
+        body, key_text = body[:k], body[k + len(" key: ") :]
+    headers: list[list[Any]] = []
+    control = ""
+    if (h := re.search(r" headerKeys: \[(.*?)\]", body)) is not None:
+        headers = [[x, None] for x in h[1].split(",")] if h[1] else []
+        body, control = body[: h.start()], body[h.end() :].strip()
+    fields = {k.lower(): v for k, v in _FIELDS.findall(body)}
+    ts_type = next((t for t in _TS_TYPES if t.lower() in fields), None)
+    if "offset" not in fields or ts_type is None or "keysize" not in fields:
+        return None
+    rec: dict[str, Any] = {
+        "offset": int(fields["offset"]),
+        "timestamp": int(fields[ts_type.lower()]),
+        "key": None,
+        "value": None,
+        "headers": headers,
+        "keySize": int(fields["keysize"]),
+        "valueSize": int(fields["valuesize"]),
+    }
+    if "sequence" in fields:
+        rec["sequence"] = int(fields["sequence"])
+    if control:
+        rec["control"] = control
+    elif base64_data:
+        rec["key"] = (key_text or "") if rec["keySize"] >= 0 else None
+        rec["value"] = (value_text or "") if rec["valueSize"] >= 0 else None
+    else:
+        if key_text is not None:
+            rec["keyText"] = key_text
+        if value_text is not None:
+            rec["valueText"] = value_text
+    return rec
+
+
 def _finish_legacy(batch: dict[str, Any]) -> None:
     records = batch.get("records")
     if batch["magic"] < 2 and records:
@@ -436,10 +492,11 @@ def parse_dump_output(stdout: str, stderr: str = "", *, base64_data: bool = True
             continue
         if line.startswith("| ") or line == "|":
             m = _RECORD.match(line)
-            if m is None or batch is None:
+            rec = _record(m, base64_data) if m is not None else _record_generic(line, base64_data)
+            if rec is None or batch is None:
                 cur.unparsed.append(line)
             else:
-                batch.setdefault("records", []).append(_record(m, base64_data))
+                batch.setdefault("records", []).append(rec)
             continue
         if cur.kind in ("log", "checkpoint"):
             if m := _V2_BATCH.match(line):
@@ -458,7 +515,7 @@ def parse_dump_output(stdout: str, stderr: str = "", *, base64_data: bool = True
                 cur.batches.append(batch)
             elif m := _INVALID.match(line):
                 cur.invalid_bytes = int(m[1])
-            elif line.startswith(("Log starting offset:", "Snapshot end offset:", "KRaft bootstrap snapshot")):
+            elif line.startswith(("Log starting offset:", "Starting offset:", "Snapshot end offset:", "KRaft bootstrap snapshot")):
                 cur.header = line
             elif line:
                 cur.unparsed.append(line)

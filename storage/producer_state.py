@@ -22,6 +22,7 @@ from .files.producer_snapshot import (
     ProducerSnapshotEntry,
     read_producer_snapshot,
 )
+from .records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, increment_sequence
 from .records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker
 
 NO_PRODUCER_ID = -1
@@ -54,7 +55,7 @@ def java_hashmap_order(keys: Iterable[int], capacity: int | None = None) -> list
 # ------------------------------------------------------------------------------------------------ model
 
 
-@dataclass
+@dataclass(slots=True)
 class BatchMetadata:
     last_seq: int
     last_offset: int
@@ -107,10 +108,13 @@ class ProducerStateEntry:
         return False
 
     def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
-        self.maybe_update_producer_epoch(epoch)
-        if len(self.batch_metadata) == NUM_BATCHES_TO_RETAIN:
-            self.batch_metadata.pop(0)
-        self.batch_metadata.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        meta = self.batch_metadata
+        if self.producer_epoch != epoch:
+            meta.clear()
+            self.producer_epoch = epoch
+        elif len(meta) == NUM_BATCHES_TO_RETAIN:
+            del meta[0]
+        meta.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
         self.last_timestamp = timestamp
 
     def find_duplicate_batch(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
@@ -170,6 +174,17 @@ class ProducerStateManager:
         self.last_snap_offset = 0
         self.snapshots: dict[int, Path] = self._load_snapshot_files()
         self.written: list[Path] = []  # snapshot files written by this object
+
+    @classmethod
+    def from_snapshot(cls, snapshot: ProducerSnapshot | None) -> ProducerStateManager:
+        """In-memory state holding ``snapshot``'s producers (no expiration), e.g. to replay a segment."""
+        psm = cls(None)
+        for e in snapshot.entries if snapshot is not None else ():
+            entry = ProducerStateEntry.from_snapshot_entry(e)
+            psm._add_producer(entry)
+            if entry.current_txn_first_offset is not None:
+                psm.ongoing_txns[entry.current_txn_first_offset] = entry.producer_id
+        return psm
 
     # ---------------------------------------------------------------------------------- snapshots on disk
     def _load_snapshot_files(self) -> dict[int, Path]:
@@ -281,20 +296,31 @@ class ProducerStateManager:
     def append_batch(self, batch) -> CompletedTxn | None:
         """Replay one v2 batch (``prepareUpdate`` + ``ProducerAppendInfo.append`` + ``update``), as the
         recovery path does. Batches without a producer id only move the map end offset. Control batches whose
-        marker cannot be parsed raise :class:`CorruptRecordError` (Kafka's InvalidRecordException)."""
-        pid = batch.producer_id
+        marker cannot be parsed raise :class:`CorruptRecordError` (Kafka's InvalidRecordException).
+
+        Data batches are replayed from their header alone; only a control batch has its record decoded."""
+        h = batch._header()
+        pid = h[9]
+        last_offset = h[0] + h[6]
         completed = None
         if pid != NO_PRODUCER_ID:
             entry = self.producers.get(pid)
-            if entry is None:
+            is_new = entry is None
+            if is_new:
                 entry = ProducerStateEntry(pid)
-                is_new = True
-            else:
-                is_new = False
-            completed = self._apply(entry, batch)
+            attrs = h[5]
+            if attrs & CONTROL_MASK:
+                completed = self._apply(entry, batch)
+            else:  # _apply's data-batch branch, from the header tuple
+                delta = h[6]
+                bs = h[11]
+                entry.add_batch(h[10], -1 if bs == -1 else increment_sequence(bs, delta), last_offset, delta, h[8])
+                if entry.current_txn_first_offset is None and attrs & TRANSACTIONAL_MASK:
+                    entry.current_txn_first_offset = h[0]
+                    self.ongoing_txns[h[0]] = pid
             if is_new:
                 self._add_producer(entry)
-        self.map_end_offset = batch.last_offset + 1
+        self.map_end_offset = last_offset + 1
         return completed
 
     def _apply(self, entry: ProducerStateEntry, batch) -> CompletedTxn | None:

@@ -50,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="clean regardless of min.cleanable.dirty.ratio")
     p.add_argument("--kafka-version", default="4.0",
                    help="broker version to match (< 4.0 keeps v0/v1 batches; default 4.0)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes for the key-map pass over large dirty sections (default: usable CPUs; the "
+                   "result does not depend on it)")
     p.add_argument("--dry-run", action="store_true", help="show what would be reclaimed; write nothing")
     p.add_argument("--backup", metavar="DIR", help="keep originals here (default: timestamped beside the data dir)")
     p.add_argument("--no-backup", action="store_true", help="keep no originals")
@@ -91,7 +94,8 @@ def run(args) -> int:
                         backup.preserve(data_dir / "cleaner-offset-checkpoint", copy=True)
                     out = compact_partition(pdir, cfg, cleaner, now, dry_run=args.dry_run, force=args.all,
                                             kafka_version=version, expiration_ms=expiration,  # type: ignore[arg-type]
-                                            keep_deleted=args.keep_deleted, progress=bar.advance)
+                                            keep_deleted=args.keep_deleted, progress=bar.advance,
+                                            workers=args.workers)
                     d = out.to_dict()
                     d["dry_run"] = args.dry_run
                     total += d.get("bytes_reclaimed", 0)

@@ -26,7 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="verify and report, write nothing")
     p.add_argument("--no-clean-shutdown-marker", action="store_true", help="do not write .kafka_cleanshutdown")
     p.add_argument("--broker-epoch", type=int, help="brokerEpoch in the marker (default: kept, else -1)")
-    p.add_argument("--now", type=int, metavar="MS")
+    p.add_argument("--now", type=int, metavar="MS", help="current time in epoch ms (producer expiration)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes flushing partitions")
     p.add_argument("--json", action="store_true", help="JSON Lines output")
 
 
@@ -38,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
                                         unit_bytes=False) as bar:
             res = flush_data_dir(d, now_ms=now, dry_run=args.dry_run,
                                  write_clean_shutdown_marker=not args.no_clean_shutdown_marker,
-                                 broker_epoch=args.broker_epoch, progress=lambda _p: bar.advance(1))
+                                 broker_epoch=args.broker_epoch, progress=bar.advance,
+                                 workers=max(1, args.workers))
         for p in res.partitions:
             if args.json:
                 print(json.dumps({"dataDir": d, "topic": p.topic, "partition": p.partition,

@@ -9,8 +9,8 @@ import sys
 import time
 
 from kafkalog.storage.config import BrokerConfig, parse_overrides
-from kafkalog.storage.engine.plan import Backup, apply_plan, data_dir_lock
-from kafkalog.storage.engine.recovery import plan_repair
+from kafkalog.storage.engine.plan import Backup, Plan, apply_plan, data_dir_lock
+from kafkalog.storage.engine.recovery import partition_actions, plan_repair
 from kafkalog.tools.output import progress
 
 HELP = "recover data dirs as the broker's startup would (truncate torn/corrupt tails, rebuild indexes...)"
@@ -27,8 +27,10 @@ cleanly afterwards:
     written: the broker then performs no recovery of its own.
 
 Use --dry-run first: it lists every file touched, bytes truncated and records dropped. Originals are kept
-in --backup DIR (default: a timestamped folder beside the data dir). A dir whose .lock a live broker holds is
-refused. Exit 0 when nothing needed repair, 1 when something was (or would be) repaired.
+in --backup DIR (default: a timestamped folder beside the data dir; hard links where the file is replaced or
+deleted, copies where it is cut in place). A dir whose .lock a live broker holds is refused. Without
+--dry-run each segment is read once, while repairing, and what was done is printed afterwards.
+Exit 0 when nothing needed repair, 1 when something was (or would be) repaired.
 
 Examples:
   kafkalog repair /var/lib/kafka/data --dry-run
@@ -72,21 +74,31 @@ def run(args: argparse.Namespace) -> int:
             print(f"kafkalog repair: {d}: not a directory", file=sys.stderr)
             return 2
         with data_dir_lock(d):
+            # a dry run validates every segment up front to list what would change; a real run scans each
+            # segment once while applying and reports what it did
             plan = plan_repair(d, now, broker=broker, overrides=overrides, topic_ids=topic_ids,
-                               strict_indexes=not args.kafka_exact, workers=max(1, args.workers))
-            work = [a for a in plan.actions if a.kind != "recover"]
-            if work or plan.notes:
-                status = 1
-            _render(plan, args.json)
+                               strict_indexes=not args.kafka_exact, workers=max(1, args.workers),
+                               preview=args.dry_run)
             if args.dry_run:
+                if [a for a in plan.actions if a.kind != "recover"] or plan.notes:
+                    status = 1
+                _render(plan, args.json)
                 continue
             backup = None
             if not args.no_backup:
                 backup = Backup(args.backup or Backup.default_root(d, "repair"), d)
+            plan.backup = backup
             with progress(plan.partitions, f"repair {os.path.basename(os.path.abspath(d))}",
                           unit_bytes=False) as bar:
                 plan.progress = bar.advance
                 apply_plan(plan, data_dir=d, backup=backup)
+            done = Plan("repair", plan.target, [a for a in plan.actions if a.kind != "recover"], list(plan.notes))
+            for r in plan.results:
+                done.notes += r.notes
+                done.actions += partition_actions(r)
+            if done.actions or done.notes:
+                status = 1
+            _render(done, args.json)
             if backup is not None and backup.saved and not args.json:
                 print(f"originals kept in {backup.root}", file=sys.stderr)
     return status

@@ -187,6 +187,9 @@ def _snappy_raw(block, limit: int, total: int) -> bytes:
     n = cramjam.snappy.decompress_raw_len(block)
     if n + total > limit:
         raise _too_big("snappy", limit)
+    if n > 32 * len(block) + 64:  # a snappy element expands at most ~22x (a 3-byte copy of 64 bytes)
+        raise CompressionError(f"snappy: declared length {n} is impossible for {len(block)} compressed bytes",
+                               position=0)
     return bytes(cramjam.snappy.decompress_raw(block))
 
 
@@ -271,7 +274,8 @@ def _lz4_decompress(data, magic: int, limit: int) -> bytes:
             chunk = bytes(block)
         else:
             try:
-                chunk = lz4.block.decompress(block, uncompressed_size=block_max)
+                # LZ4 expands at most ~255x: never allocate more than that for a (hostile) small block
+                chunk = lz4.block.decompress(block, uncompressed_size=min(block_max, 255 * size + 64))
             except lz4.block.LZ4BlockError as e:
                 raise CompressionError(f"lz4: corrupt block: {e}", position=pos - size) from None
         total += len(chunk)

@@ -32,6 +32,12 @@ from ..records.reader import iter_batches
 from .cleaner_filter import CleanerFilter, FilterStats, UncleanableError
 from .cleaner_log import PartitionView, SegmentView
 from .cleaner_map import OffsetMap
+from .cleaner_parallel import (
+    PARALLEL_MIN_BYTES,
+    build_offset_map_parallel,
+    default_workers,
+    dirty_segment_files,
+)
 from .cleaner_records import Slow, map_records
 from .cleaner_txn import CleanedTransactionMetadata
 from .swap import cleaned_path, replace_segments
@@ -135,14 +141,25 @@ def group_segments_by_size(segments: list[SegmentView], max_size: int, max_index
 
 
 # ---------------------------------------------------------------------------------- offset map
-def build_offset_map(log: PartitionView, start: int, end: int, offset_map: OffsetMap) -> bool:
+def build_offset_map(log: PartitionView, start: int, end: int, offset_map: OffsetMap, *, workers: int = 1,
+                     parallel_min_bytes: int = PARALLEL_MIN_BYTES) -> bool:
     """``Cleaner.buildOffsetMap``; returns True when the map filled up (``endOffset`` then falls inside the
-    dirty section). ``offset_map.latest_offset + 1`` is the round's end offset."""
+    dirty section). ``offset_map.latest_offset + 1`` is the round's end offset.
+
+    With ``workers > 1`` and at least ``parallel_min_bytes`` of dirty segments, segments are mapped in worker
+    processes (:mod:`.cleaner_parallel`); the result is the same, and when the map would fill up the sequential
+    pass below runs instead (it stops exactly where the broker stops)."""
     offset_map.clear()
     offset_map.start = start
     dirty = log.log_segments(start, end)
+    aborted = log.collect_aborted_transactions(start, end)
+    if workers > 1 and len(dirty) > 1 and sum(s.size for s in dirty) >= parallel_min_bytes:
+        if build_offset_map_parallel(dirty_segment_files(dirty), start, end, aborted, offset_map, workers):
+            return False
+        offset_map.clear()
+        offset_map.start = start
     txn = CleanedTransactionMetadata()
-    txn.add_aborted_transactions(log.collect_aborted_transactions(start, end))
+    txn.add_aborted_transactions(aborted)
     capacity = offset_map.capacity
     cells = offset_map.cells
     put = offset_map.put
@@ -330,14 +347,15 @@ def _grow(buf, pos: int, size: int, cap: int, max_message_size: int, max_io_buff
 def clean_log(log: PartitionView, to_clean: LogToClean, cfg: LogConfig, cleaner: CleanerConfig, now: int, *,
               write: bool, legacy_to_v2: bool = True, expiration_ms: int = 86400000,
               keep_deleted: bool = False, crash_hook: Callable[[str], None] | None = None,
-              progress: Callable[[int], None] | None = None, per_batch_index: bool = True) -> CleanResult:
+              progress: Callable[[int], None] | None = None, per_batch_index: bool = True,
+              workers: int = 1) -> CleanResult:
     """One round of ``Cleaner.doClean``. With ``write=False`` nothing is written (dry run: sizes only).
     ``per_batch_index``: index the cleaned segments per batch (Kafka >= 3.9.2), see :class:`SegmentIndexer`."""
     clean_segs = [s for s in log.segments if s.base_offset < to_clean.first_dirty_offset]
     legacy_horizon = (clean_segs[-1].last_modified - cfg.delete_retention_ms) if clean_segs else 0
     offset_map = OffsetMap(cleaner.dedupe_buffer_per_thread, cleaner.dedupe_buffer_load_factor)
     upper = to_clean.first_uncleanable_offset
-    full = build_offset_map(log, to_clean.first_dirty_offset, upper, offset_map)
+    full = build_offset_map(log, to_clean.first_dirty_offset, upper, offset_map, workers=workers)
     offset_map.freeze()
     end_offset = offset_map.latest_offset + 1
     result = CleanResult(log.name, to_clean.first_dirty_offset, end_offset, full, map_size=offset_map.size)
@@ -456,8 +474,12 @@ def compact_partition(partition_dir: str | os.PathLike, cfg: LogConfig, cleaner:
                       log_start_offset: int | None = None, high_watermark: int | None = None,
                       expiration_ms: int = 86400000, keep_deleted: bool = False,
                       crash_hook: Callable[[str], None] | None = None,
-                      progress: Callable[[int], None] | None = None) -> CompactionOutcome:
-    """Run one broker cleaning round on one partition (if eligible, or always with ``force``)."""
+                      progress: Callable[[int], None] | None = None,
+                      workers: int | None = None) -> CompactionOutcome:
+    """Run one broker cleaning round on one partition (if eligible, or always with ``force``).
+
+    ``workers``: processes for the offset-map pass over large dirty sections (default: the usable CPUs); the
+    result does not depend on it."""
     pdir = Path(partition_dir)
     data_dir = pdir.parent
     if not cfg.compact:
@@ -480,6 +502,7 @@ def compact_partition(partition_dir: str | os.PathLike, cfg: LogConfig, cleaner:
         try:
             res = clean_log(log, ltc, cfg, cleaner, now, write=not dry_run, legacy_to_v2=kafka_version >= (4, 0),
                             per_batch_index=kafka_version >= (3, 9),
+                            workers=default_workers() if workers is None else workers,
                             expiration_ms=expiration_ms, keep_deleted=keep_deleted, crash_hook=crash_hook,
                             progress=progress)
         except UncleanableError as e:

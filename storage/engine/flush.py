@@ -124,23 +124,32 @@ def verify_from(pdir: Path, bases: list[int], recovery_point: int) -> tuple[int,
 
 
 def _fsync(path: Path) -> None:
-    if path.exists():
+    try:
         fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def flush_partition(pdir: Path, topic: str, partition: int, recovery_point: int, log_start_checkpoint: int,
                     *, now_ms: int, producer_id_expiration_ms: int = 86400000,
-                    dry_run: bool = False, verified_to: int | None = None) -> PartitionFlush:
-    """``verified_to``: data below this offset was just validated (by recovery): fsynced, not re-scanned."""
+                    dry_run: bool = False, verified_to: int | None = None,
+                    synced: set[str] | None = None) -> PartitionFlush:
+    """Flush one partition (see the module doc).
+
+    ``verified_to``: the log end offset up to which recovery has just validated the partition: nothing is
+    scanned again. ``synced``: files already written durably (fsynced) by the caller; not fsynced twice."""
     bases = segment_bases(pdir)
     if not bases:
         return PartitionFlush(topic, partition, str(pdir), recovery_point, recovery_point, log_start_checkpoint,
                               log_start_checkpoint, False, "no segments: run repair")
-    leo, problem = verify_from(pdir, bases, max(recovery_point, verified_to or 0))
+    if verified_to is not None:
+        leo, problem = verified_to, None
+    else:
+        leo, problem = verify_from(pdir, bases, recovery_point)
     lso = max(log_start_checkpoint, bases[0])
     if problem is not None:
         return PartitionFlush(topic, partition, str(pdir), min(recovery_point, leo), leo, lso, bases[0], False,
@@ -148,11 +157,14 @@ def flush_partition(pdir: Path, topic: str, partition: int, recovery_point: int,
     res = PartitionFlush(topic, partition, str(pdir), leo, leo, lso, bases[0], True)
     if dry_run:
         return res
+    done = synced or set()
     floor = max((b for b in bases if b <= recovery_point), default=bases[0])
     for b in bases:
         if b >= floor:
             for f in (log_file_name, index_file_name, time_index_file_name, txn_index_file_name):
-                _fsync(pdir / f(b))
+                p = pdir / f(b)
+                if str(p) not in done:
+                    _fsync(p)
     _trim_active_indexes(pdir, bases[-1], res.written)
     psm = ProducerStateManager(pdir, producer_id_expiration_ms=producer_id_expiration_ms)
     if leo not in psm.snapshots:
@@ -165,22 +177,33 @@ def flush_partition(pdir: Path, topic: str, partition: int, recovery_point: int,
 def flush_data_dir(data_dir: str | os.PathLike, *, now_ms: int, dry_run: bool = False,
                    write_clean_shutdown_marker: bool = True, broker_epoch: int | None = None,
                    config_for: Callable[[str], LogConfig] | None = None,
-                   progress: Callable[[PartitionFlush], None] | None = None,
-                   verified: dict[tuple[str, int], int] | None = None) -> DataDirFlush:
+                   progress: Callable[[int], None] | None = None,
+                   verified: dict[tuple[str, int], int] | None = None,
+                   flushed: list[PartitionFlush] | None = None, workers: int = 1) -> DataDirFlush:
     """Flush every partition of one data dir and rewrite its checkpoints (see the module doc).
 
+    ``verified``: per partition, the log end offset recovery has just validated (not scanned again).
+    ``flushed``: the partitions were already flushed by the caller (e.g. repair, right after recovering
+    each); only the checkpoints and the marker are written. Partitions are flushed in ``workers`` processes,
+    several at once in each (their fsyncs are committed together); ``progress(n)`` is called as ``n`` more
+    partitions are done.
+
     The caller holds the dir's lock (``engine.plan.data_dir_lock``)."""
+    from .recovery import run_partition_tasks
+
     d = Path(data_dir)
     out = DataDirFlush(str(d))
     rp_map = read_checkpoint_or_empty(d / RECOVERY_POINT_CHECKPOINT, out.notes)
     ls_map = read_checkpoint_or_empty(d / LOG_START_OFFSET_CHECKPOINT, out.notes)
-    for pdir, topic, part in partition_dirs(d):
-        key = (topic, part)
-        r = flush_partition(pdir, topic, part, rp_map.get(key, 0), ls_map.get(key, 0), now_ms=now_ms,
-                            dry_run=dry_run, verified_to=(verified or {}).get(key))
-        out.partitions.append(r)
-        if progress is not None:
-            progress(r)
+    if flushed is not None:
+        out.partitions = list(flushed)
+    else:
+        tasks = []
+        for pdir, topic, part in partition_dirs(d):
+            key = (topic, part)
+            tasks.append((pdir, topic, part, rp_map.get(key, 0), ls_map.get(key, 0),
+                          dict(now_ms=now_ms, dry_run=dry_run, verified_to=(verified or {}).get(key))))
+        out.partitions = run_partition_tasks(_flush_task, tasks, workers=workers, progress=progress)
     if dry_run:
         return out
     rp_new = {(p.topic, p.partition): p.recovery_point for p in out.partitions}
@@ -201,3 +224,8 @@ def flush_data_dir(data_dir: str | os.PathLike, *, now_ms: int, dry_run: bool = 
         fsync_dir(d)
         out.notes.append(f"{marker_path}: removed, because some partitions did not verify")
     return out
+
+
+def _flush_task(args: tuple) -> PartitionFlush:
+    pdir, topic, part, rp, ls, kw = args
+    return flush_partition(pdir, topic, part, rp, ls, **kw)

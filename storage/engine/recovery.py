@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from crc32c import crc32c
 
 from ..atomic import atomic_write, fsync_dir
 from ..config import LogConfig
@@ -35,6 +38,7 @@ from ..files.names import (
     index_file_name,
     is_index_file,
     is_log_file,
+    is_snapshot_file,
     log_file_name,
     offset_from_file_name,
     time_index_file_name,
@@ -48,10 +52,22 @@ from ..files.txn_index import TransactionIndex
 from ..leader_epoch_cache import LeaderEpochCache
 from ..producer_state import ProducerStateManager
 from ..records import LogScanner
+from ..records.batch import HEADER as BATCH_HEADER
 from .swap import recover_swap_files
 
 INT32_MAX = 2**31 - 1
 UNKNOWN = TimestampOffset(NO_TIMESTAMP, -1)
+_CRC = struct.Struct(">I")
+
+
+class OffsetOverflowError(KafkaLogError):
+    """A batch whose offsets do not fit its segment (``LogSegmentOffsetOverflowException``, KAFKA-6264):
+    the broker splits the segment (:func:`split_overflowed_segment`) and loads the partition again."""
+
+    def __init__(self, reason: str, path: str | None = None, position: int | None = None, *,
+                 base_offset: int = 0):
+        super().__init__(reason, path, position)
+        self.base_offset = base_offset
 
 
 @dataclass
@@ -62,6 +78,7 @@ class SegmentRecovery:
     batches: int
     records_dropped: int | None  # records in the truncated tail (complete batches only), when countable
     reason: str | None = None  # why the valid region ended early
+    next_offset: int = 0  # last offset + 1 of the last valid batch (the base offset when there is none)
 
     @property
     def truncated_bytes(self) -> int:
@@ -82,6 +99,7 @@ class PartitionRecovery:
     renamed: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     records_dropped: int = 0
+    backed_up: list[str] = field(default_factory=list)  # originals kept in the backup (relative paths)
 
     @property
     def bytes_truncated(self) -> int:
@@ -167,6 +185,86 @@ def _batches_between(pdir: Path, base: int, start_offset: int, end_offset: int) 
             return
 
 
+# ------------------------------------------------------------------------------------------ backups
+
+
+class PartitionBackup:
+    """The originals of one partition dir's files, kept under ``root`` (at their path relative to ``base``)
+    while recovery changes the dir.
+
+    :meth:`start` hard-links every file (instant, no space; recovery replaces or deletes files, it never
+    rewrites a linked inode) and copies producer snapshots (Kafka writes them in place); :meth:`before_modify`
+    turns the link of a file about to be changed in place (a ``.log`` being truncated) into a durable copy;
+    :meth:`finish` drops what was left unchanged, so the backup holds (and pins on disk) only originals of
+    files that were changed or deleted, and returns their relative paths."""
+
+    def __init__(self, partition_dir: str | os.PathLike, root: str | os.PathLike, base: str | os.PathLike):
+        self.pdir = Path(partition_dir)
+        try:
+            self.rel = self.pdir.resolve().relative_to(Path(base).resolve())
+        except ValueError:
+            self.rel = Path(self.pdir.name)
+        self.dst = Path(root) / self.rel
+        self.kept: dict[str, tuple[int, int, int]] = {}  # name -> (inode, size, mtime_ns) of the original
+
+    def start(self) -> None:
+        import shutil
+
+        self.dst.mkdir(parents=True, exist_ok=True)
+        for entry in os.scandir(self.pdir):
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            target = self.dst / entry.name
+            if target.exists():
+                continue  # the first original wins
+            st = entry.stat(follow_symlinks=False)
+            if is_snapshot_file(entry.name):
+                shutil.copy2(entry.path, target)
+            else:
+                try:
+                    os.link(entry.path, target)
+                except OSError:
+                    shutil.copy2(entry.path, target)
+            self.kept[entry.name] = (st.st_ino, st.st_size, st.st_mtime_ns)
+        fsync_dir(self.dst)
+
+    def before_modify(self, path: Path) -> None:
+        """``path`` is about to be changed in place: replace its hard link in the backup by a durable copy."""
+        import shutil
+
+        target = self.dst / path.name
+        if path.name not in self.kept or not target.exists() or not os.path.samefile(target, path):
+            return
+        tmp = target.with_name(target.name + ".copy")
+        shutil.copyfile(path, tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+        fsync_dir(self.dst)
+
+    def finish(self) -> list[str]:
+        saved = []
+        for name, (ino, size, mtime) in self.kept.items():
+            try:
+                st = os.stat(self.pdir / name)
+                unchanged = (st.st_ino, st.st_size, st.st_mtime_ns) == (ino, size, mtime)
+            except FileNotFoundError:
+                unchanged = False
+            if unchanged:
+                (self.dst / name).unlink(missing_ok=True)
+            else:
+                saved.append(str(self.rel / name))
+        if not saved:
+            try:
+                self.dst.rmdir()
+            except OSError:
+                pass
+        return saved
+
+
 # ------------------------------------------------------------------------------------ producer state
 
 
@@ -212,52 +310,83 @@ class _RecoveredIndexes:
     batches: int
     dropped_records: int | None
     reason: str | None
+    next_offset: int
 
 
 def _recover_bytes(lg: _Log, base: int, interval: int, psm: ProducerStateManager,
                    epochs: LeaderEpochCache) -> _RecoveredIndexes:
-    """``LogSegment.recover`` over the mapped ``.log``."""
+    """``LogSegment.recover`` over the mapped ``.log``: one pass, per batch (header fields, the C CRC32C over
+    the mapped bytes; only control batches have a record decoded, for producer state).
+
+    Raises :class:`OffsetOverflowError` when a batch's offsets do not fit the segment (KAFKA-6264: the broker
+    splits the segment and loads again, see :func:`split_overflowed_segment`)."""
     oi = OffsetIndexBuilder(base)
     ti = TimeIndexBuilder(base)
     aborted = []
     valid = 0
     last_index_entry = 0
-    max_ts = UNKNOWN
+    max_ts, max_ts_offset = NO_TIMESTAMP, -1
     count = 0
     reason = None
-    scanner = LogScanner(lg.buf, path=str(lg.path))
+    next_offset = base
+    latest_epoch = epochs.latest_epoch
+    buf = lg.buf
+    crc_at = _CRC.unpack_from
+    unpack = BATCH_HEADER.unpack_from
+    scanner = LogScanner(buf, path=str(lg.path))
     try:
         for b in scanner:
-            b.ensure_valid()
-            last = b.last_offset
-            if not 0 <= last - base <= INT32_MAX:
-                reason = f"offset {last} out of range for segment base {base}"
-                del b
-                break
-            if b.max_timestamp > max_ts.timestamp:
-                max_ts = TimestampOffset(b.max_timestamp, last)
-            if valid - last_index_entry > interval:
-                oi.append(last, valid)
-                ti.maybe_append(max_ts.timestamp, max_ts.offset)
-                last_index_entry = valid
             size = b.size
             if b.magic >= 2:
-                epochs.assign_from_batch(b.partition_leader_epoch, b.base_offset)
-                a = psm.replay(b)
-                if a is not None:
-                    aborted.append(a)
+                if size < 61:
+                    b.ensure_valid()  # raises: smaller than the v2 header
+                view = b.buf
+                if crc_at(view, 17)[0] != crc32c(view[21:]):
+                    b.ensure_valid()  # raises with both CRCs
+                h = b._h = unpack(view, 0)
+                last = h[0] + h[6]
+                mts = h[8]
+            else:
+                b.ensure_valid()
+                h = view = None
+                last = b.last_offset
+                mts = b.max_timestamp
+            if not 0 <= last - base <= INT32_MAX:
+                raise OffsetOverflowError(
+                    f"offset {last} cannot be stored relative to the segment base offset {base}",
+                    str(lg.path), b.position, base_offset=base)
+            if mts > max_ts:
+                max_ts, max_ts_offset = mts, last
+            if valid - last_index_entry > interval:
+                oi.append(last, valid)
+                ti.maybe_append(max_ts, max_ts_offset)
+                last_index_entry = valid
+            if h is not None:
+                ple = h[2]
+                if ple >= 0 and (latest_epoch is None or ple > latest_epoch):
+                    epochs.assign(ple, h[0])
+                    latest_epoch = ple
+                if h[9] != -1 or h[5] & 0x20:
+                    a = psm.replay(b)
+                    if a is not None:
+                        aborted.append(a)
+                else:
+                    psm.map_end_offset = last + 1
             valid += size
             count += 1
-            del b
+            next_offset = last + 1
+            del b, view
         else:
             reason = scanner.stop_reason
     except CorruptRecordError as e:
         reason = e.reason
-    except CorruptIndexError as e:
-        reason = e.reason
-    dropped = _count_records(lg.buf, valid) if valid < lg.size else 0
-    ti.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
-    return _RecoveredIndexes(oi, ti, aborted, valid, count, dropped, reason)
+    except CorruptIndexError as e:  # InvalidOffsetException: LogLoader.recoverLog empties the segment
+        reason = f"{e.reason}: the segment is emptied (as the broker does)"
+        oi, ti, aborted, valid, count, next_offset = OffsetIndexBuilder(base), TimeIndexBuilder(base), [], 0, 0, base
+        max_ts, max_ts_offset = NO_TIMESTAMP, -1
+    dropped = _count_records(buf, valid) if valid < lg.size else 0
+    ti.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+    return _RecoveredIndexes(oi, ti, aborted, valid, count, dropped, reason, next_offset)
 
 
 def _count_records(buf: memoryview, start: int) -> int | None:
@@ -282,6 +411,103 @@ def _write_txn_index(path: Path, aborted: list, existed: bool) -> bool:
                     for a in aborted)
     atomic_write(path, data)
     return True
+
+
+# ------------------------------------------------------------------------------- offset overflow split
+
+
+SPLIT_CHUNK_BYTES = 1024 * 1024  # appendChunkFromFile's read buffer
+
+
+@dataclass
+class SplitSegment:
+    """One segment :func:`split_overflowed_segment` creates: ``buf[start:end]`` of the original ``.log``,
+    appended in chunks starting at ``appends`` (positions relative to ``start``)."""
+
+    base_offset: int
+    start: int
+    end: int
+    appends: list[int]
+
+
+def plan_overflow_split(buf, base_offset: int) -> list[SplitSegment]:
+    """How ``LocalLog.splitOverflowedSegment`` cuts a ``.log`` whose offsets overflow ``base_offset``: a new
+    segment at each batch that no longer fits the current one (named by that batch's base offset), filled by
+    ``LogSegment.appendFromFile`` in chunks of up to 1 MiB (a larger single batch is its own chunk, and the
+    buffer then stays that large). Batches are not validated (the broker copies bytes; recovery follows)."""
+    size = len(buf)
+    out: list[SplitSegment] = []
+    pos = 0
+    cap = SPLIT_CHUNK_BYTES
+    while pos < size:
+        scanner = LogScanner(buf, pos)
+        first = next(iter(scanner), None)
+        if first is None:
+            raise KafkaLogError(f"no complete batch at byte {pos} ({scanner.stop_reason or 'end'}): the broker "
+                                "cannot split this segment either (IllegalStateException); repair truncates "
+                                "it only once it is split", None, pos)
+        new_base = first.base_offset
+        del first
+        seg = SplitSegment(new_base, pos, pos, [])
+        while True:  # appendFromFile: one appendChunkFromFile per iteration
+            n = 0
+            for b in LogScanner(buf, pos):
+                fits = 0 <= b.last_offset - new_base <= INT32_MAX
+                if fits and (n == 0 or n + b.size < cap):
+                    n += b.size
+                    del b
+                else:
+                    del b
+                    break
+            if n == 0:
+                break
+            cap = max(cap, n)
+            seg.appends.append(pos - seg.start)
+            pos += n
+        if pos == seg.start:
+            raise KafkaLogError(f"failed to append records from position {pos} into a segment at {new_base}",
+                                None, pos)
+        seg.end = pos
+        out.append(seg)
+    return out
+
+
+def split_overflowed_segment(partition_dir: str | os.PathLike, base_offset: int, *,
+                             index_interval_bytes: int = 4096, crash_hook=None) -> list[int]:
+    """``LocalLog.splitOverflowedSegment`` (KAFKA-6264, spec 40-log-engine §5.4): copy the batches of segment
+    ``base_offset`` into new segments that each fit the int32 relative-offset range, written as ``.cleaned``
+    files (``.log`` bytes unchanged, indexes by the append rule per chunk, closed and trimmed, fsynced, the
+    original's mtime), then swapped in crash-safely (``engine.swap.replace_segments``). Returns the new base
+    offsets."""
+    from ..files.rebuild import rebuild_indexes_append
+    from .swap import cleaned_path, fsync_file, replace_segments
+
+    pdir = Path(partition_dir)
+    log_path = pdir / log_file_name(base_offset)
+    mtime = os.stat(log_path).st_mtime_ns
+    with _Log(log_path) as lg:
+        parts = plan_overflow_split(lg.buf, base_offset)
+        if sum(p.end - p.start for p in parts) != lg.size:
+            raise KafkaLogError("inconsistent segment sizes after split", str(log_path))
+        for p in parts:
+            data = lg.buf[p.start:p.end]
+            idx = rebuild_indexes_append(data, p.base_offset, appends=p.appends,
+                                         index_interval_bytes=index_interval_bytes, close=True)
+            del data
+            targets = []
+            for suffix, payload in ((".log", None), (".index", idx.offset_index.to_bytes(trim=True)),
+                                    (".timeindex", idx.time_index.to_bytes(trim=True))):
+                dst = cleaned_path(pdir, p.base_offset, suffix)
+                with open(dst, "wb") as f:
+                    f.write(lg.buf[p.start:p.end] if payload is None else payload)
+                targets.append(dst)
+            for dst in targets:
+                os.utime(dst, ns=(mtime, mtime))
+                fsync_file(dst)
+    fsync_dir(pdir)
+    new = [p.base_offset for p in parts]
+    replace_segments(pdir, new, [base_offset], crash_hook=crash_hook)
+    return new
 
 
 # ---------------------------------------------------------------------------------------- partition
@@ -319,65 +545,62 @@ def _index_insane(pdir: Path, base: int) -> str | None:
 def recover_partition(partition_dir: str | os.PathLike, *, config: LogConfig | None = None,
                       recovery_point: int = 0, log_start_offset: int = 0, had_clean_shutdown: bool = False,
                       now_ms: int = 0, dry_run: bool = False, strict_indexes: bool = True,
-                      producer_id_expiration_ms: int = 86400000) -> PartitionRecovery:
+                      producer_id_expiration_ms: int = 86400000,
+                      backup: tuple[str, str] | None = None) -> PartitionRecovery:
     """Load and recover one partition directory as ``LogLoader.load`` does, then close it cleanly.
 
     ``strict_indexes`` also rebuilds indexes that fail Kafka's sanity checks (the broker would keep them and
-    serve wrong reads); set False to do exactly what the broker does.
+    serve wrong reads); set False to do exactly what the broker does. ``backup=(root, data dir)``: the
+    original of every file changed or deleted is kept under ``root`` (see :class:`PartitionBackup`).
     """
     cfg = config or LogConfig()
     pdir = Path(partition_dir)
     out = PartitionRecovery(str(pdir))
     if dry_run:
         return _plan_partition(pdir, cfg, recovery_point, log_start_offset, had_clean_shutdown, strict_indexes, out)
+    bk = PartitionBackup(pdir, *backup) if backup is not None else None
+    try:
+        _recover(pdir, cfg, recovery_point, log_start_offset, had_clean_shutdown, now_ms, strict_indexes,
+                 producer_id_expiration_ms, out, bk)
+    finally:
+        if bk is not None:
+            out.backed_up = bk.finish()
+    return out
+
+
+def _recover(pdir: Path, cfg: LogConfig, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool,
+             now_ms: int, strict_indexes: bool, producer_id_expiration_ms: int, out: PartitionRecovery,
+             bk: PartitionBackup | None) -> None:
+    if bk is not None:
+        bk.start()
 
     # 1-2: temp files
     tmp = recover_swap_files(pdir)
     out.deleted += [str(pdir / n) for n in tmp.deleted]
     out.renamed += [(str(pdir / a), str(pdir / b)) for a, b in tmp.renamed]
-    # 3: orphans, missing indexes
-    names = set(os.listdir(pdir))
-    bases = segment_bases(pdir)
-    base_set = set(bases)
-    for name in sorted(names):
-        if is_index_file(name):
-            try:
-                b = offset_from_file_name(name)
-            except ValueError:
-                continue
-            if b not in base_set:
-                (pdir / name).unlink()
-                out.deleted.append(str(pdir / name))
-    must_recover: set[int] = set()
-    for b in bases:
-        if not (pdir / time_index_file_name(b)).exists():
-            (pdir / time_index_file_name(b)).touch()
-            out.written.append(str(pdir / time_index_file_name(b)))
-        if not (pdir / index_file_name(b)).exists():
-            must_recover.add(b)
-        elif _txn_index_insane(pdir, b):
-            must_recover.add(b)
-        elif strict_indexes and _index_insane(pdir, b) is not None:
-            out.notes.append(f"{pdir.name}: {_index_insane(pdir, b)}; rebuilt")
-            must_recover.add(b)
-    epochs = _load_epochs(pdir, out)
-    for b in sorted(must_recover):
-        if had_clean_shutdown or b < recovery_point and not _in_unflushed(bases, b, recovery_point):
-            _recover_one(pdir, bases, b, cfg, log_start_offset, now_ms, epochs, out, producer_id_expiration_ms)
-    # 4: recoverLog
-    if not had_clean_shutdown:
-        unflushed = [b for b in bases if _in_unflushed(bases, b, recovery_point)]
-        for i, b in enumerate(unflushed):
-            seg = _recover_one(pdir, bases, b, cfg, log_start_offset, now_ms, epochs, out,
-                               producer_id_expiration_ms)
-            if seg.truncated_bytes > 0:
-                for later in unflushed[i + 1:]:
-                    _delete_segment(pdir, later, out)
-                bases = [x for x in bases if x <= b]
-                break
+    next_offsets: dict[int, int] = {}  # base -> next offset, for segments recovered last
+    epochs_box: list[LeaderEpochCache] = []
+    for _attempt in range(10_000):  # LogLoader.retryOnOffsetOverflow
+        try:
+            _load_and_recover(pdir, cfg, recovery_point, log_start_offset, had_clean_shutdown, now_ms,
+                              strict_indexes, producer_id_expiration_ms, out, bk, epochs_box, next_offsets)
+            break
+        except OffsetOverflowError as e:
+            new = split_overflowed_segment(pdir, e.base_offset, index_interval_bytes=cfg.index_interval_bytes)
+            out.notes.append(f"{pdir.name}: segment {e.base_offset}: {e.reason} (KAFKA-6264): split into "
+                             f"segments {', '.join(map(str, new))} as the broker does, then loaded again")
+            out.deleted.append(str(pdir / log_file_name(e.base_offset)))
+            out.written += [str(pdir / log_file_name(b)) for b in new if b != e.base_offset]
+            next_offsets.clear()
+    epochs = epochs_box[0]
     bases = segment_bases(pdir)
     # 5-6
-    leo = read_next_offset(pdir, bases[-1]) if bases else log_start_offset
+    if not bases:
+        leo = log_start_offset
+    elif bases[-1] in next_offsets:
+        leo = next_offsets[bases[-1]]  # the last segment was just recovered: no second scan
+    else:
+        leo = read_next_offset(pdir, bases[-1])
     if bases and leo < log_start_offset:
         out.notes.append(f"{pdir.name}: log end offset {leo} is below the checkpointed log start offset "
                          f"{log_start_offset}: all segments deleted (as the broker does)")
@@ -395,7 +618,7 @@ def recover_partition(partition_dir: str | os.PathLike, *, config: LogConfig | N
     # 9: epochs
     epochs.truncate_from_end(leo)
     epochs.truncate_from_start(log_start_offset)
-    if epochs.dirty or not epochs.path.exists():
+    if (epochs.dirty or not epochs.path.exists()) and _differs(epochs.path, epochs.to_bytes()):
         epochs.flush()
         out.written.append(str(epochs.path))
     # 11: producer state
@@ -409,7 +632,71 @@ def recover_partition(partition_dir: str | os.PathLike, *, config: LogConfig | N
     # an untrimmed active index left by a crash below the recovery point is trimmed here.
     _trim_active_indexes(pdir, bases[-1], out.written)
     fsync_dir(pdir)
-    return out
+
+
+def _load_and_recover(pdir: Path, cfg: LogConfig, recovery_point: int, log_start_offset: int,
+                      had_clean_shutdown: bool, now_ms: int, strict_indexes: bool, producer_id_expiration_ms: int,
+                      out: PartitionRecovery, bk: PartitionBackup | None, epochs_box: list,
+                      next_offsets: dict[int, int]) -> None:
+    """Steps 3-4 of ``LogLoader.load``; raises :class:`OffsetOverflowError` for a segment to split."""
+    # 3: orphans, missing indexes
+    names = set(os.listdir(pdir))
+    bases = segment_bases(pdir)
+    base_set = set(bases)
+    for name in sorted(names):
+        if is_index_file(name):
+            try:
+                b = offset_from_file_name(name)
+            except ValueError:
+                continue
+            if b not in base_set:
+                (pdir / name).unlink()
+                out.deleted.append(str(pdir / name))
+    must_recover: set[int] = set()
+    names = set(os.listdir(pdir))
+    for b in bases:
+        if time_index_file_name(b) not in names:
+            (pdir / time_index_file_name(b)).touch()
+            out.written.append(str(pdir / time_index_file_name(b)))
+        if not had_clean_shutdown and _in_unflushed(bases, b, recovery_point):
+            continue  # recovered below whatever its indexes hold: they are not read
+        if index_file_name(b) not in names:
+            must_recover.add(b)
+        elif _txn_index_insane(pdir, b):
+            must_recover.add(b)
+        elif strict_indexes:
+            why = _index_insane(pdir, b)
+            if why is not None:
+                out.notes.append(f"{pdir.name}: {why}; rebuilt")
+                must_recover.add(b)
+    if not epochs_box:
+        epochs_box.append(_load_epochs(pdir, out))
+    epochs = epochs_box[0]
+    for b in sorted(must_recover):
+        if had_clean_shutdown or b < recovery_point and not _in_unflushed(bases, b, recovery_point):
+            _recover_one(pdir, bases, b, cfg, log_start_offset, now_ms, epochs, out, producer_id_expiration_ms, bk)
+    # 4: recoverLog
+    if not had_clean_shutdown:
+        unflushed = [b for b in bases if _in_unflushed(bases, b, recovery_point)]
+        for i, b in enumerate(unflushed):
+            seg = _recover_one(pdir, bases, b, cfg, log_start_offset, now_ms, epochs, out,
+                               producer_id_expiration_ms, bk)
+            next_offsets[b] = seg.next_offset
+            if seg.truncated_bytes > 0:
+                for later in unflushed[i + 1:]:
+                    _delete_segment(pdir, later, out)
+                break
+
+
+def _differs(path: Path, data: bytes) -> bool:
+    """Whether ``path`` does not already hold exactly ``data`` (a rewrite would change nothing)."""
+    try:
+        if os.path.getsize(path) != len(data):
+            return True
+        with open(path, "rb") as f:
+            return f.read() != data
+    except FileNotFoundError:
+        return True
 
 
 def _in_unflushed(bases: list[int], base: int, recovery_point: int) -> bool:
@@ -443,7 +730,8 @@ def _rebuild_epochs_from_log(pdir: Path, cache: LeaderEpochCache) -> None:
 
 
 def _recover_one(pdir: Path, bases: list[int], base: int, cfg: LogConfig, log_start: int, now_ms: int,
-                 epochs: LeaderEpochCache, out: PartitionRecovery, expiration_ms: int) -> SegmentRecovery:
+                 epochs: LeaderEpochCache, out: PartitionRecovery, expiration_ms: int,
+                 bk: PartitionBackup | None = None) -> SegmentRecovery:
     """``LogLoader.recoverSegment``: scratch producer state rebuilt up to the base, recover, snapshot."""
     psm = ProducerStateManager(pdir, producer_id_expiration_ms=expiration_ms)
     before = dict(psm.snapshots)
@@ -453,11 +741,14 @@ def _recover_one(pdir: Path, bases: list[int], base: int, cfg: LogConfig, log_st
         r = _recover_bytes(lg, base, cfg.index_interval_bytes, psm, epochs)
         size = lg.size
     if r.valid_bytes < size:
+        if bk is not None:
+            bk.before_modify(log_path)
         with open(log_path, "r+b") as f:
             f.truncate(r.valid_bytes)
             os.fsync(f.fileno())
         out.truncated.append((str(log_path), size, r.valid_bytes))
         out.records_dropped += r.dropped_records or 0
+        out.notes.append(f"{pdir.name}: segment {base}: valid region ends at byte {r.valid_bytes}: {r.reason}")
     r.offset_index.build().write(pdir / index_file_name(base))
     r.time_index.build().write(pdir / time_index_file_name(base))
     out.written += [str(pdir / index_file_name(base)), str(pdir / time_index_file_name(base))]
@@ -467,7 +758,7 @@ def _recover_one(pdir: Path, bases: list[int], base: int, cfg: LogConfig, log_st
     psm.take_snapshot()
     out.deleted += [str(p) for off, p in before.items() if off not in psm.snapshots]
     out.written += [str(p) for p in psm.written]
-    seg = SegmentRecovery(base, size, r.valid_bytes, r.batches, r.dropped_records, r.reason)
+    seg = SegmentRecovery(base, size, r.valid_bytes, r.batches, r.dropped_records, r.reason, r.next_offset)
     out.recovered.append(seg)
     return seg
 
@@ -542,13 +833,26 @@ def _plan_partition(pdir: Path, cfg: LogConfig, recovery_point: int, log_start: 
         log_path = pdir / log_file_name(b)
         with _Log(log_path) as lg:
             scratch = ProducerStateManager(None)
-            r = _recover_bytes(lg, b, cfg.index_interval_bytes, scratch, LeaderEpochCache(None))
+            try:
+                r = _recover_bytes(lg, b, cfg.index_interval_bytes, scratch, LeaderEpochCache(None))
+            except OffsetOverflowError as e:
+                try:
+                    parts = plan_overflow_split(lg.buf, b)
+                except KafkaLogError as e2:
+                    out.notes.append(f"{pdir.name}: segment {b}: {e.reason}; it cannot be split: {e2.reason}")
+                    break
+                out.notes.append(f"{pdir.name}: segment {b}: {e.reason} (KAFKA-6264): split into segments "
+                                 f"{', '.join(str(p.base_offset) for p in parts)}, then recovered")
+                out.deleted.append(str(log_path))
+                out.written += [str(pdir / log_file_name(p.base_offset)) for p in parts]
+                continue
             size = lg.size
         out.recovered.append(SegmentRecovery(b, size, r.valid_bytes, r.batches, r.dropped_records, r.reason))
         out.written += [str(pdir / index_file_name(b)), str(pdir / time_index_file_name(b))]
         if r.valid_bytes < size:
             out.truncated.append((str(log_path), size, r.valid_bytes))
             out.records_dropped += r.dropped_records or 0
+            out.notes.append(f"{pdir.name}: segment {b}: valid region ends at byte {r.valid_bytes}: {r.reason}")
             if b in unflushed:
                 for later in unflushed[unflushed.index(b) + 1:]:
                     for f in (log_file_name, index_file_name, time_index_file_name, txn_index_file_name):
@@ -659,14 +963,76 @@ def data_dir_config_resolver(data_dir: str | os.PathLike, broker=None, overrides
 # ---------------------------------------------------------------------------------------- data dir
 
 
-def _recover_partition_task(args: tuple) -> PartitionRecovery:
-    pdir, kw = args
-    return recover_partition(pdir, **kw)
+def _recover_partition_task(args: tuple) -> tuple[PartitionRecovery, object]:
+    """Recover one partition, then flush it (fsync what lies above its old recovery point, snapshot at the
+    log end offset) without scanning it again: the data dir's checkpoints are written by the caller."""
+    from .flush import flush_partition
+
+    pdir, kw, flush_kw = args
+    rec = recover_partition(pdir, **kw)
+    if flush_kw is None:
+        return rec, None
+    verified = None if kw.get("had_clean_shutdown") else rec.log_end_offset
+    fl = flush_partition(Path(pdir), now_ms=kw["now_ms"], verified_to=verified, synced=set(rec.written),
+                         producer_id_expiration_ms=kw.get("producer_id_expiration_ms", 86400000), **flush_kw)
+    return rec, fl
+
+
+IO_THREADS = 16  # partitions handled at once per process: their fsyncs are committed together (jbd2 group commit)
+
+
+def run_partition_tasks(fn, tasks: list, *, workers: int = 1, threads: int = IO_THREADS, progress=None) -> list:
+    """``[fn(t) for t in tasks]`` across ``workers`` processes, each running ``threads`` threads.
+
+    Partition work is dominated by waiting for fsync, which a thread releases the GIL for: many partitions in
+    flight let the filesystem commit their fsyncs together. Tasks travel to the processes in chunks (paths, not
+    data), so the inter-process cost is per chunk. ``progress(n)`` is called as tasks finish."""
+    if not tasks:
+        return []
+    workers = max(1, min(workers, len(tasks)))
+    if workers == 1:
+        return _thread_map(fn, tasks, threads, progress)
+    from concurrent.futures import ProcessPoolExecutor
+
+    nchunks = min(len(tasks), workers * 8)
+    chunks = [tasks[i::nchunks] for i in range(nchunks)]  # interleaved: big and small partitions mixed
+    out: list = [None] * len(tasks)
+    with ProcessPoolExecutor(workers) as ex:
+        futures = {ex.submit(_thread_map, fn, c, threads, None): i for i, c in enumerate(chunks)}
+        from concurrent.futures import as_completed
+
+        for fut in as_completed(futures):
+            i = futures[fut]
+            for j, r in enumerate(fut.result()):
+                out[i + j * nchunks] = r
+            if progress is not None:
+                progress(len(chunks[i]))
+    return out
+
+
+def _thread_map(fn, tasks: list, threads: int, progress) -> list:
+    if threads <= 1 or len(tasks) == 1:
+        out = []
+        for t in tasks:
+            out.append(fn(t))
+            if progress is not None:
+                progress(1)
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(threads, len(tasks))) as ex:
+        out = []
+        for r in ex.map(fn, tasks):
+            out.append(r)
+            if progress is not None:
+                progress(1)
+        return out
 
 
 def plan_repair(data_dir: str | os.PathLike, now_ms: int, *, config_for=None, broker=None,
                 overrides: dict | None = None, strict_indexes: bool = True,
-                topic_ids: dict[str, str] | None = None, workers: int = 1, progress=None):
+                topic_ids: dict[str, str] | None = None, workers: int = 1, progress=None,
+                preview: bool = True):
     """What the broker's startup would do to ``data_dir`` (plus the repairs it cannot do itself), as a
     :class:`~kafkalog.storage.engine.plan.Plan`. Applying it recovers every partition (in ``workers``
     processes), then flushes: checkpoints rewritten with recovery point = log end offset and the clean-shutdown
@@ -675,7 +1041,13 @@ def plan_repair(data_dir: str | os.PathLike, now_ms: int, *, config_for=None, br
     Topic configs: ``config_for(topic)`` if given, else :func:`data_dir_config_resolver` (``broker`` defaults,
     the dir's KRaft metadata log, ``overrides``). Topic ids for an unreadable ``partition.metadata``:
     ``topic_ids`` (e.g. ``--topic-id``), else the metadata log. ``progress(n)`` is called as partitions
-    finish."""
+    finish.
+
+    ``preview=True`` validates every segment that would be recovered (in ``workers`` processes) so the plan
+    lists every truncation, deletion and rebuilt file (``--dry-run``). ``preview=False`` gives a plan without
+    that scan: applying it scans each segment once, and keeps the original of each file it changes or deletes
+    in ``plan.backup`` (a :class:`~kafkalog.storage.engine.plan.Backup`, set before applying) at the moment it
+    changes it; what was done is in ``plan.results`` afterwards (:func:`partition_actions` renders it)."""
     from ..files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
     from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE
     from .flush import flush_data_dir, partition_dirs, read_checkpoint_or_empty
@@ -702,68 +1074,74 @@ def plan_repair(data_dir: str | os.PathLike, now_ms: int, *, config_for=None, br
                     "a stray replica: the broker loads it aside and never deletes it")
             plan.notes.append(f"{d / name}: {what}; left as is")
     tasks = []
-    all_files: list[str] = []
     parts = partition_dirs(d)
     for pdir, topic, part in parts:
         cfg = config_for(topic) if config_for else LogConfig()
         kw = dict(config=cfg, recovery_point=rp_map.get((topic, part), 0),
                   log_start_offset=ls_map.get((topic, part), 0), had_clean_shutdown=clean, now_ms=now_ms,
                   strict_indexes=strict_indexes)
-        preview = recover_partition(pdir, dry_run=True, **kw)
-        plan.notes += preview.notes
-        for path, old, new in preview.truncated:
-            plan.add(Action("truncate", path, f"cut the .log from {old} to {new} bytes "
-                            f"(first invalid byte at {new})", [path], old - new))
-        for seg in preview.recovered:
-            if seg.reason and seg.truncated_bytes:
-                plan.notes.append(f"{pdir.name}: segment {seg.base_offset}: valid region ends at byte "
-                                  f"{seg.valid_bytes}: {seg.reason}")
-        for path in preview.deleted:
-            plan.add(Action("delete", path, "leftover or invalidated file", [path], _size(path)))
-        for a, b in preview.renamed:
-            plan.add(Action("rename", a, f"complete an interrupted swap: -> {Path(b).name}", [a]))
-        rebuilt = sorted(set(preview.written))
-        if rebuilt:
-            plan.add(Action("rebuild", str(pdir), "rebuild " + ", ".join(Path(p).name for p in rebuilt),
-                            [p for p in rebuilt if Path(p).exists()]))
-        if preview.records_dropped:
-            plan.actions[-1].records = preview.records_dropped
+        tasks.append((str(pdir), kw, dict(topic=topic, partition=part, recovery_point=kw["recovery_point"],
+                                          log_start_checkpoint=kw["log_start_offset"])))
+    if preview:
+        previews = run_partition_tasks(_preview_task, tasks, workers=workers)
+        for pv in previews:
+            plan.notes += pv.notes
+            for a in partition_actions(pv):
+                plan.add(a)
+    for pdir, topic, _ in parts:
         _plan_partition_metadata(plan, pdir, topic, known_ids, topic_ids or {})
-        tasks.append((str(pdir), kw))
-        all_files += [str(p) for p in pdir.iterdir() if p.is_file() and not p.name.endswith(".log")]
-        all_files += [p for p, _, _ in preview.truncated]
-        all_files += [p for p in preview.deleted if Path(p).suffix == ".log"]
 
     results: list[PartitionRecovery] = []
 
     def run_all() -> None:
-        if workers > 1 and len(tasks) > 1:
-            from concurrent.futures import ProcessPoolExecutor
-            with ProcessPoolExecutor(workers) as ex:
-                for r in ex.map(_recover_partition_task, tasks, chunksize=max(1, min(16, len(tasks) // 64))):
-                    results.append(r)
-                    if plan.progress is not None:
-                        plan.progress(1)
-        else:
-            for t in tasks:
-                results.append(_recover_partition_task(t))
-                if plan.progress is not None:
-                    plan.progress(1)
-        # the recovered partitions were validated up to their log end offset: flush fsyncs without re-scanning
-        verified = None if clean else {(t, p): r.log_end_offset
-                                       for r, (_, t, p) in zip(results, parts, strict=True)}
-        flush_data_dir(d, now_ms=now_ms, verified=verified)
+        backup = getattr(plan, "backup", None)
+        todo = tasks if backup is None else [(p, {**kw, "backup": (str(backup.root), str(backup.base))}, f)
+                                            for p, kw, f in tasks]
+        done = run_partition_tasks(_recover_partition_task, todo, workers=workers, progress=plan.progress)
+        results.extend(r for r, _ in done)
+        if backup is not None:
+            backup.saved += [f for r in results for f in r.backed_up]
+        # each partition was flushed right after its recovery (validated up to its log end offset): only the
+        # data dir's checkpoints and the clean shutdown marker remain
+        flush_data_dir(d, now_ms=now_ms, flushed=[f for _, f in done])
 
-    for cp in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEAN_SHUTDOWN_FILE):
-        if (d / cp).exists():
-            all_files.append(str(d / cp))
+    dir_files = [str(d / cp) for cp in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, CLEAN_SHUTDOWN_FILE)
+                 if (d / cp).exists()]
     plan.add(Action("recover", str(d), f"recover {len(tasks)} partitions as the broker's startup does, then "
                     "write recovery-point/log-start-offset checkpoints and the clean shutdown marker",
-                    all_files, apply=run_all))
+                    dir_files, apply=run_all))
     plan.results = results  # type: ignore[attr-defined]
     plan.partitions = len(tasks)  # type: ignore[attr-defined]
     plan.progress = progress  # type: ignore[attr-defined]
+    plan.backup = None  # type: ignore[attr-defined]
     return plan
+
+
+def _preview_task(args: tuple) -> PartitionRecovery:
+    pdir, kw, _ = args
+    return recover_partition(pdir, dry_run=True, **kw)
+
+
+def partition_actions(r: PartitionRecovery) -> list:
+    """The actions recovery of one partition takes (or took): truncations, deletions, renames, rebuilt files."""
+    from .plan import Action
+
+    pdir = Path(r.dir)
+    out = []
+    for path, old, new in r.truncated:
+        out.append(Action("truncate", path, f"cut the .log from {old} to {new} bytes (first invalid byte at {new})",
+                          [path], old - new))
+    for path in r.deleted:
+        out.append(Action("delete", path, "leftover or invalidated file", [path], _size(path)))
+    for a, b in r.renamed:
+        out.append(Action("rename", a, f"complete an interrupted swap: -> {Path(b).name}", [a]))
+    rebuilt = sorted(set(r.written))
+    if rebuilt:
+        out.append(Action("rebuild", str(pdir), "rebuild " + ", ".join(Path(p).name for p in rebuilt),
+                          [p for p in rebuilt if Path(p).exists()]))
+    if r.records_dropped and out:
+        out[-1].records = r.records_dropped
+    return out
 
 
 def _plan_partition_metadata(plan, pdir: Path, topic: str, known_ids: dict[str, str],
@@ -819,7 +1197,11 @@ def rebuild_partition_indexes(partition_dir: str | os.PathLike, config: LogConfi
     epochs = LeaderEpochCache(None)
     for base in bases:
         with _Log(pdir / log_file_name(base)) as lg:
-            r = _recover_bytes(lg, base, cfg.index_interval_bytes, psm, epochs)
+            try:
+                r = _recover_bytes(lg, base, cfg.index_interval_bytes, psm, epochs)
+            except OffsetOverflowError as e:
+                out.append((base, [], f"{e.reason}: the segment must be split (KAFKA-6264); run repair"))
+                break
             size = lg.size
         if r.valid_bytes < size:
             out.append((base, [], f"invalid bytes from position {r.valid_bytes}: {r.reason}; run repair"))

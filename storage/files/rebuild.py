@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 from ..errors import CorruptIndexError, CorruptRecordError, KafkaLogError
 from ..records import LogScanner
-from ..records.control import ABORT, COMMIT, parse_control_key
 from ._index import INT32_MAX
 from .offset_index import OffsetIndex, OffsetIndexBuilder
 from .producer_snapshot import ProducerSnapshot
@@ -62,50 +61,20 @@ def _relative_ok(offset: int, base_offset: int) -> bool:
     return 0 <= offset - base_offset <= INT32_MAX
 
 
-class _ProducerReplay:
-    """The part of ``ProducerStateManager`` the transaction index depends on: ongoing transactions."""
+def _producer_state(snapshot: ProducerSnapshot | None, prior_batches: Iterable):
+    """Producer state at a segment's base offset: ``snapshot`` then ``prior_batches`` replayed
+    (``storage/producer_state.py``, the broker's ``ProducerStateManager``)."""
+    from ..producer_state import ProducerStateManager  # late: producer_state imports the files layer
 
-    def __init__(self, snapshot: ProducerSnapshot | None = None):
-        self.current_txn: dict[int, int] = {}  # producer id -> first offset of its ongoing transaction
-        if snapshot is not None:
-            for e in snapshot.entries:
-                if e.current_txn_first_offset >= 0:
-                    self.current_txn[e.producer_id] = e.current_txn_first_offset
-
-    def last_stable_offset(self, producer_id: int, marker_offset: int) -> int:
-        """First offset of the earliest ongoing transaction of *another* producer, else marker + 1."""
-        others = [first for pid, first in self.current_txn.items() if pid != producer_id]
-        return min(others) if others else marker_offset + 1
-
-    def replay(self, batch) -> AbortedTxn | None:
-        """Apply one batch; return the aborted transaction it completes, if any. Raises CorruptRecordError
-        for an unreadable control record (Kafka's InvalidRecordException, which ends recovery)."""
-        if batch.magic < 2 or batch.producer_id < 0:
-            return None
-        pid = batch.producer_id
-        if batch.is_control:
-            records = batch.records()
-            if not records:
-                return None  # the whole transaction was cleaned away
-            try:
-                _, ctype = parse_control_key(records[0].key)
-            except CorruptRecordError as e:
-                raise e.at(batch.path, batch.position) from None
-            if ctype not in (ABORT, COMMIT):
-                raise CorruptRecordError(
-                    f"invalid control record type {ctype} for an end transaction marker", batch.path, batch.position
-                )
-            first = self.current_txn.get(pid)
-            if first is None:
-                return None
-            aborted = None
-            if ctype == ABORT:
-                aborted = AbortedTxn(pid, first, batch.base_offset, self.last_stable_offset(pid, batch.base_offset))
-            del self.current_txn[pid]
-            return aborted
-        if batch.is_transactional and pid not in self.current_txn:
-            self.current_txn[pid] = batch.base_offset
-        return None
+    psm = ProducerStateManager.from_snapshot(snapshot)
+    for b in prior_batches:
+        if b.magic < 2:
+            continue
+        try:
+            psm.replay(b)
+        except CorruptRecordError:
+            break
+    return psm
 
 
 def rebuild_indexes_recovery(
@@ -124,13 +93,7 @@ def rebuild_indexes_recovery(
     ``snapshot`` and then ``prior_batches`` (the batches of earlier segments from the snapshot's offset up to
     this segment's base offset), as ``rebuildProducerState`` would.
     """
-    producers = _ProducerReplay(snapshot) if with_txn_index else None
-    if producers is not None:
-        for b in prior_batches:
-            try:
-                producers.replay(b)
-            except CorruptRecordError:
-                break
+    producers = _producer_state(snapshot, prior_batches) if with_txn_index else None
     offset_index = OffsetIndexBuilder(base_offset)
     time_index = TimeIndexBuilder(base_offset)
     aborted: list[AbortedTxn] = []
@@ -166,7 +129,8 @@ def rebuild_indexes_recovery(
                 if producers is not None:
                     txn = producers.replay(batch)
                     if txn is not None:
-                        aborted.append(txn)
+                        aborted.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                                  txn.last_stable_offset))
             valid_bytes += batch.size
             batches += 1
             next_offset = last + 1

@@ -281,12 +281,13 @@ def _decode_fast(data: bytes, count: int, base_offset: int, base_ts: int, append
             p += 1
         else:
             b2 = data[p + 1]
-            if b2 >= 128:
-                raise _Slow
-            b = (b & 127) | (b2 << 7)
-            p += 2
+            if b2 < 128:
+                b = (b & 127) | (b2 << 7)
+                p += 2
+            else:
+                b, p = read_uvarint(data, p, end)
         if b & 1:
-            raise _Slow
+            raise _Slow  # a negative length
         rec_end = p + (b >> 1)
         if rec_end > end:
             raise _Slow

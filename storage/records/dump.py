@@ -53,14 +53,16 @@ def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | No
             return
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     mv = memoryview(mm)
+    scanner = batch = None
     try:
         end = size if max_bytes is None else min(size, max(0, max_bytes))
         scanner = LogScanner(mv, 0, end, path=name, max_batch_size=max_message_size,
                              decompress_limit=decompress_limit)
         try:
             for batch in scanner:
-                yield batch_dict(batch, name, deep=deep, record_decoder=record_decoder)
-                del batch
+                d = batch_dict(batch, name, deep=deep, record_decoder=record_decoder)
+                batch = None  # drop the view into the mmap before handing out the dict
+                yield d
         except CorruptRecordError as e:
             yield {"file": name, "event": "corrupt", "position": e.position, "reason": e.reason}
             return
@@ -69,11 +71,11 @@ def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | No
             yield {"file": name, "event": "invalidBytes", "position": stop, "bytes": size - stop,
                    "reason": scanner.stop_reason or "partial batch"}
     finally:
-        scanner = None
-        mv.release()
+        scanner = batch = None
         try:
+            mv.release()
             mm.close()
-        except BufferError:  # a caller still holds a view; the mmap is closed when it is collected
+        except BufferError:  # a view is still referenced somewhere; the mmap closes when it is collected
             pass
 
 

@@ -203,15 +203,23 @@ class LegacyBatch:
         end = len(data)
         while end - p >= LOG_OVERHEAD:
             off, size = ENTRY_HEADER.unpack_from(data, p)
+            where = f"(inner message {len(inner)} at byte {p} of the decompressed wrapper value)"
             if size < RECORD_OVERHEAD_V0:
                 raise CorruptRecordError(
-                    f"inner message {len(inner)} has size {size}, smaller than the minimum message overhead (14)",
+                    f"record size {size} is smaller than the minimum message overhead (14) {where}",
                     self.path, self.position)
             if size > end - p - LOG_OVERHEAD:
                 break  # a short read silently ends the inner sequence (DataLogInputStream)
-            m = parse_message(data, p + LOG_OVERHEAD, size, off, self.path, self.position)
+            try:
+                m = parse_message(data, p + LOG_OVERHEAD, size, off, self.path, self.position)
+            except CorruptRecordError as e:
+                e.reason = f"{e.reason} {where}"
+                e.position = self.position
+                e.args = (e._render(),)
+                raise
             if m.attributes & LEGACY_CODEC_MASK:
-                raise CorruptRecordError("inner messages must not be compressed", self.path, self.position)
+                raise CorruptRecordError(f"inner messages must not be compressed {where}", self.path,
+                                         self.position)
             inner.append(m)
             p += LOG_OVERHEAD + size
         if not inner:
@@ -249,9 +257,12 @@ class LegacyBatch:
         return [Record(m.offset, m.timestamp, m.key, m.value, [], m.attributes, None, None, -1, m.magic, m.crc)
                 for m in self.inner_messages()]
 
+    def record_tuples(self) -> list[tuple]:
+        """``(offset, timestamp, key, value, headers=())`` per record, as :meth:`RecordBatch.record_tuples`."""
+        return [(m.offset, m.timestamp, m.key, m.value, ()) for m in self.inner_messages()]
+
     def iter_record_tuples(self):
-        for r in self.records():
-            yield (r.offset, r.timestamp, r.key, r.value, ())
+        return iter(self.record_tuples())
 
     def __iter__(self):
         return iter(self.records())

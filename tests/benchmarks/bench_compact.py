@@ -15,6 +15,7 @@ its cleaner on and the round's figures are read from its "Log cleaner thread 0 c
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import statistics
@@ -49,17 +50,24 @@ def generate(pdir: Path, total: int, keys: int, value_size: int, per_batch: int,
     return written, off
 
 
-def run_kafkalog(src: Path, root: Path, runs: int, size: int) -> tuple[list[float], list[float]]:
+def _cpu() -> float:
+    """CPU seconds of this process and its reaped children (the map pass's worker processes)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def run_kafkalog(src: Path, root: Path, runs: int, size: int, workers: int | None) -> tuple[list[float], list[float]]:
     cfg = LogConfig.defaults().with_overrides({"cleanup.policy": ["compact"]})
     wall, cpu = [], []
     for _ in range(runs):
         work = root / "w" / src.name
         shutil.rmtree(work.parent, ignore_errors=True)
         shutil.copytree(src, work)
-        t0, c0 = time.perf_counter(), time.process_time()
-        out = compact_partition(work, cfg, CleanerConfig(dedupe_buffer_size=DEDUPE), NOW, force=True)
+        t0, c0 = time.perf_counter(), _cpu()
+        out = compact_partition(work, cfg, CleanerConfig(dedupe_buffer_size=DEDUPE), NOW, force=True,
+                                workers=workers)
         wall.append(size / (time.perf_counter() - t0) / 1e6)
-        cpu.append(size / (time.process_time() - c0) / 1e6)
+        cpu.append(size / (_cpu() - c0) / 1e6)
         assert out.result is not None and out.result.bytes_reclaimed > 0
     shutil.rmtree(root / "w", ignore_errors=True)
     return wall, cpu
@@ -115,6 +123,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--broker", metavar="VERSION", help="also run this Kafka version's cleaner (needs a JDK)")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--workers", default="auto",
+                    help="processes for the map pass: a number, 'auto' (usable CPUs) or 'both' (1 and auto)")
     a = ap.parse_args()
     total = int(2 * 1024**3 * a.scale)
     root = Path(tempfile.mkdtemp(prefix="bench-compact-"))
@@ -123,10 +133,13 @@ def main() -> None:
         src.mkdir(parents=True)
         size, leo = generate(src, total, keys=100_000, value_size=100, per_batch=100, segment_bytes=64 << 20)
         segs = len(list(src.glob("*.log")))
-        wall, cpu = run_kafkalog(src, root, a.runs, size)
-        kl = statistics.median(wall)
-        print(f"input {size / 1e6:.1f} MB in {segs - 1} closed segments (+ active); kafkalog: median "
-              f"{kl:.1f} MB/s wall ({', '.join(f'{r:.1f}' for r in wall)}), {statistics.median(cpu):.1f} MB/s CPU")
+        print(f"input {size / 1e6:.1f} MB in {segs - 1} closed segments (+ active)")
+        choices = {"both": [1, None], "auto": [None]}.get(a.workers) or [int(a.workers)]
+        for w in choices:
+            wall, cpu = run_kafkalog(src, root, a.runs, size, w)
+            kl = statistics.median(wall)
+            print(f"kafkalog (workers={w or 'auto'}): median {kl:.1f} MB/s wall "
+                  f"({', '.join(f'{r:.1f}' for r in wall)}), {statistics.median(cpu):.1f} MB/s of CPU time")
         if a.broker:
             r = run_broker(a.broker, src, root, leo, a.timeout)
             broker_rate = size / r["seconds"] / 1e6 if r["seconds"] else float("inf")

@@ -23,10 +23,10 @@ import pytest
 from kafkalog.compat import clients, jars
 from kafkalog.compat.broker import Broker
 from kafkalog.storage.config import CleanerConfig, LogConfig
-from kafkalog.storage.engine.cleaner import compact_partition, read_cleaner_checkpoint
+from kafkalog.storage.engine.cleaner import SegmentIndexer, compact_partition, read_cleaner_checkpoint
 from kafkalog.storage.engine.retention import apply_retention, retention_plan
-from kafkalog.storage.files.checkpoints import read_offset_checkpoint
-from kafkalog.storage.records import iter_batches
+from kafkalog.storage.files.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from kafkalog.storage.records import build_batch, iter_batches
 
 pytestmark = pytest.mark.kafka
 
@@ -170,6 +170,11 @@ def runs(request, tmp_path_factory):
         a.close()
 
 
+def _index_offsets(p: Path) -> list[int]:
+    data = p.read_bytes()
+    return [int.from_bytes(data[i:i + 4], "big") for i in range(0, len(data), 8)]
+
+
 def _batch_view(b) -> tuple:
     return (b.base_offset, b.last_offset, b.magic, b.codec, b.is_transactional, b.is_control,
             b.has_delete_horizon, b.base_timestamp, b.max_timestamp, b.producer_id, b.producer_epoch,
@@ -192,13 +197,26 @@ def test_compacted_segments_equal_the_brokers(runs):
                 exact += 1
             else:
                 assert _batch_view(x) == _batch_view(y), (name, x.base_offset, x.codec_name)
-        if la == lb:
-            for suffix in (".index", ".timeindex", ".txnindex"):
-                fa, fb = pa / (name + suffix), pb / (name + suffix)
-                if base != _segments(pa)[-1]:  # the active segment's indexes are the broker's own business
-                    assert fa.exists() == fb.exists(), name + suffix
-                    if fa.exists():
-                        assert fa.read_bytes() == fb.read_bytes(), name + suffix
+        if base == _segments(pa)[-1]:
+            continue  # the active segment's indexes are the broker's own business
+        # the cleaned segment takes the last source segment's mtime, in milliseconds (File.setLastModified)
+        assert (pa / f"{name}.log").stat().st_mtime_ns == (pb / f"{name}.log").stat().st_mtime_ns, name
+        for suffix in (".index", ".timeindex", ".txnindex"):
+            fa, fb = pa / (name + suffix), pb / (name + suffix)
+            assert fa.exists() == fb.exists(), name + suffix
+            if not fa.exists():
+                continue
+            if suffix == ".index" and la != lb:
+                # lz4/snappy/zstd bytes differ from the JVM's, so positions do
+                assert _index_offsets(fa) == _index_offsets(fb), name + suffix
+            else:
+                assert fa.read_bytes() == fb.read_bytes(), name + suffix
+        # kafkalog's index rule applied to the broker's own cleaned bytes gives the broker's index files
+        ix = SegmentIndexer(base, 4096, per_batch=True)
+        ix.append(la, 0, -1, -1, -1)
+        ix.finish()
+        assert ix.oi.build().to_bytes(trim=True) == (pa / f"{name}.index").read_bytes(), name
+        assert ix.ti.build().to_bytes(trim=True) == (pa / f"{name}.timeindex").read_bytes(), name
     assert exact > 0
 
 
@@ -225,3 +243,99 @@ def test_retention_deletes_what_the_broker_deletes(runs, topic):
     lso_a = read_offset_checkpoint(runs["a"] / "log-start-offset-checkpoint").get(topic, 0)
     lso_b = read_offset_checkpoint(runs["b"] / "log-start-offset-checkpoint").get(topic, 0)
     assert lso_a == lso_b
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Message format v0/v1 input: Kafka 4 rewrites legacy batches as v2 when cleaning (KAFKA-13093), Kafka 3.9 keeps
+# their format. The segments are written by kafkalog's builder and put into a stopped broker's partition dir.
+
+
+def _legacy_segments(pdir: Path, now: int) -> int:
+    from kafkalog.storage.records import build_legacy
+
+    rnd = random.Random(9)
+
+    def recs(start: int, n: int, ts: int | None, tomb: int = 0, keys: int = 150) -> list:
+        return [(start + i, NO_TS if ts is None else ts + i, b"k%d" % rnd.randrange(keys),
+                 None if tomb and i % tomb == tomb - 1 else rnd.randbytes(80)) for i in range(n)]
+
+    NO_TS = -1
+    off, out = 0, []
+    for magic, codec, lat, n in [(0, 0, False, 1), (0, 0, False, 1), (0, 1, False, 30), (0, 2, False, 20),
+                                 (1, 0, False, 1), (1, 0, False, 1), (1, 1, False, 40), (1, 3, False, 25),
+                                 (1, 2, False, 25), (1, 1, True, 30), (1, 0, True, 1)]:
+        rs = recs(off, n, None if magic == 0 else now - 50_000, tomb=7)
+        out.append(build_legacy(rs, magic=magic, codec=codec, base_offset=off, timestamp_type=1 if lat else 0,
+                                log_append_time=now - 40_000 if lat else None))
+        off += n
+    for codec in (0, 1, 0):
+        out.append(build_batch(recs(off, 30, now - 30_000, tomb=5, keys=30), base_offset=off, codec=codec))
+        off += 30
+    (pdir / f"{0:020d}.log").write_bytes(b"".join(out))
+    (pdir / f"{off:020d}.log").write_bytes(build_batch([(off, now, b"fresh", b"v")], base_offset=off))
+    return off + 1
+
+
+@pytest.fixture(scope="module", params=[jars.LATEST_4, jars.LATEST_3])
+def legacy_runs(request, tmp_path_factory):
+    version = request.param
+    root = tmp_path_factory.mktemp(f"legacy-{version}")
+    a = Broker(version, data_dir=root / "a" / "data", server_properties={"log.cleaner.enable": "false"})
+    try:
+        a.start()
+        a.create_topic("leg", config=CMP_CONFIG)
+        a.stop()
+        pdir = a.partition_dir("leg")
+        for f in pdir.iterdir():
+            if f.suffix in (".log", ".index", ".timeindex", ".snapshot", ".txnindex"):
+                f.unlink()
+        leo = _legacy_segments(pdir, int(time.time() * 1000))
+        for name in ("replication-offset-checkpoint", "recovery-point-offset-checkpoint"):
+            ck = read_offset_checkpoint(a.data_dir / name).to_dict()
+            ck[("leg", 0)] = leo
+            write_offset_checkpoint(a.data_dir / name, ck)
+        b_dir = root / "b" / "data"
+        shutil.copytree(a.data_dir, b_dir)
+        a.extra_properties.update(PROMPT)
+        a.start()
+        active = leo - 1
+        _wait(lambda: (a.data_dir / "cleaner-offset-checkpoint").exists()
+              and read_offset_checkpoint(a.data_dir / "cleaner-offset-checkpoint").get("leg", 0) == active,
+              90, "clean leg-0", a)
+        a.stop()
+        horizons = [b.delete_horizon_ms for b in iter_batches((pdir / f"{0:020d}.log").read_bytes())
+                    if b.magic == 2 and b.has_delete_horizon]
+        assert horizons
+        kv = tuple(int(x) for x in version.split(".")[:2])
+        out = compact_partition(b_dir / "leg-0", LogConfig.defaults().with_overrides(CMP_CONFIG),
+                                CleanerConfig(dedupe_buffer_size=DEDUPE), min(horizons) - DELETE_RETENTION,
+                                kafka_version=kv)  # type: ignore[arg-type]
+        assert out.eligible, out.reason
+        yield {"version": version, "a": a.data_dir, "b": b_dir}
+    finally:
+        a.close()
+
+
+def _any_view(b) -> tuple:
+    return (b.base_offset, b.last_offset, b.magic, b.codec, b.timestamp_type, b.max_timestamp,
+            [(r[0], r[1], r[2], r[3]) for r in b.iter_record_tuples()])
+
+
+def test_legacy_batches_cleaned_as_the_broker_cleans_them(legacy_runs):
+    pa, pb = legacy_runs["a"] / "leg-0", legacy_runs["b"] / "leg-0"
+    assert _segments(pa) == _segments(pb) == [0, _segments(pa)[-1]]
+    la, lb = (pa / f"{0:020d}.log").read_bytes(), (pb / f"{0:020d}.log").read_bytes()
+    ba, bb = list(iter_batches(la)), list(iter_batches(lb))
+    magics = {x.magic for x in ba}
+    if legacy_runs["version"].startswith("4"):
+        assert magics == {2}  # every legacy batch rewritten as v2
+    else:
+        assert magics & {0, 1}  # legacy batches keep their format
+    assert len(ba) == len(bb)
+    for x, y in zip(ba, bb, strict=True):
+        if x.codec in (0, 1):
+            assert bytes(x.buf) == bytes(y.buf), (x.base_offset, x.magic, x.codec_name)
+        else:
+            assert _any_view(x) == _any_view(y), (x.base_offset, x.magic, x.codec_name)
+    for suffix in (".timeindex",) + ((".index",) if la == lb else ()):
+        assert (pa / f"{0:020d}{suffix}").read_bytes() == (pb / f"{0:020d}{suffix}").read_bytes(), suffix

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
 def test_written_dir_served_by_kafka4(spark, tmp_path):
-    topic = "spark-written"
+    topic = "Spark-Written"  # mixed case: topicIds keeps it (Spark lower-cases option names)
     b = Broker(jars.LATEST_4, data_dir=tmp_path / "k4" / "data")
     b.start()
     try:
@@ -32,7 +32,7 @@ def test_written_dir_served_by_kafka4(spark, tmp_path):
         df = spark.createDataFrame(rows, "topic string, partition int, key binary, value binary, "
                                          "headers array<struct<key:string,value:binary>>, timestamp bigint")
         (df.repartition(2, "partition").sortWithinPartitions("timestamp").write.format("kafkalog").mode("append")
-         .option("codec", "zstd").option("batchSize", "2048").option(f"topicId.{topic}", topic_id)
+         .option("codec", "zstd").option("batchSize", "2048").option("topicIds", f"{topic}={topic_id}")
          .save(str(b.data_dir)))
         b.start()
         got = consume(b.bootstrap_servers, topic, count=600, timeout=90)

@@ -123,7 +123,7 @@ def test_offset_and_time_pushdown(spark, mixed_dir):
     assert sorted(r.offset for r in opt.collect()) == list(range(3990, 4000))
     t0 = BASE_TS + 3000 * 10
     by_time = base.filter(f"partition = 1 and timestamp >= {t0}").collect()
-    want = [r for r in reference_rows(mixed_dir) if r[0] == "plain" and r[1] == 1 and r[3] >= t0]
+    want = [r for r in reference_rows(partition_dirs(mixed_dir)) if r[0] == "plain" and r[1] == 1 and r[3] >= t0]
     assert sorted(r.offset for r in by_time) == [r[2] for r in want]
 
 
@@ -159,6 +159,10 @@ def test_corrupt_batch_failfast_and_permissive(spark, tmp_path):
     bad = df.filter("_corrupt is not null").collect()
     assert len(bad) == 1 and bad[0].position == positions[3] and bad[0].segment == str(log)
     assert df.filter("_corrupt is null").count() == 450
+    batches = spark.read.format("kafkalog").option("mode", "permissive").option("level", "batch").load(str(log))
+    rows = batches.orderBy("position").collect()
+    assert [r.position for r in rows] == positions and rows[3]._corrupt and rows[3].baseOffset is None
+    assert all(r.crcValid and r._corrupt is None for i, r in enumerate(rows) if i != 3)
 
 
 def test_torn_tail_is_reported(spark, tmp_path):

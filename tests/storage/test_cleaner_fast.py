@@ -109,3 +109,48 @@ def test_scan_and_splice_rewrite_only_the_prefix_when_the_base_timestamp_moves()
     splice_records(data, kept, NOW + 5, NOW + 9, out)
     expected = build_batch([recs[1], recs[2]], base_offset=0, last_offset_delta=2)
     assert bytes(out) == bytes(expected[61:])
+
+
+def _map_contents(m: OffsetMap) -> tuple:
+    return sorted((d, c[0]) for d, c in m.cells.items()), m.latest_offset, m.size
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_parallel_map_pass_equals_the_sequential_one(tmp_path: Path, seed: int):
+    from kafkalog.storage.engine.cleaner import build_offset_map
+    from kafkalog.storage.engine.cleaner_log import PartitionView
+    from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex
+    from kafkalog.storage.records import build_end_txn_marker
+
+    pdir = tmp_path / "d" / "t-0"
+    pdir.mkdir(parents=True)
+    random_log(pdir, seed)
+    # an aborted transaction spanning two segments: its data must not be mapped by either worker
+    with PartitionView(pdir) as log:
+        leo, bases = log.log_end_offset, [s.base_offset for s in log.segments]
+    pid = 99
+    a = build_batch([(leo, NOW, b"k1", b"aborted")], base_offset=leo, producer_id=pid, producer_epoch=0,
+                    base_sequence=0, is_transactional=True)
+    b = build_batch([(leo + 1, NOW, b"k2", b"aborted")], base_offset=leo + 1, producer_id=pid, producer_epoch=0,
+                    base_sequence=1, is_transactional=True)
+    marker = build_end_txn_marker(offset=leo + 2, producer_id=pid, producer_epoch=0, coordinator_epoch=0,
+                                  commit=False, timestamp=NOW)
+    last = pdir / f"{bases[-1]:020d}.log"
+    last.write_bytes(last.read_bytes() + a)
+    (pdir / f"{leo + 1:020d}.log").write_bytes(b + marker)
+    (pdir / f"{leo + 1:020d}.txnindex").write_bytes(
+        bytes(TransactionIndex.from_entries(leo + 1, [AbortedTxn(pid, leo, leo + 2, leo)])._buf))
+    (pdir / f"{leo + 3:020d}.log").write_bytes(build_batch([(leo + 3, NOW, b"k3", b"x")], base_offset=leo + 3))
+    with PartitionView(pdir) as log:
+        end = log.active_segment.base_offset
+        for start in (0, bases[1] if len(bases) > 1 else 0):
+            seq, par = OffsetMap(), OffsetMap()
+            assert not build_offset_map(log, start, end, seq)
+            assert not build_offset_map(log, start, end, par, workers=2, parallel_min_bytes=0)
+            assert _map_contents(par) == _map_contents(seq)
+            assert seq.get(b"k1") != leo and seq.get(b"k2") != leo + 1
+        # a map that fills up: the parallel pass defers to the sequential one, which stops where Kafka stops
+        small_seq, small_par = OffsetMap(24 * 3), OffsetMap(24 * 3)  # capacity 2 keys
+        full_seq = build_offset_map(log, 0, end, small_seq)
+        full_par = build_offset_map(log, 0, end, small_par, workers=2, parallel_min_bytes=0)
+        assert full_seq and full_par and _map_contents(small_par) == _map_contents(small_seq)

@@ -1,3 +1,6 @@
+import pytest
+
+from kafkalog.storage.errors import CorruptRecordError
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot, read_producer_snapshot
 from kafkalog.storage.producer_state import ProducerStateManager, java_hashmap_order
 from kafkalog.storage.records import build_batch, build_end_txn_marker, iter_batches
@@ -60,3 +63,16 @@ def test_stray_snapshots(tmp_path):
     psm = ProducerStateManager(tmp_path)
     psm.remove_stray_snapshots([0, 10])
     assert sorted(psm.snapshots) == [0, 12]
+
+
+def test_data_batches_replayed_from_the_header_alone():
+    raw = bytearray(build_batch([(None, 10, b"k", b"v" * 50), (None, 15, b"k", b"v")], base_offset=7, producer_id=3,
+                                producer_epoch=2, base_sequence=40, is_transactional=True))
+    raw[61:72] = b"\xff" * 11  # garbage records: never decoded for a data batch
+    with pytest.raises(CorruptRecordError):
+        _b(bytes(raw)).records()
+    psm = ProducerStateManager(None)
+    assert psm.replay(_b(bytes(raw))) is None
+    e = psm.producers[3]
+    assert (e.producer_epoch, e.first_seq, e.last_seq, e.last_data_offset, e.last_timestamp) == (2, 40, 41, 8, 15)
+    assert e.current_txn_first_offset == 7 and psm.ongoing_txns == {7: 3} and psm.map_end_offset == 9

@@ -126,3 +126,26 @@ def test_apply_plan_api(tmp_path):
     plan = plan_repair(data, NOW)
     apply_plan(plan, data_dir=data, backup=None)
     assert (data / ".kafka_cleanshutdown").exists()
+
+
+def test_backup_keeps_exactly_the_changed_originals(tmp_path):
+    data, d = _make(tmp_path)
+    logs = _logs(d)
+    last = d / logs[-1]
+    original = last.read_bytes() + b"\x00" * 10
+    last.write_bytes(original)  # torn tail
+    bk = tmp_path / "bk"
+    assert main(["repair", str(data), "--backup", str(bk), "--workers", "1"]) == 1
+    kept = bk / "t-0"
+    assert (kept / logs[-1]).read_bytes() == original  # a copy: the truncation did not reach it
+    assert not (kept / logs[0]).exists()  # untouched: no link left behind pinning disk space
+    assert (kept / "00000000000000000000.index").exists()  # replaced by the rebuilt one
+    assert os.stat(kept / "00000000000000000000.index").st_ino != os.stat(d / "00000000000000000000.index").st_ino
+
+
+def test_run_partition_tasks_keeps_order_across_processes():
+    from kafkalog.storage.engine.recovery import run_partition_tasks
+
+    seen = []
+    out = run_partition_tasks(abs, list(range(-40, 0)), workers=2, threads=3, progress=seen.append)
+    assert out == list(range(40, 0, -1)) and sum(seen) == 40

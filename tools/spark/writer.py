@@ -16,7 +16,8 @@ Options:
 ``maxBatchRecords`` records per batch at most (default 10000)
 ``leaderEpoch``     partition leader epoch stamped on batches (default 0)
 ``topic``           topic for rows without a ``topic`` column
-``topicId.<topic>`` topic id (base64 or uuid) written to that topic's ``partition.metadata``
+``topicIds``        ``TOPIC=ID,...``: topic ids (as Kafka prints them) for ``partition.metadata``; also
+                    ``topicId.<topic>=ID`` (Spark lower-cases option names: matched ignoring case)
 ``config.<name>``   topic configs for the write path (``config.segment.bytes``, ``config.message.timestamp.type``,
                     ``config.compression.type`` ...)
 ==================  ==========================================================================================
@@ -117,12 +118,35 @@ def parse_write_options(options: dict[str, str]) -> WriteOptions:
         max_batch_records=max(1, max_records),
         leader_epoch=epoch,
         topic=opts.get("topic"),
-        topic_ids=tuple(sorted((k[len("topicid."):], v) for k, v in options.items()
-                               if str(k).lower().startswith("topicid."))),
+        topic_ids=_topic_ids(opts),
         topic_config=tuple(sorted((k[len("config."):], v) for k, v in opts.items() if k.startswith("config."))),
         now_ms=int(time.time() * 1000),
         job=uuid.uuid4().hex,
     )
+
+
+def _topic_ids(opts: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """``topicIds=TopicA=id,TopicB=id`` (keeps the case of topic names) and ``topicId.<topic>=id`` (Spark
+    lower-cases option names, so this form is matched case-insensitively)."""
+    out: dict[str, str] = {}
+    for k, v in opts.items():
+        if k.startswith("topicid."):
+            out[k[len("topicid."):]] = v
+    for item in (opts.get("topicids") or "").split(","):
+        name, sep, tid = item.strip().partition("=")  # topic names never hold "="
+        if sep and name:
+            out[name] = tid
+        elif item.strip():
+            raise ConfigError(f"option topicIds: expected TOPIC=ID[,TOPIC=ID...], got {item!r}")
+    return tuple(sorted(out.items()))
+
+
+def topic_id_for(wo: WriteOptions, topic: str) -> str | None:
+    ids = dict(wo.topic_ids)
+    if topic in ids:
+        return ids[topic]
+    lowered = [v for k, v in ids.items() if k.lower() == topic.lower()]
+    return lowered[0] if len(lowered) == 1 else None
 
 
 # ------------------------------------------------------------------------------------------- task side
@@ -245,7 +269,6 @@ def commit_staged(wo: WriteOptions, staged: list[Staged]) -> dict[tuple[str, int
     root = Path(wo.path)
     root.mkdir(parents=True, exist_ok=True)
     cfg = LogConfig.from_topic_props(dict(wo.topic_config)) if wo.topic_config else LogConfig()
-    topic_ids = dict(wo.topic_ids)
     by_tp: dict[tuple[str, int], list[Staged]] = {}
     for s in staged:
         by_tp.setdefault((s.topic, s.partition), []).append(s)
@@ -262,7 +285,7 @@ def commit_staged(wo: WriteOptions, staged: list[Staged]) -> dict[tuple[str, int
                             "repartition by topic, partition and sort by offset first", str(root))
             else:
                 items = sorted(items, key=lambda s: s.task)
-            with LogWriter(root / f"{topic}-{part}", cfg, topic_id=topic_ids.get(topic), leader_epoch=wo.leader_epoch,
+            with LogWriter(root / f"{topic}-{part}", cfg, topic_id=topic_id_for(wo, topic), leader_epoch=wo.leader_epoch,
                            now_ms=wo.now_ms) as w:
                 for s in items:
                     for data in _iter_staged_batches(s.path):

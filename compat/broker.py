@@ -260,11 +260,6 @@ class KafkaBroker(ABC):
     def error(self, message: str) -> BrokerError:
         return BrokerError(message, self.log_path, tail(self.log_path))
 
-    def admin(self) -> Any:
-        from confluent_kafka.admin import AdminClient
-
-        return AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
-
     def create_topic(
         self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None, timeout: float = 30.0
     ) -> None:

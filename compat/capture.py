@@ -48,6 +48,7 @@ from kafkalog.compat.clients import (
     Produced,
     Record,
     alter_topic_config,
+    chunks,
     consume,
     create_topic,
     producer,
@@ -191,7 +192,7 @@ class Capture:
         if client == "kafka-python":
             records = [_no_null_header_values(r) for r in records]
         with producer(self.bootstrap, client, compression=codec, idempotent=idempotent) as p:
-            sent = [r for chunk in _chunks(records, flush_every) for r in p.send_all(topic, chunk, 60)]
+            sent = [r for chunk in chunks(records, flush_every) for r in p.send_all(topic, chunk, 60)]
         self.produced += sent
         return sent
 
@@ -201,7 +202,7 @@ class Capture:
             records = [_no_null_header_values(r) for r in records]
         with producer(self.bootstrap, client, compression=codec, transactional_id=txid) as p:
             p.begin()
-            sent = [r for chunk in _chunks(records, flush_every) for r in p.send_all(topic, chunk, 60)]
+            sent = [r for chunk in chunks(records, flush_every) for r in p.send_all(topic, chunk, 60)]
             p.commit() if commit else p.abort()
         sent = [dataclasses.replace(s, transaction="committed" if commit else "aborted") for s in sent]
         self.produced += sent
@@ -236,11 +237,6 @@ def _no_null_header_values(r: Record) -> Record:
     if any(v is None for _, v in r.headers):
         return dataclasses.replace(r, headers=tuple((k, b"" if v is None else v) for k, v in r.headers))
     return r
-
-
-def _chunks(records: Sequence[Record], size: int | None) -> list[Sequence[Record]]:
-    size = size or max(1, len(records))
-    return [records[i : i + size] for i in range(0, len(records), size)]
 
 
 # --------------------------------------------------------------------------- scenarios

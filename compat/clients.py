@@ -340,7 +340,8 @@ def producer(
     raise ValueError(f"client must be one of {CLIENTS}, not {client!r}")
 
 
-def _chunks(records: Sequence[Record], size: int | None) -> Iterable[Sequence[Record]]:
+def chunks(records: Sequence[Record], size: int | None) -> Iterable[Sequence[Record]]:
+    """``records`` in slices of ``size`` (None: all at once): one slice per flush."""
     size = size or max(1, len(records))
     for i in range(0, len(records), size):
         yield records[i : i + size]
@@ -367,9 +368,9 @@ def produce(
     with producer(bootstrap, client, compression=compression, idempotent=idempotent,
                   transactional_id=transactional_id, extra=extra) as p:  # fmt: skip
         if transactional_id is None:
-            return [r for chunk in _chunks(records, flush_every) for r in p.send_all(topic, chunk, timeout)]
+            return [r for chunk in chunks(records, flush_every) for r in p.send_all(topic, chunk, timeout)]
         p.begin()
-        sent = [r for chunk in _chunks(records, flush_every) for r in p.send_all(topic, chunk, timeout)]
+        sent = [r for chunk in chunks(records, flush_every) for r in p.send_all(topic, chunk, timeout)]
         if transaction == "commit":
             p.commit()
             state: Literal["committed", "aborted"] = "committed"

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -158,9 +157,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         for b in dict.fromkeys(brokers):
             report.sections.append((f"broker log {b.log_path}", tail(b.log_path, 60)))
     return report
-
-
-def copy_fixture(src: Path, dst: Path) -> Path:
-    """Copy a fixture's data dir (or any dir) for a test that wants to modify or start a broker on it."""
-    shutil.copytree(src, dst, symlinks=True)
-    return dst

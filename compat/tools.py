@@ -371,46 +371,30 @@ def _legacy_batch(m: re.Match[str], path: str) -> dict[str, Any]:
     }
 
 
-def _record(m: re.Match[str], base64_data: bool) -> dict[str, Any]:
-    rec: dict[str, Any] = {
-        "offset": int(m["offset"]),
-        "timestamp": int(m["timestamp"]),
-        "key": None,
-        "value": None,
-        "headers": [],
-        "keySize": int(m["keySize"]),
-        "valueSize": int(m["valueSize"]),
-    }
-    rest = m["rest"]
-    if sh := _SEQ_HEADERS.match(rest):
-        rec["sequence"] = int(sh["sequence"])
-        rec["headers"] = [[h, None] for h in sh["headers"].split(",")] if sh["headers"] else []
-        rest = rest[sh.end() :]
-    if lg := _LEGACY_REC.match(rest):
-        rec["isValid"] = _BOOL[lg["isValid"]]
-        rec["crc"] = int(lg["crc"])
-        rest = rest[lg.end() :]
+def _new_record(offset: int, timestamp: int, key_size: int, value_size: int) -> dict[str, Any]:
+    return {"offset": offset, "timestamp": timestamp, "key": None, "value": None, "headers": [],
+            "keySize": key_size, "valueSize": value_size}  # fmt: skip
+
+
+def _headers(joined: str) -> list[list[Any]]:
+    return [[h, None] for h in joined.split(",")] if joined else []
+
+
+def _record_tail(rec: dict[str, Any], rest: str, base64_data: bool) -> dict[str, Any]:
+    """Fill ``rec`` from the text after the record metadata: ``[control part][ key: K][ payload: V]``."""
     key_text: str | None = None
     value_text: str | None = None
-    p = rest.find(" payload: ")
-    if p >= 0:
-        value_text = rest[p + len(" payload: ") :]
-        rest = rest[:p]
-    k = rest.find(" key: ")
-    if k >= 0:
-        key_text = rest[k + len(" key: ") :]
-        rest = rest[:k]
+    if (p := rest.find(" payload: ")) >= 0:
+        rest, value_text = rest[:p], rest[p + len(" payload: ") :]
+    if (k := rest.find(" key: ")) >= 0:
+        rest, key_text = rest[:k], rest[k + len(" key: ") :]
     if rest.strip():
         rec["control"] = rest.strip()
-    if base64_data:
-        # A null key/value prints nothing; an empty one prints an empty base64 string.
-        rec["key"] = key_text if rec["keySize"] >= 0 else None
-        rec["value"] = value_text if rec["valueSize"] >= 0 else None
-        if rec["key"] is None and rec["keySize"] >= 0 and "control" not in rec:
-            rec["key"] = ""
-        if rec["value"] is None and rec["valueSize"] >= 0 and "control" not in rec:
-            rec["value"] = ""
-    else:
+    elif base64_data:
+        # a null key/value prints nothing; an empty one prints an empty base64 string
+        rec["key"] = (key_text or "") if rec["keySize"] >= 0 else None
+        rec["value"] = (value_text or "") if rec["valueSize"] >= 0 else None
+    if not base64_data:
         if key_text is not None:
             rec["keyText"] = key_text
         if value_text is not None:
@@ -418,49 +402,43 @@ def _record(m: re.Match[str], base64_data: bool) -> dict[str, Any]:
     return rec
 
 
+def _record(m: re.Match[str], base64_data: bool) -> dict[str, Any]:
+    rec = _new_record(int(m["offset"]), int(m["timestamp"]), int(m["keySize"]), int(m["valueSize"]))
+    rest = m["rest"]
+    if sh := _SEQ_HEADERS.match(rest):
+        rec["sequence"] = int(sh["sequence"])
+        rec["headers"] = _headers(sh["headers"])
+        rest = rest[sh.end() :]
+    if lg := _LEGACY_REC.match(rest):
+        rec["isValid"] = _BOOL[lg["isValid"]]
+        rec["crc"] = int(lg["crc"])
+        rest = rest[lg.end() :]
+    return _record_tail(rec, rest, base64_data)
+
+
 _TS_TYPES = ("CreateTime", "LogAppendTime", "NoTimestampType")
+_HEADER_KEYS = re.compile(r" headerKeys: \[(.*?)\]")
 
 
 def _record_generic(line: str, base64_data: bool) -> dict[str, Any] | None:
     """Record lines of older releases (2.x: ``| offset: 0 isValid: true crc: null keySize: -1 valueSize: 2
     CreateTime: 1 baseOffset: 0 ... sequence: -1 headerKeys: [] payload: ...``): fields in any order."""
     body = line[2:]
-    value_text = key_text = None
-    if (p := body.find(" payload: ")) >= 0:
-        body, value_text = body[:p], body[p + len(" payload: ") :]
-    if (k := body.find(" key: ")) >= 0:
-        body, key_text = body[:k], body[k + len(" key: ") :]
-    headers: list[list[Any]] = []
-    control = ""
-    if (h := re.search(r" headerKeys: \[(.*?)\]", body)) is not None:
-        headers = [[x, None] for x in h[1].split(",")] if h[1] else []
-        body, control = body[: h.start()], body[h.end() :].strip()
-    fields = {k.lower(): v for k, v in _FIELDS.findall(body)}
-    ts_type = next((t for t in _TS_TYPES if t.lower() in fields), None)
-    if "offset" not in fields or ts_type is None or "keysize" not in fields:
+    if (h := _HEADER_KEYS.search(body)) is not None:
+        meta, rest = body[: h.start()], body[h.end() :]
+    else:
+        cut = min((i for i in (body.find(" key: "), body.find(" payload: ")) if i >= 0), default=len(body))
+        meta, rest = body[:cut], body[cut:]
+    fields = {k.lower(): v for k, v in _FIELDS.findall(meta)}
+    ts_type = next((t.lower() for t in _TS_TYPES if t.lower() in fields), None)
+    if ts_type is None or not {"offset", "keysize", "valuesize"} <= fields.keys():
         return None
-    rec: dict[str, Any] = {
-        "offset": int(fields["offset"]),
-        "timestamp": int(fields[ts_type.lower()]),
-        "key": None,
-        "value": None,
-        "headers": headers,
-        "keySize": int(fields["keysize"]),
-        "valueSize": int(fields["valuesize"]),
-    }
+    rec = _new_record(int(fields["offset"]), int(fields[ts_type]), int(fields["keysize"]), int(fields["valuesize"]))
+    if h is not None:
+        rec["headers"] = _headers(h[1])
     if "sequence" in fields:
         rec["sequence"] = int(fields["sequence"])
-    if control:
-        rec["control"] = control
-    elif base64_data:
-        rec["key"] = (key_text or "") if rec["keySize"] >= 0 else None
-        rec["value"] = (value_text or "") if rec["valueSize"] >= 0 else None
-    else:
-        if key_text is not None:
-            rec["keyText"] = key_text
-        if value_text is not None:
-            rec["valueText"] = value_text
-    return rec
+    return _record_tail(rec, rest, base64_data)
 
 
 def _finish_legacy(batch: dict[str, Any]) -> None:

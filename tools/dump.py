@@ -174,6 +174,10 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
                 if sink.json:
                     sink.out.write(d)
                 continue
+            if d.get("isControl") and d.get("records") and "controlText" not in d["records"][0]:
+                dumpers = _other_dumpers()
+                if dumpers is not None:  # KRaft control records (LeaderChange, voters, ...) as Kafka prints them
+                    dumpers.decode_control_records(d)
             if not d["isValid"]:
                 sink.problem(path, d["position"], f"batch at offset {d['lastOffset']} has an invalid CRC "
                              f"(stored crc {d['crc']})")
@@ -283,7 +287,7 @@ def _record_line(r: dict, ts_type: str, v2: bool, control: bool, sink: _Sink) ->
         if v2:
             meta += f" sequence: {r['sequence']} headerKeys: [{','.join(k for k, _ in r['headers'])}]"
         else:
-            meta += f" isValid: {_b(r['isValid'])} crc: {r['crc']}}}"
+            meta += f" isValid: {_b(r['isValid'])} crc: {r['crc']}"  # Kafka <= 3.9 printed a stray "}" here
         if control and "controlText" in r:
             meta += r["controlText"] if r["controlText"].startswith(" ") else " " + r["controlText"]
         elif control:

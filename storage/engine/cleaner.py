@@ -8,8 +8,14 @@ Library API (the ``kafkalog compact`` command is a thin shell over it):
 * :func:`group_segments_by_size` — the groups that become one new segment each;
 * :func:`clean_log` — one cleaning round: filters every group into ``.cleaned`` files (or only counts, for a
   dry run), swaps them in with Kafka's protocol and returns the new clean point;
-* :func:`plan_compaction` / :func:`compact_partition` — plan-then-apply over partition dirs, with the
+* :func:`compact_partition` — one round on a partition dir (or a dry run), with the
   ``cleaner-offset-checkpoint`` update.
+
+Speed (the results never depend on it; ``tests/storage/test_cleaner_fast.py`` checks byte equality with the
+careful per-record path): the map pass reads keys as raw byte spans (:mod:`.cleaner_records`) and hashes each
+distinct key once (:mod:`.cleaner_map`), optionally over several segments at once (:mod:`.cleaner_parallel`); the
+filter pass skips the records of batches none of whose offsets is in the map (all superseded), copies unchanged
+batches verbatim and rebuilds changed uncompressed ones by splicing the kept records' bytes.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def test_human_output_mirrors_dump_log_segments(segment, capsys):
     assert any(f"deleteHorizonMs: OptionalLong[{TS + 1000}]" in x for x in lines)
     assert any(x.startswith("offset: 7 position: ") and "magic: 1 compresscodec: gzip" in x for x in lines)
     assert any(x.startswith("offset: 8 ") and "NoTimestampType: -1" in x for x in lines)
-    assert any(x.startswith("| offset: 6 CreateTime: ") and "isValid: true crc: " in x and "} payload: a" in x
+    assert any(x.startswith("| offset: 6 CreateTime: ") and "isValid: true crc: " in x and " payload: a" in x
                for x in lines)
 
 

@@ -152,3 +152,36 @@ def test_kafkalog_reads_what_the_broker_writes(tmp_path):
             seen_control += b.is_control
         _compare(log)
     assert seen_control >= 2  # the commit and abort markers
+
+
+def _ascii_segment() -> bytes:
+    """Printable keys/values (DumpLogSegments' StringDecoder and kafkalog's utf8 rendering agree on them)."""
+    parts = [build_batch([(i, TS + i, b"key-%d" % i if i % 2 else None, b"value %d" % i, [("h", b"1")])
+                          for i in range(5)], codec=3, producer_id=3, producer_epoch=0, base_sequence=0)]
+    parts.append(build_end_txn_marker(offset=5, producer_id=3, producer_epoch=0, coordinator_epoch=1,
+                                      commit=False, timestamp=TS))
+    parts.append(build_batch([(6, TS, control_key(LEADER_CHANGE), LEADER_CHANGE_V0)], is_control=True))
+    parts.append(build_legacy([(7, TS, b"k", b"legacy"), (8, TS, None, b"v")], magic=1, codec=2))
+    parts.append(build_legacy([(9, -1, b"k0", b"v0")], magic=0))
+    return b"".join(parts)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("flags", [["--deep-iteration"], ["--print-data-log"], []])
+def test_human_output_equals_dump_log_segments_stdout(tmp_path, capsys, flags):
+    """``kafkalog dump`` prints the very lines kafka-dump-log.sh prints (v2, markers, KRaft control, v0/v1)."""
+    from kafkalog.compat.tools import dump_class, run_tool
+    from kafkalog.tools.cli import main
+
+    files = [(tmp_path / "00000000000000000000.log").absolute()]
+    files[0].write_bytes(_ascii_segment())
+    if "--print-data-log" not in flags:  # binary keys/values: only without data
+        files.append((tmp_path / "00000000000000000100.log").absolute())
+        files[1].write_bytes(_v2_segment() + _legacy_segment())
+    proc = run_tool(VERSION, dump_class(VERSION), [*flags, "--files", ",".join(map(str, files))])
+    assert proc.returncode == 0, proc.stderr
+    ours = {"--deep-iteration": ["--deep"], "--print-data-log": ["--print-data-log"]}
+    rc = main(["dump", *[o for f in flags for o in ours[f]], *map(str, files)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert out.splitlines() == proc.stdout.splitlines()

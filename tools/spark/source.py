@@ -66,8 +66,9 @@ class KafkaLogReader(DataSourceReader):
 
     # ---------------------------------------------------------------------------------- pushdown
     def pushFilters(self, filters):  # noqa: N802 - Spark's name
-        """Take filters on topic, partition, offset and timestamp (record level) / baseOffset... no: batch level
-        only takes topic and partition. Everything taken is applied exactly, so Spark need not re-check it."""
+        """Take =/IN on topic and partition, and =, <, <=, >, >= on offset and timestamp (record level only).
+        Everything taken is applied exactly (segments and byte ranges are pruned through the indexes, records
+        are filtered one by one), so Spark need not evaluate it again."""
         record_level = not self.opts.batch_level
         for f in filters:
             if not self._take(f, record_level):

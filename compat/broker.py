@@ -237,14 +237,33 @@ class KafkaBroker(ABC):
                         (t.topic, p.id) for t in md.topics.values() if t.error is None
                         for p in t.partitions.values() if p.leader >= 0
                     }  # fmt: skip
-                    waiting = sorted(self.local_partitions() - led)
+                    local = self.local_partitions()
+                    waiting = sorted(local - led)
                     if md.brokers and not waiting:
-                        return
-                    last = f"no leader yet for {waiting[:5]}" if md.brokers else "no broker registered yet"
+                        if not local or self._serves(admin, local):
+                            return
+                        last = "partitions not served yet (ListOffsets failed)"
+                    else:
+                        last = f"no leader yet for {waiting[:5]}" if md.brokers else "no broker registered yet"
                 except Exception as exc:  # librdkafka raises KafkaException or plain errors
                     last = str(exc)
             time.sleep(0.3)
         raise self.error(f"Kafka {self.version} ({self.mode}) not ready after {timeout:.0f}s: {last}")
+
+    @staticmethod
+    def _serves(admin: Any, partitions: set[tuple[str, int]]) -> bool:
+        """True if ListOffsets succeeds for every partition: the metadata can name the broker leader a moment
+        before its replica manager has become leader, and clients then get NOT_LEADER_OR_FOLLOWER."""
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        futures = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}, request_timeout=5)
+        try:
+            for future in futures.values():
+                future.result()
+        except Exception:  # NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, timeouts: not yet
+            return False
+        return True
 
     def local_partitions(self) -> set[tuple[str, int]]:
         """(topic, partition) of the partition dirs in the data dir (internal KRaft log excluded): on a restart,

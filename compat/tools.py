@@ -143,9 +143,10 @@ def dump_log_segments(
 
     Paths are made absolute so stdout sections and stderr reports (which use absolute paths) line up.
     The tool aborts the whole run at the first exception (a corrupt batch, an index entry past the end of
-    its log, ...): with ``on_error="raise"`` that is a ToolError; with ``"split"`` the files are re-run in
-    halves until the failing ones are isolated, and each of those gets a FileDump whose ``error`` holds the
-    tool's message (what it printed before failing is kept).
+    its log, ...): with ``on_error="raise"`` that is a ToolError; with ``"split"`` the file it was dumping
+    (the last ``Dumping`` section) gets a FileDump whose ``error`` holds the tool's stderr (what it printed
+    before failing is kept), the files before it are dumped again on their own (their end-of-run reports
+    were lost with the crash) and the files after it are dumped next: about two JVMs per failing file.
     """
     kwargs: dict[str, Any] = dict(
         deep=deep, print_data=print_data, decoder=decoder, verify_index_only=verify_index_only,
@@ -157,17 +158,22 @@ def dump_log_segments(
     except ToolError as exc:
         if on_error == "raise":
             raise
-        if len(files) == 1:
-            run = parse_dump_output(exc.stdout, "", base64_data=decoder is None and print_data, deep=deep)
-            if not run.files:
-                run.files.append(FileDump(path=str(Path(files[0]).absolute()), kind=_kind(str(files[0]))))
-            run.files[-1].error = exc.stderr.strip()
-            return run
-        mid = len(files) // 2
-        first = dump_log_segments(version, files[:mid], on_error="split", **kwargs)
-        second = dump_log_segments(version, files[mid:], on_error="split", **kwargs)
-        return DumpRun(first.files + second.files, first.timeindex_not_found + second.timeindex_not_found,
-                       first.stderr + second.stderr)  # fmt: skip
+        crashed = parse_dump_output(exc.stdout, "", base64_data=decoder is None and print_data, deep=deep)
+        paths = [str(Path(f).absolute()) for f in files]
+        failed = paths.index(crashed.files[-1].path) if crashed.files else 0
+        bad = crashed.files[-1] if crashed.files else FileDump(path=paths[0], kind=_kind(paths[0]))
+        bad.error = exc.stderr.strip()
+        parts = []
+        if failed > 0:
+            parts.append(dump_log_segments(version, files[:failed], on_error="split", **kwargs))
+        parts.append(DumpRun([bad]))
+        if failed + 1 < len(files):
+            parts.append(dump_log_segments(version, files[failed + 1 :], on_error="split", **kwargs))
+        return DumpRun(
+            [f for r in parts for f in r.files],
+            [pair for r in parts for pair in r.timeindex_not_found],
+            "".join(r.stderr for r in parts),
+        )
 
 
 def _dump_once(
@@ -288,7 +294,7 @@ _RECORD = re.compile(
     r"key[sS]ize: (?P<keySize>-?\d+) value[sS]ize: (?P<valueSize>-?\d+)(?P<rest>.*)$"
 )
 _SEQ_HEADERS = re.compile(r"^ sequence: (?P<sequence>-?\d+) headerKeys: \[(?P<headers>.*?)\](?= |$)")
-_LEGACY_REC = re.compile(r"^ isValid: (?P<isValid>true|false) crc: (?P<crc>\d+)\}")
+_LEGACY_REC = re.compile(r"^ isValid: (?P<isValid>true|false) crc: (?P<crc>\d+)\}?")  # "}" up to 3.9
 _INDEX = re.compile(r"offset: (?P<offset>-?\d+) position: (?P<position>-?\d+)$")
 _TIMEINDEX = re.compile(r"timestamp: (?P<timestamp>-?\d+) offset: (?P<offset>-?\d+)$")
 _FIELDS = re.compile(r"(\w+): (\S+)")

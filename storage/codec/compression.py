@@ -48,6 +48,7 @@ _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_HEADER_V1 = _LZ4_MAGIC + b"\x60\x40\x82"  # magic 1 and 2: correct header checksum
 _LZ4_HEADER_V0 = _LZ4_MAGIC + b"\x60\x40\x1a"  # magic 0: KAFKA-3160 checksum over magic + FLG + BD
 _LZ4_BLOCK = 64 * 1024
+_LZ4_HC: dict[bytes, int] = {}  # frame descriptor -> header checksum byte (a handful of distinct values)
 _LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
 _U32LE = struct.Struct("<I")
 _I32BE = struct.Struct(">i")
@@ -247,7 +248,12 @@ def _lz4_decompress(data, magic: int, limit: int) -> bytes:
         raise CompressionError("lz4: stream ended prematurely (frame header)", position=pos)
     hc = mv[pos]
     if magic != 0:
-        expected = (_xxh32(bytes(mv[4:desc_end])) >> 8) & 0xFF
+        desc = bytes(mv[4:desc_end])
+        expected = _LZ4_HC.get(desc)
+        if expected is None:
+            expected = (_xxh32(desc) >> 8) & 0xFF
+            if len(_LZ4_HC) < 64:  # bounded: hostile input cannot grow it
+                _LZ4_HC[desc] = expected
         if hc != expected:
             raise CompressionError("lz4: stream frame descriptor corrupted (header checksum)", position=pos)
     pos += 1

@@ -73,9 +73,13 @@ def run_kafkalog(src: Path, root: Path, runs: int, size: int, workers: int | Non
     return wall, cpu
 
 
-REPORT = re.compile(r"cleaned log (\S+) \(dirty section = \[(\d+), (\d+)\]\)\s+([\d.]+) MB of log processed in "
-                    r"([\d.]+) seconds \(([\d.]+) MB/sec\)\.\s+Indexed ([\d.]+) MB in ([\d.]+) seconds.*?"
-                    r"Cleaned ([\d.]+) MB in ([\d.]+) seconds", re.S)
+REPORT = re.compile(r"cleaned log (\S+) \(dirty section = \[(\d+), (\d+)\]\)\s+([\d.,]+) MB of log processed in "
+                    r"([\d.,]+) seconds \(([\d.,]+) MB/sec\)\.\s+Indexed ([\d.,]+) MB in ([\d.,]+) seconds.*?"
+                    r"Cleaned ([\d.,]+) MB in ([\d.,]+) seconds", re.S)
+
+
+def _num(s: str) -> float:
+    return float(s.replace(",", ""))  # the broker's report groups thousands: "1,087.9 MB"
 
 
 def run_broker(version: str, src: Path, root: Path, leo: int, timeout: float) -> dict:
@@ -108,9 +112,9 @@ def run_broker(version: str, src: Path, root: Path, leo: int, timeout: float) ->
             m = REPORT.search(text)
             if m and m.group(1) == f"{TOPIC}-0":
                 b.stop()
-                return {"processed_mib": float(m.group(4)), "seconds": float(m.group(5)),
-                        "mib_per_s": float(m.group(6)), "index_s": float(m.group(8)),
-                        "clean_s": float(m.group(10)), "dirty": (int(m.group(2)), int(m.group(3)))}
+                return {"processed_mib": _num(m.group(4)), "seconds": _num(m.group(5)),
+                        "mib_per_s": _num(m.group(6)), "index_s": _num(m.group(8)),
+                        "clean_s": _num(m.group(10)), "dirty": (int(m.group(2)), int(m.group(3)))}
             time.sleep(0.5)
         raise RuntimeError(f"the broker did not report a cleaning of {TOPIC}-0 within {timeout}s: {b.log_path}")
     finally:

@@ -2,10 +2,12 @@
 
     python tests/benchmarks/bench_compact.py --scale 0.05              # 0.05 x 2 GiB, kafkalog only
     python tests/benchmarks/bench_compact.py --scale 0.1 --broker 4.3.1  # side by side with Kafka 4.3.1
+    python tests/benchmarks/bench_compact.py --scale 0.05 --workers both  # 1 process vs the default
 
 The topic: keyed records (100 000 keys, 100-byte values, 100 records per uncompressed v2 batch, 64 MB segments,
 one extra active segment). MB = 10^6 bytes of input segments. kafkalog: median wall-clock and CPU rate over
-``--runs`` rounds on fresh copies (one compaction round each, as the broker runs it). Broker: the same segment
+``--runs`` rounds on fresh copies (one compaction round each, as the broker runs it; CPU time includes the
+map pass's worker processes). Broker (run with its full JIT, unlike the test harness's C1-only JVMs): the same segment
 files are put into a stopped broker's partition dir (indexes are rebuilt at load), the broker is restarted with
 its cleaner on and the round's figures are read from its "Log cleaner thread 0 cleaned log" report (its own
 "processed in N seconds" and MB/sec). Both use the same ``log.cleaner.dedupe.buffer.size`` (128 MiB) and

@@ -1,7 +1,7 @@
 # kafkalog: the two commands of the README's quick start, and helpers.
 PY ?= python3
 PIP ?= $(PY) -m pip
-KAFKA_VERSIONS ?= all
+KAFKA_VERSIONS ?=
 
 .PHONY: quickstart test install install-test kafka-jars lint fuzz bench
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -24,11 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import LogDirError
+from .log import parse_topic_partition_name
 from .records import iter_batches
 
 LEVELS = ("bytes", "batches", "records")
-_PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
-_SUFFIXED_RE = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
 #: Sub-directories of a data dir that are not partition logs.
 NON_PARTITION_DIRS = ("remote-log-index-cache",)
 _CHUNK = 1 << 20
@@ -38,22 +36,15 @@ _CHUNK = 1 << 20
 
 
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
-    """``LocalLog.parseTopicPartitionName`` for live logs: ``(topic, partition)`` or None.
+    """``(topic, partition)`` of a live log dir name (``LocalLog.parseTopicPartitionName``), else None.
 
     ``-delete``/``-future``/``-stray`` directories are not live logs and give None.
     """
-    if not name or "-" not in name or _SUFFIXED_RE.match(name):
-        return None
-    m = _PARTITION_RE.match(name)
-    if not m:
-        return None
     try:
-        p = int(m.group(2))
-    except ValueError:
+        tp = parse_topic_partition_name(name)
+    except LogDirError:
         return None
-    if p > 2147483647:
-        return None
-    return m.group(1), p
+    return (tp.topic, tp.partition) if tp.kind == "live" else None
 
 
 def is_partition_dir(path: str | os.PathLike) -> bool:

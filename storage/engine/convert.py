@@ -36,7 +36,7 @@ from ..diff import mapped, parse_partition_dir_name, partition_dirs, segment_fil
 from ..errors import ConfigError, CorruptRecordError, KafkaLogError
 from ..files.offset_index import OffsetIndexBuilder
 from ..files.time_index import TimeIndexBuilder
-from ..records import CREATE_TIME, LOG_APPEND_TIME, LegacyBatch, LogScanner, RecordBatch, build_batch
+from ..records import CREATE_TIME, LOG_APPEND_TIME, LegacyBatch, LogScanner, RecordBatch, build_batch, rebuild
 from ..records.record import Record
 from .plan import Action, Backup, Plan, data_dir_lock
 from .swap import cleaned_path, fsync_dir, offset_file_name, replace_segments
@@ -137,24 +137,7 @@ def plain_legacy_to_v2(batch: LegacyBatch) -> bytes:
 
 def recompress_v2(batch: RecordBatch, codec: int, level: int | None = None) -> bytes:
     """A v2 batch with the same header fields and records, compressed with ``codec``."""
-    return build_batch(
-        batch.records(),
-        base_offset=batch.base_offset,
-        codec=codec,
-        timestamp_type=batch.timestamp_type,
-        base_timestamp=batch.base_timestamp,
-        max_timestamp=batch.max_timestamp,
-        producer_id=batch.producer_id,
-        producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence,
-        partition_leader_epoch=batch.partition_leader_epoch,
-        is_transactional=batch.is_transactional,
-        is_control=batch.is_control,
-        delete_horizon_ms=batch.delete_horizon_ms if batch.has_delete_horizon else None,
-        last_offset_delta=batch.last_offset_delta,
-        keep_deltas=True,
-        level=level,
-    )
+    return rebuild(batch, codec=codec, level=level)
 
 
 def _group_key(b: LegacyBatch) -> tuple:

@@ -288,21 +288,26 @@ def build_legacy(
 # ---------------------------------------------------------------------------------------- rebuild
 
 
-def rebuild(batch: RecordBatch | LegacyBatch, records: list[Record] | None = None) -> bytes:
+def rebuild(batch: RecordBatch | LegacyBatch, records: list[Record] | None = None, *,
+            codec: int | None = None, level: int | None = None) -> bytes:
     """Rebuild a parsed batch from its fields.
 
     For uncompressed batches the records are re-encoded from their parsed fields; for compressed batches the
     compressed payload is carried through unchanged (unless ``records`` is given, then it is re-compressed
     with the same codec). The result equals the original bytes for every valid batch Kafka writes.
+
+    ``codec``/``level`` (v2 only) re-compress the batch with another codec, every other field kept.
     """
     if isinstance(batch, RecordBatch):
+        if codec is not None and codec != batch.codec and records is None:
+            records = batch.records()
         carry = batch.codec != 0 and records is None
         if records is None and not carry:
             records = batch.records()
         return build_batch(
             records or [],
             base_offset=batch.base_offset,
-            codec=batch.codec,
+            codec=batch.codec if codec is None else codec,
             timestamp_type=batch.timestamp_type,
             base_timestamp=batch.base_timestamp,
             max_timestamp=batch.max_timestamp,
@@ -317,7 +322,8 @@ def rebuild(batch: RecordBatch | LegacyBatch, records: list[Record] | None = Non
             keep_deltas=True,
             compressed_payload=batch.records_payload() if carry else None,
             records_count=batch.records_count if carry else None,
-            attributes_high_byte=batch.buf[21],
+            attributes_high_byte=batch.buf[21] if codec is None else 0,  # a re-compression is a fresh build
+            level=level,
         )
     msg = batch.message()
     return build_legacy_message(msg.magic, msg.offset, msg.timestamp, msg.key, msg.value, msg.attributes)

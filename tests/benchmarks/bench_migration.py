@@ -82,6 +82,7 @@ def timed(fn, runs: int) -> float:
 def broker_migration(sample_records: int, value: bytes) -> tuple[float, int]:
     """Consume ``sample_records`` from topic A with kafka-python and produce them into topic B."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
     from kafkalog.compat import jars
     from kafkalog.compat.broker import Broker
 

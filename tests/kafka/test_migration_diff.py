@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from kafkalog.compat import jars
 from kafkalog.compat.broker import LEGACY_V0_PROPS, LEGACY_V1_PROPS, Broker
 from kafkalog.compat.clients import Record, consume, produce

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from kafkalog.storage.codec.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from kafkalog.storage.diff import diff_paths, iter_partition_records, mapped
 from kafkalog.storage.engine.convert import (

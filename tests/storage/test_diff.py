@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from kafkalog.storage.diff import diff_paths, parse_partition_dir_name, partition_dirs
 from kafkalog.storage.records import build_batch
 from kafkalog.tools.cli import main

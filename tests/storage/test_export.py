@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from kafkalog.storage.codec.compression import LZ4
 from kafkalog.storage.config import LogConfig
 from kafkalog.storage.diff import diff_paths

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from kafkalog.storage.files.checkpoints import DATA_DIR_CHECKPOINTS, OffsetCheckpoint
 from kafkalog.storage.files.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker
 from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpoint

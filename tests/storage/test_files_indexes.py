@@ -10,6 +10,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kafkalog.storage.errors import CorruptIndexError
 from kafkalog.storage.files.offset_index import (
     OffsetIndex,

@@ -11,6 +11,7 @@ import textwrap
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kafkalog.storage.codec.crc import crc32c
 from kafkalog.storage.errors import CorruptCheckpointError, CorruptRecordError, LockedError, LogDirError
 from kafkalog.storage.files.names import (

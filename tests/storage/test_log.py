@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from kafkalog.storage.describe import describe_partition
 from kafkalog.storage.errors import LogDirError
 from kafkalog.storage.files.checkpoints import write_offset_checkpoint

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from kafkalog.storage.config import LogConfig
 from kafkalog.storage.diff import diff_paths, iter_partition_records
 from kafkalog.storage.engine.migrate import MigrateOptions, migrate, read_checkpoints, set_topic_id

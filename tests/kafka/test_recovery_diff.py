@@ -27,21 +27,19 @@ A broker started on the repaired + flushed "crash" copy performs no recovery and
 
 from __future__ import annotations
 
-import filecmp
 import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from kafkalog.compat.conformance import compare_recovered_dirs as compare_dirs
+from kafkalog.compat.conformance import kill_during_produce
 from kafkalog.compat.errors import BrokerError
-from kafkalog.storage.files.checkpoints import read_offset_checkpoint
-from kafkalog.storage.files.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.storage.records import LogScanner
 
 pytestmark = pytest.mark.kafka
@@ -56,9 +54,6 @@ BROKER_PROPS = {
     "log.flush.offset.checkpoint.interval.ms": "500",
     "log.flush.start.offset.checkpoint.interval.ms": "500",
 }
-SEMANTIC = {".kafka_cleanshutdown", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-            "leader-epoch-checkpoint"}
-SKIP = {".lock", "replication-offset-checkpoint"}
 RECOVERY_LINES = ("Recovering unflushed segment", "no clean shutdown file was found")
 
 
@@ -78,7 +73,7 @@ def _kafkalog(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _produce_and_kill(version: str, work: Path) -> Path:
     from kafkalog.compat import jars
-    from kafkalog.compat.clients import Record, consume, create_topic, produce, producer
+    from kafkalog.compat.clients import Record, consume, create_topic, produce
 
     seg_key = "internal.segment.bytes" if jars.parse_version(version) >= (4, 1) else "segment.bytes"
     b = _broker(version, work / "data").start()
@@ -100,29 +95,7 @@ def _produce_and_kill(version: str, work: Path) -> Path:
         produce(b.bootstrap_servers, "txn", recs[400:450], idempotent=True, flush_every=10)
         consume(b.bootstrap_servers, "torn", client="confluent", group_id="g1", commit=True, count=600)
         time.sleep(2.0)  # recovery-point checkpoints written (every 500 ms)
-        stop = threading.Event()
-        sent = [0]
-
-        def background() -> None:
-            p = producer(b.bootstrap_servers, "confluent", idempotent=True, extra={"linger.ms": 0})
-            try:
-                while not stop.is_set():
-                    p._p.produce("killed", value=b"during-kill-%d" % sent[0], partition=sent[0] % 2)
-                    p._p.poll(0)
-                    sent[0] += 1
-                    if sent[0] % 20 == 0:
-                        time.sleep(0.005)
-            except Exception:  # the broker went away (BufferError when the queue fills)
-                pass
-            finally:
-                p.abandon()
-
-        th = threading.Thread(target=background, daemon=True)
-        th.start()
-        time.sleep(1.5)
-        b.kill()
-        stop.set()
-        th.join(10)
+        kill_during_produce(b, "killed", partitions=2, seconds=1.5)
     finally:
         b.close()
     (work / "data" / ".lock").unlink(missing_ok=True)
@@ -192,56 +165,6 @@ DAMAGES = {"crash": _damage_crash, "checkpoint": _damage_checkpoint, "metadata":
 
 
 # ------------------------------------------------------------------------------------------ comparing
-
-
-def _files(root: Path) -> dict[str, Path]:
-    out = {}
-    for dp, dns, fns in os.walk(root):
-        dns[:] = [x for x in dns if not x.startswith("__cluster_metadata")]
-        for f in fns:
-            # ``.deleted``: logically gone, physically removed file.delete.delay.ms later or at the next load
-            if f in SKIP or f.endswith(".deleted") or f == "bootstrap.checkpoint":
-                continue
-            p = Path(dp) / f
-            out[str(p.relative_to(root))] = p
-    return out
-
-
-def _leo(pdir: Path) -> int:
-    segs = _segments(pdir)
-    nxt = int(segs[-1].stem)
-    for b in LogScanner(memoryview(segs[-1].read_bytes())):
-        nxt = b.next_offset
-    return nxt
-
-
-def compare_dirs(a: Path, b: Path) -> list[str]:
-    """Differences between a broker-recovered dir ``a`` and a kafkalog-repaired dir ``b`` (see module doc)."""
-    fa, fb = _files(a), _files(b)
-    problems = [f"only in broker's copy: {k}" for k in sorted(set(fa) - set(fb))]
-    problems += [f"only in kafkalog's copy: {k}" for k in sorted(set(fb) - set(fa))]
-    for k in sorted(set(fa) & set(fb)):
-        name = Path(k).name
-        if name not in SEMANTIC:
-            if not filecmp.cmp(fa[k], fb[k], shallow=False):
-                problems.append(f"{k}: bytes differ ({fa[k].stat().st_size} vs {fb[k].stat().st_size})")
-        elif name == ".kafka_cleanshutdown":
-            ja, jb = json.loads(fa[k].read_text()), json.loads(fb[k].read_text())
-            if ja.get("version") != jb.get("version"):
-                problems.append(f"{k}: {ja} vs {jb}")
-        elif name == "leader-epoch-checkpoint":
-            ea = read_leader_epoch_checkpoint(fa[k]).entries
-            eb = read_leader_epoch_checkpoint(fb[k]).entries
-            leo = _leo(fb[k].parent)
-            while len(ea) > len(eb) and ea[-1].start_offset == leo:
-                ea = ea[:-1]  # the epoch the restarted broker became leader with
-            if ea != eb:
-                problems.append(f"{k}: {ea} vs {eb}")
-        else:
-            ca, cb = read_offset_checkpoint(fa[k]), read_offset_checkpoint(fb[k])
-            if ca.to_dict() != cb.to_dict() or len(ca.entries) != len(cb.entries):
-                problems.append(f"{k}: {sorted(ca.to_dict().items())} vs {sorted(cb.to_dict().items())}")
-    return problems
 
 
 def _read_all(bootstrap: str) -> dict[str, list[tuple]]:

@@ -12,6 +12,7 @@ generation is I/O bound. Each figure is the median of ``--runs`` runs, data in p
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -50,7 +51,22 @@ def generate(root: Path, gib: float) -> int:
     return total
 
 
-def spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
+def spark_rate(root: Path, master: str, runs: int, n: int, pin: bool = True) -> list[float]:
+    """Records/s of a full-schema scan on ``master``, measured in a fresh process (PySpark keeps one gateway
+    JVM per Python process, so each master needs its own). With ``pin``, that process, its Spark JVM and the
+    Python workers are confined to as many cores as the master has task slots (``taskset``): unpinned, the
+    JVM side of ``local[1]`` runs on the spare core and ``local[1]`` is not one core."""
+    cores = int(master[6:-1]) if master.startswith("local[") and master[6:-1].isdigit() else None
+    cmd = [sys.executable, __file__, "--child", master, str(root), str(runs), str(n)]
+    if pin and cores:
+        cmd = ["taskset", "-c", ",".join(str(c) for c in sorted(os.sched_getaffinity(0))[:cores]), *cmd]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"spark run on {master} failed (exit {p.returncode})")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
     from pyspark.sql import functions as F
 
     from kafkalog.tools.spark import session
@@ -72,7 +88,7 @@ def spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
             times.append(time.perf_counter() - t)
             assert row.n == n, (row.n, n)
         print(f"  {master}: input partitions {df.rdd.getNumPartitions()}, runs {[round(x, 2) for x in times]} s",
-              flush=True)
+              flush=True, file=sys.stderr)
         return [n / x for x in times]
     finally:
         spark.stop()
@@ -114,7 +130,17 @@ def main() -> int:
     ap.add_argument("--dir", help="where to generate (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the generated dir")
     ap.add_argument("--skip-dump", action="store_true", help="skip the kafkalog dump figure")
+    ap.add_argument("--no-pin", dest="pin", action="store_false",
+                    help="do not confine local[N] runs to N cores (the JVM then borrows the spare core)")
+    ap.add_argument("--child", nargs=4, metavar=("MASTER", "ROOT", "RUNS", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        master, root_s, runs_s, n_s = args.child
+        from kafkalog.tools.spark import ensure_worker_python as _ewp
+
+        _ewp()
+        print(json.dumps(_spark_rate(Path(root_s), master, int(runs_s), int(n_s))))
+        return 0
     from kafkalog.tools.spark import ensure_worker_python
 
     ensure_worker_python()
@@ -124,8 +150,9 @@ def main() -> int:
         n = generate(root, args.scale)
         size = sum(p.stat().st_size for p in root.rglob("*.log"))
         print(f"generated {n:,} records, {size / 1e9:.2f} GB in {time.perf_counter() - t:.1f} s ({root})", flush=True)
-        r1 = statistics.median(spark_rate(root, "local[1]", args.runs, n))
-        r2 = statistics.median(spark_rate(root, "local[2]", args.runs, n))
+        print(f"cores: {'pinned (local[N] gets N cores)' if args.pin else 'not pinned'}", flush=True)
+        r1 = statistics.median(spark_rate(root, "local[1]", args.runs, n, args.pin))
+        r2 = statistics.median(spark_rate(root, "local[2]", args.runs, n, args.pin))
         rin = statistics.median(inprocess_rate(root, args.runs, n))
         print(f"in-process scan (1 core, no Spark): {rin / 1e6:.3f} M records/s ({rin * size / n / 1e6:.0f} MB/s)")
         print(f"spark local[1]: {r1 / 1e6:.3f} M records/s ({r1 * size / n / 1e6:.0f} MB/s)")

@@ -3,7 +3,7 @@ PY ?= python3
 PIP ?= $(PY) -m pip
 KAFKA_VERSIONS ?=
 
-.PHONY: quickstart test install install-test kafka-jars lint fuzz bench
+.PHONY: quickstart test test-older install install-test kafka-jars lint fuzz bench
 
 ## quickstart: install kafkalog and run its main job (verify + describe) on the bundled real-Kafka fixtures
 quickstart:
@@ -12,7 +12,14 @@ quickstart:
 
 ## test: install everything the tests need (Python packages, Kafka jars through Maven, Spark) and run them
 test: install-test kafka-jars
+	$(MAKE) test-older
 	$(PY) -m pytest
+
+## test-older: the older Kafka line (2.8.2, ZooKeeper mode, on the same JDK 17): harness + conformance
+test-older:
+	$(PY) -m kafkalog.compat.jars 2.8.2
+	KAFKALOG_KAFKA_VERSIONS=2.8.2 $(PY) -m pytest -m kafka tests/kafka/test_kafka_harness.py
+	$(PY) -m kafkalog.tools.cli conformance --kafka 2.8.2 --mode zk
 
 install:
 	$(PIP) install -q -e .

@@ -9,14 +9,8 @@ from typing import Any
 
 from .codec.compression import codec_name
 from .errors import KafkaLogError
-from .files.checkpoints import (
-    CLEANER_OFFSET_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-)
 from .log import PartitionLog
-from .verify import _AUTO, _partition_checkpoints
+from .verify import _AUTO, _open_partition_log
 
 
 def _codec(c: int) -> str:
@@ -43,15 +37,7 @@ def describe_partition(
     if isinstance(path, PartitionLog):
         log, own = path, False
     else:
-        p = Path(path)
-        values = _partition_checkpoints(p) if checkpoints is _AUTO else checkpoints
-        log = PartitionLog(
-            p,
-            log_start_offset_checkpoint=values.get(LOG_START_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
-            recovery_point=values.get(RECOVERY_POINT_CHECKPOINT),  # type: ignore[union-attr]
-            high_watermark=values.get(REPLICATION_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
-            clean_point=values.get(CLEANER_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
-        )
+        log = _open_partition_log(Path(path), checkpoints)
         own = True
     errors: list[str] = []
     try:
@@ -130,8 +116,7 @@ def describe_paths(paths: list[str | os.PathLike], *, scan: bool = True) -> Iter
     """``kafkalog describe``: one description per partition (:func:`describe_partition`) of every data dir or
     partition dir in ``paths``, in directory order. A path that is neither gives an object with ``dataDir``,
     ``dir`` and ``errors`` only."""
-    from .logdir import DataDir
-    from .verify import classify_path
+    from .logdir import DataDir, classify_path
 
     for raw in paths:
         p = Path(raw)

@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import LogDirError
-from .log import parse_topic_partition_name
+from .files.names import segment_log_files
+from .logdir import is_partition_dir, live_partition_name, resolve_partition_dirs
 from .records import iter_batches
 
 LEVELS = ("bytes", "batches", "records")
-#: Sub-directories of a data dir that are not partition logs.
-NON_PARTITION_DIRS = ("remote-log-index-cache",)
 _CHUNK = 1 << 20
 
 
@@ -40,50 +39,13 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
 
     ``-delete``/``-future``/``-stray`` directories are not live logs and give None.
     """
-    try:
-        tp = parse_topic_partition_name(name)
-    except LogDirError:
-        return None
-    return (tp.topic, tp.partition) if tp.kind == "live" else None
-
-
-def is_partition_dir(path: str | os.PathLike) -> bool:
-    p = Path(path)
-    return p.is_dir() and parse_partition_dir_name(p.name) is not None and (
-        any(p.glob("*.log")) or (p / "partition.metadata").exists() or (p / "leader-epoch-checkpoint").exists()
-    )
+    tp = live_partition_name(name)
+    return None if tp is None else (tp.topic, tp.partition)
 
 
 def partition_dirs(path: str | os.PathLike, topics: set[str] | None = None) -> list[Path]:
-    """The live partition dirs under ``path``: itself when it is a partition dir, else its sub-directories whose
-    names parse as ``<topic>-<partition>`` (sorted by topic, then partition)."""
-    p = Path(path)
-    if not p.exists():
-        raise LogDirError("no such directory", str(p))
-    if not p.is_dir():
-        raise LogDirError("not a directory", str(p))
-    parsed = parse_partition_dir_name(p.name)
-    if parsed is not None and (any(p.glob("*.log")) or not any(c.is_dir() for c in p.iterdir())):
-        return [p] if topics is None or parsed[0] in topics else []
-    out = []
-    for c in p.iterdir():
-        if not c.is_dir() or c.name in NON_PARTITION_DIRS:
-            continue
-        tp = parse_partition_dir_name(c.name)
-        if tp is None or (topics is not None and tp[0] not in topics):
-            continue
-        out.append((tp, c))
-    return [c for _, c in sorted(out, key=lambda x: x[0])]
-
-
-def segment_files(partition_dir: str | os.PathLike) -> list[Path]:
-    """The ``<20 digits>.log`` files of a partition dir, ascending base offset (temp suffixes excluded)."""
-    out = []
-    for f in Path(partition_dir).glob("*.log"):
-        stem = f.name[:-4]
-        if stem.isdigit():
-            out.append((int(stem), f))
-    return [f for _, f in sorted(out)]
+    """The live partition dirs under ``path`` (:func:`~kafkalog.storage.logdir.resolve_partition_dirs`)."""
+    return resolve_partition_dirs(path, topics)
 
 
 @contextmanager
@@ -163,7 +125,7 @@ class BatchInfo:
 
 def iter_partition_batches(partition_dir: str | os.PathLike) -> Iterator[BatchInfo]:
     """Every complete batch of every segment (copied out of the mmap, so nothing outlives it)."""
-    for seg in segment_files(partition_dir):
+    for seg in segment_log_files(partition_dir):
         with mapped(seg) as mm:
             for b in iter_batches(mm, path=str(seg)):
                 info = BatchInfo(seg.name, b.position, b.base_offset, b.last_offset, b.magic, bytes(b.buf))
@@ -176,7 +138,7 @@ RecordKey = tuple  # (offset, timestamp, key, value, headers, segment, position)
 
 def iter_partition_records(partition_dir: str | os.PathLike) -> Iterator[tuple]:
     """``(offset, timestamp, key, value, headers, segment, position)`` for every record (control records too)."""
-    for seg in segment_files(partition_dir):
+    for seg in segment_log_files(partition_dir):
         with mapped(seg) as mm:
             for b in iter_batches(mm, path=str(seg)):
                 pos = b.position
@@ -376,9 +338,7 @@ def _diff_records(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int) -> 
 
 def _roots(a: Path, b: Path) -> tuple[str, list[tuple[str, Path | None, Path | None]]]:
     """Pair up the partitions of A and B: ``(kind, [(relative name, partition dir A, partition dir B)])``."""
-    a_is_p = parse_partition_dir_name(a.name) is not None and any(a.glob("*.log"))
-    b_is_p = parse_partition_dir_name(b.name) is not None and any(b.glob("*.log"))
-    if a_is_p or b_is_p:
+    if is_partition_dir(a) or is_partition_dir(b):
         return "partition", [(a.name if a.name == b.name else f"{a.name}|{b.name}", a, b)]
     pa = {p.name: p for p in partition_dirs(a)}
     pb = {p.name: p for p in partition_dirs(b)}
@@ -452,5 +412,4 @@ def _diff_segment_files(fa: Path, fb: Path, res: DiffResult, limit: int) -> Diff
 __all__ = [
     "BatchInfo", "DiffResult", "Difference", "LEVELS", "diff_paths", "is_partition_dir",
     "iter_partition_batches", "iter_partition_records", "mapped", "parse_partition_dir_name", "partition_dirs",
-    "segment_files",
 ]

@@ -8,7 +8,7 @@ hides the rest of the directory.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
 from .errors import KafkaLogError, LogDirError
@@ -23,9 +23,12 @@ from .files.checkpoints import (
 )
 from .files.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker, read_clean_shutdown
 from .files.findings import Finding, error, info, warning
+from .files.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from .files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
+from .files.names import INDEX_SUFFIXES, LOG_FILE_SUFFIX, PRODUCER_SNAPSHOT_FILE_SUFFIX
+from .files.partition_metadata import PARTITION_METADATA_FILE
 from .lock import LOCK_FILE_NAME, LockStatus, lock_status
-from .log import METADATA_TOPIC, PartitionLog, TopicPartitionDir, parse_topic_partition_name
+from .log import METADATA_TOPIC, PartitionLog, TopicPartitionDir, _inside, parse_topic_partition_name
 
 REMOTE_LOG_INDEX_CACHE = "remote-log-index-cache"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
@@ -39,12 +42,97 @@ KNOWN_TOP_FILES = {
 }
 
 
-def _inside(path: Path, root: Path) -> bool:
+_PARTITION_FILE_SUFFIXES = (LOG_FILE_SUFFIX, *INDEX_SUFFIXES, PRODUCER_SNAPSHOT_FILE_SUFFIX)
+_PARTITION_FILES = (PARTITION_METADATA_FILE, LEADER_EPOCH_CHECKPOINT)
+
+
+# ---- resolving user paths ------------------------------------------------------------------------------------
+def classify_path(path: str | os.PathLike) -> str:
+    """``"dataDir"``, ``"partition"`` or ``"file"``: what a command argument is.
+
+    A directory holding segment, index or snapshot files, ``partition.metadata`` or
+    ``leader-epoch-checkpoint`` is a partition directory; any other directory is a data dir (a dir called
+    ``kafka-logs-0`` parses as a topic-partition name, so the name alone cannot decide)."""
+    p = Path(path)
+    if not p.is_dir():
+        return "file"
     try:
-        path.resolve().relative_to(root.resolve())
-        return True
-    except (ValueError, OSError):
-        return False
+        with os.scandir(p) as it:
+            for e in it:
+                n = e.name
+                if n in _PARTITION_FILES or n.endswith(_PARTITION_FILE_SUFFIXES):
+                    return "partition"
+    except OSError:
+        return "dataDir"
+    return "dataDir"
+
+
+def live_partition_name(name: str) -> TopicPartitionDir | None:
+    """The parsed name of a live partition dir; None for ``-delete``/``-future``/``-stray`` dirs and for names
+    that are not ``<topic>-<partition>``."""
+    try:
+        tp = parse_topic_partition_name(name)
+    except LogDirError:
+        return None
+    return tp if tp.kind == "live" else None
+
+
+def is_partition_dir(path: str | os.PathLike) -> bool:
+    """A live partition directory: its name parses as ``<topic>-<partition>`` and it holds partition files
+    (:func:`classify_path`)."""
+    p = Path(path)
+    return live_partition_name(p.name) is not None and classify_path(p) == "partition"
+
+
+def list_partition_dirs(data_dir: str | os.PathLike, *, kinds: tuple[str, ...] = ("live",),
+                        include_metadata: bool = True) -> list[tuple[Path, TopicPartitionDir]]:
+    """The sub-directories of a data dir whose names parse as partition dirs of one of ``kinds``
+    (``live``, ``future``, ``delete``, ``stray``), sorted by topic, then partition."""
+    out = []
+    with os.scandir(data_dir) as it:
+        for e in it:
+            if not e.is_dir() or e.name == REMOTE_LOG_INDEX_CACHE:
+                continue
+            try:
+                tp = parse_topic_partition_name(e.name)
+            except LogDirError:
+                continue
+            if tp.kind not in kinds or (not include_metadata and tp.topic == METADATA_TOPIC):
+                continue
+            out.append((Path(e.path), tp))
+    out.sort(key=lambda x: (x[1].topic, x[1].partition, x[0].name))
+    return out
+
+
+def resolve_partition_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike], topics: Collection[str] | None = None,
+                           *, include_metadata: bool = True) -> list[Path]:
+    """The live partition dirs a command argument names: the path itself when it is a partition dir
+    (:func:`is_partition_dir`), else its live partition sub-directories (sorted by topic, then partition;
+    ``__cluster_metadata`` only if ``include_metadata``). ``topics`` keeps only those topics.
+    :class:`LogDirError` for a path that is missing or not a directory."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            raise LogDirError("no such directory", str(p))
+        if not p.is_dir():
+            raise LogDirError("not a directory", str(p))
+        tp = live_partition_name(p.name)
+        if tp is not None and classify_path(p) == "partition":
+            if topics is None or tp.topic in topics:
+                out.append(p)
+            continue
+        out.extend(c for c, tp in list_partition_dirs(p, include_metadata=include_metadata)
+                   if topics is None or tp.topic in topics)
+    return out
+
+
+def data_dir_of(path: str | os.PathLike) -> Path:
+    """The data dir holding ``path`` (a partition dir's parent, else ``path`` itself), resolved."""
+    p = Path(path).resolve()
+    return p.parent if is_partition_dir(p) else p
 
 
 class DataDir:

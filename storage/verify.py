@@ -35,7 +35,7 @@ from .files.names import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUF
 from .files.producer_snapshot import read_producer_snapshot
 from .files.segment import Segment
 from .log import METADATA_TOPIC, PartitionLog
-from .logdir import DataDir, DataDirs
+from .logdir import DataDir, DataDirs, classify_path
 from .records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker
 
 __all__ = [
@@ -380,6 +380,19 @@ def _partition_checkpoints(path: Path) -> dict[str, int | None]:
 _AUTO = object()
 
 
+def _open_partition_log(path: Path, checkpoints: dict[str, int | None] | object) -> PartitionLog:
+    """A :class:`PartitionLog` of ``path`` given its data dir's checkpoint values (read from the parent dir when
+    ``checkpoints`` is ``_AUTO``)."""
+    values = _partition_checkpoints(path) if checkpoints is _AUTO else checkpoints
+    return PartitionLog(
+        path,
+        log_start_offset_checkpoint=values.get(LOG_START_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
+        recovery_point=values.get(RECOVERY_POINT_CHECKPOINT),  # type: ignore[union-attr]
+        high_watermark=values.get(REPLICATION_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
+        clean_point=values.get(CLEANER_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
+    )
+
+
 def verify_partition(
     path: str | os.PathLike | PartitionLog,
     deep: bool = False,
@@ -396,16 +409,8 @@ def verify_partition(
         log = path
         own = False
     else:
-        p = Path(path)
         try:
-            values = _partition_checkpoints(p) if checkpoints is _AUTO else checkpoints
-            log = PartitionLog(
-                p,
-                log_start_offset_checkpoint=values.get(LOG_START_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
-                recovery_point=values.get(RECOVERY_POINT_CHECKPOINT),  # type: ignore[union-attr]
-                high_watermark=values.get(REPLICATION_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
-                clean_point=values.get(CLEANER_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
-            )
+            log = _open_partition_log(Path(path), checkpoints)
         except KafkaLogError as e:
             return [error(e.path or path, e.position, "layout", e.reason)]
         own = True
@@ -677,29 +682,6 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         return self.errors == 0
-
-
-_PARTITION_FILES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
-
-
-def classify_path(path: str | os.PathLike) -> str:
-    """``"dataDir"``, ``"partition"`` or ``"file"`` (what ``verify``/``describe`` do with a path).
-
-    A directory holding segment files, ``partition.metadata`` or ``leader-epoch-checkpoint`` is a partition
-    directory; any other directory is a data dir (a dir called ``kafka-logs-0`` parses as a topic-partition
-    name, so the name alone cannot decide)."""
-    p = Path(path)
-    if not p.is_dir():
-        return "file"
-    try:
-        with os.scandir(p) as it:
-            for e in it:
-                n = e.name
-                if n in ("partition.metadata", "leader-epoch-checkpoint") or n.endswith(_PARTITION_FILES):
-                    return "partition"
-    except OSError:
-        return "dataDir"
-    return "dataDir"
 
 
 def partition_bytes(path: str | os.PathLike) -> int:

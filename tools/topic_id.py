@@ -6,9 +6,10 @@ import argparse
 import json
 import sys
 
-from kafkalog.storage.diff import parse_partition_dir_name, partition_dirs
 from kafkalog.storage.engine.migrate import new_topic_id, set_topic_id
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
+from kafkalog.storage.log import parse_topic_partition_name
+from kafkalog.storage.logdir import resolve_partition_dirs
 
 HELP = "show or set partitions' topic ids (partition.metadata)"
 DESCRIPTION = """\
@@ -35,8 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     topics = {t for t in args.topics.split(",") if t} if args.topics else None
-    pdirs = partition_dirs(args.path, topics)
-    if args.set is not None and len({parse_partition_dir_name(p.name)[0] for p in pdirs}) > 1:  # type: ignore[index]
+    pdirs = resolve_partition_dirs(args.path, topics)
+    if args.set is not None and len({parse_topic_partition_name(p.name).topic for p in pdirs}) > 1:
         print("kafkalog topic-id: error: --set applies to one topic; select it with --topics", file=sys.stderr)
         return 2
     new = new_topic_id() if args.set == "random" else args.set

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..codec.varint import write_uvarint
+from ..codec.varint import read_uvarint, write_uvarint
 from ..errors import CorruptRecordError
 from .common import ZERO_UUID, b64, to_int16, to_int32, uuid_to_kafka_str
 
@@ -315,31 +315,29 @@ class _Reader:
             raise _kafka_error(f"{what}: needs {n} byte(s), only {self.e - self.p} remain", self.p, "null")
 
     def uvarint(self) -> int:
-        """``ByteUtils.readUnsignedVarint``: at most 5 bytes, the 5th contributes ``(signed byte) << 28``."""
+        """``ByteUtils.readUnsignedVarint`` (:func:`~kafkalog.storage.codec.varint.read_uvarint`): at most 5
+        bytes, the 5th contributes ``(signed byte) << 28``."""
         b, p, e = self.b, self.p, self.e
         if p < e and b[p] < 0x80:
             self.p = p + 1
             return b[p]
-        start = p
-        result = 0
-        for shift in (0, 7, 14, 21):
-            if p >= e:
-                raise _kafka_error("varint runs past the end", start, "null")
-            x = b[p]
-            p += 1
-            if x < 0x80:
-                self.p = p
-                return result | (x << shift)
-            result |= (x & 0x7F) << shift
-        if p >= e:
-            raise _kafka_error("varint runs past the end", start, "null")
-        x = b[p]
-        result = (result | ((x - 256 if x >= 0x80 else x) << 28)) & 0xFFFFFFFF
-        if x >= 0x80:
-            raise _kafka_error("varint is longer than 5 bytes", start, "Varint is too long, the most significant "
-                               f"bit in the 5th byte is set, converted value: {result:x}")
-        self.p = p + 1
-        return result
+        try:
+            v, self.p = read_uvarint(b, p, e)
+        except CorruptRecordError:
+            raise _uvarint_error(b, p, e) from None
+        return v
+
+
+def _uvarint_error(b: bytes | bytearray | memoryview, start: int, end: int) -> CorruptRecordError:
+    """The error for the bad unsigned varint at ``start``, with Kafka's message for the same bytes."""
+    if end - start < 5 or any(b[i] < 0x80 for i in range(start, start + 4)):
+        return _kafka_error("varint runs past the end", start, "null")
+    result = 0
+    for i in range(4):
+        result |= (b[start + i] & 0x7F) << (7 * i)
+    result = (result | ((b[start + 4] - 256) << 28)) & 0xFFFFFFFF
+    return _kafka_error("varint is longer than 5 bytes", start, "Varint is too long, the most significant "
+                        f"bit in the 5th byte is set, converted value: {result:x}")
 
 
 def _kafka_error(reason: str, position: int, kafka_reason: str | None = None) -> CorruptRecordError:

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import KafkaLogError, LogDirError
-from ..files.names import offset_from_file_name
+from ..files.names import offset_from_file_name, segment_log_files
 from ..files.time_index import TimeIndex
 from ..files.txn_index import TransactionIndex
+from ..log import parse_topic_partition_name
 from ..producer_state import ProducerStateManager
 from ..records.batch import NO_TIMESTAMP
 from ..records.reader import iter_batches
@@ -23,11 +24,12 @@ from .cleaner_txn import AbortedTxn
 
 
 def parse_partition_dir_name(name: str) -> tuple[str, int]:
-    """``<topic>-<partition>`` -> (topic, partition); LogDirError otherwise."""
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit():
-        raise LogDirError(f"not a partition directory name (expected <topic>-<partition>): {name!r}")
-    return topic, int(part)
+    """``<topic>-<partition>`` of a live partition dir -> (topic, partition); LogDirError otherwise
+    (:func:`~kafkalog.storage.log.parse_topic_partition_name`; ``-delete``/``-future``/``-stray`` are refused)."""
+    tp = parse_topic_partition_name(name)
+    if tp.kind != "live":
+        raise LogDirError(f"not a live partition directory (a -{tp.kind} dir): {name!r}", name)
+    return tp.topic, tp.partition
 
 
 @dataclass
@@ -135,17 +137,11 @@ class PartitionView:
         self.path = Path(path)
         self.topic, self.partition = parse_partition_dir_name(self.path.name)
         segs = []
-        for p in self.path.iterdir():
-            if p.name.endswith(".log") and p.is_file():
-                try:
-                    base = offset_from_file_name(p.name)
-                except ValueError:
-                    continue
-                st = p.stat()
-                segs.append(SegmentView(base, p, st.st_size, st.st_mtime_ns))
+        for p in segment_log_files(self.path):
+            st = p.stat()
+            segs.append(SegmentView(offset_from_file_name(p.name), p, st.st_size, st.st_mtime_ns))
         if not segs:
             raise LogDirError("partition directory has no .log segment", str(self.path))
-        segs.sort(key=lambda s: s.base_offset)
         self.segments: list[SegmentView] = segs
         first = segs[0].base_offset
         self.log_start_offset = max(first, log_start_offset if log_start_offset is not None else first)

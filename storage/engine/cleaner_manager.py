@@ -9,9 +9,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..config import BrokerConfig, LogConfig, read_properties
-from ..errors import KafkaLogError, LogDirError
+from ..errors import KafkaLogError
+from ..files.names import segment_log_files
+from ..logdir import resolve_partition_dirs
 from ..records.reader import iter_batches
-from .cleaner_log import parse_partition_dir_name
 
 METADATA_DIR = "__cluster_metadata-0"
 
@@ -19,27 +20,7 @@ METADATA_DIR = "__cluster_metadata-0"
 def resolve_partitions(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, Path]]:
     """``(data dir, partition dir)`` for every path: a partition dir, or a data dir (all its partitions except
     ``__cluster_metadata`` and ``-delete``/``-stray``/``-future`` dirs)."""
-    out = []
-    for raw in paths:
-        p = Path(raw)
-        if not p.is_dir():
-            raise LogDirError("no such directory", str(p))
-        try:
-            parse_partition_dir_name(p.name)
-            if any(c.name.endswith(".log") for c in p.iterdir()):
-                out.append((p.parent, p))
-                continue
-        except LogDirError:
-            pass
-        for c in sorted(p.iterdir()):
-            if not c.is_dir() or c.name == METADATA_DIR or c.name.endswith(("-delete", "-stray", "-future")):
-                continue
-            try:
-                parse_partition_dir_name(c.name)
-            except LogDirError:
-                continue
-            out.append((p, c))
-    return out
+    return [(p.parent, p) for raw in paths for p in resolve_partition_dirs(raw, include_metadata=False)]
 
 
 def cluster_metadata_topic_configs(data_dir: Path) -> dict[str, dict[str, str]]:
@@ -52,7 +33,7 @@ def cluster_metadata_topic_configs(data_dir: Path) -> dict[str, dict[str, str]]:
     except ImportError:  # pragma: no cover - decoders ship with the package
         return {}
     records = []
-    for log in sorted(mdir.glob("*.log")):
+    for log in segment_log_files(mdir):
         data = log.read_bytes()
         for b in iter_batches(data, path=str(log)):
             if b.magic >= 2 and not b.is_control:

@@ -16,7 +16,8 @@ the records layer's careful decoder, which gives the verdict and a precise error
 
 from __future__ import annotations
 
-from ..codec.varint import write_varint, write_varlong
+from ..codec.varint import read_uvarint, read_uvarlong, write_varint, write_varlong
+from ..errors import CorruptRecordError
 from .cleaner_map import OffsetMap
 
 
@@ -48,27 +49,25 @@ def _skip_headers(data: bytes, p: int, rec_end: int) -> int:
 
 
 def _uvarint(data: bytes, p: int) -> tuple[int, int]:
-    b = data[p]
-    if b < 128:
-        return b, p + 1
-    b2 = data[p + 1]
-    if 0 < b2 < 128:
-        return (b & 127) | (b2 << 7), p + 2
-    raise Slow
+    """An unsigned varint of 1 or 2 bytes in its shortest form (anything else: :class:`Slow`)."""
+    try:
+        v, q = read_uvarint(data, p)
+    except CorruptRecordError:
+        raise Slow from None
+    if q - p > 2 or (q - p == 2 and data[p + 1] == 0):
+        raise Slow
+    return v, q
 
 
 def _long_uvarint(data: bytes, p: int) -> tuple[int, int]:
-    """An unsigned varint of up to 10 bytes (a varlong) in its shortest form."""
-    v = shift = 0
-    for i in range(10):
-        b = data[p + i]
-        v |= (b & 127) << shift
-        if b < 128:
-            if b == 0 and i:
-                raise Slow
-            return v, p + i + 1
-        shift += 7
-    raise Slow
+    """An unsigned varint of up to 10 bytes (a varlong) in its shortest form (anything else: :class:`Slow`)."""
+    try:
+        v, q = read_uvarlong(data, p)
+    except CorruptRecordError:
+        raise Slow from None
+    if q - p > 1 and data[q - 1] == 0:
+        raise Slow
+    return v, q
 
 
 _ZZ = tuple((b >> 1) ^ -(b & 1) for b in range(128))  # zig-zag value of a one-byte varint

@@ -32,10 +32,13 @@ from pathlib import Path
 
 from ..codec.compression import CODEC_IDS, CODEC_NAMES
 from ..codec.crc import crc32c
-from ..diff import mapped, parse_partition_dir_name, partition_dirs, segment_files
+from ..codec.varint import write_varint
+from ..diff import mapped
 from ..errors import ConfigError, CorruptRecordError, KafkaLogError
+from ..files.names import offset_from_file_name, segment_log_files
 from ..files.offset_index import OffsetIndexBuilder
 from ..files.time_index import TimeIndexBuilder
+from ..logdir import data_dir_of, resolve_partition_dirs
 from ..records import CREATE_TIME, LOG_APPEND_TIME, LegacyBatch, LogScanner, RecordBatch, build_batch, rebuild
 from ..records.record import Record
 from .plan import Action, Backup, Plan, data_dir_lock
@@ -104,15 +107,6 @@ _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _U32 = struct.Struct(">I")
 
 
-def _varint(n: int, out: bytearray) -> None:
-    v = (n << 1) ^ (n >> 31)
-    v &= 0xFFFFFFFF
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
 def plain_legacy_to_v2(batch: LegacyBatch) -> bytes:
     """Fast path of :func:`convert_legacy` for an uncompressed v0/v1 message (same bytes, no Record objects)."""
     m = batch.message()
@@ -123,11 +117,11 @@ def plain_legacy_to_v2(batch: LegacyBatch) -> bytes:
         if f is None:
             body.append(0x01)
         else:
-            _varint(len(f), body)
+            write_varint(len(f), body)
             body += f
     body.append(0x00)  # no headers
     out = bytearray(61)
-    _varint(len(body), out)
+    write_varint(len(body), out)
     out += body
     _V2_HEADER.pack_into(out, 0, m.offset, len(out) - 12, batch.partition_leader_epoch, 2, 0,
                          0x08 if log_append else 0, 0, ts, ts, -1, -1, -1, 1)
@@ -283,7 +277,7 @@ def convert_segment(log_path: str | os.PathLike, opts: ConvertOptions, *, swap: 
     """Convert one segment in place (crash-safe). Returns what was written."""
     log_path = Path(log_path)
     pdir = log_path.parent
-    base = int(log_path.name[:-4])
+    base = offset_from_file_name(log_path.name)
     size = log_path.stat().st_size
     st = log_path.stat()
     writers: list[_Writer] = [_Writer(pdir, base, opts)]
@@ -391,8 +385,8 @@ def audit(paths: Iterable[str | os.PathLike], *, topics: set[str] | None = None,
           only_legacy: bool = True) -> Iterator[SegmentAudit]:
     """Segments (of every partition under ``paths``) still holding v0/v1 batches (all with ``only_legacy=False``)."""
     for root in paths:
-        for pdir in partition_dirs(root, topics):
-            for seg in segment_files(pdir):
+        for pdir in resolve_partition_dirs(root, topics):
+            for seg in segment_log_files(pdir):
                 a = audit_segment(seg)
                 if a.legacy or not only_legacy:
                     yield a
@@ -421,14 +415,12 @@ def plan_convert(paths: Iterable[str | os.PathLike], opts: ConvertOptions | None
     plan = Plan("convert", ", ".join(str(p) for p in paths))
     what = f"v{opts.to_magic}" + (f", codec {CODEC_NAMES[opts.codec]}" if opts.codec is not None else "")
     for root in paths:
-        for pdir in partition_dirs(root, topics):
-            if parse_partition_dir_name(pdir.name) is None:
-                continue
-            for seg in segment_files(pdir):
+        for pdir in resolve_partition_dirs(root, topics):
+            for seg in segment_log_files(pdir):
                 need, n, nbytes = _segment_needs(seg, opts)
                 if not need:
                     continue
-                base = int(seg.name[:-4])
+                base = offset_from_file_name(seg.name)
                 files = [str(pdir / offset_file_name(base, s)) for s in (".log", ".index", ".timeindex", ".txnindex")
                          if (pdir / offset_file_name(base, s)).exists()]
                 plan.add(Action(
@@ -437,12 +429,6 @@ def plan_convert(paths: Iterable[str | os.PathLike], opts: ConvertOptions | None
                     files=files, bytes=nbytes,
                     apply=lambda seg=seg: convert_segment(seg, opts)))
     return plan
-
-
-def data_dir_of(path: str | os.PathLike) -> Path:
-    """The data dir holding ``path`` (a partition dir's parent, else ``path`` itself)."""
-    p = Path(path).resolve()
-    return p.parent if parse_partition_dir_name(p.name) is not None and any(p.glob("*.log")) else p
 
 
 @dataclass

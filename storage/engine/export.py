@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ..diff import parse_partition_dir_name, partition_dirs
+from ..diff import parse_partition_dir_name
 from ..errors import KafkaLogError
 from ..log import PartitionLog
+from ..logdir import resolve_partition_dirs
 from ..records.batch import increment_sequence
 
 EXPORT_COLUMNS: list[tuple[str, str]] = [
@@ -149,7 +150,7 @@ def iter_export_rows(paths: Iterable[str | os.PathLike], flt: ExportFilter | Non
     """Every record (as a row dict) of every partition under ``paths``, partition by partition, in offset order."""
     flt = flt or ExportFilter()
     for root in paths:
-        for pdir in partition_dirs(root, flt.topics):
+        for pdir in resolve_partition_dirs(root, flt.topics):
             if stats is not None:
                 stats.partitions += 1
             for head, recs in iter_partition_batches(pdir, flt, stats):
@@ -272,7 +273,7 @@ def export_parquet(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLik
     schema = arrow_schema()
     stats = ExportStats()
     for root in paths:
-        for pdir in partition_dirs(root, flt.topics):
+        for pdir in resolve_partition_dirs(root, flt.topics):
             stats.partitions += 1
             target = out / f"{pdir.name}.parquet"
             tmp = target.with_name(target.name + ".tmp")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..atomic import fsync_dir
 from ..config import LogConfig
-from ..errors import CorruptCheckpointError, CorruptRecordError, LogDirError
+from ..errors import CorruptCheckpointError, CorruptRecordError
 from ..files.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -34,7 +34,7 @@ from ..files.clean_shutdown import (
     write_clean_shutdown,
 )
 from ..files.names import index_file_name, log_file_name, time_index_file_name, txn_index_file_name
-from ..log import parse_topic_partition_name
+from ..logdir import list_partition_dirs
 from ..producer_state import ProducerStateManager
 from ..records import LogScanner
 from .recovery import _Log, _trim_active_indexes, rebuild_producer_state, segment_bases
@@ -71,18 +71,8 @@ class DataDirFlush:
 def partition_dirs(data_dir: str | os.PathLike) -> list[tuple[Path, str, int]]:
     """Live partition dirs of a data dir (``-delete``/``-stray`` dirs and the KRaft metadata log are not
     listed in the dir's checkpoints). ``-future`` logs are included, as in ``LogManager``."""
-    out = []
-    for entry in sorted(os.scandir(data_dir), key=lambda e: e.name):
-        if not entry.is_dir() or entry.name == "remote-log-index-cache":
-            continue
-        try:
-            tp = parse_topic_partition_name(entry.name)
-        except LogDirError:
-            continue
-        if tp.kind in ("delete", "stray") or tp.topic == METADATA_TOPIC:
-            continue
-        out.append((Path(entry.path), tp.topic, tp.partition))
-    return out
+    return [(p, tp.topic, tp.partition)
+            for p, tp in list_partition_dirs(data_dir, kinds=("live", "future"), include_metadata=False)]
 
 
 def read_checkpoint_or_empty(path: Path, notes: list[str] | None = None) -> dict[tuple[str, int], int]:

@@ -21,6 +21,7 @@ from typing import Any
 from ..codec.compression import CODEC_IDS
 from ..errors import ConfigError, CorruptRecordError, LogDirError
 from ..files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from ..files.names import segment_log_files
 from ..records import CREATE_TIME, LOG_APPEND_TIME, build_batch
 from ..records.record import Record
 from .export import iter_parquet_rows, row_from_json
@@ -124,7 +125,7 @@ def _group(rows: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[tuple[str, li
 
 
 def _has_data(pdir: Path) -> bool:
-    return any(f.stat().st_size > 0 for f in pdir.glob("*.log"))
+    return any(f.stat().st_size > 0 for f in segment_log_files(pdir))
 
 
 def import_files(files: Iterable[str | os.PathLike], data_dir: str | os.PathLike, *, topic: str | None = None,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import fsync_dir
-from ..diff import mapped, parse_partition_dir_name, partition_dirs, segment_files
+from ..diff import mapped
 from ..errors import ConfigError, LogDirError
 from ..files._java import ZERO_UUID, uuid_from_string, uuid_to_string
 from ..files.checkpoints import (
@@ -54,6 +54,7 @@ from ..files.meta_properties import (
     read_meta_properties,
     write_meta_properties,
 )
+from ..files.names import offset_from_file_name, segment_log_files
 from ..files.partition_metadata import (
     PARTITION_METADATA_FILE,
     read_partition_metadata,
@@ -61,6 +62,8 @@ from ..files.partition_metadata import (
 )
 from ..files.rebuild import rebuild_indexes_recovery
 from ..files.txn_index import TransactionIndex, read_txn_index
+from ..log import parse_topic_partition_name
+from ..logdir import resolve_partition_dirs
 from ..records import LogScanner
 from .plan import Backup, data_dir_lock
 from .swap import offset_file_name
@@ -274,8 +277,8 @@ def _stage_partition(src: Path, stage: Path, topic: str, partition: int, opts: M
                      src_tp: tuple[str, int]) -> PartitionMigration:
     """Assemble the migrated partition in ``stage`` (fsynced). Nothing outside ``stage`` is written."""
     cps = _source_checkpoints(src)
-    segs = segment_files(src)
-    bases = [int(s.name[:-4]) for s in segs]
+    segs = segment_log_files(src)
+    bases = [offset_from_file_name(s.name) for s in segs]
     first_base = bases[0] if bases else 0
     src_lso = max(cps[LOG_START_OFFSET_CHECKPOINT].get(src_tp, first_base), first_base)
     lso = max(src_lso, opts.from_offset if opts.from_offset is not None else src_lso)
@@ -375,10 +378,10 @@ def migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: MigrateOpt
     opts = opts or MigrateOptions()
     src = Path(source)
     dst = Path(dest)
-    pdirs = partition_dirs(src)
+    pdirs = resolve_partition_dirs(src)
     if not pdirs:
         raise LogDirError("no partition directories found", str(src))
-    if opts.topic is not None and len({parse_partition_dir_name(p.name)[0] for p in pdirs}) > 1:  # type: ignore[index]
+    if opts.topic is not None and len({parse_topic_partition_name(p.name).topic for p in pdirs}) > 1:
         raise ConfigError("--topic renames one topic: the source holds several")
     if opts.partition is not None and len(pdirs) > 1:
         raise ConfigError("--partition renumbers one partition: the source holds several")
@@ -399,7 +402,8 @@ def migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: MigrateOpt
     report.created_meta_properties = _ensure_meta_properties(dst, opts, dry_run) if dst.exists() else True
     plan = []
     for p in pdirs:
-        topic, part = parse_partition_dir_name(p.name)  # type: ignore[misc]
+        tp = parse_topic_partition_name(p.name)
+        topic, part = tp.topic, tp.partition
         new_topic = opts.topic or topic
         new_part = opts.partition if opts.partition is not None else part
         target = dst / f"{new_topic}-{new_part}"
@@ -410,7 +414,7 @@ def migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: MigrateOpt
         plan.append((p, (topic, part), new_topic, new_part, target, exists))
     if dry_run:
         for p, _tp, t, part, target, exists in plan:
-            segs = segment_files(p)
+            segs = segment_log_files(p)
             report.partitions.append(PartitionMigration(
                 str(p), str(target), t, part, opts.topic_id, [s.name for s in segs],
                 sum(s.stat().st_size for s in segs), -1, -1, -1, None, exists))

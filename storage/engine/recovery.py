@@ -37,13 +37,13 @@ from ..errors import CorruptCheckpointError, CorruptIndexError, CorruptRecordErr
 from ..files.names import (
     index_file_name,
     is_index_file,
-    is_log_file,
     is_snapshot_file,
     log_file_name,
     offset_from_file_name,
     time_index_file_name,
     txn_index_file_name,
 )
+from ..files.names import segment_base_offsets as segment_bases
 from ..files.offset_index import OffsetIndex, OffsetIndexBuilder
 from ..files.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
 from ..files.time_index import NO_TIMESTAMP, TimeIndex, TimeIndexBuilder, TimestampOffset
@@ -143,17 +143,6 @@ class _Log:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def segment_bases(pdir: Path) -> list[int]:
-    out = []
-    for name in os.listdir(pdir):
-        if is_log_file(name):
-            try:
-                out.append(offset_from_file_name(name))
-            except ValueError:
-                continue
-    return sorted(out)
 
 
 def read_next_offset(pdir: Path, base: int) -> int:

@@ -35,9 +35,7 @@ from ..errors import CorruptRecordError, KafkaLogError, LogDirError
 from ..files.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from ..files.names import (
     index_file_name,
-    is_log_file,
     log_file_name,
-    offset_from_file_name,
     time_index_file_name,
     txn_index_file_name,
 )
@@ -468,12 +466,3 @@ class LogWriter:
             self.closed = True
 
 
-def list_segment_bases(partition_dir: str | os.PathLike) -> list[int]:
-    out = []
-    for name in os.listdir(partition_dir):
-        if is_log_file(name):
-            try:
-                out.append(offset_from_file_name(name))
-            except ValueError:
-                continue
-    return sorted(out)

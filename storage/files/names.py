@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from ._java import parse_java_int
 
 LOG_FILE_SUFFIX = ".log"
@@ -70,3 +73,30 @@ def temp_suffix(name: str) -> str | None:
         if name.endswith(s):
             return s
     return None
+
+
+def segment_base_offsets(partition_dir: str | os.PathLike) -> list[int]:
+    """Base offsets of the ``.log`` files of a partition dir, ascending (``LogLoader``: regular files ending
+    in ``.log``; ``.cleaned``/``.swap``/``.deleted`` names do not, and names without an offset are skipped)."""
+    return [base for base, _ in _segment_logs(partition_dir)]
+
+
+def segment_log_files(partition_dir: str | os.PathLike) -> list[Path]:
+    """The ``.log`` files of a partition dir, ascending base offset (see :func:`segment_base_offsets`)."""
+    return [p for _, p in _segment_logs(partition_dir)]
+
+
+def _segment_logs(partition_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+    out = []
+    with os.scandir(partition_dir) as it:
+        for e in it:
+            if not is_log_file(e.name) or not e.is_file():
+                continue
+            try:
+                base = offset_from_file_name(e.name)
+            except ValueError:
+                continue
+            if base >= 0:
+                out.append((base, Path(e.path)))
+    out.sort(key=lambda x: x[0])
+    return out

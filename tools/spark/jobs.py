@@ -58,10 +58,10 @@ def _verify_one(item: tuple[str, bool]) -> list[dict]:
 
 def verify(spark, paths: list[str], *, deep: bool = False) -> JobReport:
     from kafkalog.storage.engine.cleaner_manager import resolve_partitions
-    from kafkalog.storage.logdir import DataDir
+    from kafkalog.storage.logdir import DataDir, is_partition_dir
 
     rows: list[dict] = []
-    data_dirs = sorted({str(d) for d, _ in resolve_partitions(paths)} | {p for p in paths if not _is_partition(p)})
+    data_dirs = sorted({str(d) for d, _ in resolve_partitions(paths)} | {p for p in paths if not is_partition_dir(p)})
     for d in data_dirs:
         with contextlib.suppress(KafkaLogError), DataDir(d) as ddir:
             rows.extend(f.to_dict() for f in ddir.findings)
@@ -75,13 +75,6 @@ def verify(spark, paths: list[str], *, deep: bool = False) -> JobReport:
     for r in rows:
         sev[r["severity"]] = sev.get(r["severity"], 0) + 1
     return JobReport("verify", rows, {"partitions": len(pdirs), "findings": len(rows), **sev})
-
-
-def _is_partition(p: str) -> bool:
-    from kafkalog.storage.diff import parse_partition_dir_name
-
-    path = Path(p)
-    return parse_partition_dir_name(path.name) is not None and any(path.glob("*.log"))
 
 
 # ------------------------------------------------------------------------------------------------ export
@@ -119,8 +112,9 @@ def _convert_one(item) -> list[dict]:
 
 def convert(spark, paths: list[str], opts=None, *, topics: set[str] | None = None, dry_run: bool = False,
             backup: bool = True, backup_root: str | None = None) -> JobReport:
-    from kafkalog.storage.engine.convert import ConvertOptions, data_dir_of, plan_convert
+    from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
     from kafkalog.storage.engine.plan import Backup, data_dir_lock
+    from kafkalog.storage.logdir import data_dir_of
 
     opts = opts or ConvertOptions()
     plan = plan_convert(paths, opts, topics=topics)

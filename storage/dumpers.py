@@ -569,40 +569,31 @@ def dump_clean_shutdown(path: str | os.PathLike) -> FileDump:
 RecordDecoderName = Literal["offsets", "transaction", "cluster-metadata"]
 
 
-def _offsets_decoder(dialect: Dialect) -> RecordDecoder:
-    from .decoders.consumer_offsets import decode_offsets_record, format_offsets_record
+def _keyed_decoder(fmt: Callable, dec: Callable, dialect: Dialect) -> RecordDecoder:
+    """A hook for internal topics whose records have a schema'd key and value (offsets, transactions):
+    DumpLogSegments' text in ``decodedText``, the JSON form in ``decoded``, or ``decodeError``."""
 
     def decode(batch: dict, rec: dict) -> None:
-        key, value, offset = rec["key"], rec["value"], rec["offset"]
+        key, value = rec["key"], rec["value"]
         try:
-            rec["decodedText"] = format_offsets_record(key, value, offset, dialect)
-        except CorruptRecordError as e:
-            rec["decodeError"] = e.reason
-            return
-        try:
-            rec["decoded"] = decode_offsets_record(key, value)
+            rec["decodedText"] = fmt(key, value, rec["offset"], dialect)
+            rec["decoded"] = dec(key, value)
         except CorruptRecordError as e:
             rec["decodeError"] = e.reason
 
     return decode
+
+
+def _offsets_decoder(dialect: Dialect) -> RecordDecoder:
+    from .decoders.consumer_offsets import decode_offsets_record, format_offsets_record
+
+    return _keyed_decoder(format_offsets_record, decode_offsets_record, dialect)
 
 
 def _transaction_decoder(dialect: Dialect) -> RecordDecoder:
     from .decoders.transaction_state import decode_transaction_record, format_transaction_record
 
-    def decode(batch: dict, rec: dict) -> None:
-        key, value, offset = rec["key"], rec["value"], rec["offset"]
-        try:
-            rec["decodedText"] = format_transaction_record(key, value, offset, dialect)
-        except CorruptRecordError as e:
-            rec["decodeError"] = e.reason
-            return
-        try:
-            rec["decoded"] = decode_transaction_record(key, value)
-        except CorruptRecordError as e:
-            rec["decodeError"] = e.reason
-
-    return decode
+    return _keyed_decoder(format_transaction_record, decode_transaction_record, dialect)
 
 
 def _metadata_decoder(dialect: Dialect) -> RecordDecoder:

@@ -182,7 +182,8 @@ def convert_batches(batches: Iterable[RecordBatch | LegacyBatch], opts: ConvertO
 
 
 class _LegacyHead:
-    """The fields of a legacy entry :func:`convert_legacy` needs, detached from the buffer."""
+    """The fields of a legacy entry :func:`convert_legacy` needs, detached from the buffer (the grouped
+    records are always passed to it alongside)."""
 
     def __init__(self, b: LegacyBatch):
         self.magic = b.magic
@@ -190,9 +191,6 @@ class _LegacyHead:
         self.codec = b.codec
         self.max_timestamp = b.max_timestamp
         self.partition_leader_epoch = b.partition_leader_epoch
-
-    def records(self) -> list[Record]:  # pragma: no cover - never called: records are always passed
-        raise NotImplementedError
 
 
 # ------------------------------------------------------------------------------------ segment rewrite

@@ -6,6 +6,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,9 +41,9 @@ def base_offset_for(path: str | os.PathLike, base_offset: int | None) -> int:
         raise CorruptIndexError(f"cannot derive a base offset from the file name {name!r}", str(path)) from None
 
 
-class FixedIndex:
+class FixedIndex(ABC):
     """Base of :class:`OffsetIndex` and :class:`TimeIndex`. Subclasses set ``ENTRY``, ``KEY_FIELD``,
-    ``REL_FIELD`` and ``entry_type``.
+    ``REL_FIELD`` and implement ``_make``.
 
     ``entries`` is Kafka's count (``length // entry_size``: every slot, zero padding included);
     ``valid_entries`` stops at the first slot ``i > 0`` whose relative offset is 0, the rule DumpLogSegments
@@ -147,8 +148,9 @@ class FixedIndex:
         for t in self.ENTRY.iter_unpack(self._buf[: self.valid_entries * size]):
             yield self._make(t)
 
-    def _make(self, t: tuple):  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def _make(self, t: tuple) -> Any:
+        """The entry object for one unpacked slot (relative offset made absolute)."""
 
     def _search(self, key: int, count: int) -> int:
         """Largest slot in [0, count) whose key <= ``key``, or -1."""

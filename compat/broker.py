@@ -21,7 +21,6 @@ Everything binds to 127.0.0.1 on free ports; the ports are kept across restarts.
 from __future__ import annotations
 
 import atexit
-import base64
 import contextlib
 import ctypes
 import os
@@ -40,6 +39,7 @@ from typing import IO, Any, Literal, Self
 
 from kafkalog.compat import jars
 from kafkalog.compat.errors import BrokerError, HarnessError
+from kafkalog.storage.files._java import uuid_to_string
 
 Mode = Literal["kraft", "zk"]
 
@@ -111,9 +111,16 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def cluster_id_from(seed: str) -> str:
-    """A valid KRaft cluster id (base64url of 16 bytes, 22 chars) derived from ``seed``: deterministic."""
-    raw = uuid.uuid5(uuid.NAMESPACE_URL, "kafkalog:" + seed).bytes
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    """A valid KRaft cluster id (base64url of 16 bytes, 22 chars) derived from ``seed``: deterministic.
+
+    Like Kafka's ``Uuid.randomUuid``, never one starting with ``-``: ``kafka-storage format -t -Abc…`` would
+    read it as an option (about 1 seed in 64 did, failing broker start-up at random)."""
+    name = "kafkalog:" + seed
+    for attempt in range(1000):
+        s = uuid_to_string(uuid.uuid5(uuid.NAMESPACE_URL, name if attempt == 0 else f"{name}:{attempt}").bytes)
+        if not s.startswith("-"):
+            return s
+    raise HarnessError(f"no cluster id for seed {seed!r}")  # pragma: no cover - 64^-1000
 
 
 def tail(path: Path, lines: int = 40) -> str:

@@ -12,6 +12,8 @@ import uuid
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
+from ..files._java import uuid_to_string
+
 __all__ = [
     "ZERO_UUID",
     "b64",
@@ -32,7 +34,7 @@ def uuid_to_kafka_str(u: uuid.UUID | bytes) -> str:
     raw = u.bytes if isinstance(u, uuid.UUID) else bytes(u)
     if len(raw) != 16:
         raise ValueError(f"a UUID has 16 bytes, not {len(raw)}")
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+    return uuid_to_string(raw)
 
 
 def kafka_str_to_uuid(s: str) -> uuid.UUID:

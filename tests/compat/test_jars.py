@@ -43,3 +43,13 @@ def test_cli_reports_errors_in_one_line(capsys: pytest.CaptureFixture[str]) -> N
     assert jars.main(["not-a-version"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: not a Kafka release version") and "Traceback" not in err
+
+
+def test_cluster_ids_never_start_with_a_dash():
+    """kafka-storage reads ``-t -Abc…`` as an option; Kafka's Uuid.randomUuid avoids such ids, so must we."""
+    from kafkalog.compat.broker import cluster_id_from
+
+    ids = [cluster_id_from(f"/tmp/pytest-of-root/pytest-{i}/data") for i in range(5000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(i) == 22 for i in ids)
+    assert cluster_id_from("same") == cluster_id_from("same")

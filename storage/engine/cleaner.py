@@ -444,8 +444,19 @@ def read_cleaner_checkpoint(data_dir: Path) -> dict[tuple[str, int], int]:
 
 def update_cleaner_checkpoint(data_dir: Path, topic: str, partition: int, offset: int) -> None:
     """``LogCleanerManager.updateCheckpoints``: rewrite the file with this partition's new clean point."""
+    update_cleaner_checkpoints(data_dir, {(topic, partition): offset})
+
+
+def update_cleaner_checkpoints(data_dir: Path, updates: dict[tuple[str, int], int]) -> None:
+    """Rewrite ``cleaner-offset-checkpoint`` once with several partitions' new clean points.
+
+    A read-modify-write of a file shared by every partition of the data dir: only one writer per data dir may
+    run it at a time (the broker serialises it under its cleaner lock). Parallel jobs therefore compact with
+    ``update_checkpoint=False`` and settle the file once, from the outcomes, in one place."""
+    if not updates:
+        return
     offsets = read_cleaner_checkpoint(data_dir)
-    offsets[(topic, partition)] = offset
+    offsets.update(updates)
     live = {k: v for k, v in offsets.items() if (data_dir / f"{k[0]}-{k[1]}").is_dir()}
     write_offset_checkpoint(data_dir / CLEANER_OFFSET_CHECKPOINT, live)
 
@@ -458,9 +469,12 @@ class CompactionOutcome:
     reason: str
     to_clean: LogToClean | None = None
     result: CleanResult | None = None
+    checkpoint_offset: int | None = None  # the clean point to record in cleaner-offset-checkpoint, if any
 
     def to_dict(self) -> dict:
         d = {"partition": self.partition, "eligible": self.eligible, "reason": self.reason}
+        if self.checkpoint_offset is not None:
+            d["checkpoint_offset"] = self.checkpoint_offset
         if self.to_clean is not None:
             t = self.to_clean
             d.update(first_dirty_offset=t.first_dirty_offset, first_uncleanable_offset=t.first_uncleanable_offset,
@@ -481,8 +495,12 @@ def compact_partition(partition_dir: str | os.PathLike, cfg: LogConfig, cleaner:
                       expiration_ms: int = 86400000, keep_deleted: bool = False,
                       crash_hook: Callable[[str], None] | None = None,
                       progress: Callable[[int], None] | None = None,
-                      workers: int | None = None) -> CompactionOutcome:
+                      workers: int | None = None, update_checkpoint: bool = True) -> CompactionOutcome:
     """Run one broker cleaning round on one partition (if eligible, or always with ``force``).
+
+    ``update_checkpoint=False`` leaves ``cleaner-offset-checkpoint`` alone and reports the new clean point in
+    ``CompactionOutcome.checkpoint_offset`` for the caller to write (see :func:`update_cleaner_checkpoints`):
+    partitions of one data dir compacted in parallel must not each rewrite the shared file.
 
     ``workers``: processes for the offset-map pass over large dirty sections (default: the usable CPUs); the
     result does not depend on it."""
@@ -495,16 +513,18 @@ def compact_partition(partition_dir: str | os.PathLike, cfg: LogConfig, cleaner:
     with PartitionView(pdir, log_start_offset=log_start_offset, high_watermark=high_watermark) as log:
         checkpoint = read_cleaner_checkpoint(data_dir).get((log.topic, log.partition))
         ltc = log_to_clean(log, checkpoint, now, cfg, expiration_ms)
-        if ltc.force_update_checkpoint and not dry_run:
-            update_cleaner_checkpoint(data_dir, log.topic, log.partition, ltc.first_dirty_offset)
+        forced = ltc.first_dirty_offset if ltc.force_update_checkpoint and not dry_run else None
+        if forced is not None and update_checkpoint:
+            update_cleaner_checkpoint(data_dir, log.topic, log.partition, forced)
         if ltc.total_bytes == 0:
-            return CompactionOutcome(log.name, False, "empty log", ltc)
+            return CompactionOutcome(log.name, False, "empty log", ltc, checkpoint_offset=forced)
         if not force and not ltc.eligible(cfg.min_cleanable_dirty_ratio):
             return CompactionOutcome(
                 log.name, False, f"dirty ratio {ltc.cleanable_ratio:.3f} <= min.cleanable.dirty.ratio "
-                f"{cfg.min_cleanable_dirty_ratio} and no segment past max.compaction.lag.ms", ltc)
+                f"{cfg.min_cleanable_dirty_ratio} and no segment past max.compaction.lag.ms", ltc,
+                checkpoint_offset=forced)
         if ltc.first_uncleanable_offset <= ltc.first_dirty_offset and not ltc.cleanable_bytes:
-            return CompactionOutcome(log.name, False, "nothing cleanable", ltc)
+            return CompactionOutcome(log.name, False, "nothing cleanable", ltc, checkpoint_offset=forced)
         try:
             res = clean_log(log, ltc, cfg, cleaner, now, write=not dry_run, legacy_to_v2=kafka_version >= (4, 0),
                             per_batch_index=kafka_version >= (3, 9),
@@ -514,6 +534,8 @@ def compact_partition(partition_dir: str | os.PathLike, cfg: LogConfig, cleaner:
         except UncleanableError as e:
             raise KafkaLogError(f"the broker would mark this partition uncleanable: {e.reason}", e.path,
                                 e.position) from None
-        if not dry_run:
+        if dry_run:
+            return CompactionOutcome(log.name, True, "would clean", ltc, res)
+        if update_checkpoint:
             update_cleaner_checkpoint(data_dir, log.topic, log.partition, res.end_offset)
-        return CompactionOutcome(log.name, True, "cleaned" if not dry_run else "would clean", ltc, res)
+        return CompactionOutcome(log.name, True, "cleaned", ltc, res, checkpoint_offset=res.end_offset)

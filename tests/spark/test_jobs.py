@@ -12,6 +12,7 @@ from datagen import BASE_TS, make_data_dir, write_partition
 
 from kafkalog.storage.engine.cleaner import compact_partition
 from kafkalog.storage.engine.cleaner_manager import ConfigResolver
+from kafkalog.storage.files.checkpoints import read_offset_checkpoint
 from kafkalog.storage.records import build_legacy, iter_batches
 from kafkalog.storage.verify import verify_partition
 from kafkalog.tools.spark import jobs
@@ -99,6 +100,34 @@ def test_compact_matches_single_machine(spark, tmp_path):
                 assert (root / f"c-{p}" / name).read_bytes() == (twin / f"c-{p}" / name).read_bytes()
     ck = "cleaner-offset-checkpoint"  # entry order is hash-map order: compare the entries
     assert sorted((root / ck).read_text().splitlines()) == sorted((twin / ck).read_text().splitlines())
+
+
+def test_compact_tasks_leave_the_shared_checkpoint_to_the_driver(tmp_path):
+    """Tasks of one data dir run at once: none may rewrite cleaner-offset-checkpoint (CI once saw two tasks
+    collide on its .tmp file). The task reports its clean point; the driver writes the file once."""
+    root = tmp_path / "d"
+    write_partition(root / "c-0", 600, batch_records=50, segment_bytes=1 << 16, value_size=100)
+    r = ConfigResolver(None, None, {"cleanup.policy": "compact"})
+    item = (str(root / "c-0"), r.log_config(root, "c"), r.broker.cleaner, BASE_TS + 10**8, False, True, (4, 0),
+            r.broker.producer_id_expiration_ms)
+    [row] = jobs._compact_one(item)
+    assert row["eligible"] and row["checkpoint_offset"] == row["end_offset"] > 0
+    assert not (root / "cleaner-offset-checkpoint").exists()
+    assert not list(root.glob("*.tmp"))
+
+
+def test_compact_many_partitions_of_one_data_dir(spark, tmp_path):
+    root = tmp_path / "d"
+    n = 12
+    for p in range(n):
+        write_partition(root / f"m-{p}", 300 + 10 * p, batch_records=20, segment_bytes=1 << 14, value_size=200)
+    report = jobs.compact(spark, [str(root)], now=BASE_TS + 10**8, force=True,
+                          overrides={"cleanup.policy": "compact"}, backup=False)
+    assert report.ok and report.summary["partitions"] == n
+    ck = read_offset_checkpoint(root / "cleaner-offset-checkpoint").to_dict()
+    assert ck == {("m", row_p): row["checkpoint_offset"] for row in report.rows
+                  for row_p in [int(row["partition"].rsplit("-", 1)[1])]}
+    assert len(ck) == n and all(v > 0 for v in ck.values()) and not list(root.glob("*.tmp"))
 
 
 def test_errors_inside_spark_become_one_line(spark, tmp_path):

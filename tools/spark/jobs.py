@@ -6,8 +6,8 @@
 * :func:`convert` — ``storage.engine.convert.convert_segment`` per segment, while the driver holds every data
   dir's ``.lock`` and has hard-linked the originals into a backup first (as ``kafkalog convert``);
 * :func:`compact` — ``storage.engine.cleaner.compact_partition`` per partition under the same lock/backup
-  rules as ``kafkalog compact``; the driver rewrites ``cleaner-offset-checkpoint`` from all outcomes at the end
-  (tasks of one data dir may race on it).
+  rules as ``kafkalog compact``; tasks leave ``cleaner-offset-checkpoint`` alone (it is shared by every partition
+  of a data dir) and the driver writes it once per data dir from all outcomes at the end.
 
 Executors must see the same paths as the driver (local mode, or a shared filesystem).
 """
@@ -144,8 +144,10 @@ def _compact_one(item) -> list[dict]:
 
     pdir, cfg, cleaner, now, dry_run, force, version, expiration = item
     try:
+        # the driver writes cleaner-offset-checkpoint once per data dir from all outcomes: tasks of one data
+        # dir run at the same time and must not each rewrite the shared file
         out = compact_partition(pdir, cfg, cleaner, now, dry_run=dry_run, force=force, kafka_version=version,
-                                expiration_ms=expiration)
+                                expiration_ms=expiration, update_checkpoint=False)
     except KafkaLogError as e:
         return [{"partition": Path(pdir).name, "dir": pdir, "error": str(e)}]
     d = out.to_dict()
@@ -157,7 +159,7 @@ def compact(spark, paths: list[str], *, now: int, dry_run: bool = False, force: 
             kafka_version: tuple[int, int] = (4, 0), overrides: dict[str, str] | None = None,
             server_properties: str | None = None, topic_config: str | None = None, backup: bool = True,
             backup_root: str | None = None) -> JobReport:
-    from kafkalog.storage.engine.cleaner import update_cleaner_checkpoint
+    from kafkalog.storage.engine.cleaner import update_cleaner_checkpoints
     from kafkalog.storage.engine.cleaner_log import parse_partition_dir_name
     from kafkalog.storage.engine.cleaner_manager import ConfigResolver, resolve_partitions
     from kafkalog.storage.engine.plan import Backup, data_dir_lock
@@ -187,12 +189,14 @@ def compact(spark, paths: list[str], *, now: int, dry_run: bool = False, force: 
                     bk.preserve(data_dir / "cleaner-offset-checkpoint", copy=True)
                 items.append((str(pdir), cfg, cleaner, now, dry_run, force, kafka_version, expiration))
         rows = _run_per_item(spark, items, _compact_one)
-        if not dry_run:  # tasks of one data dir may have raced on the checkpoint: settle it from the outcomes
+        if not dry_run:  # one cleaner-offset-checkpoint write per data dir, from every task's clean point
+            updates: dict[Path, dict[tuple[str, int], int]] = {}
             for r in rows:
-                if r.get("end_offset") is not None and r.get("eligible"):
+                if r.get("checkpoint_offset") is not None:
                     p = Path(r["dir"])
-                    topic, part = parse_partition_dir_name(p.name)
-                    update_cleaner_checkpoint(p.parent, topic, part, r["end_offset"])
+                    updates.setdefault(p.parent, {})[parse_partition_dir_name(p.name)] = r["checkpoint_offset"]
+            for data_dir, offsets in updates.items():
+                update_cleaner_checkpoints(data_dir, offsets)
     return JobReport("compact", rows, {"partitions": len(rows),
                                        "bytesReclaimed": sum(r.get("bytes_reclaimed", 0) for r in rows),
                                        "dryRun": dry_run})

@@ -697,9 +697,15 @@ def partition_bytes(path: str | os.PathLike) -> int:
     return total
 
 
-def _partition_task(path: str, checkpoints: dict[str, int | None] | None, deep: bool
-                    ) -> tuple[list[Finding], int, int, str | None]:
-    """Worker: verify one partition dir; (findings, segments, bytes, topic id)."""
+PartitionResult = tuple[list[Finding], int, int, str | None]  # findings, segments, bytes, topic id
+PartitionRunner = Callable[[list[tuple[str, dict[str, int | None] | None, bool]]], list[PartitionResult]]
+
+
+def partition_task(path: str, checkpoints: dict[str, int | None] | None, deep: bool
+                   ) -> tuple[list[Finding], int, int, str | None]:
+    """Worker: verify one partition dir; (findings, segments, bytes, topic id).
+
+    ``checkpoints`` are the data dir's values for this partition (``None``: read them from the parent dir)."""
     p = Path(path)
     try:
         if checkpoints is None:
@@ -821,9 +827,14 @@ def verify_paths(
     independent: bool = False,
     on_total: ProgressCallback | None = None,
     on_advance: ProgressCallback | None = None,
+    runner: PartitionRunner | None = None,
 ) -> VerifyReport:
     """Verify data dirs, partition dirs and single files (``kafkalog verify``), every partition in a process
     pool of ``workers`` processes (default: the CPU count; 1 = in this process).
+
+    ``runner`` replaces the process pool: it gets every partition task as ``(path, checkpoints, deep)`` and
+    returns :func:`partition_task` of each, in order (``kafkalog spark verify`` runs them as Spark tasks). The
+    data dirs' own checks and the cross-partition ones stay here, so every runner gives the same report.
 
     Data dirs given together are treated as the ``log.dirs`` of one broker (cross-dir rules included) unless
     ``independent`` (data dirs of different brokers).
@@ -911,7 +922,13 @@ def verify_paths(
             on_advance(sizes.get(s, size))
 
     try:
-        if n_workers > 1 and len(tasks) > 1:
+        if runner is not None:
+            done = runner([(path, ck, deep) for _, path, ck in tasks]) if tasks else []
+            if len(done) != len(tasks):
+                raise RuntimeError(f"partition runner returned {len(done)} results for {len(tasks)} tasks")
+            for (s, _, _), res in zip(tasks, done, strict=True):
+                collect(s, res)
+        elif n_workers > 1 and len(tasks) > 1:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -919,12 +936,12 @@ def verify_paths(
             # biggest first so one large partition does not start last
             order = sorted(tasks, key=lambda t: -sizes[t[0]])
             with ProcessPoolExecutor(max_workers=min(n_workers, len(tasks)), mp_context=ctx) as pool:
-                futs = {pool.submit(_partition_task, path, ck, deep): s for s, path, ck in order}
+                futs = {pool.submit(partition_task, path, ck, deep): s for s, path, ck in order}
                 for fut in as_completed(futs):
                     collect(futs[fut], fut.result())
         else:
             for s, path, ck in tasks:
-                collect(s, _partition_task(path, ck, deep))
+                collect(s, partition_task(path, ck, deep))
         for s, _, p in singles:
             findings, segs, size = verify_file(p, deep)
             results[s] = findings

@@ -43,6 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "summary line)")
     g = p.add_argument_group("verify")
     g.add_argument("--deep", action="store_true", help="also decode every record")
+    g.add_argument("--independent", action="store_true",
+                   help="data dirs belong to different brokers (a fleet): skip the cross-dir log.dirs rules "
+                        "(same cluster id and node id) that apply to one broker's data dirs")
     g = p.add_argument_group("export")
     g.add_argument("--out", help="output directory (export)")
     g.add_argument("--format", choices=["parquet", "json"], default="parquet", help="export format")
@@ -90,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if args.job == "verify":
-            report = jobs.verify(spark, args.paths, deep=args.deep)
+            report = jobs.verify(spark, args.paths, deep=args.deep, independent=args.independent)
         elif args.job == "export":
             opts = _kv(args.option, "--option")
             if args.topics:

@@ -12,9 +12,10 @@ from datagen import BASE_TS, make_data_dir, write_partition
 
 from kafkalog.storage.engine.cleaner import compact_partition
 from kafkalog.storage.engine.cleaner_manager import ConfigResolver
-from kafkalog.storage.files.checkpoints import read_offset_checkpoint
+from kafkalog.storage.files.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.records import build_legacy, iter_batches
-from kafkalog.storage.verify import verify_partition
+from kafkalog.storage.verify import verify_partition, verify_paths
 from kafkalog.tools.spark import jobs
 
 pytestmark = pytest.mark.spark
@@ -39,6 +40,25 @@ def test_verify_matches_single_machine(spark, tmp_path):
     assert sorted(part_rows, key=key) == sorted(single, key=key)
     assert any(r["severity"] == "error" and r["file"] == str(log) and r["position"] == pos for r in report.rows)
     assert not report.ok and report.summary["partitions"] == 3
+
+
+def test_verify_is_the_single_machine_report(spark, tmp_path):
+    """Dir-level and cross-partition findings too: a checkpoint entry for a partition not hosted here, two
+    topic ids in one topic, a partition missing from recovery-point-offset-checkpoint, a corrupt batch."""
+    root, log, pos = _corrupt_one(tmp_path)
+    write_offset_checkpoint(root / "recovery-point-offset-checkpoint", {("v", 0): 400, ("v", 1): 400,
+                                                                         ("gone", 7): 5})
+    write_partition_metadata(root / "v-0" / "partition.metadata", "AAAAAAAAAAAAAAAAAAAAAQ")
+    write_partition_metadata(root / "v-1" / "partition.metadata", "AAAAAAAAAAAAAAAAAAAAAg")
+    report = jobs.verify(spark, [str(root)], deep=True)
+    single = verify_paths([str(root)], deep=True, workers=1)
+    assert report.rows == [f.to_dict() for f in single.findings]
+    msgs = [r["message"] for r in report.rows]
+    assert any("gone-7, which is not hosted" in m for m in msgs)
+    assert any("topic id AAAAAAAAAAAAAAAAAAAAAg differs" in m for m in msgs)
+    assert any(r["file"] == str(root / "v-2") and "not in recovery-point-offset-checkpoint" in r["message"]
+               for r in report.rows)
+    assert report.summary["partitions"] == 3 and report.summary["dataDirs"] == 1 and not report.ok
 
 
 def test_cli_verify_json_exit_code(tmp_path):

@@ -45,36 +45,27 @@ def _run_per_item(spark, items: list, fn: Callable, slices: int | None = None) -
 
 
 # ------------------------------------------------------------------------------------------------ verify
-def _verify_one(item: tuple[str, bool]) -> list[dict]:
-    from kafkalog.storage.verify import verify_partition
+def _verify_one(item: tuple) -> list:
+    from kafkalog.storage.verify import partition_task
 
-    pdir, deep = item
-    try:
-        return [f.to_dict() for f in verify_partition(pdir, deep)]
-    except KafkaLogError as e:
-        return [{"file": e.path or pdir, "position": e.position, "kind": "layout", "severity": "error",
-                 "message": e.reason}]
+    return [partition_task(*item)]
 
 
-def verify(spark, paths: list[str], *, deep: bool = False) -> JobReport:
-    from kafkalog.storage.engine.cleaner_manager import resolve_partitions
-    from kafkalog.storage.logdir import DataDir, is_partition_dir
+def verify(spark, paths: list[str], *, deep: bool = False, independent: bool = False) -> JobReport:
+    """``kafkalog verify`` with its partition tasks run by Spark: the driver plans, checks each data dir's own
+    files and the cross-partition rules (checkpoint entries, topic ids, recovery-point membership, the
+    ``log.dirs`` ensemble unless ``independent``), exactly as :func:`~kafkalog.storage.verify.verify_paths`."""
+    from kafkalog.storage.verify import verify_paths
 
-    rows: list[dict] = []
-    data_dirs = sorted({str(d) for d, _ in resolve_partitions(paths)} | {p for p in paths if not is_partition_dir(p)})
-    for d in data_dirs:
-        with contextlib.suppress(KafkaLogError), DataDir(d) as ddir:
-            rows.extend(f.to_dict() for f in ddir.findings)
-            status = ddir.lock_status()
-            if status.held:
-                rows.append({"file": str(status.path), "position": None, "kind": "lock", "severity": "warning",
-                             "message": ".lock is held: a broker is running and files may change while being read"})
-    pdirs = [str(p) for _, p in resolve_partitions(paths)]
-    rows.extend(_run_per_item(spark, [(p, deep) for p in pdirs], _verify_one))
+    report = verify_paths(paths, deep=deep, independent=independent,
+                          runner=lambda tasks: _run_per_item(spark, tasks, _verify_one))
+    rows = [f.to_dict() for f in report.findings]
     sev = {"error": 0, "warning": 0, "info": 0}
     for r in rows:
         sev[r["severity"]] = sev.get(r["severity"], 0) + 1
-    return JobReport("verify", rows, {"partitions": len(pdirs), "findings": len(rows), **sev})
+    st = report.stats
+    return JobReport("verify", rows, {"partitions": st.partitions, "segments": st.segments, "bytes": st.bytes,
+                                      "dataDirs": st.data_dirs, "files": st.files, "findings": len(rows), **sev})
 
 
 # ------------------------------------------------------------------------------------------------ export

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from kafkalog.storage.codec.compression import CODEC_IDS
@@ -34,6 +35,16 @@ Examples:
 """
 
 
+def _positive(s: str) -> int:
+    try:
+        n = int(s)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
+    return n
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="DIR", help="data dir(s) or partition dir(s)")
     p.add_argument("--to-magic", type=int, default=2, choices=[2], help="target message format (only 2)")
@@ -50,6 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument("--backup", default=None, metavar="DIR", help="backup folder (default: beside the data dir)")
     p.add_argument("--no-backup", action="store_true", help="do not keep the original files")
+    p.add_argument("--workers", type=_positive, default=None, metavar="N",
+                   help="segments converted at once by N processes (default: the number of CPUs)")
     p.add_argument("--json", action="store_true", help="JSON Lines output")
 
 
@@ -112,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     prog, tick = _progress(len(plan.actions))
     with prog:
         report = convert(args.paths, opts, topics=topics, backup_root=args.backup, backup=not args.no_backup,
-                         progress=tick, plan=plan)
+                         progress=tick, plan=plan, workers=max(1, args.workers or os.cpu_count() or 1))
     s = report.summary()
     if args.json:
         for r in report.applied:

@@ -447,12 +447,34 @@ class ConvertReport:
         }
 
 
+def _convert_one(seg: str, opts: ConvertOptions) -> SegmentResult:
+    try:
+        return convert_segment(seg, opts)
+    except OSError as e:
+        raise KafkaLogError(f"convert-segment failed: {e.strerror or e}", seg) from None
+
+
+def _convert_task(task: tuple[str, ConvertOptions]) -> tuple[SegmentResult | None, tuple | None]:
+    """Worker: convert one segment; (result, None) or (None, (error class, reason, path, position))."""
+    seg, opts = task
+    try:
+        return _convert_one(seg, opts), None
+    except KafkaLogError as e:
+        return None, (type(e), e.reason, e.path or seg, e.position)
+
+
 def convert(paths: Iterable[str | os.PathLike], opts: ConvertOptions | None = None, *,
             topics: set[str] | None = None, dry_run: bool = False, backup_root: str | os.PathLike | None = None,
-            backup: bool = True, progress: Callable[[Action], None] | None = None,
-            plan: Plan | None = None) -> ConvertReport:
+            backup: bool = True, progress: Callable[[Action | None], None] | None = None,
+            plan: Plan | None = None, workers: int = 1) -> ConvertReport:
     """Plan (unless a ``plan`` from :func:`plan_convert` is given) and, unless ``dry_run``, apply a conversion
-    under each data dir's lock, keeping backups (hard links of the replaced files)."""
+    under each data dir's lock, keeping backups (hard links of the replaced files).
+
+    ``workers`` processes convert segments at once (each segment is swapped in on its own, crash-safely, so
+    the order does not matter). A failing segment stops the run: with one worker at once, with several after
+    the segments already under way finish; the error names the segment and byte position."""
+    from .recovery import run_partition_tasks
+
     opts = opts or ConvertOptions()
     paths = list(paths)
     if plan is None:
@@ -465,22 +487,37 @@ def convert(paths: Iterable[str | os.PathLike], opts: ConvertOptions | None = No
         by_dir.setdefault(data_dir_of(Path(a.path).parent), []).append(a)
     for ddir, actions in by_dir.items():
         with data_dir_lock(ddir):
-            bk = None
             if backup:
                 root = Path(backup_root) / ddir.name if backup_root else Backup.default_root(ddir, "convert")
                 bk = Backup(root, ddir)
                 report.backup = str(Path(backup_root) if backup_root else root)
-            for a in actions:
-                if bk is not None:
+                for a in actions:
                     for f in a.files:  # old files are renamed away, never modified: hard links suffice
                         bk.preserve(f, copy=False)
-                assert a.apply is not None
-                try:
-                    report.applied.append(a.apply())
-                except OSError as e:
-                    raise KafkaLogError(f"{a.kind} failed: {e.strerror or e}", a.path) from None
-                if progress is not None:
-                    progress(a)
+            if workers <= 1:
+                for a in actions:
+                    report.applied.append(_convert_one(a.path, opts))
+                    if progress is not None:
+                        progress(a)
+                continue
+
+            def advance(n: int) -> None:
+                for _ in range(n):
+                    progress(None)  # type: ignore[misc]
+
+            # biggest first, so one large segment does not start last; results reported in plan order
+            order = sorted(range(len(actions)), key=lambda i: -actions[i].bytes)
+            out = run_partition_tasks(_convert_task, [(actions[i].path, opts) for i in order], workers=workers,
+                                      threads=1, progress=advance if progress is not None else None)
+            done: list = [None] * len(actions)
+            for i, r in zip(order, out, strict=True):
+                done[i] = r
+            errors = [err for _, err in done if err is not None]
+            report.applied.extend(res for res, err in done if err is None)
+            if errors:
+                more = f" ({len(errors) - 1} more segments failed)" if len(errors) > 1 else ""
+                cls, reason, path, position = errors[0]
+                raise cls(reason + more, path, position)
     return report
 
 

@@ -1174,6 +1174,37 @@ def _size(path: str) -> int:
         return 0
 
 
+def _reindex_task(task: tuple[str, LogConfig, bool]) -> tuple[str, list[tuple[int, list[str], str | None]]]:
+    pdir, cfg, dry_run = task
+    try:
+        return pdir, rebuild_partition_indexes(pdir, cfg, dry_run=dry_run)
+    except KafkaLogError as e:
+        return pdir, [(-1, [], str(e))]
+    except OSError as e:
+        return pdir, [(-1, [], f"{e.filename or pdir}: {e.strerror or e}")]
+
+
+def reindex_partitions(partition_dirs: list[str | os.PathLike], config: LogConfig | None = None, *,
+                       dry_run: bool = False, workers: int = 1, progress=None
+                       ) -> list[tuple[str, list[tuple[int, list[str], str | None]]]]:
+    """``kafkalog reindex``: :func:`rebuild_partition_indexes` of each partition dir, ``workers`` partitions at
+    once, under the ``.lock`` of every data dir involved (taken before anything is written, released after).
+    Returns ``(partition dir, per-segment results)`` in the order given; a partition that cannot be opened
+    gets one result with base offset -1 and the problem."""
+    import contextlib
+
+    from .plan import data_dir_lock
+
+    cfg = config or LogConfig()
+    dirs = [str(p) for p in partition_dirs]
+    with contextlib.ExitStack() as stack:
+        if not dry_run:
+            for d in dict.fromkeys(os.path.dirname(os.path.abspath(p)) for p in dirs):
+                stack.enter_context(data_dir_lock(d))
+        return run_partition_tasks(_reindex_task, [(p, cfg, dry_run) for p in dirs], workers=workers,
+                                   threads=1, progress=progress)
+
+
 def rebuild_partition_indexes(partition_dir: str | os.PathLike, config: LogConfig | None = None, *,
                               dry_run: bool = False) -> list[tuple[int, list[str], str | None]]:
     """Rebuild every segment's indexes with the recovery rule without touching ``.log`` files. Returns

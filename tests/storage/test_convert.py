@@ -229,3 +229,51 @@ def test_fast_path_equals_builder(magic: int, ts_type: int, key):
     assert plain_legacy_to_v2(b) == convert_legacy(b, ConvertOptions())
     (nb,) = list(iter_batches(plain_legacy_to_v2(b)))
     assert nb.is_valid() and nb.records()[0].value == b"v" * 200
+
+
+def _many_segments(root: Path, parts: int = 3, segs: int = 4) -> Path:
+    d = root / "data"
+    for p in range(parts):
+        pdir = d / f"many-{p}"
+        pdir.mkdir(parents=True)
+        off = 0
+        for s in range(segs):
+            base = off
+            data = bytearray()
+            for i in range(30 + 7 * s):
+                data += build_legacy([(off + j, T0 + off + j, b"k%d" % (i % 5), b"v%d" % i * 20) for j in range(3)],
+                                     magic=1, codec=(NONE, GZIP, SNAPPY, LZ4)[(i + s + p) % 4])
+                off += 3
+            (pdir / f"{base:020d}.log").write_bytes(bytes(data))
+    return d
+
+
+def test_parallel_convert_equals_serial(tmp_path: Path):
+    serial = _many_segments(tmp_path / "a")
+    parallel = _many_segments(tmp_path / "b")
+    ticks: list = []
+    r1 = convert([serial], backup=False)
+    r2 = convert([parallel], backup=False, workers=2, progress=ticks.append)
+    assert len(r1.applied) == len(r2.applied) == 12 and len(ticks) == 12
+    assert [(r.partition, r.segment, r.bases) for r in r1.applied] == \
+        [(r.partition, r.segment, r.bases) for r in r2.applied]
+    for f in sorted(serial.rglob("*")):
+        if f.is_file():
+            assert (parallel / f.relative_to(serial)).read_bytes() == f.read_bytes(), f
+    after = list(audit([parallel], only_legacy=False))
+    assert len(after) == 12 and all(a.v0_batches == a.v1_batches == 0 < a.v2_batches for a in after)
+
+
+def test_parallel_convert_names_the_bad_segment_and_keeps_the_rest(tmp_path: Path):
+    d = _many_segments(tmp_path)
+    bad = sorted((d / "many-1").glob("*.log"))[2]
+    data = bytearray(bad.read_bytes())
+    data[40] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecordError) as e:
+        convert([d], backup=False, workers=2)
+    assert e.value.path == str(bad) and e.value.position == 0
+    assert bad.read_bytes() == bytes(data)
+    names = [n.name for n in d.rglob("*")]
+    assert not [n for n in names if n.endswith((".swap", ".cleaned", ".deleted"))]
+    assert all(b.magic == 2 for b in iter_batches((d / "many-0" / "00000000000000000000.log").read_bytes()))

@@ -19,6 +19,7 @@ DumpLogSegments-style stdout lines and :meth:`FileDump.report_lines` its stderr 
 | ``partition.metadata`` | :func:`dump_partition_metadata` |
 | ``meta.properties`` | :func:`dump_meta_properties` |
 | ``.kafka_cleanshutdown`` | :func:`dump_clean_shutdown` |
+| ``quorum-state`` | :func:`dump_quorum_state` |
 | KRaft ``<offset>-<epoch>.checkpoint`` / ``bootstrap.checkpoint`` | :func:`dump_kraft_snapshot` (a stream of batch dicts) |
 
 :func:`dump_file` dispatches on the file name. :func:`record_decoder` returns the hooks behind
@@ -52,6 +53,7 @@ from .files.names import LOG_FILE_SUFFIX
 from .files.offset_index import OffsetIndex
 from .files.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
 from .files.producer_snapshot import read_producer_snapshot
+from .files.quorum_state import QUORUM_STATE_FILE, read_quorum_state
 from .files.time_index import NO_TIMESTAMP, TimeIndex
 from .files.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from .files.txn_index import TransactionIndex
@@ -64,6 +66,7 @@ __all__ = [
     "FileDump",
     "decrement_sequence",
     "dump_clean_shutdown",
+    "dump_quorum_state",
     "dump_file",
     "dump_kind",
     "dump_kraft_snapshot",
@@ -548,6 +551,20 @@ def dump_meta_properties(path: str | os.PathLike) -> FileDump:
     return out
 
 
+def dump_quorum_state(path: str | os.PathLike) -> FileDump:
+    """KRaft ``quorum-state`` (``__cluster_metadata-0``)."""
+    name = os.fspath(path)
+    out, state = _checkpoint_dump(name, "quorumState", read_quorum_state)
+    if state is None:
+        return out
+    d = state.to_dict()
+    out.entries.append(d)
+    out.lines.append(" ".join(f"{k}: {v}" for k, v in d.items()))
+    for problem in state.validate():
+        out.problem(None, problem)
+    return out
+
+
 def dump_clean_shutdown(path: str | os.PathLike) -> FileDump:
     name = os.fspath(path)
     out, marker = _checkpoint_dump(name, "cleanShutdown", read_clean_shutdown)
@@ -675,6 +692,7 @@ _BY_NAME: dict[str, Callable[[str | os.PathLike], FileDump]] = {
     PARTITION_METADATA_FILE: dump_partition_metadata,
     META_PROPERTIES_FILE: dump_meta_properties,
     CLEAN_SHUTDOWN_FILE: dump_clean_shutdown,
+    QUORUM_STATE_FILE: dump_quorum_state,
 }
 
 
@@ -685,6 +703,7 @@ _KIND_BY_NAME = {
     PARTITION_METADATA_FILE: "partitionMetadata",
     META_PROPERTIES_FILE: "metaProperties",
     CLEAN_SHUTDOWN_FILE: "cleanShutdown",
+    QUORUM_STATE_FILE: "quorumState",
 }
 
 

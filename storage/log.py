@@ -37,6 +37,7 @@ from .files.names import (
 )
 from .files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata, read_partition_metadata
 from .files.producer_snapshot import ProducerSnapshot, read_producer_snapshot
+from .files.quorum_state import QUORUM_STATE_FILE
 from .files.rebuild import RebuiltIndexes, rebuild_indexes_recovery
 from .files.segment import LogOffsetPosition, Segment
 from .records import Batch
@@ -50,7 +51,6 @@ _SUFFIXED_DIR = {
     for s in (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)
 }
 METADATA_TOPIC = "__cluster_metadata"
-QUORUM_STATE_FILE = "quorum-state"
 KRAFT_SNAPSHOT_SUFFIX = ".checkpoint"
 KRAFT_SNAPSHOT_PART_SUFFIX = ".checkpoint.part"
 

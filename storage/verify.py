@@ -33,6 +33,7 @@ from .files.checkpoints import (
 from .files.findings import Finding, Severity, error, info, warning
 from .files.names import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, TMP_FILE_SUFFIX
 from .files.producer_snapshot import read_producer_snapshot
+from .files.quorum_state import QUORUM_STATE_FILE, read_quorum_state
 from .files.segment import Segment
 from .log import METADATA_TOPIC, PartitionLog
 from .logdir import DataDir, DataDirs, classify_path
@@ -536,7 +537,9 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
         out.append(warning(mpath, None, "metadata",
                            "missing: no topic id (a KRaft broker treats such a replica as stray)"))
 
-    # KRaft snapshots (__cluster_metadata-0)
+    # KRaft quorum-state and snapshots (__cluster_metadata-0)
+    if log.topic == METADATA_TOPIC:
+        _quorum_state_check(log, summaries, out)
     for kp in log.kraft_snapshots:
         if kp.name.endswith(".checkpoint"):
             out.extend(verify_kraft_snapshot(kp, deep)[0])
@@ -554,6 +557,22 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
         if offset > leo:
             out.append(warning(sp, None, "snapshot",
                                f"snapshot offset {offset} is above the log end offset {leo} (Kafka deletes it)"))
+
+
+def _quorum_state_check(log: PartitionLog, summaries: list[SegmentSummary], out: list[Finding]) -> None:
+    qpath = log.path / QUORUM_STATE_FILE
+    if not qpath.exists():
+        out.append(info(qpath, None, "metadata", "missing: the raft client starts unattached and writes it"))
+        return
+    try:
+        state = read_quorum_state(qpath)
+    except KafkaLogError as e:
+        out.append(error(qpath, e.position, "metadata", e.reason))
+        return
+    epochs = [epoch for s in summaries for epoch, _ in s.epochs]
+    for problem in state.validate(max(epochs) if epochs else None):
+        sev = error if "does not start" in problem else warning
+        out.append(sev(qpath, None, "metadata", problem))
 
 
 def verify_data_dir(path: str | os.PathLike | DataDir, deep: bool = False) -> list[Finding]:

@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--broker-mb", type=float, default=128, help="MB moved through the broker (same records)")
     ap.add_argument("--no-broker", action="store_true")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                    help="processes for the parallel convert run (default: the CPUs; 1 skips it)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="kafkalog-bench-migration-"))
@@ -135,20 +137,25 @@ def main(argv: list[str] | None = None) -> int:
     size = sum(f.stat().st_size for f in src.rglob("*.log"))
     res: dict = {"bytes": size, "records": records, "payloadBytes": payload, "generateSeconds": round(gen, 2)}
 
-    def run_convert() -> None:
+    def run_convert(workers: int) -> None:
         tgt = work / "conv"
         if tgt.exists():
             shutil.rmtree(tgt)
         shutil.copytree(src, tgt)
         t0 = time.perf_counter()
-        convert([tgt], ConvertOptions(), backup=False)
+        convert([tgt], ConvertOptions(), backup=False, workers=workers)
         res.setdefault("convertRuns", []).append(time.perf_counter() - t0)
 
-    for _ in range(args.runs):
-        run_convert()
-    conv = statistics.median(res.pop("convertRuns"))
-    res["convert"] = {"seconds": round(conv, 2), "MBps": round(size / conv / 1e6, 1),
-                      "recordsPerSec": round(records / conv)}
+    for key, workers in (("convert", 1), ("convertParallel", args.workers)):
+        if key == "convertParallel" and workers <= 1:
+            continue
+        for _ in range(args.runs):
+            run_convert(workers)
+        conv = statistics.median(res.pop("convertRuns"))
+        res[key] = {"workers": workers, "seconds": round(conv, 2), "MBps": round(size / conv / 1e6, 1),
+                    "recordsPerSec": round(records / conv)}
+    if "convertParallel" in res:
+        res["convertParallel"]["speedup"] = round(res["convert"]["seconds"] / res["convertParallel"]["seconds"], 2)
 
     def run_parquet() -> None:
         out = work / "pq"
@@ -164,14 +171,15 @@ def main(argv: list[str] | None = None) -> int:
         el, n = broker_migration(sample, b"v" * VALUE)
         res["broker"] = {"records": n, "seconds": round(el, 2), "recordsPerSec": round(n / el),
                          "payloadMBps": round(n * (VALUE + 10) / el / 1e6, 1)}
-        for k in ("convert", "exportParquet"):
-            res[k]["vsBroker"] = round(res[k]["recordsPerSec"] / res["broker"]["recordsPerSec"], 1)
+        for k in ("convert", "convertParallel", "exportParquet"):
+            if k in res:
+                res[k]["vsBroker"] = round(res[k]["recordsPerSec"] / res["broker"]["recordsPerSec"], 1)
     shutil.rmtree(work, ignore_errors=True)
     if args.json:
         print(json.dumps(res))
     else:
         print(f"data: {size / 1e9:.2f} GB, {records} records (v1, ~{VALUE} B values), generated in {gen:.1f}s")
-        for k in ("convert", "exportParquet", "broker"):
+        for k in ("convert", "convertParallel", "exportParquet", "broker"):
             if k in res:
                 print(f"{k:>14}: {json.dumps(res[k])}")
     return 0

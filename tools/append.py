@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import os
 import sys
 import time
@@ -15,6 +14,7 @@ from kafkalog.storage.config import BrokerConfig, parse_overrides
 from kafkalog.storage.engine.plan import data_dir_lock
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.errors import ConfigError
+from kafkalog.storage.jsonio import iter_lines, loads
 from kafkalog.storage.records import build_batch
 
 HELP = "append records (JSON Lines, as `dump --json --deep` prints) to a partition as the broker does"
@@ -81,11 +81,18 @@ def run(args: argparse.Namespace) -> int:
     with data_dir_lock(args.data_dir), src:
         with LogWriter(Path(args.data_dir) / args.partition, cfg, topic_id=args.topic_id,
                        leader_epoch=None if args.keep_offsets else args.leader_epoch, now_ms=args.now) as w:
-            for lineno, line in enumerate(src, 1):
+            lines = iter_lines(src)
+            while True:
+                try:
+                    lineno, line = next(lines)
+                except StopIteration:
+                    break
+                except ValueError as e:
+                    raise ConfigError(str(e), args.source) from None
                 if not line.strip():
                     continue
                 try:
-                    obj = json.loads(line)
+                    obj = loads(line)
                 except ValueError as e:
                     raise ConfigError(f"line {lineno}: not JSON ({e})", args.source) from None
                 w.append(batch_from_json(obj, args.payload), assign_offsets=not args.keep_offsets)

@@ -11,7 +11,6 @@ records, other bytes). v0/v1 rows are written as v2 (Kafka 4.0's conversion rule
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from ..codec.compression import CODEC_IDS
 from ..errors import ConfigError, CorruptRecordError, LogDirError
 from ..files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from ..files.names import segment_log_files
+from ..jsonio import iter_lines, loads
 from ..records import CREATE_TIME, LOG_APPEND_TIME, build_batch
 from ..records.record import Record
 from .export import iter_parquet_rows, row_from_json
@@ -65,11 +65,18 @@ def iter_rows(path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
 
     stream = sys.stdin if p == "-" else open(p, encoding="utf-8")
     try:
-        for n, line in enumerate(stream, 1):
+        lines = iter_lines(stream)
+        while True:
+            try:
+                n, line = next(lines)
+            except StopIteration:
+                break
+            except ValueError as e:
+                raise CorruptRecordError(f"not an exported record: {e}", p) from None
             if not line.strip():
                 continue
             try:
-                row = row_from_json(json.loads(line))
+                row = row_from_json(loads(line))
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 raise CorruptRecordError(f"line {n}: not an exported record ({e})", p) from None
             yield f"{p}:{n}", _checked(f"line {n}", p, row)

@@ -31,7 +31,7 @@ class CleanShutdownMarker:
         epoch = version = None
         try:
             obj = json.loads(data.decode("utf-8")) if data.strip() else None
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
             obj = None
         if isinstance(obj, dict):
             e, v = obj.get("brokerEpoch"), obj.get("version")

@@ -87,6 +87,8 @@ class QuorumState:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise bad(f"not JSON: {e.msg}", len(line[:e.pos].encode("utf-8"))) from None
+        except RecursionError:
+            raise bad("not JSON: nested too deeply", 0) from None
         if not isinstance(obj, dict):
             raise bad(f"expected a JSON object, found {type(obj).__name__}", 0)
         if "data_version" not in obj:

@@ -8,6 +8,8 @@ exception, never a hang, never an allocation beyond the decompression limit.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from pathlib import Path
 
 from hypothesis import strategies as st
 
@@ -134,3 +136,54 @@ def compressed_payloads() -> list[tuple[int, int, bytes]]:
             out.append((codec, magic, compression.compress(codec, raw, magic=magic)))
     out.append((2, 2, bytes(__import__("cramjam").snappy.compress_raw(raw))))  # plain snappy block
     return out
+
+
+# ------------------------------------------------------------------------------ a data dir's small files
+def _small_file_parsers() -> dict[str, Callable[[bytes], object]]:
+    from kafkalog.storage.files.checkpoints import OffsetCheckpoint
+    from kafkalog.storage.files.clean_shutdown import CleanShutdownMarker
+    from kafkalog.storage.files.leader_epoch import LeaderEpochCheckpoint
+    from kafkalog.storage.files.meta_properties import MetaProperties
+    from kafkalog.storage.files.partition_metadata import PartitionMetadata
+    from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
+    from kafkalog.storage.files.quorum_state import QuorumState
+
+    return {
+        "recovery-point-offset-checkpoint": OffsetCheckpoint.from_bytes,
+        "leader-epoch-checkpoint": LeaderEpochCheckpoint.from_bytes,
+        "partition.metadata": PartitionMetadata.from_bytes,
+        "meta.properties": MetaProperties.from_bytes,
+        ".kafka_cleanshutdown": CleanShutdownMarker.from_bytes,
+        "quorum-state": QuorumState.from_bytes,
+        ".snapshot": ProducerSnapshot.from_bytes,
+    }
+
+
+SMALL_FILE_PARSERS = _small_file_parsers()
+
+
+def small_file_seeds() -> list[tuple[str, bytes]]:
+    """Every such file in the committed real-Kafka fixtures, by parser name."""
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures"
+    out = []
+    for name in SMALL_FILE_PARSERS:
+        pattern = f"*/data/**/*{name}" if name.startswith(".snapshot") else f"*/data/**/{name}"
+        for p in sorted(fixtures.glob(pattern))[:6]:
+            out.append((name, p.read_bytes()))
+    return out
+
+
+def small_file_target(name: str, data: bytes) -> None:
+    """Parse, validate and re-serialise: only a KafkaLogError (with a reason) may escape."""
+    try:
+        obj = SMALL_FILE_PARSERS[name](data)
+    except KafkaLogError as e:
+        assert e.reason
+        return
+    for method in ("validate", "to_bytes", "to_dict", "properties"):
+        fn = getattr(obj, method, None)
+        if callable(fn):
+            try:
+                fn()
+            except KafkaLogError as e:
+                assert e.reason

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import fuzz_targets as ft
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -32,3 +34,20 @@ def test_random_bytes_quick(data):
 def test_decompressors_quick(seed, data):
     codec, magic, payload = seed
     ft.decompress_target(codec, magic, data.draw(ft.mutated([payload])))
+
+
+SMALL = ft.small_file_seeds()
+
+
+def test_small_file_seeds_cover_every_parser():
+    assert {n for n, _ in SMALL} == set(ft.SMALL_FILE_PARSERS)
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=int(os.environ.get("KAFKALOG_FUZZ_SMALL", "600")), deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(st.sampled_from(sorted(ft.SMALL_FILE_PARSERS)), st.data())
+def test_small_files_quick(name, data):
+    seeds = [d for n, d in SMALL if n == name]
+    payload = data.draw(st.one_of(ft.mutated(seeds), st.binary(max_size=200),
+                                  st.sampled_from([b"[" * 50000, b"{" * 50000, b"\xff" * 64, b"\n" * 10])))
+    ft.small_file_target(name, payload)

@@ -88,3 +88,13 @@ def test_repair_leaves_delete_dirs_alone(tmp_path):
     plan = plan_repair(data, NOW)
     assert any("-delete" in n and "left as is" in n for n in plan.notes)
     assert all("-delete" not in a.path for a in plan.actions if a.kind != "recover")
+
+
+def test_cli_append_hostile_json_is_one_line(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    src = tmp_path / "in.jsonl"
+    src.write_text("[" * 100_000 + "\n")
+    assert cli.main(["append", str(data), "t-0", "--from", str(src), "--now", str(NOW)]) == 1
+    err = capsys.readouterr().err
+    assert "line 1: not JSON (JSON nested too deeply)" in err and "Traceback" not in err

@@ -133,3 +133,19 @@ def test_cli(tmp_path: Path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["export", str(d), "--out", "x", "--from-time", "yesterday"])
     assert e.value.code == 2
+
+
+def test_import_refuses_hostile_json_with_a_line_number(tmp_path: Path):
+    (tmp_path / "deep.jsonl").write_text("\n" + "[" * 100_000 + "\n")
+    with pytest.raises(CorruptRecordError, match="line 2: .*nested too deeply"):
+        import_files([tmp_path / "deep.jsonl"], tmp_path / "imp")
+
+
+def test_json_lines_are_read_with_a_bound():
+    import io
+
+    from kafkalog.storage.jsonio import iter_lines
+
+    assert list(iter_lines(io.StringIO("a\nbb\n"), limit=3)) == [(1, "a\n"), (2, "bb\n")]
+    with pytest.raises(ValueError, match="line 2 is longer than 3"):
+        list(iter_lines(io.StringIO("abc\nabcd\n"), limit=3))

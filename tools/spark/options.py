@@ -117,7 +117,7 @@ def parse_paths(opts: Mapping[str, str]) -> tuple[str, ...]:
         try:
             loaded = json.loads(raw)
             paths.extend(loaded if isinstance(loaded, list) else [str(loaded)])
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             paths.extend(_list(raw))
     if opts.get("path"):
         paths.extend(_list(opts["path"]))

@@ -1,0 +1,33 @@
+"""JSON from files and streams people hand us, with bounds: no RecursionError traceback on deeply nested
+input, no unbounded line read. Errors are :class:`ValueError` (callers turn them into their own
+:class:`~kafkalog.storage.errors.KafkaLogError` with the file and position)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import IO, Any
+
+MAX_LINE_BYTES = 512 << 20  # one JSON Lines record: a Kafka record's value (base64) plus fields
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads``; input nested too deeply for the parser is a ``ValueError``, not a ``RecursionError``."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+def iter_lines(stream: IO[str], limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a text stream, refusing a line longer than ``limit`` characters before it is
+    read whole (``ValueError`` naming the line)."""
+    n = 0
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        n += 1
+        if len(line) > limit and not line.endswith("\n"):
+            raise ValueError(f"line {n} is longer than {limit} characters")
+        yield n, line

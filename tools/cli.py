@@ -7,13 +7,16 @@ Each command lives in its own module ``kafkalog.tools.<module>`` that defines
 * ``add_arguments(parser)``: its options;
 * ``run(args) -> int``: the exit code (0 ok, 1 findings/failure, 2 usage).
 
-Errors derived from :class:`kafkalog.storage.errors.KafkaLogError` become one line on stderr and exit 1.
+Errors derived from :class:`kafkalog.storage.errors.KafkaLogError` and operating-system errors (permission
+denied, disk full...) become one line on stderr and exit 1. Anything else is a kafkalog bug: one line naming
+it, exit 3 (``KAFKALOG_DEBUG=1`` shows the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from kafkalog.storage.errors import KafkaLogError
@@ -41,7 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "conformance": ("conformance", "run the differential scenarios against a real Apache Kafka broker and print pass/fail"),
 }
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 
 
 def _load(name: str):
@@ -99,6 +102,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kafkalog: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"kafkalog {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_FINDINGS
+    except MemoryError:
+        print(f"kafkalog {args.command}: error: out of memory", file=sys.stderr)
+        return EXIT_FINDINGS
+    except Exception as e:  # a bug: say so in one line, keep the traceback for whoever debugs it
+        if os.environ.get("KAFKALOG_DEBUG"):
+            raise
+        print(f"kafkalog {args.command}: internal error (a kafkalog bug, please report it with "
+              f"KAFKALOG_DEBUG=1 output): {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_BUG
 
 
 if __name__ == "__main__":

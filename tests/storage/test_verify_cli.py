@@ -178,3 +178,27 @@ def test_topic_id_disagreement_across_partitions(tmp_path):
         r = verify_paths([root], workers=workers)
         bad = [f for f in r.findings if f.severity == "error"]
         assert len(bad) == 1 and bad[0].kind == "metadata" and TOPIC_IDS[2] in bad[0].message
+
+
+def test_os_errors_and_bugs_are_one_line(tmp_path, capsys, monkeypatch):
+    from kafkalog.tools import cli
+    from kafkalog.tools import reindex as reindex_cmd
+
+    def disk_full(args):
+        raise OSError(28, "No space left on device", str(tmp_path / "x.log"))
+
+    monkeypatch.setattr(reindex_cmd, "run", disk_full)
+    assert cli.main(["reindex", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"kafkalog reindex: error: {tmp_path / 'x.log'}: No space left on device\n"
+
+    def bug(args):
+        raise AttributeError("'NoneType' object has no attribute 'x'")
+
+    monkeypatch.setattr(reindex_cmd, "run", bug)
+    assert cli.main(["reindex", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("kafkalog reindex: internal error") and "AttributeError" in err and err.count("\n") == 1
+    monkeypatch.setenv("KAFKALOG_DEBUG", "1")
+    with pytest.raises(AttributeError):
+        cli.main(["reindex", str(tmp_path)])

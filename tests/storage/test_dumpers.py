@@ -231,7 +231,7 @@ def test_text_file_dumps(tmp_path):
     ("00000000000000000042.snapshot", "snapshot"), ("00000000000000000032-0000000001.checkpoint", "kraftSnapshot"),
     ("bootstrap.checkpoint", "kraftSnapshot"), ("log-start-offset-checkpoint", "offsetCheckpoint"),
     ("leader-epoch-checkpoint", "leaderEpochCheckpoint"), ("partition.metadata", "partitionMetadata"),
-    ("meta.properties", "metaProperties"), (".kafka_cleanshutdown", "cleanShutdown"), ("quorum-state", None),
+    ("meta.properties", "metaProperties"), (".kafka_cleanshutdown", "cleanShutdown"), ("quorum-state", "quorumState"),
     ("00000000000000000000.log.deleted", None), ("README", None),
 ])
 def test_dump_kind(name, kind):

@@ -7,7 +7,8 @@ import json
 import sys
 from datetime import datetime
 
-from kafkalog.storage.engine.export import ExportFilter, export_jsonl, export_parquet
+from kafkalog.storage.engine.export import ExportFilter, export_bytes, export_jsonl, export_parquet
+from kafkalog.tools.output import progress
 
 HELP = "export records (all fields) of data dirs/partitions as JSON Lines or Parquet"
 DESCRIPTION = """\
@@ -58,16 +59,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-control", action="store_true", help="leave control records (txn markers) out")
     p.add_argument("--row-group-rows", type=int, default=65536, help="Parquet rows per row group (65536)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress bar on stderr (it is shown only when stderr is a terminal)")
 
 
 def run(args: argparse.Namespace) -> int:
     flt = ExportFilter(topics={t for t in args.topics.split(",") if t} if args.topics else None,
                        from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
                        to_time=args.to_time, include_control=not args.no_control)
-    if args.format == "jsonl":
-        stats = export_jsonl(args.paths, args.out, flt)
-    else:
-        stats = export_parquet(args.paths, args.out, flt, row_group_rows=args.row_group_rows)
+    with progress(export_bytes(args.paths, flt.topics), "export", enabled=None if args.progress else False) as bar:
+        if args.format == "jsonl":
+            stats = export_jsonl(args.paths, args.out, flt, progress=bar.advance)
+        else:
+            stats = export_parquet(args.paths, args.out, flt, row_group_rows=args.row_group_rows,
+                                   progress=bar.advance)
     msg = stats.to_dict()
     stream = sys.stderr if args.out == "-" else sys.stdout
     if args.json:

@@ -49,6 +49,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-backup", action="store_true", help="do not keep replaced partitions")
     p.add_argument("--dry-run", action="store_true", help="say what would be copied, change nothing")
     p.add_argument("--json", action="store_true", help="JSON Lines output")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress bar on stderr (it is shown only when stderr is a terminal)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +58,12 @@ def run(args: argparse.Namespace) -> int:
                           node_id=args.node_id, partition=args.partition, from_offset=args.from_offset,
                           to_offset=args.to_offset, overwrite=args.overwrite, backup=not args.no_backup,
                           backup_root=args.backup)
-    report = migrate(args.source, args.dest, opts, dry_run=args.dry_run)
+    from kafkalog.storage.logdir import resolve_partition_dirs
+    from kafkalog.tools.output import progress
+
+    total = 0 if args.dry_run else sum(1 for _ in resolve_partition_dirs(args.source))
+    with progress(total, "migrate", unit_bytes=False, enabled=None if args.progress else False) as bar:
+        report = migrate(args.source, args.dest, opts, dry_run=args.dry_run, progress=lambda _m: bar.advance(1))
     out = sys.stdout
     verb = "would copy" if args.dry_run else "copied"
     for m in report.partitions:

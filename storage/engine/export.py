@@ -16,13 +16,14 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from ..diff import parse_partition_dir_name
 from ..errors import KafkaLogError
+from ..files.names import segment_log_files
 from ..log import PartitionLog
 from ..logdir import resolve_partition_dirs
 from ..records.batch import increment_sequence
@@ -57,6 +58,8 @@ class ExportStats:
     batches: int = 0
     records: int = 0
     files: list[str] = field(default_factory=list)
+    on_segment: Callable[[int], None] | None = field(default=None, repr=False, compare=False)
+    """called with each segment's .log size once the export is past it (progress bars)"""
 
     def to_dict(self) -> dict:
         return {"partitions": self.partitions, "batches": self.batches, "records": self.records,
@@ -84,8 +87,11 @@ def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter |
         segs = plog.segments
         for i, seg in enumerate(segs):
             nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            seg_size = seg.size
             if lo is not None and nxt is not None and nxt <= lo:
                 seg.close()
+                if stats is not None and stats.on_segment is not None:
+                    stats.on_segment(seg_size)
                 continue
             if hi is not None and seg.base_offset >= hi:
                 break
@@ -127,6 +133,8 @@ def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter |
                     yield head, recs
             finally:
                 seg.close()
+            if stats is not None and stats.on_segment is not None:
+                stats.on_segment(seg_size)
 
 
 def _sequence(base_seq: int, base_offset: int | None, offset: int) -> int:
@@ -185,9 +193,10 @@ def row_from_json(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def export_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.PathLike,
-                 flt: ExportFilter | None = None) -> ExportStats:
-    """Write every record as one JSON object per line to ``out`` (a path, ``-`` for stdout, or a text stream)."""
-    stats = ExportStats()
+                 flt: ExportFilter | None = None, *, progress: Callable[[int], None] | None = None) -> ExportStats:
+    """Write every record as one JSON object per line to ``out`` (a path, ``-`` for stdout, or a text stream).
+    ``progress(bytes)`` is called with each segment's size once it is exported."""
+    stats = ExportStats(on_segment=progress)
     close = False
     if isinstance(out, (str, os.PathLike)):
         if str(out) == "-":
@@ -262,7 +271,8 @@ class _Columns:
 
 def export_parquet(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike,
                    flt: ExportFilter | None = None, *, row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
-                   row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES, compression: str = "zstd") -> ExportStats:
+                   row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES, compression: str = "zstd",
+                   progress: Callable[[int], None] | None = None) -> ExportStats:
     """One Parquet file per partition, ``<out_dir>/<topic>-<partition>.parquet``, row groups of at most
     ``row_group_rows`` rows / about ``row_group_bytes`` bytes of payload (memory is bounded by one group)."""
     import pyarrow.parquet as pq
@@ -271,7 +281,7 @@ def export_parquet(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLik
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     schema = arrow_schema()
-    stats = ExportStats()
+    stats = ExportStats(on_segment=progress)
     for root in paths:
         for pdir in resolve_partition_dirs(root, flt.topics):
             stats.partitions += 1
@@ -288,6 +298,15 @@ def export_parquet(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLik
             os.replace(tmp, target)
             stats.files.append(str(target))
     return stats
+
+
+def export_bytes(paths: Iterable[str | os.PathLike], topics: set[str] | None = None) -> int:
+    """The ``.log`` bytes an export of ``paths`` reads at most (the total of its progress bar)."""
+    total = 0
+    for root in paths:
+        for pdir in resolve_partition_dirs(root, topics):
+            total += sum(p.stat().st_size for p in segment_log_files(pdir))
+    return total
 
 
 def iter_parquet_rows(path: str | os.PathLike, batch_size: int = 8192) -> Iterator[dict[str, Any]]:

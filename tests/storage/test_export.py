@@ -149,3 +149,17 @@ def test_json_lines_are_read_with_a_bound():
     assert list(iter_lines(io.StringIO("a\nbb\n"), limit=3)) == [(1, "a\n"), (2, "bb\n")]
     with pytest.raises(ValueError, match="line 2 is longer than 3"):
         list(iter_lines(io.StringIO("abc\nabcd\n"), limit=3))
+
+
+def test_progress_counts_every_segment(tmp_path: Path):
+    import io
+
+    from kafkalog.storage.engine.export import export_bytes
+
+    d = make_dir(tmp_path / "d")
+    seen: list[int] = []
+    export_jsonl([d], io.StringIO(), progress=seen.append)
+    assert len(seen) == len(list(d.rglob("*.log"))) > 2 and sum(seen) == export_bytes([d])
+    seen.clear()
+    export_parquet([d], tmp_path / "pq", ExportFilter(from_offset=60), progress=seen.append)
+    assert sum(seen) == export_bytes([d])  # segments before the range are skipped, still counted

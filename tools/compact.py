@@ -13,7 +13,7 @@ from kafkalog.storage.engine.cleaner import compact_partition
 from kafkalog.storage.engine.cleaner_log import parse_partition_dir_name
 from kafkalog.storage.engine.cleaner_manager import ConfigResolver, resolve_partitions
 from kafkalog.storage.engine.plan import Backup, data_dir_lock
-from kafkalog.tools.output import progress
+from kafkalog.tools.output import positive_int, progress
 
 HELP = "compact partitions exactly as the broker's log cleaner would (one cleaning round each)"
 DESCRIPTION = """\
@@ -50,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="clean regardless of min.cleanable.dirty.ratio")
     p.add_argument("--kafka-version", default="4.0",
                    help="broker version to match (< 4.0 keeps v0/v1 batches; default 4.0)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="processes for the key-map pass over large dirty sections (default: usable CPUs; the "
                    "result does not depend on it)")
     p.add_argument("--dry-run", action="store_true", help="show what would be reclaimed; write nothing")

@@ -9,6 +9,7 @@ import sys
 
 from kafkalog.storage.codec.compression import CODEC_IDS
 from kafkalog.storage.engine.convert import ConvertOptions, audit, convert
+from kafkalog.tools.output import positive_int
 
 HELP = "rewrite v0/v1 segments as v2 (Kafka 4.0 cleaner rules) and/or recompress; --audit lists legacy segments"
 DESCRIPTION = """\
@@ -35,14 +36,6 @@ Examples:
 """
 
 
-def _positive(s: str) -> int:
-    try:
-        n = int(s)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
-    return n
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument("--backup", default=None, metavar="DIR", help="backup folder (default: beside the data dir)")
     p.add_argument("--no-backup", action="store_true", help="do not keep the original files")
-    p.add_argument("--workers", type=_positive, default=None, metavar="N",
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="segments converted at once by N processes (default: the number of CPUs)")
     p.add_argument("--json", action="store_true", help="JSON Lines output")
 

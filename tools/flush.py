@@ -9,7 +9,7 @@ import time
 
 from kafkalog.storage.engine.flush import flush_data_dir, partition_dirs
 from kafkalog.storage.engine.plan import data_dir_lock
-from kafkalog.tools.output import progress
+from kafkalog.tools.output import positive_int, progress
 
 HELP = "fsync a data dir and write its checkpoints so a broker starts without recovery"
 DESCRIPTION = """\
@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-clean-shutdown-marker", action="store_true", help="do not write .kafka_cleanshutdown")
     p.add_argument("--broker-epoch", type=int, help="brokerEpoch in the marker (default: kept, else -1)")
     p.add_argument("--now", type=int, metavar="MS", help="current time in epoch ms (producer expiration)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes flushing partitions")
+    p.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, help="processes flushing partitions")
     p.add_argument("--json", action="store_true", help="JSON Lines output")
 
 

@@ -129,3 +129,16 @@ def add_output_arguments(parser, *, payload: bool = False) -> None:
         parser.add_argument("--payload", choices=PAYLOAD_FORMATS, default=None,
                             help="how keys, values and header values are rendered: base64 (JSON default), "
                             "utf8 (human default; undecodable bytes as \\xNN) or hex")
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts such as ``--workers``: an integer >= 1."""
+    import argparse
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {v}")
+    return v

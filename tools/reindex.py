@@ -8,7 +8,7 @@ import os
 
 from kafkalog.storage.config import LogConfig, parse_overrides
 from kafkalog.storage.engine.recovery import reindex_partitions
-from kafkalog.tools.output import progress
+from kafkalog.tools.output import positive_int, progress
 
 HELP = "rebuild the indexes of partition dirs from their .log files (Kafka's recovery rule)"
 DESCRIPTION = """\
@@ -25,21 +25,13 @@ examples:
 """
 
 
-def _positive(s: str) -> int:
-    try:
-        n = int(s)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
-    return n
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("partition_dirs", nargs="+", metavar="PARTITION_DIR")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="topic config (index.interval.bytes)")
-    p.add_argument("--workers", type=_positive, default=None, metavar="N",
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="partitions rebuilt at once by N processes (default: the number of CPUs)")
     p.add_argument("--dry-run", action="store_true", help="check every segment, write nothing")
     p.add_argument("--json", action="store_true", help="JSON Lines: one object per segment")

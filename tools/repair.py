@@ -11,7 +11,7 @@ import time
 from kafkalog.storage.config import BrokerConfig, parse_overrides
 from kafkalog.storage.engine.plan import Backup, Plan, apply_plan, data_dir_lock
 from kafkalog.storage.engine.recovery import partition_actions, plan_repair
-from kafkalog.tools.output import progress
+from kafkalog.tools.output import positive_int, progress
 
 HELP = "recover data dirs as the broker's startup would (truncate torn/corrupt tails, rebuild indexes...)"
 DESCRIPTION = """\
@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kafka-exact", action="store_true",
                    help="only what the broker does: keep indexes that fail sanity checks below the recovery point")
     p.add_argument("--now", type=int, metavar="MS", help="current time in epoch ms (producer expiration)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="partitions recovered in parallel")
+    p.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1, help="partitions recovered in parallel")
     p.add_argument("--json", action="store_true", help="JSON Lines output")
 
 

@@ -11,7 +11,7 @@ from typing import IO
 from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.verify import VerifyReport, verify_paths
 
-from .output import JsonLines, progress, render_table
+from .output import JsonLines, positive_int, progress, render_table
 
 HELP = "check data dirs, partitions and files for corruption and inconsistencies (CRCs, indexes, checkpoints)"
 DESCRIPTION = """\
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also decode every record (decompressing batches): slower, finds more")
     parser.add_argument("--json", action="store_true",
                         help="print JSON Lines, one object per finding (file, position, kind, severity, message)")
-    parser.add_argument("--workers", type=_positive, default=None, metavar="N",
+    parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
                         help="partitions verified in parallel by N processes (default: the number of CPUs)")
     parser.add_argument("--info", action="store_true", help="also show findings of severity info")
     parser.add_argument("--independent", action="store_true",
@@ -59,14 +59,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {v}")
-    return v
 
 
 def run(args: argparse.Namespace) -> int:

@@ -50,8 +50,10 @@ class _KeyDict:
 
 
 def _map_segment(task: tuple) -> tuple[str, object]:
-    """Worker: map one segment. Returns ``("ok", {key: offset})`` or ``("error", message)``."""
-    path, seg_start, start, aborted = task
+    """Worker: map one segment. Returns ``("ok", {key: offset})``, ``("error", message)`` or ``("full", None)``
+    when the segment alone holds ``limit`` distinct keys (the map would fill up: the sequential pass decides
+    where, and the worker's memory stays bounded by the map's capacity)."""
+    path, seg_start, start, aborted, limit = task
     txn = CleanedTransactionMetadata()
     txn.add_aborted_transactions(t for t in aborted if t.first_offset >= seg_start)
     for t in aborted:
@@ -91,6 +93,8 @@ def _map_segment(task: tuple) -> tuple[str, object]:
                                 else:
                                     cell[0] = t[0]
                 del b
+                if len(raw) >= limit:
+                    return "full", None
         finally:
             try:
                 mm.close()
@@ -109,7 +113,8 @@ def build_offset_map_parallel(segments: list[tuple[str, int]], start: int, end: 
     fill up); False when the caller must run the sequential pass (map would fill, or a segment needs the careful
     path's error).
     """
-    tasks = [(path, max(base, start), start, aborted) for path, base in segments]
+    limit = offset_map.capacity
+    tasks = [(path, max(base, start), start, aborted, limit) for path, base in segments]
     ctx = multiprocessing.get_context("fork")
     merged: dict[bytes, int] = {}
     with ctx.Pool(min(workers, len(tasks))) as pool:
@@ -119,6 +124,9 @@ def build_offset_map_parallel(segments: list[tuple[str, int]], start: int, end: 
                 return False
             merged.update(result)  # type: ignore[arg-type]
             del result
+            if len(merged) >= limit:  # distinct keys >= distinct hashes: the map fills up somewhere
+                pool.terminate()
+                return False
     offset_map.clear()
     offset_map.start = start
     cells, raw = offset_map.cells, offset_map.raw

@@ -154,3 +154,16 @@ def test_parallel_map_pass_equals_the_sequential_one(tmp_path: Path, seed: int):
         full_seq = build_offset_map(log, 0, end, small_seq)
         full_par = build_offset_map(log, 0, end, small_par, workers=2, parallel_min_bytes=0)
         assert full_seq and full_par and _map_contents(small_par) == _map_contents(small_seq)
+
+
+def test_parallel_map_worker_memory_is_bounded_by_the_capacity(tmp_path):
+    """A worker stops collecting keys once its segment alone would fill the map: its dict (and the merged
+    one) never grows beyond the map's capacity, whatever the number of distinct keys in the dirty section."""
+    from kafkalog.storage.engine.cleaner_parallel import _map_segment
+
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(b"".join(build_batch([(i * 10 + j, NOW, b"key-%d" % (i * 10 + j), b"v") for j in range(10)],
+                                         base_offset=i * 10) for i in range(50)))
+    status, result = _map_segment((str(log), 0, 0, [], 10**6))
+    assert status == "ok" and len(result) == 500
+    assert _map_segment((str(log), 0, 0, [], 25)) == ("full", None)

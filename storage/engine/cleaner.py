@@ -182,7 +182,7 @@ def build_offset_map(log: PartitionView, start: int, end: int, offset_map: Offse
                     if not _map_fast(b, start, offset_map):
                         for t in b.iter_record_tuples():
                             if t[2] is not None and t[0] >= start:
-                                if len(cells) < capacity:
+                                if len(cells) + offset_map.spilled < capacity:
                                     put(t[2], t[0])
                                 else:
                                     return True
@@ -199,7 +199,7 @@ def _map_fast(b, start: int, offset_map: OffsetMap) -> bool:
         return False
     count = b.records_count
     base = b.base_offset
-    if count < 0 or base < start or len(offset_map.cells) + count >= offset_map.capacity or not b.is_valid():
+    if count < 0 or base < start or offset_map.size + count >= offset_map.capacity or not b.is_valid():
         return False
     try:
         data = b.decompressed_payload()

@@ -21,12 +21,15 @@ from pathlib import Path
 
 from ..errors import KafkaLogError
 from ..records.reader import iter_batches
-from .cleaner_map import RAW_KEY_MAX, OffsetMap
+from .cleaner_map import OffsetMap
 from .cleaner_records import Slow, map_records
 from .cleaner_txn import AbortedTxn, CleanedTransactionMetadata
 
 #: Below this many dirty bytes the sequential pass is used (process start-up is not worth it).
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
+#: Above this many distinct keys the sequential pass is used: each worker's key dict and the merged one cost
+#: about 100 bytes per key, and the sequential pass keeps the map compact (see ``cleaner_map``).
+PARALLEL_MAX_KEYS = 1 << 21
 
 
 def default_workers() -> int:
@@ -113,7 +116,7 @@ def build_offset_map_parallel(segments: list[tuple[str, int]], start: int, end: 
     fill up); False when the caller must run the sequential pass (map would fill, or a segment needs the careful
     path's error).
     """
-    limit = offset_map.capacity
+    limit = min(offset_map.capacity, PARALLEL_MAX_KEYS)
     tasks = [(path, max(base, start), start, aborted, limit) for path, base in segments]
     ctx = multiprocessing.get_context("fork")
     merged: dict[bytes, int] = {}
@@ -129,17 +132,11 @@ def build_offset_map_parallel(segments: list[tuple[str, int]], start: int, end: 
                 return False
     offset_map.clear()
     offset_map.start = start
-    cells, raw = offset_map.cells, offset_map.raw
+    merge_hash = offset_map.merge_hash
     for key, off in merged.items():
-        d = md5(key).digest()
-        cell = cells.get(d)
-        if cell is None:
-            cell = cells[d] = [off]
-        elif off > cell[0]:  # keys with the same MD5: the last put (the largest offset) wins
-            cell[0] = off
-        if len(key) <= RAW_KEY_MAX:
-            raw[key] = cell
-    if len(cells) >= offset_map.capacity:
+        # keys with the same MD5: the last put (the largest offset) wins
+        merge_hash(md5(key).digest(), off, key=key)
+    if offset_map.size >= offset_map.capacity:
         offset_map.clear()
         return False
     offset_map.latest_offset = end - 1

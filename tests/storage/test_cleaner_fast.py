@@ -112,7 +112,7 @@ def test_scan_and_splice_rewrite_only_the_prefix_when_the_base_timestamp_moves()
 
 
 def _map_contents(m: OffsetMap) -> tuple:
-    return sorted((d, c[0]) for d, c in m.cells.items()), m.latest_offset, m.size
+    return sorted(m.items()), m.latest_offset, m.size
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -144,10 +144,11 @@ def test_parallel_map_pass_equals_the_sequential_one(tmp_path: Path, seed: int):
     with PartitionView(pdir) as log:
         end = log.active_segment.base_offset
         for start in (0, bases[1] if len(bases) > 1 else 0):
-            seq, par = OffsetMap(), OffsetMap()
+            seq, par, spill = OffsetMap(), OffsetMap(), OffsetMap(spill_keys=3)
             assert not build_offset_map(log, start, end, seq)
             assert not build_offset_map(log, start, end, par, workers=2, parallel_min_bytes=0)
-            assert _map_contents(par) == _map_contents(seq)
+            assert not build_offset_map(log, start, end, spill, workers=2, parallel_min_bytes=0)
+            assert _map_contents(par) == _map_contents(seq) == _map_contents(spill) and spill.runs
             assert seq.get(b"k1") != leo and seq.get(b"k2") != leo + 1
         # a map that fills up: the parallel pass defers to the sequential one, which stops where Kafka stops
         small_seq, small_par = OffsetMap(24 * 3), OffsetMap(24 * 3)  # capacity 2 keys
@@ -167,3 +168,79 @@ def test_parallel_map_worker_memory_is_bounded_by_the_capacity(tmp_path):
     status, result = _map_segment((str(log), 0, 0, [], 10**6))
     assert status == "ok" and len(result) == 500
     assert _map_segment((str(log), 0, 0, [], 25)) == ("full", None)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("dedupe", [134217728, 24 * 60])
+def test_spilled_map_cleans_the_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, dedupe: int):
+    """The map's compact runs (what a large dirty section spills into) give exactly the bytes of the dict-only map:
+    force a spill every few keys and clean two rounds."""
+    from kafkalog.storage.engine import cleaner_map
+
+    src = tmp_path / "src" / "t-0"
+    src.mkdir(parents=True)
+    random_log(src, seed)
+    cfg = CleanerConfig(dedupe_buffer_size=dedupe)
+    hot, spilled = tmp_path / "hot" / "t-0", tmp_path / "spilled" / "t-0"
+    shutil.copytree(src, hot)
+    shutil.copytree(src, spilled)
+    for rnd_now in (NOW, NOW + 5_000):
+        compact_partition(hot, COMPACT, cfg, rnd_now, force=True)
+    runs: list[int] = []
+    real_spill = OffsetMap._spill
+
+    def counting_spill(self):
+        runs.append(len(self.cells))
+        real_spill(self)
+
+    with monkeypatch.context() as m:
+        m.setattr(cleaner_map, "default_spill_keys", lambda capacity: 1 + seed % 4)
+        m.setattr(OffsetMap, "_spill", counting_spill)
+        for rnd_now in (NOW, NOW + 5_000):
+            compact_partition(spilled, COMPACT, cfg, rnd_now, force=True)
+    assert runs, "the map never spilled"
+    a, b = snapshot(hot), snapshot(spilled)
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name] == b[name], name
+
+
+def test_spilled_map_answers_like_the_dict_map():
+    rnd = random.Random(7)
+    keys = [os.urandom(rnd.choice([1, 8, 80])) for _ in range(3000)]
+    plain, compact = OffsetMap(), OffsetMap(spill_keys=97)
+    seen = set()
+    for off in range(20_000):
+        k = rnd.choice(keys)
+        seen.add(k)
+        plain.put(k, off)
+        compact.put(k, off)
+    assert len(compact.runs) > 10 and compact.size == plain.size == len(seen)
+    assert sorted(compact.items()) == sorted(plain.items())
+    for k in keys + [b"never", b"x" * 100]:
+        assert compact.get(k) == plain.get(k)
+    compact.put_hash(OffsetMap.hash_key(keys[0]), 5)  # an unconditional set, also inside a run
+    plain.put_hash(OffsetMap.hash_key(keys[0]), 5)
+    assert compact.get(keys[0]) == plain.get(keys[0]) == 5
+    plain.freeze()
+    compact.freeze()
+    for _ in range(500):
+        lo = rnd.randrange(0, 20_000)
+        hi = lo + rnd.choice([0, 1, 5, 50])
+        assert compact.maps_none_of(lo, hi) == plain.maps_none_of(lo, hi)
+    compact.clear()
+    assert compact.size == 0 and not compact.runs and compact.get(keys[0]) == -1
+
+
+def test_spill_threshold(monkeypatch: pytest.MonkeyPatch):
+    from kafkalog.storage.engine import cleaner_map
+
+    assert isinstance(cleaner_map.available_memory(), int)  # /proc/meminfo on Linux
+    monkeypatch.setattr(cleaner_map, "available_memory", lambda: 2 << 30)  # a small machine
+    big = OffsetMap(2_000_000_000)  # ~75 M keys: spills, with at most MAX_RUNS runs
+    assert big.spill_keys * cleaner_map.MAX_RUNS >= big.capacity and big.spill_keys < big.capacity
+    assert 1 << 20 <= OffsetMap().spill_keys < OffsetMap().capacity  # the default map spills here
+    monkeypatch.setattr(cleaner_map, "available_memory", lambda: 64 << 30)  # room for the default map
+    assert OffsetMap().spill_keys >= OffsetMap().capacity
+    monkeypatch.setattr(cleaner_map, "available_memory", lambda: None)
+    assert OffsetMap().spill_keys == cleaner_map.SPILL_KEYS

@@ -29,6 +29,10 @@ min/max.compaction.lag.ms and producer expiry; pass the broker's clock to reprod
 --kafka-version picks whose behaviour to match where versions differ: 4.0+ rewrites v0/v1 batches as v2
 (KAFKA-13093); 3.9+ indexes cleaned segments per batch (KAFKA-806).
 
+Memory: the key map holds at most the broker's capacity (dedupe.buffer.size / 24 x load factor keys: 5.03 M
+for the default 128 MiB). Keys stay in fast dicts (about 260 bytes each) up to half the available memory; past
+that they spill into compact sorted arrays of 24 bytes per key, as Kafka's, at some cost in speed.
+
 Exit status: 0 done (also when nothing was eligible), 1 a partition failed (e.g. the broker would mark it
 uncleanable), 2 usage.
 

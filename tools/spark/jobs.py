@@ -15,6 +15,7 @@ Executors must see the same paths as the driver (local mode, or a shared filesys
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,12 @@ class JobReport:
     @property
     def ok(self) -> bool:
         return not any(r.get("severity") == "error" or r.get("error") for r in self.rows)
+
+
+def _driver_paths(paths: list[str]) -> list[str]:
+    """Local paths made absolute on the driver: executors of a cluster run in their own working directories
+    (a relative path that works in local mode names nothing there). URIs (``s3://``...) are left alone."""
+    return [p if "://" in str(p) else os.path.abspath(p) for p in paths]
 
 
 def _sc(spark):
@@ -55,6 +62,7 @@ def verify(spark, paths: list[str], *, deep: bool = False, independent: bool = F
     """``kafkalog verify`` with its partition tasks run by Spark: the driver plans, checks each data dir's own
     files and the cross-partition rules (checkpoint entries, topic ids, recovery-point membership, the
     ``log.dirs`` ensemble unless ``independent``), exactly as :func:`~kafkalog.storage.verify.verify_paths`."""
+    paths = _driver_paths(paths)
     from kafkalog.storage.verify import verify_paths
 
     report = verify_paths(paths, deep=deep, independent=independent,
@@ -103,6 +111,7 @@ def _convert_one(item) -> list[dict]:
 
 def convert(spark, paths: list[str], opts=None, *, topics: set[str] | None = None, dry_run: bool = False,
             backup: bool = True, backup_root: str | None = None) -> JobReport:
+    paths = _driver_paths(paths)
     from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
     from kafkalog.storage.engine.plan import Backup, data_dir_lock
     from kafkalog.storage.logdir import data_dir_of
@@ -150,6 +159,7 @@ def compact(spark, paths: list[str], *, now: int, dry_run: bool = False, force: 
             kafka_version: tuple[int, int] = (4, 0), overrides: dict[str, str] | None = None,
             server_properties: str | None = None, topic_config: str | None = None, backup: bool = True,
             backup_root: str | None = None) -> JobReport:
+    paths = _driver_paths(paths)
     from kafkalog.storage.engine.cleaner import update_cleaner_checkpoints
     from kafkalog.storage.engine.cleaner_log import parse_partition_dir_name
     from kafkalog.storage.engine.cleaner_manager import ConfigResolver, resolve_partitions

@@ -70,6 +70,10 @@ def test_data_source_reads_the_same_records(cluster, tmp_path):
         assert p.returncode == 0, p.stderr[-3000:]
         got[master] = p.stdout.split()[-2:]
     assert got[url] == got["local[1]"] and int(got[url][0]) > 0
+    p = _cli("spark", "export", "data", "--out", "out.parquet", "--master", url, "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout.splitlines()[-1])["summary"]["records"] == int(got[url][0])
+    assert any((tmp_path / "out.parquet").rglob("*.parquet"))
 
 
 def test_compact_on_the_cluster_equals_single_machine(cluster, tmp_path):

@@ -80,6 +80,8 @@ def verify(spark, paths: list[str], *, deep: bool = False, independent: bool = F
 def export(spark, paths: list[str], out: str, *, fmt: str = "parquet", options: dict[str, str] | None = None,
            mode: str = "errorifexists") -> JobReport:
     """Read with the data source and write Parquet (partitioned by topic, partition) or JSON Lines."""
+    paths = _driver_paths(paths)
+    out = _driver_paths([out])[0]
     reader = spark.read.format("kafkalog")
     for k, v in (options or {}).items():
         reader = reader.option(k, v)

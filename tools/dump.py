@@ -15,7 +15,7 @@ from collections.abc import Callable
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.records.dump import dump_log
 
-from .output import JsonLines, add_output_arguments, progress, render_bytes, render_headers
+from .output import JsonLines, add_output_arguments, non_negative_int, progress, render_bytes, render_headers
 
 HELP = "print the batches and records of .log files (like kafka-dump-log.sh)"
 DESCRIPTION = """\
@@ -52,10 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print record keys and values (implies --deep)")
     parser.add_argument("--skip-record-metadata", action="store_true",
                         help="human output: do not print per-record metadata (with --print-data-log)")
-    parser.add_argument("--max-bytes", type=_non_negative, default=None, metavar="N",
+    parser.add_argument("--max-bytes", type=non_negative_int, default=None, metavar="N",
                         help="scan only the first N bytes of each .log (a partial batch at the cut is "
                         "not reported)")
-    parser.add_argument("--max-message-size", type=_non_negative, default=None, metavar="N",
+    parser.add_argument("--max-message-size", type=non_negative_int, default=None, metavar="N",
                         help="report a batch whose size field exceeds N bytes as corrupt (default: no limit; "
                         f"index dumps read {DEFAULT_MAX_MESSAGE_SIZE} bytes per entry)")
     parser.add_argument("--verify-index-only", action="store_true",
@@ -70,16 +70,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     dec.add_argument("--cluster-metadata-decoder", dest="decoder", action="store_const",
                      const="cluster-metadata", help="decode records as __cluster_metadata (implies --print-data-log)")
     add_output_arguments(parser, payload=True)
-
-
-def _non_negative(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {v}")
-    return v
 
 
 class _Sink:

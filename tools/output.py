@@ -131,14 +131,23 @@ def add_output_arguments(parser, *, payload: bool = False) -> None:
                             "utf8 (human default; undecodable bytes as \\xNN) or hex")
 
 
-def positive_int(text: str) -> int:
-    """argparse type for counts such as ``--workers``: an integer >= 1."""
+def _int_at_least(text: str, minimum: int) -> int:
     import argparse
 
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {v}")
+    if v < minimum:
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}: {v}")
     return v
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts such as ``--workers``: an integer >= 1."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type for sizes and positions: an integer >= 0."""
+    return _int_at_least(text, 0)

@@ -55,6 +55,17 @@ def random_log(pdir: Path, seed: int) -> None:
         base = next(iter(iter_batches(seg[-1]))).next_offset
 
 
+def two_copies(tmp_path: Path, seed: int, a: str, b: str) -> tuple[Path, Path]:
+    """Two copies of one random log, as partition dirs ``<a>/t-0`` and ``<b>/t-0``."""
+    src = tmp_path / "src" / "t-0"
+    src.mkdir(parents=True)
+    random_log(src, seed)
+    out = tmp_path / a / "t-0", tmp_path / b / "t-0"
+    for d in out:
+        shutil.copytree(src, d)
+    return out
+
+
 def snapshot(pdir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(pdir.parent.rglob("*")) if p.is_file()}
 
@@ -62,13 +73,8 @@ def snapshot(pdir: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("dedupe", [134217728, 24 * 60])
 def test_fast_paths_equal_careful_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, dedupe: int):
-    src = tmp_path / "src" / "t-0"
-    src.mkdir(parents=True)
-    random_log(src, seed)
+    fast, slow = two_copies(tmp_path, seed, "fast", "slow")
     cfg = CleanerConfig(dedupe_buffer_size=dedupe)
-    fast, slow = tmp_path / "fast" / "t-0", tmp_path / "slow" / "t-0"
-    shutil.copytree(src, fast)
-    shutil.copytree(src, slow)
     for rnd_now in (NOW, NOW + 5_000):  # two rounds: the second meets delete horizons set by the first
         compact_partition(fast, COMPACT, cfg, rnd_now, force=True)
     with monkeypatch.context() as m:
@@ -177,13 +183,8 @@ def test_spilled_map_cleans_the_same_bytes(tmp_path: Path, monkeypatch: pytest.M
     force a spill every few keys and clean two rounds."""
     from kafkalog.storage.engine import cleaner_map
 
-    src = tmp_path / "src" / "t-0"
-    src.mkdir(parents=True)
-    random_log(src, seed)
+    hot, spilled = two_copies(tmp_path, seed, "hot", "spilled")
     cfg = CleanerConfig(dedupe_buffer_size=dedupe)
-    hot, spilled = tmp_path / "hot" / "t-0", tmp_path / "spilled" / "t-0"
-    shutil.copytree(src, hot)
-    shutil.copytree(src, spilled)
     for rnd_now in (NOW, NOW + 5_000):
         compact_partition(hot, COMPACT, cfg, rnd_now, force=True)
     runs: list[int] = []

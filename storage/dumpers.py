@@ -259,6 +259,17 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
     return sequence - decrement
 
 
+def _sanity_check(out: FileDump, idx) -> None:
+    """``--index-sanity-check``: Kafka's ``sanityCheck`` of an offset or time index, as DumpLogSegments prints it."""
+    try:
+        idx.sanity_check()
+        out.passed_sanity_check = True
+        out.lines.append(f"{out.file} passed sanity check.")
+    except KafkaLogError as e:
+        out.passed_sanity_check = False
+        out.problem(e.position, e.reason)
+
+
 # ------------------------------------------------------------------------------------------- .index
 
 
@@ -283,13 +294,7 @@ def dump_offset_index(
             out.lines.append(f"{name} is empty.")
             return out
         if index_sanity_check:
-            try:
-                idx.sanity_check()
-                out.passed_sanity_check = True
-                out.lines.append(f"{name} passed sanity check.")
-            except KafkaLogError as e:
-                out.passed_sanity_check = False
-                out.problem(e.position, e.reason)
+            _sanity_check(out, idx)
             return out
         log = _Log(log_path)
         try:
@@ -354,13 +359,7 @@ def dump_time_index(
             out.lines.append(f"{name} is empty.")
             return out
         if index_sanity_check:
-            try:
-                tidx.sanity_check()
-                out.passed_sanity_check = True
-                out.lines.append(f"{name} passed sanity check.")
-            except KafkaLogError as e:
-                out.passed_sanity_check = False
-                out.problem(e.position, e.reason)
+            _sanity_check(out, tidx)
             return out
         log = _Log(log_path)
         oidx = OffsetIndex.open(index_path, base) if index_path.exists() else OffsetIndex(b"", base)

@@ -129,14 +129,6 @@ class OffsetMap:
     def size(self) -> int:
         return len(self.cells) + self.spilled
 
-    @property
-    def full(self) -> bool:
-        return self.size >= self.capacity
-
-    @property
-    def utilization(self) -> float:
-        return self.size / self.slots
-
     def _spill(self) -> None:
         """Move the hot dicts into a new run (emptied in place: callers hold references to them)."""
         self.runs.append(_Run(self.cells))
@@ -234,13 +226,6 @@ class OffsetMap:
         self.spilled = 0
         self.latest_offset = -1
         self._values = None
-
-    def offsets(self) -> list[int]:
-        """Every mapped hash's offset (unordered)."""
-        out = [c[0] for c in self.cells.values()]
-        for run in self.runs:
-            out.extend(run.off)
-        return out
 
     def items(self):
         """``(digest, offset)`` of every mapped hash."""

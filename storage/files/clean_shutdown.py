@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 
 from ..atomic import atomic_write
+from ..jsonio import loads
 from .checkpoints import read_bytes_bounded
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -30,8 +31,8 @@ class CleanShutdownMarker:
         p = None if path is None else str(path)
         epoch = version = None
         try:
-            obj = json.loads(data.decode("utf-8")) if data.strip() else None
-        except (UnicodeDecodeError, ValueError, RecursionError):
+            obj = loads(data.decode("utf-8")) if data.strip() else None
+        except ValueError:  # UnicodeDecodeError, JSONDecodeError, nested too deeply
             obj = None
         if isinstance(obj, dict):
             e, v = obj.get("brokerEpoch"), obj.get("version")

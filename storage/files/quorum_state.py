@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..errors import CorruptCheckpointError, KafkaLogError
+from ..jsonio import loads
 from ._io import read_bounded
 from ._java import uuid_from_string
 
@@ -84,11 +85,11 @@ class QuorumState:
         except UnicodeDecodeError as e:
             raise bad(f"invalid UTF-8 ({e.reason})", e.start) from None
         try:
-            obj = json.loads(line)
+            obj = loads(line)
         except json.JSONDecodeError as e:
             raise bad(f"not JSON: {e.msg}", len(line[:e.pos].encode("utf-8"))) from None
-        except RecursionError:
-            raise bad("not JSON: nested too deeply", 0) from None
+        except ValueError as e:  # nested too deeply
+            raise bad(f"not JSON: {e}", 0) from None
         if not isinstance(obj, dict):
             raise bad(f"expected a JSON object, found {type(obj).__name__}", 0)
         if "data_version" not in obj:

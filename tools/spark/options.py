@@ -27,11 +27,11 @@ Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` in a query are
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from kafkalog.storage.errors import ConfigError
+from kafkalog.storage.jsonio import loads
 
 MIB = 1024 * 1024
 
@@ -115,9 +115,9 @@ def parse_paths(opts: Mapping[str, str]) -> tuple[str, ...]:
     raw = opts.get("paths")
     if raw:
         try:
-            loaded = json.loads(raw)
+            loaded = loads(raw)
             paths.extend(loaded if isinstance(loaded, list) else [str(loaded)])
-        except (json.JSONDecodeError, RecursionError):
+        except ValueError:
             paths.extend(_list(raw))
     if opts.get("path"):
         paths.extend(_list(opts["path"]))

@@ -10,14 +10,23 @@ Broker synonyms are tried in Kafka's order and the first one present wins, e.g. 
 created compacted with their own segment size (``offsets.topic.segment.bytes``,
 ``transaction.state.log.segment.bytes``), as the broker does when it creates them.
 
-Values that Kafka's ``ConfigDef`` would reject raise :class:`ConfigError` naming the key and the source.
+Every effective value remembers where it came from (:attr:`LogConfig.sources`: ``Kafka default``,
+``server.properties (log.retention.hours)``, a ``__cluster_metadata`` record, ``--config``...), so a plan can show
+an operator the setting that decided it before anything is deleted.
+
+Values that Kafka's ``ConfigDef`` would reject raise :class:`ConfigError` naming the key and the source, and so do
+unknown names a user typed (``--config``, a topic config file). Names the *broker* accepted but this version does
+not model (a topic config of a newer Kafka, found in ``__cluster_metadata``) are kept in :attr:`LogConfig.unknown`
+and reported, never fatal. ``internal.segment.bytes`` (Kafka 4.1+, an internal topic config the broker honours
+for rolling and for the cleaner's grouping) is modelled: :attr:`LogConfig.segment_size` is Kafka's
+``LogConfig.segmentSize()``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .codec.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
@@ -97,6 +106,10 @@ def _list(v: Any) -> list[str]:
 
 INT = _int(32)
 LONG = _int(64)
+
+
+def _optional_int(v: Any) -> int | None:
+    return None if v is None else INT(v)
 
 
 # ------------------------------------------------------------------------------------------ validators
@@ -193,7 +206,12 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     _k("local.retention.bytes", LONG, -2, at_least(-2), ["log.local.retention.bytes"]),
     _k("remote.log.copy.disable", _bool, False, None, []),
     _k("remote.log.delete.on.disable", _bool, False, None, []),
+    # Kafka 4.1+ (ConfigDef.defineInternal: no default, no validator): overrides segment.bytes for roll and
+    # cleaner grouping (LogConfig.segmentSize())
+    _k("internal.segment.bytes", _optional_int, None, None, []),
 )}
+
+DEFAULT_SOURCE = "Kafka default"
 
 CLEANER_CONFIG_KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     _k("log.cleaner.threads", INT, 1, at_least(0)),
@@ -215,6 +233,17 @@ BROKER_CONFIG_KEYS: dict[str, ConfigKey] = {k.name: k for k in (
     _k("log.flush.offset.checkpoint.interval.ms", INT, 60000, at_least(0)),
     _k("log.flush.start.offset.checkpoint.interval.ms", INT, 60000, at_least(0)),
 )}
+
+
+def _render(v: Any) -> Any:
+    return ",".join(v) if isinstance(v, list) else v
+
+
+def _did_you_mean(name: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, TOPIC_CONFIG_KEYS, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _coerce(key: ConfigKey, raw: Any, source: str) -> Any:
@@ -353,40 +382,69 @@ class CleanerConfig:
 @dataclass(frozen=True)
 class LogConfig:
     """Effective configuration of one topic. ``values`` maps every topic config name to its typed value;
-    ``overridden`` is the set of names set explicitly (by server.properties or the topic)."""
+    ``sources`` says where each value that is not Kafka's default came from; ``unknown`` holds names the broker
+    accepted that this version does not model (``name -> (value, source)``)."""
 
     values: Mapping[str, Any] = field(default_factory=lambda: {n: k.default for n, k in TOPIC_CONFIG_KEYS.items()})
-    overridden: frozenset[str] = frozenset()
+    sources: Mapping[str, str] = field(default_factory=dict)
+    unknown: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
 
     # -------------------------------------------------------------------------------- construction
     @classmethod
     def defaults(cls) -> LogConfig:
         return cls()
 
+    @property
+    def overridden(self) -> frozenset[str]:
+        """Names set explicitly (server.properties, dynamic broker configs, topic overrides)."""
+        return frozenset(self.sources)
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, DEFAULT_SOURCE)
+
     @classmethod
     def from_topic_props(cls, props: Mapping[str, Any], base: LogConfig | None = None,
-                         source: str = "topic config") -> LogConfig:
-        """Topic overrides (topic names only) applied on top of ``base``; unknown names are rejected as
-        ``CreateTopics``/``AlterConfigs`` do."""
-        values = dict((base or cls()).values)
-        overridden = set((base or cls()).overridden)
+                         source: str = "topic config", *, strict: bool = True) -> LogConfig:
+        """Topic overrides (topic config names) applied on top of ``base``.
+
+        ``strict`` (input a person typed): an unknown name or an invalid value is a :class:`ConfigError`, as
+        ``CreateTopics``/``AlterConfigs`` reject them. ``strict=False`` (configs the broker itself accepted,
+        e.g. replayed from ``__cluster_metadata``): unknown names are kept in :attr:`unknown` and a value this
+        version cannot parse is recorded in :attr:`problems` and leaves the previous value in place."""
+        b = base or cls()
+        values = dict(b.values)
+        sources = dict(b.sources)
+        unknown = dict(b.unknown)
+        problems = list(b.problems)
         for name, raw in props.items():
             key = TOPIC_CONFIG_KEYS.get(name)
             if key is None:
-                raise ConfigError(f"Unknown topic config name: {name}", source)
-            values[name] = _coerce(key, raw, source)
-            overridden.add(name)
-        cfg = cls(values, frozenset(overridden))
+                if strict:
+                    raise ConfigError(f"Unknown topic config name: {name}{_did_you_mean(name)}", source)
+                unknown[name] = (str(raw), source)
+                continue
+            try:
+                values[name] = _coerce(key, raw, source)
+            except ConfigError as e:
+                if strict:
+                    raise
+                problems.append(f"{e.reason} ({source}); {name} stays {values[name]!r}")
+                continue
+            sources[name] = source
+        cfg = cls(values, sources, unknown, tuple(problems))
         cfg.validate(source)
         return cfg
 
     @classmethod
-    def broker_defaults(cls, server_props: Mapping[str, Any], source: str = "server.properties") -> LogConfig:
-        """The broker-wide default for every topic config, from its ``log.*`` synonyms."""
-        values: dict[str, Any] = {}
-        overridden = set()
+    def broker_defaults(cls, server_props: Mapping[str, Any], source: str = "server.properties",
+                        base: LogConfig | None = None) -> LogConfig:
+        """The broker-wide default for every topic config, from its ``log.*`` synonyms in ``server_props`` (on
+        top of ``base``: dynamic broker configs apply over server.properties)."""
+        b = base or cls()
+        values: dict[str, Any] = dict(b.values)
+        sources = dict(b.sources)
         for name, key in TOPIC_CONFIG_KEYS.items():
-            values[name] = key.default
             for syn, mult in key.synonyms:
                 if syn in server_props:
                     no_check = mult != 1 or name == "retention.ms"  # log.retention.* have no validator
@@ -403,14 +461,22 @@ class LogConfig:
                     if name == "retention.ms" and v < 0:
                         v = -1  # KafkaConfig.logRetentionTimeMillis: any negative value means unlimited
                     values[name] = v
-                    overridden.add(name)
+                    sources[name] = f"{source} ({syn})"
                     break
-        cfg = cls(values, frozenset(overridden))
+        cfg = cls(values, sources, dict(b.unknown), b.problems)
         cfg.validate(source)
         return cfg
 
-    def with_overrides(self, props: Mapping[str, Any], source: str = "topic config") -> LogConfig:
-        return LogConfig.from_topic_props(props, self, source)
+    def with_overrides(self, props: Mapping[str, Any], source: str = "topic config", *,
+                       strict: bool = True) -> LogConfig:
+        return LogConfig.from_topic_props(props, self, source, strict=strict)
+
+    def describe(self, names: Iterable[str]) -> list[dict[str, Any]]:
+        """``[{name, value, source}]`` for ``names`` (what decided a plan), then every unknown name."""
+        out = [{"name": n, "value": _render(self.values[n]), "source": self.source(n)} for n in names]
+        out += [{"name": n, "value": v, "source": f"{src}; not modelled by this kafkalog, ignored"}
+                for n, (v, src) in sorted(self.unknown.items())]
+        return out
 
     def validate(self, source: str | None = None) -> None:
         """``LogConfig.validateValues``."""
@@ -433,6 +499,7 @@ class LogConfig:
 
     # -------------------------------------------------------------------------------- typed views
     segment_bytes = property(lambda self: self.values["segment.bytes"])
+    internal_segment_bytes = property(lambda self: self.values["internal.segment.bytes"])
     segment_ms = property(lambda self: self.values["segment.ms"])
     segment_jitter_ms = property(lambda self: self.values["segment.jitter.ms"])
     segment_index_bytes = property(lambda self: self.values["segment.index.bytes"])
@@ -452,6 +519,13 @@ class LogConfig:
     message_format_version = property(lambda self: self.values["message.format.version"])
     compression_type = property(lambda self: self.values["compression.type"])
     preallocate = property(lambda self: self.values["preallocate"])
+
+    @property
+    def segment_size(self) -> int:
+        """``LogConfig.segmentSize()``: ``internal.segment.bytes`` when set, else ``segment.bytes``. The broker
+        rolls segments and the cleaner groups them by it."""
+        internal = self.values["internal.segment.bytes"]
+        return self.values["segment.bytes"] if internal is None else internal
 
     @property
     def compact(self) -> bool:
@@ -511,6 +585,18 @@ class BrokerConfig:
     def from_file(cls, path: str | os.PathLike) -> BrokerConfig:
         return cls.from_props(read_properties(path), str(path))
 
+    def with_dynamic(self, props: Mapping[str, Any], source: str) -> BrokerConfig:
+        """Dynamic broker configs (``kafka-configs --entity-type brokers``, KRaft ``ConfigRecord``s of resource
+        type BROKER) over this config: their ``log.*`` names change the topic defaults, as
+        ``DynamicLogConfig`` applies them. Values the broker accepted are never fatal here."""
+        if not props:
+            return self
+        try:
+            defaults = LogConfig.broker_defaults(props, source, base=self.log_defaults)
+        except ConfigError as e:
+            defaults = replace(self.log_defaults, problems=(*self.log_defaults.problems, str(e)))
+        return replace(self, log_defaults=defaults)
+
     @property
     def log_dirs(self) -> list[str]:
         raw = self.props.get("log.dirs") or self.props.get("log.dir") or "/tmp/kafka-logs"
@@ -542,7 +628,7 @@ class BrokerConfig:
         if topic is not None:
             internal = self.internal_topic_defaults(topic)
             if internal:
-                cfg = cfg.with_overrides(internal, f"internal topic {topic}")
+                cfg = cfg.with_overrides(internal, f"the broker's settings for internal topic {topic}")
         if overrides:
             cfg = cfg.with_overrides(overrides, source)
         return cfg

@@ -14,17 +14,16 @@ Memory is bounded by one batch per side: segments are mmapped and compared as th
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import LogDirError
+from .files._io import mapped
 from .files.names import segment_log_files
-from .logdir import is_partition_dir, live_partition_name, resolve_partition_dirs
+from .logdir import is_partition_dir, resolve_partition_dirs
 from .records import iter_batches
 
 LEVELS = ("bytes", "batches", "records")
@@ -32,41 +31,6 @@ _CHUNK = 1 << 20
 
 
 # ----------------------------------------------------------------------------------------------- layout
-
-
-def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
-    """``(topic, partition)`` of a live log dir name (``LocalLog.parseTopicPartitionName``), else None.
-
-    ``-delete``/``-future``/``-stray`` directories are not live logs and give None.
-    """
-    tp = live_partition_name(name)
-    return None if tp is None else (tp.topic, tp.partition)
-
-
-def partition_dirs(path: str | os.PathLike, topics: set[str] | None = None) -> list[Path]:
-    """The live partition dirs under ``path`` (:func:`~kafkalog.storage.logdir.resolve_partition_dirs`)."""
-    return resolve_partition_dirs(path, topics)
-
-
-@contextmanager
-def mapped(path: str | os.PathLike) -> Iterator[mmap.mmap | bytes]:
-    """A read-only mmap of ``path`` (``b""`` for an empty file). Closing never raises ``BufferError``: when a
-    batch view is still referenced (e.g. by a traceback) the mapping is left to the garbage collector."""
-    f = open(path, "rb")
-    try:
-        if os.fstat(f.fileno()).st_size == 0:
-            yield b""
-            return
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            yield mm
-        finally:
-            try:
-                mm.close()
-            except BufferError:
-                pass
-    finally:
-        f.close()
 
 
 # ------------------------------------------------------------------------------------------- results
@@ -340,8 +304,8 @@ def _roots(a: Path, b: Path) -> tuple[str, list[tuple[str, Path | None, Path | N
     """Pair up the partitions of A and B: ``(kind, [(relative name, partition dir A, partition dir B)])``."""
     if is_partition_dir(a) or is_partition_dir(b):
         return "partition", [(a.name if a.name == b.name else f"{a.name}|{b.name}", a, b)]
-    pa = {p.name: p for p in partition_dirs(a)}
-    pb = {p.name: p for p in partition_dirs(b)}
+    pa = {p.name: p for p in resolve_partition_dirs(a)}
+    pb = {p.name: p for p in resolve_partition_dirs(b)}
     return "datadir", [(n, pa.get(n), pb.get(n)) for n in sorted(set(pa) | set(pb))]
 
 
@@ -411,5 +375,5 @@ def _diff_segment_files(fa: Path, fb: Path, res: DiffResult, limit: int) -> Diff
 
 __all__ = [
     "BatchInfo", "DiffResult", "Difference", "LEVELS", "diff_paths", "is_partition_dir",
-    "iter_partition_batches", "iter_partition_records", "mapped", "parse_partition_dir_name", "partition_dirs",
+    "iter_partition_batches", "iter_partition_records",
 ]

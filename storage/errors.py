@@ -67,3 +67,13 @@ class LockedError(LogDirError):
 
 class ConfigError(KafkaLogError):
     """A configuration value that Kafka would reject."""
+
+
+class OffsetOverflowError(KafkaLogError):
+    """A batch whose offsets do not fit its segment's int32 relative range (``LogSegmentOffsetOverflowException``,
+    KAFKA-6264): the broker splits the segment and loads the partition again."""
+
+    def __init__(self, reason: str, path: str | None = None, position: int | None = None, *,
+                 base_offset: int = 0):
+        super().__init__(reason, path, position)
+        self.base_offset = base_offset

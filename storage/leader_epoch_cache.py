@@ -1,8 +1,11 @@
 """The leader-epoch cache of a partition (``LeaderEpochFileCache``, 30-checkpoints §3).
 
 Entries ``epoch -> start offset`` kept sorted by epoch; persisted in ``leader-epoch-checkpoint`` through
-``files/leader_epoch.py``. ``assign`` writes synchronously as the broker does (when ``auto_flush``);
-truncations mark the cache dirty and are written by :meth:`flush` (the broker's asynchronous write).
+``files/leader_epoch.py`` and a :class:`~kafkalog.storage.dirview.DirView` (planned: the write becomes a plan
+operation; direct: it happens at once). ``assign`` writes synchronously as the broker does (when
+``auto_flush``); truncations mark the cache dirty and are written by :meth:`flush` (the broker's asynchronous
+write). Every engine that moves a log's start or end moves the cache with it here
+(:meth:`truncate_from_start` is what retention and delete-records do to the file).
 """
 
 from __future__ import annotations
@@ -10,20 +13,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import CorruptCheckpointError
-from .files.leader_epoch import (
-    LEADER_EPOCH_CHECKPOINT,
-    EpochEntry,
-    LeaderEpochCheckpoint,
-    read_leader_epoch_checkpoint,
-    write_leader_epoch_checkpoint,
-)
+from .dirview import DirView
+from .errors import CorruptCheckpointError, LogDirError
+from .files.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochCheckpoint
+
+MAX_CHECKPOINT_BYTES = 1 << 24
 
 
 class LeaderEpochCache:
-    def __init__(self, path: str | os.PathLike | None = None, entries: list[EpochEntry] | None = None, *,
+    def __init__(self, view: DirView | str | os.PathLike | None = None, entries: list[EpochEntry] | None = None, *,
                  auto_flush: bool = True):
-        self.path = None if path is None else Path(path)
+        if view is not None and not isinstance(view, DirView):
+            view = DirView(view, DirView.DIRECT, missing_ok=True)
+        self.view = view
         self.epochs: dict[int, EpochEntry] = {}
         self.auto_flush = auto_flush
         self.dirty = False
@@ -31,15 +33,28 @@ class LeaderEpochCache:
         for e in entries or []:
             self._assign(e)
 
+    @property
+    def path(self) -> Path | None:
+        return None if self.view is None else self.view.path / LEADER_EPOCH_CHECKPOINT
+
+    @property
+    def exists(self) -> bool:
+        return self.view is not None and self.view.exists(LEADER_EPOCH_CHECKPOINT)
+
     @classmethod
-    def load(cls, partition_dir: str | os.PathLike, *, auto_flush: bool = True) -> LeaderEpochCache:
+    def load(cls, partition_dir: DirView | str | os.PathLike, *, auto_flush: bool = True) -> LeaderEpochCache:
         """Read ``leader-epoch-checkpoint`` (missing or zero-length = empty) replaying ``assign`` per entry.
         A malformed file raises :class:`CorruptCheckpointError` (the broker fails to load the partition)."""
-        path = Path(partition_dir) / LEADER_EPOCH_CHECKPOINT
+        cache = cls(partition_dir, auto_flush=auto_flush)
+        path = cache.path
         entries: list[EpochEntry] = []
-        if path.exists():
-            entries = read_leader_epoch_checkpoint(path).entries
-        cache = cls(path, auto_flush=auto_flush)
+        if cache.exists:
+            assert cache.view is not None
+            try:
+                data = cache.view.read(LEADER_EPOCH_CHECKPOINT, MAX_CHECKPOINT_BYTES)
+            except LogDirError as e:
+                raise CorruptCheckpointError(e.reason, str(path)) from None
+            entries = LeaderEpochCheckpoint.from_bytes(data, path).entries
         for e in entries:
             if e.epoch < 0 or e.start_offset < 0:
                 raise CorruptCheckpointError(f"invalid partition leader epoch entry {e.epoch} {e.start_offset}",
@@ -130,9 +145,11 @@ class LeaderEpochCache:
         self.epochs.clear()
         self.dirty = True
 
-    def flush(self, *, fsync: bool = True) -> None:
-        """Write the checkpoint (atomically) if there is a path."""
-        if self.path is not None:
-            write_leader_epoch_checkpoint(self.path, self.entries(), fsync=fsync)
-            self.writes += 1
+    def flush(self, *, fsync: bool = True, why: str = "leader epochs as the broker writes them") -> None:
+        """Write the checkpoint (atomically) if there is a directory and it changes the file."""
+        if self.view is not None:
+            data = self.to_bytes()
+            if not self.exists or self.view.read(LEADER_EPOCH_CHECKPOINT, MAX_CHECKPOINT_BYTES) != data:
+                self.view.write(LEADER_EPOCH_CHECKPOINT, data, why)
+                self.writes += 1
         self.dirty = False

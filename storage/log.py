@@ -1,9 +1,18 @@
-"""One partition directory (``UnifiedLog``/``LocalLog`` as loaded, read-only).
+"""One partition directory: the single partition model every engine and reader uses (``UnifiedLog`` /
+``LocalLog`` as loaded).
 
 ``PartitionLog(path)`` lists the segments (ordered by base offset), producer snapshots, the leader-epoch
 checkpoint, ``partition.metadata`` and leftover temporary files, without modifying anything. Anomalies found
-while listing (names that do not parse, orphaned indexes, symlinks leaving the directory, ...) are collected
-in :attr:`PartitionLog.findings` instead of raising.
+while listing (names that do not parse, orphaned indexes, symlinks leaving the directory, special files, ...)
+are collected in :attr:`PartitionLog.findings` instead of raising.
+
+Built on a :class:`~kafkalog.storage.dirview.DirView`, a partition can also be read *as a plan has it so far*
+(``PartitionLog(view)``): the loader re-reads the partition after it has completed a swap or split a segment.
+
+What the broker derives from the files is here once: log start and end offsets, the high watermark as the log
+sees it, the segments covering an offset range, aborted transactions in a range
+(``collectAbortedTransactions``), producer state at the log end (``lastRecordsOfActiveProducers``,
+``lastStableOffset``). Partition-directory names are parsed here once (:func:`parse_topic_partition_name`).
 """
 
 from __future__ import annotations
@@ -15,14 +24,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import KafkaLogError, LogDirError
+from .dirview import DANGLING, DIR, FILE, SPECIAL, SYMLINK_OUT, DirView
+from .errors import CorruptCheckpointError, KafkaLogError, LogDirError
 from .files._java import parse_java_int
 from .files.findings import Finding, error, info, warning
 from .files.leader_epoch import (
     LEADER_EPOCH_CHECKPOINT,
     EpochEntry,
     LeaderEpochCheckpoint,
-    read_leader_epoch_checkpoint,
 )
 from .files.names import (
     CLEANED_FILE_SUFFIX,
@@ -36,10 +45,10 @@ from .files.names import (
     temp_suffix,
 )
 from .files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata, read_partition_metadata
-from .files.producer_snapshot import ProducerSnapshot, read_producer_snapshot
+from .files.producer_snapshot import ProducerSnapshot
 from .files.quorum_state import QUORUM_STATE_FILE
-from .files.rebuild import RebuiltIndexes, rebuild_indexes_recovery
 from .files.segment import LogOffsetPosition, Segment
+from .files.txn_index import AbortedTxn
 from .records import Batch
 
 DELETE_DIR_SUFFIX = "-delete"
@@ -105,16 +114,22 @@ def parse_topic_partition_name(name: str) -> TopicPartitionDir:
     return TopicPartitionDir(topic, partition, kind, unique)
 
 
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-        return True
-    except (ValueError, OSError):
-        return False
+def live_topic_partition(name: str) -> tuple[str, int]:
+    """``<topic>-<partition>`` of a live partition dir -> (topic, partition); :class:`LogDirError` for any other
+    name (``-delete``/``-future``/``-stray`` dirs included)."""
+    tp = parse_topic_partition_name(name)
+    if tp.kind != "live":
+        raise LogDirError(f"not a live partition directory (a -{tp.kind} dir): {name!r}", name)
+    return tp.topic, tp.partition
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """``LocalLog.logDirName``: ``<topic>-<partition>``."""
+    return f"{topic}-{partition}"
 
 
 class PartitionLog:
-    """A partition directory, loaded read-only.
+    """A partition directory, loaded read-only (from a path, or as a :class:`DirView` has it).
 
     ``log_start_offset_checkpoint`` / ``recovery_point`` / ``high_watermark`` / ``clean_point`` are the
     values the data dir's checkpoints hold for this partition (``DataDir`` passes them); all optional.
@@ -122,20 +137,24 @@ class PartitionLog:
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike | DirView,
         *,
         log_start_offset_checkpoint: int | None = None,
         recovery_point: int | None = None,
         high_watermark: int | None = None,
         clean_point: int | None = None,
     ):
-        self.path = Path(path)
-        if not self.path.is_dir():
-            raise LogDirError("not a directory", str(self.path))
+        if isinstance(path, DirView):
+            self.view = path
+            self._owns_view = False
+        else:
+            self.view = DirView(path, DirView.READONLY)
+            self._owns_view = True
+        self.path = self.view.path if isinstance(path, DirView) else Path(path)
         self.tp = parse_topic_partition_name(self.path.name)
         self.log_start_offset_checkpoint = log_start_offset_checkpoint
         self.recovery_point = recovery_point
-        self.high_watermark = high_watermark
+        self._high_watermark = high_watermark
         self.clean_point = clean_point
         self.findings: list[Finding] = []
         self.segments: list[Segment] = []
@@ -145,6 +164,7 @@ class PartitionLog:
         self.other_files: list[Path] = []
         self._epochs: LeaderEpochCheckpoint | None | bool = False
         self._metadata: PartitionMetadata | None | bool = False
+        self._producers: dict[tuple[int, int], object] = {}
         self._list()
         self._base_offsets = [s.base_offset for s in self.segments]
 
@@ -165,6 +185,10 @@ class PartitionLog:
         return self.tp.partition
 
     @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
     def dir_kind(self) -> str:
         return self.tp.kind
 
@@ -174,22 +198,28 @@ class PartitionLog:
 
     # ---- listing -----------------------------------------------------------------------------------------
     def _list(self) -> None:
-        logs: dict[int, Path] = {}
+        logs: dict[int, str] = {}
         prefixes_with_log: set[str] = set()
         index_files: list[Path] = []
-        entries = sorted(os.scandir(self.path), key=lambda e: e.name)
-        for entry in entries:
-            p = Path(entry.path)
-            name = entry.name
-            if entry.is_symlink() and not _inside(p, self.path):
+        view = self.view
+        for name in view.names(None):
+            e = view.entry(name)
+            assert e is not None
+            p = self.path / name
+            if e.kind == SYMLINK_OUT:
                 self.findings.append(warning(p, None, "layout", "symlink leaving the partition directory: not followed"))
                 continue
-            if entry.is_dir():
+            if e.kind == DIR:
                 self.findings.append(info(p, None, "layout", "unexpected sub-directory in a partition directory"))
                 continue
-            if not entry.is_file():
-                self.findings.append(warning(p, None, "layout", "not a regular file (or a dangling symlink)"))
+            if e.kind == SPECIAL:
+                self.findings.append(warning(p, None, "layout", "not a regular file (a FIFO, socket or device): "
+                                             "not read"))
                 continue
+            if e.kind == DANGLING:
+                self.findings.append(warning(p, None, "layout", "dangling or looping symlink: not read"))
+                continue
+            assert e.kind == FILE
             suffix = temp_suffix(name)
             if suffix is not None and not name.endswith(".checkpoint.deleted"):
                 self.temp_files.append((p, suffix))
@@ -205,10 +235,10 @@ class PartitionLog:
                     continue
                 if base in logs:
                     self.findings.append(
-                        error(p, None, "layout", f"two log files with base offset {base}: {logs[base].name}, {name}")
+                        error(p, None, "layout", f"two log files with base offset {base}: {logs[base]}, {name}")
                     )
                     continue
-                logs[base] = p
+                logs[base] = name
                 prefixes_with_log.add(name.split(".", 1)[0])
             elif name.endswith(INDEX_SUFFIXES):
                 index_files.append(p)
@@ -232,7 +262,7 @@ class PartitionLog:
                 self.findings.append(
                     warning(p, None, "index", "orphaned index file without a .log (Kafka deletes it at load)")
                 )
-        self.segments = [Segment(logs[b], b) for b in sorted(logs)]
+        self.segments = [Segment.in_view(view, b, logs[b]) for b in sorted(logs)]
         self.snapshot_files.sort()
 
     # ---- segments ----------------------------------------------------------------------------------------
@@ -248,6 +278,25 @@ class PartitionLog:
     def higher_segment(self, segment: Segment) -> Segment | None:
         i = bisect.bisect_right(self._base_offsets, segment.base_offset)
         return self.segments[i] if i < len(self.segments) else None
+
+    def log_segments(self, start: int, end: int) -> list[Segment]:
+        """``LocalLog.segments(from, to)``: the floor segment of ``start`` (or the first) and every later segment
+        with a base offset below ``end``."""
+        i = max(bisect.bisect_right(self._base_offsets, start) - 1, 0)
+        j = bisect.bisect_left(self._base_offsets, end)
+        return self.segments[i:j] if i < j else []
+
+    def non_active_segments_from(self, offset: int) -> list[Segment]:
+        """``nonActiveLogSegmentsFrom``: :meth:`log_segments` from ``offset`` up to the active segment."""
+        if not self.segments:
+            return []
+        return self.log_segments(offset, self.segments[-1].base_offset)
+
+    def segments_in_unflushed_range(self, recovery_point: int) -> list[Segment]:
+        """``segments.values(recoveryPoint, Long.MAX_VALUE)``: the floor segment of the recovery point and all
+        later ones (every segment when none lies at or below it)."""
+        i = max(bisect.bisect_right(self._base_offsets, recovery_point) - 1, 0)
+        return self.segments[i:]
 
     @property
     def size(self) -> int:
@@ -266,11 +315,18 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
-        """``readNextOffset`` of the last segment (scan from its last offset-index entry)."""
+        """``readNextOffset`` of the last segment."""
         seg = self.active_segment
         if seg is None:
             return self.log_start_offset
         return seg.read_next_offset()
+
+    @property
+    def high_watermark(self) -> int:
+        """The checkpointed high watermark capped at the log end offset (the log end offset without one, as a
+        broker that is the only replica)."""
+        leo = self.log_end_offset
+        return leo if self._high_watermark is None else min(self._high_watermark, leo)
 
     def lookup(self, offset: int) -> tuple[Segment, LogOffsetPosition] | None:
         """Where the broker would start reading ``offset``: floor segment by base offset, its sparse index,
@@ -316,6 +372,50 @@ class PartitionLog:
                 yield s, b
             s = self.higher_segment(s)
 
+    # ---- transactions and producers ----------------------------------------------------------------------
+    def collect_aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """``UnifiedLog.collectAbortedTransactions(start, end)``: from the floor segment of ``start`` on, the
+        ``.txnindex`` entries with last offset >= the log start offset and first offset < ``end``, until one
+        has a last stable offset >= ``end``."""
+        out: list[AbortedTxn] = []
+        lso = self.log_start_offset
+        i = max(bisect.bisect_right(self._base_offsets, start) - 1, 0)
+        for s in self.segments[i:]:
+            for t in s.aborted_txns():
+                if t.last_offset >= lso and t.first_offset < end:
+                    out.append(t)
+                if t.last_stable_offset >= end:
+                    return out
+        return out
+
+    def producer_state(self, now_ms: int, expiration_ms: int):
+        """Producer state at the log end offset, as a loaded broker has it: the latest valid snapshot (expired
+        producers dropped) and the batches after it replayed. Read-only: nothing is written or deleted."""
+        from .producer_state import ProducerStateManager
+
+        key = (now_ms, expiration_ms)
+        cached = self._producers.get(key)
+        if cached is not None:
+            return cached
+        leo = self.log_end_offset
+        psm = ProducerStateManager(self.view, producer_id_expiration_ms=expiration_ms, read_only=True)
+        psm.forget_snapshots_above(leo)
+        psm.load_from_snapshot(self.log_start_offset, now_ms)
+        start = psm.map_end_offset
+        for s in self.segments:
+            if s.read_next_offset() <= start:
+                continue
+            for b in s.iter_batches():
+                if b.last_offset >= start and b.magic >= 2:
+                    psm.replay(b)
+                del b
+        self._producers[key] = psm
+        return psm
+
+    def last_stable_offset(self, now_ms: int, expiration_ms: int) -> int:
+        fuo = self.producer_state(now_ms, expiration_ms).first_unstable_offset
+        return self.high_watermark if fuo is None else min(fuo, self.high_watermark)
+
     # ---- per-partition files -----------------------------------------------------------------------------
     @property
     def leader_epoch_checkpoint_path(self) -> Path:
@@ -329,8 +429,10 @@ class PartitionLog:
     def leader_epoch_checkpoint(self) -> LeaderEpochCheckpoint | None:
         """The parsed ``leader-epoch-checkpoint`` (None if absent); raises CorruptCheckpointError."""
         if self._epochs is False:
-            p = self.leader_epoch_checkpoint_path
-            self._epochs = read_leader_epoch_checkpoint(p) if p.exists() else None
+            self._epochs = None
+            if self.view.exists(LEADER_EPOCH_CHECKPOINT):
+                self._epochs = LeaderEpochCheckpoint.from_bytes(
+                    self._small(LEADER_EPOCH_CHECKPOINT), self.leader_epoch_checkpoint_path)
         return self._epochs  # type: ignore[return-value]
 
     @property
@@ -341,8 +443,9 @@ class PartitionLog:
     @property
     def partition_metadata(self) -> PartitionMetadata | None:
         if self._metadata is False:
-            p = self.partition_metadata_path
-            self._metadata = read_partition_metadata(p) if p.exists() else None
+            self._metadata = None
+            if self.view.exists(PARTITION_METADATA_FILE):
+                self._metadata = read_partition_metadata(self.partition_metadata_path)
         return self._metadata  # type: ignore[return-value]
 
     @property
@@ -350,13 +453,19 @@ class PartitionLog:
         m = self.partition_metadata
         return None if m is None else m.topic_id
 
+    def _small(self, name: str, limit: int = 1 << 24) -> bytes:
+        try:
+            return self.view.read(name, limit)
+        except LogDirError as e:
+            raise CorruptCheckpointError(e.reason, str(self.path / name)) from None
+
     def snapshot_offsets(self) -> list[int]:
         return [o for o, _ in self.snapshot_files]
 
     def read_snapshot(self, offset: int) -> ProducerSnapshot:
         for o, p in self.snapshot_files:
             if o == offset:
-                return read_producer_snapshot(p)
+                return ProducerSnapshot.from_bytes(self._small(p.name), p)
         raise LogDirError(f"no producer snapshot at offset {offset}", str(self.path))
 
     def latest_snapshot_at_or_below(self, offset: int) -> tuple[int, ProducerSnapshot] | None:
@@ -364,7 +473,7 @@ class PartitionLog:
         for o, p in reversed(self.snapshot_files):
             if o <= offset:
                 try:
-                    return o, read_producer_snapshot(p)
+                    return o, ProducerSnapshot.from_bytes(self._small(p.name), p)
                 except KafkaLogError:
                     continue
         return None
@@ -397,18 +506,29 @@ class PartitionLog:
 
         return snap, batches()
 
-    def rebuild_segment_indexes(self, segment: Segment, *, index_interval_bytes: int = 4096) -> RebuiltIndexes:
+    def rebuild_segment_indexes(self, segment: Segment, *, index_interval_bytes: int = 4096):
         """All three indexes of ``segment`` as Kafka's recovery would write them (``LogSegment.recover`` with
         producer state from the newest valid snapshot at or below the segment and the batches after it)."""
+        from .log_segment import recover_segment
+        from .producer_state import ProducerStateManager
+
         snap, prior = self.producer_replay_inputs(segment)
-        return rebuild_indexes_recovery(segment.buf, segment.base_offset, index_interval_bytes=index_interval_bytes,
-                                        path=str(segment.path), prior_batches=prior, snapshot=snap,
-                                        with_txn_index=True)
+        psm = ProducerStateManager.from_snapshot(snap)
+        for b in prior:
+            if b.magic >= 2:
+                try:
+                    psm.replay(b)
+                except KafkaLogError:
+                    break
+        return recover_segment(segment.buf, segment.base_offset, index_interval_bytes=index_interval_bytes,
+                               path=str(segment.path), producers=psm, on_overflow="stop")
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
         for s in self.segments:
             s.close()
+        if self._owns_view:
+            self.view.close()
 
     def __enter__(self) -> PartitionLog:
         return self

@@ -11,6 +11,7 @@ import os
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
+from .dirview import DIR, FILE, SYMLINK_OUT, DirView
 from .errors import KafkaLogError, LogDirError
 from .files.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -28,7 +29,7 @@ from .files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_me
 from .files.names import INDEX_SUFFIXES, LOG_FILE_SUFFIX, PRODUCER_SNAPSHOT_FILE_SUFFIX
 from .files.partition_metadata import PARTITION_METADATA_FILE
 from .lock import LOCK_FILE_NAME, LockStatus, lock_status
-from .log import METADATA_TOPIC, PartitionLog, TopicPartitionDir, _inside, parse_topic_partition_name
+from .log import METADATA_TOPIC, PartitionLog, TopicPartitionDir, parse_topic_partition_name
 
 REMOTE_LOG_INDEX_CACHE = "remote-log-index-cache"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
@@ -129,6 +130,26 @@ def resolve_partition_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike
     return out
 
 
+def partition_dirs(data_dir: str | os.PathLike) -> list[tuple[Path, str, int]]:
+    """The partition dirs a broker lists in its data dir's checkpoints: live and ``-future`` ones, without
+    ``__cluster_metadata`` (``-delete``/``-stray`` dirs are not checkpointed), sorted by topic, then partition."""
+    return [(p, tp.topic, tp.partition)
+            for p, tp in list_partition_dirs(data_dir, kinds=("live", "future"), include_metadata=False)]
+
+
+def read_checkpoint_or_empty(path: str | os.PathLike, notes: list[str] | None = None) -> dict[tuple[str, int], int]:
+    """As ``LogManager.loadLogs``: a missing or malformed offset checkpoint reads as empty (``notes`` gets why)."""
+    p = Path(path)
+    if not p.is_file():
+        return {}
+    try:
+        return read_offset_checkpoint(p).to_dict()
+    except KafkaLogError as e:
+        if notes is not None:
+            notes.append(f"{p}: {e.reason} (the broker reads it as empty)")
+        return {}
+
+
 def data_dir_of(path: str | os.PathLike) -> Path:
     """The data dir holding ``path`` (a partition dir's parent, else ``path`` itself), resolved."""
     p = Path(path).resolve()
@@ -180,21 +201,27 @@ class DataDir:
         except KafkaLogError as e:  # e.g. not a regular file: the marker still "exists" for Kafka
             self.clean_shutdown = CleanShutdownMarker(path=str(self.path / CLEAN_SHUTDOWN_FILE))
             self.findings.append(warning(self.path / CLEAN_SHUTDOWN_FILE, None, "metadata", e.reason))
-        for entry in sorted(os.scandir(self.path), key=lambda e: e.name):
-            p = Path(entry.path)
-            name = entry.name
-            if entry.is_symlink() and not _inside(p, self.path):
+        listing = DirView(self.path, DirView.READONLY)
+        for name in listing.names(None):
+            e = listing.entry(name)
+            assert e is not None
+            p = self.path / name
+            if e.kind == SYMLINK_OUT:
                 self.findings.append(warning(p, None, "layout", "symlink leaving the data directory: not followed"))
                 continue
-            if entry.is_dir():
+            if e.kind == DIR:
                 if name == REMOTE_LOG_INDEX_CACHE:
                     continue
                 try:
                     self.partition_dirs[p] = parse_topic_partition_name(name)
-                except LogDirError as e:
+                except LogDirError as err:
                     self.findings.append(
-                        error(p, None, "layout", f"{e.reason}; Kafka refuses to load this data directory")
+                        error(p, None, "layout", f"{err.reason}; Kafka refuses to load this data directory")
                     )
+                continue
+            if e.kind != FILE:
+                if name != LOCK_FILE_NAME:
+                    self.findings.append(warning(p, None, "layout", f"not a regular file ({e.kind}): not read"))
                 continue
             if name.endswith(".tmp"):
                 self.leftover_tmp_files.append(p)

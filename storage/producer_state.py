@@ -6,6 +6,11 @@ Built by replaying v2 batches that carry a producer id, exactly as ``LogSegment.
 Transactions are tracked to know the last stable offset and to produce the ``AbortedTxn`` entries of a
 ``.txnindex``. Snapshots (``<offset>.snapshot``) are encoded by ``files/producer_snapshot.py``; entries are
 written in Java ``HashMap`` iteration order so a snapshot equals the broker's byte for byte.
+
+Snapshot files are read, written and deleted through a :class:`~kafkalog.storage.dirview.DirView`: a planned
+view turns them into plan operations, a direct one writes them at once (a live writer).
+:func:`rebuild_producer_state` is ``UnifiedLog.rebuildProducerState``, the one place the loader, flush, the
+writer and retention rebuild producer state from snapshots and segments.
 """
 
 from __future__ import annotations
@@ -15,16 +20,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import CorruptCheckpointError, CorruptRecordError
+from .dirview import DirView
+from .errors import CorruptRecordError, KafkaLogError
 from .files.names import is_snapshot_file, offset_from_file_name, snapshot_file_name
-from .files.producer_snapshot import (
-    ProducerSnapshot,
-    ProducerSnapshotEntry,
-    read_producer_snapshot,
-)
+from .files.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry
+from .files.txn_index import AbortedTxn
 from .records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, increment_sequence
 from .records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker
 
+MAX_SNAPSHOT_BYTES = 1 << 30  # larger than any real snapshot (tens of bytes per producer)
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
@@ -147,25 +151,25 @@ class CompletedTxn:
     is_aborted: bool
 
 
-@dataclass(frozen=True)
-class AbortedTxnEntry:
-    """One ``.txnindex`` entry (``AbortedTxn``)."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    last_stable_offset: int
 
 
 # -------------------------------------------------------------------------------------------- manager
 
 
 class ProducerStateManager:
-    """Offline ``ProducerStateManager`` for one partition directory (``log_dir`` may be None: in memory)."""
+    """Offline ``ProducerStateManager`` for one partition directory.
 
-    def __init__(self, log_dir: str | os.PathLike | None = None, *,
-                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS):
-        self.log_dir = None if log_dir is None else Path(log_dir)
+    ``log_dir``: a :class:`DirView` (snapshot writes and deletions go through it), a path (a direct view: they
+    happen at once), or None (in memory, no snapshot files). ``read_only``: snapshots are read but never
+    written or deleted (a reader asking for the state at the log end)."""
+
+    def __init__(self, log_dir: DirView | str | os.PathLike | None = None, *,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS, read_only: bool = False):
+        if log_dir is None or isinstance(log_dir, DirView):
+            self.view = log_dir
+        else:
+            self.view = DirView(log_dir, DirView.DIRECT, missing_ok=True)
+        self.read_only = read_only
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         self._capacity = 16
@@ -174,6 +178,10 @@ class ProducerStateManager:
         self.last_snap_offset = 0
         self.snapshots: dict[int, Path] = self._load_snapshot_files()
         self.written: list[Path] = []  # snapshot files written by this object
+
+    @property
+    def log_dir(self) -> Path | None:
+        return None if self.view is None else self.view.path
 
     @classmethod
     def from_snapshot(cls, snapshot: ProducerSnapshot | None) -> ProducerStateManager:
@@ -188,19 +196,24 @@ class ProducerStateManager:
 
     # ---------------------------------------------------------------------------------- snapshots on disk
     def _load_snapshot_files(self) -> dict[int, Path]:
-        if self.log_dir is None or not self.log_dir.is_dir():
+        if self.view is None:
             return {}
         out = {}
-        for p in self.log_dir.iterdir():
-            if is_snapshot_file(p.name) and p.is_file():
+        for name in self.view.names():
+            if is_snapshot_file(name):
                 try:
-                    out[offset_from_file_name(p.name)] = p
+                    out[offset_from_file_name(name)] = self.view.path / name
                 except ValueError:
                     continue
         return dict(sorted(out.items()))
 
     def latest_snapshot_offset(self) -> int | None:
         return max(self.snapshots) if self.snapshots else None
+
+    def forget_snapshots_above(self, offset: int) -> None:
+        """Ignore snapshots above ``offset`` (a reader of a log whose end is ``offset``)."""
+        for off in [o for o in self.snapshots if o > offset]:
+            self.snapshots.pop(off)
 
     def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> list[Path]:
         """``removeStraySnapshots``: keep snapshots at segment base offsets plus the largest stray one when it
@@ -212,36 +225,39 @@ class ProducerStateManager:
         for off in sorted(self.snapshots):
             if off not in bases:
                 if latest_stray is not None:
-                    removed.append(self._delete_snapshot(latest_stray))
+                    removed.append(self._delete_snapshot(latest_stray, "a stray producer snapshot (no segment "
+                                                         "starts at its offset): the broker removes it at load"))
                 latest_stray = off
         if latest_stray is not None and max_base is not None and latest_stray < max_base:
-            removed.append(self._delete_snapshot(latest_stray))
+            removed.append(self._delete_snapshot(latest_stray, "a stray producer snapshot below the last "
+                                                 "segment: the broker removes it at load"))
         return [p for p in removed if p is not None]
 
-    def _delete_snapshot(self, offset: int) -> Path | None:
+    def _delete_snapshot(self, offset: int, why: str = "producer snapshot no longer valid") -> Path | None:
         p = self.snapshots.pop(offset, None)
-        if p is not None:
-            p.unlink(missing_ok=True)
+        if p is not None and not self.read_only and self.view is not None:
+            self.view.delete(p.name, why)
         return p
 
-    def take_snapshot(self, *, sync: bool = True) -> Path | None:
+    def take_snapshot(self, *, sync: bool = True, why: str | None = None) -> Path | None:
         """Write ``<mapEndOffset>.snapshot`` if the map moved past the last snapshot (``takeSnapshot``)."""
         if self.map_end_offset <= self.last_snap_offset:
             return None
-        data = self.snapshot_bytes()
         path = None
-        if self.log_dir is not None:
-            path = self.log_dir / snapshot_file_name(self.map_end_offset)
+        if self.view is not None and not self.read_only:
+            data = self.snapshot_bytes()
+            path = self.view.path / snapshot_file_name(self.map_end_offset)
             # Kafka writes in place (CREATE, WRITE, no truncation); an existing longer file keeps its tail.
-            with open(path, "r+b" if path.exists() else "wb") as f:
-                f.write(data)
-                f.flush()
-                if sync:
-                    os.fsync(f.fileno())
+            self.view.write(path.name, data, why or f"producer state at offset {self.map_end_offset}",
+                            in_place=True)
             self.snapshots[self.map_end_offset] = path
             self.written.append(path)
         self.last_snap_offset = self.map_end_offset
         return path
+
+    def write_snapshot(self, view: DirView, offset: int, why: str) -> None:
+        """Write this state as ``<offset>.snapshot`` through ``view`` (``takeSnapshot`` at a given offset)."""
+        view.write(snapshot_file_name(offset), self.snapshot_bytes(), why, in_place=True)
 
     def snapshot(self) -> ProducerSnapshot:
         order = java_hashmap_order(self.producers, self._capacity)
@@ -256,9 +272,11 @@ class ProducerStateManager:
             off = max(self.snapshots)
             path = self.snapshots[off]
             try:
-                snap = read_producer_snapshot(path)
-            except (CorruptCheckpointError, OSError):
-                self._delete_snapshot(off)
+                assert self.view is not None
+                snap = ProducerSnapshot.from_bytes(self.view.read(path.name, MAX_SNAPSHOT_BYTES), path)
+            except (KafkaLogError, OSError) as e:
+                self._delete_snapshot(off, f"unreadable producer snapshot ({getattr(e, 'reason', e)}): the "
+                                      "broker deletes it and uses an older one")
                 continue
             for e in snap.entries:
                 entry = ProducerStateEntry.from_snapshot_entry(e)
@@ -272,8 +290,10 @@ class ProducerStateManager:
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
         for off in list(self.snapshots):
-            if off > log_end_offset or off <= log_start_offset:
-                self._delete_snapshot(off)
+            if off > log_end_offset:
+                self._delete_snapshot(off, f"producer snapshot above the log end offset {log_end_offset}")
+            elif off <= log_start_offset:
+                self._delete_snapshot(off, f"producer snapshot at or below the log start offset {log_start_offset}")
         if log_end_offset != self.map_end_offset:
             self.producers.clear()
             self.ongoing_txns.clear()
@@ -364,15 +384,15 @@ class ProducerStateManager:
                 return first
         return completed.last_offset + 1
 
-    def complete_txn(self, completed: CompletedTxn) -> AbortedTxnEntry | None:
+    def complete_txn(self, completed: CompletedTxn) -> AbortedTxn | None:
         """Close a transaction; returns the ``.txnindex`` entry when it was aborted."""
         lso = self.last_stable_offset(completed)
         self.ongoing_txns.pop(completed.first_offset, None)
         if completed.is_aborted:
-            return AbortedTxnEntry(completed.producer_id, completed.first_offset, completed.last_offset, lso)
+            return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, lso)
         return None
 
-    def replay(self, batch) -> AbortedTxnEntry | None:
+    def replay(self, batch) -> AbortedTxn | None:
         """``LogSegment.updateProducerState`` for one batch: replay, complete, return an aborted entry."""
         completed = self.append_batch(batch)
         if completed is not None:
@@ -412,3 +432,54 @@ class ProducerStateManager:
 
     def active_producers(self) -> dict[int, ProducerStateEntry]:
         return dict(self.producers)
+
+
+# ------------------------------------------------------------------------------------ rebuilding from a log
+def _batches_between(segment, start_offset: int, end_offset: int):
+    """Batches of ``segment`` with last offset >= ``start_offset`` that lie before the first batch whose last
+    offset >= ``end_offset`` (``segment.read(start, maxPosition=translateOffset(end))``); corrupt bytes end it."""
+    try:
+        for b in segment.iter_batches():
+            if b.last_offset >= end_offset:
+                del b
+                break
+            if b.last_offset >= start_offset:
+                yield b
+            del b
+    except CorruptRecordError:
+        return
+
+
+def rebuild_producer_state(psm: ProducerStateManager, segments: list, log_start_offset: int, last_offset: int,
+                           now_ms: int, reload_from_clean_shutdown: bool) -> None:
+    """``UnifiedLog.rebuildProducerState`` (record version v2): reload from the latest snapshot, replay the
+    segments after it up to ``last_offset`` and take the snapshots the broker takes (at the last two segment
+    base offsets and at ``last_offset``). ``segments`` are the partition's segments (base offset order) as the
+    caller sees them (:class:`~kafkalog.storage.files.segment.Segment`)."""
+    bases = [s.base_offset for s in segments]
+    ordered = ([bases[-2]] if len(bases) > 1 else []) + ([bases[-1]] if bases else []) + [last_offset]
+    to_snapshot = set(ordered)
+    if psm.latest_snapshot_offset() is None and reload_from_clean_shutdown:
+        for off in ordered:
+            psm.map_end_offset = off
+            psm.take_snapshot(why="producer snapshot the broker takes at load after a clean shutdown")
+        return
+    empty_before = psm.is_empty and psm.map_end_offset >= last_offset
+    psm.truncate_and_reload(log_start_offset, last_offset, now_ms)
+    if last_offset > psm.map_end_offset and not empty_before:
+        start_from = psm.map_end_offset
+        floor = max((b for b in bases if b <= start_from), default=None)
+        for seg in segments:
+            base = seg.base_offset
+            if base < (floor if floor is not None else start_from) or base >= last_offset:
+                continue
+            start = max(base, psm.map_end_offset, log_start_offset)
+            psm.map_end_offset = start
+            if base in to_snapshot:
+                psm.take_snapshot(why="producer snapshot at a segment base offset, as the broker's rebuild takes it")
+            try:
+                psm.load_from_batches(_batches_between(seg, start, last_offset))
+            except CorruptRecordError:
+                pass
+    psm.map_end_offset = last_offset
+    psm.take_snapshot(why=f"producer state at the log end offset {last_offset}")

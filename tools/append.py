@@ -7,17 +7,15 @@ import base64
 import os
 import sys
 import time
-from pathlib import Path
 
 from kafkalog.storage.codec.compression import CODEC_IDS
-from kafkalog.storage.config import BrokerConfig, parse_overrides
-from kafkalog.storage.engine.plan import data_dir_lock
-from kafkalog.storage.engine.writer import LogWriter
+from kafkalog.storage.engine.writer import append_to_partition
 from kafkalog.storage.errors import ConfigError
 from kafkalog.storage.jsonio import iter_lines, loads
+from kafkalog.storage.log import live_topic_partition
 from kafkalog.storage.records import build_batch
+from kafkalog.storage.topic_configs import ConfigResolver
 
-HELP = "append records (JSON Lines, as `dump --json --deep` prints) to a partition as the broker does"
 DESCRIPTION = """\
 Each input line is either a batch object as printed by `kafkalog dump --json --deep` (its "records" array
 becomes one batch; codec, producerId/Epoch, baseSequence, isTransactional, isControl kept) or a single record
@@ -72,32 +70,33 @@ def batch_from_json(obj: dict, payload: str = "base64") -> bytes:
                        partition_leader_epoch=obj.get("partitionLeaderEpoch", -1))
 
 
+def _batches(src, args: argparse.Namespace):
+    lines = iter_lines(src)
+    while True:
+        try:
+            lineno, line = next(lines)
+        except StopIteration:
+            return
+        except ValueError as e:
+            raise ConfigError(str(e), args.source) from None
+        if not line.strip():
+            continue
+        try:
+            obj = loads(line)
+        except ValueError as e:
+            raise ConfigError(f"line {lineno}: not JSON ({e})", args.source) from None
+        yield batch_from_json(obj, args.payload)
+
+
 def run(args: argparse.Namespace) -> int:
-    broker = BrokerConfig.from_file(args.server_properties) if args.server_properties else BrokerConfig()
-    topic = args.partition.rsplit("-", 1)[0]
-    cfg = broker.log_config(topic, parse_overrides(args.config))
+    topic, _ = live_topic_partition(args.partition)
+    resolver = ConfigResolver(args.server_properties, None, args.config, data_dirs=[args.data_dir])
+    cfg = resolver.log_config(args.data_dir, topic)
     src = sys.stdin if args.source == "-" else open(args.source, encoding="utf-8")  # noqa: SIM115
-    n = 0
-    with data_dir_lock(args.data_dir), src:
-        with LogWriter(Path(args.data_dir) / args.partition, cfg, topic_id=args.topic_id,
-                       leader_epoch=None if args.keep_offsets else args.leader_epoch, now_ms=args.now) as w:
-            lines = iter_lines(src)
-            while True:
-                try:
-                    lineno, line = next(lines)
-                except StopIteration:
-                    break
-                except ValueError as e:
-                    raise ConfigError(str(e), args.source) from None
-                if not line.strip():
-                    continue
-                try:
-                    obj = loads(line)
-                except ValueError as e:
-                    raise ConfigError(f"line {lineno}: not JSON ({e})", args.source) from None
-                w.append(batch_from_json(obj, args.payload), assign_offsets=not args.keep_offsets)
-                n += 1
-            leo = w.log_end_offset
+    with src:
+        n, leo = append_to_partition(args.data_dir, args.partition, _batches(src, args), config=cfg,
+                                     topic_id=args.topic_id, leader_epoch=args.leader_epoch,
+                                     keep_offsets=args.keep_offsets, now_ms=args.now)
     print(f"{os.path.join(args.data_dir, args.partition)}: appended {n} batches; log end offset {leo}",
           file=sys.stderr)
     return 0

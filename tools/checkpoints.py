@@ -6,10 +6,10 @@ import argparse
 import json
 import sys
 
-from kafkalog.storage.engine.migrate import CHECKPOINT_ALIASES, read_checkpoints, set_checkpoints
+from kafkalog.storage.engine.migrate import CHECKPOINT_ALIASES, plan_set_checkpoints, read_checkpoints
 from kafkalog.storage.files.checkpoints import DATA_DIR_CHECKPOINTS
+from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
-HELP = "list or set recovery-point / log-start / replication (high watermark) / cleaner checkpoints"
 DESCRIPTION = """\
 List the four offset checkpoints of a data dir per partition, or set entries of one of them:
 
@@ -32,9 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="DIR", help="data dir")
     p.add_argument("--file", default=None, choices=sorted(set(CHECKPOINT_ALIASES) | set(DATA_DIR_CHECKPOINTS)),
                    help="which checkpoint --set changes")
-    p.add_argument("--set", action="append", default=[], metavar="TP=OFFSET", help="entry to set (repeatable)")
-    p.add_argument("--dry-run", action="store_true", help="say what would change")
-    p.add_argument("--json", action="store_true", help="JSON Lines output")
+    p.add_argument("--set", action="append", default=[], metavar="TP=OFFSET",
+                   help="entry to set (repeatable; OFFSET 'none' removes it)")
+    add_plan_arguments(p, workers=False)
 
 
 def _parse(s: str) -> tuple[tuple[str, int], int | None]:
@@ -58,14 +58,11 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as e:
             print(f"kafkalog checkpoints: error: {e}", file=sys.stderr)
             return 2
-        changes = set_checkpoints(args.path, args.file, updates, dry_run=args.dry_run)
-        for (t, p), (old, new) in changes.items():
-            if args.json:
-                out.write(json.dumps({"topic": t, "partition": p, "file": args.file, "old": old, "new": new,
-                                      "dryRun": args.dry_run}) + "\n")
-            else:
-                out.write(f"{'would set' if args.dry_run else 'set'} {args.file} {t}-{p}: {old} -> {new}\n")
-        return 0
+        plan = plan_set_checkpoints(args.path, args.file, updates)
+        if not args.json:
+            for tp, (old, new) in plan.options["changes"].items():
+                out.write(f"{args.file} {tp}: {old} -> {new}\n")
+        return run_plan(args, plan)
     cps = read_checkpoints(args.path)
     tps = sorted({tp for m in cps.values() for tp in m})
     short = ["recovery", "logStart", "highWatermark", "cleaner"]

@@ -2,7 +2,7 @@
 
 Each command lives in its own module ``kafkalog.tools.<module>`` that defines
 
-* ``HELP``: one line shown in ``kafkalog --help``;
+* its one-line help is in :data:`COMMANDS` below;
 * ``DESCRIPTION``: the longer text shown in ``kafkalog <command> --help`` (optional);
 * ``add_arguments(parser)``: its options;
 * ``run(args) -> int``: the exit code (0 ok, 1 findings/failure, 2 usage).

@@ -8,7 +8,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-HELP = "run the differential scenarios against a real Apache Kafka broker and print pass/fail"
 DESCRIPTION = """\
 Start a real Apache Kafka broker (jars fetched once from Maven Central with Maven into ~/.cache/kafkalog,
 run with the machine's JDK; KAFKALOG_BROKER=container uses the apache/kafka image instead) and check that

@@ -12,7 +12,6 @@ from kafkalog.storage.describe import describe_paths
 
 from .output import JsonLines, render_table
 
-HELP = "per partition: size, segments, log start/end offsets, recovery point, epochs, topic id, formats"
 DESCRIPTION = """\
 Describe the partitions of Kafka data dirs (or single partition dirs) without a broker: the offline
 equivalent of `kafka-log-dirs.sh --describe`, plus what only the files know.

@@ -8,7 +8,6 @@ import sys
 
 from kafkalog.storage.diff import LEVELS, diff_paths
 
-HELP = "compare two data dirs, partitions or segments (files, batches or records)"
 DESCRIPTION = """\
 Compare A and B (two data dirs, two partition dirs, or two .log files) and report what differs.
 

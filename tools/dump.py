@@ -17,7 +17,6 @@ from kafkalog.storage.records.dump import dump_log
 
 from .output import JsonLines, add_output_arguments, non_negative_int, progress, render_bytes, render_headers
 
-HELP = "print the batches and records of .log files (like kafka-dump-log.sh)"
 DESCRIPTION = """\
 Print every batch of one or more Kafka .log segment files (also KRaft .checkpoint snapshots),
 one line per batch in kafka-dump-log.sh's format, or one JSON object per batch with --json.

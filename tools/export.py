@@ -10,7 +10,6 @@ from datetime import datetime
 from kafkalog.storage.engine.export import ExportFilter, export_bytes, export_jsonl, export_parquet
 from kafkalog.tools.output import progress
 
-HELP = "export records (all fields) of data dirs/partitions as JSON Lines or Parquet"
 DESCRIPTION = """\
 Export every record of the partitions under DIR (data dirs or partition dirs) with every field:
 

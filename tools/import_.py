@@ -8,7 +8,6 @@ import sys
 
 from kafkalog.storage.engine.import_ import import_files
 
-HELP = "import records exported by `kafkalog export` (JSON Lines or Parquet) into a data dir, offsets kept"
 DESCRIPTION = """\
 Read records exported by `kafkalog export` (JSON Lines, or Parquet files ending in .parquet; - is stdin) and
 append them to DIR/<topic>-<partition> with their offsets, timestamps, keys, values, headers and producer

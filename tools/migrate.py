@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
-from kafkalog.storage.engine.migrate import MigrateOptions, migrate
+from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate
+from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
-HELP = "copy partitions into another data dir (new topic name/id, checkpoints merged, crash-safe)"
 DESCRIPTION = """\
 Copy one partition (SRC is a partition dir) or every partition of a data dir (SRC is a data dir) into the data
 dir DEST_DIR of another broker, with everything a broker checks rewritten:
@@ -45,39 +43,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from-offset", type=int, default=None, help="new log start offset")
     p.add_argument("--to-offset", type=int, default=None, help="copy only batches below this offset")
     p.add_argument("--overwrite", action="store_true", help="replace an existing partition in DEST_DIR")
-    p.add_argument("--backup", default=None, metavar="DIR", help="backup folder for replaced partitions")
-    p.add_argument("--no-backup", action="store_true", help="do not keep replaced partitions")
-    p.add_argument("--dry-run", action="store_true", help="say what would be copied, change nothing")
-    p.add_argument("--json", action="store_true", help="JSON Lines output")
-    p.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="no progress bar on stderr (it is shown only when stderr is a terminal)")
+    add_plan_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
     opts = MigrateOptions(topic=args.topic, topic_id=args.topic_id, cluster_id=args.cluster_id,
                           node_id=args.node_id, partition=args.partition, from_offset=args.from_offset,
-                          to_offset=args.to_offset, overwrite=args.overwrite, backup=not args.no_backup,
-                          backup_root=args.backup)
-    from kafkalog.storage.logdir import resolve_partition_dirs
-    from kafkalog.tools.output import progress
+                          to_offset=args.to_offset, overwrite=args.overwrite)
+    plan = plan_migrate(args.source, args.dest, opts)
 
-    total = 0 if args.dry_run else sum(1 for _ in resolve_partition_dirs(args.source))
-    with progress(total, "migrate", unit_bytes=False, enabled=None if args.progress else False) as bar:
-        report = migrate(args.source, args.dest, opts, dry_run=args.dry_run, progress=lambda _m: bar.advance(1))
-    out = sys.stdout
-    verb = "would copy" if args.dry_run else "copied"
-    for m in report.partitions:
+    def report(_result) -> None:
         if args.json:
-            out.write(json.dumps(m.to_dict() | {"dryRun": args.dry_run}) + "\n")
-        elif args.dry_run:
-            out.write(f"{verb} {m.source} -> {m.dest}: {len(m.segments)} segments, {m.bytes} bytes"
-                      + (" (replacing the existing partition)" if m.replaced else "") + "\n")
-        else:
-            out.write(f"{verb} {m.source} -> {m.dest}: {len(m.segments)} segments, {m.bytes} bytes, offsets "
-                      f"{m.log_start_offset}..{m.log_end_offset}, topic id {m.topic_id}\n")
-    if not args.json:
-        if report.created_meta_properties:
-            out.write(f"{'would create' if args.dry_run else 'created'} {args.dest}/meta.properties\n")
-        if report.backup:
-            out.write(f"replaced partitions kept in {report.backup}\n")
-    return 0
+            return
+        for p in plan.partitions:
+            f = p.facts
+            print(f"copied {f['source']} -> {f['dest']}: {f['segments']} segments, {f['bytes']:,d} bytes, offsets "
+                  f"{f['logStartOffset']}..{f['logEndOffset']}, topic id {f['topicId']}")
+
+    return run_plan(args, plan, on_applied=report)

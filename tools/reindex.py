@@ -1,60 +1,40 @@
-"""`kafkalog reindex PARTITION_DIR...`: rebuild .index/.timeindex/.txnindex of every segment."""
+"""`kafkalog reindex PATH...`: rebuild wrong or missing .index/.timeindex/.txnindex files (Kafka's recovery rule)."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 
-from kafkalog.storage.config import LogConfig, parse_overrides
-from kafkalog.storage.engine.recovery import reindex_partitions
-from kafkalog.tools.output import positive_int, progress
+from kafkalog.storage.engine.reindex import plan_reindex
+from kafkalog.storage.topic_configs import ConfigResolver
+from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
-HELP = "rebuild the indexes of partition dirs from their .log files (Kafka's recovery rule)"
 DESCRIPTION = """\
-Rebuild .index, .timeindex and .txnindex of every segment exactly as the broker's segment recovery does
-(LogSegment.recover), with producer state replayed from snapshots. The .log files are not changed; a
-segment with invalid bytes is reported (exit 1) and left for `kafkalog repair`.
+Rebuild .index, .timeindex and .txnindex exactly as the broker's segment recovery does (LogSegment.recover),
+with producer state replayed across the segments. By default only the segments whose indexes are missing or
+wrong (entries that do not match the log, failing sanity checks: what `kafkalog verify` reports as errors) are
+rebuilt; --all rebuilds every segment's indexes. Only files whose bytes change are written: a second run
+changes nothing. The .log files are never changed: a segment with invalid bytes makes the run refuse (exit 1,
+nothing written anywhere): `kafkalog repair` it first.
 
-Partitions are rebuilt N at a time (--workers, default: the number of CPUs) while kafkalog holds the
-.lock of every data dir involved; a running broker's lock makes it refuse (exit 1, nothing written).
+PATH is a partition dir or a data dir (every partition in it). index.interval.bytes is each topic's effective
+setting (__cluster_metadata, --server-properties, --config). A dir whose .lock a live broker holds is refused.
 
-examples:
+Examples:
   kafkalog reindex /var/lib/kafka/data/orders-3
-  kafkalog reindex /var/lib/kafka/data/orders-* --dry-run --json
+  kafkalog reindex /var/lib/kafka/data --dry-run --json
 """
 
 
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("partition_dirs", nargs="+", metavar="PARTITION_DIR")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="partition dirs or data dirs")
+    add_plan_arguments(p)
+    p.add_argument("--all", action="store_true", help="rebuild every segment's indexes, not only wrong ones")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="topic config (index.interval.bytes)")
-    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
-                   help="partitions rebuilt at once by N processes (default: the number of CPUs)")
-    p.add_argument("--dry-run", action="store_true", help="check every segment, write nothing")
-    p.add_argument("--json", action="store_true", help="JSON Lines: one object per segment")
+                   help="topic config (index.interval.bytes) for every topic")
+    p.add_argument("--server-properties", metavar="FILE", help="broker config (log.index.interval.bytes)")
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = LogConfig.from_topic_props(parse_overrides(args.config))
-    status = 0
-    workers = max(1, args.workers or os.cpu_count() or 1)
-    with progress(len(args.partition_dirs), "reindex", unit_bytes=False) as bar:
-        results = reindex_partitions(args.partition_dirs, cfg, dry_run=args.dry_run, workers=workers,
-                                     progress=bar.advance)
-    for pdir, res in results:
-        for base, written, problem in res:
-            if problem:
-                status = 1
-            if args.json:
-                print(json.dumps({"dir": pdir, "baseOffset": base, "written": written, "problem": problem,
-                                  "dryRun": args.dry_run}))
-            elif base < 0:
-                print(f"{pdir}: NOT rebuilt: {problem}")
-            else:
-                print(f"{pdir} {base:020d}: " + (f"NOT rebuilt: {problem}" if problem else
-                                                 ("would write " if args.dry_run else "")
-                                                 + ", ".join(os.path.basename(w) for w in written)))
-    return status
+    resolver = ConfigResolver(args.server_properties, None, args.config)
+    plan = plan_reindex(args.paths, resolver=resolver, all_segments=args.all, workers=args.workers or 1)
+    return run_plan(args, plan)

@@ -8,7 +8,6 @@ import os
 import sys
 import time
 
-HELP = "run verify / export / convert / compact on Spark, distributed per partition (local[*] by default)"
 DESCRIPTION = """\
 The same engines as `kafkalog verify`, `convert` and `compact`, run by Spark tasks one partition (or segment)
 at a time, with every result collected into one report; `export` writes Parquet or JSON through the

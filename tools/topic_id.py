@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 
-from kafkalog.storage.engine.migrate import new_topic_id, set_topic_id
+from kafkalog.storage.engine.migrate import new_topic_id, plan_topic_id
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
 from kafkalog.storage.log import parse_topic_partition_name
 from kafkalog.storage.logdir import resolve_partition_dirs
+from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
-HELP = "show or set partitions' topic ids (partition.metadata)"
 DESCRIPTION = """\
 List the topic id of every partition under DIR (a data dir or a partition dir), or set it with --set.
 
@@ -30,8 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="DIR", help="data dir or partition dir")
     p.add_argument("--topics", default=None, help="comma-separated topics (default: all)")
     p.add_argument("--set", default=None, metavar="ID", help="new topic id (22-char base64) or 'random'")
-    p.add_argument("--dry-run", action="store_true", help="say what would change")
-    p.add_argument("--json", action="store_true", help="JSON Lines output")
+    add_plan_arguments(p, workers=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,17 +39,13 @@ def run(args: argparse.Namespace) -> int:
     if args.set is not None and len({parse_topic_partition_name(p.name).topic for p in pdirs}) > 1:
         print("kafkalog topic-id: error: --set applies to one topic; select it with --topics", file=sys.stderr)
         return 2
-    new = new_topic_id() if args.set == "random" else args.set
+    if args.set is not None:
+        new = new_topic_id() if args.set == "random" else args.set
+        return run_plan(args, plan_topic_id(pdirs, new))
     out = sys.stdout
     for p in pdirs:
         f = p / PARTITION_METADATA_FILE
-        if new is None:
-            tid = read_partition_metadata(f).topic_id if f.exists() and f.stat().st_size else None
-            row = {"partition": p.name, "topicId": tid}
-            out.write(json.dumps(row) + "\n" if args.json else f"{p.name:<40} {tid or '-'}\n")
-        else:
-            old = set_topic_id(p, new, dry_run=args.dry_run)
-            row = {"partition": p.name, "old": old, "topicId": new, "dryRun": args.dry_run}
-            verb = "would set" if args.dry_run else "set"
-            out.write(json.dumps(row) + "\n" if args.json else f"{verb} {p.name}: {old or '-'} -> {new}\n")
+        tid = read_partition_metadata(f).topic_id if f.exists() and f.stat().st_size else None
+        row = {"partition": p.name, "topicId": tid}
+        out.write(json.dumps(row) + "\n" if args.json else f"{p.name:<40} {tid or '-'}\n")
     return 0

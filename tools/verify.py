@@ -13,7 +13,6 @@ from kafkalog.storage.verify import VerifyReport, verify_paths
 
 from .output import JsonLines, positive_int, progress, render_table
 
-HELP = "check data dirs, partitions and files for corruption and inconsistencies (CRCs, indexes, checkpoints)"
 DESCRIPTION = """\
 Check Kafka log directories without a broker: every partition of every data dir, in parallel.
 

@@ -183,6 +183,8 @@ class MetadataState:
         self.topic_ids: dict[str, str] = {}
         self._names_by_id: dict[str, str] = {}
         self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.sources: dict[tuple[int, str, str], str] = {}  # (resource type, name, config) -> label
+        self.label = ""  # where the records being replayed come from (set by the caller)
         self.errors = 0
 
     def replay_all(self, records: Iterable[Any]) -> MetadataState:
@@ -229,6 +231,7 @@ class MetadataState:
                         del self.configs[key]
             else:
                 self.configs.setdefault(key, {})[d["name"]] = d["value"]
+                self.sources[(*key, d["name"])] = self.label
 
     def topic_configs(self) -> dict[str, dict[str, str]]:
         out = {name: dict(self.configs.get((TOPIC_RESOURCE, name), {})) for name in self.topic_ids}

@@ -21,22 +21,22 @@ batches verbatim and rebuilds changed uncompressed ones by splicing the kept rec
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
-from ..atomic import fsync_dir
 from ..config import CleanerConfig, LogConfig
+from ..dirview import DirView, Op
 from ..errors import CorruptRecordError, KafkaLogError
-from ..files.checkpoints import CLEANER_OFFSET_CHECKPOINT, read_offset_checkpoint, write_offset_checkpoint
-from ..files.offset_index import OffsetIndexBuilder
-from ..files.time_index import TimeIndexBuilder
-from ..files.txn_index import AbortedTxn as TxnIndexEntry
-from ..files.txn_index import TransactionIndex
-from ..records.batch import NO_TIMESTAMP
+from ..files.checkpoints import CLEANER_OFFSET_CHECKPOINT
+from ..files.names import offset_file_name
+from ..files.segment import Segment
+from ..log import PartitionLog, parse_topic_partition_name
+from ..log_segment import SEGMENT_SUFFIXES, SegmentWriter
 from ..records.reader import iter_batches
-from .cleaner_filter import CleanerFilter, FilterStats, UncleanableError
-from .cleaner_log import PartitionView, SegmentView
+from ..topic_configs import ConfigResolver
+from .cleaner_filter import CleanerFilter, FilterStats, LastRecord, UncleanableError
 from .cleaner_map import OffsetMap
 from .cleaner_parallel import (
     PARALLEL_MIN_BYTES,
@@ -46,7 +46,9 @@ from .cleaner_parallel import (
 )
 from .cleaner_records import Slow, map_records
 from .cleaner_txn import CleanedTransactionMetadata
-from .swap import cleaned_path, replace_segments
+from .datadirs import checkpoint_bytes, group_partitions, read_data_dir
+from .plan import Loss, PartitionPlan, Plan, Runner, default_runner
+from .swap import replace_segments
 
 INT32_MAX = 2147483647
 LONG_MAX = 9223372036854775807
@@ -80,7 +82,7 @@ class LogToClean:
         return (self.need_compaction_now and self.cleanable_bytes > 0) or self.cleanable_ratio > min_cleanable_ratio
 
 
-def cleanable_offsets(log: PartitionView, checkpoint: int | None, now: int, cfg: LogConfig,
+def cleanable_offsets(log: PartitionLog, checkpoint: int | None, now: int, cfg: LogConfig,
                       expiration_ms: int) -> tuple[int, int, bool]:
     """``(firstDirtyOffset, firstUncleanableDirtyOffset, forceUpdateCheckpoint)``."""
     start = log.log_start_offset
@@ -88,29 +90,31 @@ def cleanable_offsets(log: PartitionView, checkpoint: int | None, now: int, cfg:
     force = False
     if dirty < start or dirty > log.log_end_offset:
         dirty, force = start, True
-    candidates = [log.last_stable_offset(now, expiration_ms), log.active_segment.base_offset]
+    active = log.active_segment
+    assert active is not None
+    candidates = [log.last_stable_offset(now, expiration_ms), active.base_offset]
     lag = max(cfg.min_compaction_lag_ms, 0)
     if lag > 0:
         for s in log.non_active_segments_from(dirty):
-            if s.largest_timestamp > now - lag:
+            if s.largest_timestamp() > now - lag:
                 candidates.append(s.base_offset)
                 break
     return dirty, max(dirty, min(candidates)), force
 
 
-def max_compaction_delay(log: PartitionView, first_dirty: int, now: int, cfg: LogConfig) -> int:
-    ts = [s.first_batch_timestamp for s in log.non_active_segments_from(first_dirty)]
+def max_compaction_delay(log: PartitionLog, first_dirty: int, now: int, cfg: LogConfig) -> int:
+    ts = [s.first_batch_timestamp() for s in log.non_active_segments_from(first_dirty)]
     ts = [t for t in ts if t > 0]
     earliest = min(ts) if ts else LONG_MAX
     clean_until = now - max(cfg.max_compaction_lag_ms, 0)
     return clean_until - earliest if earliest < clean_until else 0
 
 
-def log_to_clean(log: PartitionView, checkpoint: int | None, now: int, cfg: LogConfig,
+def log_to_clean(log: PartitionLog, checkpoint: int | None, now: int, cfg: LogConfig,
                  expiration_ms: int) -> LogToClean:
     dirty, uncleanable, force = cleanable_offsets(log, checkpoint, now, cfg, expiration_ms)
     nas = log.non_active_segments_from(uncleanable)
-    first_unc = nas[0].base_offset if nas else log.active_segment.base_offset
+    first_unc = nas[0].base_offset if nas else log.active_segment.base_offset  # type: ignore[union-attr]
     clean_bytes = sum(s.size for s in log.segments if s.base_offset < dirty)
     cleanable = sum(s.size for s in log.log_segments(min(dirty, first_unc), first_unc))
     delay = max_compaction_delay(log, dirty, now, cfg)
@@ -118,10 +122,10 @@ def log_to_clean(log: PartitionView, checkpoint: int | None, now: int, cfg: LogC
 
 
 # ------------------------------------------------------------------------------------ grouping
-def group_segments_by_size(segments: list[SegmentView], max_size: int, max_index_size: int,
-                           first_uncleanable_offset: int) -> list[list[SegmentView]]:
+def group_segments_by_size(segments: list[Segment], max_size: int, max_index_size: int,
+                           first_uncleanable_offset: int) -> list[list[Segment]]:
     """``Cleaner.groupSegmentsBySize``."""
-    groups: list[list[SegmentView]] = []
+    groups: list[list[Segment]] = []
     segs = list(segments)
     i = 0
     while i < len(segs):
@@ -147,7 +151,7 @@ def group_segments_by_size(segments: list[SegmentView], max_size: int, max_index
 
 
 # ---------------------------------------------------------------------------------- offset map
-def build_offset_map(log: PartitionView, start: int, end: int, offset_map: OffsetMap, *, workers: int = 1,
+def build_offset_map(log: PartitionLog, start: int, end: int, offset_map: OffsetMap, *, workers: int = 1,
                      parallel_min_bytes: int = PARALLEL_MIN_BYTES) -> bool:
     """``Cleaner.buildOffsetMap``; returns True when the map filled up (``endOffset`` then falls inside the
     dirty section). ``offset_map.latest_offset + 1`` is the round's end offset.
@@ -210,60 +214,20 @@ def _map_fast(b, start: int, offset_map: OffsetMap) -> bool:
 
 
 # ---------------------------------------------------------------------------------- cleaning
-class SegmentIndexer:
-    """The offset and time index ``LogSegment.append`` builds while the cleaner appends its chunks.
-
-    ``per_batch`` (Kafka 3.9.2 and 4.x, KAFKA-806; verified against both brokers): ``append`` walks the batches
-    of each chunk and decides per batch (index entry = the batch's last offset and position, max timestamp and
-    its shallow offset = the batch's). Otherwise (older brokers): one decision per chunk with the chunk's
-    largest offset and the filter's max timestamp / shallow offset.
-    """
-
-    def __init__(self, base_offset: int, index_interval_bytes: int, per_batch: bool = True):
-        self.oi = OffsetIndexBuilder(base_offset)
-        self.ti = TimeIndexBuilder(base_offset)
-        self.interval = index_interval_bytes
-        self.per_batch = per_batch
-        self.since = 0
-        self.max_ts = NO_TIMESTAMP
-        self.max_off = -1
-
-    def append(self, chunk, position: int, largest_offset: int, max_timestamp: int, shallow_offset: int) -> None:
-        if not self.per_batch:
-            if max_timestamp > self.max_ts:
-                self.max_ts, self.max_off = max_timestamp, shallow_offset
-            if self.since > self.interval:
-                self.oi.append(largest_offset, position)
-                self.ti.maybe_append(self.max_ts, self.max_off)
-                self.since = 0
-            self.since += len(chunk)
-            return
-        for b in iter_batches(chunk):
-            ts, last, size = b.max_timestamp, b.last_offset, b.size
-            if ts > self.max_ts:
-                self.max_ts, self.max_off = ts, last
-            if self.since > self.interval:
-                self.oi.append(last, position)
-                self.ti.maybe_append(self.max_ts, self.max_off)
-                self.since = 0
-            position += size
-            self.since += size
-            del b
-
-    def finish(self) -> None:
-        """``onBecomeInactiveSegment``: the final time-index entry."""
-        self.ti.maybe_append(self.max_ts, self.max_off, skip_full_check=True)
-
-
 @dataclass
 class CleanedSegment:
+    """One group of segments cleaned into one new segment."""
+
     base_offset: int
     sources: list[int]
     size: int = 0
     source_bytes: int = 0
-    indexer: SegmentIndexer | None = None
-    aborted: list = field(default_factory=list)
+    txn_entries: int = 0  # aborted transactions in the new segment's .txnindex
     last_modified_ns: int = 0
+
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        return (".log", ".index", ".timeindex") + ((".txnindex",) if self.txn_entries else ())
 
 
 @dataclass
@@ -289,28 +253,19 @@ class CleanResult:
         return self.bytes_before - self.bytes_after
 
 
-class _Sink:
-    def __init__(self, path: Path | None):
-        self.path = path
-        self.f = open(path, "wb") if path is not None else None
-        self.size = 0
+class _CountingSink:
+    """The filter's output measured, not written (a plan)."""
 
-    def write(self, data) -> None:
-        if self.f is not None:
-            self.f.write(data)
+    def __init__(self) -> None:
+        self.size = 0
+        self.aborted: list = []
+
+    def append(self, data, **_kw) -> None:
         self.size += len(data)
 
-    def close(self, fsync: bool) -> None:
-        if self.f is not None:
-            self.f.flush()
-            if fsync:
-                os.fsync(self.f.fileno())
-            self.f.close()
-            self.f = None
 
-
-def clean_into(seg: SegmentView, sink: _Sink, flt: CleanerFilter, out: CleanedSegment, io_buffer: int,
-               max_message_size: int, max_io_buffer: int) -> None:
+def clean_into(seg: Segment, sink, flt: CleanerFilter, io_buffer: int, max_message_size: int,
+               max_io_buffer: int) -> None:
     """``Cleaner.cleanInto``: filter the segment chunk by chunk; one ``LogSegment.append`` per non-empty chunk."""
     buf = seg.buf
     size = seg.size
@@ -321,10 +276,8 @@ def clean_into(seg: SegmentView, sink: _Sink, flt: CleanerFilter, out: CleanedSe
         res = flt.filter_to(buf, pos, end, capacity=cap, path=str(seg.path))
         pos += res.bytes_read
         if res.output:
-            if out.indexer is not None:
-                out.indexer.append(res.output, sink.size, res.max_offset, res.max_timestamp,
-                                   res.shallow_offset_of_max_timestamp)
-            sink.write(res.output)
+            sink.append(res.output, largest_offset=res.max_offset, max_timestamp=res.max_timestamp,
+                        shallow_offset=res.shallow_offset_of_max_timestamp)
         if end > pos - res.bytes_read and res.bytes_read == 0:
             cap = _grow(buf, pos, size, cap, max_message_size, max_io_buffer, str(seg.path))
 
@@ -350,192 +303,354 @@ def _grow(buf, pos: int, size: int, cap: int, max_message_size: int, max_io_buff
     return min(cap * 2, max_buffer)
 
 
-def clean_log(log: PartitionView, to_clean: LogToClean, cfg: LogConfig, cleaner: CleanerConfig, now: int, *,
-              write: bool, legacy_to_v2: bool = True, expiration_ms: int = 86400000,
-              keep_deleted: bool = False, crash_hook: Callable[[str], None] | None = None,
-              progress: Callable[[int], None] | None = None, per_batch_index: bool = True,
-              workers: int = 1) -> CleanResult:
-    """One round of ``Cleaner.doClean``. With ``write=False`` nothing is written (dry run: sizes only).
-    ``per_batch_index``: index the cleaned segments per batch (Kafka >= 3.9.2), see :class:`SegmentIndexer`."""
+def map_round(log: PartitionLog, to_clean: LogToClean, cleaner: CleanerConfig, *,
+              workers: int = 1) -> tuple[OffsetMap, int, bool]:
+    """The key map of one round: ``(map, end offset, map filled up)``; the round cleans ``[0, end offset)``."""
+    offset_map = OffsetMap(cleaner.dedupe_buffer_per_thread, cleaner.dedupe_buffer_load_factor)
+    full = build_offset_map(log, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, offset_map,
+                            workers=workers)
+    offset_map.freeze()
+    return offset_map, offset_map.latest_offset + 1, full
+
+
+def map_cannot_fill(log: PartitionLog, to_clean: LogToClean, cleaner: CleanerConfig) -> bool:
+    """True when the dirty section holds fewer keyed records than the map's capacity (counted from v2 batch
+    headers): the round then ends at the first uncleanable offset and the map pass can wait for the apply."""
+    cap = OffsetMap(cleaner.dedupe_buffer_per_thread, cleaner.dedupe_buffer_load_factor).capacity
+    n = 0
+    for seg in log.log_segments(to_clean.first_dirty_offset, to_clean.first_uncleanable_offset):
+        for b in seg.iter_batches():
+            if b.magic < 2:
+                del b
+                return False
+            if b.last_offset >= to_clean.first_dirty_offset:
+                n += max(b.records_count, 0)
+            del b
+            if n >= cap:
+                return False
+    return True
+
+
+def filter_round(log: PartitionLog, to_clean: LogToClean, offset_map: OffsetMap, end_offset: int, cfg: LogConfig,
+                 cleaner: CleanerConfig, now: int, *, write: bool, map_full: bool = False,
+                 legacy_to_v2: bool = True, expiration_ms: int = 86400000, keep_deleted: bool = False,
+                 per_batch_index: bool = True, expect: list | None = None,
+                 crash_hook: Callable[[str], None] | None = None,
+                 progress: Callable[[int], None] | None = None) -> CleanResult:
+    """``Cleaner.doClean`` after the map: every group of segments below ``end_offset`` filtered into one new
+    segment. ``write``: into ``.cleaned`` files (:class:`SegmentWriter`) swapped in group by group with Kafka's
+    protocol; otherwise only measured. ``expect``: the plan's groups (:class:`PlannedGroup`); a group that comes
+    out different raises :class:`PlanError` before it is swapped in."""
+    from .plan import PlanError
+
     clean_segs = [s for s in log.segments if s.base_offset < to_clean.first_dirty_offset]
     legacy_horizon = (clean_segs[-1].last_modified - cfg.delete_retention_ms) if clean_segs else 0
-    offset_map = OffsetMap(cleaner.dedupe_buffer_per_thread, cleaner.dedupe_buffer_load_factor)
-    upper = to_clean.first_uncleanable_offset
-    full = build_offset_map(log, to_clean.first_dirty_offset, upper, offset_map, workers=workers)
-    offset_map.freeze()
-    end_offset = offset_map.latest_offset + 1
-    result = CleanResult(log.name, to_clean.first_dirty_offset, end_offset, full, map_size=offset_map.size)
+    result = CleanResult(log.name, to_clean.first_dirty_offset, end_offset, map_full, map_size=offset_map.size)
     txn = CleanedTransactionMetadata()
     io_buffer = cleaner.io_buffer_size // max(cleaner.num_threads, 1) // 2
     max_msg = cfg.max_message_bytes
-    groups = group_segments_by_size(log.log_segments(0, end_offset), cfg.segment_bytes, cfg.segment_index_bytes,
+    upper = to_clean.first_uncleanable_offset
+    groups = group_segments_by_size(log.log_segments(0, end_offset), cfg.segment_size, cfg.segment_index_bytes,
                                     upper)
-    for group in groups:
+    if expect is not None and [(g[0].base_offset, [s.base_offset for s in g]) for g in groups] != \
+            [(e.base_offset, e.sources) for e in expect]:
+        raise PlanError("the cleaning round groups segments differently than the plan: the partition changed "
+                        "since planning; nothing of it was changed", str(log.path))
+    active = {pid: LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+              for pid, e in log.producer_state(now, expiration_ms).active_producers().items()}
+    for gi, group in enumerate(groups):
         cs = CleanedSegment(group[0].base_offset, [s.base_offset for s in group])
         cs.source_bytes = sum(s.size for s in group)
         # File.setLastModified(last source's File.lastModified): millisecond precision
-        cs.last_modified_ns = group[-1].mtime_ns // 1_000_000 * 1_000_000
-        if write:
-            cs.indexer = SegmentIndexer(cs.base_offset, cfg.index_interval_bytes, per_batch=per_batch_index)
-        target = cleaned_path(log.path, cs.base_offset, ".log") if write else None
-        if target is not None:
-            for suffix in (".log", ".index", ".timeindex", ".txnindex"):
-                cleaned_path(log.path, cs.base_offset, suffix).unlink(missing_ok=True)
-        sink = _Sink(target)
-        txn.cleaned_index = cs.aborted
-        active = log.last_records_of_active_producers(now, expiration_ms)
+        cs.last_modified_ns = group[-1].last_modified * 1_000_000
+        sink: Any = SegmentWriter(log.path, cs.base_offset, index_interval_bytes=cfg.index_interval_bytes,
+                                  per_batch=per_batch_index) if write else _CountingSink()
+        txn.cleaned_index = sink.aborted
         try:
             for i, seg in enumerate(group):
-                nxt = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset
+                nxt = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset()
                 txn.add_aborted_transactions(log.collect_aborted_transactions(seg.base_offset, nxt))
                 flt = CleanerFilter(offset_map, txn, now=now, delete_retention_ms=cfg.delete_retention_ms,
                                     retain_legacy_deletes=seg.last_modified > legacy_horizon,
                                     active_producers=active, upper_bound_offset=upper,
                                     legacy_to_v2=legacy_to_v2, stats=result.stats)
-                clean_into(seg, sink, flt, cs, io_buffer, max_msg, cleaner.max_message_size)
+                clean_into(seg, sink, flt, io_buffer, max_msg, cleaner.max_message_size)
                 if progress is not None:
                     progress(seg.size)
             cs.size = sink.size
-            sink.close(fsync=write)
+            cs.txn_entries = len(sink.aborted)
             if write:
-                _write_indexes(log, cs)
+                sink.finish(cs.last_modified_ns)
+                if expect is not None:
+                    e = expect[gi]
+                    if (e.size is not None and e.size != cs.size) or (e.txn is not None and e.txn != bool(cs.txn_entries)):
+                        raise PlanError(f"cleaned segment {cs.base_offset} differs from the plan ({cs.size} bytes, "
+                                        f"planned {e.size}): the partition changed since planning", str(log.path))
         except BaseException:
-            sink.close(fsync=False)
             if write:
-                for suffix in (".log", ".index", ".timeindex", ".txnindex"):
-                    cleaned_path(log.path, cs.base_offset, suffix).unlink(missing_ok=True)
+                sink.abort()
             raise
         if write:
-            log.close()  # release the mmaps of the files about to be renamed
+            from .. import fileops
+
+            fileops.fsync_dir(log.path)
             replace_segments(log.path, [cs.base_offset], cs.sources, keep_deleted=keep_deleted,
                              crash_hook=crash_hook)
         result.groups.append(cs)
     return result
 
 
-def _write_indexes(log: PartitionView, cs: CleanedSegment) -> None:
-    assert cs.indexer is not None
-    cs.indexer.finish()
-    oi, ti = cs.indexer.oi, cs.indexer.ti
-    files = [(".index", oi.build().to_bytes(trim=True)), (".timeindex", ti.build().to_bytes(trim=True))]
-    if cs.aborted:
-        entries = [TxnIndexEntry(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
-                   for t in cs.aborted]
-        files.append((".txnindex", bytes(TransactionIndex.from_entries(cs.base_offset, entries)._buf)))
-    for suffix, data in files:
-        p = cleaned_path(log.path, cs.base_offset, suffix)
-        with open(p, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    mtime = cs.last_modified_ns
-    for suffix in (".log", ".index", ".timeindex"):
-        os.utime(cleaned_path(log.path, cs.base_offset, suffix), ns=(mtime, mtime))
-    fsync_dir(log.path)
-
-
-# --------------------------------------------------------------------------------- checkpoints
-def read_cleaner_checkpoint(data_dir: Path) -> dict[tuple[str, int], int]:
-    p = data_dir / CLEANER_OFFSET_CHECKPOINT
-    if not p.exists():
-        return {}
-    return read_offset_checkpoint(p).to_dict()
-
-
-def update_cleaner_checkpoint(data_dir: Path, topic: str, partition: int, offset: int) -> None:
-    """``LogCleanerManager.updateCheckpoints``: rewrite the file with this partition's new clean point."""
-    update_cleaner_checkpoints(data_dir, {(topic, partition): offset})
-
-
-def update_cleaner_checkpoints(data_dir: Path, updates: dict[tuple[str, int], int]) -> None:
-    """Rewrite ``cleaner-offset-checkpoint`` once with several partitions' new clean points.
-
-    A read-modify-write of a file shared by every partition of the data dir: only one writer per data dir may
-    run it at a time (the broker serialises it under its cleaner lock). Parallel jobs therefore compact with
-    ``update_checkpoint=False`` and settle the file once, from the outcomes, in one place."""
-    if not updates:
-        return
-    offsets = read_cleaner_checkpoint(data_dir)
-    offsets.update(updates)
-    live = {k: v for k, v in offsets.items() if (data_dir / f"{k[0]}-{k[1]}").is_dir()}
-    write_offset_checkpoint(data_dir / CLEANER_OFFSET_CHECKPOINT, live)
-
-
-# ------------------------------------------------------------------------------ one partition
+# ------------------------------------------------------------------------------------------- the plan
 @dataclass
-class CompactionOutcome:
-    partition: str
-    eligible: bool
-    reason: str
-    to_clean: LogToClean | None = None
-    result: CleanResult | None = None
-    checkpoint_offset: int | None = None  # the clean point to record in cleaner-offset-checkpoint, if any
+class PlannedGroup:
+    """A group of segments a round replaces by one cleaned segment. ``size``/``txn`` are known when the plan was
+    made with a measuring pass (``exact``), else at apply."""
+
+    base_offset: int
+    sources: list[int]
+    source_files: list[str]
+    source_bytes: int
+    size: int | None = None
+    txn: bool | None = None
+
+    @property
+    def suffixes(self) -> tuple[str, ...] | None:
+        if self.txn is None:
+            return None
+        return (".log", ".index", ".timeindex") + ((".txnindex",) if self.txn else ())
+
+
+@dataclass
+class CompactRound(Op):
+    """One cleaning round on one partition: rebuild the key map, filter each group into a new segment, swap it in
+    (Kafka's ``.cleaned``/``.swap``/``.deleted`` protocol), group by group as the broker does."""
+
+    kind: ClassVar[str] = "compact"
+    config: LogConfig = field(default=None, repr=False)  # type: ignore[assignment]
+    cleaner: CleanerConfig = field(default=None, repr=False)  # type: ignore[assignment]
+    now: int = 0
+    log_start_offset: int | None = None
+    high_watermark: int | None = None
+    expiration_ms: int = 86400000
+    legacy_to_v2: bool = True
+    per_batch_index: bool = True
+    map_workers: int = 1
+    keep_deleted: bool = False
+    to_clean: LogToClean | None = field(default=None, repr=False)
+    end_offset: int = 0
+    groups: list[PlannedGroup] = field(default_factory=list)
+    snapshots: list[str] = field(default_factory=list)  # producer snapshots of bases that disappear
+
+    def originals(self) -> list[tuple[str, bool]]:
+        d = Path(self.path)
+        return [(str(d / n), False) for g in self.groups for n in g.source_files] + \
+            [(str(d / n), False) for n in self.snapshots]
+
+    def run(self) -> CleanResult:
+        from .plan import PlanError
+
+        assert self.to_clean is not None
+        with PartitionLog(self.path, log_start_offset_checkpoint=self.log_start_offset,
+                          high_watermark=self.high_watermark) as log:
+            offset_map, end, full = map_round(log, self.to_clean, self.cleaner, workers=self.map_workers)
+            if end != self.end_offset:
+                raise PlanError(f"the key map ends the round at offset {end}, the plan at {self.end_offset}: the "
+                                "partition changed since planning; nothing of it was changed", self.path)
+            try:
+                return filter_round(log, self.to_clean, offset_map, end, self.config, self.cleaner, self.now,
+                                    write=True, map_full=full, legacy_to_v2=self.legacy_to_v2,
+                                    expiration_ms=self.expiration_ms, keep_deleted=self.keep_deleted,
+                                    per_batch_index=self.per_batch_index, expect=self.groups)
+            except UncleanableError as e:
+                raise KafkaLogError(f"the broker would mark this partition uncleanable: {e.reason}", e.path,
+                                    e.position) from None
+
+    def trace(self) -> tuple:
+        return (self.kind, self.path, self.end_offset,
+                tuple((g.base_offset, tuple(g.sources), g.suffixes) for g in self.groups))
+
+    def done_trace(self, result: CleanResult) -> tuple:
+        return (self.kind, self.path, result.end_offset,
+                tuple((g.base_offset, tuple(g.sources), g.suffixes) for g in result.groups))
+
+    @property
+    def bytes(self) -> int:
+        if any(g.size is None for g in self.groups):
+            return 0
+        return sum(g.source_bytes - (g.size or 0) for g in self.groups)
 
     def to_dict(self) -> dict:
-        d = {"partition": self.partition, "eligible": self.eligible, "reason": self.reason}
-        if self.checkpoint_offset is not None:
-            d["checkpoint_offset"] = self.checkpoint_offset
-        if self.to_clean is not None:
-            t = self.to_clean
-            d.update(first_dirty_offset=t.first_dirty_offset, first_uncleanable_offset=t.first_uncleanable_offset,
-                     cleanable_ratio=round(t.cleanable_ratio, 6), cleanable_bytes=t.cleanable_bytes,
-                     clean_bytes=t.clean_bytes)
-        if self.result is not None:
-            r = self.result
-            d.update(end_offset=r.end_offset, map_full=r.map_full, bytes_before=r.bytes_before,
-                     bytes_after=r.bytes_after, bytes_reclaimed=r.bytes_reclaimed,
-                     segments_in=sum(len(g.sources) for g in r.groups), segments_out=len(r.groups),
-                     records_read=r.stats.messages_read, records_retained=r.stats.messages_retained)
-        return d
+        return {**super().to_dict(), "endOffset": self.end_offset,
+                "groups": [{"baseOffset": g.base_offset, "sources": g.sources, "bytesBefore": g.source_bytes,
+                            "bytesAfter": g.size} for g in self.groups]}
+
+    def describe(self) -> str:
+        before = sum(g.source_bytes for g in self.groups)
+        after = "" if any(g.size is None for g in self.groups) else \
+            f" -> {sum(g.size or 0 for g in self.groups):,d} bytes"
+        segs = sum(len(g.sources) for g in self.groups)
+        return (f"compact {segs} segment(s) ({before:,d} bytes{after}) into {len(self.groups)} new segment(s), "
+                f"offsets up to {self.end_offset - 1}: {self.why}")
 
 
-def compact_partition(partition_dir: str | os.PathLike, cfg: LogConfig, cleaner: CleanerConfig, now: int, *,
-                      dry_run: bool = False, force: bool = False, kafka_version: tuple[int, int] = (4, 0),
-                      log_start_offset: int | None = None, high_watermark: int | None = None,
-                      expiration_ms: int = 86400000, keep_deleted: bool = False,
-                      crash_hook: Callable[[str], None] | None = None,
-                      progress: Callable[[int], None] | None = None,
-                      workers: int | None = None, update_checkpoint: bool = True) -> CompactionOutcome:
-    """Run one broker cleaning round on one partition (if eligible, or always with ``force``).
-
-    ``update_checkpoint=False`` leaves ``cleaner-offset-checkpoint`` alone and reports the new clean point in
-    ``CompactionOutcome.checkpoint_offset`` for the caller to write (see :func:`update_cleaner_checkpoints`):
-    partitions of one data dir compacted in parallel must not each rewrite the shared file.
-
-    ``workers``: processes for the offset-map pass over large dirty sections (default: the usable CPUs); the
-    result does not depend on it."""
-    pdir = Path(partition_dir)
-    data_dir = pdir.parent
+def _plan_partition(task: tuple) -> PartitionPlan:
+    (data_dir, pdir, topic, part, cfg, cleaner, checkpoint, lso, hw, now, force, version, exact, keep_deleted,
+     map_workers, expiration, settings) = task
+    pp = PartitionPlan(data_dir, pdir, topic, part, settings=settings)
     if not cfg.compact:
-        return CompactionOutcome(pdir.name, False, "cleanup.policy does not contain compact")
+        pp.notes.append(f"not compacted: cleanup.policy={','.join(cfg.cleanup_policy)} "
+                        f"({cfg.source('cleanup.policy')})")
+        return pp
     if not cleaner.enable_cleaner:
-        return CompactionOutcome(pdir.name, False, "log.cleaner.enable=false")
-    with PartitionView(pdir, log_start_offset=log_start_offset, high_watermark=high_watermark) as log:
-        checkpoint = read_cleaner_checkpoint(data_dir).get((log.topic, log.partition))
-        ltc = log_to_clean(log, checkpoint, now, cfg, expiration_ms)
-        forced = ltc.first_dirty_offset if ltc.force_update_checkpoint and not dry_run else None
-        if forced is not None and update_checkpoint:
-            update_cleaner_checkpoint(data_dir, log.topic, log.partition, forced)
-        if ltc.total_bytes == 0:
-            return CompactionOutcome(log.name, False, "empty log", ltc, checkpoint_offset=forced)
-        if not force and not ltc.eligible(cfg.min_cleanable_dirty_ratio):
-            return CompactionOutcome(
-                log.name, False, f"dirty ratio {ltc.cleanable_ratio:.3f} <= min.cleanable.dirty.ratio "
-                f"{cfg.min_cleanable_dirty_ratio} and no segment past max.compaction.lag.ms", ltc,
-                checkpoint_offset=forced)
-        if ltc.first_uncleanable_offset <= ltc.first_dirty_offset and not ltc.cleanable_bytes:
-            return CompactionOutcome(log.name, False, "nothing cleanable", ltc, checkpoint_offset=forced)
-        try:
-            res = clean_log(log, ltc, cfg, cleaner, now, write=not dry_run, legacy_to_v2=kafka_version >= (4, 0),
-                            per_batch_index=kafka_version >= (3, 9),
-                            workers=default_workers() if workers is None else workers,
-                            expiration_ms=expiration_ms, keep_deleted=keep_deleted, crash_hook=crash_hook,
-                            progress=progress)
-        except UncleanableError as e:
-            raise KafkaLogError(f"the broker would mark this partition uncleanable: {e.reason}", e.path,
-                                e.position) from None
-        if dry_run:
-            return CompactionOutcome(log.name, True, "would clean", ltc, res)
-        if update_checkpoint:
-            update_cleaner_checkpoint(data_dir, log.topic, log.partition, res.end_offset)
-        return CompactionOutcome(log.name, True, "cleaned", ltc, res, checkpoint_offset=res.end_offset)
+        pp.notes.append("not compacted: log.cleaner.enable=false")
+        return pp
+    try:
+        with DirView(pdir) as view:
+            log = PartitionLog(view, log_start_offset_checkpoint=lso, high_watermark=hw)
+            if not log.segments:
+                pp.notes.append("no segments (run repair): nothing to compact")
+                return pp
+            ltc = log_to_clean(log, checkpoint, now, cfg, expiration)
+            pp.facts = {"firstDirtyOffset": ltc.first_dirty_offset,
+                        "firstUncleanableOffset": ltc.first_uncleanable_offset,
+                        "cleanableRatio": round(ltc.cleanable_ratio, 6), "cleanableBytes": ltc.cleanable_bytes,
+                        "cleanBytes": ltc.clean_bytes}
+            if ltc.force_update_checkpoint:
+                pp.facts["cleanPoint"] = ltc.first_dirty_offset
+                pp.notes.append(f"the clean point {checkpoint} is outside the log: reset to {ltc.first_dirty_offset}, "
+                                "as the broker does")
+            if ltc.total_bytes == 0:
+                pp.notes.append("empty log: nothing to compact")
+                return pp
+            if not force and not ltc.eligible(cfg.min_cleanable_dirty_ratio):
+                pp.notes.append(f"not eligible: dirty ratio {ltc.cleanable_ratio:.3f} <= min.cleanable.dirty.ratio "
+                                f"{cfg.min_cleanable_dirty_ratio} ({cfg.source('min.cleanable.dirty.ratio')}) and no "
+                                "segment past max.compaction.lag.ms (--all cleans anyway)")
+                return pp
+            if ltc.first_uncleanable_offset <= ltc.first_dirty_offset and not ltc.cleanable_bytes:
+                pp.notes.append("nothing cleanable")
+                return pp
+            legacy_to_v2, per_batch = version >= (4, 0), version >= (3, 9)
+            result: CleanResult | None = None
+            try:
+                if exact:
+                    offset_map, end, full = map_round(log, ltc, cleaner, workers=map_workers)
+                    result = filter_round(log, ltc, offset_map, end, cfg, cleaner, now, write=False, map_full=full,
+                                          legacy_to_v2=legacy_to_v2, expiration_ms=expiration,
+                                          per_batch_index=per_batch)
+                    del offset_map
+                elif map_cannot_fill(log, ltc, cleaner):
+                    dirty = log.log_segments(ltc.first_dirty_offset, ltc.first_uncleanable_offset)
+                    end = ltc.first_uncleanable_offset if dirty else 0
+                else:
+                    _, end, _ = map_round(log, ltc, cleaner, workers=map_workers)
+            except UncleanableError as e:
+                pp.error = f"the broker would mark this partition uncleanable: {e}"
+                return pp
+            groups = group_segments_by_size(log.log_segments(0, end), cfg.segment_size, cfg.segment_index_bytes,
+                                            ltc.first_uncleanable_offset)
+            planned = []
+            for i, g in enumerate(groups):
+                files = [n for s in g for n in (offset_file_name(s.base_offset, x) for x in SEGMENT_SUFFIXES)
+                         if view.exists(n)]
+                pg = PlannedGroup(g[0].base_offset, [s.base_offset for s in g], files, sum(s.size for s in g))
+                if result is not None:
+                    pg.size, pg.txn = result.groups[i].size, bool(result.groups[i].txn_entries)
+                planned.append(pg)
+            op = CompactRound(pdir, f"one cleaning round from the clean point {ltc.first_dirty_offset}, as the "
+                              "broker's log cleaner runs it", config=cfg, cleaner=cleaner, now=now,
+                              log_start_offset=lso, high_watermark=hw, expiration_ms=expiration,
+                              legacy_to_v2=legacy_to_v2, per_batch_index=per_batch, map_workers=map_workers,
+                              keep_deleted=keep_deleted, to_clean=ltc, end_offset=end, groups=planned)
+            _record_round(view, op)
+            pp.ops = list(view.ops)
+            pp.facts["cleanPoint"] = end
+            pp.facts["endOffset"] = end
+            if result is not None:
+                st = result.stats
+                pp.facts.update(bytesBefore=result.bytes_before, bytesAfter=result.bytes_after,
+                                bytesReclaimed=result.bytes_reclaimed, recordsRead=st.messages_read,
+                                recordsRetained=st.messages_retained, mapFull=result.map_full)
+            dropped = None if result is None else result.stats.messages_read - result.stats.messages_retained
+            pp.losses.append(Loss(
+                f"compaction: records superseded by a later record with the same key, tombstones and transaction "
+                f"markers older than delete.retention.ms={cfg.delete_retention_ms} "
+                f"({cfg.source('delete.retention.ms')}), and records of aborted transactions",
+                log.log_start_offset, end - 1, dropped, 0 if result is None else result.bytes_reclaimed))
+            pp.fingerprints = view.fingerprints()
+            pp.expected = view.expected_state()
+            log.close()
+    except (KafkaLogError, OSError) as e:
+        pp.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or pdir}: {e.strerror or e}"
+    return pp
+
+
+def _record_round(view: DirView, op: CompactRound) -> None:
+    """The round's effect on the listing: each group's source files go, the new segments' files appear, and the
+    producer snapshots of base offsets that no longer start a segment go (``replace_segments`` step 4)."""
+    removes = [n for g in op.groups for n in g.source_files]
+    new_bases = {g.base_offset for g in op.groups}
+    for g in op.groups:
+        for b in g.sources:
+            snap = offset_file_name(b, ".snapshot")
+            if b not in new_bases and view.exists(snap):
+                op.snapshots.append(snap)
+    creates: list[tuple[str, int]] = []
+    for g in op.groups:
+        for suffix in g.suffixes or (".log", ".index", ".timeindex"):
+            creates.append((offset_file_name(g.base_offset, suffix), g.size or 0 if suffix == ".log" else 0))
+    view.add(op, removes=removes + op.snapshots, creates=creates)
+
+
+def plan_compact(paths: Iterable[str | os.PathLike], *, now_ms: int, resolver: ConfigResolver | None = None,
+                 topics: set[str] | None = None, force: bool = False, kafka_version: tuple[int, int] = (4, 0),
+                 exact: bool = False, keep_deleted: bool = False, map_workers: int | None = None,
+                 runner: Runner | None = None, workers: int = 1, progress=None) -> Plan:
+    """The plan of ``kafkalog compact``: one broker cleaning round per compacted partition under ``paths``, then
+    ``cleaner-offset-checkpoint`` with the new clean points. ``exact`` measures each round while planning (new
+    segment sizes, records dropped: what ``--dry-run`` shows); otherwise they are known once applied."""
+    groups = group_partitions(paths, topics=topics)
+    resolver = resolver or ConfigResolver(data_dirs=list(groups))
+    run = runner or default_runner(workers, progress)
+    mw = default_workers() if map_workers is None else map_workers
+    plan = Plan("compact", now=now_ms, options={"kafkaVersion": ".".join(map(str, kafka_version))})
+    for d, pdirs in groups.items():
+        st = read_data_dir(d)
+        dp = st.new_plan()
+        dp.notes += resolver.notes(d)
+        broker = resolver.broker_for(d)
+        tasks = []
+        for p in pdirs:
+            tp = parse_topic_partition_name(p.name)
+            key = (tp.topic, tp.partition)
+            cfg = resolver.log_config(d, tp.topic)
+            tasks.append((str(d), str(p), tp.topic, tp.partition, cfg, broker.cleaner, st.clean_points.get(key),
+                          st.log_start_offsets.get(key), st.high_watermarks.get(key), now_ms, force, kafka_version,
+                          exact, keep_deleted, mw, broker.producer_id_expiration_ms,
+                          cfg.describe(["cleanup.policy", "min.cleanable.dirty.ratio", "delete.retention.ms",
+                                        "min.compaction.lag.ms", "segment.bytes", "internal.segment.bytes"])))
+        dp.partitions = list(run(_plan_partition, tasks))
+        if not any(p.error for p in dp.partitions):
+            _dir_ops(dp, st)
+        plan.data_dirs.append(dp)
+    return plan
+
+
+def _dir_ops(dp, st) -> None:
+    """``cleaner-offset-checkpoint`` with every partition's new clean point, written once per data dir (the
+    broker serialises it under its cleaner lock); entries of partitions no longer in the dir are dropped."""
+    updates = {(p.topic, p.partition): p.facts["cleanPoint"] for p in dp.partitions if "cleanPoint" in p.facts}
+    if not updates:
+        return
+    offsets = dict(st.clean_points)
+    offsets.update(updates)
+    live = {k: v for k, v in offsets.items() if (Path(st.path) / f"{k[0]}-{k[1]}").is_dir()}
+    if live != st.clean_points or CLEANER_OFFSET_CHECKPOINT in st.unreadable:
+        view = DirView(st.path)
+        view.write(CLEANER_OFFSET_CHECKPOINT, checkpoint_bytes(live), "the new clean points (the first dirty "
+                   "offset of each compacted partition)")
+        dp.ops = list(view.ops)
+
+
+__all__ = ["CleanResult", "CompactRound", "LogToClean", "build_offset_map", "cleanable_offsets", "filter_round",
+           "group_segments_by_size", "log_to_clean", "map_round", "plan_compact"]

@@ -3,18 +3,9 @@
 from __future__ import annotations
 
 import heapq
-from typing import NamedTuple
 
+from ..files.txn_index import AbortedTxn
 from ..records.control import ABORT, COMMIT, parse_control_key
-
-
-class AbortedTxn(NamedTuple):
-    """One ``.txnindex`` entry (``AbortedTxn``)."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    last_stable_offset: int
 
 
 class CleanedTransactionMetadata:

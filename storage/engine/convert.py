@@ -24,25 +24,28 @@ offsets, producer snapshots and the leader-epoch checkpoint are unchanged.
 from __future__ import annotations
 
 import os
-import shutil
 import struct
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import fileops
 from ..codec.compression import CODEC_IDS, CODEC_NAMES
 from ..codec.crc import crc32c
 from ..codec.varint import write_varint
-from ..diff import mapped
+from ..dirview import DirView
 from ..errors import ConfigError, CorruptRecordError, KafkaLogError
-from ..files.names import offset_from_file_name, segment_log_files
-from ..files.offset_index import OffsetIndexBuilder
-from ..files.time_index import TimeIndexBuilder
-from ..logdir import data_dir_of, resolve_partition_dirs
-from ..records import CREATE_TIME, LOG_APPEND_TIME, LegacyBatch, LogScanner, RecordBatch, build_batch, rebuild
+from ..files.names import offset_file_name, offset_from_file_name, segment_log_files
+from ..files.segment import Segment
+from ..log import PartitionLog, parse_topic_partition_name
+from ..log_segment import SegmentWriter
+from ..logdir import resolve_partition_dirs
+from ..records import CREATE_TIME, LOG_APPEND_TIME, LegacyBatch, RecordBatch, build_batch, rebuild
 from ..records.record import Record
-from .plan import Action, Backup, Plan, data_dir_lock
-from .swap import cleaned_path, fsync_dir, offset_file_name, replace_segments
+from ..topic_configs import ConfigResolver
+from .datadirs import group_partitions, read_data_dir
+from .plan import PartitionPlan, Plan, Runner, default_runner
+from .swap import NewSegment, ReplaceSegments, SegmentBuild, cleaned_path, segment_files
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
@@ -58,8 +61,8 @@ class ConvertOptions:
     level: int | None = None
     group_uncompressed: bool = False
     group_bytes: int = DEFAULT_GROUP_BYTES
-    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
-    max_index_size: int = DEFAULT_MAX_INDEX_SIZE
+    index_interval_bytes: int | None = None  # None: the topic's index.interval.bytes
+    max_index_size: int | None = None  # None: the topic's segment.index.bytes
     max_segment_bytes: int = MAX_SEGMENT_BYTES
 
     def __post_init__(self) -> None:
@@ -72,7 +75,7 @@ class ConvertOptions:
             self.codec = CODEC_IDS[name]
         if self.codec is not None and self.codec not in CODEC_NAMES:
             raise ConfigError(f"unknown codec id {self.codec}")
-        if self.group_bytes < 1 or self.index_interval_bytes < 0:
+        if self.group_bytes < 1 or (self.index_interval_bytes is not None and self.index_interval_bytes < 0):
             raise ConfigError("group_bytes must be positive and index_interval_bytes non-negative")
 
 
@@ -207,55 +210,10 @@ class SegmentResult:
     batches_out: int
     legacy_batches: int
 
-
-@dataclass
-class _Writer:
-    """Writes ``<base>.log.cleaned`` + indexes by the recovery rule (``LogSegment.recover``)."""
-
-    dir: Path
-    base: int
-    opts: ConvertOptions
-    pos: int = 0
-    last_index_entry: int = 0
-    max_ts: int = -1
-    max_ts_offset: int = -1
-    batches: int = 0
-    f: object = None
-    oi: OffsetIndexBuilder = field(init=False)
-    ti: TimeIndexBuilder = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.f = open(cleaned_path(self.dir, self.base, ".log"), "wb", buffering=_WRITE_BUFFER)
-        self.oi = OffsetIndexBuilder(self.base, self.opts.max_index_size)
-        self.ti = TimeIndexBuilder(self.base, self.opts.max_index_size)
-
-    def append(self, data: bytes, last_offset: int, max_timestamp: int) -> None:
-        if max_timestamp > self.max_ts:
-            self.max_ts, self.max_ts_offset = max_timestamp, last_offset
-        if self.pos - self.last_index_entry > self.opts.index_interval_bytes:
-            self.oi.append(last_offset, self.pos)
-            self.ti.maybe_append(self.max_ts, self.max_ts_offset)
-            self.last_index_entry = self.pos
-        self.f.write(data)
-        self.pos += len(data)
-        self.batches += 1
-
-    def finish(self) -> None:
-        self.ti.maybe_append(self.max_ts, self.max_ts_offset, skip_full_check=True)
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
-        for suffix, idx in ((".index", self.oi.build()), (".timeindex", self.ti.build())):
-            with open(cleaned_path(self.dir, self.base, suffix), "wb") as g:
-                g.write(idx.to_bytes(trim=True))
-                g.flush()
-                os.fsync(g.fileno())
-
-    def abort(self) -> None:
-        if self.f is not None and not self.f.closed:
-            self.f.close()
-        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
-            cleaned_path(self.dir, self.base, suffix).unlink(missing_ok=True)
+    def to_dict(self) -> dict:
+        return {"partition": self.partition, "segment": self.segment, "bases": self.bases, "bytesIn": self.bytes_in,
+                "bytesOut": self.bytes_out, "batchesIn": self.batches_in, "batchesOut": self.batches_out,
+                "legacyBatches": self.legacy_batches}
 
 
 _Q = struct.Struct(">q")
@@ -270,66 +228,72 @@ def _header_of(data: bytes) -> tuple[int, int]:
     return lb.last_offset, lb.max_timestamp
 
 
-def convert_segment(log_path: str | os.PathLike, opts: ConvertOptions, *, swap: bool = True,
-                    crash_hook: Callable[[str], None] | None = None) -> SegmentResult:
-    """Convert one segment in place (crash-safe). Returns what was written."""
-    log_path = Path(log_path)
-    pdir = log_path.parent
-    base = offset_from_file_name(log_path.name)
-    size = log_path.stat().st_size
-    st = log_path.stat()
-    writers: list[_Writer] = [_Writer(pdir, base, opts)]
-    batches_in = legacy = 0
-    try:
-        if size:
-            with mapped(log_path) as mm:
-                scanner = LogScanner(mm, path=str(log_path))
+class ConvertBuild(SegmentBuild):
+    """Writes the converted ``.cleaned`` segment(s) of one segment when its :class:`ReplaceSegments` runs:
+    indexes by the broker's per-batch rule, the ``.txnindex`` carried over, the original's times kept."""
 
-                def counted() -> Iterator[RecordBatch | LegacyBatch]:
-                    nonlocal batches_in, legacy
-                    for b in scanner:
-                        batches_in += 1
-                        if b.magic < 2:
-                            legacy += 1
-                        yield b
-                        del b
+    def __init__(self, log_name: str, base_offset: int, opts: ConvertOptions):
+        self.log_name = log_name
+        self.base = base_offset
+        self.opts = opts
 
-                for data in convert_batches(counted(), opts):
-                    last, max_ts = _header_of(data)
-                    w = writers[-1]
-                    if w.pos and w.pos + len(data) > opts.max_segment_bytes:
-                        w.finish()
-                        first = RecordBatch(memoryview(data)).base_offset
-                        writers.append(_Writer(pdir, first, opts))
+    def __call__(self, pdir: Path) -> SegmentResult:
+        opts = self.opts
+        log_path = pdir / self.log_name
+        st = log_path.stat()
+        size = st.st_size
+
+        def writer(base: int) -> SegmentWriter:
+            return SegmentWriter(pdir, base, index_interval_bytes=opts.index_interval_bytes,
+                                 max_index_size=opts.max_index_size, per_batch=False)
+
+        writers = [writer(self.base)]
+        batches_in = legacy = 0
+        try:
+            if size:
+                with Segment(log_path, self.base) as seg:
+                    scanner = seg.scanner()
+
+                    def counted() -> Iterator[RecordBatch | LegacyBatch]:
+                        nonlocal batches_in, legacy
+                        for b in scanner:
+                            batches_in += 1
+                            if b.magic < 2:
+                                legacy += 1
+                            yield b
+                            del b
+
+                    for data in convert_batches(counted(), opts):
+                        last, max_ts = _header_of(data)
                         w = writers[-1]
-                    w.append(data, last, max_ts)
-                stop = (scanner.stop_reason, scanner.stop_position)
-                del scanner
-            if stop[0] is not None:
-                raise CorruptRecordError(f"{stop[0]} at the end of the segment: run `kafkalog repair` first",
-                                         str(log_path), stop[1])
-        writers[-1].finish()
-        txn = pdir / offset_file_name(base, ".txnindex")
-        if txn.exists():
-            dst = cleaned_path(pdir, base, ".txnindex")
-            shutil.copyfile(txn, dst)
-            with open(dst, "rb+") as g:
-                os.fsync(g.fileno())
-        for w in writers:
-            for suffix in (".log", ".index", ".timeindex", ".txnindex"):
-                p = cleaned_path(pdir, w.base, suffix)
-                if p.exists():
-                    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
-        fsync_dir(pdir)
-    except BaseException:
-        for w in writers:
-            w.abort()
-        raise
-    bases = [w.base for w in writers]
-    if swap:
-        replace_segments(pdir, bases, [base], crash_hook=crash_hook)
-    return SegmentResult(pdir.name, log_path.name, bases, size, sum(w.pos for w in writers), batches_in,
-                         sum(w.batches for w in writers), legacy)
+                        if w.size and w.size + len(data) > opts.max_segment_bytes:
+                            w.finish()
+                            writers.append(writer(RecordBatch(memoryview(data)).base_offset))
+                            w = writers[-1]
+                        w.append(data, largest_offset=last, max_timestamp=max_ts, shallow_offset=last)
+                    stop = (scanner.stop_reason, scanner.stop_position)
+                    del scanner
+                if stop[0] is not None:
+                    raise CorruptRecordError(f"{stop[0]} at the end of the segment: run `kafkalog repair` first",
+                                             str(log_path), stop[1])
+            writers[-1].finish()
+            txn = pdir / offset_file_name(self.base, ".txnindex")
+            if txn.exists():
+                with fileops.NewFile(cleaned_path(pdir, self.base, ".txnindex")) as f:
+                    f.write(txn.read_bytes())
+            for w in writers:
+                for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+                    p = cleaned_path(pdir, w.base_offset, suffix)
+                    if p.exists():
+                        fileops.set_mtime(p, st.st_mtime_ns)
+        except BaseException:
+            for w in writers:
+                w.abort()
+            raise
+        res = SegmentResult(pdir.name, self.log_name, [w.base_offset for w in writers], size,
+                            sum(w.size for w in writers), batches_in, sum(w.batches for w in writers), legacy)
+        res.bases = [w.base_offset for w in writers]
+        return res
 
 
 # -------------------------------------------------------------------------------------------- audit
@@ -366,8 +330,8 @@ def audit_segment(log_path: str | os.PathLike) -> SegmentAudit:
     n = 0
     size = p.stat().st_size
     if size:
-        with mapped(p) as mm:
-            for b in LogScanner(mm, path=str(p)):
+        with Segment(p, 0) as seg:
+            for b in seg.iter_batches():
                 n += 1
                 m = min(b.magic, 2)
                 counts[m] += 1
@@ -393,135 +357,93 @@ def audit(paths: Iterable[str | os.PathLike], *, topics: set[str] | None = None,
 # --------------------------------------------------------------------------------------------- plan
 
 
-def _segment_needs(seg: Path, opts: ConvertOptions) -> tuple[bool, int, int]:
-    """(needs conversion, batches to convert, their bytes), by a shallow scan."""
+def _segment_needs(seg: Segment, opts: ConvertOptions) -> tuple[int, int]:
+    """(batches to convert, their bytes), by a shallow scan."""
     n = nbytes = 0
-    with mapped(seg) as mm:
-        for b in LogScanner(mm, path=str(seg)):
-            if needs_conversion(b, opts) or (opts.group_uncompressed and b.magic < 2):
-                n += 1
-                nbytes += b.size
-            del b
-    return n > 0, n, nbytes
+    for b in seg.iter_batches():
+        if needs_conversion(b, opts) or (opts.group_uncompressed and b.magic < 2):
+            n += 1
+            nbytes += b.size
+        del b
+    return n, nbytes
+
+
+def _plan_partition(task: tuple) -> PartitionPlan:
+    data_dir, pdir, topic, part, opts = task
+    pp = PartitionPlan(data_dir, pdir, topic, part, settings=[])
+    what = f"v{opts.to_magic}" + (f", codec {CODEC_NAMES[opts.codec]}" if opts.codec is not None else "")
+    try:
+        with DirView(pdir) as view:
+            log = PartitionLog(view)
+            converted = 0
+            for seg in log.segments:
+                n, nbytes = _segment_needs(seg, opts)
+                if not n:
+                    continue
+                base = seg.base_offset
+                files = {".log": None, ".index": None, ".timeindex": None}
+                if seg.has_txn_index:
+                    files[".txnindex"] = seg.file_size(".txnindex")
+                op = ReplaceSegments(str(view.path), f"rewrite {n} batch(es) ({nbytes:,d} bytes) as {what}, with "
+                                     "offsets, base offset, producer snapshots and leader epochs unchanged",
+                                     sources=[base], new=[NewSegment(base, files)],
+                                     build=ConvertBuild(seg.path.name, base, opts),
+                                     source_files=segment_files(view, base), source_bytes=seg.size)
+                op.plan_on(view)
+                converted += 1
+            pp.ops = list(view.ops)
+            pp.facts = {"segments": converted}
+            pp.fingerprints = view.fingerprints()
+            pp.expected = view.expected_state()
+            log.close()
+    except (KafkaLogError, OSError) as e:
+        pp.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or pdir}: {e.strerror or e}"
+    return pp
 
 
 def plan_convert(paths: Iterable[str | os.PathLike], opts: ConvertOptions | None = None, *,
-                 topics: set[str] | None = None) -> Plan:
-    """A plan with one ``convert-segment`` action per segment that holds something to convert."""
+                 topics: set[str] | None = None, resolver: ConfigResolver | None = None,
+                 runner: Runner | None = None, workers: int = 1, progress=None) -> Plan:
+    """The plan of ``kafkalog convert``: one segment replacement per segment that holds something to convert.
+    ``index.interval.bytes`` and ``segment.index.bytes`` are each topic's effective settings unless ``opts``
+    sets them."""
     opts = opts or ConvertOptions()
-    paths = list(paths)
-    plan = Plan("convert", ", ".join(str(p) for p in paths))
-    what = f"v{opts.to_magic}" + (f", codec {CODEC_NAMES[opts.codec]}" if opts.codec is not None else "")
-    for root in paths:
-        for pdir in resolve_partition_dirs(root, topics):
-            for seg in segment_log_files(pdir):
-                need, n, nbytes = _segment_needs(seg, opts)
-                if not need:
-                    continue
-                base = offset_from_file_name(seg.name)
-                files = [str(pdir / offset_file_name(base, s)) for s in (".log", ".index", ".timeindex", ".txnindex")
-                         if (pdir / offset_file_name(base, s)).exists()]
-                plan.add(Action(
-                    "convert-segment", str(seg),
-                    f"rewrite {n} batches ({nbytes} bytes) as {what}; rebuild .index/.timeindex; swap in",
-                    files=files, bytes=nbytes,
-                    apply=lambda seg=seg: convert_segment(seg, opts)))
+    groups = group_partitions(paths, topics=topics, include_metadata=False)
+    resolver = resolver or ConfigResolver(data_dirs=list(groups))
+    run = runner or default_runner(workers, progress)
+    plan = Plan("convert")
+    for d, pdirs in groups.items():
+        dp = read_data_dir(d).new_plan()
+        tasks = []
+        for p in pdirs:
+            tp = parse_topic_partition_name(p.name)
+            cfg = resolver.log_config(d, tp.topic)
+            o = replace(opts, index_interval_bytes=cfg.index_interval_bytes if opts.index_interval_bytes is None
+                        else opts.index_interval_bytes,
+                        max_index_size=cfg.segment_index_bytes if opts.max_index_size is None else opts.max_index_size)
+            tasks.append((str(d), str(p), tp.topic, tp.partition, o))
+        dp.partitions = list(run(_plan_partition, tasks))
+        plan.data_dirs.append(dp)
     return plan
 
 
-@dataclass
-class ConvertReport:
-    plan: Plan
-    applied: list[SegmentResult] = field(default_factory=list)
-    backup: str | None = None
-
-    def summary(self) -> dict:
-        return {
-            "segments": len(self.applied),
-            "bytesIn": sum(r.bytes_in for r in self.applied),
-            "bytesOut": sum(r.bytes_out for r in self.applied),
-            "batchesIn": sum(r.batches_in for r in self.applied),
-            "batchesOut": sum(r.batches_out for r in self.applied),
-            "legacyBatches": sum(r.legacy_batches for r in self.applied),
-            "backup": self.backup,
-        }
-
-
-def _convert_one(seg: str, opts: ConvertOptions) -> SegmentResult:
-    try:
-        return convert_segment(seg, opts)
-    except OSError as e:
-        raise KafkaLogError(f"convert-segment failed: {e.strerror or e}", seg) from None
-
-
-def _convert_task(task: tuple[str, ConvertOptions]) -> tuple[SegmentResult | None, tuple | None]:
-    """Worker: convert one segment; (result, None) or (None, (error class, reason, path, position))."""
-    seg, opts = task
-    try:
-        return _convert_one(seg, opts), None
-    except KafkaLogError as e:
-        return None, (type(e), e.reason, e.path or seg, e.position)
-
-
-def convert(paths: Iterable[str | os.PathLike], opts: ConvertOptions | None = None, *,
-            topics: set[str] | None = None, dry_run: bool = False, backup_root: str | os.PathLike | None = None,
-            backup: bool = True, progress: Callable[[Action | None], None] | None = None,
-            plan: Plan | None = None, workers: int = 1) -> ConvertReport:
-    """Plan (unless a ``plan`` from :func:`plan_convert` is given) and, unless ``dry_run``, apply a conversion
-    under each data dir's lock, keeping backups (hard links of the replaced files).
-
-    ``workers`` processes convert segments at once (each segment is swapped in on its own, crash-safely, so
-    the order does not matter). A failing segment stops the run: with one worker at once, with several after
-    the segments already under way finish; the error names the segment and byte position."""
-    from .recovery import run_partition_tasks
-
-    opts = opts or ConvertOptions()
-    paths = list(paths)
-    if plan is None:
-        plan = plan_convert(paths, opts, topics=topics)
-    report = ConvertReport(plan)
-    if dry_run or plan.empty:
-        return report
-    by_dir: dict[Path, list[Action]] = {}
-    for a in plan.actions:
-        by_dir.setdefault(data_dir_of(Path(a.path).parent), []).append(a)
-    for ddir, actions in by_dir.items():
-        with data_dir_lock(ddir):
-            if backup:
-                root = Path(backup_root) / ddir.name if backup_root else Backup.default_root(ddir, "convert")
-                bk = Backup(root, ddir)
-                report.backup = str(Path(backup_root) if backup_root else root)
-                for a in actions:
-                    for f in a.files:  # old files are renamed away, never modified: hard links suffice
-                        bk.preserve(f, copy=False)
-            if workers <= 1:
-                for a in actions:
-                    report.applied.append(_convert_one(a.path, opts))
-                    if progress is not None:
-                        progress(a)
-                continue
-
-            def advance(n: int) -> None:
-                for _ in range(n):
-                    progress(None)  # type: ignore[misc]
-
-            # biggest first, so one large segment does not start last; results reported in plan order
-            order = sorted(range(len(actions)), key=lambda i: -actions[i].bytes)
-            out = run_partition_tasks(_convert_task, [(actions[i].path, opts) for i in order], workers=workers,
-                                      threads=1, progress=advance if progress is not None else None)
-            done: list = [None] * len(actions)
-            for i, r in zip(order, out, strict=True):
-                done[i] = r
-            errors = [err for _, err in done if err is not None]
-            report.applied.extend(res for res, err in done if err is None)
-            if errors:
-                more = f" ({len(errors) - 1} more segments failed)" if len(errors) > 1 else ""
-                cls, reason, path, position = errors[0]
-                raise cls(reason + more, path, position)
-    return report
+def convert_segment(log_path: str | os.PathLike, opts: ConvertOptions) -> SegmentResult:
+    """Convert one segment in place now (crash-safe), outside a plan (tests, the Spark job's task)."""
+    p = Path(log_path)
+    base = offset_from_file_name(p.name)
+    view = DirView(p.parent, DirView.DIRECT)
+    files = {".log": None, ".index": None, ".timeindex": None}
+    if view.exists(offset_file_name(base, ".txnindex")):
+        files[".txnindex"] = view.size(offset_file_name(base, ".txnindex"))
+    op = ReplaceSegments(str(view.path), "convert", sources=[base], new=[NewSegment(base, files)],
+                         build=ConvertBuild(p.name, base, replace(
+                             opts, index_interval_bytes=opts.index_interval_bytes or DEFAULT_INDEX_INTERVAL_BYTES,
+                             max_index_size=opts.max_index_size or DEFAULT_MAX_INDEX_SIZE)),
+                         source_files=segment_files(view, base), source_bytes=view.size(p.name))
+    return op.run()
 
 
 __all__ = [
-    "ConvertOptions", "ConvertReport", "SegmentAudit", "SegmentResult", "audit", "audit_segment", "convert",
-    "convert_batches", "convert_legacy", "convert_segment", "needs_conversion", "plan_convert", "recompress_v2",
+    "ConvertBuild", "ConvertOptions", "SegmentAudit", "SegmentResult", "audit", "audit_segment", "convert_batches",
+    "convert_legacy", "convert_segment", "needs_conversion", "plan_convert", "recompress_v2",
 ]

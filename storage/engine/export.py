@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ..diff import parse_partition_dir_name
 from ..errors import KafkaLogError
 from ..files.names import segment_log_files
 from ..log import PartitionLog
-from ..logdir import resolve_partition_dirs
+from ..logdir import live_partition_name, resolve_partition_dirs
 from ..records.batch import increment_sequence
 
 EXPORT_COLUMNS: list[tuple[str, str]] = [
@@ -77,10 +76,10 @@ def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter |
     """The batches of one partition (filtered), each with its decoded records."""
     flt = flt or ExportFilter()
     pdir = Path(partition_dir)
-    tp = parse_partition_dir_name(pdir.name)
+    tp = live_partition_name(pdir.name)
     if tp is None:
         raise KafkaLogError("not a partition directory (<topic>-<partition>)", str(pdir))
-    topic, partition = tp
+    topic, partition = tp.topic, tp.partition
     lo, hi = flt.from_offset, flt.to_offset
     t_lo, t_hi = flt.from_time, flt.to_time
     with PartitionLog(pdir) as plog:

@@ -21,15 +21,15 @@ Existing partitions are refused unless ``overwrite`` (then the old one is kept i
 from __future__ import annotations
 
 import os
-import shutil
+import secrets
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
-from ..atomic import fsync_dir
-from ..diff import mapped
-from ..errors import ConfigError, LogDirError
+from .. import fileops
+from ..dirview import Blob, DirView, Op, WriteFile
+from ..errors import ConfigError, KafkaLogError, LogDirError
 from ..files._java import ZERO_UUID, uuid_from_string, uuid_to_string
 from ..files.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -42,33 +42,18 @@ from ..files.checkpoints import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from ..files.leader_epoch import (
-    LEADER_EPOCH_CHECKPOINT,
-    EpochEntry,
-    read_leader_epoch_checkpoint,
-    write_leader_epoch_checkpoint,
-)
-from ..files.meta_properties import (
-    META_PROPERTIES_FILE,
-    MetaProperties,
-    read_meta_properties,
-    write_meta_properties,
-)
-from ..files.names import offset_from_file_name, segment_log_files
-from ..files.partition_metadata import (
-    PARTITION_METADATA_FILE,
-    read_partition_metadata,
-    write_partition_metadata,
-)
-from ..files.rebuild import rebuild_indexes_recovery
-from ..files.txn_index import TransactionIndex, read_txn_index
-from ..log import parse_topic_partition_name
+from ..files.leader_epoch import LEADER_EPOCH_CHECKPOINT
+from ..files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
+from ..files.names import offset_file_name, offset_from_file_name
+from ..files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
+from ..files.segment import Segment
+from ..files.txn_index import TransactionIndex
+from ..leader_epoch_cache import LeaderEpochCache
+from ..log import PartitionLog, parse_topic_partition_name, partition_dir_name
+from ..log_segment import recover_segment
 from ..logdir import resolve_partition_dirs
-from ..records import LogScanner
-from .plan import Backup, data_dir_lock
-from .swap import offset_file_name
-
-_COPY_CHUNK = 8 << 20
+from .datadirs import read_data_dir
+from .plan import DataDirPlan, PartitionPlan, Plan, apply
 
 
 def new_topic_id() -> str:
@@ -136,32 +121,86 @@ def checkpoint_file_name(name: str) -> str:
     raise ConfigError(f"unknown checkpoint {name!r} (one of {', '.join(sorted(CHECKPOINT_ALIASES))})")
 
 
+def plan_set_checkpoints(data_dir: str | os.PathLike, name: str,
+                         updates: dict[tuple[str, int], int | None]) -> Plan:
+    """A plan that sets (or, for ``None``, removes) entries of one checkpoint file of a data dir, keeping the
+    other entries and the file's line separator. ``facts`` of the data dir's plan: ``{tp: (old, new)}``."""
+    fname = checkpoint_file_name(name)
+    d = Path(os.path.abspath(data_dir))
+    st = read_data_dir(d)
+    dp = st.new_plan()
+    cp = _read_cp(d / fname)
+    before = cp.to_dict()
+    entries = dict(before)
+    for k, v in updates.items():
+        if v is None:
+            entries.pop(k, None)
+        else:
+            entries[k] = v
+    plan = Plan("checkpoints", [dp])
+    plan.options["changes"] = {f"{t}-{n}": (before.get((t, n)), v) for (t, n), v in updates.items()}
+    if entries != before or not (d / fname).exists():
+        cp.entries = [TopicPartitionOffset(t, n, o) for (t, n), o in entries.items()]
+        cp.form = "full"
+        view = DirView(d)
+        view.write(fname, cp.to_bytes(), "entries set by `kafkalog checkpoints --set`")
+        dp.ops = list(view.ops)
+    return plan
+
+
 def set_checkpoints(data_dir: str | os.PathLike, name: str, updates: dict[tuple[str, int], int | None], *,
                     dry_run: bool = False) -> dict[tuple[str, int], tuple[int | None, int | None]]:
-    """Set entries of one checkpoint of a data dir under its lock. Returns ``{tp: (old, new)}``."""
+    """Set entries of one checkpoint of a data dir (a plan applied under its lock, without a backup folder:
+    the old values are returned). Returns ``{tp: (old, new)}``."""
     fname = checkpoint_file_name(name)
-    d = Path(data_dir)
-    before = _read_cp(d / fname).to_dict()
-    changes = {tp: (before.get(tp), v) for tp, v in updates.items()}
+    before = _read_cp(Path(data_dir) / fname).to_dict()
+    plan = plan_set_checkpoints(data_dir, name, updates)
     if not dry_run:
-        with data_dir_lock(d):
-            merge_checkpoint(d / fname, updates)
-    return changes
+        apply(plan, backup=False)
+    return {tp: (before.get(tp), v) for tp, v in updates.items()}
 
 
 # ---------------------------------------------------------------------------------------------- topic id
 
 
-def set_topic_id(partition_dir: str | os.PathLike, topic_id: str, *, dry_run: bool = False) -> str | None:
-    """Write ``partition.metadata`` with ``topic_id`` (atomically, under the data dir's lock). Returns the
-    previous topic id (None when there was no file)."""
+def plan_topic_id(partition_dirs: list[str | os.PathLike], topic_id: str) -> Plan:
+    """A plan that writes ``partition.metadata`` with ``topic_id`` in each partition dir."""
     check_topic_id(topic_id)
-    p = Path(partition_dir)
-    f = p / PARTITION_METADATA_FILE
-    old = read_partition_metadata(f).topic_id if f.exists() and f.stat().st_size else None
+    plan = Plan("topic-id")
+    by_dir: dict[Path, list[Path]] = {}
+    for raw in partition_dirs:
+        p = Path(os.path.abspath(raw))
+        by_dir.setdefault(p.parent, []).append(p)
+    data = PartitionMetadata(topic_id).to_bytes()
+    for d, pdirs in by_dir.items():
+        dp = read_data_dir(d).new_plan()
+        for p in pdirs:
+            tp = parse_topic_partition_name(p.name)
+            pp = PartitionPlan(str(d), str(p), tp.topic, tp.partition)
+            view = DirView(p)
+            old = None
+            if view.exists(PARTITION_METADATA_FILE) and view.size(PARTITION_METADATA_FILE):
+                try:
+                    old = PartitionMetadata.from_bytes(view.read(PARTITION_METADATA_FILE, 1 << 16)).topic_id
+                except KafkaLogError as e:
+                    old = f"unreadable ({e.reason})"
+            pp.facts = {"oldTopicId": old, "topicId": topic_id}
+            if old != topic_id:
+                view.write(PARTITION_METADATA_FILE, data, f"topic id {old} -> {topic_id} (`kafkalog topic-id --set`)")
+            pp.ops = list(view.ops)
+            pp.fingerprints = view.fingerprints()
+            dp.partitions.append(pp)
+        plan.data_dirs.append(dp)
+    return plan
+
+
+def set_topic_id(partition_dir: str | os.PathLike, topic_id: str, *, dry_run: bool = False) -> str | None:
+    """Write ``partition.metadata`` with ``topic_id`` (a plan applied under the data dir's lock, no backup
+    folder: the old id is returned). Returns the previous topic id (None when there was no file)."""
+    plan = plan_topic_id([partition_dir], topic_id)
+    old = plan.partitions[0].facts["oldTopicId"]
     if not dry_run:
-        with data_dir_lock(p.parent):
-            write_partition_metadata(f, topic_id)
+        apply(plan, backup=False)
     return old
 
 
@@ -178,8 +217,6 @@ class MigrateOptions:
     from_offset: int | None = None  # new log start offset (segments wholly below it are not copied)
     to_offset: int | None = None  # copy only complete batches below it
     overwrite: bool = False
-    backup: bool = True
-    backup_root: str | None = None
 
 
 @dataclass
@@ -206,154 +243,165 @@ class PartitionMigration:
 
 
 @dataclass
-class MigrateReport:
-    dest: str
-    partitions: list[PartitionMigration] = field(default_factory=list)
-    created_meta_properties: bool = False
-    dry_run: bool = False
-    backup: str | None = None
+class StagedFile:
+    name: str
+    blob: Blob
+    mtime_ns: int | None = None
 
 
-def _copy_file(src: Path, dst: Path, limit: int | None = None) -> None:
-    with open(src, "rb") as f, open(dst, "wb") as g:
-        if limit is None:
-            shutil.copyfileobj(f, g, _COPY_CHUNK)
-        else:
-            left = limit
-            while left > 0:
-                chunk = f.read(min(_COPY_CHUNK, left))
-                if not chunk:
-                    break
-                g.write(chunk)
-                left -= len(chunk)
-        g.flush()
-        os.fsync(g.fileno())
-    st = src.stat()
-    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+@dataclass
+class InstallPartition(Op):
+    """Assemble a partition in a staging directory beside the destination data dir (every file written and
+    fsynced), then rename it into place (an existing partition is moved aside first and removed after)."""
+
+    kind: ClassVar[str] = "install-partition"
+    files: list[StagedFile] = field(default_factory=list)
+    replaces: list[str] = field(default_factory=list)  # files of the existing partition dir it replaces
+
+    def originals(self) -> list[tuple[str, bool]]:
+        return [(str(Path(self.path) / n), False) for n in self.replaces]
+
+    def run(self) -> None:
+        target = Path(self.path)
+        dst = target.parent
+        token = f"{os.getpid()}-{secrets.token_hex(3)}"
+        stage = dst.parent / f".kafkalog-migrate-{dst.name}-{target.name}-{token}"
+        fileops.mkdir(stage)
+        try:
+            for sf in self.files:
+                with fileops.NewFile(stage / sf.name) as f:
+                    sf.blob.write_to(f)
+                if sf.mtime_ns is not None:
+                    fileops.set_mtime(stage / sf.name, sf.mtime_ns)
+            fileops.fsync_dir(stage)
+            if target.exists():
+                old = dst.parent / f".kafkalog-migrate-old-{target.name}-{token}"
+                fileops.rename(target, old)
+                fileops.rename(stage, target)
+                fileops.fsync_dir(dst)
+                fileops.rmtree(old)
+            else:
+                fileops.rename(stage, target)
+                fileops.fsync_dir(dst)
+        finally:
+            if stage.exists():
+                fileops.rmtree(stage)
+
+    def trace(self) -> tuple:
+        return (self.kind, self.path, tuple(sorted(f.name for f in self.files)))
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "files": [f.name for f in self.files], "replaces": bool(self.replaces)}
+
+    def describe(self) -> str:
+        size = sum(f.blob.size for f in self.files)
+        verb = "replace" if self.replaces else "create"
+        return f"{verb} partition {self.path} ({len(self.files)} files, {size:,d} bytes): {self.why}"
 
 
-def _cut(log: Path, base: int, to_offset: int) -> tuple[int, int]:
+def _cut(seg: Segment, to_offset: int) -> tuple[int, int]:
     """(bytes of the complete batches whose offsets are all below ``to_offset``, next offset after them)."""
     end = 0
-    nxt = base
-    with mapped(log) as mm:
-        for b in LogScanner(mm, path=str(log)):
-            if b.next_offset > to_offset:
-                break
-            end = b.position + b.size
-            nxt = b.next_offset
+    nxt = seg.base_offset
+    for b in seg.iter_batches():
+        if b.next_offset > to_offset:
+            del b
+            break
+        end = b.position + b.size
+        nxt = b.next_offset
+        del b
     return end, nxt
 
 
-def _log_end(log: Path, base: int) -> tuple[int, int]:
-    with mapped(log) as mm:
-        sc = LogScanner(mm, path=str(log))
-        nxt = base
-        for b in sc:
-            nxt = b.next_offset
-        end = sc.stop_position
-        del sc
+def _log_end(seg: Segment) -> tuple[int, int]:
+    """(bytes of the complete batches, next offset after them)."""
+    sc = seg.scanner()
+    nxt = seg.base_offset
+    for b in sc:
+        nxt = b.next_offset
+        del b
+    end = sc.stop_position
+    del sc
     return end, nxt
 
 
-def _truncate_epochs(entries: list[EpochEntry], start: int, end: int) -> list[EpochEntry]:
-    """``truncateFromEnd(end)`` then ``truncateFromStart(start)`` (``LeaderEpochFileCache``)."""
-    out = [e for e in entries if e.start_offset < end]
-    removed = [e for e in out if e.start_offset <= start]
-    if removed:
-        out = [e for e in out if e.start_offset > start]
-        out.insert(0, EpochEntry(removed[-1].epoch, start))
-    return out
-
-
-def _source_checkpoints(pdir: Path) -> dict[str, dict[tuple[str, int], int]]:
-    d = pdir.parent
-    if not any((d / n).exists() for n in DATA_DIR_CHECKPOINTS):
-        return {n: {} for n in DATA_DIR_CHECKPOINTS}
-    return read_checkpoints(d)
-
-
-def _stage_partition(src: Path, stage: Path, topic: str, partition: int, opts: MigrateOptions,
-                     src_tp: tuple[str, int]) -> PartitionMigration:
-    """Assemble the migrated partition in ``stage`` (fsynced). Nothing outside ``stage`` is written."""
-    cps = _source_checkpoints(src)
-    segs = segment_log_files(src)
-    bases = [offset_from_file_name(s.name) for s in segs]
+def _stage_files(src: Path, topic: str, partition: int, opts: MigrateOptions, cps: dict,
+                 src_tp: tuple[str, int]) -> tuple[list[StagedFile], PartitionMigration]:
+    """The files of the migrated partition (read-only on the source)."""
+    log = PartitionLog(src)
+    bases = [s.base_offset for s in log.segments]
     first_base = bases[0] if bases else 0
     src_lso = max(cps[LOG_START_OFFSET_CHECKPOINT].get(src_tp, first_base), first_base)
     lso = max(src_lso, opts.from_offset if opts.from_offset is not None else src_lso)
-    stage.mkdir(parents=True)
-    copied: list[str] = []
-    nbytes = 0
+    files: list[StagedFile] = []
     leo = None
-    chosen = []
-    for i, (base, seg) in enumerate(zip(bases, segs, strict=True)):
+    chosen: list[Segment] = []
+    for i, seg in enumerate(log.segments):
         nxt_base = bases[i + 1] if i + 1 < len(bases) else None
         if nxt_base is not None and nxt_base <= lso:
             continue  # wholly below the new log start offset
-        if opts.to_offset is not None and base >= opts.to_offset and chosen:
+        if opts.to_offset is not None and seg.base_offset >= opts.to_offset and chosen:
             break
-        chosen.append((base, seg))
-    for i, (base, seg) in enumerate(chosen):
+        chosen.append(seg)
+
+    def copy(name: str, limit: int | None = None) -> None:
+        p = src / name
+        st = p.stat()
+        files.append(StagedFile(name, Blob(src=str(p), offset=0, size=st.st_size if limit is None else limit),
+                                st.st_mtime_ns))
+
+    nbytes = 0
+    for i, seg in enumerate(chosen):
+        base = seg.base_offset
         last = i == len(chosen) - 1
         limit = None
         if last and opts.to_offset is not None:
-            limit, leo = _cut(seg, base, opts.to_offset)
+            limit, leo = _cut(seg, opts.to_offset)
         elif last:
-            limit, leo = _log_end(seg, base)
-        _copy_file(seg, stage / seg.name, limit)
-        nbytes += (stage / seg.name).stat().st_size
-        copied.append(seg.name)
-        truncated = limit is not None and limit < seg.stat().st_size
-        if truncated:
-            with mapped(stage / seg.name) as mm:
-                r = rebuild_indexes_recovery(mm, base, path=str(stage / seg.name))
-            r.offset_index.write(stage / offset_file_name(base, ".index"))
-            r.time_index.write(stage / offset_file_name(base, ".timeindex"))
-            txn = src / offset_file_name(base, ".txnindex")
-            if txn.exists():
-                with read_txn_index(txn, base) as ti:
-                    keep = [e for e in ti if e.last_offset < (leo or base)]
-                TransactionIndex.from_entries(base, keep).write(stage / offset_file_name(base, ".txnindex"))
+            limit, leo = _log_end(seg)
+        copy(seg.path.name, limit)
+        nbytes += files[-1].blob.size
+        if limit is not None and limit < seg.size:
+            r = recover_segment(seg.buf[:limit], base, path=str(seg.path), on_overflow="stop")
+            files.append(StagedFile(offset_file_name(base, ".index"), Blob(r.offset_index.to_bytes())))
+            files.append(StagedFile(offset_file_name(base, ".timeindex"), Blob(r.time_index.to_bytes())))
+            if seg.has_txn_index:
+                keep = [e for e in seg.txn_index if e.last_offset < (leo or base)]
+                files.append(StagedFile(offset_file_name(base, ".txnindex"),
+                                        Blob(TransactionIndex.from_entries(base, keep).to_bytes())))
         else:
             for suffix in (".index", ".timeindex", ".txnindex"):
-                f = src / offset_file_name(base, suffix)
-                if f.exists():
-                    _copy_file(f, stage / f.name)
+                if (src / offset_file_name(base, suffix)).is_file():
+                    copy(offset_file_name(base, suffix))
     if leo is None:
         leo = lso
     lso = min(lso, leo)
-    # producer snapshots up to the new log end offset
-    for f in src.glob("*.snapshot"):
-        stem = f.name[:-9]
-        if stem.isdigit() and int(stem) <= leo and (not chosen or int(stem) >= chosen[0][0]):
-            _copy_file(f, stage / f.name)
-    # leader epochs
-    lec = src / LEADER_EPOCH_CHECKPOINT
-    if lec.exists() and lec.stat().st_size:
-        entries = _truncate_epochs(read_leader_epoch_checkpoint(lec).entries, lso, leo)
-        write_leader_epoch_checkpoint(stage / LEADER_EPOCH_CHECKPOINT, entries)
-    else:
-        write_leader_epoch_checkpoint(stage / LEADER_EPOCH_CHECKPOINT, [])
-    # topic id
+    for off, p in log.snapshot_files:  # producer snapshots up to the new log end offset
+        if off <= leo and (not chosen or off >= chosen[0].base_offset):
+            copy(p.name)
+    cache = LeaderEpochCache(None, log.leader_epochs if log.view.exists(LEADER_EPOCH_CHECKPOINT) else [],
+                             auto_flush=False)
+    cache.truncate_from_end(leo)
+    cache.truncate_from_start(lso)
+    files.append(StagedFile(LEADER_EPOCH_CHECKPOINT, Blob(cache.to_bytes())))
     topic_id = opts.topic_id
-    pm = src / PARTITION_METADATA_FILE
-    if topic_id is None and pm.exists() and pm.stat().st_size:
-        topic_id = read_partition_metadata(pm).topic_id
+    if topic_id is None and log.view.exists(PARTITION_METADATA_FILE) and log.view.size(PARTITION_METADATA_FILE):
+        topic_id = log.topic_id
     if topic_id is not None:
-        write_partition_metadata(stage / PARTITION_METADATA_FILE, check_topic_id(topic_id))
-    if not copied:  # an empty log still needs its active segment file
-        open(stage / offset_file_name(lso, ".log"), "wb").close()
-        copied.append(offset_file_name(lso, ".log"))
-    fsync_dir(stage)
+        files.append(StagedFile(PARTITION_METADATA_FILE, Blob(PartitionMetadata(check_topic_id(topic_id)).to_bytes())))
+    if not chosen:  # an empty log still needs its active segment file
+        files.append(StagedFile(offset_file_name(lso, ".log"), Blob(b"")))
     hw = min(cps[REPLICATION_OFFSET_CHECKPOINT].get(src_tp, leo), leo)
     cleaner = cps[CLEANER_OFFSET_CHECKPOINT].get(src_tp)
     if cleaner is not None and not (lso <= cleaner <= leo):
         cleaner = None
-    return PartitionMigration(str(src), "", topic, partition, topic_id, copied, nbytes, lso, leo, hw, cleaner)
+    segs = [f.name for f in files if f.name.endswith(".log")]
+    log.close()
+    return files, PartitionMigration(str(src), "", topic, partition, topic_id, segs, nbytes, lso, leo, hw, cleaner)
 
 
-def _ensure_meta_properties(dest: Path, opts: MigrateOptions, dry_run: bool) -> bool:
+def _meta_properties(dest: Path, opts: MigrateOptions) -> bytes | None:
+    """The ``meta.properties`` a new destination gets (None: it has one, checked against the options)."""
     mp = dest / META_PROPERTIES_FILE
     if mp.exists():
         meta = read_meta_properties(mp)
@@ -361,23 +409,28 @@ def _ensure_meta_properties(dest: Path, opts: MigrateOptions, dry_run: bool) -> 
             raise LogDirError(f"destination belongs to cluster {meta.cluster_id}, not {opts.cluster_id}", str(mp))
         if opts.node_id is not None and meta.node_id not in (None, opts.node_id):
             raise LogDirError(f"destination belongs to node {meta.node_id}, not {opts.node_id}", str(mp))
-        return False
+        return None
     if opts.cluster_id is None or opts.node_id is None:
         raise ConfigError(f"{dest} has no meta.properties: give --cluster-id and --node-id to create one "
                           "(or run `kafka-storage format` there first)")
-    if not dry_run:
-        meta = MetaProperties.new(version=1, cluster_id=opts.cluster_id, node_id=opts.node_id,
-                                  directory_id=new_topic_id())
-        write_meta_properties(mp, meta)
-    return True
+    return MetaProperties.new(version=1, cluster_id=opts.cluster_id, node_id=opts.node_id,
+                              directory_id=new_topic_id()).to_bytes()
 
 
-def migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: MigrateOptions | None = None, *,
-            dry_run: bool = False, progress: Callable[[PartitionMigration], None] | None = None) -> MigrateReport:
-    """Copy the partition(s) of ``source`` (a partition dir or a data dir) into the data dir ``dest``."""
+@dataclass
+class _NewDataDir(Op):
+    kind: ClassVar[str] = "create-dir"
+
+    def run(self) -> None:
+        fileops.mkdir(self.path, parents=True, exist_ok=True)
+
+
+def plan_migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: MigrateOptions | None = None) -> Plan:
+    """The plan of ``kafkalog migrate``: copy the partition(s) of ``source`` (a partition dir or a data dir) into
+    the data dir ``dest``, rewriting what must change; then the destination's checkpoints."""
     opts = opts or MigrateOptions()
     src = Path(source)
-    dst = Path(dest)
+    dst = Path(os.path.abspath(dest))
     pdirs = resolve_partition_dirs(src)
     if not pdirs:
         raise LogDirError("no partition directories found", str(src))
@@ -389,80 +442,75 @@ def migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: MigrateOpt
         check_topic_id(opts.topic_id)
     if opts.from_offset is not None and opts.to_offset is not None and opts.to_offset < opts.from_offset:
         raise ConfigError("--to-offset is below --from-offset")
-    report = MigrateReport(str(dst), dry_run=dry_run)
-    if not dst.exists():
-        if dry_run:
-            report.created_meta_properties = True
-        else:
-            dst.mkdir(parents=True)
-    if dst.resolve() in {p.parent.resolve() for p in pdirs}:
+    if dst.exists() and dst.resolve() in {p.parent.resolve() for p in pdirs}:
         raise ConfigError("the destination is the source data dir (use --topic to copy under a new name)"
                           if opts.topic is None else "renaming inside one data dir is not supported: "
                           "migrate into another data dir")
-    report.created_meta_properties = _ensure_meta_properties(dst, opts, dry_run) if dst.exists() else True
-    plan = []
+    plan = Plan("migrate", options={"source": str(src), "dest": str(dst)})
+    dp = DataDirPlan(str(dst))
+    plan.data_dirs.append(dp)
+    pre: list[Op] = []
+    if not dst.exists():
+        pre.append(_NewDataDir(str(dst), "a new destination data dir"))
+    mp = _meta_properties(dst, opts) if dst.exists() else _meta_properties_new(opts)
+    if mp is not None:
+        pre.append(WriteFile(str(dst / META_PROPERTIES_FILE), "meta.properties of a new data dir (v1, KRaft) for "
+                             "--cluster-id/--node-id", Blob(mp)))
+    cps_dst = read_checkpoints(dst) if dst.exists() else {n: {} for n in DATA_DIR_CHECKPOINTS}
+    new = {n: dict(v) for n, v in cps_dst.items()}
     for p in pdirs:
         tp = parse_topic_partition_name(p.name)
-        topic, part = tp.topic, tp.partition
-        new_topic = opts.topic or topic
-        new_part = opts.partition if opts.partition is not None else part
-        target = dst / f"{new_topic}-{new_part}"
-        exists = target.exists()
-        if exists and not opts.overwrite:
+        new_topic = opts.topic or tp.topic
+        new_part = opts.partition if opts.partition is not None else tp.partition
+        target = dst / partition_dir_name(new_topic, new_part)
+        existing = sorted(f.name for f in target.iterdir() if f.is_file()) if target.is_dir() else []
+        if target.exists() and not opts.overwrite:
             raise LogDirError(f"partition {target.name} already exists in the destination (use --overwrite)",
                               str(target))
-        plan.append((p, (topic, part), new_topic, new_part, target, exists))
-    if dry_run:
-        for p, _tp, t, part, target, exists in plan:
-            segs = segment_log_files(p)
-            report.partitions.append(PartitionMigration(
-                str(p), str(target), t, part, opts.topic_id, [s.name for s in segs],
-                sum(s.stat().st_size for s in segs), -1, -1, -1, None, exists))
-        return report
-    with data_dir_lock(dst):
-        backup = None
-        for p, src_tp, t, part, target, exists in plan:
-            stage = dst.parent / f".kafkalog-migrate-{dst.name}-{target.name}-{os.getpid()}"
-            if stage.exists():
-                shutil.rmtree(stage)
-            try:
-                m = _stage_partition(p, stage, t, part, opts, src_tp)
-                if exists:
-                    if opts.backup:
-                        if backup is None:
-                            root = Path(opts.backup_root) if opts.backup_root else Backup.default_root(dst, "migrate")
-                            backup = Backup(root, dst)
-                            report.backup = str(root)
-                        for f in sorted(target.iterdir()):
-                            if f.is_file():
-                                backup.preserve(f, copy=False)
-                    old = dst.parent / f".kafkalog-migrate-old-{target.name}-{os.getpid()}"
-                    os.replace(target, old)
-                    os.replace(stage, target)
-                    fsync_dir(dst)
-                    shutil.rmtree(old)
-                else:
-                    os.replace(stage, target)
-                    fsync_dir(dst)
-            finally:
-                if stage.exists():
-                    shutil.rmtree(stage, ignore_errors=True)
-            m.dest, m.replaced = str(target), exists
-            tp = (t, part)
-            first_base = int(m.segments[0][:-4])
-            merge_checkpoint(dst / RECOVERY_POINT_CHECKPOINT, {tp: m.log_end_offset})
-            merge_checkpoint(dst / LOG_START_OFFSET_CHECKPOINT,
-                             {tp: m.log_start_offset if m.log_start_offset > first_base else None})
-            merge_checkpoint(dst / REPLICATION_OFFSET_CHECKPOINT, {tp: m.high_watermark})
-            merge_checkpoint(dst / CLEANER_OFFSET_CHECKPOINT, {tp: m.cleaner_offset})
-            report.partitions.append(m)
-            if progress is not None:
-                progress(m)
-    return report
+        d = p.parent
+        cps = read_checkpoints(d) if any((d / n).exists() for n in DATA_DIR_CHECKPOINTS) else             {n: {} for n in DATA_DIR_CHECKPOINTS}
+        files, m = _stage_files(p, new_topic, new_part, opts, cps, (tp.topic, tp.partition))
+        m.dest, m.replaced = str(target), target.exists()
+        pp = PartitionPlan(str(dst), str(target), new_topic, new_part, facts=m.to_dict())
+        pp.ops.append(InstallPartition(str(target), f"copy of {p}" + (" (replacing the existing partition)"
+                                                                   if existing else ""), files, existing))
+        dp.partitions.append(pp)
+        key = (new_topic, new_part)
+        first_base = offset_from_file_name(m.segments[0]) if m.segments else m.log_start_offset
+        new[RECOVERY_POINT_CHECKPOINT][key] = m.log_end_offset
+        if m.log_start_offset > first_base:
+            new[LOG_START_OFFSET_CHECKPOINT][key] = m.log_start_offset
+        else:
+            new[LOG_START_OFFSET_CHECKPOINT].pop(key, None)
+        new[REPLICATION_OFFSET_CHECKPOINT][key] = m.high_watermark
+        if m.cleaner_offset is None:
+            new[CLEANER_OFFSET_CHECKPOINT].pop(key, None)
+        else:
+            new[CLEANER_OFFSET_CHECKPOINT][key] = m.cleaner_offset
+    dp.pre_ops = pre  # the new data dir and its meta.properties come first
+    for name in DATA_DIR_CHECKPOINTS:
+        if new[name] != cps_dst[name] or not (dst / name).exists():
+            cp = _read_cp(dst / name) if (dst / name).exists() else OffsetCheckpoint()
+            cp.entries = [TopicPartitionOffset(t, n, o) for (t, n), o in new[name].items()]
+            cp.form = "full"
+            dp.ops.append(WriteFile(str(dst / name), "the migrated partitions' entries (recovery point = log end "
+                                    "offset, log start, high watermark, clean point)", Blob(cp.to_bytes()),
+                                    existed=(dst / name).exists()))
+    if dst.exists():
+        dp.fingerprints = read_data_dir(dst).fingerprints()
+    return plan
+
+
+def _meta_properties_new(opts: MigrateOptions) -> bytes:
+    if opts.cluster_id is None or opts.node_id is None:
+        raise ConfigError("the destination does not exist: give --cluster-id and --node-id to create its "
+                          "meta.properties")
+    return MetaProperties.new(version=1, cluster_id=opts.cluster_id, node_id=opts.node_id,
+                              directory_id=new_topic_id()).to_bytes()
 
 
 __all__ = [
-    "CHECKPOINT_ALIASES", "MigrateOptions", "MigrateReport", "PartitionMigration", "check_topic_id",
-    "checkpoint_file_name", "merge_checkpoint", "migrate", "new_topic_id", "read_checkpoints", "set_checkpoints",
-    "set_topic_id",
+    "CHECKPOINT_ALIASES", "InstallPartition", "MigrateOptions", "PartitionMigration", "check_topic_id",
+    "checkpoint_file_name", "merge_checkpoint", "new_topic_id", "plan_migrate", "plan_set_checkpoints",
+    "plan_topic_id", "read_checkpoints", "set_checkpoints", "set_topic_id",
 ]

@@ -1,103 +1,188 @@
-"""Plan-then-apply for every mutating engine (repair, retain, compact, convert, migrate).
+"""Plan, then apply: the one shape of every mutating engine.
 
-An engine's ``plan(...)`` returns a :class:`Plan`: a list of :class:`Action` objects that can be rendered
-(``--dry-run``, ``--json``) or applied. Applying keeps the originals of every file an action changes or deletes
-in a :class:`Backup` (unless disabled), refuses a data dir whose ``.lock`` a live broker holds, and runs each
-action's ``apply`` callable, which must itself be crash-safe (write new files, fsync, rename, fsync the dir).
+An engine's ``plan_<operation>(paths, ...)`` reads every partition it will touch, validates all of them and
+returns a :class:`Plan`: per data dir, per partition, the file operations (:class:`~kafkalog.storage.dirview.Op`)
+in the order they will run, the records and offset ranges each partition loses and why (:class:`Loss`), the
+effective settings that decided it and where each came from, and notes. Nothing on disk changes while
+planning; if any partition cannot be planned the plan carries the error and :func:`apply` refuses it whole.
+
+``--dry-run`` prints that plan. :func:`apply` executes exactly its operations and nothing else:
+
+1. it refuses a plan with errors, and does nothing at all for a plan without changes (no lock, no backup);
+2. it takes the ``.lock`` of every data dir that changes (refusing a dir a live broker holds) and checks that no
+   file the plan read has changed since (a stale plan is refused, nothing changed);
+3. before each operation it keeps the originals of the files the operation changes or removes in the backup
+   (created on first use, never shared with another run);
+4. it runs each partition's operations in order (partitions in parallel through a runner: threads, processes
+   or Spark tasks), then the data dir's own operations (its checkpoints), and releases the locks.
+
+Every operation is crash-safe on its own (new files are written aside, fsynced and renamed; segment replacement
+follows Kafka's ``.cleaned``/``.swap``/``.deleted`` protocol), so a crash between two operations leaves a
+directory that kafkalog and Kafka both load with nothing lost beyond what the plan said it would remove.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
+import secrets
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import KafkaLogError, LockedError
+from .. import fileops
+from ..dirview import Op, stale
+from ..errors import KafkaLogError, LockedError, LogDirError
+
+
+class PlanError(KafkaLogError):
+    """A plan that cannot be applied: a partition failed to plan, or the files changed since planning."""
 
 
 @dataclass
-class Action:
-    """One step of a plan. ``files`` are the existing files the step changes or deletes (they are backed up)."""
+class Loss:
+    """Records a plan removes from one partition, and why."""
 
-    kind: str  # e.g. truncate, delete, rename, write, replace-segments, rebuild-index, checkpoint
-    path: str  # the main file or partition dir concerned
-    detail: str  # a human sentence: what and why
-    files: list[str] = field(default_factory=list)
-    bytes: int = 0  # bytes removed/reclaimed/truncated (0 when not applicable)
-    records: int | None = None  # records dropped, when known
-    apply: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
+    reason: str  # in words: "torn tail at byte N", "CRC mismatch ...", "retention.ms=... (Kafka default)"
+    first_offset: int | None = None
+    last_offset: int | None = None
+    records: int | None = None
+    bytes: int = 0
+    file: str | None = None
+    position: int | None = None
+    damage: bool = False  # removed because it is invalid (repair), not by a policy (retention, compaction)
 
     def to_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "path": self.path,
-            "detail": self.detail,
-            "files": list(self.files),
-            "bytes": self.bytes,
-            "records": self.records,
-        }
+        return {"reason": self.reason, "firstOffset": self.first_offset, "lastOffset": self.last_offset,
+                "records": self.records, "bytes": self.bytes, "file": self.file, "position": self.position,
+                "damage": self.damage}
+
+    def describe(self) -> str:
+        what = []
+        if self.records is not None:
+            what.append(f"{self.records:,d} records")
+        if self.first_offset is not None and self.last_offset is not None:
+            what.append(f"offsets {self.first_offset}..{self.last_offset}")
+        elif self.first_offset is not None:
+            what.append(f"from offset {self.first_offset}")
+        what.append(f"{self.bytes:,d} bytes")
+        where = f" in {Path(self.file).name}" if self.file else ""
+        return f"{', '.join(what)}{where}: {self.reason}"
+
+
+@dataclass
+class PartitionPlan:
+    """What a plan does to one partition directory."""
+
+    data_dir: str
+    dir: str
+    topic: str
+    partition: int
+    ops: list[Op] = field(default_factory=list)
+    losses: list[Loss] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    settings: list[dict] = field(default_factory=list)  # [{name, value, source}] that decided the plan
+    facts: dict[str, Any] = field(default_factory=dict)  # engine-specific results (new offsets, sizes...)
+    fingerprints: dict[str, Any] = field(default_factory=dict)  # files read while planning
+    expected: dict[str, int] | None = None  # file name -> size once applied
+    error: str | None = None  # planning failed: the whole plan is refused
+
+    @property
+    def name(self) -> str:
+        return Path(self.dir).name
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.ops)
+
+    def to_dict(self) -> dict:
+        return {"dataDir": self.data_dir, "partition": self.name, "topic": self.topic,
+                "partitionId": self.partition, "operations": [op.to_dict() for op in self.ops],
+                "losses": [loss.to_dict() for loss in self.losses], "notes": list(self.notes),
+                "settings": list(self.settings), **({"error": self.error} if self.error else {}),
+                **self.facts}
+
+
+@dataclass
+class DataDirPlan:
+    """What a plan does to one data dir: its partitions, then its own files (checkpoints, markers)."""
+
+    path: str
+    partitions: list[PartitionPlan] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)  # after the partitions
+    pre_ops: list[Op] = field(default_factory=list)  # before the partitions (creating a new data dir)
+    notes: list[str] = field(default_factory=list)
+    fingerprints: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.ops or self.pre_ops) or any(p.changes for p in self.partitions)
 
 
 @dataclass
 class Plan:
-    operation: str  # repair, retain, compact, convert, ...
-    target: str  # data dir or partition dir
-    actions: list[Action] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # warnings, "the broker would refuse to start because ..."
+    operation: str  # repair, reindex, flush, retain, compact, convert, migrate, checkpoints, topic-id
+    data_dirs: list[DataDirPlan] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    now: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
 
-    def add(self, action: Action) -> Action:
-        self.actions.append(action)
-        return action
+    # ------------------------------------------------------------------------------------------- views
+    @property
+    def partitions(self) -> list[PartitionPlan]:
+        return [p for d in self.data_dirs for p in d.partitions]
 
-    def extend(self, other: Plan) -> None:
-        self.actions.extend(other.actions)
-        self.notes.extend(other.notes)
+    def ops(self) -> Iterator[Op]:
+        """Every operation, in the order :func:`apply` runs them."""
+        for d in self.data_dirs:
+            yield from d.pre_ops
+            for p in d.partitions:
+                yield from p.ops
+            yield from d.ops
 
     @property
-    def empty(self) -> bool:
-        return not self.actions
+    def changes(self) -> bool:
+        return any(d.changes for d in self.data_dirs)
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"{p.dir}: {p.error}" for p in self.partitions if p.error]
+
+    @property
+    def losses(self) -> list[tuple[PartitionPlan, Loss]]:
+        return [(p, loss) for p in self.partitions for loss in p.losses]
 
     @property
     def bytes(self) -> int:
-        return sum(a.bytes for a in self.actions)
+        return sum(op.bytes for op in self.ops())
 
-    def files(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for a in self.actions:
-            for f in a.files:
-                seen.setdefault(f, None)
-        return list(seen)
+    def traces(self) -> list[tuple]:
+        return [op.trace() for op in self.ops()]
 
-    def to_dicts(self) -> Iterator[dict]:
-        for a in self.actions:
-            d = a.to_dict()
-            d["operation"] = self.operation
-            d["target"] = self.target
-            yield d
+    def check(self) -> None:
+        """Raise :class:`PlanError` naming every partition that could not be planned."""
+        errs = self.errors
+        if errs:
+            more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+            raise PlanError(f"nothing was changed: the plan is invalid: {errs[0]}{more}")
 
     def summary(self) -> dict:
-        return {
-            "operation": self.operation,
-            "target": self.target,
-            "actions": len(self.actions),
-            "bytes": self.bytes,
-            "records": sum(a.records or 0 for a in self.actions),
-            "notes": list(self.notes),
-        }
+        return {"operation": self.operation, "dataDirs": [d.path for d in self.data_dirs],
+                "partitions": len(self.partitions), "partitionsChanged": sum(p.changes for p in self.partitions),
+                "operations": sum(1 for _ in self.ops()), "bytes": self.bytes,
+                "recordsRemoved": sum(loss.records or 0 for _, loss in self.losses),
+                "recordsLost": sum(loss.records or 0 for _, loss in self.losses if loss.damage), "errors": self.errors,
+                "notes": list(self.notes) + [n for d in self.data_dirs for n in d.notes]}
 
 
+# ------------------------------------------------------------------------------------------------- backup
 class Backup:
-    """Keeps the original of every file before an action changes or deletes it.
-
-    Files are stored under ``root`` at their path relative to ``base`` (the data dir). Files that an action
-    renames or deletes are hard-linked (instant, no extra space); files that may be modified in place
-    (truncation) are copied.
-    """
+    """Keeps the original of every file an operation changes or removes, under ``root`` at its path relative to
+    ``base`` (the data dir). Files an operation replaces or deletes are hard-linked (instant, no extra space);
+    files changed in place are copied. The folder is created on first use: a run that changes nothing leaves
+    no backup behind."""
 
     def __init__(self, root: str | os.PathLike, base: str | os.PathLike):
         self.root = Path(root)
@@ -106,67 +191,156 @@ class Backup:
 
     @staticmethod
     def default_root(data_dir: str | os.PathLike, operation: str) -> Path:
+        """A new folder beside the data dir, unique to this run (UTC time, process, random suffix)."""
         d = Path(data_dir).resolve()
-        stamp = time.strftime("%Y%m%dT%H%M%S")
-        return d.parent / f"kafkalog-backup-{operation}-{d.name}-{stamp}"
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        return d.parent / f"kafkalog-backup-{operation}-{d.name}-{stamp}-{os.getpid()}-{secrets.token_hex(3)}"
 
     def preserve(self, path: str | os.PathLike, *, copy: bool = True) -> Path | None:
-        p = Path(path).resolve()
-        if not p.exists() or not p.is_file():
+        p = Path(path)
+        if not p.is_file():
             return None
         try:
-            rel = p.relative_to(self.base)
+            rel = p.resolve().relative_to(self.base)
         except ValueError:
             rel = Path(p.name)
         dst = self.root / rel
         if dst.exists():
             return dst  # the first original wins
         dst.parent.mkdir(parents=True, exist_ok=True)
-        if copy:
-            shutil.copy2(p, dst)
-        else:
-            try:
-                os.link(p, dst)
-            except OSError:
-                shutil.copy2(p, dst)
+        fileops.link_or_copy(p, dst, copy=copy)
         self.saved.append(str(rel))
         return dst
 
+    def keep(self, op: Op) -> None:
+        for path, copy in op.originals():
+            self.preserve(path, copy=copy)
 
-@contextmanager
-def data_dir_lock(data_dir: str | os.PathLike):
-    """Hold the data dir's ``.lock`` the way the broker does; raise :class:`LockedError` if a live process has it."""
+
+# -------------------------------------------------------------------------------------------------- apply
+@dataclass
+class ApplyResult:
+    plan: Plan
+    operations: int = 0
+    traces: list[tuple] = field(default_factory=list)  # what each operation did, in order
+    backups: list[str] = field(default_factory=list)  # backup folders holding originals
+    saved: int = 0  # originals kept
+    results: dict[str, list] = field(default_factory=dict)  # partition dir -> what each op returned
+
+    def summary(self) -> dict:
+        return {"operation": self.plan.operation, "applied": self.operations, "backups": self.backups,
+                "originalsKept": self.saved}
+
+
+Runner = Callable[[Callable[[Any], Any], list], list]
+
+
+def _apply_partition(task: tuple[PartitionPlan, Backup | None]) -> tuple[str, list, list[str]]:
+    pplan, backup = task
+    results = []
+    for op in pplan.ops:
+        if backup is not None:
+            backup.keep(op)
+        try:
+            results.append(op.run())
+        except KafkaLogError:
+            raise
+        except OSError as e:
+            raise KafkaLogError(f"{op.kind} failed: {e.strerror or e}", e.filename or op.path) from None
+    return pplan.dir, results, (backup.saved if backup is not None else [])
+
+
+def default_runner(workers: int = 1, progress: Callable[[int], None] | None = None) -> Runner:
+    from .parallel import run_partition_tasks
+
+    return lambda fn, items: run_partition_tasks(fn, items, workers=workers, progress=progress)
+
+
+def apply(plan: Plan, *, backup: bool = True, backup_root: str | os.PathLike | None = None,
+          runner: Runner | None = None, workers: int = 1,
+          progress: Callable[[int], None] | None = None, locked: bool = False) -> ApplyResult:
+    """Execute ``plan`` (see the module doc). ``backup_root``: keep originals there (one sub-folder per data
+    dir) instead of a new folder beside each data dir. ``runner(fn, partition tasks)`` maps the partition work
+    (default: ``workers`` processes, several partitions at once in each); ``progress(n)`` is called as
+    partitions finish. ``locked``: the caller already holds the ``.lock`` of every data dir involved (a library
+    operation made of several steps)."""
+    plan.check()
+    out = ApplyResult(plan)
+    if not plan.changes:
+        return out
+    run = runner or default_runner(workers, progress)
+    with contextlib.ExitStack() as stack:
+        from ..lock import DirLock
+
+        changing = [d for d in plan.data_dirs if d.changes]
+        for d in sorted(changing, key=lambda d: d.path):
+            if locked or not Path(d.path).is_dir():
+                continue  # held by the caller, or a data dir the plan creates: nobody else can hold it
+            try:
+                stack.enter_context(DirLock(d.path))
+            except LockedError as e:
+                raise LockedError(f"nothing was changed: {e.reason}; stop the broker first", e.path) from None
+        _check_fresh(changing)
+        for d in changing:
+            bk = None
+            if backup:
+                root = Path(backup_root) / Path(d.path).name if backup_root else \
+                    Backup.default_root(d.path, plan.operation)
+                bk = Backup(root, d.path)
+            for op in d.pre_ops:
+                out.traces.append(op.done_trace(_run(op)))
+            tasks = [(p, bk) for p in d.partitions if p.changes]
+            saved: list[str] = []
+            for (pplan, _), (pdir, results, kept) in zip(tasks, run(_apply_partition, tasks), strict=True):
+                out.results[pdir] = results
+                out.traces += [op.done_trace(r) for op, r in zip(pplan.ops, results, strict=True)]
+                saved += kept
+            for op in d.ops:
+                if bk is not None:
+                    bk.keep(op)
+                r = _run(op)
+                out.results.setdefault(d.path, []).append(r)
+                out.traces.append(op.done_trace(r))
+            if bk is not None:
+                saved += bk.saved
+                if saved:
+                    out.backups.append(str(bk.root))
+                    out.saved += len(set(saved))
+            out.operations += sum(len(p.ops) for p in d.partitions) + len(d.ops) + len(d.pre_ops)
+    return out
+
+
+def _run(op: Op) -> Any:
     try:
-        from ..lock import DirLock  # provided by the files layer
-    except ImportError:  # pragma: no cover - the files layer always ships lock.py
-        yield
-        return
+        return op.run()
+    except KafkaLogError:
+        raise
+    except OSError as e:
+        raise KafkaLogError(f"{op.kind} failed: {e.strerror or e}", e.filename or op.path) from None
+
+
+def _check_fresh(dirs: list[DataDirPlan]) -> None:
+    changed = []
+    for d in dirs:
+        changed += [str(Path(d.path) / n) for n in stale(d.path, d.fingerprints)]
+        for p in d.partitions:
+            changed += [str(Path(p.dir) / n) for n in stale(p.dir, p.fingerprints)]
+    if changed:
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+        raise PlanError(f"nothing was changed: {changed[0]}{more} changed since the plan was made; plan again")
+
+
+@contextlib.contextmanager
+def data_dir_lock(data_dir: str | os.PathLike):
+    """Hold a data dir's ``.lock`` as the broker does (:class:`LockedError` when a live process holds it), for
+    writers that are not plans (``append``, ``import``)."""
+    from ..lock import DirLock
+
+    if not Path(data_dir).is_dir():
+        raise LogDirError("not a directory", str(data_dir))
     with DirLock(data_dir):
         yield
 
 
-def apply_plan(plan: Plan, *, data_dir: str | os.PathLike, backup: Backup | None,
-               progress: Callable[[Action], None] | None = None) -> list[Action]:
-    """Apply every action in order, keeping originals in ``backup`` first. Returns the actions applied.
-
-    The caller holds the data dir lock (see :func:`data_dir_lock`).
-    """
-    done: list[Action] = []
-    for a in plan.actions:
-        if backup is not None:
-            for f in a.files:
-                backup.preserve(f, copy=True)
-        if a.apply is not None:
-            try:
-                a.apply()
-            except KafkaLogError:
-                raise
-            except OSError as e:
-                raise KafkaLogError(f"{a.kind} failed: {e.strerror or e}", a.path) from None
-        done.append(a)
-        if progress is not None:
-            progress(a)
-    return done
-
-
-__all__ = ["Action", "Backup", "LockedError", "Plan", "apply_plan", "data_dir_lock"]
+__all__ = ["ApplyResult", "Backup", "DataDirPlan", "Loss", "PartitionPlan", "Plan", "PlanError", "apply",
+           "data_dir_lock", "default_runner"]

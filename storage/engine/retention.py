@@ -1,65 +1,54 @@
-"""Offline retention with the broker's semantics (``UnifiedLog.deleteOldSegments``, spec 40-log-engine §7, §8).
+"""``kafkalog retain``: one run of the broker's retention, offline, as a plan (``UnifiedLog.deleteOldSegments``).
 
-:func:`retention_plan` decides, :func:`apply_retention` does it through the broker's protocol (rename the
-segment's files to ``.deleted``, then delete them unless ``keep_deleted``), and updates the data dir's
-``log-start-offset-checkpoint`` and ``recovery-point-offset-checkpoint`` as ``LogManager`` would write them.
+Per partition, oldest segment first, the segments the broker's retention at ``now`` deletes: wholly below the log
+start offset (every topic), then, for ``cleanup.policy`` containing ``delete``, while the rest still exceeds
+``retention.bytes``, then while ``now - largest timestamp > retention.ms``. A segment goes only when the high
+watermark covers it; the last segment goes only when it is not empty, and then a new empty active segment (with a
+producer snapshot) is rolled at the log end offset first. Compacted topics get retention only from the cleaner
+(``log.cleaner.enable``).
+
+What the broker does with a segment deletion, the plan does too: the segment's files (and its producer snapshot)
+are renamed ``.deleted`` and removed; the log start offset moves to the first remaining segment, and with it the
+first ``leader-epoch-checkpoint`` entry (``LeaderEpochFileCache.truncateFromStart``) and, in the data dir, the
+recovery point (raised to the new start) and ``log-start-offset-checkpoint`` (listing only starts above their
+first segment). Every deleted segment is a reported loss: its offsets, records and the setting (with its source)
+that deleted it.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-from ..atomic import fsync_dir
-from ..config import LogConfig
-from ..files.checkpoints import (
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-    read_offset_checkpoint,
-    write_offset_checkpoint,
-)
-from .cleaner_log import PartitionView, SegmentView, parse_partition_dir_name
+from ..dirview import DirView
+from ..errors import KafkaLogError
+from ..files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from ..files.names import offset_file_name
+from ..files.segment import Segment
+from ..leader_epoch_cache import LeaderEpochCache
+from ..log import PartitionLog, parse_topic_partition_name
+from ..log_segment import SEGMENT_SUFFIXES, tail_loss
+from ..topic_configs import ConfigResolver
+from .datadirs import checkpoint_bytes, group_partitions, read_data_dir
+from .plan import Loss, PartitionPlan, Plan, Runner, default_runner
 
-SEGMENT_FILE_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 
-
-@dataclass
-class SegmentDeletion:
-    base_offset: int
-    size: int
-    reason: str  # "log start offset", "retention.bytes", "retention.ms"
-    files: list[str] = field(default_factory=list)
+def _iso(ms: int) -> str:
+    if ms < 0:
+        return str(ms)
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
 
 
 @dataclass
-class RetentionPlan:
-    partition: str
-    path: Path
-    deletions: list[SegmentDeletion] = field(default_factory=list)
-    roll_at: int | None = None  # every segment goes: a new empty active segment at this offset first
-    new_log_start_offset: int | None = None
-    old_log_start_offset: int = 0
-    first_base_after: int | None = None  # base offset of the first segment left
-    now: int = 0
-
-    @property
-    def bytes(self) -> int:
-        return sum(d.size for d in self.deletions)
-
-    def to_dict(self) -> dict:
-        return {"partition": self.partition, "segments": [d.base_offset for d in self.deletions],
-                "reasons": sorted({d.reason for d in self.deletions}), "bytes": self.bytes,
-                "roll_at": self.roll_at, "log_start_offset": self.new_log_start_offset}
+class _Deletion:
+    segment: Segment
+    next_base: int
+    reason: str
 
 
-def _checkpoint(data_dir: Path, name: str) -> dict[tuple[str, int], int]:
-    p = data_dir / name
-    return read_offset_checkpoint(p).to_dict() if p.exists() else {}
-
-
-def _deletable(segs: list[SegmentView], leo: int, hw: int, pred) -> list[SegmentView]:
+def _deletable(segs: list[Segment], leo: int, hw: int, pred) -> list[Segment]:
     """``UnifiedLog.deletableSegments``: oldest first, stop at the first segment that must stay."""
     out = []
     for i, s in enumerate(segs):
@@ -72,123 +61,168 @@ def _deletable(segs: list[SegmentView], leo: int, hw: int, pred) -> list[Segment
     return out
 
 
-def retention_plan(partition_dir: str | os.PathLike, cfg: LogConfig, now: int, *,
-                   cleaner_enabled: bool = True) -> RetentionPlan:
-    """What one retention run at ``now`` deletes from this partition."""
-    pdir = Path(partition_dir)
-    data_dir = pdir.parent
-    topic, part = parse_partition_dir_name(pdir.name)
-    lso = _checkpoint(data_dir, LOG_START_OFFSET_CHECKPOINT).get((topic, part))
-    hw = _checkpoint(data_dir, REPLICATION_OFFSET_CHECKPOINT).get((topic, part))
-    plan = RetentionPlan(pdir.name, pdir, now=now)
+def _plan_partition(task: tuple) -> PartitionPlan:
+    data_dir, pdir, topic, part, cfg, lso_ckpt, hw, now, cleaner_enabled, expiration, settings, keep_deleted = task
+    pp = PartitionPlan(data_dir, pdir, topic, part, settings=settings)
+    try:
+        with DirView(pdir) as view:
+            log = PartitionLog(view, log_start_offset_checkpoint=lso_ckpt, high_watermark=hw)
+            _plan(view, log, pp, cfg, now, cleaner_enabled, expiration, keep_deleted)
+            pp.ops = list(view.ops)
+            pp.fingerprints = view.fingerprints()
+            pp.expected = view.expected_state()
+            log.close()
+    except (KafkaLogError, OSError) as e:
+        pp.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or pdir}: {e.strerror or e}"
+    return pp
+
+
+def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cleaner_enabled: bool,
+          expiration: int, keep_deleted: bool) -> None:
+    if not log.segments:
+        pp.notes.append(f"{log.path}: no segments (run repair): nothing retained or deleted")
+        return
+    old_start = log_start = log.log_start_offset
+    pp.facts = {"oldLogStartOffset": old_start, "newLogStartOffset": old_start,
+                "firstBaseOffset": log.segments[0].base_offset, "segmentsDeleted": 0, "rolledAt": None}
     if cfg.compact and not cleaner_enabled:
-        return plan  # compacted logs get retention only from the cleaner threads
-    with PartitionView(pdir, log_start_offset=lso, high_watermark=hw) as log:
-        plan.old_log_start_offset = log_start = log.log_start_offset
-        segs = list(log.segments)
-        leo, hw_ = log.log_end_offset, log.high_watermark
+        pp.notes.append("cleanup.policy contains compact and log.cleaner.enable=false: the broker runs no "
+                        "retention on this log")
+        return
+    segs = list(log.segments)
+    leo, hw = log.log_end_offset, log.high_watermark
+    deletions: list[_Deletion] = []
+    roll_at: int | None = None
 
-        def run(pred, reason: str) -> None:
-            nonlocal segs, log_start
-            dels = _deletable(segs, leo, hw_, pred)
-            if not dels:
-                return
-            if len(dels) == len(segs):
-                plan.roll_at = leo
-                if dels[-1].base_offset == leo:
-                    dels = dels[:-1]
-            for s in dels:
-                plan.deletions.append(SegmentDeletion(s.base_offset, s.size, reason,
-                                                      [str(s.file(x)) for x in SEGMENT_FILE_SUFFIXES
-                                                       if s.file(x).exists()]))
-            segs = segs[len(dels):]
-            first = segs[0].base_offset if segs else leo
-            log_start = max(log_start, first)
+    def run(pred, reason) -> None:
+        nonlocal segs, log_start, roll_at
+        dels = _deletable(segs, leo, hw, pred)
+        if not dels:
+            return
+        if len(dels) == len(segs):
+            roll_at = leo
+            if dels[-1].base_offset == leo:
+                dels = dels[:-1]
+        for s in dels:
+            nxt = segs[segs.index(s) + 1].base_offset if segs.index(s) + 1 < len(segs) else leo
+            deletions.append(_Deletion(s, nxt, reason(s) if callable(reason) else reason))
+        segs = segs[len(dels):]
+        first = segs[0].base_offset if segs else leo
+        log_start = max(log_start, first)
 
-        run(lambda s, nxt: nxt is not None and nxt.base_offset <= log_start, "log start offset")
-        if cfg.delete:
-            rb = cfg.retention_bytes
-            size = sum(s.size for s in segs)
-            if rb >= 0 and size >= rb:
-                diff = [size - rb]
+    run(lambda s, nxt: nxt is not None and nxt.base_offset <= log_start,
+        f"every offset is below the log start offset {log_start} (log-start-offset-checkpoint: delete-records or "
+        "an earlier retention run)")
+    if cfg.delete:
+        rb = cfg.retention_bytes
+        size = sum(s.size for s in segs)
+        if rb >= 0 and size >= rb:
+            diff = [size - rb]
 
-                def by_size(s, nxt) -> bool:
-                    if diff[0] - s.size >= 0:
-                        diff[0] -= s.size
-                        return True
-                    return False
+            def by_size(s, nxt) -> bool:
+                if diff[0] - s.size >= 0:
+                    diff[0] -= s.size
+                    return True
+                return False
 
-                run(by_size, "retention.bytes")
-            rm = cfg.retention_ms
-            if rm >= 0:
-                run(lambda s, nxt: now - s.largest_timestamp > rm, "retention.ms")
-        if plan.deletions:
-            plan.new_log_start_offset = log_start
-            plan.first_base_after = segs[0].base_offset if segs else leo
+            run(by_size, f"retention.bytes={rb} ({cfg.source('retention.bytes')}): the log holds {size:,d} bytes; "
+                "the oldest segments go until it is within the limit")
+        rm = cfg.retention_ms
+        if rm >= 0:
+            run(lambda s, nxt: now - s.largest_timestamp() > rm,
+                lambda s: f"retention.ms={rm} ({cfg.source('retention.ms')}): its largest timestamp "
+                f"{s.largest_timestamp()} ({_iso(s.largest_timestamp())}) is more than retention.ms before now "
+                f"{now} ({_iso(now)})")
+    if not deletions:
+        return
+    # roll first when every segment goes (UnifiedLog.roll: a new empty segment and a snapshot at the LEO)
+    if roll_at is not None:
+        if not view.exists(offset_file_name(roll_at, ".snapshot")):
+            log.producer_state(now, expiration).write_snapshot(
+                view, roll_at, f"the producer snapshot the broker takes when it rolls a new segment at {roll_at}")
+        for suffix in (".log", ".index", ".timeindex"):
+            view.touch(offset_file_name(roll_at, suffix), "every segment goes: the broker first rolls a new empty "
+                       f"active segment at the log end offset {roll_at}")
+    renamed = []
+    for d in deletions:
+        s = d.segment
+        t = tail_loss(s.buf, 0)
+        pp.losses.append(Loss(d.reason, s.base_offset, d.next_base - 1, t.records, s.size, str(s.path), 0))
+        for suffix in SEGMENT_SUFFIXES:
+            name = offset_file_name(s.base_offset, suffix)
+            if view.exists(name):
+                view.rename(name, name + ".deleted", f"segment {s.base_offset} deleted by retention: {d.reason}")
+                renamed.append(name + ".deleted")
+    new_start = log_start
+    for d in deletions:
+        snap = offset_file_name(d.segment.base_offset, ".snapshot")
+        if view.exists(snap) and d.segment.base_offset != new_start:
+            view.rename(snap, snap + ".deleted", f"the producer snapshot of deleted segment {d.segment.base_offset}")
+            renamed.append(snap + ".deleted")
+    if not keep_deleted:
+        for name in renamed:
+            view.delete(name, "the broker removes .deleted files once no reader uses them (file.delete.delay.ms)")
+    if new_start > old_start:
+        epochs = LeaderEpochCache.load(view, auto_flush=False)
+        if epochs.truncate_from_start(new_start):
+            epochs.flush(why=f"the first leader epoch moves to the new log start offset {new_start} "
+                         "(LeaderEpochFileCache.truncateFromStart)")
+    pp.facts.update(newLogStartOffset=new_start, segmentsDeleted=len(deletions), rolledAt=roll_at,
+                    firstBaseAfter=segs[0].base_offset if segs else leo,
+                    bytesDeleted=sum(d.segment.size for d in deletions))
+
+
+def plan_retention(paths: Iterable[str | os.PathLike], *, now_ms: int, resolver: ConfigResolver | None = None,
+                   topics: set[str] | None = None, keep_deleted: bool = False, runner: Runner | None = None,
+                   workers: int = 1, progress=None) -> Plan:
+    """The plan of ``kafkalog retain`` over data dirs or partition dirs (see the module doc). ``keep_deleted``
+    leaves the deleted segments' files renamed ``.deleted`` (the broker removes them later)."""
+    groups = group_partitions(paths, topics=topics)
+    resolver = resolver or ConfigResolver(data_dirs=list(groups))
+    run = runner or default_runner(workers, progress)
+    plan = Plan("retain", now=now_ms)
+    for d, pdirs in groups.items():
+        st = read_data_dir(d)
+        dp = st.new_plan()
+        dp.notes += resolver.notes(d)
+        broker = resolver.broker_for(d)
+        tasks = []
+        for p in pdirs:
+            tp = parse_topic_partition_name(p.name)
+            key = (tp.topic, tp.partition)
+            cfg = resolver.log_config(d, tp.topic)
+            tasks.append((str(d), str(p), tp.topic, tp.partition, cfg, st.log_start_offsets.get(key),
+                          st.high_watermarks.get(key), now_ms, broker.cleaner.enable_cleaner,
+                          broker.producer_id_expiration_ms,
+                          cfg.describe(["cleanup.policy", "retention.ms", "retention.bytes"]), keep_deleted))
+        dp.partitions = list(run(_plan_partition, tasks))
+        if not any(p.error for p in dp.partitions):
+            _dir_ops(dp, st)
+        plan.data_dirs.append(dp)
     return plan
 
 
-def apply_retention(plan: RetentionPlan, *, keep_deleted: bool = False,
-                    producer_id_expiration_ms: int = 86400000) -> None:
-    """Delete the planned segments the broker's way and update the data dir checkpoints.
-
-    When every segment goes, the broker first rolls a new empty active segment at the log end offset and takes a
-    producer snapshot there (``UnifiedLog.roll``: ``updateMapEndOffset`` + ``takeSnapshot``, a no-op when the
-    snapshot already exists, e.g. written at the last clean shutdown); so does this."""
-    if not plan.deletions:
+def _dir_ops(dp, st) -> None:
+    """``log-start-offset-checkpoint`` lists a partition only when its start is above its first segment (which,
+    after segment deletion, it is not); the recovery point is raised to the new start when below it."""
+    changed = [p for p in dp.partitions if p.facts.get("segmentsDeleted")]
+    if not changed:
         return
-    pdir = plan.path
-    data_dir = pdir.parent
-    topic, part = parse_partition_dir_name(pdir.name)
-    if plan.roll_at is not None:
-        base = f"{plan.roll_at:020d}"
-        if not (pdir / f"{base}.snapshot").exists():
-            with PartitionView(pdir) as log:
-                psm = log.producer_state(plan.now, producer_id_expiration_ms)
-                psm.map_end_offset = plan.roll_at
-                psm.last_snap_offset = -1
-                psm.take_snapshot()
-        for suffix in (".log", ".index", ".timeindex"):
-            p = pdir / (base + suffix)
-            if not p.exists():
-                with open(p, "wb") as f:
-                    os.fsync(f.fileno())
-        fsync_dir(pdir)
-    new_start = plan.new_log_start_offset if plan.new_log_start_offset is not None else plan.old_log_start_offset
-    # 1. the log start offset first, so a crash after it never exposes deleted data
-    _update_start_and_recovery(data_dir, topic, part, new_start,
-                               plan.first_base_after if plan.first_base_after is not None else new_start)
-    renamed = []
-    for d in plan.deletions:
-        for f in d.files:
-            src = Path(f)
-            if src.exists():
-                dst = src.with_name(src.name + ".deleted")
-                os.replace(src, dst)
-                renamed.append(dst)
-        snap = pdir / f"{d.base_offset:020d}.snapshot"
-        if snap.exists() and d.base_offset != new_start:
-            dst = snap.with_name(snap.name + ".deleted")
-            os.replace(snap, dst)
-            renamed.append(dst)
-    fsync_dir(pdir)
-    if not keep_deleted:
-        for p in renamed:
-            p.unlink(missing_ok=True)
-        fsync_dir(pdir)
+    view = DirView(st.path)
+    lso = dict(st.log_start_offsets)
+    rp = dict(st.recovery_points)
+    for p in changed:
+        key = (p.topic, p.partition)
+        if key in lso and lso[key] <= p.facts["firstBaseAfter"]:
+            del lso[key]
+        if key in rp and rp[key] < p.facts["newLogStartOffset"]:
+            rp[key] = p.facts["newLogStartOffset"]
+    if lso != st.log_start_offsets:
+        view.write(LOG_START_OFFSET_CHECKPOINT, checkpoint_bytes(lso), "the log start offsets after retention")
+    if rp != st.recovery_points and view.exists(RECOVERY_POINT_CHECKPOINT):
+        view.write(RECOVERY_POINT_CHECKPOINT, checkpoint_bytes(rp), "recovery points raised to the new log start "
+                   "offsets")
+    dp.ops = list(view.ops)
 
 
-def _update_start_and_recovery(data_dir: Path, topic: str, part: int, new_start: int, first_base: int) -> None:
-    """``log-start-offset-checkpoint`` lists a partition only when its start is above its first segment base
-    (which, after segment deletion, it is not); the recovery point is raised to the new start if below it."""
-    lso = _checkpoint(data_dir, LOG_START_OFFSET_CHECKPOINT)
-    key = (topic, part)
-    if key in lso and lso[key] <= first_base:
-        del lso[key]
-        write_offset_checkpoint(data_dir / LOG_START_OFFSET_CHECKPOINT, lso)
-    rp_path = data_dir / RECOVERY_POINT_CHECKPOINT
-    if rp_path.exists():
-        rp = read_offset_checkpoint(rp_path).to_dict()
-        if key in rp and rp[key] < new_start:
-            rp[key] = new_start
-            write_offset_checkpoint(rp_path, rp)
+__all__ = ["plan_retention"]

@@ -1,8 +1,9 @@
-"""Kafka's segment replacement protocol and its crash recovery (spec 50-cleaner §9, 00-layout §3,
-40-log-engine §5.2; ``LocalLog.replaceSegments``, ``LogLoader.removeTempFilesAndCollectSwapFiles``).
+"""Kafka's segment replacement protocol and its crash recovery (``LocalLog.replaceSegments``,
+``LogLoader.removeTempFilesAndCollectSwapFiles``).
 
 Writers (cleaner, convert, overflow split) write each new segment as ``<base>.log.cleaned`` (+ ``.index.cleaned``,
-``.timeindex.cleaned``, optional ``.txnindex.cleaned``), fsync them, then call :func:`replace_segments`:
+``.timeindex.cleaned``, optional ``.txnindex.cleaned``; :class:`~kafkalog.storage.log_segment.SegmentWriter`),
+fsync them, then :func:`replace_segments` swaps them in:
 
 1. rename the new segments' files ``.cleaned`` -> ``.swap`` (descending base offset), fsync the dir;
 2. rename every old segment's files to ``<name>.deleted`` (ascending), fsync the dir;
@@ -12,69 +13,36 @@ Writers (cleaner, convert, overflow split) write each new segment as ``<base>.lo
 
 A crash at any point leaves a directory that :func:`recover_swap_files` (and the broker's own loader) completes or
 rolls back with nothing lost: a ``.swap`` file exists only once the complete new segment is durable.
+
+In a plan the whole replacement is one operation, :class:`ReplaceSegments`, whose ``build`` writes the new
+segments when it runs; :meth:`ReplaceSegments.plan_on` records it on a planned view with its effect on the
+listing.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
+from .. import fileops
+from ..dirview import Blob, DirView, Op
 from ..errors import LogDirError
-from ..records.reader import iter_batches
-
-CLEANED, SWAP, DELETED = ".cleaned", ".swap", ".deleted"
-SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
-_LEADING_NUMBER = re.compile(r"^(\d+)\.")
+from ..files.names import CLEANED_FILE_SUFFIX as CLEANED
+from ..files.names import DELETED_FILE_SUFFIX as DELETED
+from ..files.names import SWAP_FILE_SUFFIX as SWAP
+from ..files.names import leading_offset, offset_file_name
+from ..files.segment import Segment
+from ..log_segment import SEGMENT_SUFFIXES, cleaned_name
 
 CrashHook = Callable[[str], None]
 
 
-def offset_file_name(offset: int, suffix: str) -> str:
-    """``<20-digit offset><suffix>`` as ``LogFileUtils.filenamePrefixFromOffset``."""
-    return f"{offset:020d}{suffix}"
-
-
-def leading_offset(name: str) -> int | None:
-    m = _LEADING_NUMBER.match(name)
-    return int(m.group(1)) if m else None
-
-
-def fsync_dir(path: str | os.PathLike) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_file(path: str | os.PathLike) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def cleaned_path(partition_dir: str | os.PathLike, base_offset: int, suffix: str) -> Path:
     """Where a writer puts the new segment file ``suffix`` (``.log``, ``.index``...) before the swap."""
-    return Path(partition_dir) / (offset_file_name(base_offset, suffix) + CLEANED)
-
-
-def read_next_offset(log_path: str | os.PathLike, base_offset: int) -> int:
-    """The next offset after the last complete batch of a ``.log`` (``LogSegment.readNextOffset``)."""
-    size = os.path.getsize(log_path)
-    if size == 0:
-        return base_offset
-    nxt = base_offset
-    with open(log_path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        for b in iter_batches(mm, path=str(log_path)):
-            nxt = b.next_offset
-            del b  # no view may outlive the mmap
-    return nxt
+    return Path(partition_dir) / cleaned_name(base_offset, suffix)
 
 
 def _noop(_: str) -> None:
@@ -83,7 +51,7 @@ def _noop(_: str) -> None:
 
 def _rename(src: Path, dst: Path, hook: CrashHook, step: str) -> None:
     hook(step)
-    os.replace(src, dst)
+    fileops.rename(src, dst)
 
 
 @dataclass
@@ -103,8 +71,7 @@ def replace_segments(
 ) -> ReplaceResult:
     """Swap the already-written ``.cleaned`` segments ``new_bases`` in for the segments ``old_bases``.
 
-    ``crash_hook(step)`` is called before every rename/delete (tests raise from it to simulate a crash).
-    """
+    ``crash_hook(step)`` is called before every rename/delete (tests raise from it to simulate a crash)."""
     d = Path(partition_dir)
     hook = crash_hook or _noop
     new = sorted(set(new_bases))
@@ -119,7 +86,7 @@ def replace_segments(
             src = cleaned_path(d, base, suffix)
             if src.exists():
                 _rename(src, d / (offset_file_name(base, suffix) + SWAP), hook, f"cleaned->swap {src.name}")
-    fsync_dir(d)
+    fileops.fsync_dir(d)
     # 2. old segments -> .deleted, ascending
     for base in old:
         for suffix in SEGMENT_SUFFIXES:
@@ -128,7 +95,7 @@ def replace_segments(
                 dst = d / (src.name + DELETED)
                 _rename(src, dst, hook, f"old->deleted {src.name}")
                 res.renamed_to_deleted.append(dst.name)
-    fsync_dir(d)
+    fileops.fsync_dir(d)
     # 3. .swap -> final
     for base in new:
         for suffix in SEGMENT_SUFFIXES:
@@ -137,7 +104,7 @@ def replace_segments(
                 dst = d / offset_file_name(base, suffix)
                 _rename(src, dst, hook, f"swap->final {src.name}")
                 res.installed.append(dst.name)
-    fsync_dir(d)
+    fileops.fsync_dir(d)
     # 4. snapshots of old bases that no longer exist
     remaining = {leading_offset(p.name) for p in d.glob("*.log")}
     for base in old:
@@ -148,20 +115,153 @@ def replace_segments(
             dst = d / (snap.name + DELETED)
             _rename(snap, dst, hook, f"snapshot->deleted {snap.name}")
             res.renamed_to_deleted.append(dst.name)
-    fsync_dir(d)
+    fileops.fsync_dir(d)
     # 5. physical deletion
     if not keep_deleted:
         for name in res.renamed_to_deleted:
             hook(f"delete {name}")
-            (d / name).unlink(missing_ok=True)
+            fileops.unlink(d / name)
             res.deleted.append(name)
-        fsync_dir(d)
+        fileops.fsync_dir(d)
     return res
 
 
+# ------------------------------------------------------------------------------------ the composite op
+@dataclass
+class NewSegment:
+    """One segment a :class:`ReplaceSegments` installs: its base offset and expected files (``suffix -> size``,
+    None when the size is only known once built)."""
+
+    base_offset: int
+    files: dict[str, int | None]
+
+
+class SegmentBuild:
+    """Writes the ``.cleaned`` files of the new segments when a :class:`ReplaceSegments` runs; returns what it
+    wrote (``[NewSegment]`` with real sizes) so the op can check it against the plan. Subclasses are picklable
+    (they run in worker processes or Spark tasks)."""
+
+    def __call__(self, partition_dir: Path) -> Any:
+        raise NotImplementedError
+
+
+class BlobBuild(SegmentBuild):
+    """New segments whose bytes are all known when planning (blobs: byte ranges of an existing file, index bytes)."""
+
+    def __init__(self, files: dict[str, Blob], mtime_ns: int | None = None):
+        self.files = files  # .cleaned name -> content
+        self.mtime_ns = mtime_ns
+
+    def __call__(self, partition_dir: Path) -> Any:
+        written = []
+        for name, blob in self.files.items():
+            with fileops.NewFile(partition_dir / name) as f:
+                f.write(blob.data())
+            written.append(name)
+        if self.mtime_ns is not None:
+            for name in written:
+                fileops.set_mtime(partition_dir / name, self.mtime_ns)
+        return None
+
+
+@dataclass
+class ReplaceSegments(Op):
+    """Replace the segments ``sources`` by ``new`` (built by ``build``), with Kafka's swap protocol."""
+
+    kind: ClassVar[str] = "replace-segments"
+    sources: list[int] = field(default_factory=list)
+    new: list[NewSegment] = field(default_factory=list)
+    build: SegmentBuild | None = field(default=None, repr=False)
+    source_files: list[str] = field(default_factory=list)  # existing files renamed away (names)
+    source_bytes: int = 0
+    keep_deleted: bool = False
+    check: Callable[[Any], None] | None = field(default=None, repr=False, compare=False)
+
+    def originals(self) -> list[tuple[str, bool]]:
+        return [(str(Path(self.path) / n), False) for n in self.source_files]
+
+    def run(self) -> Any:
+        d = Path(self.path)
+        assert self.build is not None
+        try:
+            built = self.build(d)
+            made = getattr(built, "bases", None)
+            if made is not None and list(made) != [s.base_offset for s in self.new]:
+                raise LogDirError(f"the rewrite produced segments {list(made)}, the plan "
+                                  f"{[s.base_offset for s in self.new]}", self.path)
+            for seg in self.new:
+                for suffix, size in seg.files.items():
+                    p = cleaned_path(d, seg.base_offset, suffix)
+                    if not p.exists() or (size is not None and p.stat().st_size != size):
+                        raise LogDirError(f"the new segment differs from the plan ({p.name}: "
+                                          f"{p.stat().st_size if p.exists() else 'missing'} bytes, planned {size})",
+                                          str(p))
+                extra = [s for s in SEGMENT_SUFFIXES if s not in seg.files
+                         and cleaned_path(d, seg.base_offset, s).exists()]
+                if extra:
+                    raise LogDirError(f"the new segment has files the plan did not list: {extra}", self.path)
+            fileops.fsync_dir(d)
+        except BaseException:
+            for seg in self.new:
+                for suffix in SEGMENT_SUFFIXES:
+                    p = cleaned_path(d, seg.base_offset, suffix)
+                    if p.exists():
+                        fileops.unlink(p)
+            raise
+        replace_segments(d, [s.base_offset for s in self.new], self.sources, keep_deleted=self.keep_deleted)
+        return built
+
+    def trace(self) -> tuple:
+        return (self.kind, self.path, tuple(self.sources),
+                tuple((s.base_offset, tuple(sorted(s.files))) for s in self.new))
+
+    @property
+    def bytes(self) -> int:
+        out = sum(size or 0 for s in self.new for suffix, size in s.files.items() if suffix == ".log")
+        return max(self.source_bytes - out, 0)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "sources": list(self.sources),
+                "new": [{"baseOffset": s.base_offset, "files": {k: v for k, v in s.files.items()}} for s in self.new],
+                "bytesBefore": self.source_bytes}
+
+    def describe(self) -> str:
+        new = ", ".join(str(s.base_offset) for s in self.new)
+        sizes = [v for s in self.new for k, v in s.files.items() if k == ".log"]
+        after = f" ({sum(sizes):,d} bytes)" if None not in sizes else ""
+        return (f"replace segment(s) {', '.join(map(str, self.sources))} of {Path(self.path).name} "
+                f"({self.source_bytes:,d} bytes) by {new}{after}: {self.why}")
+
+    def plan_on(self, view: DirView, contents: dict[str, Blob | int] | None = None) -> ReplaceSegments:
+        """Record this op on ``view`` with its effect on the listing: the sources' segment files and snapshots
+        go away, the new segments' files appear (``contents``: final name -> bytes or size)."""
+        removes = list(self.source_files)
+        new_bases = {s.base_offset for s in self.new}
+        remaining = ({b for b in (leading_offset(n) for n in view.names() if n.endswith(".log"))} - set(self.sources)
+                     | new_bases)
+        for b in self.sources:
+            snap = offset_file_name(b, ".snapshot")
+            if b not in remaining and view.exists(snap):
+                removes.append(snap)
+                self.source_files.append(snap)
+        creates: list[tuple[str, Blob | int]] = []
+        for s in self.new:
+            for suffix, size in s.files.items():
+                name = offset_file_name(s.base_offset, suffix)
+                creates.append((name, (contents or {}).get(name, size or 0)))
+        view.add(self, removes=removes, creates=creates)
+        return self
+
+
+def segment_files(view: DirView, base_offset: int) -> list[str]:
+    """The existing files of segment ``base_offset`` (``.log``, ``.index``, ``.timeindex``, ``.txnindex``)."""
+    return [n for n in (offset_file_name(base_offset, s) for s in SEGMENT_SUFFIXES) if view.exists(n)]
+
+
+# ------------------------------------------------------------------------------------- crash recovery
 @dataclass
 class TempFileRecovery:
-    """What the loader's temp-file step does (or did) to a partition directory."""
+    """What the loader's temp-file step does to a partition directory."""
 
     deleted: list[str] = field(default_factory=list)  # files removed (.deleted, .cleaned, stale .swap, replaced)
     renamed: list[tuple[str, str]] = field(default_factory=list)  # (.swap name, final name)
@@ -171,57 +271,53 @@ class TempFileRecovery:
         return bool(self.deleted or self.renamed)
 
 
-def recover_swap_files(partition_dir: str | os.PathLike, *, dry_run: bool = False,
-                       crash_hook: CrashHook | None = None) -> TempFileRecovery:
-    """Steps 1–2 of ``LogLoader.load``: remove ``.deleted``/``.cleaned`` leftovers and complete interrupted swaps.
+def recover_swap_files(partition_dir: str | os.PathLike | DirView) -> TempFileRecovery:
+    """Steps 1–2 of ``LogLoader.load`` on a partition dir (a planned view: the steps become plan ops; a path:
+    they happen at once):
 
     * delete every ``*.deleted`` file (except KRaft ``*.checkpoint.deleted``);
     * delete ``.swap`` files whose base offset is >= the smallest ``.cleaned`` base offset, then all ``.cleaned``;
     * for the remaining ``.swap`` log files, delete every non-swap file whose leading number lies in
       ``[min swap base, max swap next offset)`` and strip the ``.swap`` suffix.
     """
-    d = Path(partition_dir)
-    hook = crash_hook or _noop
+    view = partition_dir if isinstance(partition_dir, DirView) else DirView(partition_dir, DirView.DIRECT)
     out = TempFileRecovery()
-    names = sorted(p.name for p in d.iterdir() if p.is_file())
+    names = view.names()
     cleaned = [n for n in names if n.endswith(CLEANED)]
     swaps = [n for n in names if n.endswith(SWAP)]
     min_cleaned = min((leading_offset(n) for n in cleaned if leading_offset(n) is not None), default=None)
 
-    def delete(name: str) -> None:
+    def delete(name: str, why: str) -> None:
         out.deleted.append(name)
-        if not dry_run:
-            hook(f"delete {name}")
-            (d / name).unlink(missing_ok=True)
+        view.delete(name, why)
 
     for n in names:
         if n.endswith(DELETED) and not n.endswith(".checkpoint" + DELETED):
-            delete(n)
+            delete(n, "a file the broker had scheduled for deletion (.deleted): it deletes it at load")
     valid_swaps = []
     for n in swaps:
         base = leading_offset(n)
         if min_cleaned is not None and base is not None and base >= min_cleaned:
-            delete(n)
+            delete(n, "part of an interrupted segment replacement that had not completed (a .cleaned file of "
+                   "the same or an earlier segment remains): the broker rolls it back")
         else:
             valid_swaps.append(n)
     for n in cleaned:
-        delete(n)
+        delete(n, "a new segment of an interrupted cleaning or conversion that never replaced the old one: the "
+               "broker deletes it (the original is intact)")
     swap_logs = [n for n in valid_swaps if n.endswith(".log" + SWAP)]
     if swap_logs:
-        lo = min(leading_offset(n) for n in swap_logs)
-        hi = max(read_next_offset(d / n, leading_offset(n)) for n in swap_logs)
-        for n in names:
+        lo = min(leading_offset(n) for n in swap_logs)  # type: ignore[type-var]
+        hi = max(Segment.in_view(view, leading_offset(n), n).read_next_offset() for n in swap_logs)  # type: ignore[arg-type]
+        for n in view.names():
             if n.endswith(SWAP) or n in out.deleted:
                 continue
             off = leading_offset(n)
             if off is not None and lo <= off < hi:  # any file with a leading number, as LogLoader
-                delete(n)
+                delete(n, f"replaced by the completed swap of offsets {lo}..{hi - 1}: the broker deletes the "
+                       "old file when it completes the interrupted replacement")
     for n in valid_swaps:
         final = n[: -len(SWAP)]
         out.renamed.append((n, final))
-        if not dry_run:
-            hook(f"swap->final {n}")
-            os.replace(d / n, d / final)
-    if out.changed and not dry_run:
-        fsync_dir(d)
+        view.rename(n, final, "complete an interrupted segment replacement (the .swap file is durable and whole)")
     return out

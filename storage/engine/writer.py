@@ -28,24 +28,25 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import fsync_dir
+from .. import fileops
 from ..codec.crc import crc32c
 from ..config import LogConfig
+from ..dirview import DirView
 from ..errors import CorruptRecordError, KafkaLogError, LogDirError
-from ..files.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from ..files.names import (
     index_file_name,
     log_file_name,
     time_index_file_name,
     txn_index_file_name,
 )
-from ..files.offset_index import OffsetIndex, OffsetIndexBuilder
+from ..files.offset_index import OffsetIndex
 from ..files.partition_metadata import PARTITION_METADATA_FILE, write_partition_metadata
-from ..files.time_index import NO_TIMESTAMP, TimeIndex, TimeIndexBuilder, TimestampOffset
-from ..files.txn_index import ENTRY as TXN_ENTRY
-from ..files.txn_index import AbortedTxn
+from ..files.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from ..files.txn_index import AbortedTxn, TransactionIndex
 from ..leader_epoch_cache import LeaderEpochCache
-from ..producer_state import ProducerStateManager
+from ..log import PartitionLog
+from ..log_segment import SegmentIndexer, fits
+from ..producer_state import ProducerStateManager, rebuild_producer_state
 from ..records import LOG_APPEND_TIME, LogScanner, build_batch, iter_batches
 from ..records.batch import TIMESTAMP_TYPE_MASK
 
@@ -80,17 +81,15 @@ class AppendInfo:
 
 @dataclass
 class _Segment:
-    """The write-side state of one segment (``LogSegment``)."""
+    """The write-side state of one segment (``LogSegment``): its indexes are built by the one index rule
+    (:class:`~kafkalog.storage.log_segment.SegmentIndexer`)."""
 
     dir: Path
     base_offset: int
     size: int
-    offset_index: OffsetIndexBuilder
-    time_index: TimeIndexBuilder
+    indexer: SegmentIndexer
     created_ms: int
-    max_ts: TimestampOffset = UNKNOWN
     rolling_based_timestamp: int | None = None
-    bytes_since_last_index_entry: int = 0
     aborted: list[AbortedTxn] = field(default_factory=list)
     txn_index_dirty: bool = False
 
@@ -98,8 +97,12 @@ class _Segment:
     def log_path(self) -> Path:
         return self.dir / log_file_name(self.base_offset)
 
+    @property
+    def max_ts(self) -> TimestampOffset:
+        return self.indexer.max_timestamp
+
     def can_convert_to_relative(self, offset: int) -> bool:
-        return 0 <= offset - self.base_offset <= INT32_MAX
+        return fits(offset, self.base_offset)
 
     def time_waited_for_roll(self, now_ms: int, max_ts_in_append: int) -> int:
         if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
@@ -108,21 +111,19 @@ class _Segment:
 
     def write_indexes(self, *, preallocate: int | None = None, fsync: bool = True) -> None:
         size_o = None if preallocate is None else preallocate
-        self.offset_index.build(size=size_o).write(self.dir / index_file_name(self.base_offset),
-                                                   trim=preallocate is None, size=size_o, fsync=fsync)
-        self.time_index.build(size=size_o).write(self.dir / time_index_file_name(self.base_offset),
+        self.indexer.oi.build(size=size_o).write(self.dir / index_file_name(self.base_offset),
+                                                 trim=preallocate is None, size=size_o, fsync=fsync)
+        self.indexer.ti.build(size=size_o).write(self.dir / time_index_file_name(self.base_offset),
                                                  trim=preallocate is None, size=size_o, fsync=fsync)
         if self.txn_index_dirty:
             path = self.dir / txn_index_file_name(self.base_offset)
-            data = b"".join(TXN_ENTRY.pack(0, a.producer_id, a.first_offset, a.last_offset,
-                                           a.last_stable_offset) for a in self.aborted)
-            from ..atomic import atomic_write
-            atomic_write(path, data, fsync=fsync)
+            fileops.atomic_write(path, TransactionIndex.from_entries(self.base_offset, self.aborted).to_bytes(),
+                                 fsync=fsync)
             self.txn_index_dirty = False
 
     def on_become_inactive(self) -> None:
         """Final time-index entry (skipping the full check) + trimmed indexes."""
-        self.time_index.maybe_append(self.max_ts.timestamp, self.max_ts.offset, skip_full_check=True)
+        self.indexer.seal()
         self.write_indexes()
 
 
@@ -141,8 +142,6 @@ class LogWriter:
                  topic_id: str | None = None, leader_epoch: int | None = 0, now_ms: int | None = None,
                  index_per_batch: bool = False, producer_id_expiration_ms: int = 86400000,
                  fsync: bool = True):
-        from .recovery import load_partition_for_append  # late import: recovery imports this module
-
         self.dir = Path(partition_dir)
         self.config = config or LogConfig()
         self.topic_id = topic_id
@@ -150,55 +149,70 @@ class LogWriter:
         self._fixed_now = now_ms
         self.index_per_batch = index_per_batch
         self.fsync = fsync
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.epoch_cache = LeaderEpochCache.load(self.dir)
-        if not (self.dir / LEADER_EPOCH_CHECKPOINT).exists():
-            self.epoch_cache.flush(fsync=fsync)
-        self.producers = ProducerStateManager(self.dir, producer_id_expiration_ms=producer_id_expiration_ms)
-        state = load_partition_for_append(self.dir, self.producers, now_ms=self.now())
-        self.log_start_offset = state.log_start_offset
-        self.log_end_offset = state.log_end_offset
-        self.recovery_point = state.log_end_offset
-        self.segments: list[int] = state.segment_bases
-        self.active = self._open_segment(state.segment_bases[-1]) if state.segment_bases else None
+        if not self.dir.is_dir():
+            fileops.mkdir(self.dir, parents=True, exist_ok=True)
+        view = DirView(self.dir, DirView.DIRECT)
+        self.epoch_cache = LeaderEpochCache.load(view)
+        if not self.epoch_cache.exists:
+            self.epoch_cache.flush(fsync=fsync, why="a new partition's leader epochs")
+        self.producers = ProducerStateManager(view, producer_id_expiration_ms=producer_id_expiration_ms)
+        # an existing (recovered or cleanly closed) partition: segments, log start and end offsets, producer
+        # state rebuilt from snapshots (taking snapshots where the broker would)
+        segs = PartitionLog(view).segments
+        bases = [s.base_offset for s in segs]
+        if segs:
+            self.log_end_offset = segs[-1].read_next_offset()
+            self.log_start_offset = bases[0]
+            rebuild_producer_state(self.producers, segs, self.log_start_offset, self.log_end_offset, self.now(),
+                                   False)
+            self.producers.written.clear()
+        else:
+            self.log_start_offset = self.log_end_offset = 0
+        for s in segs:
+            s.close()
+        self.recovery_point = self.log_end_offset
+        self.segments: list[int] = bases
+        self.active = self._open_segment(bases[-1]) if bases else None
         if self.active is None:
             self.active = self._new_segment(self.log_end_offset)
             self.segments.append(self.active.base_offset)
-        self._log_file = open(self.active.log_path, "ab")
+        self._log_file = fileops.AppendFile(self.active.log_path)
         self.closed = False
 
     # ------------------------------------------------------------------------------------------ helpers
     def now(self) -> int:
         return self._fixed_now if self._fixed_now is not None else _now_ms()
 
+    def _indexer(self, base_offset: int) -> SegmentIndexer:
+        return SegmentIndexer(base_offset, self.config.index_interval_bytes, self.config.segment_index_bytes)
+
     def _new_segment(self, base_offset: int) -> _Segment:
         path = self.dir / log_file_name(base_offset)
         for suffix_name in (log_file_name, index_file_name, time_index_file_name, txn_index_file_name):
             stale = self.dir / suffix_name(base_offset)
             if stale.exists():  # LocalLog.roll deletes stale files with the new name
-                stale.unlink()
-        path.touch()
-        return _Segment(self.dir, base_offset, 0, OffsetIndexBuilder(base_offset, self.config.segment_index_bytes),
-                        TimeIndexBuilder(base_offset, self.config.segment_index_bytes), self.now())
+                fileops.unlink(stale)
+        fileops.touch(path, fsync=self.fsync)
+        return _Segment(self.dir, base_offset, 0, self._indexer(base_offset), self.now())
 
     def _open_segment(self, base_offset: int) -> _Segment:
         """Reopen the last segment: index entries from its files, max timestamp from the time index (as the
         broker's lazy ``readMaxTimestampAndOffsetSoFar``), byte counter 0 (a restart resets it)."""
         seg = _Segment(self.dir, base_offset, os.path.getsize(self.dir / log_file_name(base_offset)),
-                       OffsetIndexBuilder(base_offset, self.config.segment_index_bytes),
-                       TimeIndexBuilder(base_offset, self.config.segment_index_bytes), self.now())
+                       self._indexer(base_offset), self.now())
         ip, tp, xp = (self.dir / f(base_offset) for f in (index_file_name, time_index_file_name,
                                                           txn_index_file_name))
         if ip.exists():
             with OffsetIndex.open(ip, base_offset) as idx:
                 for e in idx:
-                    seg.offset_index.append(e.offset, e.position)
+                    seg.indexer.oi.append(e.offset, e.position)
         if tp.exists():
             with TimeIndex.open(tp, base_offset) as tidx:
                 for e in tidx:
-                    seg.time_index.maybe_append(e.timestamp, e.offset, skip_full_check=True)
+                    seg.indexer.ti.maybe_append(e.timestamp, e.offset, skip_full_check=True)
                 if tidx.valid_entries:
-                    seg.max_ts = tidx.last_valid_entry
+                    last = tidx.last_valid_entry
+                    seg.indexer.max_ts, seg.indexer.max_ts_offset = last.timestamp, last.offset
         if xp.exists():
             from ..files.txn_index import read_txn_index
             with read_txn_index(xp, base_offset) as t:
@@ -266,8 +280,7 @@ class LogWriter:
             b = next(iter_batches(memoryview(buf)[pos:pos + sz]))
             aborted = self.producers.replay(b)
             if aborted is not None:
-                seg.aborted.append(AbortedTxn(aborted.producer_id, aborted.first_offset, aborted.last_offset,
-                                              aborted.last_stable_offset))
+                seg.aborted.append(aborted)
                 seg.txn_index_dirty = True
         self.producers.map_end_offset = self.log_end_offset
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
@@ -364,24 +377,11 @@ class LogWriter:
         if not seg.can_convert_to_relative(last_offset):
             raise LogDirError(f"offset {last_offset} overflows segment {seg.base_offset}", str(seg.log_path))
         self._log_file.write(buf)
-        interval = self.config.index_interval_bytes
         if self.index_per_batch:
             for (pos, _base, last, mts, sz) in batches:
-                if mts > seg.max_ts.timestamp:
-                    seg.max_ts = TimestampOffset(mts, last)
-                if seg.bytes_since_last_index_entry > interval:
-                    seg.offset_index.append(last, position + pos)
-                    seg.time_index.maybe_append(seg.max_ts.timestamp, seg.max_ts.offset)
-                    seg.bytes_since_last_index_entry = 0
-                seg.bytes_since_last_index_entry += sz
+                seg.indexer.append(position + pos, last, mts, last, sz)
         else:
-            if max_ts > seg.max_ts.timestamp:
-                seg.max_ts = TimestampOffset(max_ts, shallow)
-            if seg.bytes_since_last_index_entry > interval:
-                seg.offset_index.append(last_offset, position)
-                seg.time_index.maybe_append(seg.max_ts.timestamp, seg.max_ts.offset)
-                seg.bytes_since_last_index_entry = 0
-            seg.bytes_since_last_index_entry += len(buf)
+            seg.indexer.append(position, last_offset, max_ts, shallow, len(buf))
         seg.size += len(buf)
 
     # --------------------------------------------------------------------------------------------- roll
@@ -390,7 +390,7 @@ class LogWriter:
         cfg = self.config
         reached_ms = seg.time_waited_for_roll(self.now(), max_ts) > cfg.max_segment_ms  # jitter 0
         if (seg.size > cfg.segment_bytes - size or (seg.size > 0 and reached_ms)
-                or seg.offset_index.is_full() or seg.time_index.is_full()
+                or seg.indexer.is_full()
                 or not seg.can_convert_to_relative(last_offset)):
             self.roll(max(first_offset, self.log_end_offset))
             return True
@@ -405,26 +405,22 @@ class LogWriter:
             if old.size == 0:
                 return  # KAFKA-6388: the empty active segment is reused
             raise LogDirError(f"a segment with base offset {base} already exists", str(self.dir))
-        self._log_file.flush()
-        if self.fsync:
-            os.fsync(self._log_file.fileno())
+        self._log_file.flush(fsync=self.fsync)
         self._log_file.close()
         old.on_become_inactive()
         self.active = self._new_segment(base)
         self.segments.append(base)
-        self._log_file = open(self.active.log_path, "ab")
+        self._log_file = fileops.AppendFile(self.active.log_path)
         self.producers.map_end_offset = base
         self.producers.take_snapshot(sync=self.fsync)
         if self.fsync:
-            fsync_dir(self.dir)
+            fileops.fsync_dir(self.dir)
         self.recovery_point = base
 
     # -------------------------------------------------------------------------------------- flush/close
     def flush(self) -> None:
         """fsync the active segment and write its indexes (preallocated, as a running broker's)."""
-        self._log_file.flush()
-        if self.fsync:
-            os.fsync(self._log_file.fileno())
+        self._log_file.flush(fsync=self.fsync)
         self.recovery_point = self.log_end_offset
 
     def _ensure_partition_metadata(self) -> None:
@@ -439,18 +435,16 @@ class LogWriter:
         self._ensure_partition_metadata()
         self.producers.map_end_offset = self.log_end_offset
         self.producers.take_snapshot(sync=self.fsync)
-        self._log_file.flush()
-        if self.fsync:
-            os.fsync(self._log_file.fileno())
+        self._log_file.flush(fsync=self.fsync)
         self._log_file.close()
         seg = self.active
         if seg.max_ts.timestamp != NO_TIMESTAMP or seg.size > 0:
-            seg.time_index.maybe_append(seg.max_ts.timestamp, seg.max_ts.offset, skip_full_check=True)
+            seg.indexer.seal()
         seg.write_indexes(fsync=self.fsync)
         if self.epoch_cache.dirty:
             self.epoch_cache.flush(fsync=self.fsync)
         if self.fsync:
-            fsync_dir(self.dir)
+            fileops.fsync_dir(self.dir)
         self.recovery_point = self.log_end_offset
         self.closed = True
         return self.log_end_offset
@@ -466,3 +460,58 @@ class LogWriter:
             self.closed = True
 
 
+
+
+def append_to_partition(data_dir: str | os.PathLike, partition: str, batches: Iterable[bytes], *,
+                        config: LogConfig | None = None, topic_id: str | None = None, leader_epoch: int | None = 0,
+                        keep_offsets: bool = False, now_ms: int | None = None) -> tuple[int, int]:
+    """Append ``batches`` to the partition dir ``partition`` (``<topic>-<n>``) of ``data_dir`` under the data
+    dir's ``.lock`` (refused while a broker holds it), as a leader (offsets assigned) or, with
+    ``keep_offsets``, as a follower. Returns ``(appends, log end offset)``. ``config``: the topic's effective
+    config (default: :class:`~kafkalog.storage.topic_configs.ConfigResolver` for the data dir)."""
+    from ..log import live_topic_partition
+    from .plan import data_dir_lock
+
+    topic, _ = live_topic_partition(partition)
+    if config is None:
+        from ..topic_configs import ConfigResolver
+
+        config = ConfigResolver(data_dirs=[data_dir]).log_config(data_dir, topic)
+    n = 0
+    with data_dir_lock(data_dir):
+        with LogWriter(Path(data_dir) / partition, config, topic_id=topic_id,
+                       leader_epoch=None if keep_offsets else leader_epoch, now_ms=now_ms) as w:
+            for data in batches:
+                w.append(data, assign_offsets=not keep_offsets)
+                n += 1
+            leo = w.log_end_offset
+    return n, leo
+
+
+def append_partitions(data_dir: str | os.PathLike, partitions: dict[tuple[str, int], Iterable[bytes]], *,
+                      config: LogConfig | None = None, topic_ids: dict[str, str | None] | None = None,
+                      leader_epoch: int | None = 0, keep_offsets: bool = False, now_ms: int | None = None,
+                      flush: bool = True) -> dict[tuple[str, int], int]:
+    """Append batches to several partitions of one data dir (created if missing) under its ``.lock``, then (with
+    ``flush``) write the data dir's recovery points and log start offsets as a clean flush does, under the same
+    lock. Returns each partition's log end offset."""
+    from ..lock import DirLock
+    from ..log import partition_dir_name
+    from .flush import plan_flush
+    from .plan import apply
+
+    root = Path(data_dir)
+    if not root.is_dir():
+        fileops.mkdir(root, parents=True, exist_ok=True)
+    ends: dict[tuple[str, int], int] = {}
+    with DirLock(root):
+        for (topic, part), batches in sorted(partitions.items()):
+            with LogWriter(root / partition_dir_name(topic, part), config, topic_id=(topic_ids or {}).get(topic),
+                           leader_epoch=leader_epoch, now_ms=now_ms) as w:
+                for data in batches:
+                    w.append(data, assign_offsets=not keep_offsets)
+                ends[(topic, part)] = w.log_end_offset
+        if flush:
+            now = now_ms if now_ms is not None else _now_ms()
+            apply(plan_flush([root], now_ms=now, write_clean_shutdown_marker=False), backup=False, locked=True)
+    return ends

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import stat
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import KafkaLogError
@@ -63,5 +65,26 @@ def map_regular(path: str | os.PathLike, error_cls: type[KafkaLogError]) -> tupl
         return mmap.mmap(fd, 0, access=mmap.ACCESS_READ), size
     except OSError as e:
         raise error_cls(f"cannot map: {e.strerror}", str(path)) from None
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def mapped(path: str | os.PathLike, error_cls: type[KafkaLogError] = KafkaLogError) -> Iterator[Any]:
+    """A read-only mmap of a regular file (``b""`` when it is empty). Closing never raises ``BufferError``: when
+    a batch view is still referenced (e.g. by a traceback) the mapping is left to the garbage collector."""
+    fd = open_regular(path, error_cls)
+    try:
+        if os.fstat(fd).st_size == 0:
+            yield b""
+            return
+        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        try:
+            yield mm
+        finally:
+            try:
+                mm.close()
+            except BufferError:
+                pass
     finally:
         os.close(fd)

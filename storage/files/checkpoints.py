@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import atomic_write, tmp_path
 from ..errors import CorruptCheckpointError
+from ..fileops import atomic_write, tmp_path
 from ._io import read_bounded
 from ._java import INT32_MAX, INT64_MAX, java_split_ws, parse_java_int
 from ._text import Form, format_checkpoint, parse_checkpoint

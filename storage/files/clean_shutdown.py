@@ -10,7 +10,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from ..atomic import atomic_write
+from ..fileops import atomic_write
 from ..jsonio import loads
 from .checkpoints import read_bytes_bounded
 

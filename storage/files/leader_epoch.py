@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..atomic import atomic_write
+from ..fileops import atomic_write
 from ._java import java_split_ws, parse_java_int
 from ._text import Form, format_checkpoint, parse_checkpoint
 from .checkpoints import read_bytes_bounded

@@ -21,8 +21,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ..atomic import atomic_write
 from ..errors import CorruptCheckpointError
+from ..fileops import atomic_write
 from ._java import parse_java_int, read_lines, uuid_from_string
 from .checkpoints import read_bytes_bounded
 

@@ -100,3 +100,15 @@ def _segment_logs(partition_dir: str | os.PathLike) -> list[tuple[int, Path]]:
                 out.append((base, Path(e.path)))
     out.sort(key=lambda x: x[0])
     return out
+
+
+def offset_file_name(offset: int, suffix: str) -> str:
+    """``<20-digit offset><suffix>`` (``LogFileUtils.filenamePrefixFromOffset`` + suffix)."""
+    return filename_prefix_from_offset(offset) + suffix
+
+
+def leading_offset(name: str) -> int | None:
+    """The decimal number a file name starts with, before its first ``.`` (``LogLoader``'s test for files
+    covered by a swap); None when there is none."""
+    head, dot, _ = name.partition(".")
+    return int(head) if dot and head.isdigit() and head.isascii() else None

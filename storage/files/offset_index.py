@@ -1,7 +1,7 @@
 """Offset index ``<base>.index`` (``OffsetIndex``, 20-indexes §4).
 
 8-byte entries: relative offset int32, physical position int32 (start of a batch in the ``.log``).
-Rebuilding from a ``.log`` (append-time and recovery-time rules) is in :mod:`.rebuild`.
+Rebuilding from a ``.log`` is :mod:`kafkalog.storage.log_segment`'s job.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import os
 import struct
 from dataclasses import dataclass
 
-from ..atomic import atomic_write
 from ..errors import CorruptIndexError
+from ..fileops import atomic_write
 from ._index import INT32_MAX, FixedIndex
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
@@ -43,16 +43,6 @@ class OffsetIndex(FixedIndex):
             b.append(off, pos)
         return b.build(size=size)
 
-    @classmethod
-    def rebuild(cls, log_buf, base_offset: int, *, rule: str = "recovery", **kw) -> OffsetIndex:
-        """This index rebuilt from a ``.log`` by Kafka's ``recovery`` or ``append`` rule (see :mod:`.rebuild`
-        for the keyword arguments)."""
-        from .rebuild import rebuild_indexes_append, rebuild_indexes_recovery
-
-        fn = {"recovery": rebuild_indexes_recovery, "append": rebuild_indexes_append}[rule]
-        return fn(log_buf, base_offset, **kw).offset_index
-
-    # ---- Kafka operations ---------------------------------------------------------------------------------
     @property
     def last_offset(self) -> int:
         """``OffsetIndex.lastOffset`` over Kafka's slots (base offset when empty)."""

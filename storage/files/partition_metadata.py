@@ -9,8 +9,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..atomic import atomic_write
 from ..errors import CorruptCheckpointError
+from ..fileops import atomic_write
 from ._java import ZERO_UUID, parse_java_int, read_lines, uuid_from_string, uuid_to_string
 from .checkpoints import read_bytes_bounded
 

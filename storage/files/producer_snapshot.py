@@ -12,9 +12,9 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..atomic import atomic_write
 from ..codec.crc import crc32c
 from ..errors import CorruptCheckpointError
+from ..fileops import atomic_write
 from .checkpoints import read_bytes_bounded
 
 SNAPSHOT_SUFFIX = ".snapshot"

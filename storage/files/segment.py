@@ -2,6 +2,14 @@
 
 The ``.log`` is memory-mapped read-only on first use (an empty file is ``b""``: mmap of 0 bytes fails); batches
 are zero-copy views. Index files are opened lazily, like Kafka's ``LazyIndex``. Nothing reads a whole file.
+
+A segment read through a :class:`~kafkalog.storage.dirview.DirView` (:meth:`Segment.in_view`) sees the files as a
+plan has them so far (a ``.log`` truncated by the plan reads shorter, an index the plan rewrote reads new).
+
+The read-side rules of ``LogSegment`` live here once: :meth:`Segment.read_next_offset`,
+:meth:`~Segment.translate_offset`, :meth:`~Segment.find_offset_by_timestamp`, the largest timestamp and the
+index sanity checks. The write-side rules (recover, the index-interval rule, roll and close) are in
+:mod:`kafkalog.storage.log_segment`.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorruptRecordError, LogDirError
+from ..errors import CorruptIndexError, CorruptRecordError, LogDirError
 from ..records import Batch, LogScanner, batch_at
 from ._index import map_file
 from .names import (
@@ -40,8 +48,9 @@ class LogOffsetPosition:
 class Segment:
     """One segment. ``Segment(path)`` takes the ``.log`` path (or any path whose name starts with the base)."""
 
-    def __init__(self, log_path: str | os.PathLike, base_offset: int | None = None):
+    def __init__(self, log_path: str | os.PathLike, base_offset: int | None = None, *, view: Any = None):
         self.path = Path(log_path)
+        self._view = view
         if base_offset is None:
             try:
                 base_offset = offset_from_file_name(self.path.name)
@@ -58,10 +67,17 @@ class Segment:
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._txn_index: TransactionIndex | None = None
+        self._next_offset: int | None = None
 
     @classmethod
     def open(cls, log_path: str | os.PathLike, base_offset: int | None = None) -> Segment:
         return cls(log_path, base_offset)
+
+    @classmethod
+    def in_view(cls, view: Any, base_offset: int, log_name: str | None = None) -> Segment:
+        """The segment ``base_offset`` of the directory ``view`` (a :class:`~kafkalog.storage.dirview.DirView`),
+        read as the view has it; ``log_name`` for a ``.log`` under another name (a ``.swap`` file)."""
+        return cls(view.path / (log_name or f"{base_offset:020d}{LOG_FILE_SUFFIX}"), base_offset, view=view)
 
     @classmethod
     def for_base_offset(cls, directory: str | os.PathLike, base_offset: int) -> Segment:
@@ -75,8 +91,11 @@ class Segment:
     def buf(self) -> memoryview:
         """The ``.log`` bytes (read-only mmap; empty for an empty file)."""
         if self._buf is None:
-            self._map, _ = map_file(self.path, LogDirError)
-            self._buf = memoryview(self._map)
+            if self._view is not None:
+                self._buf = self._view.map(self.path.name)
+            else:
+                self._map, _ = map_file(self.path, LogDirError)
+                self._buf = memoryview(self._map)
         return self._buf
 
     @property
@@ -84,7 +103,30 @@ class Segment:
         """Size of the ``.log`` in bytes (``LogSegment.size``)."""
         if self._buf is not None:
             return len(self._buf)
+        if self._view is not None:
+            return self._view.size(self.path.name)
         return self.path.stat().st_size
+
+    @property
+    def last_modified(self) -> int:
+        """``File.lastModified`` of the ``.log`` in ms."""
+        if self._view is not None:
+            return self._view.mtime_ns(self.path.name) // 1_000_000
+        return self.path.stat().st_mtime_ns // 1_000_000
+
+    def file_size(self, suffix: str) -> int:
+        """Size of this segment's file ``suffix`` (``.index``...), 0 when it does not exist."""
+        p = self.path.with_name(self.prefix + suffix)
+        if self._view is not None:
+            return self._view.size(p.name) if self._view.exists(p.name) else 0
+        try:
+            return p.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.base_offset:020d}"
 
     def scanner(self, start_position: int = 0, end: int | None = None) -> LogScanner:
         return LogScanner(self.buf, start_position, end, path=str(self.path))
@@ -108,45 +150,72 @@ class Segment:
         return next(self.iter_batches(), None)
 
     # ---- indexes (lazy) ----------------------------------------------------------------------------------
+    def _has(self, path: Path) -> bool:
+        return self._view.exists(path.name) if self._view is not None else path.is_file()
+
     @property
     def has_offset_index(self) -> bool:
-        return self.index_path.exists()
+        return self._has(self.index_path)
 
     @property
     def has_time_index(self) -> bool:
-        return self.time_index_path.exists()
+        return self._has(self.time_index_path)
 
     @property
     def has_txn_index(self) -> bool:
-        return self.txn_index_path.exists()
+        return self._has(self.txn_index_path)
+
+    def _open_index(self, cls, path: Path):
+        """The index file at ``path`` (an empty in-memory index when it is missing)."""
+        if not self._has(path):
+            return cls(b"", self.base_offset, str(path))
+        if self._view is not None:
+            return cls(self._view.map(path.name), self.base_offset, str(path))
+        return cls.open(path, self.base_offset)
 
     @property
     def offset_index(self) -> OffsetIndex:
         """The ``.index`` (an empty in-memory index when the file is missing)."""
         if self._offset_index is None:
-            if self.has_offset_index:
-                self._offset_index = OffsetIndex.open(self.index_path, self.base_offset)
-            else:
-                self._offset_index = OffsetIndex(b"", self.base_offset, str(self.index_path))
+            self._offset_index = self._open_index(OffsetIndex, self.index_path)
         return self._offset_index
 
     @property
     def time_index(self) -> TimeIndex:
         if self._time_index is None:
-            if self.has_time_index:
-                self._time_index = TimeIndex.open(self.time_index_path, self.base_offset)
-            else:
-                self._time_index = TimeIndex(b"", self.base_offset, str(self.time_index_path))
+            self._time_index = self._open_index(TimeIndex, self.time_index_path)
         return self._time_index
 
     @property
     def txn_index(self) -> TransactionIndex:
         if self._txn_index is None:
-            if self.has_txn_index:
-                self._txn_index = TransactionIndex.open(self.txn_index_path, self.base_offset)
-            else:
-                self._txn_index = TransactionIndex(b"", self.base_offset, str(self.txn_index_path))
+            self._txn_index = self._open_index(TransactionIndex, self.txn_index_path)
         return self._txn_index
+
+    def index_problem(self) -> str | None:
+        """Why the ``.index``/``.timeindex`` cannot be trusted (Kafka's sanity checks, plus entries that are not
+        strictly increasing or non-zero bytes after the last entry, which would make reads go wrong); None when
+        they are sound or missing."""
+        for idx, path in ((self.offset_index, self.index_path), (self.time_index, self.time_index_path)):
+            if not self._has(path):
+                continue
+            try:
+                idx.sanity_check()
+            except CorruptIndexError as e:
+                return f"{path.name}: {e.reason}"
+            if not idx.padding_is_zero():
+                return f"{path.name}: non-zero bytes after the last entry"
+        return None
+
+    def txn_index_problem(self) -> str | None:
+        """Why the ``.txnindex`` fails ``TransactionIndex.sanityCheck`` (the broker then recovers the segment)."""
+        if not self.has_txn_index:
+            return None
+        try:
+            self.txn_index.sanity_check()
+        except CorruptIndexError as e:
+            return f"{self.txn_index_path.name}: {e.reason}"
+        return None
 
     # ---- offsets and timestamps --------------------------------------------------------------------------
     def _index_start(self, target_offset: int) -> int:
@@ -164,8 +233,14 @@ class Segment:
         return None
 
     def read_next_offset(self) -> int:
-        """``LogSegment.readNextOffset``: next offset after the last batch, scanning from the last index entry;
-        the base offset when the segment is empty."""
+        """``LogSegment.readNextOffset``: next offset after the last complete batch, scanning from the last
+        offset-index entry (the whole segment when the index points outside it or at garbage); the base offset
+        when the segment is empty. Cached: the segment does not change under a reader."""
+        if self._next_offset is None:
+            self._next_offset = self._read_next_offset()
+        return self._next_offset
+
+    def _read_next_offset(self) -> int:
         idx = self.offset_index
         start = 0
         if idx.valid_entries:
@@ -189,7 +264,20 @@ class Segment:
     def largest_timestamp(self) -> int:
         """``LogSegment.largestTimestamp``: max timestamp if >= 0, else the ``.log`` mtime (ms)."""
         ts = self.max_timestamp_so_far().timestamp
-        return ts if ts >= 0 else int(self.path.stat().st_mtime * 1000)
+        return ts if ts >= 0 else self.last_modified
+
+    def first_batch_timestamp(self) -> int:
+        """``LogSegment.getFirstBatchTimestamp``: the first batch's max timestamp; ``Long.MAX_VALUE`` when empty."""
+        b = self.first_batch()
+        if b is None:
+            return 9223372036854775807
+        ts = b.max_timestamp
+        del b
+        return ts
+
+    def aborted_txns(self) -> list:
+        """The ``.txnindex`` entries (empty when the file is missing)."""
+        return list(self.txn_index) if self.has_txn_index else []
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> tuple[int, int] | None:
         """``LogSegment.findOffsetByTimestamp``: ``(timestamp, offset)`` of the first record with timestamp >=
@@ -206,7 +294,7 @@ class Segment:
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
     def files(self) -> list[Path]:
-        return [p for p in (self.path, self.index_path, self.time_index_path, self.txn_index_path) if p.exists()]
+        return [p for p in (self.path, self.index_path, self.time_index_path, self.txn_index_path) if self._has(p)]
 
     def close(self) -> None:
         for idx in (self._offset_index, self._time_index, self._txn_index):
@@ -217,10 +305,11 @@ class Segment:
                     pass
         self._offset_index = self._time_index = self._txn_index = None
         if self._buf is not None:
-            try:
-                self._buf.release()
-            except BufferError:
-                pass  # batch views still alive; the mapping goes when they do
+            if self._view is None:  # a view's mappings belong to the view
+                try:
+                    self._buf.release()
+                except BufferError:
+                    pass  # batch views still alive; the mapping goes when they do
             self._buf = None
         if isinstance(self._map, mmap.mmap):
             try:

@@ -1,7 +1,7 @@
 """Time index ``<base>.timeindex`` (``TimeIndex``, 20-indexes §5).
 
 12-byte entries: timestamp int64, relative offset int32. Timestamps strictly increase; offsets do not decrease.
-Rebuilding from a ``.log`` is in :mod:`.rebuild`.
+Rebuilding from a ``.log`` is :mod:`kafkalog.storage.log_segment`'s job.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import os
 import struct
 from dataclasses import dataclass
 
-from ..atomic import atomic_write
 from ..errors import CorruptIndexError
+from ..fileops import atomic_write
 from ._index import INT32_MAX, FixedIndex
 
 NO_TIMESTAMP = -1
@@ -41,15 +41,6 @@ class TimeIndex(FixedIndex):
             ts, off = (e.timestamp, e.offset) if isinstance(e, TimestampOffset) else e
             b.maybe_append(ts, off)
         return b.build(size=size)
-
-    @classmethod
-    def rebuild(cls, log_buf, base_offset: int, *, rule: str = "recovery", **kw) -> TimeIndex:
-        """This index rebuilt from a ``.log`` by Kafka's ``recovery`` or ``append`` rule (see :mod:`.rebuild`
-        for the keyword arguments)."""
-        from .rebuild import rebuild_indexes_append, rebuild_indexes_recovery
-
-        fn = {"recovery": rebuild_indexes_recovery, "append": rebuild_indexes_append}[rule]
-        return fn(log_buf, base_offset, **kw).time_index
 
     @property
     def last_entry(self) -> TimestampOffset:

@@ -14,8 +14,8 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..atomic import atomic_write
 from ..errors import CorruptIndexError
+from ..fileops import atomic_write
 from ._index import base_offset_for, map_file
 
 ENTRY = struct.Struct(">hqqqq")

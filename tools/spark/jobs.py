@@ -3,22 +3,19 @@
 * :func:`verify` — ``storage.verify.verify_partition`` per partition on the executors, the data dir's own
   findings (``DataDir.findings``, lock) on the driver;
 * :func:`export` — the data source into Parquet (partitioned by topic/partition) or JSON Lines;
-* :func:`convert` — ``storage.engine.convert.convert_segment`` per segment, while the driver holds every data
-  dir's ``.lock`` and has hard-linked the originals into a backup first (as ``kafkalog convert``);
-* :func:`compact` — ``storage.engine.cleaner.compact_partition`` per partition under the same lock/backup
-  rules as ``kafkalog compact``; tasks leave ``cleaner-offset-checkpoint`` alone (it is shared by every partition
-  of a data dir) and the driver writes it once per data dir from all outcomes at the end.
+* :func:`convert` and :func:`compact` — the library's plans (``plan_convert``, ``plan_compact``) and
+  ``apply``, with :func:`spark_runner` as their partition runner: partitions are planned and applied by Spark
+  tasks, while the library's ``apply`` on the driver holds every data dir's ``.lock``, keeps the backup and
+  writes the data dirs' own files (``cleaner-offset-checkpoint``) once.
 
 Executors must see the same paths as the driver (local mode, or a shared filesystem).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from kafkalog.storage.errors import KafkaLogError
 
@@ -97,109 +94,73 @@ def export(spark, paths: list[str], out: str, *, fmt: str = "parquet", options: 
     return JobReport("export", [], {"records": written, "format": fmt, "out": out})
 
 
+# ------------------------------------------------------------------------------- plan/apply on Spark
+def spark_runner(spark):
+    """A partition runner for :mod:`kafkalog.storage.engine.plan`: each partition's planning or applying is a
+    Spark task (results in input order)."""
+
+    def run(fn, items: list) -> list:
+        return _run_per_item(spark, items, lambda item: [fn(item)])
+
+    return run
+
+
+def _plan_rows(plan) -> list[dict]:
+    return [{"partition": p.name, "dir": p.dir, "plan": [op.describe() for op in p.ops], "notes": p.notes,
+             **({"error": p.error} if p.error else {}), **p.facts} for p in plan.partitions]
+
+
 # ------------------------------------------------------------------------------------------------ convert
-def _convert_one(item) -> list[dict]:
-    from kafkalog.storage.engine.convert import convert_segment
-
-    seg, opts = item
-    try:
-        r = convert_segment(seg, opts)
-    except KafkaLogError as e:
-        return [{"segment": seg, "error": str(e)}]
-    return [{"partition": r.partition, "segment": r.segment, "bases": r.bases, "bytesIn": r.bytes_in,
-             "bytesOut": r.bytes_out, "batchesIn": r.batches_in, "batchesOut": r.batches_out,
-             "legacyBatches": r.legacy_batches}]
-
-
 def convert(spark, paths: list[str], opts=None, *, topics: set[str] | None = None, dry_run: bool = False,
             backup: bool = True, backup_root: str | None = None) -> JobReport:
+    """``kafkalog convert`` with partitions planned and converted by Spark tasks; the driver holds every data
+    dir's ``.lock`` and keeps the backup (:func:`~kafkalog.storage.engine.plan.apply`)."""
     paths = _driver_paths(paths)
-    from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
-    from kafkalog.storage.engine.plan import Backup, data_dir_lock
-    from kafkalog.storage.logdir import data_dir_of
+    from kafkalog.storage.engine.convert import ConvertOptions, SegmentResult, plan_convert
+    from kafkalog.storage.engine.plan import apply
 
-    opts = opts or ConvertOptions()
-    plan = plan_convert(paths, opts, topics=topics)
-    if dry_run or plan.empty:
-        rows = [{"segment": a.path, "plan": a.detail} for a in plan.actions]
-        return JobReport("convert", rows, {"segments": len(plan.actions), "bytes": plan.bytes, "dryRun": dry_run})
-    by_dir: dict[Path, list] = {}
-    for a in plan.actions:
-        by_dir.setdefault(data_dir_of(Path(a.path).parent), []).append(a)
-    with contextlib.ExitStack() as stack:
-        for ddir, actions in by_dir.items():
-            stack.enter_context(data_dir_lock(ddir))
-            if backup:
-                root = Path(backup_root) / ddir.name if backup_root else Backup.default_root(ddir, "convert")
-                bk = Backup(root, ddir)
-                for a in actions:
-                    for f in a.files:
-                        bk.preserve(f, copy=False)
-        rows = _run_per_item(spark, [(a.path, opts) for a in plan.actions], _convert_one)
-    return JobReport("convert", rows, {"segments": len(rows), "bytesIn": sum(r.get("bytesIn", 0) for r in rows),
-                                       "bytesOut": sum(r.get("bytesOut", 0) for r in rows)})
+    runner = spark_runner(spark)
+    plan = plan_convert(paths, opts or ConvertOptions(), topics=topics, runner=runner)
+    plan.check()
+    segments = sum(len(p.ops) for p in plan.partitions)
+    if dry_run or not plan.changes:
+        return JobReport("convert", _plan_rows(plan), {"segments": segments, "bytes": plan.bytes,
+                                                       "dryRun": dry_run})
+    res = apply(plan, backup=backup, backup_root=backup_root, runner=runner)
+    rows = [r.to_dict() for rs in res.results.values() for r in rs if isinstance(r, SegmentResult)]
+    return JobReport("convert", rows, {"segments": len(rows), "bytesIn": sum(r["bytesIn"] for r in rows),
+                                       "bytesOut": sum(r["bytesOut"] for r in rows), "backups": res.backups})
 
 
 # ------------------------------------------------------------------------------------------------ compact
-def _compact_one(item) -> list[dict]:
-    from kafkalog.storage.engine.cleaner import compact_partition
-
-    pdir, cfg, cleaner, now, dry_run, force, version, expiration = item
-    try:
-        # the driver writes cleaner-offset-checkpoint once per data dir from all outcomes: tasks of one data
-        # dir run at the same time and must not each rewrite the shared file
-        out = compact_partition(pdir, cfg, cleaner, now, dry_run=dry_run, force=force, kafka_version=version,
-                                expiration_ms=expiration, update_checkpoint=False)
-    except KafkaLogError as e:
-        return [{"partition": Path(pdir).name, "dir": pdir, "error": str(e)}]
-    d = out.to_dict()
-    d["dir"] = pdir
-    return [d]
-
-
 def compact(spark, paths: list[str], *, now: int, dry_run: bool = False, force: bool = False,
             kafka_version: tuple[int, int] = (4, 0), overrides: dict[str, str] | None = None,
             server_properties: str | None = None, topic_config: str | None = None, backup: bool = True,
             backup_root: str | None = None) -> JobReport:
+    """``kafkalog compact`` with partitions planned and cleaned by Spark tasks. The driver holds the locks,
+    keeps the backup and writes each data dir's ``cleaner-offset-checkpoint`` once, from every partition's new
+    clean point (tasks never write that shared file)."""
     paths = _driver_paths(paths)
-    from kafkalog.storage.engine.cleaner import update_cleaner_checkpoints
-    from kafkalog.storage.engine.cleaner_log import parse_partition_dir_name
-    from kafkalog.storage.engine.cleaner_manager import ConfigResolver, resolve_partitions
-    from kafkalog.storage.engine.plan import Backup, data_dir_lock
+    from kafkalog.storage.engine.cleaner import CleanResult, plan_compact
+    from kafkalog.storage.engine.plan import apply
+    from kafkalog.storage.topic_configs import ConfigResolver
 
-    resolver = ConfigResolver(server_properties, topic_config, overrides or {})
-    cleaner = resolver.broker.cleaner
-    expiration = resolver.broker.producer_id_expiration_ms
-    items = []
-    by_dir: dict[Path, list[Path]] = {}
-    for data_dir, pdir in resolve_partitions(paths):
-        by_dir.setdefault(data_dir, []).append(pdir)
-    with contextlib.ExitStack() as stack:
-        for data_dir, pdirs in by_dir.items():
-            if not dry_run:
-                stack.enter_context(data_dir_lock(data_dir))
-            bk = Backup(backup_root or Backup.default_root(data_dir, "compact"), data_dir) \
-                if backup and not dry_run else None
-            for pdir in pdirs:
-                topic, _ = parse_partition_dir_name(pdir.name)
-                cfg = resolver.log_config(data_dir, topic)
-                if not cfg.compact:
-                    continue
-                if bk is not None:
-                    for f in sorted(pdir.iterdir()):
-                        if f.is_file() and f.suffix in (".log", ".index", ".timeindex", ".txnindex", ".snapshot"):
-                            bk.preserve(f, copy=False)
-                    bk.preserve(data_dir / "cleaner-offset-checkpoint", copy=True)
-                items.append((str(pdir), cfg, cleaner, now, dry_run, force, kafka_version, expiration))
-        rows = _run_per_item(spark, items, _compact_one)
-        if not dry_run:  # one cleaner-offset-checkpoint write per data dir, from every task's clean point
-            updates: dict[Path, dict[tuple[str, int], int]] = {}
-            for r in rows:
-                if r.get("checkpoint_offset") is not None:
-                    p = Path(r["dir"])
-                    updates.setdefault(p.parent, {})[parse_partition_dir_name(p.name)] = r["checkpoint_offset"]
-            for data_dir, offsets in updates.items():
-                update_cleaner_checkpoints(data_dir, offsets)
-    return JobReport("compact", rows, {"partitions": len(rows),
-                                       "bytesReclaimed": sum(r.get("bytes_reclaimed", 0) for r in rows),
-                                       "dryRun": dry_run})
+    resolver = ConfigResolver(server_properties, topic_config, overrides or {}, data_dirs=paths)
+    runner = spark_runner(spark)
+    plan = plan_compact(paths, now_ms=now, resolver=resolver, force=force, kafka_version=kafka_version,
+                        exact=dry_run, map_workers=1, runner=runner)
+    plan.check()
+    rows = _plan_rows(plan)
+    if dry_run or not plan.changes:
+        return JobReport("compact", rows, {"partitions": len(rows), "dryRun": dry_run,
+                                           "bytesReclaimed": sum(r.get("bytesReclaimed", 0) for r in rows)})
+    res = apply(plan, backup=backup, backup_root=backup_root, runner=runner)
+    reclaimed = 0
+    for r in rows:
+        for out in res.results.get(r["dir"], []):
+            if isinstance(out, CleanResult):
+                r.update(bytesBefore=out.bytes_before, bytesAfter=out.bytes_after, bytesReclaimed=out.bytes_reclaimed,
+                         recordsRead=out.stats.messages_read, recordsRetained=out.stats.messages_retained)
+                reclaimed += out.bytes_reclaimed
+    return JobReport("compact", rows, {"partitions": len(rows), "bytesReclaimed": reclaimed, "dryRun": False,
+                                       "backups": res.backups})

@@ -26,7 +26,7 @@ How: each Spark task builds compressed v2 batches (the expensive part, in parall
 ``.DIRNAME.kafkalog-staging/<job>/`` beside the data dir; the job commit (driver side) takes the data dir's ``.lock`` and appends the
 staged batches partition by partition with :class:`kafkalog.storage.engine.writer.LogWriter` (offsets, leader
 epoch, indexes, rolls, producer snapshots, ``leader-epoch-checkpoint``), then flushes the dir
-(:func:`kafkalog.storage.engine.flush.flush_data_dir`: recovery points, log start offsets). Abort deletes the
+(the library's flush plan: recovery points, log start offsets). Abort deletes the
 staging files. The target must be a local directory; ``mode("overwrite")`` is refused (nothing is deleted).
 """
 
@@ -259,39 +259,37 @@ def _iter_staged_batches(path: str) -> Iterator[bytes]:
 
 
 def commit_staged(wo: WriteOptions, staged: list[Staged]) -> dict[tuple[str, int], int]:
-    """Append staged batches into the data dir (under its lock); returns each written partition's log end
-    offset."""
+    """Append staged batches into the data dir (the library's :func:`append_partitions`: under the data dir's
+    lock, then flushed); returns each written partition's log end offset."""
     from kafkalog.storage.config import LogConfig
-    from kafkalog.storage.engine.flush import flush_data_dir
-    from kafkalog.storage.engine.writer import LogWriter
-    from kafkalog.storage.lock import DirLock
+    from kafkalog.storage.engine.writer import append_partitions
 
     root = Path(wo.path)
-    root.mkdir(parents=True, exist_ok=True)
     cfg = LogConfig.from_topic_props(dict(wo.topic_config)) if wo.topic_config else LogConfig()
     by_tp: dict[tuple[str, int], list[Staged]] = {}
     for s in staged:
         by_tp.setdefault((s.topic, s.partition), []).append(s)
-    ends: dict[tuple[str, int], int] = {}
-    with DirLock(root):
-        for (topic, part), items in sorted(by_tp.items()):
-            if wo.keep_offsets:
-                items = sorted((s for s in items if s.records), key=lambda s: s.first_offset)
-                for a, b in zip(items, items[1:], strict=False):
-                    if b.first_offset <= a.last_offset:
-                        raise LogDirError(
-                            f"offsets of {topic}-{part} overlap between Spark tasks {a.task} and {b.task} "
-                            f"({a.first_offset}..{a.last_offset} and {b.first_offset}..{b.last_offset}): "
-                            "repartition by topic, partition and sort by offset first", str(root))
-            else:
-                items = sorted(items, key=lambda s: s.task)
-            with LogWriter(root / f"{topic}-{part}", cfg, topic_id=topic_id_for(wo, topic), leader_epoch=wo.leader_epoch,
-                           now_ms=wo.now_ms) as w:
-                for s in items:
-                    for data in _iter_staged_batches(s.path):
-                        w.append(data, assign_offsets=not wo.keep_offsets)
-                ends[(topic, part)] = w.log_end_offset
-        flush_data_dir(root, now_ms=wo.now_ms, write_clean_shutdown_marker=False)
+    ordered: dict[tuple[str, int], list[Staged]] = {}
+    for (topic, part), items in sorted(by_tp.items()):
+        if wo.keep_offsets:
+            items = sorted((s for s in items if s.records), key=lambda s: s.first_offset)
+            for a, b in zip(items, items[1:], strict=False):
+                if b.first_offset <= a.last_offset:
+                    raise LogDirError(
+                        f"offsets of {topic}-{part} overlap between Spark tasks {a.task} and {b.task} "
+                        f"({a.first_offset}..{a.last_offset} and {b.first_offset}..{b.last_offset}): "
+                        "repartition by topic, partition and sort by offset first", str(root))
+        else:
+            items = sorted(items, key=lambda s: s.task)
+        ordered[(topic, part)] = items
+
+    def batches(items: list[Staged]):
+        for s in items:
+            yield from _iter_staged_batches(s.path)
+
+    ends = append_partitions(root, {tp: batches(items) for tp, items in ordered.items()}, config=cfg,
+                             topic_ids={t: topic_id_for(wo, t) for t, _ in ordered}, leader_epoch=wo.leader_epoch,
+                             keep_offsets=wo.keep_offsets, now_ms=wo.now_ms)
     shutil.rmtree(staging_root(wo) / wo.job, ignore_errors=True)
     _remove_if_empty(staging_root(wo))
     return ends

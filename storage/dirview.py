@@ -1,0 +1,581 @@
+"""A directory as an engine sees it, and the file operations engines plan on it.
+
+Every mutating engine runs **once**, against a :class:`DirView`: it reads the files through the view and changes
+them only by calling the view's mutators (:meth:`DirView.write`, :meth:`~DirView.truncate`,
+:meth:`~DirView.delete`, :meth:`~DirView.rename`, :meth:`~DirView.touch`, or :meth:`~DirView.add` for a
+composite operation). What happens then depends on the view's mode:
+
+* ``planned`` (the default): nothing on disk changes. Each mutation becomes an :class:`Op` appended to
+  :attr:`DirView.ops`, and the view's own listing changes as if it had happened, so later steps of the engine
+  read what earlier steps would have left (a truncated ``.log`` reads shorter, a snapshot written reads back,
+  a deleted file is gone). The ops are the plan; ``--dry-run`` prints them and ``apply`` runs exactly them.
+* ``direct``: each mutation runs at once through :mod:`.fileops` (the write path of a live writer).
+* ``readonly``: a mutation is a bug (:class:`RuntimeError`).
+
+The listing never opens a file: kinds come from ``lstat``/``stat``. FIFOs, sockets and devices are listed as
+``special`` and never read; a symlink is followed only when it stays inside the directory.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from crc32c import crc32c
+
+from . import fileops
+from .errors import KafkaLogError, LogDirError
+
+FILE, DIR, SPECIAL, SYMLINK_OUT, DANGLING = "file", "dir", "special", "symlink-out", "dangling"
+
+
+# ------------------------------------------------------------------------------------------------ content
+class Blob:
+    """Content an op will write: bytes computed while planning (checkpoints, indexes, snapshots), or a byte
+    range of a file (a split segment's ``.log``), read when the op runs."""
+
+    __slots__ = ("_data", "src", "offset", "size", "_crc")
+
+    def __init__(self, data: bytes | bytearray | memoryview | None = None, *, src: str | None = None,
+                 offset: int = 0, size: int | None = None):
+        if data is not None:
+            self._data = bytes(data)
+            self.size = len(self._data)
+        else:
+            if src is None or size is None:
+                raise ValueError("a Blob is bytes or (src, offset, size)")
+            self._data = None
+            self.size = size
+        self.src, self.offset = src, offset
+        self._crc: int | None = None
+
+    def data(self) -> bytes:
+        if self._data is not None:
+            return self._data
+        with open(self.src, "rb") as f:  # type: ignore[arg-type]
+            f.seek(self.offset)
+            out = f.read(self.size)
+        if len(out) != self.size:
+            raise LogDirError(f"expected {self.size} bytes at {self.offset}, found {len(out)}", self.src)
+        return out
+
+    def write_to(self, f, chunk: int = 8 << 20) -> None:
+        """Write the content to the file object ``f`` (a byte range is streamed, never read whole)."""
+        if self._data is not None:
+            f.write(self._data)
+            return
+        left = self.size
+        with open(self.src, "rb") as g:  # type: ignore[arg-type]
+            g.seek(self.offset)
+            while left > 0:
+                data = g.read(min(chunk, left))
+                if not data:
+                    raise LogDirError(f"expected {self.size} bytes at {self.offset}, the file ended early", self.src)
+                f.write(data)
+                left -= len(data)
+
+    @property
+    def crc(self) -> int:
+        if self._crc is None:
+            self._crc = crc32c(self.data())
+        return self._crc
+
+    def __reduce__(self):  # travel to worker processes as bytes or as the reference
+        if self._data is not None:
+            return (Blob, (self._data,))
+        return (_blob_ref, (self.src, self.offset, self.size))
+
+
+def _blob_ref(src: str, offset: int, size: int) -> Blob:
+    return Blob(src=src, offset=offset, size=size)
+
+
+# ---------------------------------------------------------------------------------------------------- ops
+@dataclass
+class Op:
+    """One file operation of a plan. ``why`` says, in words, what it is for. Subclasses say which existing
+    files they change (:meth:`originals`: kept in the backup first) and how to run (:meth:`run`)."""
+
+    kind: ClassVar[str] = "op"
+    path: str
+    why: str
+    routine: bool = field(default=False, kw_only=True)  # what the broker itself does at every start
+
+    def originals(self) -> list[tuple[str, bool]]:
+        """``(path, copy)`` of every existing file this op changes or removes: ``copy`` when it is changed in
+        place (a hard link would change with it), a hard link otherwise."""
+        return []
+
+    def run(self) -> Any:
+        raise NotImplementedError(type(self).__name__)
+
+    def trace(self) -> tuple:
+        """What the op does, as compared by the plan == apply tests."""
+        return (self.kind, self.path)
+
+    def done_trace(self, result: Any) -> tuple:
+        """What the op did, from what :meth:`run` returned (an op whose details are only known when it runs,
+        e.g. a cleaning round planned without measuring, says here what it really did)."""
+        return self.trace()
+
+    @property
+    def bytes(self) -> int:
+        """Bytes this op removes (truncated, deleted, reclaimed)."""
+        return 0
+
+    def to_dict(self) -> dict:
+        return {"op": self.kind, "path": self.path, "why": self.why, **({"routine": True} if self.routine else {})}
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.path}: {self.why}"
+
+
+@dataclass
+class WriteFile(Op):
+    """Create or replace a file with ``blob`` (atomically: tmp, fsync, rename), or, with ``in_place``, write it
+    over the start of the existing file as Kafka writes producer snapshots."""
+
+    kind: ClassVar[str] = "write"
+    blob: Blob = field(default=None, repr=False)  # type: ignore[assignment]
+    existed: bool = False
+    in_place: bool = False
+
+    def originals(self) -> list[tuple[str, bool]]:
+        return [(self.path, self.in_place)] if self.existed else []
+
+    def run(self) -> None:
+        data = self.blob.data()
+        if self.in_place:
+            fileops.write_in_place(self.path, data)
+        else:
+            fileops.atomic_write(self.path, data)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "size": self.blob.size, "replaces": self.existed}
+
+    def describe(self) -> str:
+        verb = "rewrite" if self.existed else "create"
+        return f"{verb} {self.path} ({self.blob.size:,d} bytes): {self.why}"
+
+
+@dataclass
+class Touch(Op):
+    """Create an empty file (a new active segment, a missing ``.timeindex``)."""
+
+    kind: ClassVar[str] = "create"
+
+    def run(self) -> None:
+        fileops.touch(self.path)
+
+    def describe(self) -> str:
+        return f"create {self.path} (empty): {self.why}"
+
+
+@dataclass
+class Truncate(Op):
+    kind: ClassVar[str] = "truncate"
+    old_size: int = 0
+    new_size: int = 0
+
+    def originals(self) -> list[tuple[str, bool]]:
+        return [(self.path, True)]
+
+    def run(self) -> None:
+        fileops.truncate(self.path, self.new_size)
+        fileops.fsync_dir(Path(self.path).parent)
+
+    def trace(self) -> tuple:
+        return (self.kind, self.path, self.new_size)
+
+    @property
+    def bytes(self) -> int:
+        return self.old_size - self.new_size
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "oldSize": self.old_size, "newSize": self.new_size}
+
+    def describe(self) -> str:
+        return (f"truncate {self.path} from {self.old_size:,d} to {self.new_size:,d} bytes "
+                f"({self.old_size - self.new_size:,d} removed): {self.why}")
+
+
+@dataclass
+class Delete(Op):
+    kind: ClassVar[str] = "delete"
+    size: int = 0
+
+    def originals(self) -> list[tuple[str, bool]]:
+        return [(self.path, False)]
+
+    def run(self) -> None:
+        fileops.unlink(self.path)
+        fileops.fsync_dir(Path(self.path).parent)
+
+    @property
+    def bytes(self) -> int:
+        return self.size
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "size": self.size}
+
+    def describe(self) -> str:
+        return f"delete {self.path} ({self.size:,d} bytes): {self.why}"
+
+
+@dataclass
+class Rename(Op):
+    kind: ClassVar[str] = "rename"
+    target: str = ""
+    replaces: bool = False  # the target exists and is replaced
+
+    def originals(self) -> list[tuple[str, bool]]:
+        return [(self.target, False)] if self.replaces else []
+
+    def run(self) -> None:
+        fileops.rename(self.path, self.target)
+        fileops.fsync_dir(Path(self.target).parent)
+
+    def trace(self) -> tuple:
+        return (self.kind, self.path, self.target)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "target": self.target}
+
+    def describe(self) -> str:
+        return f"rename {self.path} -> {Path(self.target).name}: {self.why}"
+
+
+@dataclass
+class Sync(Op):
+    """fsync files that are already in place (flush: bytes a broker wrote but did not sync)."""
+
+    kind: ClassVar[str] = "fsync"
+    files: list[str] = field(default_factory=list)
+
+    def run(self) -> None:
+        for f in self.files:
+            fileops.fsync_file(f)
+        fileops.fsync_dir(self.path)
+
+    def trace(self) -> tuple:
+        return (self.kind, self.path, tuple(self.files))
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "files": list(self.files)}
+
+    def describe(self) -> str:
+        return f"fsync {len(self.files)} file(s) in {self.path}: {self.why}"
+
+
+# ---------------------------------------------------------------------------------------------- the view
+@dataclass
+class Entry:
+    name: str
+    kind: str  # FILE, DIR, SPECIAL, SYMLINK_OUT, DANGLING
+    size: int = 0
+    mtime_ns: int = 0
+    ino: int = 0
+    disk: str | None = None  # on-disk name whose bytes this entry holds (None: planned content)
+    blob: Blob | None = None  # planned content (overlaid on ``disk`` for an in-place write)
+    symlink: bool = False
+
+    def fingerprint(self) -> tuple:
+        return (self.kind, self.size, self.mtime_ns, self.ino)
+
+
+class DirView:
+    """One directory (a partition dir, a data dir), see the module doc."""
+
+    PLANNED, DIRECT, READONLY = "planned", "direct", "readonly"
+
+    def __init__(self, path: str | os.PathLike, mode: str = PLANNED, *, missing_ok: bool = False):
+        self.path = Path(os.path.abspath(path))
+        self.mode = mode
+        self.ops: list[Op] = []
+        self.entries: dict[str, Entry] = {}
+        self.read_names: set[str] = set()  # disk files the engine read (their fingerprints guard the plan)
+        self._maps: dict[str, tuple[Any, memoryview]] = {}
+        self.exists_on_disk = self.path.is_dir()
+        if not self.exists_on_disk:
+            if not missing_ok:
+                raise LogDirError("not a directory", str(self.path))
+        else:
+            self._scan()
+
+    def __repr__(self) -> str:
+        return f"DirView({str(self.path)!r}, {self.mode}, {len(self.entries)} entries, {len(self.ops)} ops)"
+
+    # ------------------------------------------------------------------------------------------ listing
+    def _scan(self) -> None:
+        try:
+            with os.scandir(self.path) as it:
+                raw = list(it)
+        except OSError as e:
+            raise LogDirError(f"cannot list the directory: {e.strerror or e}", str(self.path)) from None
+        for de in raw:
+            self.entries[de.name] = self._entry(de)
+
+    def _entry(self, de: os.DirEntry) -> Entry:
+        name = de.name
+        try:
+            st = de.stat(follow_symlinks=False)
+        except OSError:
+            return Entry(name, DANGLING)
+        symlink = stat.S_ISLNK(st.st_mode)
+        if symlink:
+            target = os.path.realpath(de.path)
+            if not _inside(target, str(self.path)):
+                return Entry(name, SYMLINK_OUT, symlink=True)
+            try:
+                st = os.stat(de.path)
+            except OSError:  # dangling, or a loop
+                return Entry(name, DANGLING, symlink=True)
+        if stat.S_ISREG(st.st_mode):
+            return Entry(name, FILE, st.st_size, st.st_mtime_ns, st.st_ino, disk=name, symlink=symlink)
+        if stat.S_ISDIR(st.st_mode):
+            return Entry(name, DIR, 0, st.st_mtime_ns, st.st_ino, symlink=symlink)
+        return Entry(name, SPECIAL, 0, st.st_mtime_ns, st.st_ino, symlink=symlink)
+
+    def names(self, kind: str | None = FILE) -> list[str]:
+        """Sorted names of the entries of ``kind`` (all entries for ``None``)."""
+        return sorted(n for n, e in self.entries.items() if kind is None or e.kind == kind)
+
+    def entry(self, name: str) -> Entry | None:
+        return self.entries.get(name)
+
+    def is_file(self, name: str) -> bool:
+        e = self.entries.get(name)
+        return e is not None and e.kind == FILE
+
+    exists = is_file
+
+    def size(self, name: str) -> int:
+        return self._file(name).size
+
+    def mtime_ns(self, name: str) -> int:
+        return self._file(name).mtime_ns
+
+    def file(self, name: str) -> str:
+        """The absolute path of ``name`` in this directory."""
+        return str(self.path / name)
+
+    def _file(self, name: str) -> Entry:
+        e = self.entries.get(name)
+        if e is None or e.kind != FILE:
+            raise LogDirError("no such file" if e is None else f"not a regular file ({e.kind})", self.file(name))
+        return e
+
+    # ------------------------------------------------------------------------------------------- reading
+    def map(self, name: str) -> memoryview:
+        """The bytes of ``name`` as the plan has them so far: a read-only mmap of the file on disk (cut to its
+        planned size) or the planned content. Views stay valid until :meth:`close`."""
+        e = self._file(name)
+        if e.blob is not None:
+            data = memoryview(e.blob.data())
+            return data if e.disk is None else self._overlay(e)
+        if e.size == 0:
+            return memoryview(b"")
+        disk = e.disk
+        assert disk is not None
+        self.read_names.add(disk)
+        cached = self._maps.get(disk)
+        if cached is None:
+            from .files._io import open_regular
+
+            fd = open_regular(self.path / disk, LogDirError)
+            try:
+                mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            finally:
+                os.close(fd)
+            cached = self._maps[disk] = (mm, memoryview(mm))
+        return cached[1][:e.size]
+
+    def _overlay(self, e: Entry) -> memoryview:
+        """An in-place write over a longer file: the new bytes, then the old file's tail."""
+        assert e.blob is not None and e.disk is not None
+        head = e.blob.data()
+        with open(self.path / e.disk, "rb") as f:
+            f.seek(len(head))
+            tail = f.read(max(0, e.size - len(head)))
+        return memoryview(head + tail)
+
+    def blob_range(self, name: str, offset: int, size: int) -> Blob:
+        """Content for a new file: ``size`` bytes of ``name`` from ``offset``, as the plan has them (read from
+        disk only when the op runs)."""
+        e = self._file(name)
+        if offset + size > e.size:
+            raise LogDirError(f"range {offset}+{size} beyond the end ({e.size} bytes)", self.file(name))
+        if e.blob is None and e.disk is not None:
+            self.read_names.add(e.disk)
+            return Blob(src=str(self.path / e.disk), offset=offset, size=size)
+        return Blob(bytes(self.map(name)[offset:offset + size]))
+
+    def read(self, name: str, limit: int | None = None) -> bytes:
+        """The bytes of a small file (checkpoints, snapshots); :class:`LogDirError` above ``limit``."""
+        e = self._file(name)
+        if limit is not None and e.size > limit:
+            raise LogDirError(f"{e.size} bytes: larger than the {limit} bytes expected", self.file(name))
+        return bytes(self.map(name))
+
+    def close(self) -> None:
+        for mm, view in self._maps.values():
+            try:
+                view.release()
+                mm.close()
+            except BufferError:  # a batch view still refers to it; the mapping goes with the last view
+                pass
+        self._maps.clear()
+
+    def __enter__(self) -> DirView:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------------------------ changing
+    def _record(self, op: Op) -> Op:
+        if self.mode == self.READONLY:
+            raise RuntimeError(f"a read-only view cannot {op.kind} {op.path}")
+        if self.mode == self.DIRECT:
+            self._release(Path(op.path).name)
+            op.run()
+        else:
+            self.ops.append(op)
+        return op
+
+    def _release(self, name: str) -> None:
+        e = self.entries.get(name)
+        if e is not None and e.disk in self._maps:
+            mm, view = self._maps.pop(e.disk)  # type: ignore[arg-type]
+            try:
+                view.release()
+                mm.close()
+            except BufferError:
+                pass
+
+    def write(self, name: str, data: bytes | bytearray | memoryview | Blob, why: str, *,
+              in_place: bool = False) -> Op:
+        """Create or replace ``name`` with ``data`` (``in_place``: write over the start of it, as Kafka writes
+        producer snapshots)."""
+        blob = data if isinstance(data, Blob) else Blob(data)
+        old = self.entries.get(name)
+        existed = old is not None and old.kind == FILE
+        op = self._record(WriteFile(self.file(name), why, blob, existed, in_place))
+        if in_place and existed and old.size > blob.size:
+            self.entries[name] = Entry(name, FILE, old.size, old.mtime_ns, old.ino, disk=old.disk, blob=blob)
+        else:
+            self.entries[name] = Entry(name, FILE, blob.size, 0, 0, disk=None, blob=blob)
+        return op
+
+    def touch(self, name: str, why: str) -> Op | None:
+        """Create ``name`` empty unless it exists."""
+        if self.is_file(name):
+            return None
+        op = self._record(Touch(self.file(name), why))
+        self.entries[name] = Entry(name, FILE, 0, 0, 0, disk=None, blob=Blob(b""))
+        return op
+
+    def truncate(self, name: str, size: int, why: str) -> Op | None:
+        e = self._file(name)
+        if size >= e.size:
+            return None
+        op = self._record(Truncate(self.file(name), why, e.size, size))
+        if e.blob is not None:
+            e.blob = Blob(e.blob.data()[:size])
+            e.disk = None
+        e.size = size
+        return op
+
+    def delete(self, name: str, why: str) -> Op | None:
+        e = self.entries.get(name)
+        if e is None:
+            return None
+        if e.kind != FILE:
+            raise LogDirError(f"refusing to delete a {e.kind} entry", self.file(name))
+        op = self._record(Delete(self.file(name), why, e.size))
+        del self.entries[name]
+        return op
+
+    def rename(self, src: str, dst: str, why: str) -> Op:
+        e = self._file(src)
+        replaces = self.is_file(dst)
+        op = self._record(Rename(self.file(src), why, self.file(dst), replaces))
+        del self.entries[src]
+        e.name = dst
+        self.entries[dst] = e
+        return op
+
+    def add(self, op: Op, *, removes: Iterable[str] = (), creates: Iterable[tuple[str, Blob | int]] = ()) -> Op:
+        """Record a composite op (e.g. a segment replacement) with its effect on the listing: ``removes`` are
+        names that go away, ``creates`` are ``(name, content or size)`` that appear."""
+        self._record(op)
+        if self.mode != self.DIRECT:
+            for n in removes:
+                self.entries.pop(n, None)
+            for n, content in creates:
+                if isinstance(content, Blob):
+                    self.entries[n] = Entry(n, FILE, content.size, 0, 0, disk=None, blob=content)
+                else:
+                    self.entries[n] = Entry(n, FILE, content, 0, 0, disk=None, blob=None)
+        else:
+            self.rescan()
+        return op
+
+    def rescan(self) -> None:
+        """Read the listing from disk again (a direct view, after a composite op ran)."""
+        self.close()
+        self.entries.clear()
+        self._scan()
+
+    # ------------------------------------------------------------------------------------------ guarding
+    def fingerprints(self) -> dict[str, tuple]:
+        """What the plan read, to check before applying that nothing changed since (see :func:`stale`)."""
+        out = {}
+        for n in self.read_names:
+            try:
+                st = os.stat(self.path / n)
+                out[n] = (st.st_size, st.st_mtime_ns, st.st_ino)
+            except OSError:
+                out[n] = None
+        return out
+
+    def expected_state(self) -> dict[str, int]:
+        """The file names and sizes the directory holds once the planned ops have run."""
+        return {n: e.size for n, e in self.entries.items() if e.kind == FILE}
+
+
+def stale(path: str | os.PathLike, fingerprints: dict[str, tuple | None]) -> list[str]:
+    """Names (under ``path``) whose size, mtime or inode differ from ``fingerprints``."""
+    out = []
+    for n, fp in fingerprints.items():
+        try:
+            st = os.stat(Path(path) / n)
+            now: tuple | None = (st.st_size, st.st_mtime_ns, st.st_ino)
+        except OSError:
+            now = None
+        if now != fp:
+            out.append(n)
+    return sorted(out)
+
+
+def _inside(target: str, root: str) -> bool:
+    root = os.path.realpath(root)
+    return target == root or target.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def run_ops(ops: Iterable[Op], before: Callable[[Op], None] | None = None) -> None:
+    """Run ops in order (``before(op)`` first, e.g. to keep originals). OS errors name the op."""
+    for op in ops:
+        if before is not None:
+            before(op)
+        try:
+            op.run()
+        except KafkaLogError:
+            raise
+        except OSError as e:
+            raise KafkaLogError(f"{op.kind} failed: {e.strerror or e}", e.filename or op.path) from None

@@ -1,0 +1,100 @@
+"""What every engine reads from a data dir before it plans: its checkpoints (a malformed one reads as empty,
+as the broker reads it), the clean-shutdown marker, the ``.lock``, and which partitions a command argument
+names."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import LogDirError
+from ..files.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpoint,
+)
+from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE
+from ..lock import LockStatus, lock_status
+from ..logdir import partition_dirs, read_checkpoint_or_empty, resolve_partition_dirs
+from .plan import DataDirPlan
+
+
+@dataclass
+class DataDirState:
+    path: Path
+    recovery_points: dict[tuple[str, int], int] = field(default_factory=dict)
+    log_start_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
+    clean_points: dict[tuple[str, int], int] = field(default_factory=dict)
+    clean_shutdown: bool = False
+    lock: LockStatus | None = None
+    notes: list[str] = field(default_factory=list)
+    unreadable: set[str] = field(default_factory=set)  # checkpoint files that did not parse
+
+    def fingerprints(self) -> dict:
+        out = {}
+        for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+                     CLEANER_OFFSET_CHECKPOINT, CLEAN_SHUTDOWN_FILE):
+            try:
+                st = os.stat(self.path / name)
+                out[name] = (st.st_size, st.st_mtime_ns, st.st_ino)
+            except OSError:
+                out[name] = None
+        return out
+
+    def new_plan(self) -> DataDirPlan:
+        dp = DataDirPlan(str(self.path), notes=list(self.notes), fingerprints=self.fingerprints())
+        if self.lock is not None and self.lock.held:
+            who = ", ".join(f"pid {h.pid} ({h.command})" if h.pid else h.kind for h in self.lock.holders) or \
+                "a live process"
+            dp.notes.append(f"{self.path}: its .lock is held by {who} (a running broker?): applying this plan "
+                            "will be refused until it stops")
+        return dp
+
+
+def read_data_dir(path: str | os.PathLike) -> DataDirState:
+    d = Path(os.path.abspath(path))
+    if not d.is_dir():
+        raise LogDirError("not a directory", str(d))
+    st = DataDirState(d)
+    for name, attr in ((RECOVERY_POINT_CHECKPOINT, "recovery_points"), (LOG_START_OFFSET_CHECKPOINT,
+                                                                        "log_start_offsets"),
+                       (REPLICATION_OFFSET_CHECKPOINT, "high_watermarks"), (CLEANER_OFFSET_CHECKPOINT,
+                                                                           "clean_points")):
+        before = len(st.notes)
+        setattr(st, attr, read_checkpoint_or_empty(d / name, st.notes))
+        if len(st.notes) > before:
+            st.unreadable.add(name)
+    st.clean_shutdown = (d / CLEAN_SHUTDOWN_FILE).exists()
+    try:
+        st.lock = lock_status(d)
+    except OSError:
+        st.lock = None
+    return st
+
+
+def checkpoint_bytes(offsets: dict[tuple[str, int], int]) -> bytes:
+    return OffsetCheckpoint.from_mapping(offsets).to_bytes()
+
+
+def group_partitions(paths: Iterable[str | os.PathLike], *, topics: set[str] | None = None,
+                     include_metadata: bool = False) -> dict[Path, list[Path]]:
+    """``{data dir: [partition dirs]}`` for command arguments that are data dirs (every live partition, without
+    ``__cluster_metadata`` unless ``include_metadata``) or partition dirs (themselves)."""
+    out: dict[Path, list[Path]] = {}
+    for raw in paths:
+        for p in resolve_partition_dirs(raw, topics, include_metadata=include_metadata):
+            a = Path(os.path.abspath(p))
+            out.setdefault(a.parent, []).append(a)
+    return out
+
+
+def data_dir_partitions(data_dir: str | os.PathLike) -> list[tuple[Path, str, int]]:
+    return [(Path(os.path.abspath(p)), t, n) for p, t, n in partition_dirs(data_dir)]
+
+
+__all__ = ["DataDirState", "checkpoint_bytes", "data_dir_partitions", "group_partitions", "read_data_dir"]

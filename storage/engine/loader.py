@@ -1,0 +1,280 @@
+"""The broker's loading and recovery of one partition (``LogLoader.load``), written once and run on a
+:class:`~kafkalog.storage.dirview.DirView`: on a planned view it *is* ``repair --dry-run`` and the plan ``repair``
+applies; there is no second implementation.
+
+Per partition, as ``LogLoader`` does:
+
+1. leftover ``.deleted``/``.cleaned``/``.swap`` files removed or swapped in (:func:`~.swap.recover_swap_files`);
+2. orphaned index files deleted, a missing ``.timeindex`` created empty; a missing ``.index`` or a ``.txnindex``
+   failing its sanity check makes the segment recovered (with ``strict_indexes`` also an ``.index``/``.timeindex``
+   that fails its sanity check: the broker would keep it and serve wrong reads);
+3. without a clean shutdown, every segment from the one holding the recovery point on is recovered batch by
+   batch (:func:`~kafkalog.storage.log_segment.recover_segment`): the ``.log`` is truncated at the first invalid
+   byte, its indexes, ``.txnindex``, leader epochs and producer snapshots rebuilt, and after a truncated segment
+   every later segment is deleted; a segment whose offsets overflow is split (:mod:`.split`) and the partition
+   loaded again;
+4. the leader-epoch cache truncated to ``[log start, log end)``; stray snapshots removed; producer state rebuilt
+   with the snapshots the broker takes;
+5. then, as a clean close: the active segment's indexes trimmed.
+
+Every record removed is reported as a :class:`~.plan.Loss` with its offsets and the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..config import LogConfig
+from ..dirview import DirView, Op
+from ..errors import CorruptCheckpointError, KafkaLogError, OffsetOverflowError
+from ..files.names import (
+    index_file_name,
+    is_index_file,
+    log_file_name,
+    offset_from_file_name,
+    time_index_file_name,
+    txn_index_file_name,
+)
+from ..files.segment import Segment
+from ..leader_epoch_cache import LeaderEpochCache
+from ..log import PartitionLog
+from ..log_segment import RecoveredSegment, recover_segment, tail_loss, trim_indexes
+from ..producer_state import ProducerStateManager, rebuild_producer_state
+from .plan import Loss
+from .split import split_overflowed_segment
+from .swap import recover_swap_files
+
+MAX_SPLITS = 10_000  # LogLoader.retryOnOffsetOverflow
+
+
+@dataclass
+class LoadedPartition:
+    """What loading did (or, on a planned view, will do) to one partition."""
+
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    recovered: list[RecoveredSegment] = field(default_factory=list)
+    losses: list[Loss] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def mark_routine(ops: list[Op | None] | Op | None) -> None:
+        """Mark what the broker itself does at every start, damage or not (see :attr:`Op.routine`)."""
+        for op in ops if isinstance(ops, list) else [ops]:
+            if op is not None:
+                op.routine = True
+
+
+class _Loader:
+    def __init__(self, view: DirView, config: LogConfig, recovery_point: int, log_start_offset: int,
+                 had_clean_shutdown: bool, now_ms: int, strict_indexes: bool, expiration_ms: int):
+        self.view = view
+        self.cfg = config
+        self.recovery_point = recovery_point
+        self.log_start = log_start_offset
+        self.clean = had_clean_shutdown
+        self.now = now_ms
+        self.strict = strict_indexes
+        self.expiration = expiration_ms
+        self.out = LoadedPartition()
+        self.name = view.path.name
+        self.epochs: LeaderEpochCache | None = None
+        self.next_offsets: dict[int, int] = {}
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def segments(self) -> list[Segment]:
+        return PartitionLog(self.view).segments
+
+    def unflushed(self, segs: list[Segment]) -> list[Segment]:
+        """``segments.values(recoveryPoint, MAX)``: the floor segment of the recovery point and all later."""
+        floor = max((s.base_offset for s in segs if s.base_offset <= self.recovery_point), default=None)
+        lo = floor if floor is not None else self.recovery_point
+        return [s for s in segs if s.base_offset >= lo]
+
+    def write_if_changed(self, name: str, data: bytes, why: str) -> Op | None:
+        v = self.view
+        if v.exists(name) and v.size(name) == len(data) and v.read(name) == data:
+            return None
+        return v.write(name, data, why)
+
+    # ------------------------------------------------------------------------------------------ loading
+    def load(self) -> LoadedPartition:
+        out = self.out
+        tmp = recover_swap_files(self.view)
+        out.mark_routine([op for op in self.view.ops if op.kind == "delete" and op.path.endswith(".deleted")
+                          and "scheduled for deletion" in op.why])
+        if tmp.renamed:
+            out.notes.append(f"{self.name}: an interrupted segment replacement is completed, as the broker does")
+        for _attempt in range(MAX_SPLITS):
+            try:
+                self.load_segments()
+                break
+            except OffsetOverflowError as e:
+                new = split_overflowed_segment(self.view, e.base_offset,
+                                               index_interval_bytes=self.cfg.index_interval_bytes)
+                out.notes.append(f"{self.name}: segment {e.base_offset}: {e.reason} (KAFKA-6264): split into "
+                                 f"segments {', '.join(map(str, new))} as the broker does, then loaded again")
+                self.next_offsets.clear()
+        else:  # pragma: no cover - a broker gives up too
+            raise KafkaLogError("too many offset-overflow splits", str(self.view.path))
+        self.finish()
+        return out
+
+    def load_segments(self) -> None:
+        """``loadSegmentFiles`` + ``recoverLog``; raises :class:`OffsetOverflowError` for a segment to split."""
+        view, out = self.view, self.out
+        segs = self.segments()
+        bases = {s.base_offset for s in segs}
+        for name in view.names():
+            if is_index_file(name):
+                try:
+                    b = offset_from_file_name(name)
+                except ValueError:
+                    continue
+                if b not in bases:
+                    view.delete(name, "an index file without its .log: the broker deletes it at load")
+        unflushed = {s.base_offset for s in self.unflushed(segs)} if not self.clean else set()
+        must_recover: list[Segment] = []
+        for s in segs:
+            b = s.base_offset
+            if not view.exists(time_index_file_name(b)):
+                view.touch(time_index_file_name(b), "missing .timeindex: the broker creates it empty at load")
+            if b in unflushed:
+                continue  # recovered below, whatever its indexes hold
+            why = None
+            if not view.exists(index_file_name(b)):
+                why = "missing .index"
+            else:
+                why = s.txn_index_problem()
+                if why is None and self.strict:
+                    why = s.index_problem()
+            if why is not None:
+                out.notes.append(f"{self.name}: segment {b}: {why}; the segment is recovered and its indexes "
+                                 "rebuilt")
+                must_recover.append(s)
+        if self.epochs is None:
+            self.epochs = self.load_epochs(segs)
+        for s in must_recover:
+            self.recover(s.base_offset)
+        if self.clean:
+            return
+        todo = sorted(unflushed)
+        for i, b in enumerate(todo):
+            rec = self.recover(b)
+            self.next_offsets[b] = rec.next_offset
+            if rec.valid_bytes < rec.log_size:
+                for later in todo[i + 1:]:
+                    self.delete_segment(later, f"a segment after the first invalid byte of segment {b}: the broker "
+                                        "deletes every later segment when it truncates the log")
+                break
+
+    def load_epochs(self, segs: list[Segment]) -> LeaderEpochCache:
+        try:
+            return LeaderEpochCache.load(self.view, auto_flush=False)
+        except CorruptCheckpointError as e:
+            self.out.notes.append(f"{self.name}: leader-epoch-checkpoint is unreadable ({e.reason}); rebuilt from "
+                                  "the batches (the broker would fail to load this partition)")
+            cache = LeaderEpochCache(self.view, auto_flush=False)
+            cache.dirty = True
+            for s in segs:
+                try:
+                    for b in s.iter_batches():
+                        if b.magic >= 2:
+                            cache.assign_from_batch(b.partition_leader_epoch, b.base_offset)
+                        del b
+                except KafkaLogError:
+                    pass
+            return cache
+
+    def recover(self, base: int) -> RecoveredSegment:
+        """``LogLoader.recoverSegment``: scratch producer state rebuilt up to the base, ``LogSegment.recover``,
+        the indexes written, a snapshot taken."""
+        view, out = self.view, self.out
+        segs = self.segments()
+        seg = next(s for s in segs if s.base_offset == base)
+        psm = ProducerStateManager(view, producer_id_expiration_ms=self.expiration)
+        rebuild_producer_state(psm, segs, self.log_start, base, self.now, False)
+        rec = recover_segment(seg.buf, base, index_interval_bytes=self.cfg.index_interval_bytes,
+                              producers=psm, epochs=self.epochs, path=str(seg.path), on_overflow="raise")
+        name = log_file_name(base)
+        if rec.valid_bytes < rec.log_size:
+            reason = rec.reason() or "invalid bytes"
+            t = rec.tail
+            where = f"first invalid byte at {rec.valid_bytes}"
+            view.truncate(name, rec.valid_bytes, f"{where}: {reason}")
+            out.losses.append(Loss(f"{reason} (the broker truncates the log at byte {rec.valid_bytes})",
+                                   rec.next_offset, t.last_offset if t else None, t.records if t else None,
+                                   rec.truncated_bytes, str(seg.path), rec.valid_bytes, damage=True))
+            out.notes.append(f"{self.name}: segment {base}: valid region ends at byte {rec.valid_bytes}: {reason}")
+        why = f"rebuilt by the broker's segment recovery of {name}"
+        self.write_if_changed(index_file_name(base), rec.offset_index.to_bytes(), why)
+        self.write_if_changed(time_index_file_name(base), rec.time_index.to_bytes(), why)
+        txn = txn_index_file_name(base)
+        if rec.aborted or view.exists(txn):
+            self.write_if_changed(txn, rec.txn_index.to_bytes(), why)
+        psm.take_snapshot(why=f"producer state after recovering segment {base}, as the broker snapshots it")
+        out.recovered.append(rec)
+        return rec
+
+    def delete_segment(self, base: int, why: str) -> None:
+        view, out = self.view, self.out
+        name = log_file_name(base)
+        if view.exists(name):
+            t = tail_loss(view.map(name), 0)
+            out.losses.append(Loss(why, t.first_offset, t.last_offset, t.records, view.size(name),
+                                   view.file(name), 0, damage=True))
+        for f in (log_file_name, index_file_name, time_index_file_name, txn_index_file_name):
+            view.delete(f(base), why)
+
+    # ------------------------------------------------------------------------------------------ finishing
+    def finish(self) -> None:
+        view, out = self.view, self.out
+        assert self.epochs is not None
+        segs = self.segments()
+        if not segs:
+            leo = self.log_start
+        elif segs[-1].base_offset in self.next_offsets:
+            leo = self.next_offsets[segs[-1].base_offset]  # the last segment was just recovered: no second scan
+        else:
+            leo = segs[-1].read_next_offset()
+        if segs and leo < self.log_start:
+            out.notes.append(f"{self.name}: log end offset {leo} is below the checkpointed log start offset "
+                             f"{self.log_start}: every segment is deleted (as the broker does)")
+            for s in segs:
+                self.delete_segment(s.base_offset, f"the log end offset {leo} is below the checkpointed log start "
+                                    f"offset {self.log_start}: the broker deletes every segment")
+            self.epochs.clear()
+            segs = []
+        if not segs:
+            view.touch(log_file_name(self.log_start), "an empty active segment at the log start offset, as the "
+                       "broker creates it for an empty log")
+            segs = self.segments()
+            leo = self.log_start
+        lso = max(self.log_start, segs[0].base_offset)
+        out.log_end_offset, out.log_start_offset = leo, lso
+        epochs = self.epochs
+        epochs.truncate_from_end(leo)
+        epochs.truncate_from_start(self.log_start)
+        if epochs.dirty or not epochs.exists:
+            before = len(view.ops)
+            epochs.flush(why=f"leader epochs truncated to the log [{lso}, {leo}), as the broker does at load")
+            out.mark_routine(view.ops[before:])
+        before = len(view.ops)
+        psm = ProducerStateManager(view, producer_id_expiration_ms=self.expiration)
+        psm.remove_stray_snapshots([s.base_offset for s in segs])
+        rebuild_producer_state(psm, segs, lso, leo, self.now, self.clean)
+        out.mark_routine(view.ops[before:])
+        out.mark_routine(trim_indexes(view, segs[-1].base_offset,
+                                      "trimmed to its entries, as the broker closes the active segment"))
+
+
+def load_partition(view: DirView, *, config: LogConfig | None = None, recovery_point: int = 0,
+                   log_start_offset: int = 0, had_clean_shutdown: bool = False, now_ms: int = 0,
+                   strict_indexes: bool = True, producer_id_expiration_ms: int = 86400000) -> LoadedPartition:
+    """Load and recover the partition of ``view`` as ``LogLoader.load`` does, then close it cleanly (see the
+    module doc). The operations are on ``view.ops`` (a planned view) or done (a direct one)."""
+    return _Loader(view, config or LogConfig(), recovery_point, log_start_offset, had_clean_shutdown, now_ms,
+                   strict_indexes, producer_id_expiration_ms).load()
+
+
+__all__ = ["LoadedPartition", "load_partition"]

@@ -1,0 +1,113 @@
+"""``kafkalog reindex``: rebuild segments' ``.index``, ``.timeindex`` and ``.txnindex`` with the broker's
+recovery rule (``LogSegment.recover``, producer state replayed across the segments), as a plan.
+
+By default only the indexes of segments whose indexes are missing or wrong (what ``verify`` reports as an error
+for them: entries that do not match the log, failing sanity checks) are rebuilt; a healthy partition is left as
+the broker wrote it (an index written while appending can differ from the recovery rule's and be right).
+``all_segments`` rebuilds every segment's indexes by the recovery rule. Only files whose bytes change are
+written, so a second run changes nothing. ``.log`` files are never changed: a segment with invalid bytes makes
+the plan invalid (nothing is written anywhere) and is left for ``repair``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..dirview import DirView
+from ..errors import KafkaLogError, OffsetOverflowError
+from ..files.names import index_file_name, time_index_file_name, txn_index_file_name
+from ..leader_epoch_cache import LeaderEpochCache
+from ..log import PartitionLog, parse_topic_partition_name
+from ..log_segment import recover_segment
+from ..producer_state import ProducerStateManager
+from ..topic_configs import ConfigResolver
+from .datadirs import group_partitions, read_data_dir
+from .plan import PartitionPlan, Plan, Runner, default_runner
+
+
+def _write_if_changed(view: DirView, name: str, data: bytes, why: str) -> None:
+    if view.exists(name) and view.size(name) == len(data) and view.read(name) == data:
+        return
+    view.write(name, data, why)
+
+
+def _index_problem(seg, is_active: bool) -> str | None:
+    """The first error ``verify`` reports for this segment's index files (None: they are sound)."""
+    from ..verify import verify_segment
+
+    names = {seg.index_path.name, seg.time_index_path.name, seg.txn_index_path.name}
+    findings, _ = verify_segment(seg, is_active=is_active)
+    for f in findings:
+        if Path(f.file).name in names and (f.severity == "error" or "missing" in f.message):
+            return f"{Path(f.file).name}: {f.message}"
+    return None
+
+
+def _plan_partition(task: tuple) -> PartitionPlan:
+    data_dir, pdir, topic, part, interval, settings, all_segments = task
+    pp = PartitionPlan(data_dir, pdir, topic, part, settings=settings)
+    try:
+        with DirView(pdir) as view:
+            log = PartitionLog(view)
+            psm = ProducerStateManager(None)
+            epochs = LeaderEpochCache(None)
+            rebuilt = 0
+            for seg in log.segments:
+                b = seg.base_offset
+                try:
+                    r = recover_segment(seg.buf, b, index_interval_bytes=interval, producers=psm, epochs=epochs,
+                                        path=str(seg.path))
+                except OffsetOverflowError as e:
+                    pp.error = f"{e.reason}: the segment must be split (KAFKA-6264); run repair"
+                    return pp
+                if r.valid_bytes < r.log_size:
+                    pp.error = (f"{seg.path}: invalid bytes from position {r.valid_bytes} ({r.reason()}): indexes "
+                                "are not rebuilt over them; run repair")
+                    return pp
+                if not all_segments:
+                    problem = _index_problem(seg, seg is log.segments[-1])
+                    if problem is None:
+                        continue
+                    why = f"{problem}: rebuilt from {seg.path.name} by the broker's recovery rule"
+                else:
+                    why = f"rebuilt from {seg.path.name} by the broker's recovery rule"
+                _write_if_changed(view, index_file_name(b), r.offset_index.to_bytes(), why)
+                _write_if_changed(view, time_index_file_name(b), r.time_index.to_bytes(), why)
+                if r.aborted or view.exists(txn_index_file_name(b)):
+                    _write_if_changed(view, txn_index_file_name(b), r.txn_index.to_bytes(), why)
+                rebuilt += 1
+            pp.ops = list(view.ops)
+            pp.facts = {"segments": rebuilt}
+            pp.fingerprints = view.fingerprints()
+            pp.expected = view.expected_state()
+            log.close()
+    except (KafkaLogError, OSError) as e:
+        pp.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or pdir}: {e.strerror or e}"
+    return pp
+
+
+def plan_reindex(paths: Iterable[str | os.PathLike], *, resolver: ConfigResolver | None = None,
+                 topics: set[str] | None = None, all_segments: bool = False, runner: Runner | None = None,
+                 workers: int = 1, progress=None) -> Plan:
+    """The plan of ``kafkalog reindex`` over partition dirs or data dirs (their partitions, ``__cluster_metadata``
+    included). ``index.interval.bytes`` is each topic's effective setting (:class:`ConfigResolver`)."""
+    groups = group_partitions(paths, topics=topics, include_metadata=True)
+    resolver = resolver or ConfigResolver(data_dirs=list(groups))
+    run = runner or default_runner(workers, progress)
+    plan = Plan("reindex")
+    for d, pdirs in groups.items():
+        dp = read_data_dir(d).new_plan()
+        dp.notes += resolver.notes(d)
+        tasks = []
+        for p in pdirs:
+            tp = parse_topic_partition_name(p.name)
+            cfg = resolver.log_config(d, tp.topic)
+            tasks.append((str(d), str(p), tp.topic, tp.partition, cfg.index_interval_bytes,
+                          cfg.describe(["index.interval.bytes"]), all_segments))
+        dp.partitions = list(run(_plan_partition, tasks))
+        plan.data_dirs.append(dp)
+    return plan
+
+
+__all__ = ["plan_reindex"]

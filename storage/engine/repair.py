@@ -1,0 +1,199 @@
+"""``kafkalog repair``: the broker's startup recovery, offline, as one plan over whole data dirs.
+
+Per data dir: the clean-shutdown marker decides whether unflushed segments are recovered; recovery points and
+log start offsets come from the dir's checkpoints (a malformed checkpoint reads as empty, as the broker reads
+it). Every partition is loaded by :mod:`.loader` on a planned view; an unreadable ``partition.metadata`` (which
+stops a broker at startup) is rewritten from ``--topic-id`` or the KRaft metadata. Then, as a clean broker
+shutdown would, what lies above each old recovery point is fsynced and the data dir's
+``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and ``.kafka_cleanshutdown`` are written,
+so the broker performs no recovery of its own.
+
+A data dir that shut down cleanly and needs nothing but what the broker does at every start (deleting
+``.deleted`` files left by asynchronous deletions, normalising ``leader-epoch-checkpoint``, producer snapshots)
+is healthy: the plan changes nothing and says what the broker will do itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..dirview import DirView
+from ..errors import KafkaLogError
+from ..files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker, read_clean_shutdown
+from ..files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
+from ..log import PartitionLog
+from ..topic_configs import METADATA_DIR, ConfigResolver
+from .datadirs import checkpoint_bytes, data_dir_partitions, read_data_dir
+from .loader import load_partition
+from .plan import PartitionPlan, Plan, Runner, default_runner
+
+
+def _plan_partition(task: tuple) -> PartitionPlan:
+    (data_dir, pdir, topic, part, cfg, rp, lso_ckpt, clean, now, strict, expiration, known_tid, given_tid,
+     settings) = task
+    pp = PartitionPlan(data_dir, pdir, topic, part, settings=settings)
+    try:
+        with DirView(pdir) as view:
+            loaded = load_partition(view, config=cfg, recovery_point=rp, log_start_offset=lso_ckpt,
+                                    had_clean_shutdown=clean, now_ms=now, strict_indexes=strict,
+                                    producer_id_expiration_ms=expiration)
+            _partition_metadata(view, pp, known_tid, given_tid)
+            if not clean:
+                _sync_unflushed(view, rp)
+            pp.ops = list(view.ops)
+            pp.losses = loaded.losses
+            pp.notes += loaded.notes
+            pp.fingerprints = view.fingerprints()
+            pp.expected = view.expected_state()
+            segs = PartitionLog(view).segments
+            pp.facts = {"logStartOffset": loaded.log_start_offset, "logEndOffset": loaded.log_end_offset,
+                        "firstBaseOffset": segs[0].base_offset if segs else loaded.log_start_offset,
+                        "segmentsRecovered": len(loaded.recovered),
+                        "bytesTruncated": sum(r.truncated_bytes for r in loaded.recovered)}
+    except (KafkaLogError, OSError) as e:
+        pp.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or pdir}: {e.strerror or e}"
+    return pp
+
+
+def _partition_metadata(view: DirView, pp: PartitionPlan, known: str | None, given: str | None) -> None:
+    """An unreadable (e.g. zero-length) ``partition.metadata`` stops the broker at startup (Kafka 4.3/3.9:
+    "Error starting LogManager"). It is rewritten from ``--topic-id`` or the dir's KRaft metadata; with no source
+    it is left alone and the plan says what the broker would do."""
+    if not view.exists(PARTITION_METADATA_FILE):
+        return
+    try:
+        cur = PartitionMetadata.from_bytes(view.read(PARTITION_METADATA_FILE, 1 << 16), view.file(PARTITION_METADATA_FILE))
+    except KafkaLogError as e:
+        tid = given or known
+        if tid:
+            src = "--topic-id" if given else f"the topic id in {METADATA_DIR}"
+            view.write(PARTITION_METADATA_FILE, PartitionMetadata(tid).to_bytes(),
+                       f"unreadable ({e.reason}): rewritten with topic id {tid} from {src}; the broker would stop "
+                       "at startup on it (fatal: Error starting LogManager)")
+        else:
+            pp.notes.append(
+                f"{view.file(PARTITION_METADATA_FILE)}: unreadable ({e.reason}) and no topic id is known (no "
+                f"{METADATA_DIR}, no --topic-id): left as is. The broker stops at startup on it (fatal: Error "
+                "starting LogManager); with the file removed, a KRaft broker would treat the partition as a stray "
+                "replica unless the metadata still lists it. Pass --topic-id TOPIC=ID to rewrite it.")
+        return
+    if given and given != cur.topic_id:
+        pp.notes.append(f"{view.file(PARTITION_METADATA_FILE)}: holds topic id {cur.topic_id}, --topic-id says "
+                        f"{given}: left as is (the broker would treat the replica as stray if the cluster metadata "
+                        "disagrees)")
+
+
+def _sync_unflushed(view: DirView, recovery_point: int) -> None:
+    """A clean shutdown's flush: the files of segments at and above the old recovery point that the plan does
+    not rewrite are fsynced (the broker may have left them in the page cache)."""
+    from ..dirview import Sync
+
+    log = PartitionLog(view)
+    rewritten = {Path(op.path).name for op in view.ops if op.kind in ("write", "create")}
+    files = [str(p) for s in log.segments_in_unflushed_range(recovery_point) for p in s.files()
+             if p.name not in rewritten]
+    if files:
+        view.ops.append(Sync(str(view.path), "make durable what the broker wrote after its last flush", files))
+
+
+def plan_repair(data_dirs: Iterable[str | os.PathLike], *, now_ms: int, resolver: ConfigResolver | None = None,
+                strict_indexes: bool = True, topic_ids: dict[str, str] | None = None, full: bool = False,
+                runner: Runner | None = None, workers: int = 1, progress=None) -> Plan:
+    """The plan of ``kafkalog repair`` (see the module doc). ``full``: recover every segment, as the broker does
+    when it has no recovery point (finds corruption below the recovery point, which the broker never looks at).
+    ``topic_ids``: ``--topic-id`` values for unreadable ``partition.metadata`` files."""
+    dirs = [Path(os.path.abspath(d)) for d in data_dirs]
+    resolver = resolver or ConfigResolver(data_dirs=dirs)
+    run = runner or default_runner(workers, progress)
+    plan = Plan("repair", now=now_ms, options={"full": full, "strictIndexes": strict_indexes})
+    for d in dirs:
+        st = read_data_dir(d)
+        dp = st.new_plan()
+        dp.notes += resolver.notes(d)
+        clean = st.clean_shutdown and not full
+        if not st.clean_shutdown:
+            dp.notes.append(f"{d}: no clean shutdown marker: segments above each recovery point are recovered")
+        elif full:
+            dp.notes.append(f"{d}: --full: every segment is recovered, as the broker would without a recovery point")
+        for entry in sorted(os.listdir(d)):
+            if entry.endswith(("-delete", "-stray")) and (d / entry).is_dir():
+                what = ("queued for deletion: the broker loads it without recovery and deletes it"
+                        if entry.endswith("-delete") else "a stray replica: the broker loads it aside and never "
+                        "deletes it")
+                dp.notes.append(f"{d / entry}: {what}; left as is")
+        broker = resolver.broker_for(d)
+        tasks = []
+        for pdir, topic, part in data_dir_partitions(d):
+            cfg = resolver.log_config(d, topic)
+            key = (topic, part)
+            tasks.append((str(d), str(pdir), topic, part, cfg, 0 if full else st.recovery_points.get(key, 0),
+                          st.log_start_offsets.get(key, 0), clean, now_ms, strict_indexes,
+                          broker.producer_id_expiration_ms, resolver.topic_id(d, topic),
+                          (topic_ids or {}).get(topic), cfg.describe(["index.interval.bytes"])))
+        dp.partitions = list(run(_plan_partition, tasks))
+        _dir_ops(dp, st)
+        if st.clean_shutdown and not full and not dp.ops and \
+                all(op.routine for p in dp.partitions for op in p.ops) and not any(p.error for p in dp.partitions):
+            _defer_routine(dp)
+        plan.data_dirs.append(dp)
+    return plan
+
+
+def _dir_ops(dp, st) -> None:
+    """The data dir's checkpoints and marker, as a clean shutdown leaves them (only where they change)."""
+    if any(p.error for p in dp.partitions):
+        return
+    view = DirView(st.path)
+    rp = {(p.topic, p.partition): p.facts["logEndOffset"] for p in dp.partitions}
+    ls = {(p.topic, p.partition): p.facts["logStartOffset"] for p in dp.partitions
+          if p.facts["logStartOffset"] > p.facts["firstBaseOffset"]}
+    current = {RECOVERY_POINT_CHECKPOINT: st.recovery_points, LOG_START_OFFSET_CHECKPOINT: st.log_start_offsets}
+    for name, offsets in ((RECOVERY_POINT_CHECKPOINT, rp), (LOG_START_OFFSET_CHECKPOINT, ls)):
+        if name in st.unreadable or not view.exists(name) or current[name] != offsets:
+            view.write(name, checkpoint_bytes(offsets), "the checkpoint a clean shutdown writes: every partition flushed to its log end "
+                       "offset" if name == RECOVERY_POINT_CHECKPOINT else "the log start offsets above each "
+                       "partition's first segment, as a clean shutdown writes them")
+    marker = Path(st.path) / CLEAN_SHUTDOWN_FILE
+    if not st.clean_shutdown:
+        try:
+            old = read_clean_shutdown(marker)
+        except KafkaLogError:
+            old = None
+        epoch = old.broker_epoch if old is not None and old.broker_epoch is not None else -1
+        view.write(CLEAN_SHUTDOWN_FILE, CleanShutdownMarker.with_epoch(epoch).to_bytes(),
+                   "the clean shutdown marker: the broker will load the dir without recovery")
+    dp.ops = list(view.ops)
+
+
+def _defer_routine(dp) -> None:
+    """A healthy dir: leave what the broker does at every start to the broker, and say what that is."""
+    counts: Counter[str] = Counter()
+    for p in dp.partitions:
+        for op in p.ops:
+            counts[_routine_kind(op)] += 1
+        p.ops = []
+    if counts:
+        what = "; ".join(f"{k} ({n})" for k, n in sorted(counts.items()))
+        dp.notes.append(f"{dp.path}: healthy, nothing to repair. At its next start the broker will itself: {what}")
+    else:
+        dp.notes.append(f"{dp.path}: healthy, nothing to repair")
+
+
+def _routine_kind(op) -> str:
+    name = Path(op.path).name
+    if op.kind == "delete" and name.endswith(".deleted"):
+        return "delete files left by asynchronous deletions (.deleted)"
+    if name == "leader-epoch-checkpoint":
+        return "rewrite leader-epoch-checkpoint to the log's range"
+    if name.endswith(".snapshot"):
+        return "write or remove producer snapshots"
+    if name.endswith((".index", ".timeindex")):
+        return "trim the active segment's indexes"
+    return f"{op.kind} {name}"
+
+
+__all__ = ["plan_repair"]

@@ -1,0 +1,134 @@
+"""What every mutating command shares: its safety options, how a plan is printed (``--dry-run`` prints exactly
+the plan that applying runs), and the apply step itself, which lives in the library
+(:func:`kafkalog.storage.engine.plan.apply`: lock, backup, operations)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from kafkalog.storage.engine.plan import ApplyResult, Plan, apply
+from kafkalog.tools.output import positive_int, progress
+
+
+def add_plan_arguments(p: argparse.ArgumentParser, *, workers: bool = True) -> None:
+    """``--dry-run``, ``--backup``, ``--no-backup``, ``--json`` (and ``--workers``)."""
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (every file operation, every record lost and why) and change nothing")
+    p.add_argument("--backup", metavar="DIR",
+                   help="keep the originals of changed and deleted files under DIR/<data dir name> (default: a new "
+                   "folder beside each data dir, created only when something changes)")
+    p.add_argument("--no-backup", action="store_true", help="keep no originals")
+    p.add_argument("--json", action="store_true", help="JSON Lines on stdout")
+    if workers:
+        p.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                       help="partitions planned and applied N at a time in parallel processes (default: 1)")
+
+
+def _settings_line(settings: list[dict]) -> str:
+    return ", ".join(f"{s['name']}={s['value']} ({s['source']})" for s in settings)
+
+
+def _op_lines(ops, base: str) -> list[str]:
+    """One line per operation; consecutive operations of one kind and reason (the files of one segment) share a
+    line."""
+    lines: list[str] = []
+    i = 0
+    while i < len(ops):
+        j = i + 1
+        while j < len(ops) and ops[j].kind == ops[i].kind and ops[j].why == ops[i].why and ops[i].kind in (
+                "rename", "delete", "create"):
+            j += 1
+        if j - i == 1:
+            lines.append(ops[i].describe().replace(base + "/", ""))
+        else:
+            names = ", ".join(Path(op.path).name for op in ops[i:j])
+            if ops[i].kind == "rename" and all(op.target == op.path + ".deleted" for op in ops[i:j]):
+                names += " to *.deleted"
+            lines.append(f"{ops[i].kind} {names}: {ops[i].why}")
+        i = j
+    return lines
+
+
+def render_plan(plan: Plan, *, as_json: bool, dry_run: bool, verbose: bool = False, out=None) -> None:
+    """Print a plan: per partition that changes or loses data, its settings, operations, losses and notes; then
+    the data dirs' own operations and notes. Partitions without anything to say are counted, not listed."""
+    out = out or sys.stdout
+    if as_json:
+        for d in plan.data_dirs:
+            for p in d.partitions:
+                if p.ops or p.losses or p.notes or p.error or verbose:
+                    print(json.dumps({"operation": plan.operation, "dryRun": dry_run, **p.to_dict()}), file=out)
+            if d.ops or d.notes:
+                print(json.dumps({"operation": plan.operation, "dryRun": dry_run, "dataDir": d.path,
+                                  "operations": [op.to_dict() for op in d.ops], "notes": d.notes}), file=out)
+        print(json.dumps({"summary": plan.summary(), "dryRun": dry_run}), file=out)
+        return
+    for d in plan.data_dirs:
+        quiet = 0
+        print(f"{d.path}:", file=out)
+        for p in d.partitions:
+            if not (p.ops or p.losses or p.notes or p.error or verbose):
+                quiet += 1
+                continue
+            print(f"  {p.name}", file=out)
+            if p.error:
+                print(f"    ERROR: {p.error}", file=out)
+            if p.settings and (p.ops or p.losses or verbose):
+                print(f"    settings: {_settings_line(p.settings)}", file=out)
+            for line in _op_lines(p.ops, p.dir):
+                print(f"    {line}", file=out)
+            for loss in p.losses:
+                label = "LOSS" if loss.damage else "removes"
+                print(f"    {label}: {loss.describe()}", file=out)
+            for n in p.notes:
+                print(f"    note: {n}", file=out)
+        for line in _op_lines(d.ops, d.path):
+            print(f"  {line}", file=out)
+        for n in d.notes:
+            print(f"  note: {n}", file=out)
+        if quiet:
+            print(f"  {quiet} other partition(s): nothing to do", file=out)
+    s = plan.summary()
+    removed, lost = s["recordsRemoved"], s["recordsLost"]
+    print(f"{plan.operation}: {s['operations']} operation(s) on {s['partitionsChanged']} of {s['partitions']} "
+          f"partition(s)" + (f", {removed:,d} record(s) removed" if removed else "")
+          + (f" ({lost:,d} lost to damage)" if lost else "")
+          + (" (dry run: nothing changed)" if dry_run else ""), file=out)
+
+
+def render_result(result: ApplyResult, *, as_json: bool, out=None) -> None:
+    out = out or sys.stdout
+    if as_json:
+        print(json.dumps({"applied": result.summary()}), file=out)
+        return
+    if result.operations:
+        print(f"applied {result.operations} operation(s)", file=out)
+    for b in result.backups:
+        print(f"originals kept in {b}", file=sys.stderr if out is sys.stdout else out)
+
+
+def run_plan(args: argparse.Namespace, plan: Plan, *, progress_label: str | None = None,
+             exit_code: Callable[[Plan], int] | None = None,
+             on_applied: Callable[[ApplyResult], None] | None = None) -> int:
+    """The CLI flow of a mutating command: print the plan; unless ``--dry-run``, apply it (lock, backup,
+    operations) and print what was done. Exit 1 if the plan is invalid (nothing changed), else
+    ``exit_code(plan)`` (default 0)."""
+    render_plan(plan, as_json=args.json, dry_run=args.dry_run)
+    if plan.errors:
+        print(f"kafkalog {plan.operation}: nothing was changed: {len(plan.errors)} partition(s) could not be "
+              "planned (see ERROR above)", file=sys.stderr)
+        return 1
+    if not args.dry_run and plan.changes:
+        todo = sum(1 for d in plan.data_dirs for p in d.partitions if p.ops)
+        with progress(todo, progress_label or plan.operation, unit_bytes=False) as bar:
+            result = apply(plan, backup=not args.no_backup,
+                           backup_root=Path(args.backup) if args.backup else None,
+                           workers=getattr(args, "workers", None) or 1, progress=bar.advance)
+        if on_applied is not None:
+            on_applied(result)
+        render_result(result, as_json=args.json)
+    return exit_code(plan) if exit_code is not None else 0

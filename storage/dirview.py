@@ -299,6 +299,7 @@ class DirView:
         self.ops: list[Op] = []
         self.entries: dict[str, Entry] = {}
         self.read_names: set[str] = set()  # disk files the engine read (their fingerprints guard the plan)
+        self._deleted: dict[str, tuple[Entry, Op]] = {}  # on-disk files this plan deleted, and how
         self._maps: dict[str, tuple[Any, memoryview]] = {}
         self.exists_on_disk = self.path.is_dir()
         if not self.exists_on_disk:
@@ -465,12 +466,34 @@ class DirView:
         blob = data if isinstance(data, Blob) else Blob(data)
         old = self.entries.get(name)
         existed = old is not None and old.kind == FILE
+        if self.mode == self.PLANNED:
+            if existed and self._pristine(old, blob, in_place):
+                return None  # the file already holds these bytes: nothing to do
+            undo = self._deleted.get(name)
+            if not existed and undo is not None and self._pristine(undo[0], blob, False):
+                # deleted earlier in this plan and written back with the same bytes: neither op is needed
+                self.ops.remove(undo[1])
+                del self._deleted[name]
+                self.entries[name] = undo[0]
+                return None
         op = self._record(WriteFile(self.file(name), why, blob, existed, in_place))
         if in_place and existed and old.size > blob.size:
             self.entries[name] = Entry(name, FILE, old.size, old.mtime_ns, old.ino, disk=old.disk, blob=blob)
         else:
             self.entries[name] = Entry(name, FILE, blob.size, 0, 0, disk=None, blob=blob)
         return op
+
+    _COMPARE_LIMIT = 1 << 20
+
+    def _pristine(self, e: Entry, blob: Blob, in_place: bool) -> bool:
+        """Whether the on-disk file of ``e`` (unchanged by this plan) already holds ``blob``'s bytes (as its
+        start, for an in-place write)."""
+        if e.disk != e.name or e.blob is not None or blob.size > self._COMPARE_LIMIT:
+            return False
+        if not (e.size >= blob.size if in_place else e.size == blob.size):
+            return False
+        with open(self.path / e.disk, "rb") as f:
+            return f.read(blob.size) == blob.data()
 
     def touch(self, name: str, why: str) -> Op | None:
         """Create ``name`` empty unless it exists."""
@@ -499,6 +522,8 @@ class DirView:
             raise LogDirError(f"refusing to delete a {e.kind} entry", self.file(name))
         op = self._record(Delete(self.file(name), why, e.size))
         del self.entries[name]
+        if e.disk == name and e.blob is None:
+            self._deleted[name] = (e, op)
         return op
 
     def rename(self, src: str, dst: str, why: str) -> Op:
@@ -510,9 +535,11 @@ class DirView:
         self.entries[dst] = e
         return op
 
-    def add(self, op: Op, *, removes: Iterable[str] = (), creates: Iterable[tuple[str, Blob | int]] = ()) -> Op:
+    def add(self, op: Op, *, removes: Iterable[str] = (),
+            creates: Iterable[tuple[str, Blob | int | None]] = ()) -> Op:
         """Record a composite op (e.g. a segment replacement) with its effect on the listing: ``removes`` are
-        names that go away, ``creates`` are ``(name, content or size)`` that appear."""
+        names that go away, ``creates`` are ``(name, content or size)`` that appear (size None: known only once
+        the op runs; such a file cannot be read by the rest of the plan)."""
         self._record(op)
         if self.mode != self.DIRECT:
             for n in removes:
@@ -521,7 +548,7 @@ class DirView:
                 if isinstance(content, Blob):
                     self.entries[n] = Entry(n, FILE, content.size, 0, 0, disk=None, blob=content)
                 else:
-                    self.entries[n] = Entry(n, FILE, content, 0, 0, disk=None, blob=None)
+                    self.entries[n] = Entry(n, FILE, content, 0, 0, disk=None, blob=None)  # type: ignore[arg-type]
         else:
             self.rescan()
         return op
@@ -544,8 +571,9 @@ class DirView:
                 out[n] = None
         return out
 
-    def expected_state(self) -> dict[str, int]:
-        """The file names and sizes the directory holds once the planned ops have run."""
+    def expected_state(self) -> dict[str, int | None]:
+        """The file names and sizes the directory holds once the planned ops have run (None: a size known only
+        when the op runs)."""
         return {n: e.size for n, e in self.entries.items() if e.kind == FILE}
 
 

@@ -35,6 +35,12 @@ def _step(kind: str, path: str | os.PathLike, target: str | os.PathLike | None =
         obs(kind, os.fspath(path), None if target is None else os.fspath(target))
 
 
+def announce(kind: str, path: str | os.PathLike, target: str | None = None) -> None:
+    """Tell observers what is about to happen (``begin-op``: an operation of a plan starts). Not a mutation:
+    fault injectors ignore it."""
+    _step(kind, path, target)
+
+
 @contextlib.contextmanager
 def observe(observer: Observer) -> Iterator[None]:
     """Call ``observer(kind, path, target)`` before every file mutation in this context (and thread)."""

@@ -48,7 +48,7 @@ from .cleaner_records import Slow, map_records
 from .cleaner_txn import CleanedTransactionMetadata
 from .datadirs import checkpoint_bytes, group_partitions, read_data_dir
 from .plan import Loss, PartitionPlan, Plan, Runner, default_runner
-from .swap import replace_segments
+from .swap import replace_segments, replacement_effect
 
 INT32_MAX = 2147483647
 LONG_MAX = 9223372036854775807
@@ -595,11 +595,12 @@ def _record_round(view: DirView, op: CompactRound) -> None:
             snap = offset_file_name(b, ".snapshot")
             if b not in new_bases and view.exists(snap):
                 op.snapshots.append(snap)
-    creates: list[tuple[str, int]] = []
+    removes, deleted = replacement_effect(view, removes + op.snapshots, op.keep_deleted)
+    creates: list[tuple[str, int | None]] = list(deleted)
     for g in op.groups:
         for suffix in g.suffixes or (".log", ".index", ".timeindex"):
-            creates.append((offset_file_name(g.base_offset, suffix), g.size or 0 if suffix == ".log" else 0))
-    view.add(op, removes=removes + op.snapshots, creates=creates)
+            creates.append((offset_file_name(g.base_offset, suffix), g.size if suffix == ".log" else None))
+    view.add(op, removes=removes, creates=creates)
 
 
 def plan_compact(paths: Iterable[str | os.PathLike], *, now_ms: int, resolver: ConfigResolver | None = None,

@@ -71,7 +71,7 @@ def _plan_partition(task: tuple) -> PartitionPlan:
                 pp.fingerprints = view.fingerprints()
                 return pp
             files = [str(p) for s in log.segments_in_unflushed_range(rp) for p in s.files()]
-            if files and not clean:
+            if files and not clean and rp < leo:
                 view.ops.append(Sync(str(view.path), f"make durable what lies above the recovery point {rp}", files))
             trim_indexes(view, log.segments[-1].base_offset, "trimmed to its entries, as the broker closes the "
                          "active segment")

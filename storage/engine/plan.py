@@ -237,16 +237,7 @@ Runner = Callable[[Callable[[Any], Any], list], list]
 
 def _apply_partition(task: tuple[PartitionPlan, Backup | None]) -> tuple[str, list, list[str]]:
     pplan, backup = task
-    results = []
-    for op in pplan.ops:
-        if backup is not None:
-            backup.keep(op)
-        try:
-            results.append(op.run())
-        except KafkaLogError:
-            raise
-        except OSError as e:
-            raise KafkaLogError(f"{op.kind} failed: {e.strerror or e}", e.filename or op.path) from None
+    results = [_run(op, backup) for op in pplan.ops]
     return pplan.dir, results, (backup.saved if backup is not None else [])
 
 
@@ -288,7 +279,7 @@ def apply(plan: Plan, *, backup: bool = True, backup_root: str | os.PathLike | N
                     Backup.default_root(d.path, plan.operation)
                 bk = Backup(root, d.path)
             for op in d.pre_ops:
-                out.traces.append(op.done_trace(_run(op)))
+                out.traces.append(op.done_trace(_run(op, None)))
             tasks = [(p, bk) for p in d.partitions if p.changes]
             saved: list[str] = []
             for (pplan, _), (pdir, results, kept) in zip(tasks, run(_apply_partition, tasks), strict=True):
@@ -296,9 +287,7 @@ def apply(plan: Plan, *, backup: bool = True, backup_root: str | os.PathLike | N
                 out.traces += [op.done_trace(r) for op, r in zip(pplan.ops, results, strict=True)]
                 saved += kept
             for op in d.ops:
-                if bk is not None:
-                    bk.keep(op)
-                r = _run(op)
+                r = _run(op, bk)
                 out.results.setdefault(d.path, []).append(r)
                 out.traces.append(op.done_trace(r))
             if bk is not None:
@@ -310,7 +299,11 @@ def apply(plan: Plan, *, backup: bool = True, backup_root: str | os.PathLike | N
     return out
 
 
-def _run(op: Op) -> Any:
+def _run(op: Op, backup: Backup | None) -> Any:
+    """One operation: announced to observers, its originals kept, then run. OS errors name the op's file."""
+    fileops.announce("begin-op", op.path, op.kind)
+    if backup is not None:
+        backup.keep(op)
     try:
         return op.run()
     except KafkaLogError:

@@ -34,7 +34,7 @@ from .plan import PartitionPlan, Plan, Runner, default_runner
 
 def _plan_partition(task: tuple) -> PartitionPlan:
     (data_dir, pdir, topic, part, cfg, rp, lso_ckpt, clean, now, strict, expiration, known_tid, given_tid,
-     settings) = task
+     settings, flushed) = task
     pp = PartitionPlan(data_dir, pdir, topic, part, settings=settings)
     try:
         with DirView(pdir) as view:
@@ -42,7 +42,7 @@ def _plan_partition(task: tuple) -> PartitionPlan:
                                     had_clean_shutdown=clean, now_ms=now, strict_indexes=strict,
                                     producer_id_expiration_ms=expiration)
             _partition_metadata(view, pp, known_tid, given_tid)
-            if not clean:
+            if not flushed:
                 _sync_unflushed(view, rp)
             pp.ops = list(view.ops)
             pp.losses = loaded.losses
@@ -133,7 +133,7 @@ def plan_repair(data_dirs: Iterable[str | os.PathLike], *, now_ms: int, resolver
             tasks.append((str(d), str(pdir), topic, part, cfg, 0 if full else st.recovery_points.get(key, 0),
                           st.log_start_offsets.get(key, 0), clean, now_ms, strict_indexes,
                           broker.producer_id_expiration_ms, resolver.topic_id(d, topic),
-                          (topic_ids or {}).get(topic), cfg.describe(["index.interval.bytes"])))
+                          (topic_ids or {}).get(topic), cfg.describe(["index.interval.bytes"]), st.clean_shutdown))
         dp.partitions = list(run(_plan_partition, tasks))
         _dir_ops(dp, st)
         if st.clean_shutdown and not full and not dp.ops and \

@@ -232,7 +232,7 @@ class ReplaceSegments(Op):
         return (f"replace segment(s) {', '.join(map(str, self.sources))} of {Path(self.path).name} "
                 f"({self.source_bytes:,d} bytes) by {new}{after}: {self.why}")
 
-    def plan_on(self, view: DirView, contents: dict[str, Blob | int] | None = None) -> ReplaceSegments:
+    def plan_on(self, view: DirView, contents: dict[str, Blob | int | None] | None = None) -> ReplaceSegments:
         """Record this op on ``view`` with its effect on the listing: the sources' segment files and snapshots
         go away, the new segments' files appear (``contents``: final name -> bytes or size)."""
         removes = list(self.source_files)
@@ -244,13 +244,22 @@ class ReplaceSegments(Op):
             if b not in remaining and view.exists(snap):
                 removes.append(snap)
                 self.source_files.append(snap)
-        creates: list[tuple[str, Blob | int]] = []
+        removes, deleted = replacement_effect(view, removes, self.keep_deleted)
+        creates: list[tuple[str, Blob | int | None]] = list(deleted)
         for s in self.new:
             for suffix, size in s.files.items():
                 name = offset_file_name(s.base_offset, suffix)
-                creates.append((name, (contents or {}).get(name, size or 0)))
+                creates.append((name, (contents or {}).get(name, size)))
         view.add(self, removes=removes, creates=creates)
         return self
+
+
+def replacement_effect(view: DirView, gone: list[str], keep_deleted: bool) -> tuple[list[str], list[tuple[str, int]]]:
+    """What :func:`replace_segments` does to the listing besides the new segments: the files in ``gone`` are
+    renamed ``.deleted`` (replacing any such leftover) and then removed, or kept as ``.deleted``."""
+    removes = list(gone) + [n + DELETED for n in gone if view.exists(n + DELETED)]
+    creates = [(n + DELETED, view.size(n)) for n in gone if view.exists(n)] if keep_deleted else []
+    return removes, creates
 
 
 def segment_files(view: DirView, base_offset: int) -> list[str]:

@@ -1,0 +1,137 @@
+"""Damaged copies of the real broker fixtures, for tests of the mutating engines (plan == apply, crashes).
+
+``damaged_copy(fixture, dst, kinds)`` copies ``fixtures/<fixture>/data`` to ``dst`` and applies the damages
+named in ``kinds`` (see :data:`DAMAGES`); each damage picks its victim partition deterministically and
+returns a description. A damage that does not apply to a fixture (no such partition) is skipped.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from kafkalog.storage.records import iter_batches
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURE_NAMES = sorted(p.name for p in FIXTURES.iterdir() if (p / "data").is_dir())
+
+
+def _partition(d: Path, prefix: str) -> Path | None:
+    for p in sorted(d.iterdir()):
+        if p.is_dir() and p.name.startswith(prefix) and any(p.glob("*.log")):
+            return p
+    return None
+
+
+def _logs(p: Path) -> list[Path]:
+    return sorted(p.glob("*.log"))
+
+
+def unclean(d: Path) -> str | None:
+    """The broker was killed: no clean shutdown marker."""
+    m = d / ".kafka_cleanshutdown"
+    if m.exists():
+        m.unlink()
+        return "no clean shutdown marker"
+    return None
+
+
+def torn_tail(d: Path) -> str | None:
+    """A torn write at the end of the active segment of a multi-segment partition."""
+    p = _partition(d, "multi-segment-0") or _partition(d, "killed-0")
+    if p is None:
+        return None
+    with open(_logs(p)[-1], "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x10\x00\x00\x01\x00\x00\x00\x00")
+    return f"torn tail in {p.name}"
+
+
+def crc_mismatch(d: Path) -> str | None:
+    """A flipped byte inside a record batch (CRC-covered) of a segment in the middle of a partition."""
+    p = _partition(d, "multi-segment-1") or _partition(d, "killed-1")
+    if p is None:
+        return None
+    logs = _logs(p)
+    seg = logs[len(logs) // 2] if len(logs) > 1 else logs[0]
+    data = bytearray(seg.read_bytes())
+    batches = list(iter_batches(bytes(data)))
+    if not batches:
+        return None
+    b = batches[len(batches) // 2]
+    data[b.position + b.size - 3] ^= 0x5A  # inside the records (v2: covered by the CRC; v0/v1: by the message CRC)
+    del batches, b
+    seg.write_bytes(bytes(data))
+    return f"CRC mismatch in {seg.parent.name}/{seg.name}"
+
+
+def missing_index(d: Path) -> str | None:
+    p = _partition(d, "codec-none") or _partition(d, "killed-0")
+    if p is None:
+        return None
+    for f in p.glob("*.index"):
+        f.unlink()
+    return f"missing .index in {p.name}"
+
+
+def bad_timeindex(d: Path) -> str | None:
+    """A time index whose entries go backwards (fails Kafka's sanity checks)."""
+    p = _partition(d, "codec-gzip") or _partition(d, "open-transaction")
+    if p is None:
+        return None
+    ti = sorted(p.glob("*.timeindex"))[0]
+    ti.write_bytes(b"\x7f" + b"\x00" * 10 + b"\x05" + b"\x00" * 11 + b"\x01")
+    return f"bad .timeindex in {p.name}"
+
+
+def leftovers(d: Path) -> str | None:
+    """Leftovers of an interrupted segment replacement and an orphaned index."""
+    p = _partition(d, "codec-lz4") or _partition(d, "killed-0")
+    if p is None:
+        return None
+    (p / "00000000000000000000.log.cleaned").write_bytes(b"partial")
+    (p / "00000000000000099999.index").write_bytes(b"")
+    return f"leftover .cleaned and orphaned index in {p.name}"
+
+
+def bad_partition_metadata(d: Path) -> str | None:
+    p = _partition(d, "idempotent-1") or _partition(d, "codec-snappy")
+    if p is None or not (p / "partition.metadata").exists():
+        return None
+    (p / "partition.metadata").write_bytes(b"")
+    return f"zero-length partition.metadata in {p.name}"
+
+
+def bad_checkpoint(d: Path) -> str | None:
+    f = d / "recovery-point-offset-checkpoint"
+    f.write_text("0\n2\nfoo 0\n")
+    return "malformed recovery-point-offset-checkpoint"
+
+
+DAMAGES: dict[str, Callable[[Path], str | None]] = {
+    "unclean": unclean, "torn_tail": torn_tail, "crc_mismatch": crc_mismatch, "missing_index": missing_index,
+    "bad_timeindex": bad_timeindex, "leftovers": leftovers, "bad_partition_metadata": bad_partition_metadata,
+    "bad_checkpoint": bad_checkpoint,
+}
+#: damages only the index files (the .log files stay valid)
+INDEX_DAMAGES = ("missing_index", "bad_timeindex")
+
+
+def damaged_copy(fixture: str, dst: Path, kinds: tuple[str, ...] = tuple(DAMAGES)) -> list[str]:
+    """Copy a fixture's data dir to ``dst`` and damage it; returns what was done."""
+    shutil.copytree(FIXTURES / fixture / "data", dst)
+    done = []
+    for k in kinds:
+        what = DAMAGES[k](dst)
+        if what:
+            done.append(what)
+    return done
+
+
+def tree(d: Path, *, ignore: tuple[str, ...] = (".lock",)) -> dict[str, bytes]:
+    """Every file under ``d`` (relative path -> bytes)."""
+    out = {}
+    for p in sorted(d.rglob("*")):
+        if p.is_file() and p.name not in ignore:
+            out[str(p.relative_to(d))] = p.read_bytes()
+    return out

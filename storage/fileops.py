@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,12 +26,14 @@ TMP_SUFFIX = ".tmp"
 #: name), rename, truncate, unlink, mkdir, rmdir, fsync, fsync-dir, link, utime.
 Step = tuple[str, str, str | None]
 Observer = Callable[[str, str, "str | None"], None]
-_observers: ContextVar[tuple[Observer, ...]] = ContextVar("kafkalog_fileops_observers", default=())
+#: process-wide (the engines run partitions in worker threads): observers see every thread's steps
+_observers: tuple[Observer, ...] = ()
+_observers_lock = threading.Lock()
 
 
 def _step(kind: str, path: str | os.PathLike, target: str | os.PathLike | None = None) -> None:
     """Announce a step before it happens; an observer may raise to make it fail (fault injection)."""
-    for obs in _observers.get():
+    for obs in _observers:
         obs(kind, os.fspath(path), None if target is None else os.fspath(target))
 
 
@@ -43,12 +45,18 @@ def announce(kind: str, path: str | os.PathLike, target: str | None = None) -> N
 
 @contextlib.contextmanager
 def observe(observer: Observer) -> Iterator[None]:
-    """Call ``observer(kind, path, target)`` before every file mutation in this context (and thread)."""
-    token = _observers.set(_observers.get() + (observer,))
+    """Call ``observer(kind, path, target)`` before every file mutation of this process, in any thread, while the
+    context lasts (observers serialise themselves if they keep state)."""
+    global _observers
+    with _observers_lock:
+        _observers = _observers + (observer,)
     try:
         yield
     finally:
-        _observers.reset(token)
+        with _observers_lock:
+            rest = list(_observers)
+            rest.remove(observer)
+            _observers = tuple(rest)
 
 
 @dataclass

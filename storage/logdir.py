@@ -88,19 +88,21 @@ def is_partition_dir(path: str | os.PathLike) -> bool:
 def list_partition_dirs(data_dir: str | os.PathLike, *, kinds: tuple[str, ...] = ("live",),
                         include_metadata: bool = True) -> list[tuple[Path, TopicPartitionDir]]:
     """The sub-directories of a data dir whose names parse as partition dirs of one of ``kinds``
-    (``live``, ``future``, ``delete``, ``stray``), sorted by topic, then partition."""
+    (``live``, ``future``, ``delete``, ``stray``), sorted by topic, then partition. Symlinks leaving the data dir,
+    looping or dangling are not followed."""
     out = []
-    with os.scandir(data_dir) as it:
-        for e in it:
-            if not e.is_dir() or e.name == REMOTE_LOG_INDEX_CACHE:
-                continue
-            try:
-                tp = parse_topic_partition_name(e.name)
-            except LogDirError:
-                continue
-            if tp.kind not in kinds or (not include_metadata and tp.topic == METADATA_TOPIC):
-                continue
-            out.append((Path(e.path), tp))
+    listing = DirView(data_dir, DirView.READONLY)
+    base = Path(data_dir)
+    for name in listing.names(DIR):
+        if name == REMOTE_LOG_INDEX_CACHE:
+            continue
+        try:
+            tp = parse_topic_partition_name(name)
+        except LogDirError:
+            continue
+        if tp.kind not in kinds or (not include_metadata and tp.topic == METADATA_TOPIC):
+            continue
+        out.append((base / name, tp))
     out.sort(key=lambda x: (x[1].topic, x[1].partition, x[0].name))
     return out
 

@@ -30,6 +30,7 @@ from .files.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
     read_offset_checkpoint,
 )
+from .files.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from .files.findings import Finding, Severity, error, info, warning
 from .files.names import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, TMP_FILE_SUFFIX
 from .files.producer_snapshot import read_producer_snapshot
@@ -423,6 +424,24 @@ def verify_partition(
     return out
 
 
+def _not_truncated_by_broker(out: list[Finding], first: int, log: PartitionLog, clean: bool) -> None:
+    """Invalid bytes in a segment the broker does not recover at startup (after a clean shutdown, or below the
+    recovery point): say so, and how to cut them."""
+    why = ("the data dir had a clean shutdown" if clean else
+           f"the segment lies below the recovery point {log.recovery_point}")
+    data_dir = log.path.parent
+    for i in range(first, len(out)):
+        f = out[i]
+        if f.severity == "error" and f.kind in ("crc", "batch") and "recovery truncates" in f.message:
+            msg = f.message.replace("; recovery truncates the segment here", "").replace(
+                "; recovery truncates them", "").replace("recovery truncates the segment here", "")
+            out[i] = error(f.file, f.position, f.kind,
+                           f"{msg}; the broker will NOT truncate this at startup ({why}): it would serve and replicate "
+                           f"the segment as it is. `kafkalog repair {data_dir} --full --dry-run` shows the cut (the "
+                           f"records from byte {f.position} on, and every later segment), `kafkalog repair {data_dir} "
+                           "--full` makes it")
+
+
 def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
     out.extend(log.findings)
     d = str(log.path)
@@ -440,19 +459,24 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
         sev = "info" if suffix == DELETED_FILE_SUFFIX else "warning"  # routine: file.delete.delay.ms
         out.append(Finding(str(p), None, "leftover", sev, action))
 
-    # segments
+    # segments: which of them a broker starting on this dir would recover (and so truncate at an invalid byte)
+    clean = (log.path.parent / CLEAN_SHUTDOWN_FILE).exists()
+    recovered = set() if clean else {s.base_offset for s in log.segments_in_unflushed_range(log.recovery_point or 0)}
     prev_next: int | None = None
     summaries: list[SegmentSummary] = []
     for i, seg in enumerate(log.segments):
         if prev_next is not None and seg.base_offset < prev_next:
             out.append(error(seg.path, None, "offsets",
                              f"base offset {seg.base_offset} is below the previous segment's next offset {prev_next}"))
+        first = len(out)
         try:
             _, summary = verify_segment(seg, deep=deep, is_active=i == len(log.segments) - 1,
                                         previous_next_offset=prev_next, findings=out)
         except KafkaLogError as e:  # unreadable index files, etc.
             out.append(error(e.path or seg.path, e.position, "layout", e.reason))
             continue
+        if seg.base_offset not in recovered:
+            _not_truncated_by_broker(out, first, log, clean)
         summaries.append(summary)
         if summary.next_offset is not None:
             prev_next = summary.next_offset

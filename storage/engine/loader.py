@@ -80,6 +80,7 @@ class _Loader:
         self.name = view.path.name
         self.epochs: LeaderEpochCache | None = None
         self.next_offsets: dict[int, int] = {}
+        self.last_truncation = None
 
     # ------------------------------------------------------------------------------------------ helpers
     def segments(self) -> list[Segment]:
@@ -166,6 +167,12 @@ class _Loader:
                 for later in todo[i + 1:]:
                     self.delete_segment(later, f"a segment after the first invalid byte of segment {b}: the broker "
                                         "deletes every later segment when it truncates the log")
+                # the cut comes after the later segments are gone: a crash in between leaves the invalid bytes,
+                # which the next recovery finds again, never valid later segments behind a cut log (a gap)
+                cut = self.last_truncation
+                if cut is not None and cut in view.ops and todo[i + 1:]:
+                    view.ops.remove(cut)
+                    view.ops.append(cut)
                 break
 
     def load_epochs(self, segs: list[Segment]) -> LeaderEpochCache:
@@ -201,7 +208,7 @@ class _Loader:
             reason = rec.reason() or "invalid bytes"
             t = rec.tail
             where = f"first invalid byte at {rec.valid_bytes}"
-            view.truncate(name, rec.valid_bytes, f"{where}: {reason}")
+            self.last_truncation = view.truncate(name, rec.valid_bytes, f"{where}: {reason}")
             out.losses.append(Loss(f"{reason} (the broker truncates the log at byte {rec.valid_bytes})",
                                    rec.next_offset, t.last_offset if t else None, t.records if t else None,
                                    rec.truncated_bytes, str(seg.path), rec.valid_bytes, damage=True))

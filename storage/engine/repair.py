@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..dirview import DirView
+from ..dirview import DIR, DirView
 from ..errors import KafkaLogError
 from ..files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker, read_clean_shutdown
@@ -119,8 +119,8 @@ def plan_repair(data_dirs: Iterable[str | os.PathLike], *, now_ms: int, resolver
             dp.notes.append(f"{d}: no clean shutdown marker: segments above each recovery point are recovered")
         elif full:
             dp.notes.append(f"{d}: --full: every segment is recovered, as the broker would without a recovery point")
-        for entry in sorted(os.listdir(d)):
-            if entry.endswith(("-delete", "-stray")) and (d / entry).is_dir():
+        for entry in DirView(d, DirView.READONLY).names(DIR):
+            if entry.endswith(("-delete", "-stray")):
                 what = ("queued for deletion: the broker loads it without recovery and deletes it"
                         if entry.endswith("-delete") else "a stray replica: the broker loads it aside and never "
                         "deletes it")

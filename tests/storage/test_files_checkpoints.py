@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalog.storage.fileops import atomic_write, fsync_dir, tmp_path
 from kafkalog.storage.errors import CorruptCheckpointError
+from kafkalog.storage.fileops import atomic_write, fsync_dir, tmp_path
 from kafkalog.storage.files.checkpoints import (
     OffsetCheckpoint,
     TopicPartitionOffset,

@@ -10,7 +10,7 @@ from typing import Any
 from .codec.compression import codec_name
 from .errors import KafkaLogError
 from .log import PartitionLog
-from .verify import _AUTO, _open_partition_log
+from .logdir import open_partition_log
 
 
 def _codec(c: int) -> str:
@@ -24,7 +24,7 @@ def describe_partition(
     path: str | os.PathLike | PartitionLog,
     *,
     scan: bool = True,
-    checkpoints: dict[str, int | None] | object = _AUTO,
+    checkpoints: dict[str, int | None] | None = None,
 ) -> dict[str, Any]:
     """Describe one partition directory.
 
@@ -37,7 +37,7 @@ def describe_partition(
     if isinstance(path, PartitionLog):
         log, own = path, False
     else:
-        log = _open_partition_log(Path(path), checkpoints)
+        log = open_partition_log(Path(path), checkpoints)
         own = True
     errors: list[str] = []
     try:

@@ -158,6 +158,31 @@ def data_dir_of(path: str | os.PathLike) -> Path:
     return p.parent if is_partition_dir(p) else p
 
 
+def partition_checkpoints(path: str | os.PathLike) -> dict[str, int | None]:
+    """This partition's values in its parent data dir's four offset checkpoints (a checkpoint that is missing or
+    does not parse gives None)."""
+    p = Path(path)
+    tp = parse_topic_partition_name(p.name)
+    values: dict[str, int | None] = {}
+    for name in DATA_DIR_CHECKPOINTS:
+        f = p.parent / name
+        try:
+            values[name] = read_offset_checkpoint(f).get(tp.topic, tp.partition) if f.is_file() else None
+        except KafkaLogError:
+            values[name] = None
+    return values
+
+
+def open_partition_log(path: str | os.PathLike, checkpoints: dict[str, int | None] | None = None) -> PartitionLog:
+    """A :class:`PartitionLog` of ``path`` with its data dir's checkpoint values (read from the parent dir unless
+    ``checkpoints`` gives them; ``{}`` for none)."""
+    values = partition_checkpoints(path) if checkpoints is None else checkpoints
+    return PartitionLog(path, log_start_offset_checkpoint=values.get(LOG_START_OFFSET_CHECKPOINT),
+                        recovery_point=values.get(RECOVERY_POINT_CHECKPOINT),
+                        high_watermark=values.get(REPLICATION_OFFSET_CHECKPOINT),
+                        clean_point=values.get(CLEANER_OFFSET_CHECKPOINT))
+
+
 class DataDir:
     """One data directory, loaded read-only."""
 

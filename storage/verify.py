@@ -24,11 +24,9 @@ from .errors import CorruptRecordError, KafkaLogError
 from .files._index import INT32_MAX
 from .files.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
-    DATA_DIR_CHECKPOINTS,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    read_offset_checkpoint,
 )
 from .files.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from .files.findings import Finding, Severity, error, info, warning
@@ -37,7 +35,7 @@ from .files.producer_snapshot import read_producer_snapshot
 from .files.quorum_state import QUORUM_STATE_FILE, read_quorum_state
 from .files.segment import Segment
 from .log import METADATA_TOPIC, PartitionLog
-from .logdir import DataDir, DataDirs, classify_path
+from .logdir import DataDir, DataDirs, classify_path, open_partition_log, partition_checkpoints
 from .records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker
 
 __all__ = [
@@ -364,42 +362,11 @@ def verify_segment(
     return out, summary
 
 
-def _partition_checkpoints(path: Path) -> dict[str, int | None]:
-    """The parent data dir's checkpoint values for this partition (read-only, errors ignored)."""
-    from .log import parse_topic_partition_name
-
-    tp = parse_topic_partition_name(path.name)
-    values: dict[str, int | None] = {}
-    for name in DATA_DIR_CHECKPOINTS:
-        p = path.parent / name
-        try:
-            values[name] = read_offset_checkpoint(p).get(tp.topic, tp.partition) if p.exists() else None
-        except KafkaLogError:
-            values[name] = None
-    return values
-
-
-_AUTO = object()
-
-
-def _open_partition_log(path: Path, checkpoints: dict[str, int | None] | object) -> PartitionLog:
-    """A :class:`PartitionLog` of ``path`` given its data dir's checkpoint values (read from the parent dir when
-    ``checkpoints`` is ``_AUTO``)."""
-    values = _partition_checkpoints(path) if checkpoints is _AUTO else checkpoints
-    return PartitionLog(
-        path,
-        log_start_offset_checkpoint=values.get(LOG_START_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
-        recovery_point=values.get(RECOVERY_POINT_CHECKPOINT),  # type: ignore[union-attr]
-        high_watermark=values.get(REPLICATION_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
-        clean_point=values.get(CLEANER_OFFSET_CHECKPOINT),  # type: ignore[union-attr]
-    )
-
-
 def verify_partition(
     path: str | os.PathLike | PartitionLog,
     deep: bool = False,
     *,
-    checkpoints: dict[str, int | None] | object = _AUTO,
+    checkpoints: dict[str, int | None] | None = None,
 ) -> list[Finding]:
     """All findings for one partition directory.
 
@@ -412,7 +379,7 @@ def verify_partition(
         own = False
     else:
         try:
-            log = _open_partition_log(Path(path), checkpoints)
+            log = open_partition_log(Path(path), checkpoints)
         except KafkaLogError as e:
             return [error(e.path or path, e.position, "layout", e.reason)]
         own = True
@@ -752,7 +719,7 @@ def partition_task(path: str, checkpoints: dict[str, int | None] | None, deep: b
     p = Path(path)
     try:
         if checkpoints is None:
-            checkpoints = _partition_checkpoints(p)
+            checkpoints = partition_checkpoints(p)
         log = PartitionLog(
             p,
             log_start_offset_checkpoint=checkpoints.get(LOG_START_OFFSET_CHECKPOINT),

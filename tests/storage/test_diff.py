@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage.diff import diff_paths, parse_partition_dir_name, partition_dirs
+from kafkalog.storage.diff import diff_paths
+from kafkalog.storage.logdir import live_partition_name, resolve_partition_dirs
 from kafkalog.storage.records import build_batch
 from kafkalog.tools.cli import main
 
@@ -69,11 +70,12 @@ def test_segment_files_and_layout(tmp_path: Path):
     pb = write(tmp_path / "b", batches(3, b"x"))
     r = diff_paths(pa / "00000000000000000000.log", pb / "00000000000000000000.log")
     assert r.differences[0].kind == "record"
-    assert parse_partition_dir_name("a-b-12") == ("a-b", 12)
-    assert parse_partition_dir_name("t-0.0123456789abcdef0123456789abcdef-delete") is None
-    assert parse_partition_dir_name("lost+found") is None
+    assert live_partition_name("a-b-12").name == "a-b-12"
+    assert (live_partition_name("a-b-12").topic, live_partition_name("a-b-12").partition) == ("a-b", 12)
+    assert live_partition_name("t-0.0123456789abcdef0123456789abcdef-delete") is None
+    assert live_partition_name("lost+found") is None
     (tmp_path / "a" / "lost+found").mkdir()
-    assert [p.name for p in partition_dirs(tmp_path / "a")] == ["t-0"]
+    assert [p.name for p in resolve_partition_dirs(tmp_path / "a")] == ["t-0"]
 
 
 def test_cli_exit_codes(tmp_path: Path, capsys):

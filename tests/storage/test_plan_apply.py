@@ -14,6 +14,7 @@ and applies. The test records every file mutation the apply performs (the librar
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -73,17 +74,18 @@ def _check(make_plan, dirs: list[Path], *, exact_plan=None, backup: bool = True,
     dry.check()
     assert dry.changes, "the damaged fixture needs no change: the test would prove nothing"
     real = make_plan()
-    steps: list[tuple[str, str, str | None]] = []
-    with fileops.observe(lambda k, p, t: steps.append((k, p, t))):
+    steps: list[tuple[int, str, str, str | None]] = []  # partitions run in threads: steps carry their thread
+    with fileops.observe(lambda k, p, t: steps.append((threading.get_ident(), k, p, t))):
         res = apply(real, backup=backup, backup_root=dirs[0].parent / "backup" if backup else None)
     assert res.traces == dry.traces(), "apply did not run the dry-run plan's operations"
     # every mutation belongs to the op running at the time and touches what that op names
     backup_root = dirs[0].parent / "backup" if backup else None
-    current: tuple[str, str] | None = None
-    for k, p, t in steps:
+    running: dict[int, tuple[str, str]] = {}  # thread -> the op it runs
+    for thread, k, p, t in steps:
         if k == "begin-op":
-            current = (t or "", p)
+            running[thread] = (t or "", p)
             continue
+        current = running.get(thread)
         assert current is not None, f"a file mutation outside any planned operation: {k} {p}"
         assert _allowed(current[0], current[1], (k, p, t), backup_root), \
             f"{current[0]} {current[1]} touched {k} {p} {t or ''}"

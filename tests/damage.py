@@ -135,3 +135,85 @@ def tree(d: Path, *, ignore: tuple[str, ...] = (".lock",)) -> dict[str, bytes]:
         if p.is_file() and p.name not in ignore:
             out[str(p.relative_to(d))] = p.read_bytes()
     return out
+
+
+# ------------------------------------------------------------------------------------------------ crashes
+#: the fileops steps that change files (a kill is placed before one of them)
+MUTATIONS = {"write", "append", "rename", "truncate", "unlink", "mkdir", "rmdir", "utime"}
+
+
+def count_mutations(run) -> int:
+    """How many file mutations ``run()`` performs (through ``kafkalog.storage.fileops``)."""
+    from kafkalog.storage import fileops
+
+    n = [0]
+
+    def count(kind, _p, _t):
+        if kind in MUTATIONS:
+            n[0] += 1
+
+    with fileops.observe(count):
+        run()
+    return n[0]
+
+
+def killed_at(run, k: int) -> int:
+    """Run ``run()`` in a forked child killed (``os._exit``, no cleanup, as SIGKILL) before its k-th file
+    mutation; returns the child's exit status (137 when the kill happened)."""
+    import os
+
+    from kafkalog.storage import fileops
+
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        n = [0]
+
+        def kill(kind, _p, _t):
+            if kind in MUTATIONS:
+                n[0] += 1
+                if n[0] == k:
+                    os._exit(137)
+
+        try:
+            with fileops.observe(kill):
+                run()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def roll_active(d: Path) -> None:
+    """Give the cleaner work on a real fixture: an empty segment at each partition's log end offset (as a roll
+    leaves it), so the dirty tails become cleanable."""
+    from kafkalog.storage.log import PartitionLog
+    from kafkalog.storage.logdir import partition_dirs
+
+    for p, _t, _n in partition_dirs(d):
+        with PartitionLog(p) as log:
+            leo = log.log_end_offset
+            if log.active_segment is not None and log.active_segment.size and leo > log.active_segment.base_offset:
+                (p / f"{leo:020d}.log").touch()
+
+
+def records(d: Path) -> dict[str, set[tuple]]:
+    """Per partition: the records a consumer can read, from the log start offset: ``(offset, key, value)``."""
+    from kafkalog.storage.log import PartitionLog
+    from kafkalog.storage.logdir import partition_dirs, read_checkpoint_or_empty
+
+    lso = read_checkpoint_or_empty(d / "log-start-offset-checkpoint")
+    out = {}
+    for p, topic, part in partition_dirs(d):
+        with PartitionLog(p, log_start_offset_checkpoint=lso.get((topic, part))) as log:
+            start = log.log_start_offset
+            recs = set()
+            for _seg, b in log.iter_batches():
+                if b.is_control:
+                    continue
+                for r in b.records():
+                    if r.offset >= start:
+                        recs.add((r.offset, bytes(r.key) if r.key is not None else None,
+                                  bytes(r.value) if r.value is not None else None))
+                del b
+            out[p.name] = recs
+    return out

@@ -248,9 +248,9 @@ class LogWriter:
             return AppendInfo(batches[0][1], batches[0][2], NO_TIMESTAMP, -1, 0, 1, self.active.size,
                               self.active.base_offset, duplicate=True)
         size = len(buf)
-        if size > self.config.segment_bytes:
+        if size > self.config.segment_size:
             raise RecordTooLargeError(
-                f"append of {size} bytes exceeds segment.bytes ({self.config.segment_bytes})", str(self.dir))
+                f"append of {size} bytes exceeds segment.bytes ({self.config.segment_size})", str(self.dir))
         first_offset = batches[0][1]
         last_offset = batches[-1][2]
         max_ts, shallow = NO_TIMESTAMP, -1
@@ -389,7 +389,7 @@ class LogWriter:
         seg = self.active
         cfg = self.config
         reached_ms = seg.time_waited_for_roll(self.now(), max_ts) > cfg.max_segment_ms  # jitter 0
-        if (seg.size > cfg.segment_bytes - size or (seg.size > 0 and reached_ms)
+        if (seg.size > cfg.segment_size - size or (seg.size > 0 and reached_ms)
                 or seg.indexer.is_full()
                 or not seg.can_convert_to_relative(last_offset)):
             self.roll(max(first_offset, self.log_end_offset))

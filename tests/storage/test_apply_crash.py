@@ -10,14 +10,12 @@ oldest first): ``after <= crashed <= before`` as sets of ``(offset, key, value)`
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
-from damage import damaged_copy
+from damage import count_mutations, damaged_copy, killed_at, records, roll_active
 
-from kafkalog.storage import fileops
 from kafkalog.storage.engine.cleaner import plan_compact
 from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
 from kafkalog.storage.engine.flush import plan_flush
@@ -25,71 +23,15 @@ from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.engine.reindex import plan_reindex
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.retention import plan_retention
-from kafkalog.storage.log import PartitionLog
-from kafkalog.storage.logdir import partition_dirs, read_checkpoint_or_empty
 
 NOW = 1_900_000_000_000
-MUTATIONS = {"write", "append", "rename", "truncate", "unlink", "mkdir", "rmdir", "utime"}
 SAMPLE = 12  # kill points per command in the default run
-
-
-def records(d: Path) -> dict[str, set[tuple]]:
-    """Per partition: the records a consumer can read, from the log start offset."""
-    lso = read_checkpoint_or_empty(d / "log-start-offset-checkpoint")
-    out = {}
-    for p, topic, part in partition_dirs(d):
-        with PartitionLog(p, log_start_offset_checkpoint=lso.get((topic, part))) as log:
-            start = log.log_start_offset
-            recs = set()
-            for _seg, b in log.iter_batches():
-                if b.is_control:
-                    continue
-                for r in b.records():
-                    if r.offset >= start:
-                        recs.add((r.offset, bytes(r.key) if r.key is not None else None,
-                                  bytes(r.value) if r.value is not None else None))
-                del b
-            out[p.name] = recs
-    return out
 
 
 def _repair(d: Path) -> None:
     plan = plan_repair([d], now_ms=NOW)
     assert not plan.errors, plan.errors
     apply(plan, backup=False)
-
-
-def _count_steps(make_plan, d: Path) -> int:
-    n = [0]
-
-    def count(kind, _p, _t):
-        if kind in MUTATIONS:
-            n[0] += 1
-
-    with fileops.observe(count):
-        apply(make_plan(d), backup=False)
-    return n[0]
-
-
-def _killed_at(make_plan, d: Path, k: int) -> int:
-    """Run the apply in a forked child killed before its k-th mutation; returns the child's exit status."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        n = [0]
-
-        def kill(kind, _p, _t):
-            if kind in MUTATIONS:
-                n[0] += 1
-                if n[0] == k:
-                    os._exit(137)
-
-        try:
-            with fileops.observe(kill):
-                apply(make_plan(d), backup=False)
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
 
 
 COMMANDS = {
@@ -103,27 +45,19 @@ COMMANDS = {
 }
 
 
-def _roll_active(d: Path) -> None:
-    for p, _t, _n in partition_dirs(d):
-        with PartitionLog(p) as log:
-            leo = log.log_end_offset
-            if log.active_segment is not None and log.active_segment.size and leo > log.active_segment.base_offset:
-                (p / f"{leo:020d}.log").touch()
-
-
 def _campaign(tmp_path: Path, fixture: str, command: str, sample: int | None) -> tuple[int, int]:
     damages, make_plan = COMMANDS[command]
     base = tmp_path / "base"
     damaged_copy(fixture, base, damages)
     if command == "compact":
-        _roll_active(base)
+        roll_active(base)
     before_dir = tmp_path / "before"
     shutil.copytree(base, before_dir)
     _repair(before_dir)
     before = records(before_dir)
     after_dir = tmp_path / "after"
     shutil.copytree(base, after_dir)
-    steps = _count_steps(make_plan, after_dir)
+    steps = count_mutations(lambda: apply(make_plan(after_dir), backup=False))
     _repair(after_dir)
     after = records(after_dir)
     points = list(range(1, steps + 1))
@@ -132,7 +66,7 @@ def _campaign(tmp_path: Path, fixture: str, command: str, sample: int | None) ->
     for k in points:
         d = tmp_path / f"k{k}"
         shutil.copytree(base, d)
-        assert _killed_at(make_plan, d, k) == 137, f"step {k} of {steps} was never reached"
+        assert killed_at(lambda d=d: apply(make_plan(d), backup=False), k) == 137, f"step {k}/{steps} never came"
         _repair(d)
         got = records(d)
         assert set(got) == set(before), f"kill at step {k}/{steps}: partitions differ"

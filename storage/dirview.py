@@ -234,7 +234,7 @@ class Rename(Op):
     replaces: bool = False  # the target exists and is replaced
 
     def originals(self) -> list[tuple[str, bool]]:
-        return [(self.target, False)] if self.replaces else []
+        return [(self.path, False)] + ([(self.target, False)] if self.replaces else [])
 
     def run(self) -> None:
         fileops.rename(self.path, self.target)

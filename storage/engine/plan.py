@@ -188,6 +188,7 @@ class Backup:
         self.root = Path(root)
         self.base = Path(base).resolve()
         self.saved: list[str] = []
+        self._inodes: set[tuple[int, int]] = set()  # files already kept (a renamed file is kept once)
 
     @staticmethod
     def default_root(data_dir: str | os.PathLike, operation: str) -> Path:
@@ -200,6 +201,9 @@ class Backup:
         p = Path(path)
         if not p.is_file():
             return None
+        st = p.stat()
+        if (st.st_dev, st.st_ino) in self._inodes and not copy:
+            return None  # the same file, kept already under its earlier name
         try:
             rel = p.resolve().relative_to(self.base)
         except ValueError:
@@ -210,6 +214,7 @@ class Backup:
         dst.parent.mkdir(parents=True, exist_ok=True)
         fileops.link_or_copy(p, dst, copy=copy)
         self.saved.append(str(rel))
+        self._inodes.add((st.st_dev, st.st_ino))
         return dst
 
     def keep(self, op: Op) -> None:

@@ -258,8 +258,21 @@ class Segment:
         return nxt
 
     def max_timestamp_so_far(self) -> TimestampOffset:
-        """What a loaded segment knows of its max timestamp: the last time-index entry."""
-        return self.time_index.last_valid_entry
+        """``LogSegment.maxTimestampSoFar`` as a loaded broker knows it: the last time-index entry. A segment
+        without time-index entries (a missing or empty ``.timeindex``, e.g. after a crash) is one the broker
+        recovers at load, which finds the max from the batches: so does this."""
+        idx = self.time_index
+        if idx.valid_entries or self.size == 0:
+            return idx.last_valid_entry
+        best = TimestampOffset(NO_TIMESTAMP, -1)
+        try:
+            for b in self.iter_batches():
+                if b.max_timestamp > best.timestamp:
+                    best = TimestampOffset(b.max_timestamp, b.last_offset)
+                del b
+        except CorruptRecordError:
+            pass
+        return best
 
     def largest_timestamp(self) -> int:
         """``LogSegment.largestTimestamp``: max timestamp if >= 0, else the ``.log`` mtime (ms)."""

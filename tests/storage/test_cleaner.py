@@ -6,17 +6,16 @@ import os
 from pathlib import Path
 
 import pytest
+from engines import clean_points, compact
 
+from kafkalog.storage import fileops
 from kafkalog.storage.config import CleanerConfig, LogConfig
-from kafkalog.storage.engine.cleaner import (
-    compact_partition,
-    group_segments_by_size,
-    read_cleaner_checkpoint,
-)
-from kafkalog.storage.engine.cleaner_log import PartitionView
+from kafkalog.storage.dirview import DirView
+from kafkalog.storage.engine.cleaner import group_segments_by_size
 from kafkalog.storage.engine.cleaner_map import OffsetMap
 from kafkalog.storage.engine.swap import recover_swap_files
 from kafkalog.storage.errors import ConfigError
+from kafkalog.storage.log import PartitionLog
 from kafkalog.storage.records import build_batch, build_end_txn_marker, iter_batches
 
 NOW = 1_700_000_000_000
@@ -76,7 +75,7 @@ def test_offset_map_capacity_matches_skimpy_offset_map():
 def test_round_keeps_latest_per_key_and_never_touches_active_segment(pdir: Path):
     simple_log(pdir)
     active_before = (pdir / f"{7:020d}.log").read_bytes()
-    out = compact_partition(pdir, COMPACT, CleanerConfig(), NOW, force=True)
+    out = compact(pdir, COMPACT, CleanerConfig(), NOW, force=True)
     assert out.eligible and out.result is not None
     assert out.result.end_offset == 7
     assert (pdir / f"{7:020d}.log").read_bytes() == active_before
@@ -89,17 +88,17 @@ def test_round_keeps_latest_per_key_and_never_touches_active_segment(pdir: Path)
     # one group -> one segment at base 0, with the last source segment's mtime
     assert sorted(p.name for p in pdir.glob("*.log")) == [f"{0:020d}.log", f"{7:020d}.log"]
     assert (pdir / f"{0:020d}.log").stat().st_mtime_ns == (NOW - 1000) * 1_000_000
-    assert read_cleaner_checkpoint(pdir.parent)[("t", 0)] == 7
-    assert not recover_swap_files(pdir, dry_run=True).changed
+    assert clean_points(pdir.parent)[("t", 0)] == 7
+    assert not recover_swap_files(DirView(pdir)).changed
 
 
 def test_second_round_removes_tombstone_after_horizon(pdir: Path):
     simple_log(pdir)
-    compact_partition(pdir, COMPACT, CleanerConfig(), NOW, force=True)
+    compact(pdir, COMPACT, CleanerConfig(), NOW, force=True)
     later = NOW + COMPACT.delete_retention_ms + 1
     # new dirty data so that a round happens: roll the active segment
     write_segment(pdir, 8, [kv(8, b"z", b"1")])
-    compact_partition(pdir, COMPACT, CleanerConfig(), later, force=True)
+    compact(pdir, COMPACT, CleanerConfig(), later, force=True)
     recs = records(pdir)
     assert (4, b"b", None) not in recs
     assert (5, b"c", b"1") in recs
@@ -108,7 +107,7 @@ def test_second_round_removes_tombstone_after_horizon(pdir: Path):
 def test_dry_run_writes_nothing(pdir: Path):
     simple_log(pdir)
     before = {p.name: p.read_bytes() for p in pdir.iterdir()}
-    out = compact_partition(pdir, COMPACT, CleanerConfig(), NOW, dry_run=True, force=True)
+    out = compact(pdir, COMPACT, CleanerConfig(), NOW, dry_run=True, force=True)
     assert out.result is not None and out.result.bytes_reclaimed > 0
     assert {p.name: p.read_bytes() for p in pdir.iterdir()} == before
     assert not (pdir.parent / "cleaner-offset-checkpoint").exists()
@@ -117,19 +116,19 @@ def test_dry_run_writes_nothing(pdir: Path):
 def test_dirty_ratio_gate(pdir: Path):
     simple_log(pdir)
     (pdir.parent / "cleaner-offset-checkpoint").write_text("0\n1\nt 0 7\n")
-    out = compact_partition(pdir, COMPACT, CleanerConfig(), NOW)
-    assert not out.eligible and out.to_clean is not None and out.to_clean.cleanable_bytes == 0
+    out = compact(pdir, COMPACT, CleanerConfig(), NOW)
+    assert not out.eligible and out.facts["cleanableBytes"] == 0
 
 
 def test_full_offset_map_stops_inside_the_dirty_section(pdir: Path):
     simple_log(pdir)
     small = CleanerConfig(dedupe_buffer_size=24 * 3, dedupe_buffer_load_factor=0.9)  # capacity 2 keys
-    out = compact_partition(pdir, COMPACT, small, NOW, force=True)
+    out = compact(pdir, COMPACT, small, NOW, force=True)
     assert out.result is not None and out.result.map_full
     # keys a, b mapped from offsets 0..1; the keyless record 2 is not mapped; a@3 fits (a already there? no:
     # the size check happens before every put), so the pass stops at offset 3 and 3.. are kept verbatim
     assert out.result.end_offset == 3
-    assert read_cleaner_checkpoint(pdir.parent)[("t", 0)] == 3
+    assert clean_points(pdir.parent)[("t", 0)] == 3
     assert [r[0] for r in records(pdir)] == [0, 1, 3, 4, 5, 6, 7]
 
 
@@ -144,7 +143,7 @@ def test_aborted_transaction_data_removed_marker_kept_and_indexed(pdir: Path):
     from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex
     (pdir / f"{0:020d}.txnindex").write_bytes(bytes(TransactionIndex.from_entries(0, [AbortedTxn(pid, 0, 1, 0)])._buf))
     write_segment(pdir, 3, [kv(3, b"x", b"y")])
-    compact_partition(pdir, COMPACT, CleanerConfig(), NOW, force=True, expiration_ms=1)
+    compact(pdir, COMPACT, CleanerConfig(), NOW, force=True, expiration_ms=1)
     bs = batches(pdir)
     # the aborted data is removed; its batch stays as an empty header because it holds producer 42's last
     # data offset (producer state rebuilt from the log is not expired until the periodic check)
@@ -160,7 +159,7 @@ def test_last_batch_of_active_producer_kept_as_empty_header(pdir: Path):
                      base_sequence=0)
     write_segment(pdir, 0, [b0, kv(1, b"k", b"new")])
     write_segment(pdir, 2, [kv(2, b"x", b"1")])
-    compact_partition(pdir, COMPACT, CleanerConfig(), NOW, force=True, expiration_ms=10**12)
+    compact(pdir, COMPACT, CleanerConfig(), NOW, force=True, expiration_ms=10**12)
     bs = batches(pdir)
     assert bs[0].base_offset == 0 and bs[0].size == 61 and bs[0].records_count == 0
     assert bs[0].producer_id == pid and bs[0].base_sequence == 0 and bs[0].is_valid()
@@ -169,7 +168,7 @@ def test_last_batch_of_active_producer_kept_as_empty_header(pdir: Path):
 def test_group_segments_by_size(pdir: Path):
     for base in (0, 10, 20, 30):
         write_segment(pdir, base, [kv(base + i, b"k%d" % i, b"v" * 100) for i in range(10)])
-    with PartitionView(pdir) as log:
+    with PartitionLog(pdir) as log:
         seg_size = log.segments[0].size
         groups = group_segments_by_size(log.segments[:3], seg_size * 2, 10 << 20, 30)
         assert [[s.base_offset for s in g] for g in groups] == [[0, 10], [20]]
@@ -184,13 +183,15 @@ def test_crash_at_every_swap_step_leaves_a_loadable_dir_with_nothing_lost(pdir: 
     class Crash(Exception):
         pass
 
-    def hook(step: str) -> None:
-        steps.append(step)
-        if len(steps) - 1 == crash_at:
-            raise Crash(step)
+    def hook(kind: str, path: str, _target) -> None:  # every rename and delete of the swap
+        if kind in ("rename", "unlink") and ".cleaned" not in path or kind == "rename" and ".cleaned" in path:
+            steps.append(f"{kind} {path}")
+            if len(steps) - 1 == crash_at:
+                raise Crash(path)
 
     try:
-        compact_partition(pdir, COMPACT, CleanerConfig(), NOW, force=True, crash_hook=hook)
+        with fileops.observe(hook):
+            compact(pdir, COMPACT, CleanerConfig(), NOW, force=True)
         crashed = False
     except Crash:
         crashed = True
@@ -214,7 +215,7 @@ def _legacy_log(pdir: Path) -> None:
 
 def test_kafka_4_rewrites_legacy_batches_as_v2(pdir: Path):
     _legacy_log(pdir)
-    compact_partition(pdir, COMPACT, CleanerConfig(), NOW, force=True, kafka_version=(4, 0))
+    compact(pdir, COMPACT, CleanerConfig(), NOW, force=True, kafka_version=(4, 0))
     bs = batches(pdir)
     # the gzip wrapper lost a@0: one v2 gzip batch from the first retained offset, no last-offset override
     assert [(b.magic, b.base_offset, b.last_offset, b.codec) for b in bs[:1]] == [(2, 1, 2, 1)]
@@ -224,7 +225,7 @@ def test_kafka_4_rewrites_legacy_batches_as_v2(pdir: Path):
 
 def test_kafka_3_keeps_legacy_format_when_rewriting(pdir: Path):
     _legacy_log(pdir)
-    compact_partition(pdir, COMPACT, CleanerConfig(), NOW, force=True, kafka_version=(3, 9))
+    compact(pdir, COMPACT, CleanerConfig(), NOW, force=True, kafka_version=(3, 9))
     bs = batches(pdir)
     assert (bs[0].magic, bs[0].codec, bs[0].last_offset) == (1, 1, 2)
     assert [(r[0], r[2]) for r in bs[0].iter_record_tuples()] == [(1, b"b"), (2, b"a")]
@@ -241,7 +242,7 @@ def test_legacy_batch_ending_the_round_cannot_be_kept_empty(pdir: Path):
     write_segment(pdir, 2, [kv(2, b"c", b"2")])
     before = records(pdir)
     with pytest.raises(KafkaLogError, match="uncleanable"):
-        compact_partition(pdir, COMPACT, CleanerConfig(), NOW, force=True, kafka_version=(4, 0))
+        compact(pdir, COMPACT, CleanerConfig(), NOW, force=True, kafka_version=(4, 0))
     assert records(pdir) == before and not list(pdir.glob("*.cleaned"))
 
 
@@ -255,12 +256,12 @@ def test_cli_compact_dry_run_then_apply_with_backup(pdir: Path, capsys: pytest.C
     assert main(["compact", str(data_dir), "--now", str(NOW), "--all", "--config", "cleanup.policy=compact",
                  "--dry-run", "--json"]) == 0
     line = json.loads(capsys.readouterr().out.splitlines()[0])
-    assert line["partition"] == "t-0" and line["dry_run"] and line["bytes_reclaimed"] > 0
+    assert line["partition"] == "t-0" and line["dryRun"] and line["bytesReclaimed"] > 0
     assert not (data_dir / "cleaner-offset-checkpoint").exists()
     backup = data_dir.parent / "bk"
     assert main(["compact", str(data_dir), "--now", str(NOW), "--all", "--config", "cleanup.policy=compact",
                  "--backup", str(backup)]) == 0
-    assert "reclaimed" in capsys.readouterr().out
+    assert "compact 2 segment(s)" in capsys.readouterr().out
     assert records(pdir) == [(4, b"b", None), (5, b"c", b"1"), (6, b"a", b"3"), (7, b"a", b"4")]
     saved = {p.name for p in backup.rglob("*.log")}
     assert {f"{0:020d}.log", f"{4:020d}.log"} <= saved  # the originals of the replaced segments

@@ -9,11 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from engines import compact
 
 from kafkalog.storage.config import CleanerConfig, LogConfig
 from kafkalog.storage.engine import cleaner as cleaner_mod
 from kafkalog.storage.engine import cleaner_filter
-from kafkalog.storage.engine.cleaner import compact_partition
 from kafkalog.storage.engine.cleaner_map import OffsetMap
 from kafkalog.storage.engine.cleaner_records import map_records, scan_retained, splice_records
 from kafkalog.storage.records import build_batch, iter_batches
@@ -76,13 +76,13 @@ def test_fast_paths_equal_careful_path(tmp_path: Path, monkeypatch: pytest.Monke
     fast, slow = two_copies(tmp_path, seed, "fast", "slow")
     cfg = CleanerConfig(dedupe_buffer_size=dedupe)
     for rnd_now in (NOW, NOW + 5_000):  # two rounds: the second meets delete horizons set by the first
-        compact_partition(fast, COMPACT, cfg, rnd_now, force=True)
+        compact(fast, COMPACT, cfg, rnd_now, force=True)
     with monkeypatch.context() as m:
         m.setattr(cleaner_mod, "_map_fast", lambda b, start, offset_map: False)
         m.setattr(cleaner_filter.CleanerFilter, "_scan_fast", lambda self, b, latest: None)
         m.setattr(OffsetMap, "maps_none_of", lambda self, base, last: False)
         for rnd_now in (NOW, NOW + 5_000):
-            compact_partition(slow, COMPACT, cfg, rnd_now, force=True)
+            compact(slow, COMPACT, cfg, rnd_now, force=True)
     a, b = snapshot(fast), snapshot(slow)
     assert a.keys() == b.keys()
     for name in a:
@@ -124,15 +124,15 @@ def _map_contents(m: OffsetMap) -> tuple:
 @pytest.mark.parametrize("seed", range(4))
 def test_parallel_map_pass_equals_the_sequential_one(tmp_path: Path, seed: int):
     from kafkalog.storage.engine.cleaner import build_offset_map
-    from kafkalog.storage.engine.cleaner_log import PartitionView
     from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex
+    from kafkalog.storage.log import PartitionLog
     from kafkalog.storage.records import build_end_txn_marker
 
     pdir = tmp_path / "d" / "t-0"
     pdir.mkdir(parents=True)
     random_log(pdir, seed)
     # an aborted transaction spanning two segments: its data must not be mapped by either worker
-    with PartitionView(pdir) as log:
+    with PartitionLog(pdir) as log:
         leo, bases = log.log_end_offset, [s.base_offset for s in log.segments]
     pid = 99
     a = build_batch([(leo, NOW, b"k1", b"aborted")], base_offset=leo, producer_id=pid, producer_epoch=0,
@@ -147,7 +147,7 @@ def test_parallel_map_pass_equals_the_sequential_one(tmp_path: Path, seed: int):
     (pdir / f"{leo + 1:020d}.txnindex").write_bytes(
         bytes(TransactionIndex.from_entries(leo + 1, [AbortedTxn(pid, leo, leo + 2, leo)])._buf))
     (pdir / f"{leo + 3:020d}.log").write_bytes(build_batch([(leo + 3, NOW, b"k3", b"x")], base_offset=leo + 3))
-    with PartitionView(pdir) as log:
+    with PartitionLog(pdir) as log:
         end = log.active_segment.base_offset
         for start in (0, bases[1] if len(bases) > 1 else 0):
             seq, par, spill = OffsetMap(), OffsetMap(), OffsetMap(spill_keys=3)
@@ -186,7 +186,7 @@ def test_spilled_map_cleans_the_same_bytes(tmp_path: Path, monkeypatch: pytest.M
     hot, spilled = two_copies(tmp_path, seed, "hot", "spilled")
     cfg = CleanerConfig(dedupe_buffer_size=dedupe)
     for rnd_now in (NOW, NOW + 5_000):
-        compact_partition(hot, COMPACT, cfg, rnd_now, force=True)
+        compact(hot, COMPACT, cfg, rnd_now, force=True)
     runs: list[int] = []
     real_spill = OffsetMap._spill
 
@@ -198,7 +198,7 @@ def test_spilled_map_cleans_the_same_bytes(tmp_path: Path, monkeypatch: pytest.M
         m.setattr(cleaner_map, "default_spill_keys", lambda capacity: 1 + seed % 4)
         m.setattr(OffsetMap, "_spill", counting_spill)
         for rnd_now in (NOW, NOW + 5_000):
-            compact_partition(spilled, COMPACT, cfg, rnd_now, force=True)
+            compact(spilled, COMPACT, cfg, rnd_now, force=True)
     assert runs, "the map never spilled"
     a, b = snapshot(hot), snapshot(spilled)
     assert a.keys() == b.keys()

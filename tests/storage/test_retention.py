@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engines import retain
+
 from kafkalog.storage.config import LogConfig
-from kafkalog.storage.engine.retention import apply_retention, retention_plan
 from kafkalog.storage.records import build_batch
 
 NOW = 1_700_000_000_000
@@ -14,6 +15,11 @@ NOW = 1_700_000_000_000
 def seg(pdir: Path, base: int, n: int, ts: int) -> None:
     data = b"".join(build_batch([(base + i, ts, b"k", b"v" * 50)], base_offset=base + i) for i in range(n))
     (pdir / f"{base:020d}.log").write_bytes(data)
+
+
+def deleted(plan) -> list[int]:
+    """Base offsets of the segments a retention plan deletes (one loss per segment)."""
+    return [loss.first_offset for loss in plan.partitions[0].losses]
 
 
 def make(tmp_path: Path) -> Path:
@@ -28,19 +34,17 @@ def make(tmp_path: Path) -> Path:
 def test_time_retention_deletes_old_segments_not_the_active_one_unless_hw_allows(tmp_path: Path):
     pdir = make(tmp_path)
     cfg = LogConfig.defaults().with_overrides({"retention.ms": 4_000})
-    plan = retention_plan(pdir, cfg, NOW)
-    assert [d.base_offset for d in plan.deletions] == [0, 5]
-    assert plan.new_log_start_offset == 10 and plan.roll_at is None
-    apply_retention(plan)
+    plan = retain(pdir, cfg, NOW)
+    assert deleted(plan) == [0, 5]
+    assert plan.partitions[0].facts["newLogStartOffset"] == 10 and plan.partitions[0].facts["rolledAt"] is None
     assert sorted(p.name for p in pdir.iterdir()) == [f"{10:020d}.log"]
 
 
 def test_everything_expired_rolls_a_new_active_segment(tmp_path: Path):
     pdir = make(tmp_path)
     cfg = LogConfig.defaults().with_overrides({"retention.ms": 10})
-    plan = retention_plan(pdir, cfg, NOW)
-    assert [d.base_offset for d in plan.deletions] == [0, 5, 10] and plan.roll_at == 15
-    apply_retention(plan, keep_deleted=True)
+    plan = retain(pdir, cfg, NOW, keep_deleted=True)
+    assert deleted(plan) == [0, 5, 10] and plan.partitions[0].facts["rolledAt"] == 15
     names = sorted(p.name for p in pdir.iterdir())
     assert f"{15:020d}.log" in names and f"{0:020d}.log.deleted" in names and f"{0:020d}.log" not in names
 
@@ -49,23 +53,22 @@ def test_high_watermark_protects_unreplicated_segments(tmp_path: Path):
     pdir = make(tmp_path)
     (pdir.parent / "replication-offset-checkpoint").write_text("0\n1\nt 0 7\n")
     cfg = LogConfig.defaults().with_overrides({"retention.ms": 10})
-    assert [d.base_offset for d in retention_plan(pdir, cfg, NOW).deletions] == [0]
+    assert deleted(retain(pdir, cfg, NOW, dry_run=True)) == [0]
 
 
 def test_size_retention_oldest_first_while_the_rest_exceeds(tmp_path: Path):
     pdir = make(tmp_path)
     one = (pdir / f"{0:020d}.log").stat().st_size
     cfg = LogConfig.defaults().with_overrides({"retention.bytes": one * 2 - 1})
-    assert [d.base_offset for d in retention_plan(pdir, cfg, NOW).deletions] == [0]
+    assert deleted(retain(pdir, cfg, NOW, dry_run=True)) == [0]
 
 
 def test_log_start_offset_breach_applies_to_compacted_topics(tmp_path: Path):
     pdir = make(tmp_path)
     (pdir.parent / "log-start-offset-checkpoint").write_text("0\n1\nt 0 6\n")
     cfg = LogConfig.defaults().with_overrides({"cleanup.policy": ["compact"]})
-    plan = retention_plan(pdir, cfg, NOW)
-    assert [(d.base_offset, d.reason) for d in plan.deletions] == [(0, "log start offset")]
-    apply_retention(plan)
+    plan = retain(pdir, cfg, NOW)
+    assert deleted(plan) == [0] and "below the log start offset 6" in plan.partitions[0].losses[0].reason
     # start offset 6 is still above the first segment base 5: the checkpoint keeps it
     assert "t 0 6" in (pdir.parent / "log-start-offset-checkpoint").read_text()
 
@@ -79,9 +82,8 @@ def test_roll_before_deleting_everything_takes_a_producer_snapshot(tmp_path: Pat
     with open(pdir / f"{10:020d}.log", "ab") as f:
         f.write(idem)
     cfg = LogConfig.defaults().with_overrides({"retention.ms": 10})
-    plan = retention_plan(pdir, cfg, NOW)
-    assert plan.roll_at == 16
-    apply_retention(plan)
+    plan = retain(pdir, cfg, NOW)
+    assert plan.partitions[0].facts["rolledAt"] == 16
     snap = pdir / f"{16:020d}.snapshot"
     entries = list(ProducerSnapshot.from_bytes(snap.read_bytes()))
     assert [(e.producer_id, e.producer_epoch) for e in entries] == [(77, 3)]
@@ -99,6 +101,29 @@ def test_cli_retain_json_and_backup(tmp_path: Path, capsys):
     assert main(["retain", str(pdir.parent), "--now", str(NOW), "--config", "retention.ms=4000", "--json",
                  "--backup", str(backup)]) == 0
     out = json.loads(capsys.readouterr().out.splitlines()[0])
-    assert out["segments"] == [0, 5] and out["reasons"] == ["retention.ms"] and out["log_start_offset"] == 10
+    assert [loss["firstOffset"] for loss in out["losses"]] == [0, 5]
+    assert all(loss["reason"].startswith("retention.ms=4000 (--config)") for loss in out["losses"])
+    assert out["newLogStartOffset"] == 10
     assert sorted(p.name for p in pdir.glob("*.log")) == [f"{10:020d}.log"]
     assert {p.name for p in backup.rglob("*.log")} == {f"{0:020d}.log", f"{5:020d}.log"}
+
+
+def test_leader_epochs_move_with_the_log_start_offset(tmp_path: Path):
+    """UnifiedLog.maybeIncrementLogStartOffset -> LeaderEpochFileCache.truncateFromStart: the first entry that
+    starts at or below the new log start moves to it; entries wholly below it go."""
+    pdir = make(tmp_path)
+    (pdir / "leader-epoch-checkpoint").write_text("0\n3\n0 0\n1 3\n2 12\n")
+    cfg = LogConfig.defaults().with_overrides({"retention.ms": 4_000})
+    plan = retain(pdir, cfg, NOW)
+    assert deleted(plan) == [0, 5]
+    assert (pdir / "leader-epoch-checkpoint").read_text() == "0\n2\n1 10\n2 12\n"
+
+
+def test_settings_and_their_sources_decide_and_explain_the_plan(tmp_path: Path):
+    pdir = make(tmp_path)
+    plan = retain(pdir, LogConfig.defaults(), NOW + 30 * 86_400_000, dry_run=True)
+    pp = plan.partitions[0]
+    assert {"name": "retention.ms", "value": 604800000, "source": "Kafka default"} in pp.settings
+    assert all("retention.ms=604800000 (Kafka default)" in loss.reason for loss in pp.losses)
+    assert [(loss.first_offset, loss.last_offset, loss.records) for loss in pp.losses] == [
+        (0, 4, 5), (5, 9, 5), (10, 14, 5)]

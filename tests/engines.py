@@ -1,0 +1,92 @@
+"""One-call helpers over the library's plans for tests that check engine results on one partition or dir:
+each builds the plan the command would, applies it (unless ``dry_run``) and returns what the tests look at.
+The library itself has one path: ``plan_*`` then ``apply``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafkalog.storage.config import BrokerConfig, CleanerConfig, LogConfig
+from kafkalog.storage.engine.cleaner import CleanResult, plan_compact
+from kafkalog.storage.engine.plan import ApplyResult, Plan, apply
+from kafkalog.storage.engine.retention import plan_retention
+from kafkalog.storage.files.checkpoints import CLEANER_OFFSET_CHECKPOINT
+from kafkalog.storage.logdir import read_checkpoint_or_empty
+from kafkalog.storage.topic_configs import ConfigResolver
+
+
+def resolver(cfg: LogConfig | None = None, cleaner: CleanerConfig | None = None,
+             expiration_ms: int | None = None) -> ConfigResolver:
+    """A resolver that gives ``cfg`` to every topic, with a broker whose cleaner is ``cleaner``."""
+    broker = BrokerConfig()
+    if cleaner is not None:
+        broker = BrokerConfig(cleaner=cleaner)
+    if expiration_ms is not None:
+        broker = BrokerConfig(cleaner=broker.cleaner,
+                              settings={**broker.settings, "producer.id.expiration.ms": expiration_ms})
+    return ConfigResolver(broker, config=cfg)
+
+
+@dataclass
+class Compaction:
+    plan: Plan
+    applied: ApplyResult | None
+    result: CleanResult | None  # the round (measured in a dry run, done otherwise); None when not cleaned
+    facts: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def eligible(self) -> bool:
+        return self.result is not None
+
+    @property
+    def checkpoint_offset(self) -> int | None:
+        return self.facts.get("cleanPoint")
+
+
+def compact(pdir: Path, cfg: LogConfig, cleaner: CleanerConfig | None = None, now: int = 0, *,
+            dry_run: bool = False, force: bool = False, kafka_version: tuple[int, int] = (4, 0),
+            expiration_ms: int | None = None, keep_deleted: bool = False, map_workers: int = 1) -> Compaction:
+    """One cleaning round on one partition dir (``kafkalog compact PDIR``)."""
+    plan = plan_compact([pdir], now_ms=now, resolver=resolver(cfg, cleaner, expiration_ms), force=force,
+                        kafka_version=kafka_version, exact=dry_run, keep_deleted=keep_deleted,
+                        map_workers=map_workers)
+    plan.check()
+    pp = plan.partitions[0]
+    result = None
+    applied = None
+    if dry_run:
+        if pp.ops:
+            op = pp.ops[0]
+            result = CleanResult(pp.name, pp.facts["firstDirtyOffset"], op.end_offset,  # type: ignore[attr-defined]
+                                 bool(pp.facts.get("mapFull")))
+            result.stats.messages_read = pp.facts.get("recordsRead", 0)
+            result.stats.messages_retained = pp.facts.get("recordsRetained", 0)
+            from kafkalog.storage.engine.cleaner import CleanedSegment
+
+            result.groups = [CleanedSegment(g.base_offset, g.sources, g.size or 0, g.source_bytes)
+                             for g in op.groups]  # type: ignore[attr-defined]
+    else:
+        applied = apply(plan, backup=False)
+        for r in applied.results.get(pp.dir, []):
+            if isinstance(r, CleanResult):
+                result = r
+    return Compaction(plan, applied, result, pp.facts, pp.notes)
+
+
+def clean_points(data_dir: Path) -> dict[tuple[str, int], int]:
+    return read_checkpoint_or_empty(Path(data_dir) / CLEANER_OFFSET_CHECKPOINT)
+
+
+def retain(pdir: Path, cfg: LogConfig, now: int, *, dry_run: bool = False, keep_deleted: bool = False,
+           cleaner_enabled: bool = True) -> Plan:
+    """One retention run on one partition dir (``kafkalog retain PDIR``); returns the plan (applied unless
+    ``dry_run``)."""
+    r = resolver(cfg, None if cleaner_enabled else CleanerConfig(enable_cleaner=False))
+    plan = plan_retention([pdir], now_ms=now, resolver=r, keep_deleted=keep_deleted)
+    plan.check()
+    if not dry_run:
+        apply(plan, backup=False)
+    return plan

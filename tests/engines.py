@@ -90,3 +90,60 @@ def retain(pdir: Path, cfg: LogConfig, now: int, *, dry_run: bool = False, keep_
     if not dry_run:
         apply(plan, backup=False)
     return plan
+
+
+@dataclass
+class Conversion:
+    plan: Plan
+    applied: list = field(default_factory=list)  # SegmentResult of each converted segment, in plan order
+    backups: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {"segments": len(self.applied), "bytesIn": sum(r.bytes_in for r in self.applied),
+                "bytesOut": sum(r.bytes_out for r in self.applied),
+                "legacyBatches": sum(r.legacy_batches for r in self.applied),
+                "backup": self.backups[0] if self.backups else None}
+
+
+def convert(paths, opts=None, *, topics=None, dry_run: bool = False, backup: bool = True, backup_root=None,
+            workers: int = 1, progress=None) -> Conversion:
+    """``kafkalog convert PATHS``: the plan, applied unless ``dry_run``."""
+    from kafkalog.storage.engine.convert import SegmentResult, plan_convert
+
+    plan = plan_convert(paths, opts, topics=topics, workers=workers)
+    plan.check()
+    out = Conversion(plan)
+    if dry_run:
+        return out
+    res = apply(plan, backup=backup, backup_root=backup_root, workers=workers, progress=progress)
+    for pp in plan.partitions:
+        out.applied += [r for r in res.results.get(pp.dir, []) if isinstance(r, SegmentResult)]
+    out.backups = res.backups
+    return out
+
+
+@dataclass
+class Migration:
+    plan: Plan
+    partitions: list  # PartitionMigration of each copied partition
+    created_meta_properties: bool
+    backups: list[str] = field(default_factory=list)
+
+
+def migrate(source, dest, opts=None, *, dry_run: bool = False, backup: bool = True,
+            backup_root=None) -> Migration:
+    """``kafkalog migrate SOURCE DEST``: the plan, applied unless ``dry_run``."""
+    from kafkalog.storage.engine.migrate import PartitionMigration, plan_migrate
+
+    plan = plan_migrate(source, dest, opts)
+    plan.check()
+    parts = [PartitionMigration(**{k: f[c] for k, c in (
+        ("source", "source"), ("dest", "dest"), ("topic", "topic"), ("partition", "partition"),
+        ("topic_id", "topicId"), ("bytes", "bytes"), ("log_start_offset", "logStartOffset"),
+        ("log_end_offset", "logEndOffset"), ("high_watermark", "highWatermark"), ("cleaner_offset", "cleanerOffset"),
+        ("replaced", "replaced"))}, segments=[None] * f["segments"]) for f in (p.facts for p in plan.partitions)]
+    created = any(op.path.endswith("meta.properties") for d in plan.data_dirs for op in d.pre_ops)
+    out = Migration(plan, parts, created)
+    if not dry_run:
+        out.backups = apply(plan, backup=backup, backup_root=backup_root).backups
+    return out

@@ -358,13 +358,22 @@ def audit(paths: Iterable[str | os.PathLike], *, topics: set[str] | None = None,
 
 
 def _segment_needs(seg: Segment, opts: ConvertOptions) -> tuple[int, int]:
-    """(batches to convert, their bytes), by a shallow scan."""
+    """(batches to convert, their bytes), by a shallow scan. A segment that needs converting is validated (every
+    batch's CRC, no partial tail): the plan refuses what the conversion would stop on."""
     n = nbytes = 0
     for b in seg.iter_batches():
         if needs_conversion(b, opts) or (opts.group_uncompressed and b.magic < 2):
             n += 1
             nbytes += b.size
         del b
+    if n:
+        scanner = seg.scanner()
+        for b in scanner:
+            b.ensure_valid()
+            del b
+        if scanner.stop_reason is not None:
+            raise CorruptRecordError(f"{scanner.stop_reason} at the end of the segment: run `kafkalog repair` first",
+                                     str(seg.path), scanner.stop_position)
     return n, nbytes
 
 

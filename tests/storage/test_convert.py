@@ -7,23 +7,25 @@ import shutil
 from pathlib import Path
 
 import pytest
+from engines import convert
 
+from kafkalog.storage import fileops
 from kafkalog.storage.codec.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from kafkalog.storage.diff import diff_paths, iter_partition_records, mapped
 from kafkalog.storage.engine.convert import (
     ConvertOptions,
     audit,
-    convert,
     convert_batches,
     convert_segment,
     plan_convert,
 )
+from kafkalog.storage.engine.plan import PlanError
 from kafkalog.storage.engine.swap import recover_swap_files
-from kafkalog.storage.errors import ConfigError, CorruptRecordError, LockedError
+from kafkalog.storage.errors import ConfigError, LockedError
 from kafkalog.storage.files.offset_index import read_offset_index
-from kafkalog.storage.files.rebuild import rebuild_indexes_recovery
 from kafkalog.storage.files.time_index import read_time_index
 from kafkalog.storage.lock import DirLock
+from kafkalog.storage.log_segment import recover_segment
 from kafkalog.storage.records import build_batch, build_legacy, iter_batches
 from kafkalog.tools.cli import main
 
@@ -107,7 +109,7 @@ def test_indexes_rebuilt_by_recovery_rule(datadir: Path):
     convert([datadir], ConvertOptions(index_interval_bytes=300), backup=False)
     p = datadir / "legacy-0"
     with mapped(p / "00000000000000000000.log") as mm:
-        r = rebuild_indexes_recovery(mm, 0, index_interval_bytes=300)
+        r = recover_segment(mm, 0, index_interval_bytes=300)
         want_oi, want_ti = r.offset_index.to_bytes(trim=True), r.time_index.to_bytes(trim=True)
     with read_offset_index(p / "00000000000000000000.index") as oi:
         assert oi.to_bytes(trim=True) == want_oi and oi.entries > 5
@@ -139,8 +141,8 @@ def test_recompress_v2_keeps_header_fields(tmp_path: Path):
         assert (nb.base_sequence, nb.producer_epoch, nb.is_transactional, nb.base_timestamp) == (100, 3, True, T0)
         del nb
     # nothing left to do: a second run plans nothing
-    assert plan_convert([tmp_path / "d"], ConvertOptions(codec="zstd")).empty
-    assert not plan_convert([tmp_path / "d"], ConvertOptions(codec="none")).empty
+    assert not plan_convert([tmp_path / "d"], ConvertOptions(codec="zstd")).changes
+    assert plan_convert([tmp_path / "d"], ConvertOptions(codec="none")).changes
     convert([tmp_path / "d"], ConvertOptions(codec=NONE), backup=False)
     assert (p / "00000000000000000010.log").read_bytes() == src
 
@@ -148,7 +150,7 @@ def test_recompress_v2_keeps_header_fields(tmp_path: Path):
 def test_dry_run_and_backup(datadir: Path, tmp_path: Path):
     before = (datadir / "legacy-0" / "00000000000000000000.log").read_bytes()
     r = convert([datadir], dry_run=True)
-    assert len(r.plan.actions) == 1 and not r.applied
+    assert sum(len(p.ops) for p in r.plan.partitions) == 1 and not r.applied
     assert (datadir / "legacy-0" / "00000000000000000000.log").read_bytes() == before
     r = convert([datadir], backup_root=tmp_path / "bk")
     assert (tmp_path / "bk" / "data" / "legacy-0" / "00000000000000000000.log").read_bytes() == before
@@ -159,12 +161,16 @@ def test_crash_at_every_step_recovers(datadir: Path, tmp_path: Path, step: str):
     orig = tmp_path / "orig"
     shutil.copytree(datadir, orig)
 
-    def hook(s: str) -> None:
+    def hook(kind: str, path: str, target) -> None:
+        s = ("delete" if kind == "unlink" and path.endswith(".deleted") else
+             "cleaned->swap" if kind == "rename" and path.endswith(".cleaned") else
+             "old->deleted" if kind == "rename" and (target or "").endswith(".deleted") else
+             "swap->final" if kind == "rename" and path.endswith(".swap") else "")
         if s.startswith(step):
             raise KeyboardInterrupt(s)
 
-    with pytest.raises(KeyboardInterrupt):
-        convert_segment(datadir / "legacy-0" / "00000000000000000000.log", ConvertOptions(), crash_hook=hook)
+    with pytest.raises(KeyboardInterrupt), fileops.observe(hook):
+        convert_segment(datadir / "legacy-0" / "00000000000000000000.log", ConvertOptions())
     recover_swap_files(datadir / "legacy-0")
     assert diff_paths(orig, datadir).equal
     names = os.listdir(datadir / "legacy-0")
@@ -177,9 +183,8 @@ def test_corrupt_input_refused_with_position(datadir: Path):
     size = len(build_legacy([(0, -1, b"k0", b"v" * 120)], magic=0))
     data[size * 3 + 30] ^= 0xFF  # inside the 4th message
     f.write_bytes(bytes(data))
-    with pytest.raises(CorruptRecordError) as e:
+    with pytest.raises(PlanError, match=f"legacy-0/00000000000000000000.log: byte {size * 3}: "):
         convert([datadir], backup=False)
-    assert e.value.position == size * 3 and "legacy-0" in str(e.value)
     assert f.read_bytes() == bytes(data)
     assert not [n for n in os.listdir(f.parent) if n.endswith(".cleaned")]
 
@@ -188,7 +193,7 @@ def test_partial_tail_refused(datadir: Path):
     f = datadir / "legacy-0" / "00000000000000000000.log"
     with open(f, "ab") as g:
         g.write(build_batch([(100, T0, b"k", b"v")])[:40])
-    with pytest.raises(CorruptRecordError, match="repair"):
+    with pytest.raises(PlanError, match="repair"):
         convert([datadir], backup=False)
 
 
@@ -209,9 +214,9 @@ def test_cli(datadir: Path, tmp_path: Path, capsys):
     assert main(["convert", str(datadir), "--audit", "--json"]) == 0
     assert '"v0Batches": 41' in capsys.readouterr().out
     assert main(["convert", str(datadir), "--dry-run"]) == 0
-    assert "would convert" in capsys.readouterr().out
+    assert "replace segment" in capsys.readouterr().out
     assert main(["convert", str(datadir), "--no-backup", "--codec", "lz4"]) == 0
-    assert "1 segments converted" in capsys.readouterr().out
+    assert "1 segment(s) converted" in capsys.readouterr().out
     recs = list(iter_partition_records(datadir / "legacy-0"))
     assert [r[0] for r in recs] == list(range(65))
     with pytest.raises(SystemExit) as e:
@@ -254,7 +259,7 @@ def test_parallel_convert_equals_serial(tmp_path: Path):
     ticks: list = []
     r1 = convert([serial], backup=False)
     r2 = convert([parallel], backup=False, workers=2, progress=ticks.append)
-    assert len(r1.applied) == len(r2.applied) == 12 and len(ticks) == 12
+    assert len(r1.applied) == len(r2.applied) == 12 and sum(ticks) == len({r.partition for r in r2.applied})  # partitions
     assert [(r.partition, r.segment, r.bases) for r in r1.applied] == \
         [(r.partition, r.segment, r.bases) for r in r2.applied]
     for f in sorted(serial.rglob("*")):
@@ -264,16 +269,16 @@ def test_parallel_convert_equals_serial(tmp_path: Path):
     assert len(after) == 12 and all(a.v0_batches == a.v1_batches == 0 < a.v2_batches for a in after)
 
 
-def test_parallel_convert_names_the_bad_segment_and_keeps_the_rest(tmp_path: Path):
+def test_a_bad_segment_is_named_and_nothing_is_converted(tmp_path: Path):
     d = _many_segments(tmp_path)
     bad = sorted((d / "many-1").glob("*.log"))[2]
     data = bytearray(bad.read_bytes())
     data[40] ^= 0xFF
     bad.write_bytes(bytes(data))
-    with pytest.raises(CorruptRecordError) as e:
+    with pytest.raises(PlanError, match=f"{bad}: byte 0: "):
         convert([d], backup=False, workers=2)
-    assert e.value.path == str(bad) and e.value.position == 0
     assert bad.read_bytes() == bytes(data)
     names = [n.name for n in d.rglob("*")]
     assert not [n for n in names if n.endswith((".swap", ".cleaned", ".deleted"))]
-    assert all(b.magic == 2 for b in iter_batches((d / "many-0" / "00000000000000000000.log").read_bytes()))
+    # planning validates every segment before any is converted: nothing changed anywhere
+    assert all(b.magic < 2 for b in iter_batches((d / "many-0" / "00000000000000000000.log").read_bytes()))

@@ -7,10 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
+from engines import migrate
 
 from kafkalog.storage.config import LogConfig
 from kafkalog.storage.diff import diff_paths, iter_partition_records
-from kafkalog.storage.engine.migrate import MigrateOptions, migrate, read_checkpoints, set_topic_id
+from kafkalog.storage.engine.migrate import MigrateOptions, read_checkpoints, set_topic_id
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.errors import ConfigError, LockedError, LogDirError
 from kafkalog.storage.files.checkpoints import write_offset_checkpoint
@@ -102,9 +103,9 @@ def test_refusals(src: Path, tmp_path: Path):
     with DirLock(dst):
         with pytest.raises(LockedError):
             migrate(src / "orders-0", dst, MigrateOptions(overwrite=True))
-    r = migrate(src / "orders-0", dst, MigrateOptions(overwrite=True, backup_root=str(tmp_path / "bk")))
+    r = migrate(src / "orders-0", dst, MigrateOptions(overwrite=True), backup_root=str(tmp_path / "bk"))
     assert r.partitions[0].replaced
-    assert (tmp_path / "bk" / "orders-0" / "00000000000000000000.log").exists()
+    assert (tmp_path / "bk" / "dst" / "orders-0" / "00000000000000000000.log").exists()
 
 
 def test_dry_run_changes_nothing(src: Path, tmp_path: Path):
@@ -117,7 +118,7 @@ def test_topic_id_and_checkpoints_cli(src: Path, capsys):
     assert main(["topic-id", str(src)]) == 0
     assert SRC_ID in capsys.readouterr().out
     assert main(["topic-id", str(src), "--set", DST_ID, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["old"] == SRC_ID
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["oldTopicId"] == SRC_ID
     assert read_partition_metadata(src / "orders-0" / "partition.metadata").topic_id == DST_ID
     assert main(["topic-id", str(src), "--set", "not-a-uuid"]) == 1
     capsys.readouterr()
@@ -142,6 +143,6 @@ def test_set_topic_id_atomic(src: Path):
 def test_migrate_cli(src: Path, tmp_path: Path, capsys):
     assert main(["migrate", str(src / "orders-0"), str(tmp_path / "dst"), "--cluster-id", CLUSTER, "--node-id",
                  "1", "--topic", "o2", "--json"]) == 0
-    row = json.loads(capsys.readouterr().out)
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
     assert row["logEndOffset"] == 60 and row["dest"].endswith("o2-0")
     assert main(["migrate", str(src / "orders-0"), str(tmp_path / "dst"), "--topic", "o2"]) == 1

@@ -95,7 +95,7 @@ def describe_partition(
             "logStartOffset": log.log_start_offset,
             "logEndOffset": leo,
             "recoveryPoint": log.recovery_point,
-            "highWatermark": log.high_watermark,
+            "highWatermark": log.high_watermark_checkpoint,
             "cleanPoint": log.clean_point,
             "leaderEpochs": epochs,
             "topicId": topic_id,

@@ -322,6 +322,11 @@ class PartitionLog:
         return seg.read_next_offset()
 
     @property
+    def high_watermark_checkpoint(self) -> int | None:
+        """The value ``replication-offset-checkpoint`` holds for this partition (None: no entry)."""
+        return self._high_watermark
+
+    @property
     def high_watermark(self) -> int:
         """The checkpointed high watermark capped at the log end offset (the log end offset without one, as a
         broker that is the only replica)."""

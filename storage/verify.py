@@ -469,7 +469,7 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
         out.append(warning(d, None, "checkpoint",
                            f"{RECOVERY_POINT_CHECKPOINT} says {rp}, above the log end offset {leo} (Kafka uses "
                            "the log end offset)"))
-    hw = log.high_watermark
+    hw = log.high_watermark_checkpoint
     if hw is not None and (hw > leo or hw < log_start):
         out.append(warning(d, None, "checkpoint",
                            f"{REPLICATION_OFFSET_CHECKPOINT} high watermark {hw} is outside [{log_start}, {leo}]"))

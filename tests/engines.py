@@ -147,3 +147,57 @@ def migrate(source, dest, opts=None, *, dry_run: bool = False, backup: bool = Tr
     if not dry_run:
         out.backups = apply(plan, backup=backup, backup_root=backup_root).backups
     return out
+
+
+@dataclass
+class Recovery:
+    """What loading one partition did (or, with ``dry_run``, would do)."""
+
+    loaded: Any
+    ops: list
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.loaded.log_end_offset
+
+    @property
+    def truncated(self) -> list[tuple[str, int, int]]:
+        return [(op.path, op.old_size, op.new_size) for op in self.ops if op.kind == "truncate"]
+
+    @property
+    def deleted(self) -> list[str]:
+        return [op.path for op in self.ops if op.kind == "delete"]
+
+    @property
+    def written(self) -> list[str]:
+        return [op.path for op in self.ops if op.kind in ("write", "create")]
+
+    @property
+    def records_dropped(self) -> int:
+        return sum(loss.records or 0 for loss in self.loaded.losses)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.ops)
+
+    @property
+    def notes(self) -> list[str]:
+        return self.loaded.notes
+
+
+def recover(pdir: Path, *, config: LogConfig | None = None, recovery_point: int = 0, log_start_offset: int = 0,
+            had_clean_shutdown: bool = False, now_ms: int = 0, dry_run: bool = False,
+            strict_indexes: bool = True) -> Recovery:
+    """The broker's load of one partition dir (:func:`~kafkalog.storage.engine.loader.load_partition` on a
+    planned view), its operations run unless ``dry_run``."""
+    from kafkalog.storage.dirview import DirView, run_ops
+    from kafkalog.storage.engine.loader import load_partition
+
+    with DirView(pdir) as view:
+        loaded = load_partition(view, config=config, recovery_point=recovery_point,
+                                log_start_offset=log_start_offset, had_clean_shutdown=had_clean_shutdown,
+                                now_ms=now_ms, strict_indexes=strict_indexes)
+        ops = list(view.ops)
+    if not dry_run:
+        run_ops(ops)
+    return Recovery(loaded, ops)

@@ -4,7 +4,7 @@ import base64
 import json
 
 from kafkalog.storage.config import LogConfig
-from kafkalog.storage.engine.recovery import plan_repair
+from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.files.offset_index import read_offset_index
 from kafkalog.storage.records import iter_batches
@@ -63,8 +63,8 @@ def test_cli_append_then_repair_has_nothing_to_do(tmp_path, capsys):
         assert len(list(idx)) > 5  # one entry per ~1000 bytes (append-time rule)
     assert cli.main(["flush", str(data), "--now", str(NOW)]) == 0
     capsys.readouterr()
-    plan = plan_repair(data, NOW, strict_indexes=True)
-    assert [a.kind for a in plan.actions] == ["recover"] and plan.notes == []
+    plan = plan_repair([data], now_ms=NOW, strict_indexes=True)
+    assert not plan.changes and not any(p.notes for p in plan.partitions)
 
 
 def test_cli_append_keep_offsets_rejects_going_backwards(tmp_path, capsys):
@@ -85,9 +85,9 @@ def test_repair_leaves_delete_dirs_alone(tmp_path):
     gone = data / "t-0.0123456789abcdef0123456789abcdef-delete"
     gone.mkdir(parents=True)
     (gone / "00000000000000000000.log").write_bytes(b"\x00" * 30)  # garbage: never recovered
-    plan = plan_repair(data, NOW)
-    assert any("-delete" in n and "left as is" in n for n in plan.notes)
-    assert all("-delete" not in a.path for a in plan.actions if a.kind != "recover")
+    plan = plan_repair([data], now_ms=NOW)
+    assert any("-delete" in n and "left as is" in n for n in plan.data_dirs[0].notes)
+    assert all("-delete" not in op.path for op in plan.ops())
 
 
 def test_cli_append_hostile_json_is_one_line(tmp_path, capsys):

@@ -28,9 +28,9 @@ from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_pr
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry
-from kafkalog.storage.files.rebuild import rebuild_indexes_recovery
 from kafkalog.storage.files.time_index import TimeIndex
 from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.storage.log_segment import recover_segment
 from kafkalog.storage.records import build_batch
 from kafkalog.storage.records.dump import dump_log
 
@@ -50,7 +50,7 @@ def write_segment(d: Path, base: int = BASE, n: int = 12, per: int = 3) -> tuple
         info.append((len(log), first + per - 1, ts + per - 1))
         log += b
     (d / f"{base:020d}.log").write_bytes(log)
-    r = rebuild_indexes_recovery(log, base, index_interval_bytes=300)
+    r = recover_segment(log, base, index_interval_bytes=300)
     (d / f"{base:020d}.index").write_bytes(r.offset_index.to_bytes(trim=True))
     (d / f"{base:020d}.timeindex").write_bytes(r.time_index.to_bytes(trim=True))
     return log, info

@@ -24,10 +24,10 @@ from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaPro
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
-from kafkalog.storage.files.rebuild import rebuild_indexes_append, rebuild_indexes_recovery
 from kafkalog.storage.files.time_index import TimeIndex
 from kafkalog.storage.files.txn_index import TransactionIndex
 from kafkalog.storage.log import parse_topic_partition_name
+from kafkalog.storage.log_segment import recover_segment, replay_appends
 from kafkalog.storage.logdir import DataDir
 from kafkalog.storage.verify import verify_data_dir
 
@@ -106,7 +106,7 @@ def test_fixture_indexes_match_kafka_rules(name):
                 magics = {b.magic for b in seg.iter_batches()}
                 if magics - {2}:
                     continue  # legacy multi-message appends: boundaries unknown, validated by verify
-                app = rebuild_indexes_append(seg.buf, seg.base_offset, index_interval_bytes=interval,
+                app = replay_appends(seg.buf, seg.base_offset, index_interval_bytes=interval,
                                              close=not (killed and active))
                 idx, tidx = seg.offset_index, seg.time_index
                 if idx.is_trimmed and tidx.is_trimmed:
@@ -117,7 +117,7 @@ def test_fixture_indexes_match_kafka_rules(name):
                     assert tidx.entries_bytes() == app.time_index.to_bytes(), seg.time_index_path
                     assert idx.padding_is_zero() and tidx.padding_is_zero()
                 if not active:
-                    rec = rebuild_indexes_recovery(seg.buf, seg.base_offset, index_interval_bytes=interval)
+                    rec = recover_segment(seg.buf, seg.base_offset, index_interval_bytes=interval, on_overflow="stop")
                     assert rec.stop_reason is None and rec.valid_bytes == seg.size
                     assert seg.index_path.read_bytes() == rec.offset_index.to_bytes(), seg.index_path
                     assert seg.time_index_path.read_bytes() == rec.time_index.to_bytes(), seg.time_index_path

@@ -19,17 +19,17 @@ from kafkalog.storage.files.offset_index import (
     read_offset_index,
 )
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry
-from kafkalog.storage.files.rebuild import (
+from kafkalog.storage.files.time_index import TimeIndex, TimeIndexBuilder, TimestampOffset, read_time_index
+from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex, read_txn_index
+from kafkalog.storage.log_segment import (
     STOP_CORRUPT,
     STOP_OFFSET_OVERFLOW,
     STOP_PARTIAL_BATCH,
     STOP_TORN_TAIL,
-    rebuild_indexes_append,
-    rebuild_indexes_recovery,
-    rebuild_txn_index,
+    recover_segment,
+    replay_appends,
 )
-from kafkalog.storage.files.time_index import TimeIndex, TimeIndexBuilder, TimestampOffset, read_time_index
-from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex, read_txn_index
+from kafkalog.storage.producer_state import ProducerStateManager
 from kafkalog.storage.records import build_batch, build_end_txn_marker, build_legacy, iter_batches
 
 OP = OffsetPosition
@@ -260,24 +260,24 @@ def test_recovery_rule_final_time_entry_and_shallow_max():
 
 def test_append_rule_leader_equals_recovery_and_follower_differs():
     log = log_of([1000 + 10 * i for i in range(10)])
-    leader = rebuild_indexes_append(log, 0, index_interval_bytes=250)
+    leader = replay_appends(log, 0, index_interval_bytes=250)
     assert list(leader.offset_index) == [OP(3, 300), OP(6, 600), OP(9, 900)]
     assert list(leader.time_index) == [TO(1030, 3), TO(1060, 6), TO(1090, 9)]
     # follower appends of 3, 2, 3, 2 batches: counter tested before each append is added
-    follower = rebuild_indexes_append(log, 0, appends=[0, 300, 500, 800], index_interval_bytes=250)
+    follower = replay_appends(log, 0, appends=[0, 300, 500, 800], index_interval_bytes=250)
     assert list(follower.offset_index) == [OP(4, 300), OP(9, 800)]
     assert list(follower.time_index) == [TO(1040, 4), TO(1090, 9)]
     # KAFKA-806 (Kafka >= 4.1): decided per batch inside appends
-    per_batch = rebuild_indexes_append(log, 0, appends=[0, 300, 500, 800], index_interval_bytes=250, per_batch=True)
+    per_batch = replay_appends(log, 0, appends=[0, 300, 500, 800], index_interval_bytes=250, per_batch=True)
     assert list(per_batch.offset_index) == [OP(3, 300), OP(6, 600), OP(9, 900)]
 
 
 def test_append_rule_first_append_never_indexed_and_restart_resets_counter():
     log = log_of([1000 + 10 * i for i in range(8)])
-    r = rebuild_indexes_append(log, 0, index_interval_bytes=0)
+    r = replay_appends(log, 0, index_interval_bytes=0)
     assert list(r.offset_index)[0] == OP(1, 100)  # 0 > 0 is false for the first append
     assert len(r.offset_index) == 7
-    r2 = rebuild_indexes_append(log, 0, index_interval_bytes=250, restarts=[400])
+    r2 = replay_appends(log, 0, index_interval_bytes=250, restarts=[400])
     # counter: 0,100,200,300 -> entry at batch 3; restart at 400 resets to 0 -> next entry at batch 7
     assert list(r2.offset_index) == [OP(3, 300), OP(7, 700)]
     # the clean close at the restart adds the then-max time entry (1030 was already there)
@@ -287,8 +287,8 @@ def test_append_rule_first_append_never_indexed_and_restart_resets_counter():
 def test_append_rule_deep_time_offsets():
     b0 = build_batch([(0, 5000, b"a", b"x"), (1, 9000, b"b", b"x"), (2, 7000, b"c", b"x")], base_offset=0)
     log = b0 + build_batch([(3, 8000, b"d", b"x")], base_offset=3)
-    shallow = rebuild_indexes_append(log, 0)
-    deep = rebuild_indexes_append(log, 0, deep_time_offsets=True)
+    shallow = replay_appends(log, 0)
+    deep = replay_appends(log, 0, deep_time_offsets=True)
     assert list(shallow.time_index) == [TO(9000, 2)]
     assert list(deep.time_index) == [TO(9000, 1)]
 
@@ -351,7 +351,22 @@ def test_rebuild_txn_index_from_snapshot_state():
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=600))
 def test_rebuild_hostile_log_bytes(data):
-    for r in (rebuild_indexes_recovery(data, 0, with_txn_index=True), rebuild_indexes_append(data, 0)):
+    for r in (rebuild_indexes_recovery(data, 0, with_txn_index=True), replay_appends(data, 0)):
         assert 0 <= r.valid_bytes <= len(data)
         r.offset_index.sanity_check()
         r.time_index.sanity_check()
+
+
+def rebuild_indexes_recovery(buf, base: int, **kw):
+    """``LogSegment.recover`` of one segment from scratch (the valid region ends at an overflowing offset)."""
+    with_txn = kw.pop("with_txn_index", False)
+    return recover_segment(buf, base, on_overflow="stop", producers=ProducerStateManager() if with_txn else None,
+                           **kw)
+
+
+def rebuild_txn_index(buf, base: int, *, snapshot=None, prior_batches=()):
+    psm = ProducerStateManager.from_snapshot(snapshot)
+    for b in prior_batches:
+        if b.magic >= 2:
+            psm.replay(b)
+    return recover_segment(buf, base, producers=psm, on_overflow="stop").txn_index

@@ -18,9 +18,9 @@ from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_pr
 from kafkalog.storage.files.names import log_file_name, snapshot_file_name
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
-from kafkalog.storage.files.rebuild import rebuild_indexes_recovery
 from kafkalog.storage.lock import DirLock
 from kafkalog.storage.log import PartitionLog, TopicPartitionDir, parse_topic_partition_name
+from kafkalog.storage.log_segment import recover_segment
 from kafkalog.storage.logdir import DataDir, DataDirs
 from kafkalog.storage.records import build_batch
 from kafkalog.storage.verify import verify_data_dir, verify_data_dirs, verify_partition
@@ -66,7 +66,7 @@ def test_parse_topic_partition_name_rejects(name):
 def write_segment(d: Path, base: int, batches: list[bytes], interval: int = 200, trim: bool = True) -> None:
     log = b"".join(batches)
     (d / log_file_name(base)).write_bytes(log)
-    r = rebuild_indexes_recovery(log, base, index_interval_bytes=interval)
+    r = recover_segment(log, base, index_interval_bytes=interval, on_overflow="stop")
     (d / f"{base:020d}.index").write_bytes(r.offset_index.to_bytes(trim=trim, size=None if trim else 800))
     (d / f"{base:020d}.timeindex").write_bytes(r.time_index.to_bytes(trim=trim, size=None if trim else 1200))
 
@@ -291,7 +291,7 @@ def test_verify_offsets_and_indexes(tmp_path):
 
 
 def test_verify_follower_index_is_info_and_deep_time_offsets(tmp_path):
-    from kafkalog.storage.files.rebuild import rebuild_indexes_append
+    from kafkalog.storage.log_segment import replay_appends as rebuild_indexes_append
 
     d = tmp_path / "t-0"
     d.mkdir()

@@ -1,9 +1,11 @@
 import os
 
+from engines import recover
+
 from kafkalog.storage.config import LogConfig
-from kafkalog.storage.engine.flush import flush_data_dir
-from kafkalog.storage.engine.plan import apply_plan
-from kafkalog.storage.engine.recovery import plan_repair, recover_partition
+from kafkalog.storage.engine.flush import plan_flush
+from kafkalog.storage.engine.plan import apply
+from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.files.checkpoints import read_offset_checkpoint
 from kafkalog.storage.files.offset_index import read_offset_index
@@ -33,7 +35,7 @@ def test_torn_tail_truncated(tmp_path):
     size = os.path.getsize(last)
     with open(last, "r+b") as f:
         f.truncate(size - 5)
-    r = recover_partition(d, config=CFG, now_ms=NOW)
+    r = recover(d, config=CFG, now_ms=NOW)
     assert r.log_end_offset == 199
     assert r.truncated and r.truncated[0][2] < size - 5
     assert (d / "00000000000000000199.snapshot").exists()
@@ -48,11 +50,11 @@ def test_crc_flip_mid_segment_deletes_later_segments(tmp_path):
     pos = batches[50].position
     data[pos + 70] ^= 0xFF
     first.write_bytes(bytes(data))
-    preview = recover_partition(d, config=CFG, now_ms=NOW, dry_run=True)
+    preview = recover(d, config=CFG, now_ms=NOW, dry_run=True)
     assert preview.truncated == [(str(first), len(data), pos)]
     assert any(p.endswith("00000000000000000115.log") for p in preview.deleted)
     assert preview.records_dropped == 150
-    r = recover_partition(d, config=CFG, now_ms=NOW)
+    r = recover(d, config=CFG, now_ms=NOW)
     assert r.log_end_offset == 50 and _logs(d) == ["00000000000000000000.log"]
     assert r.records_dropped == 150
     with read_offset_index(d / "00000000000000000000.index") as idx:
@@ -65,7 +67,7 @@ def test_missing_index_rebuilt_even_after_clean_shutdown(tmp_path):
     original = idx.read_bytes()
     idx.unlink()
     (d / "00000000000000000000.timeindex").unlink()
-    recover_partition(d, config=CFG, had_clean_shutdown=True, recovery_point=200, now_ms=NOW)
+    recover(d, config=CFG, had_clean_shutdown=True, recovery_point=200, now_ms=NOW)
     assert idx.read_bytes() == original  # leader appends of one batch: both rules agree
     assert (d / "00000000000000000000.timeindex").exists()
 
@@ -77,7 +79,7 @@ def test_untrimmed_active_index_and_leftovers(tmp_path):
     active.write_bytes(body + bytes(8 * 100))
     (d / "00000000000000000000.log.deleted").write_bytes(b"x")
     (d / "00000000000000000777.index").write_bytes(b"")  # orphan
-    r = recover_partition(d, config=CFG, recovery_point=200, had_clean_shutdown=True, now_ms=NOW)
+    r = recover(d, config=CFG, recovery_point=200, had_clean_shutdown=True, now_ms=NOW)
     assert active.read_bytes() == body
     assert not (d / "00000000000000000000.log.deleted").exists()
     assert not (d / "00000000000000000777.index").exists()
@@ -90,10 +92,11 @@ def test_repair_plan_cli_and_flush(tmp_path):
     last = d / _logs(d)[-1]
     with open(last, "ab") as f:
         f.write(b"\x00" * 10)  # torn tail
-    plan = plan_repair(data, NOW)
-    kinds = [a.kind for a in plan.actions]
-    assert "truncate" in kinds and kinds[-1] == "recover"
-    assert any("bad line" in n or "malformed" in n for n in plan.notes)
+    plan = plan_repair([data], now_ms=NOW)
+    kinds = [op.kind for op in plan.ops()]
+    assert "truncate" in kinds and plan.data_dirs[0].ops[-1].path.endswith(".kafka_cleanshutdown")
+    assert any("bad line" in n or "malformed" in n for n in plan.data_dirs[0].notes)
+    assert plan.losses and plan.losses[0][1].damage
     assert main(["repair", str(data), "--dry-run", "--json"]) == 1
     assert last.read_bytes().endswith(b"\x00" * 10)
     assert main(["repair", str(data), "--backup", str(tmp_path / "bk"), "--workers", "2"]) == 1
@@ -107,24 +110,26 @@ def test_repair_plan_cli_and_flush(tmp_path):
 
 def test_flush_refuses_to_advance_past_corrupt_data(tmp_path):
     data, d = _make(tmp_path)
-    res = flush_data_dir(data, now_ms=NOW)
-    assert res.ok and res.clean_shutdown_written
+    apply(plan_flush([data], now_ms=NOW))
+    assert (data / ".kafka_cleanshutdown").exists()
     (data / ".kafka_cleanshutdown").unlink()
     (data / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 115\n")
     last = d / _logs(d)[-1]
     raw = bytearray(last.read_bytes())
     raw[100] ^= 1
     last.write_bytes(bytes(raw))
-    res = flush_data_dir(data, now_ms=NOW)
-    assert not res.ok and not (data / ".kafka_cleanshutdown").exists()
+    plan = plan_flush([data], now_ms=NOW)
+    assert not plan.partitions[0].facts["verified"]
+    apply(plan)
+    assert not (data / ".kafka_cleanshutdown").exists()
     assert read_offset_checkpoint(data / "recovery-point-offset-checkpoint").to_dict() == {("t", 0): 115}
     assert main(["flush", str(data)]) == 1
 
 
 def test_apply_plan_api(tmp_path):
     data, _ = _make(tmp_path, n=10)
-    plan = plan_repair(data, NOW)
-    apply_plan(plan, data_dir=data, backup=None)
+    plan = plan_repair([data], now_ms=NOW)
+    apply(plan, backup=False)
     assert (data / ".kafka_cleanshutdown").exists()
 
 
@@ -136,7 +141,7 @@ def test_backup_keeps_exactly_the_changed_originals(tmp_path):
     last.write_bytes(original)  # torn tail
     bk = tmp_path / "bk"
     assert main(["repair", str(data), "--backup", str(bk), "--workers", "1"]) == 1
-    kept = bk / "t-0"
+    kept = bk / "data" / "t-0"  # --backup DIR holds one folder per data dir
     assert (kept / logs[-1]).read_bytes() == original  # a copy: the truncation did not reach it
     assert not (kept / logs[0]).exists()  # untouched: no link left behind pinning disk space
     assert (kept / "00000000000000000000.index").exists()  # replaced by the rebuilt one
@@ -144,7 +149,7 @@ def test_backup_keeps_exactly_the_changed_originals(tmp_path):
 
 
 def test_run_partition_tasks_keeps_order_across_processes():
-    from kafkalog.storage.engine.recovery import run_partition_tasks
+    from kafkalog.storage.engine.parallel import run_partition_tasks
 
     seen = []
     out = run_partition_tasks(abs, list(range(-40, 0)), workers=2, threads=3, progress=seen.append)

@@ -1,8 +1,8 @@
 """repair and an unreadable partition.metadata: rewritten from --topic-id (or the KRaft metadata log), never
 deleted; with no source the plan says what the broker would do and leaves the file."""
 
-from kafkalog.storage.engine.plan import apply_plan
-from kafkalog.storage.engine.recovery import plan_repair
+from kafkalog.storage.engine.plan import apply
+from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.tools import cli
 
@@ -20,19 +20,19 @@ def _dir(tmp_path):
 
 def test_rewritten_from_topic_id_option(tmp_path):
     data = _dir(tmp_path)
-    plan = plan_repair(data, NOW, topic_ids={"t": TOPIC_ID})
-    (act,) = [a for a in plan.actions if a.kind == "write"]
-    assert act.path.endswith("t-0/partition.metadata") and "--topic-id" in act.detail
-    assert "Error starting LogManager" in act.detail
-    apply_plan(plan, data_dir=data, backup=None)
+    plan = plan_repair([data], now_ms=NOW, topic_ids={"t": TOPIC_ID})
+    (act,) = [a for a in plan.ops() if a.kind == "write" and a.path.endswith("partition.metadata")]
+    assert act.path.endswith("t-0/partition.metadata") and "--topic-id" in act.why
+    assert "Error starting LogManager" in act.why
+    apply(plan, backup=False)
     assert (data / "t-0" / "partition.metadata").read_bytes() == b"version: 0\ntopic_id: " + TOPIC_ID.encode()
 
 
 def test_no_source_is_reported_not_deleted(tmp_path, capsys):
     data = _dir(tmp_path)
-    plan = plan_repair(data, NOW)
-    assert not [a for a in plan.actions if "partition.metadata" in a.path]
-    (note,) = [n for n in plan.notes if "partition.metadata" in n]
+    plan = plan_repair([data], now_ms=NOW)
+    assert not [a for a in plan.ops() if "partition.metadata" in a.path]
+    (note,) = [n for p in plan.partitions for n in p.notes if "partition.metadata" in n]
     assert "no topic id is known" in note and "stray" in note and "--topic-id" in note
     assert cli.main(["repair", "--no-backup", str(data), "--now", str(NOW)]) == 1
     assert (data / "t-0" / "partition.metadata").exists()

@@ -4,13 +4,12 @@
 import os
 
 import pytest
+from engines import recover
 
-from kafkalog.storage.engine.recovery import (
-    plan_overflow_split,
-    rebuild_partition_indexes,
-    recover_partition,
-    split_overflowed_segment,
-)
+from kafkalog.storage import fileops
+from kafkalog.storage.dirview import DirView, run_ops
+from kafkalog.storage.engine.reindex import plan_reindex
+from kafkalog.storage.engine.split import plan_overflow_split, split_overflowed_segment
 from kafkalog.storage.files.offset_index import read_offset_index
 from kafkalog.storage.records import build_batch, iter_batches
 
@@ -46,11 +45,11 @@ def test_plan_overflow_split_cuts_where_offsets_stop_fitting(tmp_path):
 
 def test_recovery_splits_the_segment_and_loads_again(tmp_path):
     d, data = _overflowed(tmp_path)
-    preview = recover_partition(d, now_ms=NOW, dry_run=True)
+    preview = recover(d, now_ms=NOW, dry_run=True)
     assert any("KAFKA-6264" in n and str(HIGH) in n for n in preview.notes)
     assert _names(d) == ["00000000000000000000.log"]  # the dry run changed nothing
 
-    r = recover_partition(d, now_ms=NOW)
+    r = recover(d, now_ms=NOW)
     high = f"{HIGH:020d}"
     assert f"{high}.log" in _names(d)
     assert not [n for n in _names(d) if n.endswith((".cleaned", ".swap", ".deleted"))]
@@ -66,21 +65,23 @@ def test_recovery_splits_the_segment_and_loads_again(tmp_path):
             assert all(0 <= e.offset - int(name) <= 2**31 - 1 for e in idx)
     assert (d / f"{HIGH + 15:020d}.snapshot").exists()
     # the split result is stable: a second recovery changes no .log
-    r2 = recover_partition(d, now_ms=NOW)
+    r2 = recover(d, now_ms=NOW)
     assert not r2.truncated and not [p for p in r2.deleted if p.endswith(".log")]
 
 
 def test_split_is_crash_safe(tmp_path):
     d, data = _overflowed(tmp_path)
 
-    def crash(step: str) -> None:
-        if step.startswith("swap->final"):
+    def crash(kind: str, path: str, _target) -> None:
+        if kind == "rename" and path.endswith(".swap"):  # the first .swap -> final rename
             raise RuntimeError("crash")
 
-    with pytest.raises(RuntimeError):
-        split_overflowed_segment(d, 0, crash_hook=crash)
+    view = DirView(d)
+    split_overflowed_segment(view, 0)
+    with pytest.raises(RuntimeError), fileops.observe(crash):
+        run_ops(view.ops)
     # the broker's (and repair's) temp-file handling completes the swap; nothing is lost
-    recover_partition(d, now_ms=NOW)
+    recover(d, now_ms=NOW)
     logs = [n for n in _names(d) if n.endswith(".log")]
     assert logs == ["00000000000000000000.log", f"{HIGH:020d}.log"]
     assert b"".join((d / n).read_bytes() for n in logs) == data
@@ -88,8 +89,8 @@ def test_split_is_crash_safe(tmp_path):
 
 def test_reindex_refuses_an_overflowed_segment(tmp_path):
     d, _ = _overflowed(tmp_path)
-    ((base, written, problem),) = rebuild_partition_indexes(d)
-    assert base == 0 and written == [] and "KAFKA-6264" in problem and "repair" in problem
+    (problem,) = plan_reindex([d]).errors
+    assert "KAFKA-6264" in problem and "repair" in problem
 
 
 def test_split_copies_in_chunks_of_at_most_one_mebibyte(tmp_path):
@@ -103,7 +104,9 @@ def test_split_copies_in_chunks_of_at_most_one_mebibyte(tmp_path):
     d = tmp_path / "t-0"
     d.mkdir()
     (d / "00000000000000000000.log").write_bytes(data)
-    assert split_overflowed_segment(d, 0, index_interval_bytes=1000) == [0, HIGH]
+    view = DirView(d)
+    assert split_overflowed_segment(view, 0, index_interval_bytes=1000) == [0, HIGH]
+    run_ops(view.ops)
     # append rule per chunk: entries (last offset of the chunk, chunk position) after the first chunk
     with read_offset_index(d / "00000000000000000000.index") as idx:
         assert [(e.offset, e.position) for e in idx] == [(19, 2 * s), (24, 4 * s)]

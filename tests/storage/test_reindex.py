@@ -1,4 +1,4 @@
-"""kafkalog reindex: the recovery rule, partitions in parallel, dry run, lock, bad segments, CLI."""
+"""kafkalog reindex: the recovery rule, partitions in parallel, only what is wrong, lock, bad segments, CLI."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
+from engines import resolver
 
 from kafkalog.storage.config import LogConfig
-from kafkalog.storage.engine.recovery import rebuild_partition_indexes, reindex_partitions
+from kafkalog.storage.engine.plan import PlanError, apply
+from kafkalog.storage.engine.reindex import plan_reindex
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.lock import DirLock
 from kafkalog.storage.records import build_batch, iter_batches
@@ -38,8 +40,7 @@ def _indexes(dirs: list[Path]) -> dict[str, bytes]:
 
 def test_parallel_equals_serial_and_restores_deleted_indexes(tmp_path: Path):
     _, dirs = _data(tmp_path)
-    for d in dirs:
-        rebuild_partition_indexes(d, CFG)
+    apply(plan_reindex(dirs, resolver=resolver(CFG), all_segments=True))
     expected = _indexes(dirs)
     for d in dirs:
         for f in d.iterdir():
@@ -48,18 +49,30 @@ def test_parallel_equals_serial_and_restores_deleted_indexes(tmp_path: Path):
             elif f.suffix == ".timeindex":
                 f.write_bytes(b"\x00" * 7)  # torn
     seen: list[int] = []
-    out = reindex_partitions(dirs, CFG, workers=2, progress=seen.append)
-    assert [p for p, _ in out] == [str(d) for d in dirs] and sum(seen) == len(dirs)
-    assert all(problem is None for _, res in out for _, _, problem in res)
+    plan = plan_reindex(dirs, resolver=resolver(CFG), workers=2)
+    assert not plan.errors and all(p.ops for p in plan.partitions)
+    apply(plan, workers=2, progress=seen.append)
+    assert sum(seen) == len(dirs)
     assert _indexes(dirs) == expected
+    assert not plan_reindex(dirs, resolver=resolver(CFG)).changes  # a second run finds nothing to do
+
+
+def test_healthy_indexes_are_left_as_the_broker_wrote_them(tmp_path: Path):
+    _, dirs = _data(tmp_path, 2)
+    before = _indexes(dirs)
+    plan = plan_reindex(dirs, resolver=resolver(CFG))
+    assert not plan.changes
+    apply(plan)
+    assert _indexes(dirs) == before
 
 
 def test_dry_run_writes_nothing(tmp_path: Path):
     _, dirs = _data(tmp_path, 2)
     victim = next(dirs[0].glob("*.index"))
     victim.unlink()
-    out = reindex_partitions(dirs, CFG, dry_run=True, workers=2)
-    assert not victim.exists() and all(written for _, res in out for _, written, _ in res)
+    plan = plan_reindex(dirs, resolver=resolver(CFG), workers=2)
+    assert any(op.path == str(victim) for op in plan.ops())
+    assert not victim.exists()
 
 
 def test_live_lock_refused_before_anything_is_written(tmp_path: Path, capsys):
@@ -72,21 +85,31 @@ def test_live_lock_refused_before_anything_is_written(tmp_path: Path, capsys):
     assert not victim.exists()
 
 
-def test_bad_segment_reported_and_cli_json(tmp_path: Path, capsys):
+def test_bad_segment_refuses_the_whole_plan_and_cli_json(tmp_path: Path, capsys):
     _, dirs = _data(tmp_path, 2)
+    removed = [next(d.glob("*.index")) for d in dirs]
+    for f in removed:
+        f.unlink()
     log = sorted(dirs[1].glob("*.log"))[0]
     data = bytearray(log.read_bytes())
     pos = list(iter_batches(bytes(data)))[10].position
     data[pos + 70] ^= 0xFF
     log.write_bytes(bytes(data))
-    missing = str(tmp_path / "data" / "nope-0")
-    assert main(["reindex", *map(str, dirs), missing, "--json", "--workers", "2"]) == 1
+    plan = plan_reindex(dirs, resolver=resolver(CFG))
+    (err,) = plan.errors
+    assert str(dirs[1]) in err and f"invalid bytes from position {pos}" in err and "repair" in err
+    with pytest.raises(PlanError, match="nothing was changed"):
+        apply(plan)
+    assert main(["reindex", *map(str, dirs), "--json", "--workers", "2"]) == 1
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    bad = [r for r in rows if r["problem"]]
-    assert any(r["dir"] == str(dirs[1]) and f"invalid bytes from position {pos}" in r["problem"] for r in bad)
-    assert any(r["dir"] == missing and r["baseOffset"] == -1 for r in bad)
-    assert all(r["written"] for r in rows if r["dir"] == str(dirs[0]))
+    assert any(r.get("partition") == dirs[1].name and "invalid bytes" in r.get("error", "") for r in rows)
     assert os.path.getsize(log) == len(data)
+    assert not any(f.exists() for f in removed), "a partition was reindexed although the plan was invalid"
+
+
+def test_missing_path_is_a_clear_error(tmp_path: Path, capsys):
+    assert main(["reindex", str(tmp_path / "nope-0")]) == 1
+    assert "no such directory" in capsys.readouterr().err
 
 
 def test_workers_must_be_positive(tmp_path: Path):

@@ -5,13 +5,14 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.storage.dirview import DirView
 from kafkalog.storage.engine.swap import (
     cleaned_path,
-    offset_file_name,
-    read_next_offset,
     recover_swap_files,
     replace_segments,
 )
+from kafkalog.storage.files.names import offset_file_name
+from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.records import build_batch, iter_batches
 
 
@@ -103,13 +104,13 @@ def test_stale_swap_above_cleaned_is_discarded(partition: Path):
 
 def test_dry_run_changes_nothing(partition: Path):
     before = sorted(p.name for p in partition.iterdir())
-    rec = recover_swap_files(partition, dry_run=True)
+    rec = recover_swap_files(DirView(partition))
     assert rec.changed
     assert sorted(p.name for p in partition.iterdir()) == before
 
 
 def test_read_next_offset(partition: Path):
-    assert read_next_offset(partition / offset_file_name(10, ".log"), 10) == 20
+    assert Segment(partition / offset_file_name(10, ".log"), 10).read_next_offset() == 20
     empty = partition / offset_file_name(99, ".log")
     empty.write_bytes(b"")
-    assert read_next_offset(empty, 99) == 99
+    assert Segment(empty, 99).read_next_offset() == 99

@@ -14,7 +14,7 @@ from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_c
 from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_properties
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
-from kafkalog.storage.files.rebuild import rebuild_indexes_recovery
+from kafkalog.storage.log_segment import recover_segment
 from kafkalog.storage.records import build_batch
 from kafkalog.storage.verify import classify_path, verify_paths
 from kafkalog.tools.cli import main
@@ -30,7 +30,7 @@ def make_partition(root: Path, name: str, n: int = 20, topic_id: str = TOPIC_IDS
     log = b"".join(build_batch([(i * 2 + j, 1000 + i, b"k", b"v" * 40) for j in range(2)], base_offset=i * 2,
                                partition_leader_epoch=0) for i in range(n))
     (d / "00000000000000000000.log").write_bytes(log)
-    r = rebuild_indexes_recovery(log, 0, index_interval_bytes=256)
+    r = recover_segment(log, 0, index_interval_bytes=256)
     (d / "00000000000000000000.index").write_bytes(r.offset_index.to_bytes(trim=True))
     (d / "00000000000000000000.timeindex").write_bytes(r.time_index.to_bytes(trim=True))
     (d / f"{2 * n:020d}.snapshot").write_bytes(ProducerSnapshot().to_bytes())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -74,4 +75,24 @@ def run(args) -> int:
                         kafka_version=version,  # type: ignore[arg-type]
                         exact=args.dry_run, keep_deleted=args.keep_deleted, map_workers=args.map_workers,
                         workers=args.workers or 1)
-    return run_plan(args, plan)
+    def report(result) -> None:
+        from kafkalog.storage.engine.cleaner import CleanResult
+
+        for pp in plan.partitions:
+            for r in result.results.get(pp.dir, []):
+                if not isinstance(r, CleanResult):
+                    continue
+                row = {"partition": pp.name, "cleaned": True, "firstDirtyOffset": r.first_dirty_offset,
+                       "endOffset": r.end_offset, "mapFull": r.map_full,
+                       "bytesBefore": r.bytes_before, "bytesAfter": r.bytes_after,
+                       "bytesReclaimed": r.bytes_reclaimed, "recordsRead": r.stats.messages_read,
+                       "recordsRetained": r.stats.messages_retained, "segmentsIn": sum(len(g.sources) for g in r.groups),
+                       "segmentsOut": len(r.groups)}
+                if args.json:
+                    print(json.dumps(row))
+                else:
+                    print(f"{pp.name}: {row['bytesBefore']:,d} -> {row['bytesAfter']:,d} bytes (reclaimed "
+                          f"{row['bytesReclaimed']:,d}), {row['recordsRead'] - row['recordsRetained']:,d} records "
+                          f"removed; clean point {r.end_offset}")
+
+    return run_plan(args, plan, on_applied=report)

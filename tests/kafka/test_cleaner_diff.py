@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
+from engines import clean_points, compact, retain
 
 from kafkalog.compat import clients, jars
 from kafkalog.compat.broker import Broker
 from kafkalog.storage.config import CleanerConfig, LogConfig
-from kafkalog.storage.engine.cleaner import SegmentIndexer, compact_partition, read_cleaner_checkpoint
-from kafkalog.storage.engine.retention import apply_retention, retention_plan
 from kafkalog.storage.files.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from kafkalog.storage.log_segment import SegmentIndexer
 from kafkalog.storage.records import build_batch, iter_batches
 
 pytestmark = pytest.mark.kafka
@@ -126,9 +126,7 @@ def runs(request, tmp_path_factory):
         # kafkalog retention on B (the prediction is also what we wait for on A)
         retention = {}
         for t, cfg in RET_CONFIGS.items():
-            plan = retention_plan(b_dir / f"{t}-0", LogConfig.defaults().with_overrides(cfg),
-                                  int(time.time() * 1000))
-            apply_retention(plan)
+            plan = retain(b_dir / f"{t}-0", LogConfig.defaults().with_overrides(cfg), int(time.time() * 1000))
             retention[t] = plan
 
         # broker pass on A
@@ -153,9 +151,9 @@ def runs(request, tmp_path_factory):
         broker_now = min(horizons) - DELETE_RETENTION
         cfg = LogConfig.defaults().with_overrides(CMP_CONFIG)
         kv = tuple(int(x) for x in version.split(".")[:2])
-        outcome = compact_partition(b_dir / "cmp-0", cfg, CleanerConfig(dedupe_buffer_size=DEDUPE), broker_now,
-                                    kafka_version=kv)  # type: ignore[arg-type]
-        assert outcome.eligible, outcome.reason
+        outcome = compact(b_dir / "cmp-0", cfg, CleanerConfig(dedupe_buffer_size=DEDUPE), broker_now,
+                          kafka_version=kv)  # type: ignore[arg-type]
+        assert outcome.eligible, outcome.notes
 
         b = Broker(version, data_dir=b_dir, server_properties={"log.cleaner.enable": "false"})
         try:
@@ -212,17 +210,17 @@ def test_compacted_segments_equal_the_brokers(runs):
             else:
                 assert fa.read_bytes() == fb.read_bytes(), name + suffix
         # kafkalog's index rule applied to the broker's own cleaned bytes gives the broker's index files
-        ix = SegmentIndexer(base, 4096, per_batch=True)
-        ix.append(la, 0, -1, -1, -1)
-        ix.finish()
-        assert ix.oi.build().to_bytes(trim=True) == (pa / f"{name}.index").read_bytes(), name
-        assert ix.ti.build().to_bytes(trim=True) == (pa / f"{name}.timeindex").read_bytes(), name
+        ix = SegmentIndexer(base, 4096)
+        ix.append_batches(la, 0)
+        oi, ti = ix.close()
+        assert oi.to_bytes(trim=True) == (pa / f"{name}.index").read_bytes(), name
+        assert ti.to_bytes(trim=True) == (pa / f"{name}.timeindex").read_bytes(), name
     assert exact > 0
 
 
 def test_cleaner_checkpoint_equals_the_brokers(runs):
-    ca = read_cleaner_checkpoint(runs["a"])[("cmp", 0)]
-    cb = read_cleaner_checkpoint(runs["b"])[("cmp", 0)]
+    ca = clean_points(runs["a"])[("cmp", 0)]
+    cb = clean_points(runs["b"])[("cmp", 0)]
     assert ca == cb == runs["outcome"].result.end_offset
 
 
@@ -234,7 +232,7 @@ def test_consumers_read_the_same_records(runs):
 @pytest.mark.parametrize("topic", sorted(RET_CONFIGS))
 def test_retention_deletes_what_the_broker_deletes(runs, topic):
     pa, pb = runs["a"] / f"{topic}-0", runs["b"] / f"{topic}-0"
-    assert runs["retention"][topic].deletions, "the scenario must delete something"
+    assert runs["retention"][topic].partitions[0].losses, "the scenario must delete something"
     assert _segments(pa) == _segments(pb)
     for base in _segments(pa)[:-1]:
         name = f"{base:020d}"
@@ -307,10 +305,10 @@ def legacy_runs(request, tmp_path_factory):
                     if b.magic == 2 and b.has_delete_horizon]
         assert horizons
         kv = tuple(int(x) for x in version.split(".")[:2])
-        out = compact_partition(b_dir / "leg-0", LogConfig.defaults().with_overrides(CMP_CONFIG),
-                                CleanerConfig(dedupe_buffer_size=DEDUPE), min(horizons) - DELETE_RETENTION,
-                                kafka_version=kv)  # type: ignore[arg-type]
-        assert out.eligible, out.reason
+        out = compact(b_dir / "leg-0", LogConfig.defaults().with_overrides(CMP_CONFIG),
+                      CleanerConfig(dedupe_buffer_size=DEDUPE), min(horizons) - DELETE_RETENTION,
+                      kafka_version=kv)  # type: ignore[arg-type]
+        assert out.eligible, out.notes
         yield {"version": version, "a": a.data_dir, "b": b_dir}
     finally:
         a.close()

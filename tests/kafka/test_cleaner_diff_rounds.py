@@ -34,15 +34,16 @@ import time
 from pathlib import Path
 
 import pytest
+from engines import clean_points
 from test_cleaner_diff import PROMPT, SEGMENT, _batch_view, _index_offsets, _segments, _wait
 
 from kafkalog.compat import clients, jars
 from kafkalog.compat.broker import Broker
 from kafkalog.storage.decoders.consumer_offsets import parse_offsets_key, parse_offsets_value
-from kafkalog.storage.engine.cleaner import SegmentIndexer, read_cleaner_checkpoint
-from kafkalog.storage.engine.cleaner_manager import ConfigResolver
+from kafkalog.storage.log_segment import SegmentIndexer
 from kafkalog.storage.records import iter_batches
 from kafkalog.storage.records.control import parse_control_key
+from kafkalog.storage.topic_configs import ConfigResolver
 from kafkalog.tools.cli import main as kafkalog_main
 
 pytestmark = pytest.mark.kafka
@@ -218,13 +219,13 @@ def _kafkalog_compact(pdir: Path, now: int, version: str, server_properties: Pat
         rc = kafkalog_main(["compact", str(pdir), "--now", str(now), "--kafka-version", kv,
                             "--server-properties", str(server_properties), "--no-backup", "--json"])
     assert rc == 0, out.getvalue()
-    (line,) = out.getvalue().splitlines()
-    return json.loads(line)
+    (row,) = [r for r in map(json.loads, out.getvalue().splitlines()) if r.get("cleaned")]
+    return row
 
 
 def _cleaned_to(broker: Broker, expected: dict[tuple[str, int], int]):
     def cond() -> bool:
-        ck = read_cleaner_checkpoint(broker.data_dir)
+        ck = clean_points(broker.data_dir)
         return all(ck.get(k) == v for k, v in expected.items())
     return cond
 
@@ -336,10 +337,10 @@ def _compare_partition(pa: Path, pb: Path, *, active_may_grow: bool = False) -> 
                 assert _index_offsets(fa) == _index_offsets(fb), name + suffix
             else:
                 assert fa.read_bytes() == fb.read_bytes(), name + suffix
-        ix = SegmentIndexer(base, 4096, per_batch=True)
-        ix.append(la, 0, -1, -1, -1)
-        ix.finish()
-        assert ix.oi.build().to_bytes(trim=True) == (pa / f"{name}.index").read_bytes(), name
+        ix = SegmentIndexer(base, 4096)
+        ix.append_batches(la, 0)
+        oi, _ = ix.close()
+        assert oi.to_bytes(trim=True) == (pa / f"{name}.index").read_bytes(), name
     return exact
 
 
@@ -398,11 +399,11 @@ def side(request):
 
 def test_offsets_topic_cleaned_as_the_broker_cleans_it(rounds):
     pa, pb = rounds["r1"] / f"{OFFSETS}-0", rounds["b1"] / f"{OFFSETS}-0"
-    assert rounds["out1"][OFFSETS]["reason"] == "cleaned", rounds["out1"][OFFSETS]
-    assert rounds["out1"][OFFSETS]["bytes_reclaimed"] > 2 * SEGMENT
+    assert rounds["out1"][OFFSETS]["cleaned"], rounds["out1"][OFFSETS]
+    assert rounds["out1"][OFFSETS]["bytesReclaimed"] > 2 * SEGMENT
     assert _compare_partition(pa, pb, active_may_grow=True) > 0
-    ca, cb = read_cleaner_checkpoint(rounds["r1"]), read_cleaner_checkpoint(rounds["b1"])
-    assert ca[(OFFSETS, 0)] == cb[(OFFSETS, 0)] == rounds["out1"][OFFSETS]["end_offset"]
+    ca, cb = clean_points(rounds["r1"]), clean_points(rounds["b1"])
+    assert ca[(OFFSETS, 0)] == cb[(OFFSETS, 0)] == rounds["out1"][OFFSETS]["endOffset"]
 
 
 def test_offsets_topic_keeps_the_latest_commits(rounds, side):
@@ -432,11 +433,11 @@ def test_offsets_topic_config_is_the_brokers(rounds):
 
 def test_round_one_on_rnd_equals_the_brokers(rounds):
     pa, pb = rounds["r1"] / "rnd-0", rounds["b1"] / "rnd-0"
-    assert rounds["out1"]["rnd"]["reason"] == "cleaned"
+    assert rounds["out1"]["rnd"]["cleaned"]
     assert _compare_partition(pa, pb) > 0
-    assert read_cleaner_checkpoint(rounds["r1"])[("rnd", 0)] == read_cleaner_checkpoint(rounds["b1"])[("rnd", 0)]
+    assert clean_points(rounds["r1"])[("rnd", 0)] == clean_points(rounds["b1"])[("rnd", 0)]
     # round 1 keeps tombstones (now with a KIP-534 delete horizon) and both transaction markers
-    tombs, markers = _tombstones_and_markers(pa, rounds["out1"]["rnd"]["end_offset"])
+    tombs, markers = _tombstones_and_markers(pa, rounds["out1"]["rnd"]["endOffset"])
     assert tombs > 0 and markers >= 2
 
 
@@ -444,10 +445,10 @@ def test_round_one_on_rnd_equals_the_brokers(rounds):
 def test_later_round_on_rnd_equals_the_brokers(rounds, n):
     r = rounds["later"][n]
     out = r["out"]
-    assert out["reason"] == "cleaned" and out["first_dirty_offset"] > 0, out
+    assert out["cleaned"] and out["firstDirtyOffset"] > 0, out
     assert _compare_partition(r["r"] / "rnd-0", r["b"] / "rnd-0") > 0
-    assert read_cleaner_checkpoint(r["r"])[("rnd", 0)] == read_cleaner_checkpoint(r["b"])[("rnd", 0)] \
-        == out["end_offset"]
+    assert clean_points(r["r"])[("rnd", 0)] == clean_points(r["b"])[("rnd", 0)] \
+        == out["endOffset"]
 
 
 def _markers(pdir: Path) -> dict[int, int | None]:
@@ -461,7 +462,7 @@ def test_tombstones_and_markers_go_after_their_delete_horizon(rounds):
     horizon, and keeps both markers without one (their transactions still had batches in that pass); round 2
     removes the expired tombstones and, the transactions now empty, gives the two markers a horizon; round 3
     removes those markers. The marker of the transaction whose records survive stays."""
-    clean_point = rounds["out1"]["rnd"]["end_offset"]  # round 1's cleaned section
+    clean_point = rounds["out1"]["rnd"]["endOffset"]  # round 1's cleaned section
     r1, r2, r3 = rounds["r1"] / "rnd-0", rounds["later"][2]["r"] / "rnd-0", rounds["later"][3]["r"] / "rnd-0"
     m1, m2, m3 = _markers(r1), _markers(r2), _markers(r3)
     assert len(m1) == 3 and set(m1.values()) == {None}

@@ -25,7 +25,7 @@ import pytest
 
 from kafkalog.compat.conformance import compare_rebuilt_indexes, delete_closed_segment_indexes
 from kafkalog.storage.codec.compression import GZIP, LZ4, NONE, ZSTD
-from kafkalog.storage.files.rebuild import rebuild_indexes_append, rebuild_indexes_recovery
+from kafkalog.storage.log_segment import recover_segment, replay_appends
 from kafkalog.storage.records import build_batch
 from kafkalog.storage.records.builder import build_legacy
 from kafkalog.storage.verify import verify_paths
@@ -132,7 +132,7 @@ def _kafkalog_segments(root: Path) -> list[Path]:
         d.mkdir(parents=True)
         log = b"".join(batches)
         (d / f"{base:020d}.log").write_bytes(log)
-        r = rebuild_indexes_recovery(log, base, index_interval_bytes=INTERVAL)
+        r = recover_segment(log, base, index_interval_bytes=INTERVAL, on_overflow="stop")
         (d / f"{base:020d}.index").write_bytes(r.offset_index.to_bytes(trim=True))
         (d / f"{base:020d}.timeindex").write_bytes(r.time_index.to_bytes(trim=True))
         out += [d / f"{base:020d}.index", d / f"{base:020d}.timeindex"]
@@ -145,7 +145,7 @@ def _kafkalog_segments(root: Path) -> list[Path]:
         for b in batches2:
             positions.append(pos)
             pos += len(b)
-        r = rebuild_indexes_append(log2, base2, appends=positions[::3], index_interval_bytes=INTERVAL)
+        r = replay_appends(log2, base2, appends=positions[::3], index_interval_bytes=INTERVAL)
         (d / f"{base2:020d}.index").write_bytes(r.offset_index.to_bytes(trim=True))
         (d / f"{base2:020d}.timeindex").write_bytes(r.time_index.to_bytes(trim=True))
         out.append(d / f"{base2:020d}.timeindex")

@@ -10,11 +10,12 @@ import sys
 import pytest
 from datagen import BASE_TS, make_data_dir, write_partition
 
-from kafkalog.storage.engine.cleaner import compact_partition
-from kafkalog.storage.engine.cleaner_manager import ConfigResolver
+from kafkalog.storage.engine.cleaner import plan_compact
+from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.files.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.records import build_legacy, iter_batches
+from kafkalog.storage.topic_configs import ConfigResolver
 from kafkalog.storage.verify import verify_partition, verify_paths
 from kafkalog.tools.spark import jobs
 
@@ -109,9 +110,8 @@ def test_compact_matches_single_machine(spark, tmp_path):
     overrides = {"cleanup.policy": "compact"}
     report = jobs.compact(spark, [str(root)], now=BASE_TS + 10**8, force=True, overrides=overrides, backup=False)
     assert report.ok and report.summary["bytesReclaimed"] > 0
-    r = ConfigResolver(None, None, overrides)
-    for p in range(2):
-        compact_partition(twin / f"c-{p}", r.log_config(twin, "c"), r.broker.cleaner, BASE_TS + 10**8, force=True)
+    apply(plan_compact([twin], now_ms=BASE_TS + 10**8, resolver=ConfigResolver(None, None, overrides), force=True),
+          backup=False)
     for p in range(2):
         a = sorted(f.name for f in (root / f"c-{p}").iterdir())
         assert a == sorted(f.name for f in (twin / f"c-{p}").iterdir())
@@ -127,13 +127,19 @@ def test_compact_tasks_leave_the_shared_checkpoint_to_the_driver(tmp_path):
     collide on its .tmp file). The task reports its clean point; the driver writes the file once."""
     root = tmp_path / "d"
     write_partition(root / "c-0", 600, batch_records=50, segment_bytes=1 << 16, value_size=100)
-    r = ConfigResolver(None, None, {"cleanup.policy": "compact"})
-    item = (str(root / "c-0"), r.log_config(root, "c"), r.broker.cleaner, BASE_TS + 10**8, False, True, (4, 0),
-            r.broker.producer_id_expiration_ms)
-    [row] = jobs._compact_one(item)
-    assert row["eligible"] and row["checkpoint_offset"] == row["end_offset"] > 0
-    assert not (root / "cleaner-offset-checkpoint").exists()
-    assert not list(root.glob("*.tmp"))
+    plan = plan_compact([root], now_ms=BASE_TS + 10**8, force=True,
+                        resolver=ConfigResolver(None, None, {"cleanup.policy": "compact"}))
+    [pp] = plan.partitions
+    assert pp.facts["cleanPoint"] == pp.facts["endOffset"] > 0
+
+    def runner(fn, items):
+        out = [fn(i) for i in items]
+        assert not (root / "cleaner-offset-checkpoint").exists(), "a partition task wrote the shared file"
+        assert not list(root.glob("*.tmp"))
+        return out
+
+    apply(plan, backup=False, runner=runner)
+    assert read_offset_checkpoint(root / "cleaner-offset-checkpoint").to_dict() == {("c", 0): pp.facts["cleanPoint"]}
 
 
 def test_compact_many_partitions_of_one_data_dir(spark, tmp_path):
@@ -145,7 +151,7 @@ def test_compact_many_partitions_of_one_data_dir(spark, tmp_path):
                           overrides={"cleanup.policy": "compact"}, backup=False)
     assert report.ok and report.summary["partitions"] == n
     ck = read_offset_checkpoint(root / "cleaner-offset-checkpoint").to_dict()
-    assert ck == {("m", row_p): row["checkpoint_offset"] for row in report.rows
+    assert ck == {("m", row_p): row["cleanPoint"] for row in report.rows
                   for row_p in [int(row["partition"].rsplit("-", 1)[1])]}
     assert len(ck) == n and all(v > 0 for v in ck.values()) and not list(root.glob("*.tmp"))
 

@@ -15,8 +15,9 @@ import pytest
 from datagen import BASE_TS, write_partition
 from standalone import standalone_cluster
 
-from kafkalog.storage.engine.cleaner import compact_partition
-from kafkalog.storage.engine.cleaner_manager import ConfigResolver
+from kafkalog.storage.engine.cleaner import plan_compact
+from kafkalog.storage.engine.plan import apply
+from kafkalog.storage.topic_configs import ConfigResolver
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -87,9 +88,8 @@ def test_compact_on_the_cluster_equals_single_machine(cluster, tmp_path):
     p = _cli("spark", "compact", "d", "--master", url, "--json", "--now", str(now), "--all", "--no-backup",
              "--config", "cleanup.policy=compact", cwd=tmp_path)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
-    r = ConfigResolver(None, None, {"cleanup.policy": "compact"})
-    for i in range(3):
-        compact_partition(twin / f"c-{i}", r.log_config(twin, "c"), r.broker.cleaner, now, force=True)
+    apply(plan_compact([twin], now_ms=now, resolver=ConfigResolver(None, None, {"cleanup.policy": "compact"}),
+                       force=True), backup=False)
     for f in sorted(twin.rglob("*")):
         if f.is_file() and f.suffix in (".log", ".index", ".timeindex"):
             assert (root / f.relative_to(twin)).read_bytes() == f.read_bytes(), f

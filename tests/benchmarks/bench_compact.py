@@ -25,10 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from kafkalog.storage.config import CleanerConfig, LogConfig
-from kafkalog.storage.engine.cleaner import compact_partition
+from kafkalog.storage.config import BrokerConfig, CleanerConfig, LogConfig
+from kafkalog.storage.engine.cleaner import CleanResult, plan_compact
+from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.files.checkpoints import write_offset_checkpoint
 from kafkalog.storage.records import build_batch
+from kafkalog.storage.topic_configs import ConfigResolver
 
 NOW = 1_700_000_000_000
 DEDUPE = 134217728
@@ -66,11 +68,14 @@ def run_kafkalog(src: Path, root: Path, runs: int, size: int, workers: int | Non
         shutil.rmtree(work.parent, ignore_errors=True)
         shutil.copytree(src, work)
         t0, c0 = time.perf_counter(), _cpu()
-        out = compact_partition(work, cfg, CleanerConfig(dedupe_buffer_size=DEDUPE), NOW, force=True,
-                                workers=workers)
+        # the command's whole path: plan (validation, the map pass when the map may fill) then apply
+        resolver = ConfigResolver(BrokerConfig(cleaner=CleanerConfig(dedupe_buffer_size=DEDUPE)), config=cfg)
+        res = apply(plan_compact([work], now_ms=NOW, resolver=resolver, force=True, map_workers=workers),
+                    backup=False)
         wall.append(size / (time.perf_counter() - t0) / 1e6)
         cpu.append(size / (_cpu() - c0) / 1e6)
-        assert out.result is not None and out.result.bytes_reclaimed > 0
+        out = next(r for rs in res.results.values() for r in rs if isinstance(r, CleanResult))
+        assert out.bytes_reclaimed > 0
     shutil.rmtree(root / "w", ignore_errors=True)
     return wall, cpu
 

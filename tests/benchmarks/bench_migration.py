@@ -24,8 +24,9 @@ import time
 from pathlib import Path
 
 from kafkalog.storage.codec.compression import GZIP
-from kafkalog.storage.engine.convert import ConvertOptions, convert
+from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
 from kafkalog.storage.engine.export import export_parquet
+from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.records import build_legacy, build_legacy_message
 
 GiB = 1 << 30
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tgt)
         shutil.copytree(src, tgt)
         t0 = time.perf_counter()
-        convert([tgt], ConvertOptions(), backup=False, workers=workers)
+        apply(plan_convert([tgt], ConvertOptions(), workers=workers), backup=False, workers=workers)
         res.setdefault("convertRuns", []).append(time.perf_counter() - t0)
 
     for key, workers in (("convert", 1), ("convertParallel", args.workers)):

@@ -37,7 +37,7 @@ from kafkalog.storage.files.checkpoints import write_offset_checkpoint
 from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
 from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_properties
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
-from kafkalog.storage.files.rebuild import rebuild_indexes_recovery
+from kafkalog.storage.log_segment import recover_segment
 from kafkalog.storage.records import build_batch
 
 NOW = 1_700_000_000_000
@@ -80,7 +80,7 @@ def generate(root: Path, scale: float) -> tuple[Path, int]:
                 offset += n
             log = b"".join(chunks)
             (pdir / f"{base:020d}.log").write_bytes(log)
-            r = rebuild_indexes_recovery(log, base)
+            r = recover_segment(log, base, on_overflow="stop")
             (pdir / f"{base:020d}.index").write_bytes(r.offset_index.to_bytes(trim=True))
             (pdir / f"{base:020d}.timeindex").write_bytes(r.time_index.to_bytes(trim=True))
             written += size

@@ -157,30 +157,61 @@ def count_mutations(run) -> int:
     return n[0]
 
 
-def killed_at(run, k: int) -> int:
-    """Run ``run()`` in a forked child killed (``os._exit``, no cleanup, as SIGKILL) before its k-th file
-    mutation; returns the child's exit status (137 when the kill happened)."""
+NOW = 1_900_000_000_000
+
+
+def plan_for(command: str, d: Path):
+    """The plan a mutating command makes on ``d`` (the crash tests kill its apply)."""
+    from kafkalog.storage.engine.cleaner import plan_compact
+    from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
+    from kafkalog.storage.engine.flush import plan_flush
+    from kafkalog.storage.engine.reindex import plan_reindex
+    from kafkalog.storage.engine.repair import plan_repair
+    from kafkalog.storage.engine.retention import plan_retention
+
+    return {
+        "repair": lambda: plan_repair([d], now_ms=NOW),
+        "reindex": lambda: plan_reindex([d]),
+        "flush": lambda: plan_flush([d], now_ms=NOW),
+        "retain": lambda: plan_retention([d], now_ms=NOW),
+        "compact": lambda: plan_compact([d], now_ms=NOW, force=True),
+        "convert": lambda: plan_convert([d], ConvertOptions(codec="lz4")),
+        "convert-gzip": lambda: plan_convert([d], ConvertOptions(codec="gzip")),
+    }[command]()
+
+
+def killed_at(command: str, d: Path, k: int) -> int:
+    """Apply ``command``'s plan on ``d`` in a new Python process that is killed (``os._exit``: no cleanup runs,
+    as with SIGKILL) before its k-th file mutation; returns its exit status (137 when the kill happened).
+
+    A new process, not a fork: the test process may hold threads (a Spark gateway) whose locks a fork would
+    inherit."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, __file__, "kill", command, str(d), str(k)], capture_output=True, text=True,
+                       timeout=300)
+    if r.returncode not in (0, 137):
+        raise AssertionError(f"the killed apply failed unexpectedly (exit {r.returncode}): {r.stderr[-3000:]}")
+    return r.returncode
+
+
+def _kill_child(command: str, d: str, k: int) -> None:  # pragma: no cover - runs in the child process
     import os
 
     from kafkalog.storage import fileops
+    from kafkalog.storage.engine.plan import apply
 
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        n = [0]
+    n = [0]
 
-        def kill(kind, _p, _t):
-            if kind in MUTATIONS:
-                n[0] += 1
-                if n[0] == k:
-                    os._exit(137)
+    def kill(kind, _p, _t):
+        if kind in MUTATIONS:
+            n[0] += 1
+            if n[0] == k:
+                os._exit(137)
 
-        try:
-            with fileops.observe(kill):
-                run()
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+    with fileops.observe(kill):
+        apply(plan_for(command, Path(d)), backup=False)
 
 
 def roll_active(d: Path) -> None:
@@ -217,3 +248,10 @@ def records(d: Path) -> dict[str, set[tuple]]:
                 del b
             out[p.name] = recs
     return out
+
+
+if __name__ == "__main__":  # python tests/damage.py kill COMMAND DIR K
+    import sys as _sys
+
+    if _sys.argv[1] == "kill":
+        _kill_child(_sys.argv[2], _sys.argv[3], int(_sys.argv[4]))

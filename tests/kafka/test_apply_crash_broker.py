@@ -14,26 +14,22 @@ import shutil
 from pathlib import Path
 
 import pytest
-from damage import count_mutations, damaged_copy, killed_at, records, roll_active
+from damage import NOW, count_mutations, damaged_copy, killed_at, plan_for, records, roll_active
 
 from kafkalog.compat.clients import consume
-from kafkalog.storage.engine.cleaner import plan_compact
-from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
 from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.engine.repair import plan_repair
-from kafkalog.storage.engine.retention import plan_retention
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
 
 FIXTURE = "kafka-4.3.1-kraft"
-NOW = 1_900_000_000_000
 QUIET = {"log.retention.ms": "-1", "log.retention.bytes": "-1", "log.cleaner.enable": "false",
          "log.retention.check.interval.ms": "3600000"}
-COMMANDS = {
-    "repair": (("unclean", "torn_tail", "missing_index", "leftovers"), lambda d: plan_repair([d], now_ms=NOW)),
-    "retain": ((), lambda d: plan_retention([d], now_ms=NOW)),
-    "compact": ((), lambda d: plan_compact([d], now_ms=NOW, force=True)),
-    "convert": ((), lambda d: plan_convert([d], ConvertOptions(codec="gzip"))),
+COMMANDS = {  # command -> the damages it meets
+    "repair": ("unclean", "torn_tail", "missing_index", "leftovers"),
+    "retain": (),
+    "compact": (),
+    "convert-gzip": (),
 }
 
 
@@ -49,7 +45,7 @@ def _served(bootstrap: str, d: Path) -> dict[str, set[tuple]]:
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_broker_loads_a_dir_killed_mid_apply(tmp_path: Path, broker_factory, command: str) -> None:
-    damages, make_plan = COMMANDS[command]
+    damages = COMMANDS[command]
     base = tmp_path / "base"
     damaged_copy(FIXTURE, base, damages)
     if command == "compact":
@@ -59,13 +55,13 @@ def test_broker_loads_a_dir_killed_mid_apply(tmp_path: Path, broker_factory, com
     shutil.copytree(base, after_dir)
     if command == "repair":
         apply(plan_repair([before_dir], now_ms=NOW), backup=False)
-    steps = count_mutations(lambda: apply(make_plan(after_dir), backup=False))
+    steps = count_mutations(lambda: apply(plan_for(command, after_dir), backup=False))
     before = {n: {(o, v) for o, _k, v in recs} for n, recs in records(before_dir).items()}
     after = {n: {(o, v) for o, _k, v in recs} for n, recs in records(after_dir).items()}
     crashed = tmp_path / "data"
     shutil.copytree(base, crashed)
     k = max(1, steps // 2)
-    assert killed_at(lambda: apply(make_plan(crashed), backup=False), k) == 137
+    assert killed_at(command, crashed, k) == 137
     broker = broker_factory("4.3.1", data_dir=crashed, server_properties=QUIET)
     served = _served(broker.bootstrap_servers, crashed)
     broker.stop()

@@ -14,17 +14,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from damage import count_mutations, damaged_copy, killed_at, records, roll_active
+from damage import NOW, count_mutations, damaged_copy, killed_at, plan_for, records, roll_active
 
-from kafkalog.storage.engine.cleaner import plan_compact
-from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
-from kafkalog.storage.engine.flush import plan_flush
 from kafkalog.storage.engine.plan import apply
-from kafkalog.storage.engine.reindex import plan_reindex
 from kafkalog.storage.engine.repair import plan_repair
-from kafkalog.storage.engine.retention import plan_retention
 
-NOW = 1_900_000_000_000
 SAMPLE = 12  # kill points per command in the default run
 
 
@@ -34,19 +28,18 @@ def _repair(d: Path) -> None:
     apply(plan, backup=False)
 
 
-COMMANDS = {
-    "repair": (("unclean", "torn_tail", "crc_mismatch", "missing_index", "leftovers", "bad_checkpoint"),
-               lambda d: plan_repair([d], now_ms=NOW)),
-    "reindex": (("missing_index", "bad_timeindex"), lambda d: plan_reindex([d])),
-    "flush": (("unclean", "bad_checkpoint"), lambda d: plan_flush([d], now_ms=NOW)),
-    "retain": ((), lambda d: plan_retention([d], now_ms=NOW)),
-    "compact": ((), lambda d: plan_compact([d], now_ms=NOW, force=True)),
-    "convert": ((), lambda d: plan_convert([d], ConvertOptions(codec="lz4"))),
+COMMANDS = {  # command -> the damages it meets
+    "repair": ("unclean", "torn_tail", "crc_mismatch", "missing_index", "leftovers", "bad_checkpoint"),
+    "reindex": ("missing_index", "bad_timeindex"),
+    "flush": ("unclean", "bad_checkpoint"),
+    "retain": (),
+    "compact": (),
+    "convert": (),
 }
 
 
 def _campaign(tmp_path: Path, fixture: str, command: str, sample: int | None) -> tuple[int, int]:
-    damages, make_plan = COMMANDS[command]
+    damages = COMMANDS[command]
     base = tmp_path / "base"
     damaged_copy(fixture, base, damages)
     if command == "compact":
@@ -57,7 +50,7 @@ def _campaign(tmp_path: Path, fixture: str, command: str, sample: int | None) ->
     before = records(before_dir)
     after_dir = tmp_path / "after"
     shutil.copytree(base, after_dir)
-    steps = count_mutations(lambda: apply(make_plan(after_dir), backup=False))
+    steps = count_mutations(lambda: apply(plan_for(command, after_dir), backup=False))
     _repair(after_dir)
     after = records(after_dir)
     points = list(range(1, steps + 1))
@@ -66,7 +59,7 @@ def _campaign(tmp_path: Path, fixture: str, command: str, sample: int | None) ->
     for k in points:
         d = tmp_path / f"k{k}"
         shutil.copytree(base, d)
-        assert killed_at(lambda d=d: apply(make_plan(d), backup=False), k) == 137, f"step {k}/{steps} never came"
+        assert killed_at(command, d, k) == 137, f"step {k}/{steps} never came"
         _repair(d)
         got = records(d)
         assert set(got) == set(before), f"kill at step {k}/{steps}: partitions differ"

@@ -1,0 +1,112 @@
+"""A data dir's own files and the rules across its partitions, and across several data dirs of one broker."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import KafkaLogError
+from ..files.checkpoints import (
+    RECOVERY_POINT_CHECKPOINT,
+)
+from ..files.findings import Finding, error, info, warning
+from ..log import METADATA_TOPIC
+from ..logdir import DataDir, DataDirs
+from .partition import verify_partition
+
+
+def verify_data_dir(path: str | os.PathLike | DataDir, deep: bool = False) -> list[Finding]:
+    """Findings for a whole data dir: its own files, then every partition."""
+    own = not isinstance(path, DataDir)
+    try:
+        ddir = DataDir(path) if own else path  # type: ignore[arg-type]
+    except KafkaLogError as e:
+        return [error(e.path or path, e.position, "layout", e.reason)]
+    assert isinstance(ddir, DataDir)
+    out: list[Finding] = list(ddir.findings)
+    try:
+        _verify_data_dir(ddir, deep, out)
+    finally:
+        if own:
+            ddir.close()
+    return out
+
+
+def _verify_data_dir(ddir: DataDir, deep: bool, out: list[Finding]) -> None:
+    _data_dir_checks(ddir, out)
+    topic_ids: dict[str, tuple[str, Path]] = {}
+    for log in ddir.partitions():
+        out.extend(verify_partition(log, deep))
+        try:
+            tid = log.topic_id
+        except KafkaLogError:
+            tid = None
+        _topic_id_check(topic_ids, log.topic, log.dir_kind, tid, log.path, out)
+        log.close()
+    _recovery_point_membership(ddir, out)
+
+
+def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
+    """The data dir's own files: lock, meta.properties, clean-shutdown marker, the four checkpoints."""
+    d = ddir.path
+    status = ddir.lock_status()
+    if status.held:
+        who = ", ".join(f"pid {h.pid}" for h in status.holders if h.pid) or "another process"
+        out.append(warning(status.path, None, "lock",
+                           f".lock is held by {who}: a broker is running and files may change while being read"))
+    if ddir.meta_properties is None and not any(f.file.endswith("meta.properties") for f in out):
+        out.append(warning(d / "meta.properties", None, "metadata", "missing"))
+    elif ddir.meta_properties is not None and not ddir.meta_properties.canonical:
+        out.append(info(d / "meta.properties", None, "metadata", "not in the exact form Properties.store writes"))
+    if ddir.clean_shutdown is not None:
+        for problem in ddir.clean_shutdown.validate():
+            out.append(warning(d / ".kafka_cleanshutdown", None, "metadata", problem))
+    hosted = {(tp.topic, tp.partition) for tp in ddir.partition_dirs.values() if tp.kind in ("live", "future")}
+    for name, ckpt in ddir.checkpoints.items():
+        p = d / name
+        if ckpt is None:
+            if not p.exists() and any(tp.kind == "live" for tp in ddir.partition_dirs.values()):
+                out.append(info(p, None, "checkpoint", "missing"))
+            continue
+        for problem in ckpt.validate():
+            out.append(warning(p, None, "checkpoint", problem))
+        for e in ckpt.entries:
+            if (e.topic, e.partition) not in hosted:
+                out.append(warning(p, None, "checkpoint",
+                                   f"entry for {e.topic}-{e.partition}, which is not hosted in this data dir"))
+
+
+def _topic_id_check(topic_ids: dict[str, tuple[str, Path]], topic: str, kind: str, tid: str | None, path: Path,
+                    out: list[Finding]) -> None:
+    """All live partitions of a topic in one data dir must carry the same topic id."""
+    if tid is not None and kind == "live":
+        seen = topic_ids.setdefault(topic, (tid, path))
+        if seen[0] != tid:
+            out.append(error(path / "partition.metadata", None, "metadata",
+                             f"topic id {tid} differs from {seen[0]} in {seen[1].name}"))
+
+
+def _recovery_point_membership(ddir: DataDir, out: list[Finding]) -> None:
+    rp = ddir.recovery_points
+    for p, tp in ddir.partition_dirs.items():
+        if (tp.kind in ("live", "future") and tp.topic != METADATA_TOPIC
+                and ddir.checkpoints.get(RECOVERY_POINT_CHECKPOINT) is not None):
+            if (tp.topic, tp.partition) not in rp:
+                out.append(info(p, None, "checkpoint",
+                                f"not in {RECOVERY_POINT_CHECKPOINT}: after an unclean shutdown every segment is "
+                                "recovered"))
+
+
+def verify_data_dirs(paths: list[str | os.PathLike], deep: bool = False) -> list[Finding]:
+    """Several data dirs of one broker: each one, plus the cross-dir rules (``MetaPropertiesEnsemble``)."""
+    try:
+        dirs = DataDirs(paths)
+    except KafkaLogError as e:
+        return [error(e.path or "", e.position, "layout", e.reason)]
+    with dirs:
+        out = dirs.ensemble_findings()
+        for ddir in dirs:
+            out.extend(verify_data_dir(ddir, deep))
+    return out
+
+

@@ -1,0 +1,100 @@
+"""Single files given on the command line: a KRaft snapshot, an index, a checkpoint, ...."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import CorruptRecordError, KafkaLogError
+from ..files.findings import Finding, error, info
+from ..files.segment import Segment
+from .segment import SegmentSummary, _deep_check, verify_segment
+
+
+def verify_kraft_snapshot(path: str | os.PathLike, deep: bool = False) -> tuple[list[Finding], int]:
+    """A KRaft snapshot (``<offset>-<epoch>.checkpoint``): batch framing and CRCs (records with ``deep``);
+    returns the findings and the bytes scanned."""
+    from ..records import LogScanner
+
+    name = os.fspath(path)
+    out: list[Finding] = []
+    from ..files._index import map_file
+
+    try:
+        mm, _ = map_file(name, CorruptRecordError)
+    except KafkaLogError as e:
+        return [error(name, e.position, "layout", e.reason)], 0
+    buf = memoryview(mm)
+    try:
+        scanner = LogScanner(buf, path=name)
+        summary = SegmentSummary(0, len(buf))
+        try:
+            for b in scanner:
+                if not b.is_valid():
+                    out.append(error(name, b.position, "crc",
+                                     f"CRC mismatch (stored 0x{b.crc:08x}, computed 0x{b.compute_crc():08x})"))
+                if deep:
+                    _deep_check(b, name, out, summary)
+                del b
+        except CorruptRecordError as e:
+            out.append(error(name, e.position, "batch", e.reason))
+        else:
+            if scanner.stop_reason is not None:
+                out.append(error(name, scanner.stop_position, "batch",
+                                 f"{scanner.stop_reason}: {len(buf) - scanner.stop_position} bytes after the last "
+                                 "complete batch"))
+        return out, len(buf)
+    finally:
+        scanner = None  # type: ignore[assignment]
+        buf.release()
+        if hasattr(mm, "close"):
+            try:
+                mm.close()
+            except BufferError:
+                pass
+
+
+_FILE_KINDS = {"snapshot": "snapshot", "offsetCheckpoint": "checkpoint", "leaderEpochCheckpoint": "epoch",
+               "partitionMetadata": "metadata", "metaProperties": "metadata", "cleanShutdown": "metadata"}
+
+
+def verify_file(path: str | os.PathLike, deep: bool = False) -> tuple[list[Finding], int, int]:
+    """One file given on its own: a segment file (``.log`` or one of its indexes: the whole segment is
+    checked), a KRaft snapshot, a producer snapshot, a checkpoint or metadata file. Returns (findings,
+    segments, bytes)."""
+    from ..dumpers import dump_file, dump_kind
+
+    p = Path(path)
+    if not p.exists():
+        return [error(p, None, "layout", "no such file")], 0, 0
+    kind = dump_kind(p)
+    if kind in ("log", "index", "timeindex", "txnindex"):
+        prefix = p.name.split(".", 1)[0]
+        log_path = p.parent / (prefix + ".log")
+        if not log_path.exists():
+            return [error(log_path, None, "layout", f"missing: {p.name} has no log file")], 0, 0
+        later = [q for q in p.parent.glob("*.log") if q.name > log_path.name]
+        seg = Segment(log_path)
+        try:
+            findings, summary = verify_segment(seg, deep=deep, is_active=not later)
+        except KafkaLogError as e:
+            return [error(e.path or log_path, e.position, "layout", e.reason)], 1, 0
+        finally:
+            seg.close()
+        return findings, 1, summary.size
+    if kind == "kraftSnapshot":
+        findings, size = verify_kraft_snapshot(p, deep)
+        return findings, 0, size
+    if kind is None:
+        return [info(p, None, "layout", "not a file kind Kafka keeps in a data dir: not checked")], 0, 0
+    try:
+        d = dump_file(p)
+    except KafkaLogError as e:
+        return [error(e.path or p, e.position, _FILE_KINDS.get(kind, "layout"), e.reason)], 0, 0
+    return [error(p, x["position"], _FILE_KINDS.get(kind, "layout"), x["reason"]) for x in d.problems], 0, 0
+
+
+ProgressCallback = Callable[[int], None]
+
+

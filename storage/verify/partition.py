@@ -1,0 +1,229 @@
+"""One partition directory: leftovers, segments, the data dir's checkpoints for it, snapshots, epochs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import KafkaLogError
+from ..files.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
+from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE
+from ..files.findings import Finding, error, info, warning
+from ..files.names import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, TMP_FILE_SUFFIX
+from ..files.producer_snapshot import read_producer_snapshot
+from ..files.quorum_state import QUORUM_STATE_FILE, read_quorum_state
+from ..log import METADATA_TOPIC, PartitionLog
+from ..logdir import open_partition_log
+from .files import verify_kraft_snapshot
+from .segment import SegmentSummary, verify_segment
+
+
+def verify_partition(
+    path: str | os.PathLike | PartitionLog,
+    deep: bool = False,
+    *,
+    checkpoints: dict[str, int | None] | None = None,
+) -> list[Finding]:
+    """All findings for one partition directory.
+
+    ``checkpoints`` maps data-dir checkpoint names to this partition's value; by default they are read from
+    the parent directory (pass ``{}`` to skip those checks).
+    """
+    out: list[Finding] = []
+    if isinstance(path, PartitionLog):
+        log = path
+        own = False
+    else:
+        try:
+            log = open_partition_log(Path(path), checkpoints)
+        except KafkaLogError as e:
+            return [error(e.path or path, e.position, "layout", e.reason)]
+        own = True
+    try:
+        _verify_log(log, deep, out)
+    finally:
+        if own:
+            log.close()
+    return out
+
+
+def _not_truncated_by_broker(out: list[Finding], first: int, log: PartitionLog, clean: bool) -> None:
+    """Invalid bytes in a segment the broker does not recover at startup (after a clean shutdown, or below the
+    recovery point): say so, and how to cut them."""
+    why = ("the data dir had a clean shutdown" if clean else
+           f"the segment lies below the recovery point {log.recovery_point}")
+    data_dir = log.path.parent
+    for i in range(first, len(out)):
+        f = out[i]
+        if f.severity == "error" and f.kind in ("crc", "batch") and "recovery truncates" in f.message:
+            msg = f.message.replace("; recovery truncates the segment here", "").replace(
+                "; recovery truncates them", "").replace("recovery truncates the segment here", "")
+            out[i] = error(f.file, f.position, f.kind,
+                           f"{msg}; the broker will NOT truncate this at startup ({why}): it would serve and replicate "
+                           f"the segment as it is. `kafkalog repair {data_dir} --full --dry-run` shows the cut (the "
+                           f"records from byte {f.position} on, and every later segment), `kafkalog repair {data_dir} "
+                           "--full` makes it")
+
+
+def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
+    out.extend(log.findings)
+    d = str(log.path)
+    if not log.segments:
+        out.append(warning(d, None, "layout", "no segments: Kafka creates an empty one at the log start offset"))
+
+    # leftovers
+    for p, suffix in log.temp_files:
+        action = {
+            SWAP_FILE_SUFFIX: "a replacement segment whose swap was interrupted; Kafka completes the swap at load",
+            CLEANED_FILE_SUFFIX: "output of an interrupted cleaning or split; Kafka deletes it at load",
+            DELETED_FILE_SUFFIX: "a deleted file awaiting removal; Kafka deletes it at load",
+            TMP_FILE_SUFFIX: "temporary file of an interrupted atomic write; ignored by Kafka",
+        }[suffix]
+        sev = "info" if suffix == DELETED_FILE_SUFFIX else "warning"  # routine: file.delete.delay.ms
+        out.append(Finding(str(p), None, "leftover", sev, action))
+
+    # segments: which of them a broker starting on this dir would recover (and so truncate at an invalid byte)
+    clean = (log.path.parent / CLEAN_SHUTDOWN_FILE).exists()
+    recovered = set() if clean else {s.base_offset for s in log.segments_in_unflushed_range(log.recovery_point or 0)}
+    prev_next: int | None = None
+    summaries: list[SegmentSummary] = []
+    for i, seg in enumerate(log.segments):
+        if prev_next is not None and seg.base_offset < prev_next:
+            out.append(error(seg.path, None, "offsets",
+                             f"base offset {seg.base_offset} is below the previous segment's next offset {prev_next}"))
+        first = len(out)
+        try:
+            _, summary = verify_segment(seg, deep=deep, is_active=i == len(log.segments) - 1,
+                                        previous_next_offset=prev_next, findings=out)
+        except KafkaLogError as e:  # unreadable index files, etc.
+            out.append(error(e.path or seg.path, e.position, "layout", e.reason))
+            continue
+        if seg.base_offset not in recovered:
+            _not_truncated_by_broker(out, first, log, clean)
+        summaries.append(summary)
+        if summary.next_offset is not None:
+            prev_next = summary.next_offset
+        seg.close()
+    leo = prev_next if prev_next is not None else (log.segments[-1].base_offset if log.segments else log.log_start_offset)
+    if log.segments and summaries and summaries[-1].next_offset is None:
+        leo = max(leo, log.segments[-1].base_offset)
+    log_start = log.log_start_offset
+
+    # data-dir checkpoints
+    lso_ckpt = log.log_start_offset_checkpoint
+    if lso_ckpt is not None:
+        if lso_ckpt > leo:
+            out.append(error(d, None, "checkpoint",
+                             f"{LOG_START_OFFSET_CHECKPOINT} says {lso_ckpt}, above the log end offset {leo}: Kafka "
+                             "deletes every segment at load"))
+        elif log.segments and lso_ckpt <= log.segments[0].base_offset:
+            out.append(info(d, None, "checkpoint",
+                            f"{LOG_START_OFFSET_CHECKPOINT} entry {lso_ckpt} is not above the first segment's base "
+                            "offset (Kafka only writes entries above it)"))
+    rp = log.recovery_point
+    if rp is not None and rp > leo:
+        out.append(warning(d, None, "checkpoint",
+                           f"{RECOVERY_POINT_CHECKPOINT} says {rp}, above the log end offset {leo} (Kafka uses "
+                           "the log end offset)"))
+    hw = log.high_watermark_checkpoint
+    if hw is not None and (hw > leo or hw < log_start):
+        out.append(warning(d, None, "checkpoint",
+                           f"{REPLICATION_OFFSET_CHECKPOINT} high watermark {hw} is outside [{log_start}, {leo}]"))
+    cp = log.clean_point
+    if cp is not None and (cp > leo or cp < log_start):
+        out.append(warning(d, None, "checkpoint",
+                           f"{CLEANER_OFFSET_CHECKPOINT} first dirty offset {cp} is outside [{log_start}, {leo}] "
+                           "(Kafka resets it)"))
+
+    # leader epochs
+    epochs_path = log.leader_epoch_checkpoint_path
+    if epochs_path.exists():
+        try:
+            ckpt = log.leader_epoch_checkpoint
+        except KafkaLogError as e:
+            out.append(error(epochs_path, e.position, "epoch", e.reason))
+            ckpt = None
+        if ckpt is not None:
+            for problem in ckpt.validate():
+                out.append(error(epochs_path, None, "epoch", problem))
+            known = {e.epoch: e.start_offset for e in ckpt.entries}
+            for e in ckpt.entries:
+                if e.start_offset > leo:
+                    out.append(warning(epochs_path, None, "epoch",
+                                       f"epoch {e.epoch} starts at {e.start_offset}, after the log end offset {leo} "
+                                       "(Kafka truncates it at load)"))
+            seen_max = -1
+            for s in summaries:
+                for epoch, start in s.epochs:
+                    if epoch <= seen_max:
+                        continue
+                    seen_max = epoch
+                    if epoch not in known:
+                        if ckpt.entries and epoch > ckpt.entries[0].epoch:
+                            out.append(warning(epochs_path, None, "epoch",
+                                               f"epoch {epoch} (first batch at offset {start}) is missing"))
+                    elif known[epoch] != start and start >= log_start and known[epoch] > log_start:
+                        out.append(warning(epochs_path, None, "epoch",
+                                           f"epoch {epoch} recorded at {known[epoch]}, first batch of that epoch "
+                                           f"starts at {start}"))
+    elif any(2 in s.magics for s in summaries):
+        out.append(info(epochs_path, None, "epoch", "missing (Kafka recreates it from the log)"))
+
+    # partition.metadata
+    mpath = log.partition_metadata_path
+    if mpath.exists():
+        try:
+            meta = log.partition_metadata
+            if meta is not None and not meta.canonical:
+                out.append(warning(mpath, None, "metadata", "not in the exact form Kafka writes"))
+            if meta is not None and meta.version != 0:
+                out.append(warning(mpath, None, "metadata", f"version {meta.version} (Kafka writes 0)"))
+        except KafkaLogError as e:
+            out.append(error(mpath, e.position, "metadata", e.reason))
+    elif log.topic != METADATA_TOPIC:
+        out.append(warning(mpath, None, "metadata",
+                           "missing: no topic id (a KRaft broker treats such a replica as stray)"))
+
+    # KRaft quorum-state and snapshots (__cluster_metadata-0)
+    if log.topic == METADATA_TOPIC:
+        _quorum_state_check(log, summaries, out)
+    for kp in log.kraft_snapshots:
+        if kp.name.endswith(".checkpoint"):
+            out.extend(verify_kraft_snapshot(kp, deep)[0])
+
+    # producer snapshots
+    for offset, sp in log.snapshot_files:
+        try:
+            snap = read_producer_snapshot(sp)
+        except KafkaLogError as e:
+            out.append(error(sp, e.position, "snapshot",
+                             f"{e.reason} (Kafka deletes it and falls back to an older snapshot)"))
+            continue
+        for problem in snap.validate():
+            out.append(warning(sp, None, "snapshot", problem))
+        if offset > leo:
+            out.append(warning(sp, None, "snapshot",
+                               f"snapshot offset {offset} is above the log end offset {leo} (Kafka deletes it)"))
+
+
+def _quorum_state_check(log: PartitionLog, summaries: list[SegmentSummary], out: list[Finding]) -> None:
+    qpath = log.path / QUORUM_STATE_FILE
+    if not qpath.exists():
+        out.append(info(qpath, None, "metadata", "missing: the raft client starts unattached and writes it"))
+        return
+    try:
+        state = read_quorum_state(qpath)
+    except KafkaLogError as e:
+        out.append(error(qpath, e.position, "metadata", e.reason))
+        return
+    epochs = [epoch for s in summaries for epoch, _ in s.epochs]
+    for problem in state.validate(max(epochs) if epochs else None):
+        sev = error if "does not start" in problem else warning
+        out.append(sev(qpath, None, "metadata", problem))
+
+

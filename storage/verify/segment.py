@@ -1,0 +1,327 @@
+"""One segment: its ``.log`` batch by batch and its indexes against it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ..errors import CorruptRecordError, KafkaLogError
+from ..files._index import INT32_MAX
+from ..files.findings import Finding, error, info, warning
+from ..files.segment import Segment
+from ..records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker
+
+MAX_SEGMENT_BYTES = INT32_MAX  # FileRecords: a .log cannot exceed Integer.MAX_VALUE bytes
+
+
+@dataclass
+class SegmentSummary:
+    """What one pass over a segment learned (also used by :mod:`.describe`)."""
+
+    base_offset: int
+    size: int
+    batches: int = 0
+    first_offset: int | None = None
+    next_offset: int | None = None
+    max_timestamp: int = -1
+    valid_bytes: int = 0
+    magics: set[int] = field(default_factory=set)
+    codecs: set[int] = field(default_factory=set)
+    epochs: list[tuple[int, int]] = field(default_factory=list)  # (epoch, base offset) at each increase
+    records: int | None = None  # deep only
+
+
+class _IndexCheck:
+    """Streams the offset index alongside the batch scan (both ordered by position)."""
+
+    def __init__(self, seg: Segment, out: list[Finding]):
+        self.idx = seg.offset_index
+        self.path = str(seg.index_path)
+        self.out = out
+        self.it: Iterator = iter(enumerate(self.idx))
+        self.cur = next(self.it, None)
+        self.pending: tuple[int, int, int] | None = None  # (slot, offset, position) waiting for its last offset
+        self.mismatches = 0
+        self.prev_last = -1 << 63  # last offset of the batch before the current one
+
+    def _close_pending(self) -> None:
+        if self.pending is not None:
+            slot, off, pos = self.pending
+            self.out.append(error(self.path, slot * 8, "index",
+                                  f"entry {slot} ({off}, {pos}): no batch from position {pos} up to the next "
+                                  f"entry ends at offset {off}"))
+            self.pending = None
+
+    def batch(self, b) -> None:
+        while self.cur is not None and self.cur[1].position <= b.position:
+            slot, e = self.cur
+            if e.position < b.position:
+                self._close_pending()
+                self.out.append(error(self.path, slot * 8, "index",
+                                      f"entry {slot} ({e.offset}, {e.position}): position is not the start of a batch"))
+            else:
+                self._close_pending()
+                if e.offset == b.last_offset:
+                    pass
+                elif e.offset > b.last_offset:
+                    self.pending = (slot, e.offset, e.position)
+                    self.mismatches += 1
+                elif e.offset > self.prev_last:
+                    self.out.append(warning(self.path, slot * 8, "index",
+                                            f"entry {slot} ({e.offset}, {e.position}): offset inside the batch there "
+                                            f"(last offset {b.last_offset}); Kafka before 0.10.1 indexed the first "
+                                            "offset of an append"))
+                else:
+                    self.out.append(error(self.path, slot * 8, "index",
+                                          f"entry {slot} ({e.offset}, {e.position}): offset not above the previous "
+                                          f"batch's last offset {self.prev_last}: lookups would start too late"))
+            self.cur = next(self.it, None)
+        if self.pending is not None and b.position > self.pending[2] and b.last_offset >= self.pending[1]:
+            if b.last_offset != self.pending[1]:
+                self._close_pending()
+            else:
+                self.pending = None
+        self.prev_last = b.last_offset
+
+    def finish(self, log_size: int) -> None:
+        self._close_pending()
+        while self.cur is not None:
+            slot, e = self.cur
+            where = "beyond the end of the log" if e.position >= log_size else "not at a batch start"
+            self.out.append(error(self.path, slot * 8, "index",
+                                  f"entry {slot} ({e.offset}, {e.position}): position {where}"))
+            self.cur = next(self.it, None)
+        if self.mismatches:
+            self.out.append(info(self.path, None, "index",
+                                 f"{self.mismatches} entries carry the last offset of a multi-batch append "
+                                 "(follower or cleaner write), not of the batch at their position"))
+
+
+class _TimeIndexCheck:
+    """Streams the time index alongside the batch scan (entries ordered by offset)."""
+
+    def __init__(self, seg: Segment, out: list[Finding]):
+        self.idx = seg.time_index
+        self.path = str(seg.time_index_path)
+        self.out = out
+        self.it: Iterator = iter(enumerate(self.idx))
+        self.cur = next(self.it, None)
+        self.running_max = -1  # max timestamp of the batches before the current one
+        self.deep_offsets = 0
+
+    def batch(self, b) -> None:
+        while self.cur is not None and self.cur[1].offset <= b.last_offset:
+            slot, e = self.cur
+            pos = slot * 12
+            if b.max_timestamp != e.timestamp:
+                self.out.append(warning(self.path, pos, "timeindex",
+                                        f"entry {slot} ({e.timestamp}, {e.offset}): the batch holding offset "
+                                        f"{e.offset} has max timestamp {b.max_timestamp}"))
+            elif self.running_max >= e.timestamp:
+                self.out.append(warning(self.path, pos, "timeindex",
+                                        f"entry {slot} ({e.timestamp}, {e.offset}): an earlier batch already "
+                                        f"reached timestamp {self.running_max}"))
+            if e.offset != b.last_offset:
+                self.deep_offsets += 1
+            self.cur = next(self.it, None)
+        self.running_max = max(self.running_max, b.max_timestamp)
+
+    def finish(self, segment_max: int, closed: bool) -> None:
+        while self.cur is not None:
+            slot, e = self.cur
+            self.out.append(error(self.path, slot * 12, "timeindex",
+                                  f"entry {slot} ({e.timestamp}, {e.offset}): offset beyond the last batch"))
+            self.cur = next(self.it, None)
+        if self.deep_offsets:
+            self.out.append(info(self.path, None, "timeindex",
+                                 f"{self.deep_offsets} entries point inside a batch (offset of the record with the "
+                                 "max timestamp, as leaders before Kafka 3.8 wrote them)"))
+        last = self.idx.last_valid_entry.timestamp
+        if closed and segment_max >= 0 and last < segment_max:
+            self.out.append(warning(self.path, None, "timeindex",
+                                    f"last entry has timestamp {last} but the segment's max timestamp is "
+                                    f"{segment_max}: the final entry written at roll/close is missing, so Kafka "
+                                    "under-reports the segment's largest timestamp (retention)"))
+
+
+def _deep_check(b, path: str, out: list[Finding], summary: SegmentSummary) -> list | None:
+    try:
+        records = b.records()
+    except KafkaLogError as e:
+        out.append(error(path, b.position if e.position is None else e.position, "batch",
+                         f"records cannot be decoded: {e.reason}"))
+        return None
+    summary.records = (summary.records or 0) + len(records)
+    if b.magic >= 2:
+        if len(records) != b.records_count:
+            out.append(error(path, b.position, "batch",
+                             f"header says {b.records_count} records, {len(records)} decoded"))
+        prev = None
+        max_ts = -1
+        for r in records:
+            if r.offset < b.base_offset or r.offset > b.last_offset:
+                out.append(error(path, b.position, "offsets",
+                                 f"record offset {r.offset} outside the batch range [{b.base_offset}, {b.last_offset}]"))
+            if prev is not None and r.offset <= prev:
+                out.append(error(path, b.position, "offsets", f"record offset {r.offset} after {prev}"))
+            prev = r.offset
+            max_ts = max(max_ts, r.timestamp)
+        if records and b.timestamp_type == 0 and not b.has_delete_horizon and max_ts != b.max_timestamp:
+            out.append(warning(path, b.position, "batch",
+                               f"max timestamp {b.max_timestamp} in the header, {max_ts} over the records"))
+        if b.is_control:
+            for r in records[:1]:
+                try:
+                    _, ctype = parse_control_key(r.key)
+                    if ctype in (ABORT, COMMIT):
+                        parse_end_txn_marker(r.value)
+                except CorruptRecordError as e:
+                    out.append(error(path, b.position, "batch", f"control record: {e.reason}"))
+    else:
+        prev = None
+        for r in records:
+            if prev is not None and r.offset <= prev:
+                out.append(error(path, b.position, "offsets", f"inner message offset {r.offset} after {prev}"))
+            prev = r.offset
+        if records and records[-1].offset != b.last_offset:
+            out.append(error(path, b.position, "offsets",
+                             f"wrapper offset {b.last_offset} differs from the last inner offset {records[-1].offset}"))
+    return records
+
+
+def verify_segment(
+    seg: Segment,
+    *,
+    deep: bool = False,
+    is_active: bool = False,
+    previous_next_offset: int | None = None,
+    findings: list[Finding] | None = None,
+) -> tuple[list[Finding], SegmentSummary]:
+    """Check one segment's ``.log`` and indexes; returns the findings and a summary of the scan."""
+    out: list[Finding] = [] if findings is None else findings
+    path = str(seg.path)
+    size = seg.size
+    summary = SegmentSummary(seg.base_offset, size)
+    if size > MAX_SEGMENT_BYTES:
+        out.append(error(path, None, "batch", f"log file of {size} bytes exceeds 2147483647 bytes"))
+    if not seg.has_offset_index:
+        out.append(warning(seg.index_path, None, "index", "missing: Kafka rebuilds it by recovering the segment"))
+    if not seg.has_time_index:
+        out.append(info(seg.time_index_path, None, "timeindex", "missing: Kafka creates it empty at load"))
+    checks: list = []
+    idx_check = time_check = None
+    for kind, idx in (("index", seg.offset_index), ("timeindex", seg.time_index)):
+        if not (seg.has_offset_index if kind == "index" else seg.has_time_index):
+            continue
+        ipath = str(seg.index_path if kind == "index" else seg.time_index_path)
+        untrimmed = idx.padding_entries > 0 and idx.padding_is_zero()
+        try:
+            idx.sanity_check()
+        except KafkaLogError as e:
+            sev = ("info" if is_active else "warning") if untrimmed else "error"
+            out.append(Finding(ipath, e.position, kind, sev, "Kafka's sanity check fails: " + e.reason
+                               + (" (zero padding of an untrimmed file)" if untrimmed else "")))
+        for pos, msg in idx.problems():
+            out.append(error(ipath, pos, kind, msg))
+        if untrimmed:
+            sev = "info" if is_active else "warning"
+            out.append(Finding(ipath, idx.valid_entries * idx.entry_size, kind, sev,
+                               f"not trimmed: {idx.padding_entries} zero slots after {idx.valid_entries} entries "
+                               "(preallocated file of an active segment or of a broker that crashed)"))
+    if seg.has_offset_index:
+        idx_check = _IndexCheck(seg, out)
+        checks.append(idx_check)
+    if seg.has_time_index:
+        time_check = _TimeIndexCheck(seg, out)
+        checks.append(time_check)
+    txn_entries: list = []
+    if seg.has_txn_index:
+        txn = seg.txn_index
+        try:
+            txn.sanity_check()
+        except KafkaLogError as e:
+            out.append(error(seg.txn_index_path, e.position, "txnindex",
+                             "Kafka's sanity check fails (the segment is recovered at load): " + e.reason))
+        for pos, msg in txn.problems():
+            out.append(error(seg.txn_index_path, pos, "txnindex", msg))
+        try:
+            txn_entries = list(txn)
+        except KafkaLogError:
+            txn_entries = []
+    aborts_seen: set[int] = set()
+
+    prev_last: int | None = None
+    scanner = seg.scanner()
+    try:
+        for b in scanner:
+            summary.batches += 1
+            summary.magics.add(b.magic)
+            summary.codecs.add(b.codec)
+            if b.magic > 2:
+                out.append(error(path, b.position, "batch", f"unknown magic {b.magic}"))
+            if not b.is_valid():
+                out.append(error(path, b.position, "crc",
+                                 f"CRC mismatch (stored 0x{b.crc:08x}, computed 0x{b.compute_crc():08x}); recovery "
+                                 "truncates the segment here"))
+            last = b.last_offset
+            first = b.base_offset if b.magic >= 2 or not b.is_compressed else None
+            if b.magic >= 2 and b.last_offset_delta < 0:
+                out.append(error(path, b.position, "batch", f"negative last offset delta {b.last_offset_delta}"))
+            if summary.first_offset is None:
+                if first is None:
+                    try:
+                        first = b.base_offset
+                    except KafkaLogError as e:
+                        out.append(error(path, b.position, "batch", f"cannot read the first offset: {e.reason}"))
+                        first = last
+                summary.first_offset = first
+                if first < seg.base_offset:
+                    out.append(error(path, b.position, "offsets",
+                                     f"first offset {first} is below the segment base offset {seg.base_offset}"))
+                if previous_next_offset is not None and first < previous_next_offset:
+                    out.append(error(path, b.position, "offsets",
+                                     f"first offset {first} overlaps the previous segment (next offset "
+                                     f"{previous_next_offset})"))
+            if prev_last is not None:
+                if (first if first is not None else last) <= prev_last:
+                    out.append(error(path, b.position, "offsets",
+                                     f"offsets do not increase: batch starting at "
+                                     f"{first if first is not None else last} follows last offset {prev_last}"))
+            if not 0 <= last - seg.base_offset <= INT32_MAX:
+                out.append(error(path, b.position, "offsets",
+                                 f"last offset {last} does not fit the segment's int32 range from base offset "
+                                 f"{seg.base_offset} (Kafka splits such segments)"))
+            if b.magic >= 2:
+                ple = b.partition_leader_epoch
+                if ple >= 0 and (not summary.epochs or ple > summary.epochs[-1][0]):
+                    summary.epochs.append((ple, b.base_offset))
+                if b.is_control and txn_entries and b.producer_id >= 0:
+                    aborts_seen.add(b.base_offset)
+            prev_last = last
+            summary.next_offset = last + 1
+            summary.max_timestamp = max(summary.max_timestamp, b.max_timestamp)
+            summary.valid_bytes = b.position + b.size
+            for c in checks:
+                c.batch(b)
+            if deep:
+                _deep_check(b, path, out, summary)
+    except CorruptRecordError as e:
+        out.append(error(path, e.position, "batch", f"{e.reason}; recovery truncates the segment here"))
+    else:
+        if scanner.stop_reason is not None:
+            out.append(error(path, scanner.stop_position, "batch",
+                             f"{scanner.stop_reason}: {size - scanner.stop_position} bytes after the last complete "
+                             "batch; recovery truncates them"))
+    if idx_check is not None:
+        idx_check.finish(size)
+    if time_check is not None:
+        time_check.finish(summary.max_timestamp, closed=not is_active)
+    for i, t in enumerate(txn_entries):
+        if t.last_offset >= seg.base_offset and t.last_offset not in aborts_seen:
+            out.append(error(seg.txn_index_path, i * 34, "txnindex",
+                             f"entry {i}: no transaction marker at offset {t.last_offset} in the segment"))
+    if size == 0 and not is_active:
+        out.append(info(path, None, "batch", "empty segment"))
+    return out, summary
+
+

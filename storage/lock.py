@@ -1,14 +1,17 @@
 """The data dir ``.lock`` (``server-common/.../FileLock.java``, ``LogManager.lockLogDirs``).
 
 A running broker holds ``FileChannel.tryLock()`` on ``<dir>/.lock``: on Linux a POSIX record lock
-(``fcntl(F_SETLK)``, whole file). ``flock(2)`` locks are a different, non-conflicting kind, so this module
-uses ``fcntl`` record locks only:
+(``fcntl(F_SETLK)``, whole file). ``flock(2)`` locks are a different, non-conflicting kind that other tools
+use; kafkalog checks and takes both:
 
 * :func:`lock_status` asks with ``F_OFD_GETLK``/``F_GETLK`` (a query: it never takes the lock, so it cannot
   disturb anyone) and, on Linux, names the holders from ``/proc/locks``.
 * :class:`DirLock` takes an *open file description* lock (``F_OFD_SETLK``), which conflicts with the broker's
   POSIX lock both ways, and — unlike ``lockf`` — is not silently dropped when some other descriptor of the
-  same file is closed in this process. Where OFD locks are unavailable it falls back to ``fcntl.lockf``.
+  same file is closed in this process. Where OFD locks are unavailable it falls back to ``fcntl.lockf``. It
+  then takes an exclusive ``flock`` too, so a holder using ``flock()`` is refused as well.
+
+The lock file is opened non-blocking and must be a regular file: a FIFO ``.lock`` is refused, never waited on.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ class LockHolder:
 class LockStatus:
     path: str
     exists: bool
-    held: bool  # a conflicting fcntl lock is held (by a live process: the kernel drops dead holders' locks)
+    held: bool  # a conflicting fcntl or flock lock is held (by a live process: dead holders' locks are dropped)
     holders: list[LockHolder] = field(default_factory=list)
 
     def __bool__(self) -> bool:
@@ -52,6 +55,21 @@ class LockStatus:
 def _lock_path(path: str | os.PathLike) -> Path:
     p = Path(path)
     return p / LOCK_FILE_NAME if p.is_dir() else p
+
+
+def _open_lock_file(path: Path, flags: int) -> int:
+    """Open ``.lock`` without blocking (a FIFO would block a plain open) and refuse anything but a regular file."""
+    import stat
+
+    from .files._io import file_kind
+
+    fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise LogDirError(f"the lock file is not a regular file ({file_kind(st.st_mode)}): refusing to use this "
+                          "data dir", str(path))
+    return fd
 
 
 def _getlk(fd: int) -> tuple[bool, int | None]:
@@ -107,7 +125,7 @@ def lock_status(path: str | os.PathLike) -> LockStatus:
     """
     lp = _lock_path(path)
     try:
-        fd = os.open(lp, os.O_RDONLY)
+        fd = _open_lock_file(lp, os.O_RDONLY)
     except FileNotFoundError:
         return LockStatus(str(lp), False, False)
     except OSError as e:
@@ -116,10 +134,12 @@ def lock_status(path: str | os.PathLike) -> LockStatus:
         held, pid = _getlk(fd)
     finally:
         os.close(fd)
-    holders = [h for h in proc_lock_holders(lp) if h.kind in ("POSIX", "OFDLCK")] if held else []
+    listed = proc_lock_holders(lp)
+    holders = [h for h in listed if h.kind in ("POSIX", "OFDLCK")] if held else []
     if held and not holders:
         holders = [LockHolder(pid, "POSIX" if pid else "OFDLCK", "WRITE")]
-    return LockStatus(str(lp), True, held, holders)
+    flocks = [h for h in listed if h.kind == "FLOCK"]  # flock() holders: invisible to F_GETLK
+    return LockStatus(str(lp), True, held or bool(flocks), holders + flocks)
 
 
 def is_locked(path: str | os.PathLike) -> bool:
@@ -145,7 +165,7 @@ class DirLock:
         if self._fd is not None:
             raise LogDirError("lock already acquired by this DirLock", str(self.path))
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = _open_lock_file(self.path, os.O_RDWR | os.O_CREAT)
         except OSError as e:
             raise LogDirError(f"cannot open lock file: {e.strerror}", str(self.path)) from None
         try:
@@ -153,6 +173,7 @@ class DirLock:
                 fcntl.fcntl(fd, _F_OFD_SETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
             else:  # pragma: no cover - non-Linux
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # and refuse a holder that uses flock()
         except OSError as e:
             os.close(fd)
             if e.errno in (errno.EACCES, errno.EAGAIN):

@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from kafkalog.storage import dumpers
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.records.dump import dump_log
 
@@ -122,19 +123,7 @@ def _dumper_for(path: str) -> Dumper | None:
     name = os.path.basename(path)
     if "." in name and name[name.rindex("."):] in DUMPERS:
         return DUMPERS[name[name.rindex("."):]]
-    dumpers = _other_dumpers()
-    if dumpers is not None and dumpers.dump_kind(path) is not None:
-        return dump_other_file
-    return None
-
-
-def _other_dumpers():
-    """``kafkalog.storage.dumpers`` (the files layer's dumps of indexes, snapshots and checkpoints)."""
-    try:
-        from kafkalog.storage import dumpers
-    except ImportError:  # pragma: no cover - only while the files layer is incomplete
-        return None
-    return dumpers
+    return dump_other_file if dumpers.dump_kind(path) is not None else None
 
 
 # ------------------------------------------------------------------------------------------- .log
@@ -164,10 +153,8 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
                     sink.out.write(d)
                 continue
             if d.get("isControl") and d.get("records") and "controlText" not in d["records"][0]:
-                dumpers = _other_dumpers()
-                if dumpers is not None:  # KRaft control records (LeaderChange, voters, ...) as Kafka prints them
-                    dumpers.decode_control_records(d)
-            if not d["isValid"]:
+                dumpers.decode_control_records(d)  # KRaft control records (LeaderChange, voters, ...) as Kafka
+            if not d["isValid"] and d["crc"] is not None:
                 sink.problem(path, d["position"], f"batch at offset {d['lastOffset']} has an invalid CRC "
                              f"(stored crc {d['crc']})")
             if "error" in d:
@@ -191,11 +178,10 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
 
 def _log_dicts(path: str, args: argparse.Namespace, sink: _Sink):
     decoder_name = getattr(args, "decoder", None)
-    dumpers = _other_dumpers() if (decoder_name or path.endswith(".checkpoint")) else None
-    if dumpers is not None and path.endswith(".checkpoint"):
+    if path.endswith(".checkpoint"):
         # KRaft snapshot: metadata records and control records (header/footer, voters) decoded
         return dumpers.dump_kraft_snapshot(path, deep=sink.deep, max_bytes=args.max_bytes, decode=True)
-    decoder = dumpers.record_decoder(decoder_name) if dumpers is not None and decoder_name else None
+    decoder = dumpers.record_decoder(decoder_name) if decoder_name else None
     if decoder is None and decoder_name:
         raise KafkaLogError(f"the {decoder_name} decoder is not available")
     return dump_log(path, deep=sink.deep, max_bytes=args.max_bytes, max_message_size=args.max_message_size,
@@ -204,7 +190,6 @@ def _log_dicts(path: str, args: argparse.Namespace, sink: _Sink):
 
 def dump_other_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
     """.index, .timeindex, .txnindex, .snapshot and the checkpoint/metadata files (storage/dumpers.py)."""
-    dumpers = _other_dumpers()
     fd = dumpers.dump_file(path, verify_index_only=args.verify_index_only,
                            index_sanity_check=args.index_sanity_check,
                            max_message_size=args.max_message_size or dumpers.DEFAULT_MAX_MESSAGE_SIZE)

@@ -72,7 +72,8 @@ def read_data_dir(path: str | os.PathLike) -> DataDirState:
     st.clean_shutdown = (d / CLEAN_SHUTDOWN_FILE).exists()
     try:
         st.lock = lock_status(d)
-    except OSError:
+    except (OSError, LogDirError) as e:  # a FIFO .lock: applying refuses it (DirLock) with the reason
+        st.notes.append(f"{d / '.lock'}: {getattr(e, 'reason', e)}")
         st.lock = None
     return st
 

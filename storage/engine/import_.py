@@ -22,6 +22,7 @@ from ..errors import ConfigError, CorruptRecordError, LogDirError
 from ..files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from ..files.names import segment_log_files
 from ..jsonio import iter_lines, loads
+from ..log import partition_path, validate_topic
 from ..records import CREATE_TIME, LOG_APPEND_TIME, build_batch
 from ..records.record import Record
 from .export import iter_parquet_rows, row_from_json
@@ -140,6 +141,8 @@ def import_files(files: Iterable[str | os.PathLike], data_dir: str | os.PathLike
     """Import exported rows into ``data_dir`` (under its lock). A partition that already holds data is refused
     unless ``append`` (then offsets must continue after its log end offset)."""
     ddir = Path(data_dir)
+    if topic is not None:
+        validate_topic(topic)
     ddir.mkdir(parents=True, exist_ok=True)
     if topic_id is not None:
         check_topic_id(topic_id)
@@ -156,10 +159,14 @@ def import_files(files: Iterable[str | os.PathLike], data_dir: str | os.PathLike
         try:
             for where, batch_rows in _group(rows()):
                 first = batch_rows[0]
-                name = f"{topic or first['topic']}-{first['partition']}"
+                t, part = topic or first["topic"], first["partition"]
+                name = f"{t}-{part}"
                 w = writers.get(name)
                 if w is None:
-                    pdir = ddir / name
+                    try:
+                        pdir = partition_path(ddir, t, part)
+                    except LogDirError as e:
+                        raise LogDirError(f"field 'topic'/'partition': {e.reason}", where) from None
                     if pdir.exists() and _has_data(pdir) and not append and name not in stats.partitions:
                         raise LogDirError(f"partition {name} already holds data (use --append)", str(pdir))
                     w = writers[name] = LogWriter(pdir, topic_id=topic_id, leader_epoch=None)

@@ -49,7 +49,7 @@ from ..files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadat
 from ..files.segment import Segment
 from ..files.txn_index import TransactionIndex
 from ..leader_epoch_cache import LeaderEpochCache
-from ..log import PartitionLog, parse_topic_partition_name, partition_dir_name
+from ..log import PartitionLog, parse_topic_partition_name, partition_path, validate_topic
 from ..log_segment import recover_segment
 from ..logdir import resolve_partition_dirs
 from .datadirs import read_data_dir
@@ -440,6 +440,8 @@ def plan_migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: Migra
         raise ConfigError("--partition renumbers one partition: the source holds several")
     if opts.topic_id is not None:
         check_topic_id(opts.topic_id)
+    if opts.topic is not None:
+        validate_topic(opts.topic)
     if opts.from_offset is not None and opts.to_offset is not None and opts.to_offset < opts.from_offset:
         raise ConfigError("--to-offset is below --from-offset")
     if dst.exists() and dst.resolve() in {p.parent.resolve() for p in pdirs}:
@@ -462,13 +464,14 @@ def plan_migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: Migra
         tp = parse_topic_partition_name(p.name)
         new_topic = opts.topic or tp.topic
         new_part = opts.partition if opts.partition is not None else tp.partition
-        target = dst / partition_dir_name(new_topic, new_part)
+        target = partition_path(dst, new_topic, new_part)  # a valid name, inside the destination
         existing = sorted(f.name for f in target.iterdir() if f.is_file()) if target.is_dir() else []
         if target.exists() and not opts.overwrite:
             raise LogDirError(f"partition {target.name} already exists in the destination (use --overwrite)",
                               str(target))
         d = p.parent
-        cps = read_checkpoints(d) if any((d / n).exists() for n in DATA_DIR_CHECKPOINTS) else             {n: {} for n in DATA_DIR_CHECKPOINTS}
+        cps = (read_checkpoints(d) if any((d / n).exists() for n in DATA_DIR_CHECKPOINTS)
+               else {n: {} for n in DATA_DIR_CHECKPOINTS})
         files, m = _stage_files(p, new_topic, new_part, opts, cps, (tp.topic, tp.partition))
         m.dest, m.replaced = str(target), target.exists()
         pp = PartitionPlan(str(dst), str(target), new_topic, new_part, facts=m.to_dict())

@@ -469,17 +469,18 @@ def append_to_partition(data_dir: str | os.PathLike, partition: str, batches: It
     dir's ``.lock`` (refused while a broker holds it), as a leader (offsets assigned) or, with
     ``keep_offsets``, as a follower. Returns ``(appends, log end offset)``. ``config``: the topic's effective
     config (default: :class:`~kafkalog.storage.topic_configs.ConfigResolver` for the data dir)."""
-    from ..log import live_topic_partition
+    from ..log import live_topic_partition, partition_path_for
     from .plan import data_dir_lock
 
     topic, _ = live_topic_partition(partition)
+    pdir = partition_path_for(data_dir, partition)
     if config is None:
         from ..topic_configs import ConfigResolver
 
         config = ConfigResolver(data_dirs=[data_dir]).log_config(data_dir, topic)
     n = 0
     with data_dir_lock(data_dir):
-        with LogWriter(Path(data_dir) / partition, config, topic_id=topic_id,
+        with LogWriter(pdir, config, topic_id=topic_id,
                        leader_epoch=None if keep_offsets else leader_epoch, now_ms=now_ms) as w:
             for data in batches:
                 w.append(data, assign_offsets=not keep_offsets)
@@ -496,17 +497,18 @@ def append_partitions(data_dir: str | os.PathLike, partitions: dict[tuple[str, i
     ``flush``) write the data dir's recovery points and log start offsets as a clean flush does, under the same
     lock. Returns each partition's log end offset."""
     from ..lock import DirLock
-    from ..log import partition_dir_name
+    from ..log import partition_path
     from .flush import plan_flush
     from .plan import apply
 
     root = Path(data_dir)
+    paths = {tp: partition_path(root, *tp) for tp in partitions}  # every name valid before anything is written
     if not root.is_dir():
         fileops.mkdir(root, parents=True, exist_ok=True)
     ends: dict[tuple[str, int], int] = {}
     with DirLock(root):
         for (topic, part), batches in sorted(partitions.items()):
-            with LogWriter(root / partition_dir_name(topic, part), config, topic_id=(topic_ids or {}).get(topic),
+            with LogWriter(paths[(topic, part)], config, topic_id=(topic_ids or {}).get(topic),
                            leader_epoch=leader_epoch, now_ms=now_ms) as w:
                 for data in batches:
                     w.append(data, assign_offsets=not keep_offsets)

@@ -26,8 +26,18 @@ def open_regular(path: str | os.PathLike, error_cls: type[KafkaLogError]) -> int
         raise error_cls(f"cannot stat: {e.strerror}", str(path)) from None
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise error_cls("not a regular file", str(path))
+        raise error_cls(f"not a regular file ({file_kind(st.st_mode)}): not read", str(path))
     return fd
+
+
+def file_kind(mode: int) -> str:
+    """What a ``stat`` mode is, in words (for errors about special files)."""
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISLNK, "a symlink")):
+        if test(mode):
+            return what
+    return "a regular file" if stat.S_ISREG(mode) else "an unknown kind of file"
 
 
 def read_bounded(path: str | os.PathLike, limit: int, error_cls: type[KafkaLogError]) -> bytes:

@@ -21,13 +21,13 @@ Record dicts: ``offset, timestamp, key, value, headers`` (bytes / ``None``; head
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from collections.abc import Callable, Iterator
 
 from ..codec.compression import CODEC_NAMES, DEFAULT_DECOMPRESS_LIMIT
 from ..errors import CorruptRecordError, KafkaLogError
+from ..files._io import map_regular
 from .batch import HEADER_SIZE, TIMESTAMP_TYPE_NAMES, RecordBatch
 from .control import ABORT, COMMIT, control_type_name, parse_control_key, parse_end_txn_marker
 from .legacy import LegacyBatch
@@ -47,11 +47,9 @@ def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | No
     DumpLogSegments). ``max_message_size``: a size field above it is reported as corrupt (framing stops).
     """
     name = os.fspath(path)
-    with open(name, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    mm, size = map_regular(name, CorruptRecordError)  # a FIFO, socket or device is refused, never opened blocking
+    if size == 0:
+        return
     mv = memoryview(mm)
     scanner = batch = None
     try:
@@ -98,7 +96,7 @@ def batch_dict(batch: RecordBatch | LegacyBatch, file: str | None = None, *, dee
 
 def _v2_dict(b: RecordBatch, file: str | None) -> dict:
     if b.size < HEADER_SIZE:
-        base, _ = _OFFSET_SIZE.unpack_from(">qi", b.buf, 0)
+        base, _ = _OFFSET_SIZE.unpack_from(b.buf, 0)
         return {"file": file, "baseOffset": base, "lastOffset": None, "count": None, "position": b.position,
                 "size": b.size, "magic": b.magic, "codec": None, "crc": None, "isValid": False,
                 "timestampType": None, "maxTimestamp": None, "producerId": None, "producerEpoch": None,

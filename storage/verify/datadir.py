@@ -49,8 +49,12 @@ def _verify_data_dir(ddir: DataDir, deep: bool, out: list[Finding]) -> None:
 def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
     """The data dir's own files: lock, meta.properties, clean-shutdown marker, the four checkpoints."""
     d = ddir.path
-    status = ddir.lock_status()
-    if status.held:
+    try:
+        status = ddir.lock_status()
+    except KafkaLogError as e:  # e.g. a FIFO .lock: reported, never waited on
+        out.append(error(e.path or d / ".lock", None, "lock", f"{e.reason}; a broker cannot start on it either"))
+        status = None
+    if status is not None and status.held:
         who = ", ".join(f"pid {h.pid}" for h in status.holders if h.pid) or "another process"
         out.append(warning(status.path, None, "lock",
                            f".lock is held by {who}: a broker is running and files may change while being read"))

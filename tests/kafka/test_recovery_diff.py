@@ -27,6 +27,7 @@ A broker started on the repaired + flushed "crash" copy performs no recovery and
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -230,7 +231,11 @@ def test_crash_scenarios_equal_broker_recovery(crashed):
     dry = _kafkalog("repair", "--dry-run", "--kafka-exact", "--json", str(b))
     assert dry.returncode == 1, dry.stderr
     plan = [json.loads(line) for line in dry.stdout.splitlines()]
-    kinds = {(p.get("kind"), Path(p.get("path", "")).parent.name) for p in plan}
+    kinds = {(op["op"], Path(op["path"]).parent.name) for p in plan for op in p.get("operations", [])}
+    # every truncation is a reported loss, with its offsets and reason
+    losses = {p["partition"]: p["losses"] for p in plan if p.get("losses")}
+    assert {"torn-0", "crc-0"} <= set(losses), losses
+    assert all(loss["damage"] and loss["reason"] and loss["bytes"] > 0 for ls in losses.values() for loss in ls)
     assert ("truncate", "torn-0") in kinds and ("truncate", "crc-0") in kinds, plan
     assert any(k == "rename" and part == "swap-0" for k, part in kinds), plan
     assert not (b / ".kafka_cleanshutdown").exists()
@@ -290,7 +295,11 @@ def test_zero_length_partition_metadata(crashed):
     assert "Error starting LogManager" in log or "partition.metadata" in log, log[-3000:]
 
     dry = _kafkalog("repair", "--dry-run", "--kafka-exact", str(b))
-    assert "meta-0/partition.metadata" in dry.stdout and "rewritten with topic id" in dry.stdout, dry.stdout
+    # the plan groups operations under their partition: meta-0's block names the rewrite and why
+    lines = dry.stdout.splitlines()
+    start = lines.index("  meta-0")
+    block = "\n".join(itertools.takewhile(lambda line: line.startswith("    "), lines[start + 1:]))
+    assert "rewrite partition.metadata" in block and "rewritten with topic id" in block, dry.stdout
     assert "Error starting LogManager" in dry.stdout  # says why the broker refuses
     rep = _kafkalog("repair", "--no-backup", "--kafka-exact", str(b))
     assert rep.returncode == 1, rep.stdout + rep.stderr

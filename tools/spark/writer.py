@@ -45,6 +45,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from kafkalog.storage.codec.compression import CODEC_IDS
 from kafkalog.storage.errors import ConfigError, LogDirError
+from kafkalog.storage.log import partition_dir_name
 from kafkalog.storage.records import build_batch
 
 STAGING = ".kafkalog-staging"
@@ -153,8 +154,9 @@ def topic_id_for(wo: WriteOptions, topic: str) -> str | None:
 class _PartitionStager:
     def __init__(self, wo: WriteOptions, topic: str, partition: int, task: int, directory: Path):
         self.wo = wo
+        name = partition_dir_name(topic, partition)  # a topic Kafka accepts: never a path out of the staging dir
         directory.mkdir(parents=True, exist_ok=True)
-        self.staged = Staged(topic, partition, str(directory / f"{topic}-{partition}.{task}.{uuid.uuid4().hex}"),
+        self.staged = Staged(topic, partition, str(directory / f"{name}.{task}.{uuid.uuid4().hex}"),
                              task, None, None)
         self.f = open(self.staged.path, "wb")
         self.pending: list[tuple] = []

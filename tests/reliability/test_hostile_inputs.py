@@ -1,0 +1,258 @@
+"""Hostile names and hostile filesystems (issue 17, found 1-4 and 6-7): every command either does its job or
+exits 1 with the file and the reason, within seconds, and never writes outside the data dir it was given.
+
+Each test prints what it tried and what survived (``pytest -s`` shows the table).
+
+* path traversal through a topic name: ``import`` of rows whose ``topic`` is ``../../pwned``, ``import
+  --topic``, ``append DIR ../escape-0``, ``migrate --topic ../x``, a partition dir that is a symlink out of the
+  data dir; and :func:`validate_topic` is Kafka's ``Topic.validate``;
+* special files where a file is expected: ``dump`` of a FIFO ``.log``/index/checkpoint, a FIFO ``.lock``
+  (``verify`` reports it, ``repair``/``retain`` refuse it), a FIFO index under ``flush``, a FIFO KRaft snapshot
+  under ``repair --dry-run``;
+* symlink loops and symlinks out of the dir under ``verify``, ``describe``, ``repair --dry-run``, ``export``;
+* a v2 batch shorter than its 61-byte header under ``dump``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkalog.storage.errors import LogDirError
+from kafkalog.storage.log import TOPIC_MAX_LENGTH, partition_dir_name, partition_path, validate_topic
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-4.3.1-kraft" / "data"
+TIMEOUT = 60  # a hang is a failure: every run here finishes in a few seconds
+INTERNAL = "internal error"
+
+
+def kafkalog(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", *map(str, args)], capture_output=True,
+                              text=True, errors="replace", timeout=TIMEOUT, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"kafkalog {' '.join(map(str, args))} did not finish within {TIMEOUT}s (a hang)")
+
+
+def report(title: str, rows: list[tuple[str, str]]) -> None:
+    print(f"\n{title}")
+    for tried, survived in rows:
+        print(f"  {tried:<60} {survived}")
+
+
+def tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    """A copy of a real broker's data dir, two levels below ``tmp_path`` (so ``../..`` stays in tmp_path)."""
+    d = tmp_path / "a" / "b" / "data"
+    shutil.copytree(FIXTURE, d, symlinks=True)
+    return d
+
+
+# ------------------------------------------------------------------------------------------------- names
+@pytest.mark.parametrize("name", ["", ".", "..", "../x", "a/b", "x" * (TOPIC_MAX_LENGTH + 1), "t\nx", "é",
+                                  "a b", "..\\x", "t\x00"])
+def test_illegal_topics_are_refused_like_kafka(name):
+    with pytest.raises(LogDirError, match="[Tt]opic name"):
+        validate_topic(name)
+    with pytest.raises(LogDirError):
+        partition_dir_name(name, 0)
+
+
+@pytest.mark.parametrize("name", ["a", "orders.v2", "__consumer_offsets", "A-b_c.9", "x" * TOPIC_MAX_LENGTH, "..a"])
+def test_legal_topics_are_accepted(name):
+    assert validate_topic(name) == name
+    assert partition_dir_name(name, 7) == f"{name}-7"
+
+
+@pytest.mark.parametrize("part", [-1, 1 << 31, "0", None, True])
+def test_partition_numbers_are_checked(part):
+    with pytest.raises(LogDirError):
+        partition_dir_name("t", part)
+
+
+def test_partition_path_refuses_symlinks_out(tmp_path):
+    root, outside = tmp_path / "data", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "t-0").symlink_to(outside)
+    with pytest.raises(LogDirError, match="symlink"):
+        partition_path(root, "t", 0)
+    (root / "f-0").write_text("not a dir")
+    with pytest.raises(LogDirError, match="not a directory"):
+        partition_path(root, "f", 0)
+    assert partition_path(root, "u", 3) == root / "u-3"
+
+
+# ------------------------------------------------------------------------------------------ path traversal
+def _export(data: Path, tmp_path: Path, topic: str) -> Path:
+    out = tmp_path / "export.jsonl"
+    r = kafkalog("export", data, "--topics", "compacted", "--out", out)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows
+    evil = tmp_path / "evil.jsonl"
+    evil.write_text("".join(json.dumps({**row, "topic": topic}) + "\n" for row in rows))
+    return evil
+
+
+@pytest.mark.parametrize("topic", ["../../pwned", "../pwned", "/tmp/pwned", "a/../../pwned", ".."])
+def test_import_never_writes_outside_the_data_dir(tmp_path, data, topic):
+    evil = _export(data, tmp_path, topic)
+    target = tmp_path / "a" / "b" / "target"
+    before = tree(tmp_path)
+    r = kafkalog("import", evil, target)
+    after = tree(tmp_path)
+    report(f"import of rows with topic {topic!r}", [("exit code", str(r.returncode)), ("stderr", r.stderr.strip()),
+                                                    ("new paths", str(sorted(after - before)))])
+    assert r.returncode == 1 and INTERNAL not in r.stderr
+    assert "evil.jsonl:1" in r.stderr and "Topic name" in r.stderr
+    assert not [p for p in after - before if not p.startswith("a/b/target")], sorted(after - before)
+    assert not list(target.glob("*-0")), "no partition dir may be created"
+
+
+def test_import_topic_option_is_validated(tmp_path, data):
+    evil = _export(data, tmp_path, "compacted")
+    r = kafkalog("import", evil, tmp_path / "target", "--topic", "../up")
+    assert r.returncode == 1 and "Topic name" in r.stderr, r.stderr
+    assert not (tmp_path / "up-0").exists()
+
+
+def test_append_never_writes_outside_the_data_dir(tmp_path, data):
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"key": None, "value": "dmFsdWU=", "timestamp": 1}) + "\n")
+    before = tree(tmp_path)
+    rows = []
+    for name in ("../escape-0", "../../escape-0", "a/b-0", "..-0"):
+        r = kafkalog("append", data, name, "--from", src)
+        rows.append((f"append DIR {name}", f"exit {r.returncode}: {r.stderr.strip()[:80]}"))
+        assert r.returncode == 1 and INTERNAL not in r.stderr, r.stderr
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (data / "link-0").symlink_to(outside)
+    r = kafkalog("append", data, "link-0", "--from", src)
+    rows.append(("append into a partition dir that is a symlink out", f"exit {r.returncode}"))
+    report("append with hostile partition names", rows)
+    assert r.returncode == 1 and "symlink" in r.stderr, r.stderr
+    assert tree(tmp_path) - before == {"outside", "a/b/data/link-0"}  # only what the test itself made
+
+
+def test_migrate_topic_is_validated_before_anything_is_written(tmp_path, data):
+    dst = tmp_path / "a" / "dst"
+    before = tree(tmp_path)
+    r = kafkalog("migrate", data / "compacted-0", dst, "--topic", "../x", "--no-backup")
+    report("migrate --topic ../x", [("exit code", str(r.returncode)), ("stderr", r.stderr.strip())])
+    assert r.returncode == 1 and INTERNAL not in r.stderr and "Topic name" in r.stderr, r.stderr
+    assert tree(tmp_path) == before
+
+
+# ------------------------------------------------------------------------------------------- special files
+@pytest.mark.parametrize("name", ["00000000000000000000.log", "00000000000000000000.index",
+                                  "00000000000000000000.timeindex", "00000000000000000000.txnindex",
+                                  "00000000000000000010.snapshot", "leader-epoch-checkpoint",
+                                  "00000000000000000036-0000000001.checkpoint", "partition.metadata"])
+def test_dump_refuses_a_fifo_without_waiting(tmp_path, name):
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    r = kafkalog("dump", fifo)
+    assert r.returncode == 1 and INTERNAL not in r.stderr, r.stderr
+    assert "FIFO" in r.stderr and name in r.stderr, r.stderr
+
+
+def test_a_fifo_lock_is_reported_and_refused(data):
+    (data / ".lock").unlink(missing_ok=True)
+    os.mkfifo(data / ".lock")
+    rows = []
+    v = kafkalog("verify", data)
+    rows.append(("verify", f"exit {v.returncode}"))
+    assert v.returncode == 1 and "FIFO" in v.stdout and INTERNAL not in v.stderr, v.stdout + v.stderr
+    before = {p: p.stat().st_mtime_ns for p in data.rglob("*") if p.is_file()}
+    for cmd in (["repair", "--full"], ["retain"], ["flush"]):
+        r = kafkalog(*cmd, data, "--no-backup")
+        rows.append((" ".join(cmd), f"exit {r.returncode}: {r.stderr.strip()[:70]}"))
+        assert INTERNAL not in r.stderr
+        if r.returncode == 0:  # nothing to do: nothing may have been written either
+            assert "0 operation(s)" in r.stdout, r.stdout
+        else:
+            assert "FIFO" in r.stderr, r.stderr
+    report("a FIFO .lock", rows)
+    assert {p: p.stat().st_mtime_ns for p in data.rglob("*") if p.is_file()} == before
+
+
+def test_fifo_index_and_snapshot_under_mutating_commands(data):
+    idx = data / "compacted-0" / "00000000000000000000.index"
+    idx.unlink()
+    os.mkfifo(idx)
+    snap = sorted((data / "__cluster_metadata-0").glob("*.checkpoint"))[-1]
+    snap.unlink()
+    os.mkfifo(snap)
+    rows = []
+    for cmd in (["flush"], ["repair", "--dry-run"], ["retain", "--dry-run"], ["compact", "--dry-run"],
+                ["verify"], ["describe"], ["reindex", "--dry-run"]):
+        r = kafkalog(*cmd, data)
+        rows.append((" ".join(cmd), f"exit {r.returncode}"))
+        assert r.returncode in (0, 1) and INTERNAL not in r.stderr, (cmd, r.stderr)
+    report("FIFO index and KRaft snapshot", rows)
+    assert idx.is_fifo() and snap.is_fifo()  # special files are never replaced or opened
+
+
+# ------------------------------------------------------------------------------------------- symlinks
+def test_symlink_loops_and_links_out_give_findings_not_crashes(data):
+    (data / "loop1").symlink_to("loop2")
+    (data / "loop2").symlink_to("loop1")
+    (data / "compacted-0" / "self").symlink_to("self")
+    (data / "compacted-0" / "up").symlink_to("../../")
+    (data / "looped-0").symlink_to("looped-0")
+    rows = []
+    for cmd in (["verify"], ["describe"], ["repair", "--dry-run"], ["export", "--out", os.devnull],
+                ["retain", "--dry-run"], ["compact", "--dry-run"], ["verify", "--deep"]):
+        r = kafkalog(*cmd, data)
+        rows.append((" ".join(cmd), f"exit {r.returncode}"))
+        assert r.returncode in (0, 1) and INTERNAL not in r.stderr and "Traceback" not in r.stderr, (cmd, r.stderr)
+    v = kafkalog("verify", data)
+    assert "looping symlink" in v.stdout and "symlink leaving the partition directory" in v.stdout, v.stdout
+    report("symlink loops and links out", rows)
+
+
+# ------------------------------------------------------------------------------------------- short batches
+def test_dump_of_a_v2_batch_shorter_than_its_header(tmp_path):
+    body = struct.pack(">iB", 0, 2) + b"\0" * 35
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(struct.pack(">qi", 0, len(body)) + body + b"\0" * 30)
+    for args in ([], ["--deep"], ["--json"], ["--deep", "--json"]):
+        r = kafkalog("dump", *args, seg)
+        assert r.returncode == 1 and INTERNAL not in r.stderr, r.stderr
+        assert "smaller than the 61-byte v2 header" in r.stderr and "byte 0" in r.stderr, r.stderr
+
+
+# ------------------------------------------------------------------------------------------- odd dir names
+def test_partition_dirs_with_unwritable_names_are_not_partitions(data):
+    """A dir named with a newline or invalid UTF-8 cannot come from a broker (topics are validated at creation)
+    and cannot be written into a checkpoint line: it is reported, never loaded or checkpointed."""
+    for raw in (b"ba\nd-0", b"\xffx-0", b"sp ace-0"):
+        d = os.path.join(os.fsencode(data), raw)
+        os.mkdir(d)
+        for f in (data / "compacted-0").iterdir():
+            shutil.copy(f, os.path.join(d, os.fsencode(f.name)))
+    rows = []
+    for cmd in (["repair", "--full", "--no-backup"], ["flush", "--no-backup"], ["retain", "--dry-run"], ["verify"],
+                ["describe"], ["export", "--out", os.devnull]):
+        r = kafkalog(*cmd, data)
+        rows.append((" ".join(cmd), f"exit {r.returncode}"))
+        assert r.returncode in (0, 1) and INTERNAL not in r.stderr, (cmd, r.stderr)
+    report("partition dirs named with a newline, invalid UTF-8, a space", rows)
+    from kafkalog.storage.files.checkpoints import read_offset_checkpoint
+
+    for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint"):
+        topics = {t for t, _ in read_offset_checkpoint(data / name).to_dict()}
+        assert all(t.isprintable() and " " not in t for t in topics), topics

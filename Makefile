@@ -1,5 +1,6 @@
 # kafkalog: the two commands of the README's quick start, and helpers.
-PY ?= python3
+# .ci/py: python3 when it accepts pip installs, else a virtualenv in .venv (Debian's system Python)
+PY ?= .ci/py
 PIP ?= $(PY) -m pip
 KAFKA_VERSIONS ?=
 

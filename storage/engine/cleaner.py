@@ -504,84 +504,79 @@ def _plan_partition(task: tuple) -> PartitionPlan:
     if not cleaner.enable_cleaner:
         pp.notes.append("not compacted: log.cleaner.enable=false")
         return pp
-    try:
-        with DirView(pdir) as view:
-            log = PartitionLog(view, log_start_offset_checkpoint=lso, high_watermark=hw)
-            if not log.segments:
-                pp.notes.append("no segments (run repair): nothing to compact")
-                return pp
-            ltc = log_to_clean(log, checkpoint, now, cfg, expiration)
-            pp.facts = {"firstDirtyOffset": ltc.first_dirty_offset,
-                        "firstUncleanableOffset": ltc.first_uncleanable_offset,
-                        "cleanableRatio": round(ltc.cleanable_ratio, 6), "cleanableBytes": ltc.cleanable_bytes,
-                        "cleanBytes": ltc.clean_bytes}
-            if ltc.force_update_checkpoint:
-                pp.facts["cleanPoint"] = ltc.first_dirty_offset
-                pp.notes.append(f"the clean point {checkpoint} is outside the log: reset to {ltc.first_dirty_offset}, "
-                                "as the broker does")
-            if ltc.total_bytes == 0:
-                pp.notes.append("empty log: nothing to compact")
-                return pp
-            if not force and not ltc.eligible(cfg.min_cleanable_dirty_ratio):
-                pp.notes.append(f"not eligible: dirty ratio {ltc.cleanable_ratio:.3f} <= min.cleanable.dirty.ratio "
-                                f"{cfg.min_cleanable_dirty_ratio} ({cfg.source('min.cleanable.dirty.ratio')}) and no "
-                                "segment past max.compaction.lag.ms (--all cleans anyway)")
-                return pp
-            if ltc.first_uncleanable_offset <= ltc.first_dirty_offset and not ltc.cleanable_bytes:
-                pp.notes.append("nothing cleanable")
-                return pp
-            legacy_to_v2, per_batch = version >= (4, 0), version >= (3, 9)
-            result: CleanResult | None = None
-            try:
-                if exact:
-                    offset_map, end, full = map_round(log, ltc, cleaner, workers=map_workers)
-                    result = filter_round(log, ltc, offset_map, end, cfg, cleaner, now, write=False, map_full=full,
-                                          legacy_to_v2=legacy_to_v2, expiration_ms=expiration,
-                                          per_batch_index=per_batch)
-                    del offset_map
-                elif map_cannot_fill(log, ltc, cleaner):
-                    dirty = log.log_segments(ltc.first_dirty_offset, ltc.first_uncleanable_offset)
-                    end = ltc.first_uncleanable_offset if dirty else 0
-                else:
-                    _, end, _ = map_round(log, ltc, cleaner, workers=map_workers)
-            except UncleanableError as e:
-                pp.error = f"the broker would mark this partition uncleanable: {e}"
-                return pp
-            groups = group_segments_by_size(log.log_segments(0, end), cfg.segment_size, cfg.segment_index_bytes,
-                                            ltc.first_uncleanable_offset)
-            planned = []
-            for i, g in enumerate(groups):
-                files = [n for s in g for n in (offset_file_name(s.base_offset, x) for x in SEGMENT_SUFFIXES)
-                         if view.exists(n)]
-                pg = PlannedGroup(g[0].base_offset, [s.base_offset for s in g], files, sum(s.size for s in g))
-                if result is not None:
-                    pg.size, pg.txn = result.groups[i].size, bool(result.groups[i].txn_entries)
-                planned.append(pg)
-            op = CompactRound(pdir, f"one cleaning round from the clean point {ltc.first_dirty_offset}, as the "
-                              "broker's log cleaner runs it", config=cfg, cleaner=cleaner, now=now,
-                              log_start_offset=lso, high_watermark=hw, expiration_ms=expiration,
-                              legacy_to_v2=legacy_to_v2, per_batch_index=per_batch, map_workers=map_workers,
-                              keep_deleted=keep_deleted, to_clean=ltc, end_offset=end, groups=planned)
-            _record_round(view, op)
-            pp.ops = list(view.ops)
-            pp.facts["cleanPoint"] = end
-            pp.facts["endOffset"] = end
+    with pp.planning(), DirView(pdir) as view:
+        log = PartitionLog(view, log_start_offset_checkpoint=lso, high_watermark=hw)
+        if not log.segments:
+            pp.notes.append("no segments (run repair): nothing to compact")
+            return pp
+        ltc = log_to_clean(log, checkpoint, now, cfg, expiration)
+        pp.facts = {"firstDirtyOffset": ltc.first_dirty_offset,
+                    "firstUncleanableOffset": ltc.first_uncleanable_offset,
+                    "cleanableRatio": round(ltc.cleanable_ratio, 6), "cleanableBytes": ltc.cleanable_bytes,
+                    "cleanBytes": ltc.clean_bytes}
+        if ltc.force_update_checkpoint:
+            pp.facts["cleanPoint"] = ltc.first_dirty_offset
+            pp.notes.append(f"the clean point {checkpoint} is outside the log: reset to {ltc.first_dirty_offset}, "
+                            "as the broker does")
+        if ltc.total_bytes == 0:
+            pp.notes.append("empty log: nothing to compact")
+            return pp
+        if not force and not ltc.eligible(cfg.min_cleanable_dirty_ratio):
+            pp.notes.append(f"not eligible: dirty ratio {ltc.cleanable_ratio:.3f} <= min.cleanable.dirty.ratio "
+                            f"{cfg.min_cleanable_dirty_ratio} ({cfg.source('min.cleanable.dirty.ratio')}) and no "
+                            "segment past max.compaction.lag.ms (--all cleans anyway)")
+            return pp
+        if ltc.first_uncleanable_offset <= ltc.first_dirty_offset and not ltc.cleanable_bytes:
+            pp.notes.append("nothing cleanable")
+            return pp
+        legacy_to_v2, per_batch = version >= (4, 0), version >= (3, 9)
+        result: CleanResult | None = None
+        try:
+            if exact:
+                offset_map, end, full = map_round(log, ltc, cleaner, workers=map_workers)
+                result = filter_round(log, ltc, offset_map, end, cfg, cleaner, now, write=False, map_full=full,
+                                      legacy_to_v2=legacy_to_v2, expiration_ms=expiration,
+                                      per_batch_index=per_batch)
+                del offset_map
+            elif map_cannot_fill(log, ltc, cleaner):
+                dirty = log.log_segments(ltc.first_dirty_offset, ltc.first_uncleanable_offset)
+                end = ltc.first_uncleanable_offset if dirty else 0
+            else:
+                _, end, _ = map_round(log, ltc, cleaner, workers=map_workers)
+        except UncleanableError as e:
+            pp.error = f"the broker would mark this partition uncleanable: {e}"
+            return pp
+        groups = group_segments_by_size(log.log_segments(0, end), cfg.segment_size, cfg.segment_index_bytes,
+                                        ltc.first_uncleanable_offset)
+        planned = []
+        for i, g in enumerate(groups):
+            files = [n for s in g for n in (offset_file_name(s.base_offset, x) for x in SEGMENT_SUFFIXES)
+                     if view.exists(n)]
+            pg = PlannedGroup(g[0].base_offset, [s.base_offset for s in g], files, sum(s.size for s in g))
             if result is not None:
-                st = result.stats
-                pp.facts.update(bytesBefore=result.bytes_before, bytesAfter=result.bytes_after,
-                                bytesReclaimed=result.bytes_reclaimed, recordsRead=st.messages_read,
-                                recordsRetained=st.messages_retained, mapFull=result.map_full)
-            dropped = None if result is None else result.stats.messages_read - result.stats.messages_retained
-            pp.losses.append(Loss(
-                f"compaction: records superseded by a later record with the same key, tombstones and transaction "
-                f"markers older than delete.retention.ms={cfg.delete_retention_ms} "
-                f"({cfg.source('delete.retention.ms')}), and records of aborted transactions",
-                log.log_start_offset, end - 1, dropped, 0 if result is None else result.bytes_reclaimed))
-            pp.fingerprints = view.fingerprints()
-            pp.expected = view.expected_state()
-            log.close()
-    except (KafkaLogError, OSError) as e:
-        pp.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or pdir}: {e.strerror or e}"
+                pg.size, pg.txn = result.groups[i].size, bool(result.groups[i].txn_entries)
+            planned.append(pg)
+        op = CompactRound(pdir, f"one cleaning round from the clean point {ltc.first_dirty_offset}, as the "
+                          "broker's log cleaner runs it", config=cfg, cleaner=cleaner, now=now,
+                          log_start_offset=lso, high_watermark=hw, expiration_ms=expiration,
+                          legacy_to_v2=legacy_to_v2, per_batch_index=per_batch, map_workers=map_workers,
+                          keep_deleted=keep_deleted, to_clean=ltc, end_offset=end, groups=planned)
+        _record_round(view, op)
+        pp.facts["cleanPoint"] = end
+        pp.facts["endOffset"] = end
+        if result is not None:
+            st = result.stats
+            pp.facts.update(bytesBefore=result.bytes_before, bytesAfter=result.bytes_after,
+                            bytesReclaimed=result.bytes_reclaimed, recordsRead=st.messages_read,
+                            recordsRetained=st.messages_retained, mapFull=result.map_full)
+        dropped = None if result is None else result.stats.messages_read - result.stats.messages_retained
+        pp.losses.append(Loss(
+            f"compaction: records superseded by a later record with the same key, tombstones and transaction "
+            f"markers older than delete.retention.ms={cfg.delete_retention_ms} "
+            f"({cfg.source('delete.retention.ms')}), and records of aborted transactions",
+            log.log_start_offset, end - 1, dropped, 0 if result is None else result.bytes_reclaimed))
+        pp.seal(view)
+        log.close()
     return pp
 
 

@@ -34,7 +34,7 @@ from ..codec.compression import CODEC_IDS, CODEC_NAMES
 from ..codec.crc import crc32c
 from ..codec.varint import write_varint
 from ..dirview import DirView
-from ..errors import ConfigError, CorruptRecordError, KafkaLogError
+from ..errors import ConfigError, CorruptRecordError
 from ..files.names import offset_file_name, offset_from_file_name, segment_log_files
 from ..files.segment import Segment
 from ..log import PartitionLog, parse_topic_partition_name
@@ -381,32 +381,27 @@ def _plan_partition(task: tuple) -> PartitionPlan:
     data_dir, pdir, topic, part, opts = task
     pp = PartitionPlan(data_dir, pdir, topic, part, settings=[])
     what = f"v{opts.to_magic}" + (f", codec {CODEC_NAMES[opts.codec]}" if opts.codec is not None else "")
-    try:
-        with DirView(pdir) as view:
-            log = PartitionLog(view)
-            converted = 0
-            for seg in log.segments:
-                n, nbytes = _segment_needs(seg, opts)
-                if not n:
-                    continue
-                base = seg.base_offset
-                files = {".log": None, ".index": None, ".timeindex": None}
-                if seg.has_txn_index:
-                    files[".txnindex"] = seg.file_size(".txnindex")
-                op = ReplaceSegments(str(view.path), f"rewrite {n} batch(es) ({nbytes:,d} bytes) as {what}, with "
-                                     "offsets, base offset, producer snapshots and leader epochs unchanged",
-                                     sources=[base], new=[NewSegment(base, files)],
-                                     build=ConvertBuild(seg.path.name, base, opts),
-                                     source_files=segment_files(view, base), source_bytes=seg.size)
-                op.plan_on(view)
-                converted += 1
-            pp.ops = list(view.ops)
-            pp.facts = {"segments": converted}
-            pp.fingerprints = view.fingerprints()
-            pp.expected = view.expected_state()
-            log.close()
-    except (KafkaLogError, OSError) as e:
-        pp.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or pdir}: {e.strerror or e}"
+    with pp.planning(), DirView(pdir) as view:
+        log = PartitionLog(view)
+        converted = 0
+        for seg in log.segments:
+            n, nbytes = _segment_needs(seg, opts)
+            if not n:
+                continue
+            base = seg.base_offset
+            files = {".log": None, ".index": None, ".timeindex": None}
+            if seg.has_txn_index:
+                files[".txnindex"] = seg.file_size(".txnindex")
+            op = ReplaceSegments(str(view.path), f"rewrite {n} batch(es) ({nbytes:,d} bytes) as {what}, with "
+                                 "offsets, base offset, producer snapshots and leader epochs unchanged",
+                                 sources=[base], new=[NewSegment(base, files)],
+                                 build=ConvertBuild(seg.path.name, base, opts),
+                                 source_files=segment_files(view, base), source_bytes=seg.size)
+            op.plan_on(view)
+            converted += 1
+        pp.facts = {"segments": converted}
+        pp.seal(view)
+        log.close()
     return pp
 
 

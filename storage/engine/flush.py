@@ -52,38 +52,33 @@ def verify_from(log: PartitionLog, recovery_point: int) -> tuple[int, str | None
 def _plan_partition(task: tuple) -> PartitionPlan:
     data_dir, pdir, topic, part, rp, lso_ckpt, now, expiration, clean = task
     pp = PartitionPlan(data_dir, pdir, topic, part)
-    try:
-        with DirView(pdir) as view:
-            log = PartitionLog(view, log_start_offset_checkpoint=lso_ckpt)
-            if not log.segments:
-                pp.notes.append(f"{pdir}: no segments: NOT flushed; run repair")
-                pp.facts = {"verified": False, "recoveryPoint": rp, "logEndOffset": rp, "logStartOffset": lso_ckpt,
-                            "firstBaseOffset": lso_ckpt, "problem": "no segments: run repair"}
-                return pp
-            leo, problem = verify_from(log, rp)
-            lso = log.log_start_offset
-            pp.facts = {"verified": problem is None, "recoveryPoint": leo if problem is None else min(rp, leo),
-                        "logEndOffset": leo, "logStartOffset": lso, "firstBaseOffset": log.segments[0].base_offset,
-                        "problem": problem}
-            if problem is not None:
-                pp.notes.append(f"{pdir}: NOT flushed: {problem}; its recovery point stays {min(rp, leo)}: run "
-                                "repair first")
-                pp.fingerprints = view.fingerprints()
-                return pp
-            files = [str(p) for s in log.segments_in_unflushed_range(rp) for p in s.files()]
-            if files and not clean and rp < leo:
-                view.ops.append(Sync(str(view.path), f"make durable what lies above the recovery point {rp}", files))
-            trim_indexes(view, log.segments[-1].base_offset, "trimmed to its entries, as the broker closes the "
-                         "active segment")
-            psm = ProducerStateManager(view, producer_id_expiration_ms=expiration)
-            if leo not in psm.snapshots:
-                rebuild_producer_state(psm, log.segments, lso, leo, now, False)
-            pp.ops = list(view.ops)
+    with pp.planning(), DirView(pdir) as view:
+        log = PartitionLog(view, log_start_offset_checkpoint=lso_ckpt)
+        if not log.segments:
+            pp.notes.append(f"{pdir}: no segments: NOT flushed; run repair")
+            pp.facts = {"verified": False, "recoveryPoint": rp, "logEndOffset": rp, "logStartOffset": lso_ckpt,
+                        "firstBaseOffset": lso_ckpt, "problem": "no segments: run repair"}
+            return pp
+        leo, problem = verify_from(log, rp)
+        lso = log.log_start_offset
+        pp.facts = {"verified": problem is None, "recoveryPoint": leo if problem is None else min(rp, leo),
+                    "logEndOffset": leo, "logStartOffset": lso, "firstBaseOffset": log.segments[0].base_offset,
+                    "problem": problem}
+        if problem is not None:
+            pp.notes.append(f"{pdir}: NOT flushed: {problem}; its recovery point stays {min(rp, leo)}: run "
+                            "repair first")
             pp.fingerprints = view.fingerprints()
-            pp.expected = view.expected_state()
-            log.close()
-    except (KafkaLogError, OSError) as e:
-        pp.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or pdir}: {e.strerror or e}"
+            return pp
+        files = [str(p) for s in log.segments_in_unflushed_range(rp) for p in s.files()]
+        if files and not clean and rp < leo:
+            view.ops.append(Sync(str(view.path), f"make durable what lies above the recovery point {rp}", files))
+        trim_indexes(view, log.segments[-1].base_offset, "trimmed to its entries, as the broker closes the "
+                     "active segment")
+        psm = ProducerStateManager(view, producer_id_expiration_ms=expiration)
+        if leo not in psm.snapshots:
+            rebuild_producer_state(psm, log.segments, lso, leo, now, False)
+        pp.seal(view)
+        log.close()
     return pp
 
 

@@ -97,6 +97,22 @@ class PartitionPlan:
     def changes(self) -> bool:
         return bool(self.ops)
 
+    def seal(self, view) -> None:
+        """The end of planning this partition on ``view``: its operations, the state of every file it read (checked
+        again before applying) and the sizes the files will have once applied."""
+        self.ops = list(view.ops)
+        self.fingerprints = view.fingerprints()
+        self.expected = view.expected_state()
+
+    @contextlib.contextmanager
+    def planning(self):
+        """``with pp.planning(): ...``: an error while planning this partition (a :class:`KafkaLogError` or an OS
+        error) becomes its ``error``, and :func:`apply` then refuses the whole plan."""
+        try:
+            yield self
+        except (KafkaLogError, OSError) as e:
+            self.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or self.dir}: {e.strerror or e}"
+
     def to_dict(self) -> dict:
         return {"dataDir": self.data_dir, "partition": self.name, "topic": self.topic,
                 "partitionId": self.partition, "operations": [op.to_dict() for op in self.ops],

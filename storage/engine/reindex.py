@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..dirview import DirView
-from ..errors import KafkaLogError, OffsetOverflowError
+from ..errors import OffsetOverflowError
 from ..files.names import index_file_name, time_index_file_name, txn_index_file_name
 from ..leader_epoch_cache import LeaderEpochCache
 from ..log import PartitionLog, parse_topic_partition_name
@@ -47,43 +47,38 @@ def _index_problem(seg, is_active: bool) -> str | None:
 def _plan_partition(task: tuple) -> PartitionPlan:
     data_dir, pdir, topic, part, interval, settings, all_segments = task
     pp = PartitionPlan(data_dir, pdir, topic, part, settings=settings)
-    try:
-        with DirView(pdir) as view:
-            log = PartitionLog(view)
-            psm = ProducerStateManager(None)
-            epochs = LeaderEpochCache(None)
-            rebuilt = 0
-            for seg in log.segments:
-                b = seg.base_offset
-                try:
-                    r = recover_segment(seg.buf, b, index_interval_bytes=interval, producers=psm, epochs=epochs,
-                                        path=str(seg.path))
-                except OffsetOverflowError as e:
-                    pp.error = f"{e.reason}: the segment must be split (KAFKA-6264); run repair"
-                    return pp
-                if r.valid_bytes < r.log_size:
-                    pp.error = (f"{seg.path}: invalid bytes from position {r.valid_bytes} ({r.reason()}): indexes "
-                                "are not rebuilt over them; run repair")
-                    return pp
-                if not all_segments:
-                    problem = _index_problem(seg, seg is log.segments[-1])
-                    if problem is None:
-                        continue
-                    why = f"{problem}: rebuilt from {seg.path.name} by the broker's recovery rule"
-                else:
-                    why = f"rebuilt from {seg.path.name} by the broker's recovery rule"
-                _write_if_changed(view, index_file_name(b), r.offset_index.to_bytes(), why)
-                _write_if_changed(view, time_index_file_name(b), r.time_index.to_bytes(), why)
-                if r.aborted or view.exists(txn_index_file_name(b)):
-                    _write_if_changed(view, txn_index_file_name(b), r.txn_index.to_bytes(), why)
-                rebuilt += 1
-            pp.ops = list(view.ops)
-            pp.facts = {"segments": rebuilt}
-            pp.fingerprints = view.fingerprints()
-            pp.expected = view.expected_state()
-            log.close()
-    except (KafkaLogError, OSError) as e:
-        pp.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or pdir}: {e.strerror or e}"
+    with pp.planning(), DirView(pdir) as view:
+        log = PartitionLog(view)
+        psm = ProducerStateManager(None)
+        epochs = LeaderEpochCache(None)
+        rebuilt = 0
+        for seg in log.segments:
+            b = seg.base_offset
+            try:
+                r = recover_segment(seg.buf, b, index_interval_bytes=interval, producers=psm, epochs=epochs,
+                                    path=str(seg.path))
+            except OffsetOverflowError as e:
+                pp.error = f"{e.reason}: the segment must be split (KAFKA-6264); run repair"
+                return pp
+            if r.valid_bytes < r.log_size:
+                pp.error = (f"{seg.path}: invalid bytes from position {r.valid_bytes} ({r.reason()}): indexes "
+                            "are not rebuilt over them; run repair")
+                return pp
+            if not all_segments:
+                problem = _index_problem(seg, seg is log.segments[-1])
+                if problem is None:
+                    continue
+                why = f"{problem}: rebuilt from {seg.path.name} by the broker's recovery rule"
+            else:
+                why = f"rebuilt from {seg.path.name} by the broker's recovery rule"
+            _write_if_changed(view, index_file_name(b), r.offset_index.to_bytes(), why)
+            _write_if_changed(view, time_index_file_name(b), r.time_index.to_bytes(), why)
+            if r.aborted or view.exists(txn_index_file_name(b)):
+                _write_if_changed(view, txn_index_file_name(b), r.txn_index.to_bytes(), why)
+            rebuilt += 1
+        pp.facts = {"segments": rebuilt}
+        pp.seal(view)
+        log.close()
     return pp
 
 

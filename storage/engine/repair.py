@@ -36,26 +36,21 @@ def _plan_partition(task: tuple) -> PartitionPlan:
     (data_dir, pdir, topic, part, cfg, rp, lso_ckpt, clean, now, strict, expiration, known_tid, given_tid,
      settings, flushed) = task
     pp = PartitionPlan(data_dir, pdir, topic, part, settings=settings)
-    try:
-        with DirView(pdir) as view:
-            loaded = load_partition(view, config=cfg, recovery_point=rp, log_start_offset=lso_ckpt,
-                                    had_clean_shutdown=clean, now_ms=now, strict_indexes=strict,
-                                    producer_id_expiration_ms=expiration)
-            _partition_metadata(view, pp, known_tid, given_tid)
-            if not flushed:
-                _sync_unflushed(view, rp)
-            pp.ops = list(view.ops)
-            pp.losses = loaded.losses
-            pp.notes += loaded.notes
-            pp.fingerprints = view.fingerprints()
-            pp.expected = view.expected_state()
-            segs = PartitionLog(view).segments
-            pp.facts = {"logStartOffset": loaded.log_start_offset, "logEndOffset": loaded.log_end_offset,
-                        "firstBaseOffset": segs[0].base_offset if segs else loaded.log_start_offset,
-                        "segmentsRecovered": len(loaded.recovered),
-                        "bytesTruncated": sum(r.truncated_bytes for r in loaded.recovered)}
-    except (KafkaLogError, OSError) as e:
-        pp.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or pdir}: {e.strerror or e}"
+    with pp.planning(), DirView(pdir) as view:
+        loaded = load_partition(view, config=cfg, recovery_point=rp, log_start_offset=lso_ckpt,
+                                had_clean_shutdown=clean, now_ms=now, strict_indexes=strict,
+                                producer_id_expiration_ms=expiration)
+        _partition_metadata(view, pp, known_tid, given_tid)
+        if not flushed:
+            _sync_unflushed(view, rp)
+        pp.losses = loaded.losses
+        pp.notes += loaded.notes
+        pp.seal(view)
+        segs = PartitionLog(view).segments
+        pp.facts = {"logStartOffset": loaded.log_start_offset, "logEndOffset": loaded.log_end_offset,
+                    "firstBaseOffset": segs[0].base_offset if segs else loaded.log_start_offset,
+                    "segmentsRecovered": len(loaded.recovered),
+                    "bytesTruncated": sum(r.truncated_bytes for r in loaded.recovered)}
     return pp
 
 

@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..dirview import DirView
-from ..errors import KafkaLogError
 from ..files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from ..files.names import offset_file_name
 from ..files.segment import Segment
@@ -64,16 +63,11 @@ def _deletable(segs: list[Segment], leo: int, hw: int, pred) -> list[Segment]:
 def _plan_partition(task: tuple) -> PartitionPlan:
     data_dir, pdir, topic, part, cfg, lso_ckpt, hw, now, cleaner_enabled, expiration, settings, keep_deleted = task
     pp = PartitionPlan(data_dir, pdir, topic, part, settings=settings)
-    try:
-        with DirView(pdir) as view:
-            log = PartitionLog(view, log_start_offset_checkpoint=lso_ckpt, high_watermark=hw)
-            _plan(view, log, pp, cfg, now, cleaner_enabled, expiration, keep_deleted)
-            pp.ops = list(view.ops)
-            pp.fingerprints = view.fingerprints()
-            pp.expected = view.expected_state()
-            log.close()
-    except (KafkaLogError, OSError) as e:
-        pp.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or pdir}: {e.strerror or e}"
+    with pp.planning(), DirView(pdir) as view:
+        log = PartitionLog(view, log_start_offset_checkpoint=lso_ckpt, high_watermark=hw)
+        _plan(view, log, pp, cfg, now, cleaner_enabled, expiration, keep_deleted)
+        pp.seal(view)
+        log.close()
     return pp
 
 

@@ -32,7 +32,7 @@ from ..errors import CorruptRecordError, KafkaLogError
 from ..files.checkpoints import CLEANER_OFFSET_CHECKPOINT
 from ..files.names import offset_file_name
 from ..files.segment import Segment
-from ..log import PartitionLog, parse_topic_partition_name
+from ..log import PartitionLog
 from ..log_segment import SEGMENT_SUFFIXES, SegmentWriter
 from ..records.reader import iter_batches
 from ..topic_configs import ConfigResolver
@@ -46,7 +46,7 @@ from .cleaner_parallel import (
 )
 from .cleaner_records import Slow, map_records
 from .cleaner_txn import CleanedTransactionMetadata
-from .datadirs import checkpoint_bytes, group_partitions, read_data_dir
+from .datadirs import Target, checkpoint_bytes, group_partitions, plan_partitions
 from .plan import Loss, PartitionPlan, Plan, Runner, default_runner
 from .swap import replace_segments, replacement_effect
 
@@ -607,29 +607,19 @@ def plan_compact(paths: Iterable[str | os.PathLike], *, now_ms: int, resolver: C
     segment sizes, records dropped: what ``--dry-run`` shows); otherwise they are known once applied."""
     groups = group_partitions(paths, topics=topics)
     resolver = resolver or ConfigResolver(data_dirs=list(groups))
-    run = runner or default_runner(workers, progress)
     mw = default_workers() if map_workers is None else map_workers
+
+    def task(t: Target) -> tuple:
+        st = t.state
+        return (str(t.data_dir), str(t.path), t.topic, t.partition, t.config, t.broker.cleaner,
+                st.clean_points.get(t.key), st.log_start_offsets.get(t.key), st.high_watermarks.get(t.key), now_ms,
+                force, kafka_version, exact, keep_deleted, mw, t.broker.producer_id_expiration_ms,
+                t.config.describe(["cleanup.policy", "min.cleanable.dirty.ratio", "delete.retention.ms",
+                                   "min.compaction.lag.ms", "segment.bytes", "internal.segment.bytes"]))
+
     plan = Plan("compact", now=now_ms, options={"kafkaVersion": ".".join(map(str, kafka_version))})
-    for d, pdirs in groups.items():
-        st = read_data_dir(d)
-        dp = st.new_plan()
-        dp.notes += resolver.notes(d)
-        broker = resolver.broker_for(d)
-        tasks = []
-        for p in pdirs:
-            tp = parse_topic_partition_name(p.name)
-            key = (tp.topic, tp.partition)
-            cfg = resolver.log_config(d, tp.topic)
-            tasks.append((str(d), str(p), tp.topic, tp.partition, cfg, broker.cleaner, st.clean_points.get(key),
-                          st.log_start_offsets.get(key), st.high_watermarks.get(key), now_ms, force, kafka_version,
-                          exact, keep_deleted, mw, broker.producer_id_expiration_ms,
-                          cfg.describe(["cleanup.policy", "min.cleanable.dirty.ratio", "delete.retention.ms",
-                                        "min.compaction.lag.ms", "segment.bytes", "internal.segment.bytes"])))
-        dp.partitions = list(run(_plan_partition, tasks))
-        if not any(p.error for p in dp.partitions):
-            _dir_ops(dp, st)
-        plan.data_dirs.append(dp)
-    return plan
+    return plan_partitions(plan, groups, resolver, runner or default_runner(workers, progress), _plan_partition, task,
+                           finish=_dir_ops)
 
 
 def _dir_ops(dp, st) -> None:

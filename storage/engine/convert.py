@@ -37,13 +37,13 @@ from ..dirview import DirView
 from ..errors import ConfigError, CorruptRecordError
 from ..files.names import offset_file_name, offset_from_file_name, segment_log_files
 from ..files.segment import Segment
-from ..log import PartitionLog, parse_topic_partition_name
+from ..log import PartitionLog
 from ..log_segment import SegmentWriter
 from ..logdir import resolve_partition_dirs
 from ..records import CREATE_TIME, LOG_APPEND_TIME, LegacyBatch, RecordBatch, build_batch, rebuild
 from ..records.record import Record
 from ..topic_configs import ConfigResolver
-from .datadirs import group_partitions, read_data_dir
+from .datadirs import Target, group_partitions, plan_partitions
 from .plan import PartitionPlan, Plan, Runner, default_runner
 from .swap import NewSegment, ReplaceSegments, SegmentBuild, cleaned_path, segment_files
 
@@ -414,21 +414,16 @@ def plan_convert(paths: Iterable[str | os.PathLike], opts: ConvertOptions | None
     opts = opts or ConvertOptions()
     groups = group_partitions(paths, topics=topics, include_metadata=False)
     resolver = resolver or ConfigResolver(data_dirs=list(groups))
-    run = runner or default_runner(workers, progress)
-    plan = Plan("convert")
-    for d, pdirs in groups.items():
-        dp = read_data_dir(d).new_plan()
-        tasks = []
-        for p in pdirs:
-            tp = parse_topic_partition_name(p.name)
-            cfg = resolver.log_config(d, tp.topic)
-            o = replace(opts, index_interval_bytes=cfg.index_interval_bytes if opts.index_interval_bytes is None
-                        else opts.index_interval_bytes,
-                        max_index_size=cfg.segment_index_bytes if opts.max_index_size is None else opts.max_index_size)
-            tasks.append((str(d), str(p), tp.topic, tp.partition, o))
-        dp.partitions = list(run(_plan_partition, tasks))
-        plan.data_dirs.append(dp)
-    return plan
+
+    def task(t: Target) -> tuple:
+        cfg = t.config
+        o = replace(opts, index_interval_bytes=cfg.index_interval_bytes if opts.index_interval_bytes is None
+                    else opts.index_interval_bytes,
+                    max_index_size=cfg.segment_index_bytes if opts.max_index_size is None else opts.max_index_size)
+        return (str(t.data_dir), str(t.path), t.topic, t.partition, o)
+
+    return plan_partitions(Plan("convert"), groups, resolver, runner or default_runner(workers, progress),
+                           _plan_partition, task, notes=False)
 
 
 def convert_segment(log_path: str | os.PathLike, opts: ConvertOptions) -> SegmentResult:

@@ -5,10 +5,11 @@ names."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import BrokerConfig, LogConfig
 from ..errors import LogDirError
 from ..files.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -19,8 +20,10 @@ from ..files.checkpoints import (
 )
 from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from ..lock import LockStatus, lock_status
+from ..log import parse_topic_partition_name
 from ..logdir import partition_dirs, read_checkpoint_or_empty, resolve_partition_dirs
-from .plan import DataDirPlan
+from ..topic_configs import ConfigResolver
+from .plan import DataDirPlan, PartitionPlan, Plan, Runner
 
 
 @dataclass
@@ -98,4 +101,56 @@ def data_dir_partitions(data_dir: str | os.PathLike) -> list[tuple[Path, str, in
     return [(Path(os.path.abspath(p)), t, n) for p, t, n in partition_dirs(data_dir)]
 
 
-__all__ = ["DataDirState", "checkpoint_bytes", "data_dir_partitions", "group_partitions", "read_data_dir"]
+def whole_data_dirs(data_dirs: Iterable[str | os.PathLike]) -> dict[Path, list[Path]]:
+    """``{data dir: [partition dirs]}`` for engines that take whole data dirs (repair, flush): every partition the
+    broker checkpoints (live and ``-future``), an empty data dir included."""
+    return {Path(os.path.abspath(d)): [p for p, _, _ in data_dir_partitions(d)] for d in data_dirs}
+
+
+@dataclass
+class Target:
+    """One partition an engine plans, with its effective config and what its data dir knows."""
+
+    data_dir: Path
+    path: Path
+    topic: str
+    partition: int
+    config: LogConfig
+    state: DataDirState
+    broker: BrokerConfig
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+
+def plan_partitions(plan: Plan, groups: dict[Path, list[Path]], resolver: ConfigResolver, run: Runner,
+                    plan_partition: Callable[[tuple], PartitionPlan], task: Callable[[Target], tuple], *,
+                    prepare: Callable[[DataDirPlan, DataDirState], None] | None = None,
+                    finish: Callable[[DataDirPlan, DataDirState], None] | None = None,
+                    notes: bool = True) -> Plan:
+    """The loop of every engine's plan: per data dir, its state (checkpoints, marker, lock) and the resolver's
+    notes, ``prepare(dp, st)``; one task per partition (``task(target)``: the picklable arguments of
+    ``plan_partition``), planned through ``run`` (threads, processes or Spark tasks); then, unless a partition
+    could not be planned, ``finish(dp, st)``: the data dir's own operations (checkpoints, markers)."""
+    for d, pdirs in groups.items():
+        st = read_data_dir(d)
+        dp = st.new_plan()
+        if notes:
+            dp.notes += resolver.notes(d)
+        if prepare is not None:
+            prepare(dp, st)
+        broker = resolver.broker_for(d)
+        tasks = []
+        for p in pdirs:
+            tp = parse_topic_partition_name(p.name)
+            tasks.append(task(Target(d, p, tp.topic, tp.partition, resolver.log_config(d, tp.topic), st, broker)))
+        dp.partitions = list(run(plan_partition, tasks))
+        if finish is not None and not any(pp.error for pp in dp.partitions):
+            finish(dp, st)
+        plan.data_dirs.append(dp)
+    return plan
+
+
+__all__ = ["DataDirState", "Target", "checkpoint_bytes", "data_dir_partitions", "group_partitions",
+           "plan_partitions", "read_data_dir", "whole_data_dirs"]

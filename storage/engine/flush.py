@@ -24,7 +24,7 @@ from ..log import PartitionLog
 from ..log_segment import trim_indexes
 from ..producer_state import ProducerStateManager, rebuild_producer_state
 from ..topic_configs import ConfigResolver
-from .datadirs import checkpoint_bytes, data_dir_partitions, read_data_dir
+from .datadirs import Target, checkpoint_bytes, plan_partitions, whole_data_dirs
 from .plan import PartitionPlan, Plan, Runner, default_runner
 
 
@@ -86,21 +86,17 @@ def plan_flush(data_dirs: Iterable[str | os.PathLike], *, now_ms: int, resolver:
                write_clean_shutdown_marker: bool = True, broker_epoch: int | None = None,
                runner: Runner | None = None, workers: int = 1, progress=None) -> Plan:
     """The plan of ``kafkalog flush`` (see the module doc)."""
-    dirs = [Path(os.path.abspath(d)) for d in data_dirs]
-    resolver = resolver or ConfigResolver(data_dirs=dirs)
-    run = runner or default_runner(workers, progress)
-    plan = Plan("flush", now=now_ms)
-    for d in dirs:
-        st = read_data_dir(d)
-        dp = st.new_plan()
-        expiration = resolver.broker_for(d).producer_id_expiration_ms
-        tasks = [(str(d), str(p), t, n, st.recovery_points.get((t, n), 0), st.log_start_offsets.get((t, n), 0),
-                  now_ms, expiration, st.clean_shutdown) for p, t, n in data_dir_partitions(d)]
-        dp.partitions = list(run(_plan_partition, tasks))
-        if not any(p.error for p in dp.partitions):
-            _dir_ops(dp, st, write_clean_shutdown_marker, broker_epoch)
-        plan.data_dirs.append(dp)
-    return plan
+    groups = whole_data_dirs(data_dirs)
+    resolver = resolver or ConfigResolver(data_dirs=list(groups))
+
+    def task(t: Target) -> tuple:
+        st = t.state
+        return (str(t.data_dir), str(t.path), t.topic, t.partition, st.recovery_points.get(t.key, 0),
+                st.log_start_offsets.get(t.key, 0), now_ms, t.broker.producer_id_expiration_ms, st.clean_shutdown)
+
+    return plan_partitions(Plan("flush", now=now_ms), groups, resolver, runner or default_runner(workers, progress),
+                           _plan_partition, task, notes=False,
+                           finish=lambda dp, st: _dir_ops(dp, st, write_clean_shutdown_marker, broker_epoch))
 
 
 def _dir_ops(dp, st, write_marker: bool, broker_epoch: int | None) -> None:

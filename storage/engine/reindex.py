@@ -18,11 +18,11 @@ from ..dirview import DirView
 from ..errors import OffsetOverflowError
 from ..files.names import index_file_name, time_index_file_name, txn_index_file_name
 from ..leader_epoch_cache import LeaderEpochCache
-from ..log import PartitionLog, parse_topic_partition_name
+from ..log import PartitionLog
 from ..log_segment import recover_segment
 from ..producer_state import ProducerStateManager
 from ..topic_configs import ConfigResolver
-from .datadirs import group_partitions, read_data_dir
+from .datadirs import Target, group_partitions, plan_partitions
 from .plan import PartitionPlan, Plan, Runner, default_runner
 
 
@@ -89,20 +89,13 @@ def plan_reindex(paths: Iterable[str | os.PathLike], *, resolver: ConfigResolver
     included). ``index.interval.bytes`` is each topic's effective setting (:class:`ConfigResolver`)."""
     groups = group_partitions(paths, topics=topics, include_metadata=True)
     resolver = resolver or ConfigResolver(data_dirs=list(groups))
-    run = runner or default_runner(workers, progress)
-    plan = Plan("reindex")
-    for d, pdirs in groups.items():
-        dp = read_data_dir(d).new_plan()
-        dp.notes += resolver.notes(d)
-        tasks = []
-        for p in pdirs:
-            tp = parse_topic_partition_name(p.name)
-            cfg = resolver.log_config(d, tp.topic)
-            tasks.append((str(d), str(p), tp.topic, tp.partition, cfg.index_interval_bytes,
-                          cfg.describe(["index.interval.bytes"]), all_segments))
-        dp.partitions = list(run(_plan_partition, tasks))
-        plan.data_dirs.append(dp)
-    return plan
+
+    def task(t: Target) -> tuple:
+        return (str(t.data_dir), str(t.path), t.topic, t.partition, t.config.index_interval_bytes,
+                t.config.describe(["index.interval.bytes"]), all_segments)
+
+    return plan_partitions(Plan("reindex"), groups, resolver, runner or default_runner(workers, progress),
+                           _plan_partition, task)
 
 
 __all__ = ["plan_reindex"]

@@ -27,9 +27,9 @@ from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker, rea
 from ..files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from ..log import PartitionLog
 from ..topic_configs import METADATA_DIR, ConfigResolver
-from .datadirs import checkpoint_bytes, data_dir_partitions, read_data_dir
+from .datadirs import DataDirState, Target, checkpoint_bytes, plan_partitions, whole_data_dirs
 from .loader import load_partition
-from .plan import PartitionPlan, Plan, Runner, default_runner
+from .plan import DataDirPlan, PartitionPlan, Plan, Runner, default_runner
 
 
 def _plan_partition(task: tuple) -> PartitionPlan:
@@ -101,15 +101,11 @@ def plan_repair(data_dirs: Iterable[str | os.PathLike], *, now_ms: int, resolver
     """The plan of ``kafkalog repair`` (see the module doc). ``full``: recover every segment, as the broker does
     when it has no recovery point (finds corruption below the recovery point, which the broker never looks at).
     ``topic_ids``: ``--topic-id`` values for unreadable ``partition.metadata`` files."""
-    dirs = [Path(os.path.abspath(d)) for d in data_dirs]
-    resolver = resolver or ConfigResolver(data_dirs=dirs)
-    run = runner or default_runner(workers, progress)
-    plan = Plan("repair", now=now_ms, options={"full": full, "strictIndexes": strict_indexes})
-    for d in dirs:
-        st = read_data_dir(d)
-        dp = st.new_plan()
-        dp.notes += resolver.notes(d)
-        clean = st.clean_shutdown and not full
+    groups = whole_data_dirs(data_dirs)
+    resolver = resolver or ConfigResolver(data_dirs=list(groups))
+
+    def prepare(dp: DataDirPlan, st: DataDirState) -> None:
+        d = st.path
         if not st.clean_shutdown:
             dp.notes.append(f"{d}: no clean shutdown marker: segments above each recovery point are recovered")
         elif full:
@@ -120,22 +116,23 @@ def plan_repair(data_dirs: Iterable[str | os.PathLike], *, now_ms: int, resolver
                         if entry.endswith("-delete") else "a stray replica: the broker loads it aside and never "
                         "deletes it")
                 dp.notes.append(f"{d / entry}: {what}; left as is")
-        broker = resolver.broker_for(d)
-        tasks = []
-        for pdir, topic, part in data_dir_partitions(d):
-            cfg = resolver.log_config(d, topic)
-            key = (topic, part)
-            tasks.append((str(d), str(pdir), topic, part, cfg, 0 if full else st.recovery_points.get(key, 0),
-                          st.log_start_offsets.get(key, 0), clean, now_ms, strict_indexes,
-                          broker.producer_id_expiration_ms, resolver.topic_id(d, topic),
-                          (topic_ids or {}).get(topic), cfg.describe(["index.interval.bytes"]), st.clean_shutdown))
-        dp.partitions = list(run(_plan_partition, tasks))
+
+    def task(t: Target) -> tuple:
+        st = t.state
+        return (str(t.data_dir), str(t.path), t.topic, t.partition, t.config,
+                0 if full else st.recovery_points.get(t.key, 0), st.log_start_offsets.get(t.key, 0),
+                st.clean_shutdown and not full, now_ms, strict_indexes, t.broker.producer_id_expiration_ms,
+                resolver.topic_id(t.data_dir, t.topic), (topic_ids or {}).get(t.topic),
+                t.config.describe(["index.interval.bytes"]), st.clean_shutdown)
+
+    def finish(dp: DataDirPlan, st: DataDirState) -> None:
         _dir_ops(dp, st)
-        if st.clean_shutdown and not full and not dp.ops and \
-                all(op.routine for p in dp.partitions for op in p.ops) and not any(p.error for p in dp.partitions):
+        if st.clean_shutdown and not full and not dp.ops and all(op.routine for p in dp.partitions for op in p.ops):
             _defer_routine(dp)
-        plan.data_dirs.append(dp)
-    return plan
+
+    plan = Plan("repair", now=now_ms, options={"full": full, "strictIndexes": strict_indexes})
+    return plan_partitions(plan, groups, resolver, runner or default_runner(workers, progress), _plan_partition,
+                           task, prepare=prepare, finish=finish)
 
 
 def _dir_ops(dp, st) -> None:

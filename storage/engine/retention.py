@@ -27,10 +27,10 @@ from ..files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHEC
 from ..files.names import offset_file_name
 from ..files.segment import Segment
 from ..leader_epoch_cache import LeaderEpochCache
-from ..log import PartitionLog, parse_topic_partition_name
+from ..log import PartitionLog
 from ..log_segment import SEGMENT_SUFFIXES, tail_loss
 from ..topic_configs import ConfigResolver
-from .datadirs import checkpoint_bytes, group_partitions, read_data_dir
+from .datadirs import Target, checkpoint_bytes, group_partitions, plan_partitions
 from .plan import Loss, PartitionPlan, Plan, Runner, default_runner
 
 
@@ -173,27 +173,15 @@ def plan_retention(paths: Iterable[str | os.PathLike], *, now_ms: int, resolver:
     leaves the deleted segments' files renamed ``.deleted`` (the broker removes them later)."""
     groups = group_partitions(paths, topics=topics)
     resolver = resolver or ConfigResolver(data_dirs=list(groups))
-    run = runner or default_runner(workers, progress)
-    plan = Plan("retain", now=now_ms)
-    for d, pdirs in groups.items():
-        st = read_data_dir(d)
-        dp = st.new_plan()
-        dp.notes += resolver.notes(d)
-        broker = resolver.broker_for(d)
-        tasks = []
-        for p in pdirs:
-            tp = parse_topic_partition_name(p.name)
-            key = (tp.topic, tp.partition)
-            cfg = resolver.log_config(d, tp.topic)
-            tasks.append((str(d), str(p), tp.topic, tp.partition, cfg, st.log_start_offsets.get(key),
-                          st.high_watermarks.get(key), now_ms, broker.cleaner.enable_cleaner,
-                          broker.producer_id_expiration_ms,
-                          cfg.describe(["cleanup.policy", "retention.ms", "retention.bytes"]), keep_deleted))
-        dp.partitions = list(run(_plan_partition, tasks))
-        if not any(p.error for p in dp.partitions):
-            _dir_ops(dp, st)
-        plan.data_dirs.append(dp)
-    return plan
+
+    def task(t: Target) -> tuple:
+        return (str(t.data_dir), str(t.path), t.topic, t.partition, t.config, t.state.log_start_offsets.get(t.key),
+                t.state.high_watermarks.get(t.key), now_ms, t.broker.cleaner.enable_cleaner,
+                t.broker.producer_id_expiration_ms,
+                t.config.describe(["cleanup.policy", "retention.ms", "retention.bytes"]), keep_deleted)
+
+    return plan_partitions(Plan("retain", now=now_ms), groups, resolver, runner or default_runner(workers, progress),
+                           _plan_partition, task, finish=_dir_ops)
 
 
 def _dir_ops(dp, st) -> None:

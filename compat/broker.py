@@ -33,7 +33,7 @@ import time
 import uuid
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, Literal, Self
 
@@ -292,6 +292,16 @@ class KafkaBroker(ABC):
         from kafkalog.compat.clients import create_topic
 
         create_topic(self.bootstrap_servers, name, partitions=partitions, config=config, timeout=timeout)
+
+    def wait_until(self, cond: Callable[[], bool], timeout: float, what: str) -> None:
+        """Poll ``cond`` until it holds; an AssertionError naming ``what`` and the broker log after ``timeout``
+        seconds (for tests waiting on the broker's asynchronous work: cleaning, retention, deletion)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if cond():
+                return
+            time.sleep(0.3)
+        raise AssertionError(f"broker did not {what} within {timeout:.0f}s; log: {self.log_path}")
 
     def partition_dir(self, topic: str, partition: int = 0) -> Path:
         return self.data_dir / f"{topic}-{partition}"

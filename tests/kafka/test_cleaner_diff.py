@@ -98,15 +98,6 @@ def _consume(bs: str) -> list[tuple]:
     return sorted((m.offset, m.key, m.value, m.headers, m.timestamp) for m in got)
 
 
-def _wait(cond, timeout: float, what: str, broker: Broker) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"broker did not {what} within {timeout:.0f}s; log: {broker.log_path}")
-
-
 @pytest.fixture(scope="module", params=[jars.LATEST_4, jars.LATEST_3])
 def runs(request, tmp_path_factory):
     version = request.param
@@ -118,6 +109,14 @@ def runs(request, tmp_path_factory):
         for t, cfg in RET_CONFIGS.items():
             a.create_topic(t, config=cfg)
         _produce(a.bootstrap_servers)
+        # a restart bumps the leader epoch: the retention topics get data under a second epoch, so that the
+        # leader-epoch-checkpoint retention truncates holds several entries
+        a.stop()
+        a.start()
+        now = int(time.time() * 1000)
+        for t in RET_CONFIGS:
+            clients.produce(a.bootstrap_servers, t, [clients.Record(b"e" * 200, key=b"%d" % i, timestamp=now - 500)
+                                                     for i in range(2000)], client="confluent", flush_every=500)
         a.stop()
         b_dir = root / "b" / "data"
         shutil.copytree(a.data_dir, b_dir)  # copy2: mtimes preserved (the cleaner's legacy horizon uses them)
@@ -140,7 +139,7 @@ def runs(request, tmp_path_factory):
                 return False
             return all(_segments(a.partition_dir(t)) == _segments(b_dir / f"{t}-0") for t in RET_CONFIGS)
 
-        _wait(done, 90, "clean cmp-0 and apply retention", a)
+        a.wait_until(done, 90, "clean cmp-0 and apply retention")
         consumed_a = _consume(a.bootstrap_servers)
         a.stop()
 
@@ -243,6 +242,23 @@ def test_retention_deletes_what_the_broker_deletes(runs, topic):
     assert lso_a == lso_b
 
 
+@pytest.mark.parametrize("topic", sorted(RET_CONFIGS))
+def test_retention_moves_the_leader_epochs_like_the_broker(runs, topic):
+    """UnifiedLog.maybeIncrementLogStartOffset -> LeaderEpochFileCache.truncateFromStart: after retention (and
+    delete-records, for ret-start) the first epoch entry starts at the new log start offset, in the broker's
+    file and in kafkalog's, byte for byte."""
+    pa, pb = runs["a"] / f"{topic}-0", runs["b"] / f"{topic}-0"
+    ea, eb = (pa / "leader-epoch-checkpoint").read_text(), (pb / "leader-epoch-checkpoint").read_text()
+    assert ea == eb
+    entries = [line.split() for line in ea.splitlines()[2:]]
+    assert len(entries) >= 2, "the scenario must hold several leader epochs"
+    first = _segments(pa)[0]
+    lso = read_offset_checkpoint(runs["a"] / "log-start-offset-checkpoint").get(topic, 0) or first
+    assert int(entries[0][1]) == max(lso, first) > 0, "the broker did not move the first epoch entry"
+    for name in sorted(p.name for p in pa.glob("*.snapshot")):
+        assert (pa / name).read_bytes() == (pb / name).read_bytes(), name
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Message format v0/v1 input: Kafka 4 rewrites legacy batches as v2 when cleaning (KAFKA-13093), Kafka 3.9 keeps
 # their format. The segments are written by kafkalog's builder and put into a stopped broker's partition dir.
@@ -297,9 +313,9 @@ def legacy_runs(request, tmp_path_factory):
         a.extra_properties.update(PROMPT)
         a.start()
         active = leo - 1
-        _wait(lambda: (a.data_dir / "cleaner-offset-checkpoint").exists()
-              and read_offset_checkpoint(a.data_dir / "cleaner-offset-checkpoint").get("leg", 0) == active,
-              90, "clean leg-0", a)
+        a.wait_until(lambda: (a.data_dir / "cleaner-offset-checkpoint").exists()
+                     and read_offset_checkpoint(a.data_dir / "cleaner-offset-checkpoint").get("leg", 0) == active,
+                     90, "clean leg-0")
         a.stop()
         horizons = [b.delete_horizon_ms for b in iter_batches((pdir / f"{0:020d}.log").read_bytes())
                     if b.magic == 2 and b.has_delete_horizon]

@@ -43,7 +43,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900)]
 
 DAY = 86_400_000
 DELETE_RETENTION = DAY
-QUIET = {"log.cleaner.enable": "false", "log.retention.check.interval.ms": "3600000"}
+QUIET = {"log.cleaner.enable": "false", "log.retention.check.interval.ms": "3600000",
+         "log.initial.task.delay.ms": "3600000"}  # no retention pass before the copy (the default runs one at 30 s)
 PROMPT = {"log.cleaner.enable": "true", "log.cleaner.backoff.ms": "200", "log.retention.check.interval.ms": "500",
           "log.initial.task.delay.ms": "0", "file.delete.delay.ms": "0", "log.cleaner.dedupe.buffer.size":
           str(16 * 1024 * 1024)}
@@ -53,15 +54,6 @@ COMPACT = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "mi
 
 def _segments(pdir: Path) -> list[int]:
     return sorted(int(p.name[:-4]) for p in pdir.glob("*.log"))
-
-
-def _wait(cond, timeout: float, what: str, broker: Broker) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"broker did not {what} within {timeout:.0f}s; log: {broker.log_path}")
 
 
 def _keyed(rnd: random.Random, n: int, keys: int, *, tomb_every: int = 0, ts: int | None = None,
@@ -142,7 +134,7 @@ def _run(version: str, root: Path, topics: dict[str, dict[str, str]], produce, s
             return all(_segments(a.partition_dir(t)) == _segments(b_dir / f"{t}-0") for t in topics
                        if t not in compacted)
 
-        _wait(done, 120, "clean and apply retention", a)
+        a.wait_until(done, 120, "clean and apply retention")
         a.stop()
         # one more start, quiet: B starts once after kafkalog's retention and cleaning, so A starts once after the
         # broker's (a start after retention deletes the producer snapshot at the new log start, for one)
@@ -256,7 +248,7 @@ def _wait_trimmed(a: Broker) -> dict:
         snaps = [int(p.name[:20]) for p in mdir.glob("*.checkpoint")]
         return bool(bases) and bases[0] > configs_end and bool(snaps) and max(snaps) > configs_end
 
-    _wait(trimmed, 120, "trim its metadata log below a snapshot", a)
+    a.wait_until(trimmed, 120, "trim its metadata log below a snapshot")
     return {"configs_end": configs_end}
 
 

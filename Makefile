@@ -1,5 +1,5 @@
 # kafkalog: the two commands of the README's quick start, and helpers.
-# .ci/py: python3 when it accepts pip installs, else a virtualenv in .venv (Debian's system Python)
+# .ci/py: the project virtualenv .venv (made on first use from $PYTHON or python3; system packages untouched)
 PY ?= .ci/py
 PIP ?= $(PY) -m pip
 KAFKA_VERSIONS ?=

@@ -7,6 +7,7 @@ data dir has an error.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -34,11 +35,12 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     names = [str(d) for d in dirs]
-    print(f"== kafkalog verify {' '.join(names)}", flush=True)
-    # each fixture is a different broker: not one broker's JBOD log.dirs
-    rc_verify = cli_main(["verify", "--independent", *names])
-    print(f"\n== kafkalog describe {' '.join(names)}", flush=True)
-    rc_describe = cli_main(["describe", *names])
+    # each fixture is a different broker: not one broker's JBOD log.dirs, hence --independent
+    verify, describe = ["verify", "--independent", *names], ["describe", *names]
+    print(f"== kafkalog {shlex.join(verify)}", flush=True)  # exactly what runs, ready to paste
+    rc_verify = cli_main(verify)
+    print(f"\n== kafkalog {shlex.join(describe)}", flush=True)
+    rc_describe = cli_main(describe)
     return max(rc_verify, rc_describe)
 
 

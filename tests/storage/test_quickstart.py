@@ -32,3 +32,21 @@ def test_quickstart_fails_on_a_corrupt_dir(tmp_path, capsys):
     log.write_bytes(bytes(data))
     assert main([str(dst)]) == 1
     assert "crc" in capsys.readouterr().out
+
+
+def test_quickstart_prints_exactly_the_commands_it_runs(capsys, monkeypatch):
+    """Pasting a printed `== kafkalog ...` line runs the same check with the same result (issue 13: it printed
+    `kafkalog verify` but ran `verify --independent`)."""
+    import shlex
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(ROOT)
+    assert main([]) == 0
+    printed = [line[3:] for line in capsys.readouterr().out.splitlines() if line.startswith("== kafkalog ")]
+    assert len(printed) == 2 and "--independent" in printed[0]
+    for line in printed:
+        argv = shlex.split(line)[1:]
+        p = subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", *argv], cwd=ROOT, capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 0, (line, p.stdout[-2000:], p.stderr[-2000:])

@@ -246,3 +246,24 @@ def test_fixed_config_is_used_for_every_topic(tmp_path):
     cfg = LogConfig().with_overrides({"retention.ms": "-1"})
     plan = plan_retention([d], now_ms=NOW, resolver=ConfigResolver(config=cfg))
     assert not plan.changes
+
+
+@pytest.mark.parametrize("fixture", FIXTURE_NAMES)
+def test_commands_on_every_pristine_fixture(tmp_path, fixture, capsys):
+    """`repair`, `reindex`, `compact` and `retain --dry-run` succeed on every bundled fixture as the broker left it;
+    on a dir that shut down cleanly, `repair` and `reindex` change nothing, exit 0 and make no backup."""
+    from kafkalog.tools.cli import main
+
+    d = tmp_path / "data"
+    damaged_copy(fixture, d, ())
+    clean = (d / ".kafka_cleanshutdown").exists()
+    before = tree(d)
+    for argv in (["repair", str(d)], ["reindex", str(d)]):
+        rc = main(argv)
+        assert rc in (0, 1) and (rc == 0 or not clean), (argv, capsys.readouterr().out[-3000:])
+    if clean:
+        assert tree(d) == before
+        assert [p.name for p in tmp_path.iterdir()] == ["data"], "a no-op run made a backup folder"
+    assert main(["retain", str(d), "--dry-run", "--now", str(NOW)]) == 0
+    assert main(["compact", str(d), "--no-backup", "--now", str(NOW)]) == 0
+    assert "ERROR" not in capsys.readouterr().out

@@ -106,6 +106,8 @@ def describe_partition(
         }
         if errors:
             out["errors"] = errors
+        if log.unfinished_swap:
+            out["warnings"] = [log.unfinished_swap]
         return out
     finally:
         if own:

@@ -459,10 +459,21 @@ class DirView:
             except BufferError:
                 pass
 
+    def _writable(self, name: str) -> None:
+        """Refuse to plan a write where something other than a regular file stands (a FIFO, a directory, a
+        symlink): kafkalog never writes through, over or into it; the plan fails with nothing changed."""
+        e = self.entries.get(name)
+        if e is not None and e.kind != FILE:
+            what = {DIR: "a directory", SPECIAL: "a FIFO, socket or device", SYMLINK_OUT: "a symlink leaving the "
+                    "directory", DANGLING: "a dangling or looping symlink"}.get(e.kind, e.kind)
+            raise LogDirError(f"{what} stands where a regular file is expected: kafkalog will not write over it "
+                              "(move it away, then run again)", self.file(name))
+
     def write(self, name: str, data: bytes | bytearray | memoryview | Blob, why: str, *,
               in_place: bool = False) -> Op:
         """Create or replace ``name`` with ``data`` (``in_place``: write over the start of it, as Kafka writes
         producer snapshots)."""
+        self._writable(name)
         blob = data if isinstance(data, Blob) else Blob(data)
         old = self.entries.get(name)
         existed = old is not None and old.kind == FILE
@@ -499,6 +510,7 @@ class DirView:
         """Create ``name`` empty unless it exists."""
         if self.is_file(name):
             return None
+        self._writable(name)
         op = self._record(Touch(self.file(name), why))
         self.entries[name] = Entry(name, FILE, 0, 0, 0, disk=None, blob=Blob(b""))
         return op
@@ -528,6 +540,7 @@ class DirView:
 
     def rename(self, src: str, dst: str, why: str) -> Op:
         e = self._file(src)
+        self._writable(dst)
         replaces = self.is_file(dst)
         op = self._record(Rename(self.file(src), why, self.file(dst), replaces))
         del self.entries[src]
@@ -540,6 +553,9 @@ class DirView:
         """Record a composite op (e.g. a segment replacement) with its effect on the listing: ``removes`` are
         names that go away, ``creates`` are ``(name, content or size)`` that appear (size None: known only once
         the op runs; such a file cannot be read by the rest of the plan)."""
+        creates = list(creates)
+        for n, _ in creates:
+            self._writable(n)
         self._record(op)
         if self.mode != self.DIRECT:
             for n in removes:

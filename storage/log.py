@@ -114,6 +114,28 @@ def parse_topic_partition_name(name: str) -> TopicPartitionDir:
     return TopicPartitionDir(topic, partition, kind, unique)
 
 
+_KAFKA_FILE_SUFFIXES = (LOG_FILE_SUFFIX, *INDEX_SUFFIXES, PRODUCER_SNAPSHOT_FILE_SUFFIX, KRAFT_SNAPSHOT_SUFFIX)
+
+
+def _kafka_file_name(name: str) -> bool:
+    """A name the broker reads or writes in a partition dir (segment files, snapshots, its metadata files)."""
+    return name.endswith(_KAFKA_FILE_SUFFIXES) or name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE,
+                                                          QUORUM_STATE_FILE)
+
+
+def unfinished_swap(partition_dir: str | os.PathLike, names: list[str]) -> str | None:
+    """Why the ``.log`` files of a partition dir holding ``names`` are not the log the broker will load, or None:
+    ``.swap`` files are a segment replacement (cleaning, conversion, a split) that a crash interrupted; the broker
+    completes it at load (``LogLoader``), so until then the ``.log`` files alone miss or duplicate records."""
+    swaps = sorted(n for n in names if n.endswith(SWAP_FILE_SUFFIX))
+    if not swaps:
+        return None
+    parent = os.path.dirname(os.path.normpath(os.fspath(partition_dir))) or "."
+    return (f"an unfinished segment replacement ({len(swaps)} .swap file(s): {', '.join(swaps[:3])}"
+            f"{', ...' if len(swaps) > 3 else ''}): the broker completes it at load; until then the segments "
+            f"listed are not the partition's log. Run `kafkalog repair {parent}` first")
+
+
 def _writable_name(topic: str) -> bool:
     """A topic a checkpoint line can hold: no whitespace (the field separator) and valid UTF-8. The broker creates
     no other directory (topics are validated at creation); a dir named otherwise is not a partition."""
@@ -270,6 +292,11 @@ class PartitionLog:
             p = self.path / name
             if e.kind == SYMLINK_OUT:
                 self.findings.append(warning(p, None, "layout", "symlink leaving the partition directory: not followed"))
+                continue
+            if e.kind in (DIR, SPECIAL) and _kafka_file_name(name):
+                what = "a directory" if e.kind == DIR else "not a regular file (a FIFO, socket or device)"
+                self.findings.append(error(p, None, "layout", f"{what} with the name of a Kafka file: not read; the "
+                                           "broker cannot load or write it (move it away)"))
                 continue
             if e.kind == DIR:
                 self.findings.append(info(p, None, "layout", "unexpected sub-directory in a partition directory"))
@@ -525,6 +552,11 @@ class PartitionLog:
             return self.view.read(name, limit)
         except LogDirError as e:
             raise CorruptCheckpointError(e.reason, str(self.path / name)) from None
+
+    @property
+    def unfinished_swap(self) -> str | None:
+        """:func:`unfinished_swap` for this partition's files."""
+        return unfinished_swap(self.path, [p.name for p, _ in self.temp_files])
 
     def snapshot_offsets(self) -> list[int]:
         return [o for o, _ in self.snapshot_files]

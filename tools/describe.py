@@ -100,6 +100,8 @@ def print_descriptions(descriptions: Iterable[dict[str, Any]], stream: IO[str], 
             for e in p.get("errors", ()):
                 ok = False
                 stream.write(f"  error: {p.get('dir')}: {e}\n")
+            for w in p.get("warnings", ()):
+                stream.write(f"  warning: {p.get('dir')}: {w}\n")
         if segments:
             for p in parts:
                 segs = p.get("segments") or []

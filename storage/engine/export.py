@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import KafkaLogError
+from ..errors import KafkaLogError, LogDirError
 from ..files.names import segment_log_files
 from ..log import PartitionLog
 from ..logdir import live_partition_name, resolve_partition_dirs
@@ -83,6 +83,8 @@ def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter |
     lo, hi = flt.from_offset, flt.to_offset
     t_lo, t_hi = flt.from_time, flt.to_time
     with PartitionLog(pdir) as plog:
+        if plog.unfinished_swap:  # exporting the listed segments would silently miss records
+            raise LogDirError(plog.unfinished_swap, str(pdir))
         segs = plog.segments
         for i, seg in enumerate(segs):
             nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None

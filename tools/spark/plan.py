@@ -19,7 +19,7 @@ from kafkalog.storage.errors import KafkaLogError, LogDirError
 from kafkalog.storage.files.names import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, offset_from_file_name
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.files.time_index import TimeIndex
-from kafkalog.storage.log import parse_topic_partition_name
+from kafkalog.storage.log import parse_topic_partition_name, unfinished_swap
 
 from .fs import FsSpec, display, info, listdir, read_bytes, split_uri
 from .options import ReadOptions
@@ -80,7 +80,11 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
 
 def _segments_of(spec: FsSpec, pdir: str, topic: str | None, partition: int | None) -> list[Segment]:
     logs = []
-    for e in listdir(spec, pdir):
+    entries = listdir(spec, pdir)
+    problem = unfinished_swap(pdir, [e.name for e in entries if not e.is_dir])
+    if problem:  # reading the listed segments would silently miss records
+        raise LogDirError(problem, display(spec, pdir))
+    for e in entries:
         if e.is_dir or not e.name.endswith(".log"):
             continue
         try:

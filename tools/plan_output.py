@@ -29,7 +29,8 @@ def add_plan_arguments(p: argparse.ArgumentParser, *, workers: bool = True) -> N
 
 
 def _settings_line(settings: list[dict]) -> str:
-    return ", ".join(f"{s['name']}={s['value']} ({s['source']})" for s in settings)
+    """``name=value (source)``; a setting without a value (``internal.segment.bytes`` unset) is left out."""
+    return ", ".join(f"{s['name']}={s['value']} ({s['source']})" for s in settings if s["value"] is not None)
 
 
 def _op_lines(ops, base: str) -> list[str]:

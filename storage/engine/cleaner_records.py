@@ -128,13 +128,15 @@ def map_records(data: bytes, count: int, base_offset: int, offset_map: OffsetMap
             b, p = _uvarint(data, p)
             q = p + (b >> 1)
             key = data[p:q]
+        if q > rec_end:  # a key running past its record: not what the leader validated
+            raise Slow
         cell = raw.get(key)
         if cell is not None:
             cell[0] = off
         elif key is not None:
             new_cell(key, off)
         p = rec_end
-    if p != len(data) or q > rec_end:
+    if p != len(data):  # (an empty batch, count 0, has no records at all)
         raise Slow
 
 

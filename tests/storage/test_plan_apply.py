@@ -267,3 +267,17 @@ def test_commands_on_every_pristine_fixture(tmp_path, fixture, capsys):
     assert main(["retain", str(d), "--dry-run", "--now", str(NOW)]) == 0
     assert main(["compact", str(d), "--no-backup", "--now", str(NOW)]) == 0
     assert "ERROR" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fixture", FIXTURE_NAMES)
+def test_compact_from_a_reset_clean_point(tmp_path, fixture):
+    """With cleaner-offset-checkpoint gone, the cleaner starts over from the log start: broker-written empty
+    batches (count 0, kept for producer state) are in its way and must be handled, as the broker does (issue 17:
+    this was an internal error)."""
+    d = tmp_path / "data"
+    damaged_copy(fixture, d, ())
+    (d / "cleaner-offset-checkpoint").unlink(missing_ok=True)
+    if not plan_compact([d], now_ms=NOW, exact=True).changes:  # nothing compacted in this broker's dir
+        assert apply(plan_compact([d], now_ms=NOW)).operations == 0
+        return
+    _check(lambda: plan_compact([d], now_ms=NOW), [d], exact_plan=lambda: plan_compact([d], now_ms=NOW, exact=True))

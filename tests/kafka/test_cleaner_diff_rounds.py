@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 from engines import clean_points
-from test_cleaner_diff import PROMPT, SEGMENT, _batch_view, _index_offsets, _segments, _wait
+from test_cleaner_diff import PROMPT, SEGMENT, _batch_view, _index_offsets, _segments
 
 from kafkalog.compat import clients, jars
 from kafkalog.compat.broker import Broker
@@ -255,7 +255,7 @@ def rounds(request, tmp_path_factory):
         expected = {(OFFSETS, 0): _segments(b1 / f"{OFFSETS}-0")[-1], ("rnd", 0): _segments(b1 / "rnd-0")[-1]}
         assert len(_segments(b1 / f"{OFFSETS}-0")) >= 3 and len(_segments(b1 / "rnd-0")) >= 3
         a.start()
-        _wait(_cleaned_to(a, expected), 90, "clean __consumer_offsets-0 and rnd-0", a)
+        a.wait_until(_cleaned_to(a, expected), 90, "clean __consumer_offsets-0 and rnd-0")
         a.stop()
         r1 = root / "r1" / "data"
         shutil.copytree(a.data_dir, r1)
@@ -287,7 +287,7 @@ def rounds(request, tmp_path_factory):
                 time.sleep(0.1)
             a.extra_properties.update({"log.cleaner.enable": "true"})
             a.start()
-            _wait(_cleaned_to(a, {("rnd", 0): _segments(bn / "rnd-0")[-1]}), 90, f"clean rnd-0 (round {n})", a)
+            a.wait_until(_cleaned_to(a, {("rnd", 0): _segments(bn / "rnd-0")[-1]}), 90, f"clean rnd-0 (round {n})")
             a.stop()
             rn = root / f"r{n}" / "data"
             shutil.copytree(a.data_dir, rn)

@@ -13,6 +13,7 @@ EIO) to prove that every intermediate state is safe.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import threading
@@ -109,7 +110,29 @@ def _parent(path: Path) -> Path:
     return path.parent if str(path.parent) else Path(".")
 
 
+@contextlib.contextmanager
+def _naming(path: str | os.PathLike) -> Iterator[None]:
+    """An OS error without a file name (a write or fsync hitting ENOSPC or EIO) gets ``path``: every error of
+    the write seam names the file it was writing."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None:
+            e.filename = os.fspath(path)
+        raise
+
+
+def _named(fn):
+    """:func:`_naming` around a function whose first argument is the path it writes."""
+    @functools.wraps(fn)
+    def wrapper(path, *args, **kwargs):
+        with _naming(path):
+            return fn(path, *args, **kwargs)
+    return wrapper
+
+
 # ----------------------------------------------------------------------------------------------- writing
+@_named
 def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview, *, fsync: bool = True) -> None:
     """Replace ``path`` with ``data`` crash-safely: tmp file, fsync, rename, fsync of the parent directory.
 
@@ -133,6 +156,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview, 
         fsync_dir(_parent(target))
 
 
+@_named
 def write_in_place(path: str | os.PathLike, data: bytes | bytearray | memoryview, *, fsync: bool = True) -> None:
     """Write ``data`` at the start of ``path`` without truncating it (Kafka writes producer snapshots with
     ``CREATE, WRITE``: an existing longer file keeps its tail), then fsync it."""
@@ -160,15 +184,17 @@ class NewFile:
         self._f = open(self.path, "wb", buffering=buffering)
 
     def write(self, data) -> None:
-        self._f.write(data)
+        with _naming(self.path):
+            self._f.write(data)
         self.size += len(data)
 
     def close(self) -> None:
         if self._f.closed:
             return
-        self._f.flush()
-        if self.fsync:
-            os.fsync(self._f.fileno())
+        with _naming(self.path):
+            self._f.flush()
+            if self.fsync:
+                os.fsync(self._f.fileno())
         self._f.close()
 
     def abort(self) -> None:
@@ -187,6 +213,7 @@ class NewFile:
             self.abort()
 
 
+@_named
 def touch(path: str | os.PathLike, *, fsync: bool = True) -> None:
     """Create an empty file (kept as is if it exists) and make it durable."""
     p = Path(path)
@@ -198,6 +225,7 @@ def touch(path: str | os.PathLike, *, fsync: bool = True) -> None:
         fsync_dir(_parent(p))
 
 
+@_named
 def truncate(path: str | os.PathLike, size: int, *, fsync: bool = True) -> None:
     """Cut ``path`` to ``size`` bytes in place (``FileRecords.truncateTo``) and fsync it."""
     _step("truncate", path)
@@ -269,13 +297,15 @@ class AppendFile:
 
     def write(self, data) -> None:
         _step("append", self.path)
-        self._f.write(data)
+        with _naming(self.path):
+            self._f.write(data)
 
     def flush(self, *, fsync: bool = True) -> None:
-        self._f.flush()
-        if fsync:
-            _step("fsync", self.path)
-            os.fsync(self._f.fileno())
+        with _naming(self.path):
+            self._f.flush()
+            if fsync:
+                _step("fsync", self.path)
+                os.fsync(self._f.fileno())
 
     def close(self) -> None:
         self._f.close()

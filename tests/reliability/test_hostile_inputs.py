@@ -293,3 +293,17 @@ def test_an_unfinished_swap_is_said_never_read_as_a_shorter_log(data):
     assert kafkalog("repair", data, "--no-backup").returncode == 1
     again = kafkalog("export", data, "--topics", "compacted", "--out", "-")
     assert again.returncode == 0 and len(again.stdout.splitlines()) == records
+
+
+def test_a_full_disk_error_names_the_file():
+    """ENOSPC raised by a write or flush carries no file name by itself: the write seam adds it, so the one-line
+    error says which file could not be written (issue 17, found 9)."""
+    from kafkalog.storage import fileops
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    f = fileops.AppendFile("/dev/full")
+    with pytest.raises(OSError) as e:
+        f.write(b"x" * (1 << 20))
+        f.flush()
+    assert e.value.filename == "/dev/full" and e.value.errno == 28

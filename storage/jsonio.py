@@ -4,6 +4,8 @@ input, no unbounded line read. Errors are :class:`ValueError` (callers turn them
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterator
 from typing import IO, Any
@@ -31,3 +33,20 @@ def iter_lines(stream: IO[str], limit: int = MAX_LINE_BYTES) -> Iterator[tuple[i
         if len(line) > limit and not line.endswith("\n"):
             raise ValueError(f"line {n} is longer than {limit} characters")
         yield n, line
+
+
+def b64_field(v: Any, field: str) -> bytes | None:
+    """A base64 field of a JSON line (``null`` stays ``None``), decoded strictly: only the standard alphabet,
+    correct padding, and the canonical encoding of its bytes (so that decoding and encoding again gives the
+    same text); anything else is a ``ValueError`` that names the field."""
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise ValueError(f"field {field!r}: expected base64 text or null, got {type(v).__name__}")
+    try:
+        raw = base64.b64decode(v, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"field {field!r}: not valid base64: {v[:40]!r}") from None
+    if base64.b64encode(raw).decode("ascii") != v:
+        raise ValueError(f"field {field!r}: not canonical base64 (stray bits or padding): {v[:40]!r}")
+    return raw

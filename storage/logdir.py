@@ -7,6 +7,7 @@ hides the rest of the directory.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
@@ -115,7 +116,9 @@ def resolve_partition_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike
     :class:`LogDirError` for a path that is missing or not a directory."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    paths = list(paths)
     out: list[Path] = []
+    present: set[str] = set()
     for raw in paths:
         p = Path(raw)
         if not p.exists():
@@ -124,12 +127,30 @@ def resolve_partition_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike
             raise LogDirError("not a directory", str(p))
         tp = live_partition_name(p.name)
         if tp is not None and classify_path(p) == "partition":
+            present.add(tp.topic)
             if topics is None or tp.topic in topics:
                 out.append(p)
             continue
-        out.extend(c for c, tp in list_partition_dirs(p, include_metadata=include_metadata)
-                   if topics is None or tp.topic in topics)
+        for c, tp in list_partition_dirs(p, include_metadata=include_metadata):
+            present.add(tp.topic)
+            if topics is None or tp.topic in topics:
+                out.append(c)
+    check_topics(topics, present, ", ".join(map(str, paths)))
     return out
+
+
+def check_topics(requested: Collection[str] | None, present: Collection[str], where: str, *,
+                 glob: bool = False) -> None:
+    """A topic (``glob``: a pattern) asked for by ``--topics`` that matches no partition under the inputs is an
+    error that lists the topics there, not an empty result."""
+    if requested is None:
+        return
+    names = sorted(present)
+    missing = [t for t in requested if not any(fnmatch.fnmatchcase(n, t) if glob else n == t for n in names)]
+    if missing:
+        shown = ", ".join(names[:40]) + (f", ... ({len(names)} topics)" if len(names) > 40 else "")
+        raise LogDirError(f"no partition of topic {', '.join(sorted(missing))} here; the topics are: "
+                          f"{shown or '(none: no partition dirs)'}", where)
 
 
 def partition_dirs(data_dir: str | os.PathLike) -> list[tuple[Path, str, int]]:

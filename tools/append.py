@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import base64
+import json
 import os
 import sys
 import time
@@ -11,7 +11,7 @@ import time
 from kafkalog.storage.codec.compression import CODEC_IDS
 from kafkalog.storage.engine.writer import append_to_partition
 from kafkalog.storage.errors import ConfigError
-from kafkalog.storage.jsonio import iter_lines, loads
+from kafkalog.storage.jsonio import b64_field, iter_lines, loads
 from kafkalog.storage.log import live_topic_partition
 from kafkalog.storage.records import build_batch
 from kafkalog.storage.topic_configs import ConfigResolver
@@ -42,10 +42,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--now", type=int, metavar="MS")
 
 
-def _decode(v, payload: str) -> bytes | None:
-    if v is None:
-        return None
-    return v.encode() if payload == "utf8" else base64.b64decode(v)
+def _decode(v, payload: str, field: str) -> bytes | None:
+    if payload != "utf8":
+        return b64_field(v, field)
+    if v is not None and not isinstance(v, str):
+        raise ValueError(f"field {field!r}: expected text or null, got {type(v).__name__}")
+    return None if v is None else v.encode("utf-8", "surrogateescape")
+
+
+def _int_field(v, field: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"field {field!r}: expected an integer, got {json.dumps(v)[:40]}")
+    return v
 
 
 def batch_from_json(obj: dict, payload: str = "base64") -> bytes:
@@ -55,11 +63,13 @@ def batch_from_json(obj: dict, payload: str = "base64") -> bytes:
         recs_in, obj = [obj], {}
     recs = []
     for i, r in enumerate(recs_in):
-        headers = [(h["key"], _decode(h.get("value"), payload)) for h in r.get("headers") or []]
+        headers = [(h["key"], _decode(h.get("value"), payload, f"headers[{j}].value"))
+                   for j, h in enumerate(r.get("headers") or [])]
         off = r.get("offset")
         recs.append((off if off is not None else obj.get("baseOffset", 0) + i,
-                     int(r.get("timestamp", int(time.time() * 1000))), _decode(r.get("key"), payload),
-                     _decode(r.get("value"), payload), headers))
+                     _int_field(r.get("timestamp", int(time.time() * 1000)), "timestamp"),
+                     _decode(r.get("key"), payload, "key"),
+                     _decode(r.get("value"), payload, "value"), headers))
     codec = obj.get("codec", "none")
     if codec not in CODEC_IDS:
         raise ConfigError(f"unknown codec {codec!r}")
@@ -85,7 +95,12 @@ def _batches(src, args: argparse.Namespace):
             obj = loads(line)
         except ValueError as e:
             raise ConfigError(f"line {lineno}: not JSON ({e})", args.source) from None
-        yield batch_from_json(obj, args.payload)
+        try:
+            batch = batch_from_json(obj, args.payload)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+            raise ConfigError(f"line {lineno}: {what}", args.source) from None
+        yield batch
 
 
 def run(args: argparse.Namespace) -> int:

@@ -57,6 +57,15 @@ def _load(name: str):
         raise
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kafkalog")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only`` set, only that command's module is imported (the others are listed)."""
     parser = argparse.ArgumentParser(
@@ -65,6 +74,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "apply retention, convert, migrate. Exit codes: 0 ok, 1 findings or failure, 2 usage error. "
         "Run `kafkalog COMMAND --help` for a command's options.",
     )
+    parser.add_argument("--version", action="version", version=f"kafkalog {_version()}",
+                        help="print kafkalog's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_module, help_text) in COMMANDS.items():
         if only is not None and name != only:

@@ -9,7 +9,7 @@ import time
 
 from kafkalog.storage.engine.cleaner import plan_compact
 from kafkalog.storage.topic_configs import ConfigResolver
-from kafkalog.tools.output import positive_int
+from kafkalog.tools.output import add_topics_argument, positive_int
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -61,6 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="processes for the key-map pass over large dirty sections (default: usable CPUs; the "
                    "result does not depend on it)")
     p.add_argument("--keep-deleted", action="store_true", help="leave replaced files as *.deleted")
+    add_topics_argument(p)
 
 
 def run(args) -> int:
@@ -71,7 +72,7 @@ def run(args) -> int:
         print(f"kafkalog compact: invalid --kafka-version {args.kafka_version!r}", file=sys.stderr)
         return 2
     resolver = ConfigResolver(args.server_properties, args.topic_config, args.config, data_dirs=args.dirs)
-    plan = plan_compact(args.dirs, now_ms=now, resolver=resolver, force=args.all,
+    plan = plan_compact(args.dirs, now_ms=now, resolver=resolver, topics=args.topics, force=args.all,
                         kafka_version=version,  # type: ignore[arg-type]
                         exact=args.dry_run, keep_deleted=args.keep_deleted, map_workers=args.map_workers,
                         workers=args.workers or 1)

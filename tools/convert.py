@@ -8,6 +8,7 @@ import sys
 
 from kafkalog.storage.codec.compression import CODEC_IDS
 from kafkalog.storage.engine.convert import ConvertOptions, SegmentResult, audit, plan_convert
+from kafkalog.tools.output import add_topics_argument
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -48,18 +49,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index-interval-bytes", type=int, default=None,
                    help="index.interval.bytes used to rebuild the offset/time indexes (default: each topic's "
                    "effective setting)")
-    p.add_argument("--topics", default=None, help="comma-separated topics to convert (default: all)")
+    add_topics_argument(p, " (to convert or audit)")
     p.add_argument("--audit", action="store_true", help="only list segments still holding v0/v1 batches")
     add_plan_arguments(p)
 
 
-def _topics(s: str | None) -> set[str] | None:
-    return {t for t in s.split(",") if t} if s else None
-
-
 def _run_audit(args: argparse.Namespace) -> int:
     out = sys.stdout
-    rows = list(audit(args.paths, topics=_topics(args.topics)))
+    rows = list(audit(args.paths, topics=args.topics))
     if args.json:
         for a in rows:
             out.write(json.dumps(a.to_dict()) + "\n")
@@ -82,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     opts = ConvertOptions(to_magic=args.to_magic, codec=args.codec, level=args.level,
                           group_uncompressed=args.group_uncompressed, group_bytes=args.group_bytes,
                           index_interval_bytes=args.index_interval_bytes)
-    plan = plan_convert(args.paths, opts, topics=_topics(args.topics), workers=args.workers or 1)
+    plan = plan_convert(args.paths, opts, topics=args.topics, workers=args.workers or 1)
 
     def report(result) -> None:
         done = [r for rs in result.results.values() for r in rs if isinstance(r, SegmentResult)]

@@ -220,9 +220,9 @@ def _log_header_line(name: str) -> str:
 
 def _render_json_records(d: dict, sink: _Sink) -> None:
     for r in d.get("records", ()):
-        r["key"] = render_bytes(r["key"], sink.payload)
-        r["value"] = render_bytes(r["value"], sink.payload)
-        r["headers"] = render_headers(r["headers"], sink.payload)
+        r["key"] = render_bytes(r["key"], sink.payload, exact=True)
+        r["value"] = render_bytes(r["value"], sink.payload, exact=True)
+        r["headers"] = render_headers(r["headers"], sink.payload, exact=True)
         for k in ("controlText", "decodedText"):  # the human text; JSON carries the decoded structures
             r.pop(k, None)
 

@@ -8,7 +8,7 @@ import sys
 from datetime import datetime
 
 from kafkalog.storage.engine.export import ExportFilter, export_bytes, export_jsonl, export_parquet
-from kafkalog.tools.output import progress
+from kafkalog.tools.output import add_topics_argument, progress
 
 DESCRIPTION = """\
 Export every record of the partitions under DIR (data dirs or partition dirs) with every field:
@@ -50,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="DIR", help="data dir(s) or partition dir(s)")
     p.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl", help="output format (jsonl)")
     p.add_argument("--out", required=True, help="output file (jsonl; - for stdout) or directory (parquet)")
-    p.add_argument("--topics", default=None, help="comma-separated topics (default: all)")
+    add_topics_argument(p)
     p.add_argument("--from-offset", type=int, default=None, help="first offset (inclusive)")
     p.add_argument("--to-offset", type=int, default=None, help="end offset (exclusive)")
     p.add_argument("--from-time", type=_time, default=None, help="first timestamp (inclusive), ms or ISO 8601")
@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    flt = ExportFilter(topics={t for t in args.topics.split(",") if t} if args.topics else None,
+    flt = ExportFilter(topics=args.topics,
                        from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
                        to_time=args.to_time, include_control=not args.no_control)
     with progress(export_bytes(args.paths, flt.topics), "export", enabled=None if args.progress else False) as bar:

@@ -2,8 +2,9 @@
 progress bar on stderr.
 
 * :class:`JsonLines` writes one compact JSON object per line (bytes become base64 unless rendered first).
-* :func:`render_bytes` renders a key/value/header as ``base64`` (default for JSON), ``utf8`` (lossless:
-  undecodable bytes become ``\\xNN``) or ``hex``; ``None`` stays ``None``.
+* :func:`render_bytes` renders a key/value/header as ``base64`` (default for JSON), ``utf8`` or ``hex``;
+  ``None`` stays ``None``. In JSON, ``utf8`` is exact (undecodable bytes become ``\\udcNN`` escapes that
+  ``append --payload utf8`` reverses); for people, undecodable bytes print as ``\\xNN``.
 * :func:`render_table` prints aligned columns for people.
 * :func:`progress` is a context manager yielding an object with ``advance(n)``: a rich progress bar on stderr
   when stderr is a terminal (and not disabled), otherwise a no-op, so pipes and CI logs stay clean.
@@ -15,27 +16,34 @@ import base64
 import binascii
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
 PAYLOAD_FORMATS = ("base64", "utf8", "hex")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def render_bytes(data: bytes | bytearray | memoryview | None, fmt: str = "base64") -> str | None:
+def render_bytes(data: bytes | bytearray | memoryview | None, fmt: str = "base64", *,
+                 exact: bool = False) -> str | None:
+    """``exact`` (JSON output): ``utf8`` keeps undecodable bytes as lone surrogates (``surrogateescape``; JSON
+    writes them ``\\udcNN``), which ``append --payload utf8`` turns back into the same bytes; for people they
+    print ``\\xNN``."""
     if data is None:
         return None
     if fmt == "base64":
         return base64.b64encode(data).decode("ascii")
     if fmt == "utf8":
-        return bytes(data).decode("utf-8", "backslashreplace")
+        return bytes(data).decode("utf-8", "surrogateescape" if exact else "backslashreplace")
     if fmt == "hex":
         return binascii.hexlify(data).decode("ascii")
     raise ValueError(f"unknown payload format {fmt!r} (one of {', '.join(PAYLOAD_FORMATS)})")
 
 
-def render_headers(headers: Iterable[tuple[str, bytes | None]], fmt: str = "base64") -> list[dict]:
-    return [{"key": k, "value": render_bytes(v, fmt)} for k, v in headers]
+def render_headers(headers: Iterable[tuple[str, bytes | None]], fmt: str = "base64", *,
+                   exact: bool = False) -> list[dict]:
+    return [{"key": k, "value": render_bytes(v, fmt, exact=exact)} for k, v in headers]
 
 
 def _default(o: Any):
@@ -53,8 +61,10 @@ class JsonLines:
         self.stream = stream if stream is not None else sys.stdout
 
     def write(self, obj: Any) -> None:
-        self.stream.write(json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_default))
-        self.stream.write("\n")
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_default)
+        if _SURROGATE.search(text):  # undecodable bytes kept exactly: written as \udcNN escapes, valid UTF-8
+            text = json.dumps(obj, separators=(",", ":"), default=_default)
+        self.stream.write(text + "\n")
 
     def write_all(self, objs: Iterable[Any]) -> None:
         for o in objs:
@@ -122,13 +132,31 @@ def progress(total: float | None, description: str = "", *, enabled: bool | None
         yield _RichProgress(p, p.add_task(description, total=total))
 
 
+def topic_list(text: str) -> set[str]:
+    """``--topics a,b``: the set of names (a name that matches no partition is an error when the command runs)."""
+    names = {t.strip() for t in text.split(",") if t.strip()}
+    if not names:
+        import argparse
+
+        raise argparse.ArgumentTypeError("give at least one topic name")
+    return names
+
+
+def add_topics_argument(parser, what: str = "") -> None:
+    """The common ``--topics`` option (``args.topics``: a set of names or None for all)."""
+    parser.add_argument("--topics", type=topic_list, default=None, metavar="T1,T2",
+                        help=f"only these topics{what} (comma-separated; default: all). A name with no partition "
+                        "here is an error that lists the topics there are")
+
+
 def add_output_arguments(parser, *, payload: bool = False) -> None:
     """The common ``--json`` (and ``--payload``) options."""
     parser.add_argument("--json", action="store_true", help="print JSON Lines (one object per line) for machines")
     if payload:
         parser.add_argument("--payload", choices=PAYLOAD_FORMATS, default=None,
                             help="how keys, values and header values are rendered: base64 (JSON default), "
-                            "utf8 (human default; undecodable bytes as \\xNN) or hex")
+                            "utf8 (human default; undecodable bytes print as \\xNN, and in JSON as \\udcNN "
+                            "escapes that `append --payload utf8` turns back into the same bytes) or hex")
 
 
 def _int_at_least(text: str, minimum: int) -> int:

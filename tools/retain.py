@@ -7,6 +7,7 @@ import time
 
 from kafkalog.storage.engine.retention import plan_retention
 from kafkalog.storage.topic_configs import ConfigResolver
+from kafkalog.tools.output import add_topics_argument
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -40,11 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic-config", metavar="FILE", help="properties file of topic configs")
     p.add_argument("--server-properties", metavar="FILE", help="the broker's server.properties")
     p.add_argument("--keep-deleted", action="store_true", help="leave deleted segments as *.deleted")
+    add_topics_argument(p)
 
 
 def run(args) -> int:
     now = args.now if args.now is not None else int(time.time() * 1000)
     resolver = ConfigResolver(args.server_properties, args.topic_config, args.config, data_dirs=args.dirs)
-    plan = plan_retention(args.dirs, now_ms=now, resolver=resolver, keep_deleted=args.keep_deleted,
+    plan = plan_retention(args.dirs, now_ms=now, resolver=resolver, topics=args.topics, keep_deleted=args.keep_deleted,
                           workers=args.workers or 1)
     return run_plan(args, plan)

@@ -10,6 +10,7 @@ from kafkalog.storage.engine.migrate import new_topic_id, plan_topic_id
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
 from kafkalog.storage.log import parse_topic_partition_name
 from kafkalog.storage.logdir import resolve_partition_dirs
+from kafkalog.tools.output import add_topics_argument
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -28,13 +29,13 @@ Examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="DIR", help="data dir or partition dir")
-    p.add_argument("--topics", default=None, help="comma-separated topics (default: all)")
+    add_topics_argument(p)
     p.add_argument("--set", default=None, metavar="ID", help="new topic id (22-char base64) or 'random'")
     add_plan_arguments(p, workers=False)
 
 
 def run(args: argparse.Namespace) -> int:
-    topics = {t for t in args.topics.split(",") if t} if args.topics else None
+    topics = args.topics
     pdirs = resolve_partition_dirs(args.path, topics)
     if args.set is not None and len({parse_topic_partition_name(p.name).topic for p in pdirs}) > 1:
         print("kafkalog topic-id: error: --set applies to one topic; select it with --topics", file=sys.stderr)

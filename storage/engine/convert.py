@@ -346,12 +346,11 @@ def audit_segment(log_path: str | os.PathLike) -> SegmentAudit:
 def audit(paths: Iterable[str | os.PathLike], *, topics: set[str] | None = None,
           only_legacy: bool = True) -> Iterator[SegmentAudit]:
     """Segments (of every partition under ``paths``) still holding v0/v1 batches (all with ``only_legacy=False``)."""
-    for root in paths:
-        for pdir in resolve_partition_dirs(root, topics):
-            for seg in segment_log_files(pdir):
-                a = audit_segment(seg)
-                if a.legacy or not only_legacy:
-                    yield a
+    for pdir in resolve_partition_dirs(list(paths), topics):
+        for seg in segment_log_files(pdir):
+            a = audit_segment(seg)
+            if a.legacy or not only_legacy:
+                yield a
 
 
 # --------------------------------------------------------------------------------------------- plan

@@ -90,10 +90,9 @@ def group_partitions(paths: Iterable[str | os.PathLike], *, topics: set[str] | N
     """``{data dir: [partition dirs]}`` for command arguments that are data dirs (every live partition, without
     ``__cluster_metadata`` unless ``include_metadata``) or partition dirs (themselves)."""
     out: dict[Path, list[Path]] = {}
-    for raw in paths:
-        for p in resolve_partition_dirs(raw, topics, include_metadata=include_metadata):
-            a = Path(os.path.abspath(p))
-            out.setdefault(a.parent, []).append(a)
+    for p in resolve_partition_dirs(list(paths), topics, include_metadata=include_metadata):
+        a = Path(os.path.abspath(p))
+        out.setdefault(a.parent, []).append(a)
     return out
 
 

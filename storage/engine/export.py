@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from ..errors import KafkaLogError, LogDirError
 from ..files.names import segment_log_files
+from ..jsonio import b64_field
 from ..log import PartitionLog
 from ..logdir import live_partition_name, resolve_partition_dirs
 from ..records.batch import increment_sequence
@@ -158,12 +159,11 @@ def iter_export_rows(paths: Iterable[str | os.PathLike], flt: ExportFilter | Non
                      stats: ExportStats | None = None) -> Iterator[dict[str, Any]]:
     """Every record (as a row dict) of every partition under ``paths``, partition by partition, in offset order."""
     flt = flt or ExportFilter()
-    for root in paths:
-        for pdir in resolve_partition_dirs(root, flt.topics):
-            if stats is not None:
-                stats.partitions += 1
-            for head, recs in iter_partition_batches(pdir, flt, stats):
-                yield from rows_of(head, recs)
+    for pdir in resolve_partition_dirs(list(paths), flt.topics):
+        if stats is not None:
+            stats.partitions += 1
+        for head, recs in iter_partition_batches(pdir, flt, stats):
+            yield from rows_of(head, recs)
 
 
 # ------------------------------------------------------------------------------------------- JSON Lines
@@ -186,10 +186,9 @@ def row_from_json(obj: dict[str, Any]) -> dict[str, Any]:
     """Inverse of :func:`row_to_json`."""
     row = dict(obj)
     for k in ("key", "value"):
-        v = obj.get(k)
-        row[k] = None if v is None else base64.b64decode(v)
-    row["headers"] = [(h["key"], None if h.get("value") is None else base64.b64decode(h["value"]))
-                      for h in obj.get("headers") or []]
+        row[k] = b64_field(obj.get(k), k)
+    row["headers"] = [(h["key"], b64_field(h.get("value"), f"headers[{i}].value"))
+                      for i, h in enumerate(obj.get("headers") or [])]
     return row
 
 
@@ -283,30 +282,28 @@ def export_parquet(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLik
     out.mkdir(parents=True, exist_ok=True)
     schema = arrow_schema()
     stats = ExportStats(on_segment=progress)
-    for root in paths:
-        for pdir in resolve_partition_dirs(root, flt.topics):
-            stats.partitions += 1
-            target = out / f"{pdir.name}.parquet"
-            tmp = target.with_name(target.name + ".tmp")
-            cols = _Columns()
-            with pq.ParquetWriter(tmp, schema, compression=compression) as w:
-                for head, recs in iter_partition_batches(pdir, flt, stats):
-                    cols.add_batch(head, recs)
-                    if cols.rows >= row_group_rows or cols.bytes >= row_group_bytes:
-                        w.write_table(cols.table(schema), row_group_size=max(cols.rows, row_group_rows))
-                if cols.rows:
-                    w.write_table(cols.table(schema))
-            os.replace(tmp, target)
-            stats.files.append(str(target))
+    for pdir in resolve_partition_dirs(list(paths), flt.topics):
+        stats.partitions += 1
+        target = out / f"{pdir.name}.parquet"
+        tmp = target.with_name(target.name + ".tmp")
+        cols = _Columns()
+        with pq.ParquetWriter(tmp, schema, compression=compression) as w:
+            for head, recs in iter_partition_batches(pdir, flt, stats):
+                cols.add_batch(head, recs)
+                if cols.rows >= row_group_rows or cols.bytes >= row_group_bytes:
+                    w.write_table(cols.table(schema), row_group_size=max(cols.rows, row_group_rows))
+            if cols.rows:
+                w.write_table(cols.table(schema))
+        os.replace(tmp, target)
+        stats.files.append(str(target))
     return stats
 
 
 def export_bytes(paths: Iterable[str | os.PathLike], topics: set[str] | None = None) -> int:
     """The ``.log`` bytes an export of ``paths`` reads at most (the total of its progress bar)."""
     total = 0
-    for root in paths:
-        for pdir in resolve_partition_dirs(root, topics):
-            total += sum(p.stat().st_size for p in segment_log_files(pdir))
+    for pdir in resolve_partition_dirs(list(paths), topics):
+        total += sum(p.stat().st_size for p in segment_log_files(pdir))
     return total
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import fileops
 from ..codec.compression import CODEC_IDS
 from ..errors import ConfigError, CorruptRecordError, LogDirError
 from ..files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
@@ -28,6 +29,7 @@ from ..records.record import Record
 from .export import iter_parquet_rows, row_from_json
 from .migrate import check_topic_id, merge_checkpoint
 from .plan import data_dir_lock
+from .staging import PartitionStaging
 from .writer import LogWriter
 
 
@@ -139,13 +141,25 @@ def _has_data(pdir: Path) -> bool:
 def import_files(files: Iterable[str | os.PathLike], data_dir: str | os.PathLike, *, topic: str | None = None,
                  topic_id: str | None = None, append: bool = False) -> ImportStats:
     """Import exported rows into ``data_dir`` (under its lock). A partition that already holds data is refused
-    unless ``append`` (then offsets must continue after its log end offset)."""
+    unless ``append`` (then offsets must continue after its log end offset). All or nothing: on any error
+    (bad row, full disk) the data dir is left exactly as it was (:mod:`.staging`)."""
     ddir = Path(data_dir)
     if topic is not None:
         validate_topic(topic)
-    ddir.mkdir(parents=True, exist_ok=True)
     if topic_id is not None:
         check_topic_id(topic_id)
+    created = not ddir.exists()
+    ddir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _import(files, ddir, topic, topic_id, append)
+    except BaseException:
+        if created:
+            fileops.rmtree(ddir)  # a data dir this import created goes with it
+        raise
+
+
+def _import(files: Iterable[str | os.PathLike], ddir: Path, topic: str | None, topic_id: str | None,
+            append: bool) -> ImportStats:
     stats = ImportStats()
     writers: dict[str, LogWriter] = {}
     last_offset: dict[str, int] = {}
@@ -155,7 +169,7 @@ def import_files(files: Iterable[str | os.PathLike], data_dir: str | os.PathLike
         for f in files:
             yield from iter_rows(f)
 
-    with data_dir_lock(ddir):
+    with data_dir_lock(ddir), PartitionStaging(ddir) as staging:
         try:
             for where, batch_rows in _group(rows()):
                 first = batch_rows[0]
@@ -169,7 +183,7 @@ def import_files(files: Iterable[str | os.PathLike], data_dir: str | os.PathLike
                         raise LogDirError(f"field 'topic'/'partition': {e.reason}", where) from None
                     if pdir.exists() and _has_data(pdir) and not append and name not in stats.partitions:
                         raise LogDirError(f"partition {name} already holds data (use --append)", str(pdir))
-                    w = writers[name] = LogWriter(pdir, topic_id=topic_id, leader_epoch=None)
+                    w = writers[name] = LogWriter(staging.path(pdir), topic_id=topic_id, leader_epoch=None)
                 offs = [r["offset"] for r in batch_rows]
                 if any(b <= a for a, b in zip(offs, offs[1:], strict=False)) or offs[0] <= last_offset.get(name, -1):
                     raise CorruptRecordError(f"offsets must increase within a partition (offset {offs[0]} after "
@@ -186,14 +200,20 @@ def import_files(files: Iterable[str | os.PathLike], data_dir: str | os.PathLike
                 stats.batches += 1
                 stats.records += len(batch_rows)
                 stats.partitions[name] = offs[-1] + 1
-        finally:
             for name, w in writers.items():
-                leo = w.close()
-                stats.partitions[name] = leo
+                stats.partitions[name] = w.close()
+        except BaseException:
+            for w in writers.values():
+                w.__exit__(Exception, None, None)  # closed without writing indexes; the staging undoes it all
+            raise
+        ends = {}
         for name, leo in stats.partitions.items():
             t, _, p = name.rpartition("-")
-            merge_checkpoint(ddir / RECOVERY_POINT_CHECKPOINT, {(t, int(p)): leo})
-            merge_checkpoint(ddir / REPLICATION_OFFSET_CHECKPOINT, {(t, int(p)): leo})
+            ends[(t, int(p))] = leo
+        for ck in (RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT):
+            staging.keep(ddir / ck)
+            merge_checkpoint(ddir / ck, ends)
+        staging.commit()  # the last step: the new partitions appear under their names
     return stats
 
 

@@ -468,7 +468,8 @@ def append_to_partition(data_dir: str | os.PathLike, partition: str, batches: It
     """Append ``batches`` to the partition dir ``partition`` (``<topic>-<n>``) of ``data_dir`` under the data
     dir's ``.lock`` (refused while a broker holds it), as a leader (offsets assigned) or, with
     ``keep_offsets``, as a follower. Returns ``(appends, log end offset)``. ``config``: the topic's effective
-    config (default: :class:`~kafkalog.storage.topic_configs.ConfigResolver` for the data dir)."""
+    config (default: :class:`~kafkalog.storage.topic_configs.ConfigResolver` for the data dir). All or nothing:
+    a failed append leaves the data dir exactly as it was (:mod:`.staging`)."""
     from ..log import live_topic_partition, partition_path_for
     from .plan import data_dir_lock
 
@@ -478,9 +479,11 @@ def append_to_partition(data_dir: str | os.PathLike, partition: str, batches: It
         from ..topic_configs import ConfigResolver
 
         config = ConfigResolver(data_dirs=[data_dir]).log_config(data_dir, topic)
+    from .staging import PartitionStaging
+
     n = 0
-    with data_dir_lock(data_dir):
-        with LogWriter(pdir, config, topic_id=topic_id,
+    with data_dir_lock(data_dir), PartitionStaging(data_dir) as staging:
+        with LogWriter(staging.path(pdir), config, topic_id=topic_id,
                        leader_epoch=None if keep_offsets else leader_epoch, now_ms=now_ms) as w:
             for data in batches:
                 w.append(data, assign_offsets=not keep_offsets)
@@ -495,11 +498,12 @@ def append_partitions(data_dir: str | os.PathLike, partitions: dict[tuple[str, i
                       flush: bool = True) -> dict[tuple[str, int], int]:
     """Append batches to several partitions of one data dir (created if missing) under its ``.lock``, then (with
     ``flush``) write the data dir's recovery points and log start offsets as a clean flush does, under the same
-    lock. Returns each partition's log end offset."""
+    lock. Returns each partition's log end offset. All or nothing, over every partition (:mod:`.staging`)."""
     from ..lock import DirLock
     from ..log import partition_path
     from .flush import plan_flush
     from .plan import apply
+    from .staging import PartitionStaging
 
     root = Path(data_dir)
     paths = {tp: partition_path(root, *tp) for tp in partitions}  # every name valid before anything is written
@@ -507,12 +511,13 @@ def append_partitions(data_dir: str | os.PathLike, partitions: dict[tuple[str, i
         fileops.mkdir(root, parents=True, exist_ok=True)
     ends: dict[tuple[str, int], int] = {}
     with DirLock(root):
-        for (topic, part), batches in sorted(partitions.items()):
-            with LogWriter(paths[(topic, part)], config, topic_id=(topic_ids or {}).get(topic),
-                           leader_epoch=leader_epoch, now_ms=now_ms) as w:
-                for data in batches:
-                    w.append(data, assign_offsets=not keep_offsets)
-                ends[(topic, part)] = w.log_end_offset
+        with PartitionStaging(root) as staging:
+            for (topic, part), batches in sorted(partitions.items()):
+                with LogWriter(staging.path(paths[(topic, part)]), config, topic_id=(topic_ids or {}).get(topic),
+                               leader_epoch=leader_epoch, now_ms=now_ms) as w:
+                    for data in batches:
+                        w.append(data, assign_offsets=not keep_offsets)
+                    ends[(topic, part)] = w.log_end_offset
         if flush:
             now = now_ms if now_ms is not None else _now_ms()
             apply(plan_flush([root], now_ms=now, write_clean_shutdown_marker=False), backup=False, locked=True)

@@ -77,7 +77,8 @@ def test_cli_append_keep_offsets_rejects_going_backwards(tmp_path, capsys):
     rc = cli.main(["append", str(data), "t-0", "--from", str(src), "--keep-offsets", "--now", str(NOW)])
     assert rc == 1
     assert "unexpected append offset 5" in capsys.readouterr().err
-    assert [r[0] for r in _read(data / "t-0")] == [10]
+    # all or nothing: the new partition (first batch included) is not published
+    assert sorted(p.name for p in data.iterdir()) == [".lock"]
 
 
 def test_repair_leaves_delete_dirs_alone(tmp_path):

@@ -20,6 +20,7 @@ from kafkalog.storage.files.names import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFF
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.files.time_index import TimeIndex
 from kafkalog.storage.log import parse_topic_partition_name, unfinished_swap
+from kafkalog.storage.logdir import check_topics
 
 from .fs import FsSpec, display, info, listdir, read_bytes, split_uri
 from .options import ReadOptions
@@ -114,6 +115,7 @@ def discover(opts: ReadOptions) -> list[Segment]:
     if not opts.paths:
         raise LogDirError("no input: give load(path) or option('paths', ...) (data dirs, partition dirs or .log files)")
     found: dict[tuple[FsSpec, str], Segment] = {}
+    present: set[str] = set()
     for raw in opts.paths:
         spec, path = split_uri(raw, opts.fs_options())
         e = info(spec, path)
@@ -134,6 +136,7 @@ def discover(opts: ReadOptions) -> list[Segment]:
             entries = listdir(spec, path)
             has_logs = any(not x.is_dir and x.name.endswith(".log") for x in entries)
             if tp is not None and has_logs:
+                present.add(tp[0])
                 if _wanted(opts, *tp):
                     segs = _segments_of(spec, path, *tp)
             else:
@@ -141,12 +144,17 @@ def discover(opts: ReadOptions) -> list[Segment]:
                     if not sub.is_dir or sub.name in SKIPPED_DIRS:
                         continue
                     stp = parse_partition_dir(sub.name)
+                    if stp is not None:
+                        present.add(stp[0])
                     if stp is None or not _wanted(opts, *stp):
                         continue
                     segs.extend(_segments_of(spec, sub.path, *stp))
         for s in segs:
+            if s.topic is not None:
+                present.add(s.topic)
             if _wanted(opts, s.topic, s.partition):
                 found.setdefault((s.spec, s.path), s)
+    check_topics(opts.topics, present, ", ".join(opts.paths), glob=True)  # a WHERE topic = ... may match nothing
     return sorted(found.values(), key=lambda s: (s.topic or "", s.partition or 0, s.base_offset, s.path))
 
 

@@ -61,9 +61,14 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("kafkalog")
+        v = version("kafkalog")
     except PackageNotFoundError:
-        return "unknown (not installed)"
+        v = "unknown (not installed)"
+    from kafkalog.storage.codec import compression
+
+    inflate = "ISA-L" if compression._inflate.__name__ != "zlib" else "zlib"
+    return (f"{v} (Python {sys.version.split()[0]}; codecs: gzip ({inflate}), snappy, lz4, zstd; "
+            "native record core: not built, pure Python)")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -74,8 +79,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "apply retention, convert, migrate. Exit codes: 0 ok, 1 findings or failure, 2 usage error. "
         "Run `kafkalog COMMAND --help` for a command's options.",
     )
-    parser.add_argument("--version", action="version", version=f"kafkalog {_version()}",
-                        help="print kafkalog's version and exit")
+    parser.add_argument("--version", action="store_true",
+                        help="print kafkalog's version (and its Python, codecs, native core) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_module, help_text) in COMMANDS.items():
         if only is not None and name != only:
@@ -100,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in COMMANDS else None)
     args = parser.parse_args(argv)
+    if getattr(args, "version", False) and not getattr(args, "_run", None):
+        print(f"kafkalog {_version()}")
+        return EXIT_OK
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import CorruptIndexError, CorruptRecordError, LogDirError
 from ..records import Batch, LogScanner, batch_at
+from ..records.batch import HEADER_SIZE as V2_HEADER_SIZE
 from ._index import map_file
 from .names import (
     INDEX_FILE_SUFFIX,
@@ -207,10 +208,27 @@ class Segment:
                 return f"{path.name}: non-zero bytes after the last entry"
         return None
 
-    def txn_index_problem(self) -> str | None:
-        """Why the ``.txnindex`` fails ``TransactionIndex.sanityCheck`` (the broker then recovers the segment)."""
+    def txn_index_oversized(self) -> str | None:
+        """Why the ``.txnindex`` cannot belong to this segment by its size alone: it holds one entry per abort
+        marker, a control batch of at least 61 bytes, so more entries than ``size // 61`` are garbage (a sparse
+        4 GiB file would otherwise be read entry by entry). None when plausible or missing."""
         if not self.has_txn_index:
             return None
+        bound = self.size // V2_HEADER_SIZE
+        n = self.txn_index.entries
+        if n > bound:
+            return (f"{self.txn_index_path.name}: {n:,d} entries, more than the {bound:,d} batches a "
+                    f"{self.size:,d}-byte segment can hold (one entry per abort marker)")
+        return None
+
+    def txn_index_problem(self) -> str | None:
+        """Why the ``.txnindex`` fails ``TransactionIndex.sanityCheck`` (the broker then recovers the segment),
+        or is larger than its segment can need."""
+        if not self.has_txn_index:
+            return None
+        oversized = self.txn_index_oversized()
+        if oversized:
+            return oversized
         try:
             self.txn_index.sanity_check()
         except CorruptIndexError as e:

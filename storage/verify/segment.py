@@ -235,7 +235,11 @@ def verify_segment(
         time_check = _TimeIndexCheck(seg, out)
         checks.append(time_check)
     txn_entries: list = []
-    if seg.has_txn_index:
+    oversized = seg.txn_index_oversized()
+    if oversized:
+        out.append(error(seg.txn_index_path, 0, "txnindex", oversized + "; not read further (`kafkalog repair` "
+                         "rebuilds it from the log)"))
+    elif seg.has_txn_index:
         txn = seg.txn_index
         try:
             txn.sanity_check()

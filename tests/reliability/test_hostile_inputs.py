@@ -307,3 +307,39 @@ def test_a_full_disk_error_names_the_file():
         f.write(b"x" * (1 << 20))
         f.flush()
     assert e.value.filename == "/dev/full" and e.value.errno == 28
+
+
+def test_a_huge_sparse_txnindex_is_refused_by_size_not_read(data):
+    """A 4 GiB sparse ``.txnindex`` (126 M zero entries) beside a 4 KB segment: verify and repair --dry-run
+    answer within seconds (the index holds one entry per abort marker, so its size is bounded by the segment's)
+    instead of reading it entry by entry; repair rebuilds it from the log."""
+    import time
+
+    txn = data / "transactions-0" / f"{0:020d}.txnindex"
+    os.truncate(txn, 4 << 30)
+    rows = []
+    for cmd in (("verify", data), ("repair", data, "--dry-run")):
+        t0 = time.monotonic()
+        r = kafkalog(*cmd)
+        took = time.monotonic() - t0
+        rows.append((" ".join(map(str, cmd[:1] + cmd[2:])), f"exit {r.returncode} in {took:.1f}s"))
+        assert INTERNAL not in r.stderr and took < 30, (cmd, took, r.stderr)
+        assert "more than the" in r.stdout + r.stderr, r.stdout[-2000:]
+    r = kafkalog("repair", data, "--no-backup")
+    rows.append(("repair", f"exit {r.returncode}; txnindex now {txn.stat().st_size} bytes"))
+    report("4 GiB sparse .txnindex", rows)
+    assert r.returncode == 1 and "applied" in r.stdout and txn.stat().st_size < 4096, r.stderr  # 1: repaired
+    assert kafkalog("repair", data, "--dry-run").returncode == 0  # healthy now
+
+
+def test_a_zero_filled_txnindex_is_reported_and_reindex_rebuilds_it(data):
+    """Zero-filled entries pass Kafka's own sanity check for a base-0 segment (the broker keeps them and would
+    report bogus aborted transactions); verify reports them and ``reindex`` rebuilds the file from the log."""
+    txn = data / "transactions-0" / f"{0:020d}.txnindex"
+    good = txn.read_bytes()
+    txn.write_bytes(bytes(len(good)))
+    r = kafkalog("verify", data)
+    assert r.returncode == 1 and "txnindex" in r.stdout, r.stdout[-2000:]
+    r = kafkalog("reindex", data, "--no-backup")
+    assert r.returncode == 0, r.stderr
+    assert txn.read_bytes() == good

@@ -15,6 +15,7 @@ Decompression is bounded: every decoder stops with :class:`CompressionError` onc
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 
 import cramjam
@@ -318,7 +319,7 @@ def _zstd_decompress(data, limit: int) -> bytes:
         chunk = None
         for cap in sorted({min(bound, room, max(1 << 16, 8 * (end - start))), min(bound, room)}):
             try:
-                chunk = _ZSTD.decompress(frame, max_output_size=cap, allow_extra_data=False)
+                chunk = _zstd().decompress(frame, max_output_size=cap, allow_extra_data=False)
                 break
             except zstandard.ZstdError as e:
                 err = e
@@ -334,7 +335,17 @@ def _zstd_decompress(data, limit: int) -> bytes:
     return out[0] if len(out) == 1 else b"".join(out)
 
 
-_ZSTD = zstandard.ZstdDecompressor()
+_ZSTD_LOCAL = threading.local()
+
+
+def _zstd() -> zstandard.ZstdDecompressor:
+    """This thread's decompressor: a ``ZstdDecompressor`` must never be used by two threads at once (python-
+    zstandard's rule; sharing one corrupted the heap when engines ran partitions in worker threads)."""
+    d = getattr(_ZSTD_LOCAL, "d", None)
+    if d is None:
+        d = _ZSTD_LOCAL.d = zstandard.ZstdDecompressor()
+    return d
+
 _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_BLOCK_MAX = 128 * 1024
 

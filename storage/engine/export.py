@@ -121,18 +121,20 @@ def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter |
                     head = (topic, partition, ts_type, b.partition_leader_epoch, b.producer_id, b.producer_epoch,
                             base_seq, b.base_offset if magic >= 2 else None, b.is_transactional, b.is_control,
                             magic, b.codec_name, name, b.position)
-                    recs = list(b.iter_record_tuples())
+                    counted = False
+                    for recs in b.record_chunks(full=False):  # memory bounded whatever the record count
+                        if lo is not None or hi is not None or t_lo is not None or t_hi is not None:
+                            recs = [r for r in recs
+                                    if (lo is None or r[0] >= lo) and (hi is None or r[0] < hi)
+                                    and (t_lo is None or r[1] >= t_lo) and (t_hi is None or r[1] < t_hi)]
+                            if not recs:
+                                continue
+                        if stats is not None:
+                            stats.batches += 0 if counted else 1
+                            stats.records += len(recs)
+                        counted = True
+                        yield head, recs
                     del b
-                    if lo is not None or hi is not None or t_lo is not None or t_hi is not None:
-                        recs = [r for r in recs
-                                if (lo is None or r[0] >= lo) and (hi is None or r[0] < hi)
-                                and (t_lo is None or r[1] >= t_lo) and (t_hi is None or r[1] < t_hi)]
-                        if not recs:
-                            continue
-                    if stats is not None:
-                        stats.batches += 1
-                        stats.records += len(recs)
-                    yield head, recs
             finally:
                 seg.close()
             if stats is not None and stats.on_segment is not None:

@@ -21,6 +21,7 @@ from .record import Record
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = 61  # DefaultRecordBatch.RECORD_BATCH_OVERHEAD
+RECORD_CHUNK = 65536  # records decoded at a time by record_chunks (memory bounded by this, not the count)
 assert HEADER.size == HEADER_SIZE
 
 CODEC_MASK = 0x07
@@ -240,6 +241,12 @@ class RecordBatch:
         count = self._count()
         return _decode(self, count, True) if count else []
 
+    def record_chunks(self, full: bool = True, chunk: int = RECORD_CHUNK) -> Iterator[list]:
+        """The records (``Record`` objects, or with ``full=False`` tuples) in lists of at most ``chunk``:
+        deep iteration whose memory is bounded by the chunk, whatever count the batch declares."""
+        count = self._count()
+        return _iter_chunks(self, count, full, chunk) if count else iter(())
+
     def __iter__(self):
         return iter(self.records())
 
@@ -259,21 +266,42 @@ def _decode(batch: RecordBatch, count: int, full: bool) -> list:
         data = bytes(data)  # one copy per batch: bytes index/slice are the fastest primitives
     log_append = bool(h[5] & TIMESTAMP_TYPE_MASK)
     try:
-        return _decode_fast(data, count, h[0], h[7], h[8] if log_append else None, h[11], full)
+        return _decode_fast(data, count, h[0], h[7], h[8] if log_append else None, h[11], full)[0]
     except (_Slow, IndexError, CorruptRecordError):
         pass
-    return _decode_careful(batch, data, count, full)
+    return _decode_careful(batch, data, count, full)[0]
+
+
+def _iter_chunks(batch: RecordBatch, count: int, full: bool, chunk: int) -> Iterator[list]:
+    """The records of a v2 batch ``chunk`` at a time: memory bounded by the chunk, not by the record count
+    (a valid 4 MB batch can declare millions of tiny records). Each chunk is decoded fast, or carefully (with a
+    precise error) when the fast decoder meets something unusual."""
+    h = batch._header()
+    data = batch.decompressed_payload()
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    append_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else None
+    p = i = 0
+    while i < count:
+        n = min(chunk, count - i)
+        last = i + n == count
+        try:
+            out, q = _decode_fast(data, n, h[0], h[7], append_ts, h[11], full, p, last)
+        except (_Slow, IndexError, CorruptRecordError):
+            out, q = _decode_careful(batch, data, count, full, p, i, n)
+        yield out
+        p, i = q, i + n
 
 
 def _decode_fast(data: bytes, count: int, base_offset: int, base_ts: int, append_ts: int | None,
-                 base_seq: int, full: bool) -> list:
+                 base_seq: int, full: bool, p: int = 0, last: bool = True) -> tuple[list, int]:
     """The hot loop: varints decoded inline (1 and 2 byte forms), one slice per key/value, no per-field bounds
     checks -- a record must end exactly at its declared length, which catches every overrun (as Kafka's
-    ``DefaultRecord.readFrom`` does). Raises ``_Slow``/``IndexError`` on anything unusual."""
+    ``DefaultRecord.readFrom`` does). Raises ``_Slow``/``IndexError`` on anything unusual. Decodes ``count``
+    records from byte ``p``; with ``last`` they must end the data. Returns the records and the next position."""
     out: list = []
     append = out.append
     end = len(data)
-    p = 0
     for _ in range(count):
         # record length
         b = data[p]
@@ -365,9 +393,9 @@ def _decode_fast(data: bytes, count: int, base_offset: int, base_ts: int, append
         else:
             append((base_offset + off_delta, append_ts if append_ts is not None else base_ts + ts_delta,
                     key, value, headers))
-    if p != end:
+    if last and p != end:
         raise _Slow
-    return out
+    return out, p
 
 
 def _read_headers(data: bytes, p: int, rec_end: int) -> tuple[tuple, int]:
@@ -392,8 +420,11 @@ def _read_headers(data: bytes, p: int, rec_end: int) -> tuple[tuple, int]:
     return tuple(headers), p
 
 
-def _decode_careful(batch: RecordBatch, data: bytes, count: int, full: bool) -> list:
-    """Field-by-field decoding with a precise error (byte position and reason) for every malformation."""
+def _decode_careful(batch: RecordBatch, data: bytes, count: int, full: bool, p: int = 0, first: int = 0,
+                    n: int | None = None) -> tuple[list, int]:
+    """Field-by-field decoding with a precise error (byte position and reason) for every malformation:
+    records ``first`` .. ``first + n - 1`` of the batch's ``count``, from byte ``p``. Returns the records and
+    the next position."""
     h = batch._header()
     base_offset, base_ts, max_ts, base_seq = h[0], h[7], h[8], h[11]
     log_append = bool(h[5] & TIMESTAMP_TYPE_MASK)
@@ -402,8 +433,8 @@ def _decode_careful(batch: RecordBatch, data: bytes, count: int, full: bool) -> 
     path = batch.path
     end = len(data)
     out: list = []
-    p = 0
-    index = 0
+    index = first
+    stop = count if n is None else first + n
 
     def corrupt(msg: str, at: int) -> CorruptRecordError:
         if compressed:
@@ -411,7 +442,7 @@ def _decode_careful(batch: RecordBatch, data: bytes, count: int, full: bool) -> 
                                       path, pos_base)
         return CorruptRecordError(f"record {index}: {msg}", path, pos_base + at)
 
-    for index in range(count):  # noqa: B007 (read by corrupt())
+    for index in range(first, stop):  # noqa: B007 (read by corrupt())
         start = p
         if p >= end:
             raise corrupt(f"Incorrect declared batch size, premature EOF reached ({count} records declared)", p)
@@ -489,8 +520,8 @@ def _decode_careful(batch: RecordBatch, data: bytes, count: int, full: bool) -> 
             out.append(Record(offset, timestamp, key, value, headers, attributes, ts_delta, off_delta, seq, 2))
         else:
             out.append((offset, timestamp, key, value, tuple(headers)))
-    if p != end:
+    if stop == count and p != end:
         index = count
         raise corrupt(f"Incorrect declared batch size, records still remaining in file ({end - p} bytes after "
                       f"{count} records)", p)
-    return out
+    return out, p

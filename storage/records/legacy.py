@@ -264,6 +264,12 @@ class LegacyBatch:
     def iter_record_tuples(self):
         return iter(self.record_tuples())
 
+    def record_chunks(self, full: bool = True, chunk: int = 65536):
+        """As :meth:`RecordBatch.record_chunks` (a legacy wrapper's inner messages are decoded together)."""
+        recs = self.records() if full else self.record_tuples()
+        for i in range(0, len(recs), chunk):
+            yield recs[i:i + chunk]
+
     def __iter__(self):
         return iter(self.records())
 

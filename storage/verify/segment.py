@@ -144,49 +144,51 @@ class _TimeIndexCheck:
                                     "under-reports the segment's largest timestamp (retention)"))
 
 
-def _deep_check(b, path: str, out: list[Finding], summary: SegmentSummary) -> list | None:
+def _deep_check(b, path: str, out: list[Finding], summary: SegmentSummary) -> None:
+    """Decode every record of ``b`` (a chunk at a time: memory bounded whatever count the batch declares) and
+    check offsets, the header's count and max timestamp, and a control batch's record."""
+    n = 0
+    prev = None
+    max_ts = -1
+    last_inner = None
     try:
-        records = b.records()
+        for records in b.record_chunks():
+            if n == 0 and b.magic >= 2 and b.is_control:
+                for r in records[:1]:
+                    try:
+                        _, ctype = parse_control_key(r.key)
+                        if ctype in (ABORT, COMMIT):
+                            parse_end_txn_marker(r.value)
+                    except CorruptRecordError as e:
+                        out.append(error(path, b.position, "batch", f"control record: {e.reason}"))
+            n += len(records)
+            for r in records:
+                if b.magic >= 2:
+                    if r.offset < b.base_offset or r.offset > b.last_offset:
+                        out.append(error(path, b.position, "offsets", f"record offset {r.offset} outside the "
+                                         f"batch range [{b.base_offset}, {b.last_offset}]"))
+                    if prev is not None and r.offset <= prev:
+                        out.append(error(path, b.position, "offsets", f"record offset {r.offset} after {prev}"))
+                    max_ts = max(max_ts, r.timestamp)
+                elif prev is not None and r.offset <= prev:
+                    out.append(error(path, b.position, "offsets", f"inner message offset {r.offset} after {prev}"))
+                prev = r.offset
+            if records:
+                last_inner = records[-1].offset
     except KafkaLogError as e:
         out.append(error(path, b.position if e.position is None else e.position, "batch",
                          f"records cannot be decoded: {e.reason}"))
-        return None
-    summary.records = (summary.records or 0) + len(records)
+        return
+    summary.records = (summary.records or 0) + n
     if b.magic >= 2:
-        if len(records) != b.records_count:
-            out.append(error(path, b.position, "batch",
-                             f"header says {b.records_count} records, {len(records)} decoded"))
-        prev = None
-        max_ts = -1
-        for r in records:
-            if r.offset < b.base_offset or r.offset > b.last_offset:
-                out.append(error(path, b.position, "offsets",
-                                 f"record offset {r.offset} outside the batch range [{b.base_offset}, {b.last_offset}]"))
-            if prev is not None and r.offset <= prev:
-                out.append(error(path, b.position, "offsets", f"record offset {r.offset} after {prev}"))
-            prev = r.offset
-            max_ts = max(max_ts, r.timestamp)
-        if records and b.timestamp_type == 0 and not b.has_delete_horizon and max_ts != b.max_timestamp:
+        if n != b.records_count:
+            out.append(error(path, b.position, "batch", f"header says {b.records_count} records, {n} decoded"))
+        if n and b.timestamp_type == 0 and not b.has_delete_horizon and max_ts != b.max_timestamp:
             out.append(warning(path, b.position, "batch",
                                f"max timestamp {b.max_timestamp} in the header, {max_ts} over the records"))
-        if b.is_control:
-            for r in records[:1]:
-                try:
-                    _, ctype = parse_control_key(r.key)
-                    if ctype in (ABORT, COMMIT):
-                        parse_end_txn_marker(r.value)
-                except CorruptRecordError as e:
-                    out.append(error(path, b.position, "batch", f"control record: {e.reason}"))
-    else:
-        prev = None
-        for r in records:
-            if prev is not None and r.offset <= prev:
-                out.append(error(path, b.position, "offsets", f"inner message offset {r.offset} after {prev}"))
-            prev = r.offset
-        if records and records[-1].offset != b.last_offset:
-            out.append(error(path, b.position, "offsets",
-                             f"wrapper offset {b.last_offset} differs from the last inner offset {records[-1].offset}"))
-    return records
+    elif n and last_inner != b.last_offset:
+        out.append(error(path, b.position, "offsets",
+                         f"wrapper offset {b.last_offset} differs from the last inner offset {last_inner}"))
 
 
 def verify_segment(

@@ -160,3 +160,39 @@ def test_unknown_codec():
         C.decompress(6, b"x")
     with pytest.raises(CompressionError):
         C.codec_name(7)
+
+
+def test_zstd_decompression_is_safe_from_many_threads():
+    """The engines decode partitions in worker threads; a python-zstandard decompressor must not be shared
+    between threads (a shared one corrupted the heap: ``munmap_chunk(): invalid pointer`` under ``convert``).
+    Each thread gets its own, and concurrent decoding gives every payload back intact (in a child process, so
+    a crash fails this test rather than the run)."""
+    import subprocess
+    import sys
+    import threading
+
+    from kafkalog.storage.codec import compression
+
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(compression._zstd()))
+    t.start()
+    t.join()
+    assert seen[0] is not compression._zstd()
+    code = """
+import os, threading
+from kafkalog.storage.codec.compression import compress, decompress
+payloads = [os.urandom(50) * (i % 97 + 1) + bytes(i) for i in range(400)]
+frames = [compress(4, p) for p in payloads]
+bad = []
+def work(k):
+    for _ in range(20):
+        for i in range(k, len(frames), 8):
+            if decompress(4, frames[i]) != payloads[i]:
+                bad.append(i)
+ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print(len(bad))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "0", (r.returncode, r.stderr[-2000:])

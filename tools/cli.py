@@ -65,10 +65,12 @@ def _version() -> str:
     except PackageNotFoundError:
         v = "unknown (not installed)"
     from kafkalog.storage.codec import compression
+    from kafkalog.storage.records import native
 
     inflate = "ISA-L" if compression._inflate.__name__ != "zlib" else "zlib"
+    core = f"on, {native.describe()}" if native.core is not None else f"off, pure Python: {native.describe()}"
     return (f"{v} (Python {sys.version.split()[0]}; codecs: gzip ({inflate}), snappy, lz4, zstd; "
-            "native record core: not built, pure Python)")
+            f"native record core: {core})")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -9,6 +9,7 @@ from .batch import (
     RecordBatch,
 )
 from .builder import build_batch, build_end_txn_marker, build_legacy, build_legacy_message, rebuild
+from .columns import RECORD_COLUMNS, RecordColumns, iter_arrow, to_arrow
 from .legacy import LegacyBatch
 from .reader import PARTIAL_BATCH, TORN_TAIL, Batch, LogScanner, batch_at, iter_batches
 from .record import Record
@@ -22,7 +23,9 @@ __all__ = [
     "NO_TIMESTAMP",
     "NO_TIMESTAMP_TYPE",
     "PARTIAL_BATCH",
+    "RECORD_COLUMNS",
     "Record",
+    "RecordColumns",
     "RecordBatch",
     "TIMESTAMP_TYPE_NAMES",
     "TORN_TAIL",
@@ -31,6 +34,8 @@ __all__ = [
     "build_end_txn_marker",
     "build_legacy",
     "build_legacy_message",
+    "iter_arrow",
     "iter_batches",
     "rebuild",
+    "to_arrow",
 ]

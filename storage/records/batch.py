@@ -17,6 +17,7 @@ from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress
 from ..codec.crc import crc32c
 from ..codec.varint import read_uvarint, read_uvarlong, read_varint, read_varlong
 from ..errors import CompressionError, CorruptRecordError
+from .native import core as _native
 from .record import Record
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -264,11 +265,16 @@ def _decode(batch: RecordBatch, count: int, full: bool) -> list:
     data = batch.decompressed_payload()
     if not isinstance(data, bytes):
         data = bytes(data)  # one copy per batch: bytes index/slice are the fastest primitives
-    log_append = bool(h[5] & TIMESTAMP_TYPE_MASK)
-    try:
-        return _decode_fast(data, count, h[0], h[7], h[8] if log_append else None, h[11], full)[0]
-    except (_Slow, IndexError, CorruptRecordError):
-        pass
+    append_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else None
+    if _native is not None:
+        got = _native.decode_records(data, count, h[0], h[7], append_ts, h[11], full)
+        if got is not None:
+            return got[0]
+    else:
+        try:
+            return _decode_fast(data, count, h[0], h[7], append_ts, h[11], full)[0]
+        except (_Slow, IndexError, CorruptRecordError):
+            pass
     return _decode_careful(batch, data, count, full)[0]
 
 
@@ -285,10 +291,15 @@ def _iter_chunks(batch: RecordBatch, count: int, full: bool, chunk: int) -> Iter
     while i < count:
         n = min(chunk, count - i)
         last = i + n == count
-        try:
-            out, q = _decode_fast(data, n, h[0], h[7], append_ts, h[11], full, p, last)
-        except (_Slow, IndexError, CorruptRecordError):
-            out, q = _decode_careful(batch, data, count, full, p, i, n)
+        got = None
+        if _native is not None:
+            got = _native.decode_records(data, n, h[0], h[7], append_ts, h[11], full, p, last)
+        else:
+            try:
+                got = _decode_fast(data, n, h[0], h[7], append_ts, h[11], full, p, last)
+            except (_Slow, IndexError, CorruptRecordError):
+                pass
+        out, q = got if got is not None else _decode_careful(batch, data, count, full, p, i, n)
         yield out
         p, i = q, i + n
 

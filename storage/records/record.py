@@ -29,3 +29,12 @@ class Record:
     @property
     def is_tombstone(self) -> bool:
         return self.value is None
+
+
+#: the pure-Python Record (the reference); ``Record`` is the compiled core's twin when that is built
+PyRecord = Record
+
+from .native import core as _core  # noqa: E402 (the choice depends on the class above)
+
+if _core is not None:
+    Record = _core.Record  # type: ignore[misc,assignment]  # same fields, constructor, equality and repr

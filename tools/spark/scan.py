@@ -1,30 +1,27 @@
 """Scanning planned pieces into Arrow record batches (runs on Spark workers; usable without Spark).
 
-Per batch, not per record: the batch header is read once, the CRC checked once, records decoded by the records
-layer's fast path (``iter_record_tuples``) and appended to column lists; batch-level columns are expanded with
-one ``take``. Arrow batches are flushed every ``ROWS_PER_CHUNK`` records or ``BYTES_PER_CHUNK`` bytes.
+Per batch, not per record: the batch header is read once, the CRC checked once, records decoded into Arrow
+columns by the records layer's ``RecordColumns`` (straight into Arrow buffers with the compiled record core);
+batch-level columns are expanded with one ``take``. Arrow batches are flushed every ``ROWS_PER_CHUNK`` records or ``BYTES_PER_CHUNK`` bytes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import accumulate, chain
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError
-from kafkalog.storage.records import PARTIAL_BATCH, LogScanner, RecordBatch
+from kafkalog.storage.records import PARTIAL_BATCH, LogScanner, RecordBatch, RecordColumns
 
 from .fs import REMOTE_WINDOW, SegmentFile
 from .options import ReadOptions
 from .plan import Piece
-from .schema import BATCH_COLUMNS, CORRUPT_COLUMN, HEADERS_TYPE, RECORD_COLUMNS, arrow_schema
+from .schema import BATCH_COLUMNS, CORRUPT_COLUMN, RECORD_COLUMNS, arrow_schema
 
 ROWS_PER_CHUNK = 65536
 BYTES_PER_CHUNK = 32 * 1024 * 1024
-INT31 = 1 << 31
 
 
 @dataclass(frozen=True)
@@ -100,110 +97,6 @@ def _valid(b) -> str | None:
 
 
 # ----------------------------------------------------------------------------------- record level
-class _RecordChunk:
-    def __init__(self):
-        # per batch
-        self.b_topic: list = []
-        self.b_part: list = []
-        self.b_tstype: list = []
-        self.b_epoch: list = []
-        self.b_pid: list = []
-        self.b_pepoch: list = []
-        self.b_txn: list = []
-        self.b_ctrl: list = []
-        self.b_magic: list = []
-        self.b_codec: list = []
-        self.b_seg: list = []
-        self.b_pos: list = []
-        # per record
-        self.take: list[int] = []
-        self.offsets: list = []
-        self.timestamps: list = []
-        self.keys: list = []
-        self.values: list = []
-        self.headers: list = []
-        self.any_headers = False
-        self.sequences: list = []
-        self.nbytes = 0
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def add(self, piece: Piece, b, recs: list) -> None:
-        n = len(recs)
-        bi = len(self.b_topic)
-        self.b_topic.append(piece.topic)
-        self.b_part.append(piece.partition)
-        self.b_tstype.append(b.timestamp_type)
-        self.b_epoch.append(b.partition_leader_epoch)
-        self.b_pid.append(b.producer_id)
-        self.b_pepoch.append(b.producer_epoch)
-        self.b_txn.append(b.is_transactional)
-        self.b_ctrl.append(b.is_control)
-        self.b_magic.append(b.magic)
-        self.b_codec.append(b.codec_name)
-        self.b_seg.append(piece.name)
-        self.b_pos.append(b.position)
-        self.take.extend([bi] * n)
-        offs, tss, ks, vs, hs = zip(*recs, strict=True)
-        self.offsets.extend(offs)
-        self.timestamps.extend(tss)
-        self.keys.extend(ks)
-        self.values.extend(vs)
-        self.headers.extend(hs)
-        if not self.any_headers and any(hs):
-            self.any_headers = True
-        bs = b.base_sequence
-        if bs < 0:
-            self.sequences.extend([-1] * n)
-        else:
-            base = b.base_offset
-            self.sequences.extend([(bs + o - base) % INT31 for o in offs])
-        self.nbytes += b.size
-
-    def to_arrow(self) -> pa.RecordBatch:
-        take = pa.array(self.take, pa.int32())
-
-        def expand(values, typ):
-            return pc.take(pa.array(values, typ), take)
-
-        n = len(self.offsets)
-        if self.any_headers:
-            counts = [0, *accumulate(map(len, self.headers))]
-            flat = list(chain.from_iterable(self.headers))
-            flat_k = [h[0] for h in flat]
-            flat_v = [h[1] for h in flat]
-            items = pa.StructArray.from_arrays([pa.array(flat_k, pa.string()), pa.array(flat_v, pa.binary())],
-                                               names=["key", "value"])
-            headers = pa.ListArray.from_arrays(pa.array(counts, pa.int32()), items, type=HEADERS_TYPE())
-        else:
-            empty = pa.StructArray.from_arrays([pa.array([], pa.string()), pa.array([], pa.binary())],
-                                               names=["key", "value"])
-            headers = pa.ListArray.from_arrays(pa.array([0] * (n + 1), pa.int32()), empty, type=HEADERS_TYPE())
-        cols = {
-            "topic": expand(self.b_topic, pa.string()),
-            "partition": expand(self.b_part, pa.int32()),
-            "offset": pa.array(self.offsets, pa.int64()),
-            "timestamp": pa.array(self.timestamps, pa.int64()),
-            "timestampType": expand(self.b_tstype, pa.int32()),
-            "key": pa.array(self.keys, pa.binary()),
-            "value": pa.array(self.values, pa.binary()),
-            "headers": headers,
-            "leaderEpoch": expand(self.b_epoch, pa.int32()),
-            "producerId": expand(self.b_pid, pa.int64()),
-            "producerEpoch": expand(self.b_pepoch, pa.int32()),
-            "sequence": pa.array(self.sequences, pa.int32()),
-            "isTransactional": expand(self.b_txn, pa.bool_()),
-            "isControl": expand(self.b_ctrl, pa.bool_()),
-            "magic": expand(self.b_magic, pa.int32()),
-            "codec": expand(self.b_codec, pa.string()),
-            "segment": expand(self.b_seg, pa.string()),
-            "position": expand(self.b_pos, pa.int64()),
-        }
-        schema = arrow_schema(RECORD_COLUMNS)
-        return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
-
-
 def _record_filter(opts: ReadOptions):
     so, eo, st, et = opts.start_offset, opts.end_offset, opts.start_timestamp, opts.end_timestamp
     lo_o = so if so is not None else -(1 << 63)
@@ -217,7 +110,8 @@ def scan_records(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
     """Record-level Arrow batches (schema ``RECORD_COLUMNS``) and :class:`Corrupt` markers, in log order."""
     filtering = opts.has_record_filter
     lo_o, hi_o, lo_t, hi_t = _record_filter(opts)
-    chunk = _RecordChunk()
+    keep = (lo_o, hi_o, lo_t, hi_t) if filtering else None
+    chunk = RecordColumns()
     for piece in pieces:
         with SegmentFile(piece.spec, piece.path) as f:
             for b in iter_piece(piece, f, opts.max_batch_size):
@@ -239,18 +133,14 @@ def scan_records(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
                                 break
                             if b.max_timestamp < lo_t:
                                 continue
-                    recs = list(b.iter_record_tuples())
+                    if not chunk.add_batch(b, piece.topic, piece.partition, piece.name, keep):
+                        continue
                 except KafkaLogError as e:
                     yield Corrupt(piece, e.position if e.position is not None else b.position, e.reason)
                     continue
-                if filtering:
-                    recs = [r for r in recs if lo_o <= r[0] < hi_o and lo_t <= r[1] < hi_t]
-                if not recs:
-                    continue
-                chunk.add(piece, b, recs)
                 if len(chunk) >= ROWS_PER_CHUNK or chunk.nbytes >= BYTES_PER_CHUNK:
                     yield chunk.to_arrow()
-                    chunk = _RecordChunk()
+                    chunk = RecordColumns()
                 del b
     if len(chunk):
         yield chunk.to_arrow()

@@ -22,28 +22,11 @@ describing a corrupt batch (segment, position, reason) otherwise, with the data 
 
 from __future__ import annotations
 
-CORRUPT_COLUMN = "_corrupt"
+from kafkalog.storage.records.columns import HEADERS_TYPE, RECORD_COLUMNS
+from kafkalog.storage.records.columns import arrow_schema as _arrow_schema
 
-RECORD_COLUMNS: list[tuple[str, str]] = [
-    ("topic", "string"),
-    ("partition", "int"),
-    ("offset", "bigint"),
-    ("timestamp", "bigint"),
-    ("timestampType", "int"),
-    ("key", "binary"),
-    ("value", "binary"),
-    ("headers", "array<struct<key:string,value:binary>>"),
-    ("leaderEpoch", "int"),
-    ("producerId", "bigint"),
-    ("producerEpoch", "int"),
-    ("sequence", "int"),
-    ("isTransactional", "boolean"),
-    ("isControl", "boolean"),
-    ("magic", "int"),
-    ("codec", "string"),
-    ("segment", "string"),
-    ("position", "bigint"),
-]
+CORRUPT_COLUMN = "_corrupt"
+__all__ = ["BATCH_COLUMNS", "CORRUPT_COLUMN", "HEADERS_TYPE", "RECORD_COLUMNS", "arrow_schema", "ddl"]
 
 BATCH_COLUMNS: list[tuple[str, str]] = [
     ("topic", "string"),
@@ -82,22 +65,4 @@ BATCH_SCHEMA_DDL = ddl(BATCH_COLUMNS)
 
 def arrow_schema(columns: list[tuple[str, str]], corrupt: bool = False):
     """The pyarrow schema Spark expects for ``columns`` (all fields nullable, list items named ``element``)."""
-    import pyarrow as pa
-
-    simple = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "binary": pa.binary(),
-              "boolean": pa.bool_()}
-    fields = []
-    for name, t in columns:
-        if t in simple:
-            fields.append(pa.field(name, simple[t]))
-        else:
-            fields.append(pa.field(name, HEADERS_TYPE()))
-    if corrupt:
-        fields.append(pa.field(CORRUPT_COLUMN, pa.string()))
-    return pa.schema(fields)
-
-
-def HEADERS_TYPE():  # noqa: N802 - a type constant, built lazily (pyarrow is optional for the library)
-    import pyarrow as pa
-
-    return pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
+    return _arrow_schema(columns, (CORRUPT_COLUMN,) if corrupt else ())

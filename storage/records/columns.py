@@ -1,0 +1,236 @@
+"""Records as Arrow columns: the record-level schema of the Spark data source, and the builder that fills it.
+
+:class:`RecordColumns` takes whole batches and produces ``pyarrow.RecordBatch`` es with the columns of
+``RECORD_COLUMNS``. With the compiled record core, v2 records are decoded straight into Arrow buffers (no
+Python object per record); otherwise, and for v0/v1 messages and anything the fast decoder hands back, the
+records layer's tuples are appended. Either way the rows are the same; a batch that fails to decode raises
+:class:`~kafkalog.storage.errors.KafkaLogError` and leaves the builder as it was.
+
+pyarrow is imported only when Arrow output is asked for (it is an optional dependency of the library).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import accumulate, chain
+
+from .batch import TIMESTAMP_TYPE_MASK, RecordBatch
+from .native import core
+from .reader import iter_batches
+
+INT31 = 1 << 31
+BYTES_PER_CHUNK = 256 << 20  # iter_arrow starts a new Arrow batch after this many bytes of log entries
+
+RECORD_COLUMNS: list[tuple[str, str]] = [
+    ("topic", "string"),
+    ("partition", "int"),
+    ("offset", "bigint"),
+    ("timestamp", "bigint"),
+    ("timestampType", "int"),
+    ("key", "binary"),
+    ("value", "binary"),
+    ("headers", "array<struct<key:string,value:binary>>"),
+    ("leaderEpoch", "int"),
+    ("producerId", "bigint"),
+    ("producerEpoch", "int"),
+    ("sequence", "int"),
+    ("isTransactional", "boolean"),
+    ("isControl", "boolean"),
+    ("magic", "int"),
+    ("codec", "string"),
+    ("segment", "string"),
+    ("position", "bigint"),
+]
+
+
+def HEADERS_TYPE():  # noqa: N802 - a type constant, built lazily (pyarrow is optional for the library)
+    import pyarrow as pa
+
+    return pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
+
+
+def arrow_schema(columns: list[tuple[str, str]], extra: tuple[str, ...] = ()):
+    """The pyarrow schema for ``columns`` (all fields nullable, list items named ``element``), plus ``extra``
+    string columns."""
+    import pyarrow as pa
+
+    simple = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "binary": pa.binary(),
+              "boolean": pa.bool_()}
+    fields = [pa.field(name, simple[t]) if t in simple else pa.field(name, HEADERS_TYPE()) for name, t in columns]
+    fields += [pa.field(name, pa.string()) for name in extra]
+    return pa.schema(fields)
+
+
+class RecordColumns:
+    """Rows of ``RECORD_COLUMNS``, added a batch at a time (see the module docstring)."""
+
+    def __init__(self, native: bool = True):
+        self._core = core.ArrowRecords() if native and core is not None else None
+        # per batch
+        self.b_topic: list = []
+        self.b_part: list = []
+        self.b_tstype: list = []
+        self.b_epoch: list = []
+        self.b_pid: list = []
+        self.b_pepoch: list = []
+        self.b_txn: list = []
+        self.b_ctrl: list = []
+        self.b_magic: list = []
+        self.b_codec: list = []
+        self.b_seg: list = []
+        self.b_pos: list = []
+        # per record (pure-Python path)
+        self.take: list[int] = []
+        self.offsets: list = []
+        self.timestamps: list = []
+        self.keys: list = []
+        self.values: list = []
+        self.headers: list = []
+        self.any_headers = False
+        self.sequences: list = []
+        self.nbytes = 0
+
+    def __len__(self) -> int:
+        return len(self._core) if self._core is not None else len(self.offsets)
+
+    def add_batch(self, b, topic: str, partition: int, segment: str,
+                  keep: tuple[int, int, int, int] | None = None) -> int:
+        """Decode ``b``'s records and add them as rows (only those with ``lo_o <= offset < hi_o`` and
+        ``lo_t <= timestamp < hi_t`` when ``keep`` is given). Returns the number of rows added; raises
+        KafkaLogError (nothing added) when the batch cannot be decoded."""
+        bi = len(self.b_topic)
+        n = None
+        if self._core is not None and isinstance(b, RecordBatch):
+            count = b._count()
+            if count == 0:
+                return 0
+            h = b._header()
+            data = b.decompressed_payload()
+            if not isinstance(data, bytes):
+                data = bytes(data)
+            n = self._core.add(data, count, h[0], h[7], h[8] if h[5] & TIMESTAMP_TYPE_MASK else None, h[11], bi,
+                               keep)
+        if n is None:
+            recs = b.record_tuples()
+            if keep is not None:
+                lo_o, hi_o, lo_t, hi_t = keep
+                recs = [r for r in recs if lo_o <= r[0] < hi_o and lo_t <= r[1] < hi_t]
+            if not recs:
+                return 0
+            self._add_tuples(b, recs, bi)
+            n = len(recs)
+        elif n == 0:
+            return 0
+        self.b_topic.append(topic)
+        self.b_part.append(partition)
+        self.b_tstype.append(b.timestamp_type)
+        self.b_epoch.append(b.partition_leader_epoch)
+        self.b_pid.append(b.producer_id)
+        self.b_pepoch.append(b.producer_epoch)
+        self.b_txn.append(b.is_transactional)
+        self.b_ctrl.append(b.is_control)
+        self.b_magic.append(b.magic)
+        self.b_codec.append(b.codec_name)
+        self.b_seg.append(segment)
+        self.b_pos.append(b.position)
+        self.nbytes += b.size
+        return n
+
+    def _add_tuples(self, b, recs: list, bi: int) -> None:
+        n = len(recs)
+        bs = b.base_sequence
+        if bs < 0:
+            seqs = [-1] * n
+        else:
+            base = b.base_offset
+            seqs = [(bs + r[0] - base) % INT31 for r in recs]
+        if self._core is not None:
+            self._core.add_tuples(recs, seqs, bi)
+            return
+        self.take.extend([bi] * n)
+        offs, tss, ks, vs, hs = zip(*recs, strict=True)
+        self.offsets.extend(offs)
+        self.timestamps.extend(tss)
+        self.keys.extend(ks)
+        self.values.extend(vs)
+        self.headers.extend(hs)
+        if not self.any_headers and any(hs):
+            self.any_headers = True
+        self.sequences.extend(seqs)
+
+    def to_arrow(self):
+        """The rows as one ``pyarrow.RecordBatch`` with the schema of ``RECORD_COLUMNS``."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if self._core is not None:
+            rb = pa.record_batch(self._core.finish())
+            take = rb.column("batch")
+            per_record = {name: rb.column(name) for name in ("offset", "timestamp", "key", "value", "headers",
+                                                             "sequence")}
+        else:
+            take = pa.array(self.take, pa.int32())
+            per_record = {"offset": pa.array(self.offsets, pa.int64()),
+                          "timestamp": pa.array(self.timestamps, pa.int64()),
+                          "key": pa.array(self.keys, pa.binary()), "value": pa.array(self.values, pa.binary()),
+                          "headers": self._headers_array(pa), "sequence": pa.array(self.sequences, pa.int32())}
+
+        def expand(values, typ):
+            return pc.take(pa.array(values, typ), take)
+
+        cols = {
+            "topic": expand(self.b_topic, pa.string()),
+            "partition": expand(self.b_part, pa.int32()),
+            "timestampType": expand(self.b_tstype, pa.int32()),
+            "leaderEpoch": expand(self.b_epoch, pa.int32()),
+            "producerId": expand(self.b_pid, pa.int64()),
+            "producerEpoch": expand(self.b_pepoch, pa.int32()),
+            "isTransactional": expand(self.b_txn, pa.bool_()),
+            "isControl": expand(self.b_ctrl, pa.bool_()),
+            "magic": expand(self.b_magic, pa.int32()),
+            "codec": expand(self.b_codec, pa.string()),
+            "segment": expand(self.b_seg, pa.string()),
+            "position": expand(self.b_pos, pa.int64()),
+            **per_record,
+        }
+        schema = arrow_schema(RECORD_COLUMNS)
+        return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
+
+    def _headers_array(self, pa):
+        n = len(self.offsets)
+        if self.any_headers:
+            counts = [0, *accumulate(map(len, self.headers))]
+            flat = list(chain.from_iterable(self.headers))
+            items = pa.StructArray.from_arrays([pa.array([h[0] for h in flat], pa.string()),
+                                                pa.array([h[1] for h in flat], pa.binary())], names=["key", "value"])
+            return pa.ListArray.from_arrays(pa.array(counts, pa.int32()), items, type=HEADERS_TYPE())
+        empty = pa.StructArray.from_arrays([pa.array([], pa.string()), pa.array([], pa.binary())],
+                                           names=["key", "value"])
+        return pa.ListArray.from_arrays(pa.array([0] * (n + 1), pa.int32()), empty, type=HEADERS_TYPE())
+
+
+def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", position_base: int = 0,
+               rows: int = 65536, native: bool = True) -> Iterator:
+    """The records of a buffer of log entries (a segment's bytes or mmap) as ``pyarrow.RecordBatch`` es of
+    about ``rows`` rows (or ``BYTES_PER_CHUNK`` bytes of entries), with the data source's record schema. Raises KafkaLogError at the first
+    batch that cannot be decoded (the byte position is in the error)."""
+    cols = RecordColumns(native)
+    for b in iter_batches(buf, path=segment or None, position_base=position_base):
+        cols.add_batch(b, topic, partition, segment)
+        if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
+            yield cols.to_arrow()
+            cols = RecordColumns(native)
+    if len(cols):
+        yield cols.to_arrow()
+
+
+def to_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", position_base: int = 0,
+             native: bool = True):
+    """Every record of ``buf`` as one ``pyarrow.RecordBatch`` (see :func:`iter_arrow`)."""
+    import pyarrow as pa
+
+    parts = list(iter_arrow(buf, topic=topic, partition=partition, segment=segment, position_base=position_base,
+                            rows=1 << 62, native=native))
+    if not parts:
+        return pa.RecordBatch.from_pylist([], schema=arrow_schema(RECORD_COLUMNS))
+    return parts[0] if len(parts) == 1 else pa.concat_batches(parts)

@@ -1,0 +1,30 @@
+"""The compiled record core (``storage/native``, Rust + PyO3), when it was built and is enabled.
+
+``core`` is the extension module, or ``None``: when ``pip install`` found no Rust toolchain, or when
+``KAFKALOG_NATIVE=0`` is set (the pure-Python decoder, which stays the reference, then does all the work).
+``REASON`` says why it is off. Callers never need the core: every native function has a Python twin that
+gives the same results, and the native decoder hands anything unusual back to the Python careful decoder, so
+errors (byte position and reason) are the same either way.
+"""
+
+from __future__ import annotations
+
+import os
+
+core = None
+REASON: str | None = None
+
+if os.environ.get("KAFKALOG_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
+    REASON = "disabled by KAFKALOG_NATIVE=0"
+else:
+    try:
+        from .. import _native as core  # type: ignore[no-redef]
+    except ImportError as e:  # not built (no Rust toolchain at install time)
+        REASON = f"not built ({e})"
+
+
+def describe() -> str:
+    """One line for ``kafkalog --version``."""
+    if core is not None:
+        return core.build_info()
+    return REASON or "off"

@@ -1,0 +1,257 @@
+"""The compiled record core (storage/native, Rust + PyO3) against the pure-Python reference decoder.
+
+The contract: for the same records section the native decoder returns exactly what the Python fast decoder
+returns, or ``None`` ("unusual"), and then the Python careful decoder gives the verdict -- so records, errors,
+byte positions and reasons are identical with and without the core. Checked on every batch of every real
+broker fixture, on hypothesis round trips, on mutated bytes, and with the core switched off
+(``KAFKALOG_NATIVE=0``) in a separate interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.records import RecordBatch, build_batch, iter_batches
+from kafkalog.storage.records import batch as batch_mod
+from kafkalog.storage.records.native import core
+from kafkalog.storage.records.record import PyRecord, Record
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+TS = 1_700_000_000_000
+
+needs_core = pytest.mark.skipif(core is None, reason="the compiled record core is not built")
+
+
+def test_the_core_is_built_under_ci():
+    """`pip install -e .` builds the core where cargo is present (as on CI): a silent fallback to Python there
+    would leave the fast path untested."""
+    if os.environ.get("CI") == "true" and os.environ.get("KAFKALOG_NATIVE", "1") != "0":
+        from kafkalog.storage.records import native
+        assert core is not None, f"the compiled record core is off: {native.REASON}"
+
+
+def _fields(r) -> tuple:
+    if isinstance(r, tuple):
+        return r
+    return (r.offset, r.timestamp, r.key, r.value, [tuple(h) for h in r.headers], r.attributes,
+            r.timestamp_delta, r.offset_delta, r.sequence, r.magic, r.crc)
+
+
+def _python(batch: RecordBatch, full: bool, chunk: int | None = None):
+    """The pure-Python decoder's outcome: the records' fields, or the error text."""
+    saved = batch_mod._native, batch_mod.Record
+    batch_mod._native, batch_mod.Record = None, PyRecord
+    try:
+        return _outcome(batch, full, chunk)
+    finally:
+        batch_mod._native, batch_mod.Record = saved
+
+
+def _outcome(batch: RecordBatch, full: bool, chunk: int | None = None):
+    try:
+        if chunk:
+            recs = [r for c in batch.record_chunks(full, chunk) for r in c]
+        else:
+            recs = batch.records() if full else batch.record_tuples()
+        return [_fields(r) for r in recs]
+    except KafkaLogError as e:
+        return ("error", type(e).__name__, str(e))
+
+
+def _v2_batches():
+    for log in sorted(FIXTURES.rglob("*.log")):
+        data = log.read_bytes()
+        for b in iter_batches(memoryview(data), path=str(log)):
+            if isinstance(b, RecordBatch):
+                yield log, b
+
+
+@needs_core
+def test_every_fixture_batch_decodes_the_same():
+    n = records = 0
+    for _log, b in _v2_batches():
+        for full in (False, True):
+            got, want = _outcome(b, full), _python(b, full)
+            assert got == want, (b, full)
+        got_chunks, want_chunks = _outcome(b, True, 3), _python(b, True, 3)
+        assert got_chunks == want_chunks
+        n += 1
+        records += len(want) if isinstance(want, list) else 0
+    assert n > 100 and records > 1000, (n, records)
+
+
+@needs_core
+def test_native_records_are_records():
+    """Same fields, defaults, equality, repr and pickling as the dataclass reference."""
+    args = (5, TS, b"k", None)
+    a, b = Record(*args), PyRecord(*args)
+    assert repr(a) == repr(b)
+    assert _fields(a) == _fields(b)
+    full = (7, TS, None, b"v", [("h", None)], 1, 3, 2, 9, 2, None)
+    assert repr(Record(*full)) == repr(PyRecord(*full))
+    assert Record(*full) == Record(*full) and Record(*full) != Record(*args)
+    assert pickle.loads(pickle.dumps(Record(*full))) == Record(*full)
+    assert Record(*args).is_tombstone and not Record(*full).is_tombstone
+    with pytest.raises(TypeError):
+        hash(Record(*args))
+    r = Record(*args)
+    r.headers.append(("x", b"1"))
+    assert Record(*args).headers == [] and r.headers == [("x", b"1")]
+
+
+blobs = st.one_of(st.none(), st.binary(max_size=300))
+header_keys = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+headers = st.lists(st.tuples(header_keys, st.one_of(st.none(), st.binary(max_size=20))), max_size=3)
+
+
+@needs_core
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first=st.integers(0, 2**40),
+       recs=st.lists(st.tuples(st.sampled_from([1, 1, 2, 1000]), st.integers(-10_000, 10**7), blobs, blobs,
+                               headers), min_size=1, max_size=30),
+       codec=st.sampled_from([0, 1, 2, 3, 4]), log_append=st.booleans(), seq=st.sampled_from([-1, 0, 2**31 - 3]))
+def test_round_trips_decode_the_same(first, recs, codec, log_append, seq):
+    out, offset = [], first
+    for gap, t, k, v, h in recs:
+        out.append((offset, TS + t, k, v, h))
+        offset += gap  # gaps as after compaction
+    recs = out
+    raw = build_batch(recs, codec=codec, timestamp_type=1 if log_append else 0, producer_id=7 if seq >= 0 else -1,
+                      producer_epoch=0 if seq >= 0 else -1, base_sequence=seq)
+    b = next(iter_batches(memoryview(raw)))
+    for full in (False, True):
+        got = _outcome(b, full)
+        assert got == _python(b, full)
+        assert isinstance(got, list) and len(got) == len(recs)
+
+
+@needs_core
+def test_mutated_records_give_the_same_records_or_the_same_error():
+    """Random byte changes in the records section (CRC recomputed by the builder's caller is irrelevant:
+    records are decoded without a CRC check) -- every outcome, success or error text, is the same."""
+    rng = random.Random(1234)
+    base = [(i, TS + i * 5, b"key-%d" % i if i % 3 else None, b"v" * (i * 11 % 70) if i % 4 else None,
+             [("h", b"x"), ("n", None), ("\u00e9", b"")] if i % 2 else []) for i in range(12)]
+    good = bytearray(build_batch(base))
+    errors = 0
+    for _ in range(3000):
+        buf = bytearray(good)
+        for _ in range(rng.choice([1, 1, 2, 4])):
+            i = rng.randrange(61, len(buf))
+            buf[i] = rng.choice([0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)])
+        if rng.random() < 0.2:  # a different declared count
+            buf[57:61] = rng.choice([0, 1, 11, 13, 1000, 2**31 - 1]).to_bytes(4, "big")
+        b = RecordBatch(memoryview(bytes(buf)), 4096, "seg.log")
+        for full in (False, True):
+            got = _outcome(b, full)
+            assert got == _python(b, full), bytes(buf).hex()
+            errors += isinstance(got, tuple)
+        assert _outcome(b, True, 5) == _python(b, True, 5)
+    assert errors > 500  # the mutations really reach the error paths
+
+
+@needs_core
+def test_the_native_decoder_never_raises_on_hostile_arguments():
+    """Out-of-range positions and counts are 'unusual' (None), never a crash."""
+    data = bytes(build_batch([(0, TS, b"k", b"v", [])]))[61:]
+    for count, p in [(1, 0), (1, len(data)), (2, 0), (0, 0), (10**9, 0), (1, 10**6)]:
+        got = core.decode_records(data, count, 0, TS, None, -1, True, p, True)
+        assert got is None or (count == 1 and p == 0 and len(got[0]) == 1)
+    assert core.decode_records(b"", 0, 0, 0, None, -1, False) == ([], 0)
+    assert core.decode_records(b"\x00" * 64, 3, 2**63 - 1, 0, None, -1, False) is None
+
+
+_NO_CORE_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+from kafkalog.storage.records import RecordBatch, iter_batches
+from kafkalog.storage.records import native, record
+assert native.core is None and "KAFKALOG_NATIVE=0" in native.REASON, native.REASON
+assert record.Record is record.PyRecord
+out = []
+for log in sorted(Path(sys.argv[1]).rglob("*.log")):
+    for b in iter_batches(memoryview(log.read_bytes())):
+        if isinstance(b, RecordBatch):
+            out.append([[r.offset, r.timestamp, (r.key or b"").hex(), None if r.value is None else r.value.hex(),
+                         len(r.headers), r.sequence] for r in b.records()])
+print(json.dumps(out))
+"""
+
+
+def test_kafkalog_native_0_uses_the_python_reference():
+    """With KAFKALOG_NATIVE=0 (or no core built) the pure-Python decoder does the work, with the same
+    results."""
+    env = dict(os.environ, KAFKALOG_NATIVE="0")
+    res = subprocess.run([sys.executable, "-c", _NO_CORE_SCRIPT, str(FIXTURES)], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    theirs = json.loads(res.stdout)
+    mine = []
+    for log in sorted(FIXTURES.rglob("*.log")):
+        for b in iter_batches(memoryview(log.read_bytes())):
+            if isinstance(b, RecordBatch):
+                mine.append([[r.offset, r.timestamp, (r.key or b"").hex(),
+                              None if r.value is None else r.value.hex(), len(r.headers), r.sequence]
+                             for r in b.records()])
+    assert theirs == mine and len(mine) > 100
+
+
+# ------------------------------------------------------------------------------------- Arrow output
+pa = pytest.importorskip("pyarrow")
+
+
+@needs_core
+def test_to_arrow_is_the_same_with_and_without_the_core():
+    """Every fixture segment (v0, v1, v2, every codec, control and transactional batches) as Arrow: the
+    columns decoded natively equal the columns built from the Python decoder's tuples, value for value."""
+    from kafkalog.storage.records import RECORD_COLUMNS, to_arrow
+
+    rows = 0
+    for log in sorted(FIXTURES.rglob("*.log")):
+        data = log.read_bytes()
+        got = to_arrow(data, topic=log.parent.name, partition=0, segment=log.name)
+        want = to_arrow(data, topic=log.parent.name, partition=0, segment=log.name, native=False)
+        assert got.schema == want.schema and [f.name for f in got.schema] == [n for n, _ in RECORD_COLUMNS]
+        assert got.equals(want), log
+        rows += got.num_rows
+    assert rows > 1000
+
+
+@needs_core
+def test_arrow_filters_and_bad_batches_are_the_same():
+    """The pushed-down offset/timestamp window, and a batch that fails to decode: the same rows, the same
+    error (and nothing added by the failed batch)."""
+    from kafkalog.storage.records import RecordColumns
+
+    rng = random.Random(99)
+    good = build_batch([(i, TS + i, b"k%d" % i, b"v" * i, [("h", b"%d" % i)] if i % 2 else []) for i in range(40)],
+                       producer_id=3, producer_epoch=0, base_sequence=2**31 - 10)
+    for _ in range(400):
+        buf = bytearray(good)
+        for _ in range(rng.choice([0, 1, 2])):
+            buf[rng.randrange(61, len(buf))] = rng.randrange(256)
+        keep = rng.choice([None, (5, 30, -(1 << 63), 1 << 63), (0, 1 << 63, TS + 10, TS + 12)])
+        out = []
+        for native in (True, False):
+            cols = RecordColumns(native)
+            cols.add_batch(RecordBatch(memoryview(good), 0), "t", 1, "s.log")
+            try:
+                n = cols.add_batch(RecordBatch(memoryview(bytes(buf)), len(good)), "t", 1, "s.log", keep)
+                err = None
+            except KafkaLogError as e:
+                n, err = None, str(e)
+            out.append((n, err, cols.to_arrow()))
+        (n1, e1, a1), (n2, e2, a2) = out
+        assert (n1, e1) == (n2, e2)
+        assert a1.equals(a2)

@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import accumulate, chain
 
-from .batch import TIMESTAMP_TYPE_MASK, RecordBatch
+from .batch import RecordBatch
 from .native import core
 from .reader import iter_batches
 
 INT31 = 1 << 31
-BYTES_PER_CHUNK = 256 << 20  # iter_arrow starts a new Arrow batch after this many bytes of log entries
+BYTES_PER_CHUNK = 8 << 20  # iter_arrow starts a new Arrow batch after this many bytes of log entries (small
+# chunks reuse memory that is already mapped: faster than one big one)
 
 RECORD_COLUMNS: list[tuple[str, str]] = [
     ("topic", "string"),
@@ -64,8 +65,10 @@ def arrow_schema(columns: list[tuple[str, str]], extra: tuple[str, ...] = ()):
 class RecordColumns:
     """Rows of ``RECORD_COLUMNS``, added a batch at a time (see the module docstring)."""
 
-    def __init__(self, native: bool = True):
-        self._core = core.ArrowRecords() if native and core is not None else None
+    def __init__(self, native: bool = True, capacity: int = 0):
+        # capacity: about how many bytes of log entries will be added (native buffers are sized once)
+        self._core = core.ArrowRecords(capacity) if native and core is not None else None
+        self._pieces: dict[tuple, int] = {}  # (topic, partition, segment) -> piece number (native rows)
         # per batch
         self.b_topic: list = []
         self.b_part: list = []
@@ -98,29 +101,23 @@ class RecordColumns:
         """Decode ``b``'s records and add them as rows (only those with ``lo_o <= offset < hi_o`` and
         ``lo_t <= timestamp < hi_t`` when ``keep`` is given). Returns the number of rows added; raises
         KafkaLogError (nothing added) when the batch cannot be decoded."""
-        bi = len(self.b_topic)
-        n = None
-        if self._core is not None and isinstance(b, RecordBatch):
-            count = b._count()
-            if count == 0:
-                return 0
-            h = b._header()
-            data = b.decompressed_payload()
-            if not isinstance(data, bytes):
-                data = bytes(data)
-            n = self._core.add(data, count, h[0], h[7], h[8] if h[5] & TIMESTAMP_TYPE_MASK else None, h[11], bi,
-                               keep)
-        if n is None:
-            recs = b.record_tuples()
-            if keep is not None:
-                lo_o, hi_o, lo_t, hi_t = keep
-                recs = [r for r in recs if lo_o <= r[0] < hi_o and lo_t <= r[1] < hi_t]
-            if not recs:
-                return 0
-            self._add_tuples(b, recs, bi)
-            n = len(recs)
-        elif n == 0:
+        if self._core is not None:
+            return self._add_native(b, (topic, partition, segment), keep)
+        recs = self._decode(b, keep)
+        if not recs:
             return 0
+        bi = len(self.b_topic)
+        n = len(recs)
+        self.take.extend([bi] * n)
+        offs, tss, ks, vs, hs = zip(*recs, strict=True)
+        self.offsets.extend(offs)
+        self.timestamps.extend(tss)
+        self.keys.extend(ks)
+        self.values.extend(vs)
+        self.headers.extend(hs)
+        if not self.any_headers and any(hs):
+            self.any_headers = True
+        self.sequences.extend(_sequences(b, recs))
         self.b_topic.append(topic)
         self.b_part.append(partition)
         self.b_tstype.append(b.timestamp_type)
@@ -136,44 +133,51 @@ class RecordColumns:
         self.nbytes += b.size
         return n
 
-    def _add_tuples(self, b, recs: list, bi: int) -> None:
-        n = len(recs)
-        bs = b.base_sequence
-        if bs < 0:
-            seqs = [-1] * n
-        else:
-            base = b.base_offset
-            seqs = [(bs + r[0] - base) % INT31 for r in recs]
-        if self._core is not None:
-            self._core.add_tuples(recs, seqs, bi)
-            return
-        self.take.extend([bi] * n)
-        offs, tss, ks, vs, hs = zip(*recs, strict=True)
-        self.offsets.extend(offs)
-        self.timestamps.extend(tss)
-        self.keys.extend(ks)
-        self.values.extend(vs)
-        self.headers.extend(hs)
-        if not self.any_headers and any(hs):
-            self.any_headers = True
-        self.sequences.extend(seqs)
+    @staticmethod
+    def _decode(b, keep) -> list:
+        recs = b.record_tuples()
+        if keep is not None:
+            lo_o, hi_o, lo_t, hi_t = keep
+            recs = [r for r in recs if lo_o <= r[0] < hi_o and lo_t <= r[1] < hi_t]
+        return recs
+
+    def _add_native(self, b, piece: tuple, keep) -> int:
+        pi = self._pieces.get(piece)
+        if pi is None:
+            pi = self._pieces[piece] = len(self._pieces)
+        if isinstance(b, RecordBatch):
+            data = None
+            if b.codec:  # decompressed by the records layer (its limits and errors)
+                data = b.decompressed_payload()
+            n = self._core.add_v2(b.buf, b.position, pi, keep, data)
+            if n is not None:
+                self.nbytes = self._core.nbytes
+                return n
+        recs = self._decode(b, keep)
+        if not recs:
+            return 0
+        self._core.add_rows(recs, _sequences(b, recs), pi, (
+            b.timestamp_type, b.partition_leader_epoch, b.producer_id, b.producer_epoch, b.is_transactional,
+            b.is_control, b.magic, b.codec_name, b.position, b.size))
+        self.nbytes = self._core.nbytes
+        return len(recs)
 
     def to_arrow(self):
         """The rows as one ``pyarrow.RecordBatch`` with the schema of ``RECORD_COLUMNS``."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        schema = arrow_schema(RECORD_COLUMNS)
         if self._core is not None:
             rb = pa.record_batch(self._core.finish())
-            take = rb.column("batch")
-            per_record = {name: rb.column(name) for name in ("offset", "timestamp", "key", "value", "headers",
-                                                             "sequence")}
-        else:
-            take = pa.array(self.take, pa.int32())
-            per_record = {"offset": pa.array(self.offsets, pa.int64()),
-                          "timestamp": pa.array(self.timestamps, pa.int64()),
-                          "key": pa.array(self.keys, pa.binary()), "value": pa.array(self.values, pa.binary()),
-                          "headers": self._headers_array(pa), "sequence": pa.array(self.sequences, pa.int32())}
+            piece = rb.column("piece")
+            names = list(self._pieces)
+            cols = {name: rb.column(name) for name in rb.schema.names}
+            cols["topic"] = pc.take(pa.array([t for t, _, _ in names], pa.string()), piece)
+            cols["partition"] = pc.take(pa.array([p for _, p, _ in names], pa.int32()), piece)
+            cols["segment"] = pc.take(pa.array([s for _, _, s in names], pa.string()), piece)
+            return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
+        take = pa.array(self.take, pa.int32())
 
         def expand(values, typ):
             return pc.take(pa.array(values, typ), take)
@@ -181,19 +185,23 @@ class RecordColumns:
         cols = {
             "topic": expand(self.b_topic, pa.string()),
             "partition": expand(self.b_part, pa.int32()),
+            "offset": pa.array(self.offsets, pa.int64()),
+            "timestamp": pa.array(self.timestamps, pa.int64()),
             "timestampType": expand(self.b_tstype, pa.int32()),
+            "key": pa.array(self.keys, pa.binary()),
+            "value": pa.array(self.values, pa.binary()),
+            "headers": self._headers_array(pa),
             "leaderEpoch": expand(self.b_epoch, pa.int32()),
             "producerId": expand(self.b_pid, pa.int64()),
             "producerEpoch": expand(self.b_pepoch, pa.int32()),
+            "sequence": pa.array(self.sequences, pa.int32()),
             "isTransactional": expand(self.b_txn, pa.bool_()),
             "isControl": expand(self.b_ctrl, pa.bool_()),
             "magic": expand(self.b_magic, pa.int32()),
             "codec": expand(self.b_codec, pa.string()),
             "segment": expand(self.b_seg, pa.string()),
             "position": expand(self.b_pos, pa.int64()),
-            **per_record,
         }
-        schema = arrow_schema(RECORD_COLUMNS)
         return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
 
     def _headers_array(self, pa):
@@ -209,17 +217,27 @@ class RecordColumns:
         return pa.ListArray.from_arrays(pa.array([0] * (n + 1), pa.int32()), empty, type=HEADERS_TYPE())
 
 
+def _sequences(b, recs: list) -> list[int]:
+    """The sequence column: ``(baseSequence + offset - baseOffset) mod 2^31``, -1 without a base sequence."""
+    bs = b.base_sequence
+    if bs < 0:
+        return [-1] * len(recs)
+    base = b.base_offset
+    return [(bs + r[0] - base) % INT31 for r in recs]
+
+
 def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", position_base: int = 0,
                rows: int = 65536, native: bool = True) -> Iterator:
     """The records of a buffer of log entries (a segment's bytes or mmap) as ``pyarrow.RecordBatch`` es of
     about ``rows`` rows (or ``BYTES_PER_CHUNK`` bytes of entries), with the data source's record schema. Raises KafkaLogError at the first
     batch that cannot be decoded (the byte position is in the error)."""
-    cols = RecordColumns(native)
+    capacity = min(len(buf), BYTES_PER_CHUNK)
+    cols = RecordColumns(native, capacity)
     for b in iter_batches(buf, path=segment or None, position_base=position_base):
         cols.add_batch(b, topic, partition, segment)
         if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
             yield cols.to_arrow()
-            cols = RecordColumns(native)
+            cols = RecordColumns(native, capacity)
     if len(cols):
         yield cols.to_arrow()
 

@@ -31,7 +31,8 @@ class Record:
         return self.value is None
 
 
-#: the pure-Python Record (the reference); ``Record`` is the compiled core's twin when that is built
+#: the pure-Python Record (the reference); ``Record`` is the compiled core's twin when that is built: same
+#: fields, constructor, equality, repr and pickling, but read-only (its fields are member slots, read at C speed)
 PyRecord = Record
 
 from .native import core as _core  # noqa: E402 (the choice depends on the class above)

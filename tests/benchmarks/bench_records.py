@@ -15,8 +15,12 @@ shared machine):
 
 * ``scan``: shallow iteration + CRC32C verification of every batch; the ceiling is ``crc32c`` over the
   whole mmap in one call.
-* ``deep``: every record decoded to (offset, timestamp, key, value, headers); kafka-python reads the same
-  attributes from its ``DefaultRecord`` objects.
+* ``deep``: every record decoded to ``Record`` objects and every field read (offset, timestamp, key, value,
+  headers), through the public API; peers: aiokafka's Cython reader (``aiokafka.record._crecords``, the
+  fastest Python peer), kafka-python, and kafkalog's own pure-Python decoder (``KAFKALOG_NATIVE=0``'s path).
+* ``tuples``: the same as ``(offset, timestamp, key, value, headers)`` tuples (``record_tuples``).
+* ``arrow``: every record into Arrow columns with the data source's schema (``iter_arrow``), against aiokafka
+  reading every field.
 """
 
 from __future__ import annotations
@@ -98,7 +102,50 @@ def kafkalog_scan(mv) -> tuple[int, int]:
 def kafkalog_deep(mv) -> int:
     n = 0
     for b in iter_batches(mv):
+        for r in b.records():
+            r.offset, r.timestamp, r.key, r.value, r.headers  # noqa: B018 -- touch every field
+            n += 1
+    return n
+
+
+def kafkalog_python_deep(mv) -> int:
+    """The pure-Python reference decoder (what KAFKALOG_NATIVE=0 runs)."""
+    from kafkalog.storage.records import batch as batch_mod
+    from kafkalog.storage.records.record import PyRecord
+
+    saved = batch_mod._native, batch_mod.Record
+    batch_mod._native, batch_mod.Record = None, PyRecord
+    try:
+        return kafkalog_deep(mv)
+    finally:
+        batch_mod._native, batch_mod.Record = saved
+
+
+def kafkalog_tuples(mv) -> int:
+    n = 0
+    for b in iter_batches(mv):
         n += len(b.record_tuples())
+    return n
+
+
+def kafkalog_arrow(mv) -> int:
+    from kafkalog.storage.records import iter_arrow
+
+    return sum(rb.num_rows for rb in iter_arrow(mv))
+
+
+def aiokafka_deep(data: bytes) -> int:
+    from aiokafka.record._crecords import MemoryRecords
+
+    mr = MemoryRecords(data)
+    n = 0
+    while True:
+        b = mr.next_batch()
+        if b is None:
+            break
+        for r in b:
+            r.offset, r.timestamp, r.key, r.value, r.headers  # noqa: B018 -- touch every field
+            n += 1
     return n
 
 
@@ -169,15 +216,31 @@ def bench_file(path: Path, codec: str, runs: int, deep_only: bool) -> list[dict]
                     "crc32c_ceiling_MBps": size / t["crc32c"] / 1e6,
                     "ratio_vs_ceiling": ratio["crc32c"], "ratio_vs_kafka_python": ratio["kafka-python"],
                 })
-            t, res, ratio = _paired({"kafkalog": lambda: kafkalog_deep(mv),
+            data = bytes(mv)  # aiokafka's reader takes bytes
+            t, res, ratio = _paired({"kafkalog": lambda: kafkalog_deep(mv), "aiokafka": lambda: aiokafka_deep(data),
+                                     "kafkalog-python": lambda: kafkalog_python_deep(mv),
                                      "kafka-python": lambda: kafka_python_deep(mv)}, runs)
             n = res["kafkalog"]
-            assert res["kafka-python"] == n, (n, res)
+            assert res["aiokafka"] == res["kafka-python"] == res["kafkalog-python"] == n, (n, res)
             rows.append({
                 "work": "deep", "codec": codec, "bytes": size, "records": n,
                 "kafkalog_records_per_s": n / t["kafkalog"], "kafkalog_MBps": size / t["kafkalog"] / 1e6,
+                "aiokafka_records_per_s": n / t["aiokafka"],
+                "kafkalog_python_records_per_s": n / t["kafkalog-python"],
                 "kafka_python_records_per_s": n / t["kafka-python"], "kafka_python_MBps": size / t["kafka-python"] / 1e6,
+                "ratio_vs_aiokafka": ratio["aiokafka"],
+                "ratio_vs_kafkalog_python": ratio["kafkalog-python"],
                 "ratio_vs_kafka_python": ratio["kafka-python"],
+            })
+            t, res, ratio = _paired({"kafkalog": lambda: kafkalog_tuples(mv), "arrow": lambda: kafkalog_arrow(mv),
+                                     "aiokafka": lambda: aiokafka_deep(data)}, runs)
+            assert res["arrow"] == res["aiokafka"] == n, res
+            rows.append({
+                "work": "tuples+arrow", "codec": codec, "bytes": size, "records": n,
+                "tuples_records_per_s": n / t["kafkalog"], "arrow_records_per_s": n / t["arrow"],
+                "aiokafka_records_per_s": n / t["aiokafka"],
+                "tuples_vs_aiokafka": ratio["aiokafka"],
+                "arrow_vs_aiokafka": ratio["aiokafka"] / ratio["arrow"],
             })
         finally:
             mv.release()
@@ -222,11 +285,18 @@ def _print_row(r: dict) -> None:
               f"({r['kafkalog_batches_per_s']:>9.0f} batches/s)  kafka-python {r['kafka_python_MBps']:>8.0f} MB/s  "
               f"crc32c ceiling {r['crc32c_ceiling_MBps']:>8.0f} MB/s  => {r['ratio_vs_ceiling']:.0%} of ceiling, "
               f"{r['ratio_vs_kafka_python']:.2f}x kafka-python", flush=True)
-    else:
+    elif r["work"] == "deep":
         print(f"deep      {r['codec']:<6} {r['records']:>9} records  kafkalog {r['kafkalog_records_per_s'] / 1e6:>6.2f} M rec/s "
-              f"({r['kafkalog_MBps']:>6.0f} MB/s)  kafka-python {r['kafka_python_records_per_s'] / 1e6:>6.2f} M rec/s "
-              f"({r['kafka_python_MBps']:>6.0f} MB/s)  => {r['ratio_vs_kafka_python']:.2f}x kafka-python", flush=True)
-
+              f"({r['kafkalog_MBps']:>6.0f} MB/s)  aiokafka {r['aiokafka_records_per_s'] / 1e6:>6.2f}  "
+              f"kafkalog-python {r['kafkalog_python_records_per_s'] / 1e6:>6.2f}  "
+              f"kafka-python {r['kafka_python_records_per_s'] / 1e6:>6.2f} M rec/s  => {r['ratio_vs_aiokafka']:.2f}x "
+              f"aiokafka, {r['ratio_vs_kafkalog_python']:.2f}x pure Python, {r['ratio_vs_kafka_python']:.2f}x kafka-python",
+              flush=True)
+    else:
+        print(f"tuples    {r['codec']:<6} {r['records']:>9} records  tuples {r['tuples_records_per_s'] / 1e6:>6.2f} M rec/s  "
+              f"arrow {r['arrow_records_per_s'] / 1e6:>6.2f} M rec/s  aiokafka {r['aiokafka_records_per_s'] / 1e6:>6.2f} "
+              f"M rec/s  => tuples {r['tuples_vs_aiokafka']:.2f}x, arrow {r['arrow_vs_aiokafka']:.2f}x aiokafka",
+              flush=True)
 
 if __name__ == "__main__":
     sys.exit(main())

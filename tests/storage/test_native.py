@@ -108,6 +108,8 @@ def test_native_records_are_records():
     r = Record(*args)
     r.headers.append(("x", b"1"))
     assert Record(*args).headers == [] and r.headers == [("x", b"1")]
+    with pytest.raises(AttributeError):  # read-only: fields are plain member slots, read at C speed
+        r.offset = 6
 
 
 blobs = st.one_of(st.none(), st.binary(max_size=300))

@@ -111,7 +111,7 @@ def scan_records(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
     filtering = opts.has_record_filter
     lo_o, hi_o, lo_t, hi_t = _record_filter(opts)
     keep = (lo_o, hi_o, lo_t, hi_t) if filtering else None
-    chunk = RecordColumns()
+    chunk = RecordColumns(capacity=8 << 20)
     for piece in pieces:
         with SegmentFile(piece.spec, piece.path) as f:
             for b in iter_piece(piece, f, opts.max_batch_size):
@@ -140,7 +140,7 @@ def scan_records(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
                     continue
                 if len(chunk) >= ROWS_PER_CHUNK or chunk.nbytes >= BYTES_PER_CHUNK:
                     yield chunk.to_arrow()
-                    chunk = RecordColumns()
+                    chunk = RecordColumns(capacity=8 << 20)
                 del b
     if len(chunk):
         yield chunk.to_arrow()

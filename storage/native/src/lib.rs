@@ -5,12 +5,13 @@
 //! returns `None` ("unusual input") and the Python careful decoder gives the verdict (records, or the error
 //! with its byte position and reason). Every read is bounds-checked (`slice::get`), so hostile bytes never
 //! panic; arithmetic that could overflow an `i64` is checked and sends the batch to the careful decoder.
-//! No `unsafe` in this crate.
+//! The one `unsafe` block is at the FFI boundary: `buffer.rs` reads a Python buffer in place.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 mod arrow;
+mod buffer;
 mod record;
 
 use record::Record;

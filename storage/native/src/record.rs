@@ -19,7 +19,7 @@ const FIELDS: [&str; 11] = [
     "crc",
 ];
 
-#[pyclass(module = "kafkalog.storage.records.record", name = "Record", get_all, set_all)]
+#[pyclass(module = "kafkalog.storage.records.record", name = "Record", get_all, frozen)]
 pub struct Record {
     offset: PyObject,
     timestamp: PyObject,

@@ -1,0 +1,34 @@
+//! Reading a Python buffer (bytes, a memoryview over an mmap'd segment) in place, without a copy.
+//!
+//! This is the crate's only `unsafe`, at the FFI boundary: the slice borrows memory that the held
+//! `PyBuffer` keeps exported (the exporter cannot resize or free it while the view exists, by the buffer
+//! protocol), and it is used only while the GIL is held, so no Python code runs meanwhile.
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+pub struct ByteView {
+    buf: PyBuffer<u8>,
+}
+
+impl ByteView {
+    /// A read view of `obj`, which must export a C-contiguous buffer of bytes.
+    pub fn new(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let buf = PyBuffer::<u8>::get(obj)?;
+        if !buf.is_c_contiguous() {
+            return Err(PyValueError::new_err("a contiguous buffer of bytes is needed"));
+        }
+        Ok(ByteView { buf })
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        let len = self.buf.len_bytes();
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: the buffer is C-contiguous and `len` bytes long; `self.buf` keeps it exported (not freed
+        // or resized) for the lifetime of the returned slice, and callers hold the GIL while they use it.
+        unsafe { std::slice::from_raw_parts(self.buf.buf_ptr() as *const u8, len) }
+    }
+}

@@ -263,14 +263,14 @@ class _Slow(Exception):
 def _decode(batch: RecordBatch, count: int, full: bool) -> list:
     h = batch._header()
     data = batch.decompressed_payload()
-    if not isinstance(data, bytes):
-        data = bytes(data)  # one copy per batch: bytes index/slice are the fastest primitives
     append_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else None
-    if _native is not None:
+    if _native is not None:  # reads the buffer in place
         got = _native.decode_records(data, count, h[0], h[7], append_ts, h[11], full)
         if got is not None:
             return got[0]
-    else:
+    if not isinstance(data, bytes):
+        data = bytes(data)  # one copy per batch: bytes index/slice are the fastest primitives
+    if _native is None:
         try:
             return _decode_fast(data, count, h[0], h[7], append_ts, h[11], full)[0]
         except (_Slow, IndexError, CorruptRecordError):

@@ -270,7 +270,7 @@ fn decode_one(
 #[allow(clippy::too_many_arguments)]
 fn decode_records<'py>(
     py: Python<'py>,
-    data: &Bound<'py, PyBytes>,
+    data: &Bound<'py, PyAny>,
     count: i64,
     base_offset: i64,
     base_ts: i64,
@@ -280,7 +280,8 @@ fn decode_records<'py>(
     p: usize,
     last: bool,
 ) -> PyResult<PyObject> {
-    let d = data.as_bytes();
+    let view = buffer::ByteView::new(data)?;
+    let d = view.as_slice();
     let end = d.len();
     if count < 0 || p > end {
         return Ok(py.None());

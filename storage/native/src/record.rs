@@ -1,5 +1,6 @@
 //! `Record`: the native form of `storage/records/record.py`'s dataclass, with the same fields, constructor,
-//! equality and repr. Fields hold Python objects, so assigning any value behaves as it does on the dataclass.
+//! equality, repr and pickling. Read-only (`frozen`): offset, timestamp, key, value and headers are Python
+//! objects read through member slots (as fast as attribute reads get); the raw stored fields are integers.
 
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
@@ -21,17 +22,19 @@ const FIELDS: [&str; 11] = [
 
 #[pyclass(module = "kafkalog.storage.records.record", name = "Record", get_all, frozen)]
 pub struct Record {
+    // read in every hot loop: Python objects, so reads are plain member slots
     offset: PyObject,
     timestamp: PyObject,
     key: PyObject,
     value: PyObject,
     headers: PyObject,
-    attributes: PyObject,
-    timestamp_delta: PyObject,
-    offset_delta: PyObject,
-    sequence: PyObject,
-    magic: PyObject,
-    crc: PyObject,
+    // the raw stored fields, kept to rebuild a batch byte-exactly: plain integers until read
+    attributes: i64,
+    timestamp_delta: Option<i64>,
+    offset_delta: Option<i64>,
+    sequence: i64,
+    magic: i64,
+    crc: Option<i64>,
 }
 
 impl Record {
@@ -54,37 +57,43 @@ impl Record {
             key,
             value,
             headers,
-            attributes: attributes.into_pyobject(py)?.into_any().unbind(),
-            timestamp_delta: ts_delta.into_pyobject(py)?.into_any().unbind(),
-            offset_delta: off_delta.into_pyobject(py)?.into_any().unbind(),
-            sequence: sequence.into_pyobject(py)?.into_any().unbind(),
-            magic: 2i64.into_pyobject(py)?.into_any().unbind(),
-            crc: py.None(),
+            attributes,
+            timestamp_delta: Some(ts_delta),
+            offset_delta: Some(off_delta),
+            sequence,
+            magic: 2,
+            crc: None,
         })
     }
 
-    fn values<'py>(&self, py: Python<'py>) -> [Bound<'py, PyAny>; 11] {
-        [
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<[Bound<'py, PyAny>; 11]> {
+        let opt = |v: Option<i64>| -> PyResult<Bound<'py, PyAny>> {
+            Ok(match v {
+                Some(v) => v.into_pyobject(py)?.into_any(),
+                None => py.None().into_bound(py),
+            })
+        };
+        Ok([
             self.offset.bind(py).clone(),
             self.timestamp.bind(py).clone(),
             self.key.bind(py).clone(),
             self.value.bind(py).clone(),
             self.headers.bind(py).clone(),
-            self.attributes.bind(py).clone(),
-            self.timestamp_delta.bind(py).clone(),
-            self.offset_delta.bind(py).clone(),
-            self.sequence.bind(py).clone(),
-            self.magic.bind(py).clone(),
-            self.crc.bind(py).clone(),
-        ]
+            self.attributes.into_pyobject(py)?.into_any(),
+            opt(self.timestamp_delta)?,
+            opt(self.offset_delta)?,
+            self.sequence.into_pyobject(py)?.into_any(),
+            self.magic.into_pyobject(py)?.into_any(),
+            opt(self.crc)?,
+        ])
     }
 }
 
 #[pymethods]
 impl Record {
     #[new]
-    #[pyo3(signature = (offset, timestamp, key, value, headers=None, attributes=None, timestamp_delta=None,
-                        offset_delta=None, sequence=None, magic=None, crc=None))]
+    #[pyo3(signature = (offset, timestamp, key, value, headers=None, attributes=0, timestamp_delta=None,
+                        offset_delta=None, sequence=-1, magic=2, crc=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -93,39 +102,26 @@ impl Record {
         key: PyObject,
         value: PyObject,
         headers: Option<PyObject>,
-        attributes: Option<PyObject>,
-        timestamp_delta: Option<PyObject>,
-        offset_delta: Option<PyObject>,
-        sequence: Option<PyObject>,
-        magic: Option<PyObject>,
-        crc: Option<PyObject>,
-    ) -> PyResult<Self> {
-        let int = |v: i64| -> PyResult<PyObject> { Ok(v.into_pyobject(py)?.into_any().unbind()) };
-        Ok(Record {
+        attributes: i64,
+        timestamp_delta: Option<i64>,
+        offset_delta: Option<i64>,
+        sequence: i64,
+        magic: i64,
+        crc: Option<i64>,
+    ) -> Self {
+        Record {
             offset,
             timestamp,
             key,
             value,
-            headers: match headers {
-                Some(h) => h,
-                None => PyList::empty(py).into_any().unbind(),
-            },
-            attributes: match attributes {
-                Some(a) => a,
-                None => int(0)?,
-            },
-            timestamp_delta: timestamp_delta.unwrap_or_else(|| py.None()),
-            offset_delta: offset_delta.unwrap_or_else(|| py.None()),
-            sequence: match sequence {
-                Some(s) => s,
-                None => int(-1)?,
-            },
-            magic: match magic {
-                Some(m) => m,
-                None => int(2)?,
-            },
-            crc: crc.unwrap_or_else(|| py.None()),
-        })
+            headers: headers.unwrap_or_else(|| PyList::empty(py).into_any().unbind()),
+            attributes,
+            timestamp_delta,
+            offset_delta,
+            sequence,
+            magic,
+            crc,
+        }
     }
 
     #[getter]
@@ -142,9 +138,9 @@ impl Record {
         let Ok(other) = other.downcast::<Record>() else {
             return Ok(py.NotImplemented());
         };
-        let other = other.borrow();
-        let a = PyTuple::new(py, self.values(py))?;
-        let b = PyTuple::new(py, other.values(py))?;
+        let other = other.get();
+        let a = PyTuple::new(py, self.values(py)?)?;
+        let b = PyTuple::new(py, other.values(py)?)?;
         match op {
             CompareOp::Eq => Ok(a.eq(b)?.into_pyobject(py)?.to_owned().into_any().unbind()),
             CompareOp::Ne => Ok(a.ne(b)?.into_pyobject(py)?.to_owned().into_any().unbind()),
@@ -154,31 +150,14 @@ impl Record {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let mut parts = Vec::with_capacity(FIELDS.len());
-        for (name, v) in FIELDS.iter().zip(self.values(py)) {
+        for (name, v) in FIELDS.iter().zip(self.values(py)?) {
             parts.push(format!("{}={}", name, v.repr()?));
         }
         Ok(format!("Record({})", parts.join(", ")))
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let args = PyTuple::new(py, slf.borrow().values(py))?;
+        let args = PyTuple::new(py, slf.get().values(py)?)?;
         PyTuple::new(py, [slf.get_type().into_any(), args.into_any()])
-    }
-
-    fn __copy__(&self, py: Python<'_>) -> Self {
-        let [o, t, k, v, h, a, td, od, s, m, c] = self.values(py).map(|b| b.unbind());
-        Record {
-            offset: o,
-            timestamp: t,
-            key: k,
-            value: v,
-            headers: h,
-            attributes: a,
-            timestamp_delta: td,
-            offset_delta: od,
-            sequence: s,
-            magic: m,
-            crc: c,
-        }
     }
 }

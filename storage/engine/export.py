@@ -27,14 +27,10 @@ from ..jsonio import b64_field
 from ..log import PartitionLog
 from ..logdir import live_partition_name, resolve_partition_dirs
 from ..records.batch import increment_sequence
+from ..records.columns import RECORD_COLUMNS
+from ..records.columns import arrow_schema as records_arrow_schema
 
-EXPORT_COLUMNS: list[tuple[str, str]] = [
-    ("topic", "string"), ("partition", "int"), ("offset", "bigint"), ("timestamp", "bigint"),
-    ("timestampType", "int"), ("key", "binary"), ("value", "binary"),
-    ("headers", "array<struct<key:string,value:binary>>"), ("leaderEpoch", "int"), ("producerId", "bigint"),
-    ("producerEpoch", "int"), ("sequence", "int"), ("isTransactional", "boolean"), ("isControl", "boolean"),
-    ("magic", "int"), ("codec", "string"), ("segment", "string"), ("position", "bigint"),
-]
+EXPORT_COLUMNS = RECORD_COLUMNS  # the record schema of the Spark data source, defined once
 COLUMN_NAMES = [n for n, _ in EXPORT_COLUMNS]
 DEFAULT_ROW_GROUP_ROWS = 64 * 1024
 DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
@@ -226,12 +222,7 @@ def export_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.Pat
 
 
 def arrow_schema():
-    import pyarrow as pa
-
-    simple = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "binary": pa.binary(),
-              "boolean": pa.bool_()}
-    headers = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
-    return pa.schema([pa.field(n, simple.get(t, headers)) for n, t in EXPORT_COLUMNS])
+    return records_arrow_schema(RECORD_COLUMNS)
 
 
 class _Columns:

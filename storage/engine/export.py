@@ -26,8 +26,8 @@ from ..files.names import segment_log_files
 from ..jsonio import b64_field
 from ..log import PartitionLog
 from ..logdir import live_partition_name, resolve_partition_dirs
-from ..records.batch import increment_sequence
-from ..records.columns import RECORD_COLUMNS
+from ..records.batch import RECORD_CHUNK, increment_sequence
+from ..records.columns import RECORD_COLUMNS, RecordColumns
 from ..records.columns import arrow_schema as records_arrow_schema
 
 EXPORT_COLUMNS = RECORD_COLUMNS  # the record schema of the Spark data source, defined once
@@ -68,17 +68,17 @@ producerEpoch, baseSequence, baseOffset, isTransactional, isControl, magic, code
 records = [(offset, timestamp, key, value, headers)]."""
 
 
-def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter | None = None,
-                           stats: ExportStats | None = None) -> Iterator[BatchRows]:
-    """The batches of one partition (filtered), each with its decoded records."""
-    flt = flt or ExportFilter()
+def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
+                      stats: ExportStats | None) -> Iterator[tuple[str, int, str, Any]]:
+    """``(topic, partition, segment name, batch)`` of every batch of one partition the filter may keep (checked
+    against its CRC), segment by segment (each closed, and reported to ``stats.on_segment``, when done)."""
     pdir = Path(partition_dir)
     tp = live_partition_name(pdir.name)
     if tp is None:
         raise KafkaLogError("not a partition directory (<topic>-<partition>)", str(pdir))
     topic, partition = tp.topic, tp.partition
     lo, hi = flt.from_offset, flt.to_offset
-    t_lo, t_hi = flt.from_time, flt.to_time
+    t_lo = flt.from_time
     with PartitionLog(pdir) as plog:
         if plog.unfinished_swap:  # exporting the listed segments would silently miss records
             raise LogDirError(plog.unfinished_swap, str(pdir))
@@ -111,30 +111,50 @@ def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter |
                     if b.is_control and not flt.include_control:
                         continue
                     b.ensure_valid()
-                    magic = b.magic
-                    ts_type = b.timestamp_type
-                    base_seq = b.base_sequence
-                    head = (topic, partition, ts_type, b.partition_leader_epoch, b.producer_id, b.producer_epoch,
-                            base_seq, b.base_offset if magic >= 2 else None, b.is_transactional, b.is_control,
-                            magic, b.codec_name, name, b.position)
-                    counted = False
-                    for recs in b.record_chunks(full=False):  # memory bounded whatever the record count
-                        if lo is not None or hi is not None or t_lo is not None or t_hi is not None:
-                            recs = [r for r in recs
-                                    if (lo is None or r[0] >= lo) and (hi is None or r[0] < hi)
-                                    and (t_lo is None or r[1] >= t_lo) and (t_hi is None or r[1] < t_hi)]
-                            if not recs:
-                                continue
-                        if stats is not None:
-                            stats.batches += 0 if counted else 1
-                            stats.records += len(recs)
-                        counted = True
-                        yield head, recs
+                    yield topic, partition, name, b
                     del b
             finally:
                 seg.close()
             if stats is not None and stats.on_segment is not None:
                 stats.on_segment(seg_size)
+
+
+def _record_window(flt: ExportFilter) -> tuple[int, int, int, int] | None:
+    """The filter's ``[offset, timestamp)`` window as ``(lo_o, hi_o, lo_t, hi_t)``, or None for everything."""
+    if flt.from_offset is None and flt.to_offset is None and flt.from_time is None and flt.to_time is None:
+        return None
+    big = 1 << 63
+    return (-big if flt.from_offset is None else flt.from_offset, big if flt.to_offset is None else flt.to_offset,
+            -big if flt.from_time is None else flt.from_time, big if flt.to_time is None else flt.to_time)
+
+
+def _record_chunks(b, window) -> Iterator[list[tuple]]:
+    """The batch's records as tuples, a bounded chunk at a time (whatever count it declares), filtered."""
+    for recs in b.record_chunks(full=False):
+        if window is not None:
+            lo_o, hi_o, lo_t, hi_t = window
+            recs = [r for r in recs if lo_o <= r[0] < hi_o and lo_t <= r[1] < hi_t]
+        if recs:
+            yield recs
+
+
+def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter | None = None,
+                           stats: ExportStats | None = None) -> Iterator[BatchRows]:
+    """The batches of one partition (filtered), each with its decoded records."""
+    flt = flt or ExportFilter()
+    window = _record_window(flt)
+    for topic, partition, name, b in _selected_batches(partition_dir, flt, stats):
+        magic = b.magic
+        head = (topic, partition, b.timestamp_type, b.partition_leader_epoch, b.producer_id, b.producer_epoch,
+                b.base_sequence, b.base_offset if magic >= 2 else None, b.is_transactional, b.is_control,
+                magic, b.codec_name, name, b.position)
+        counted = False
+        for recs in _record_chunks(b, window):  # memory bounded whatever the record count
+            if stats is not None:
+                stats.batches += 0 if counted else 1
+                stats.records += len(recs)
+            counted = True
+            yield head, recs
 
 
 def _sequence(base_seq: int, base_offset: int | None, offset: int) -> int:
@@ -225,43 +245,6 @@ def arrow_schema():
     return records_arrow_schema(RECORD_COLUMNS)
 
 
-class _Columns:
-    def __init__(self) -> None:
-        self.cols: dict[str, list] = {n: [] for n in COLUMN_NAMES}
-        self.rows = 0
-        self.bytes = 0
-
-    def add_batch(self, head: tuple, recs: list[tuple]) -> None:
-        topic, partition, ts_type, ple, pid, pepoch, base_seq, base_off, txn, ctrl, magic, codec, seg, pos = head
-        n = len(recs)
-        c = self.cols
-        for name, v in (("topic", topic), ("partition", partition), ("timestampType", ts_type),
-                        ("leaderEpoch", ple), ("producerId", pid), ("producerEpoch", pepoch),
-                        ("isTransactional", txn), ("isControl", ctrl), ("magic", magic), ("codec", codec),
-                        ("segment", seg), ("position", pos)):
-            c[name].extend([v] * n)
-        size = 0
-        for off, ts, key, value, headers in recs:
-            c["offset"].append(off)
-            c["timestamp"].append(ts)
-            c["key"].append(key)
-            c["value"].append(value)
-            c["headers"].append([{"key": k, "value": v} for k, v in headers])
-            c["sequence"].append(_sequence(base_seq, base_off, off))
-            size += (len(key) if key else 0) + (len(value) if value else 0) + 64
-        self.rows += n
-        self.bytes += size
-
-    def table(self, schema):
-        import pyarrow as pa
-
-        t = pa.table({n: pa.array(self.cols[n], type=schema.field(n).type) for n in COLUMN_NAMES}, schema=schema)
-        self.cols = {n: [] for n in COLUMN_NAMES}
-        self.rows = 0
-        self.bytes = 0
-        return t
-
-
 def export_parquet(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike,
                    flt: ExportFilter | None = None, *, row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
                    row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES, compression: str = "zstd",
@@ -274,19 +257,29 @@ def export_parquet(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLik
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     schema = arrow_schema()
+    window = _record_window(flt)
     stats = ExportStats(on_segment=progress)
     for pdir in resolve_partition_dirs(list(paths), flt.topics):
         stats.partitions += 1
         target = out / f"{pdir.name}.parquet"
         tmp = target.with_name(target.name + ".tmp")
-        cols = _Columns()
+        cols = RecordColumns(capacity=min(row_group_bytes, 64 << 20))
         with pq.ParquetWriter(tmp, schema, compression=compression) as w:
-            for head, recs in iter_partition_batches(pdir, flt, stats):
-                cols.add_batch(head, recs)
-                if cols.rows >= row_group_rows or cols.bytes >= row_group_bytes:
-                    w.write_table(cols.table(schema), row_group_size=max(cols.rows, row_group_rows))
-            if cols.rows:
-                w.write_table(cols.table(schema))
+            for topic, partition, name, b in _selected_batches(pdir, flt, stats):
+                if b.records_count is not None and b.records_count <= RECORD_CHUNK:
+                    n = cols.add_batch(b, topic, partition, name, window)  # straight into Arrow columns
+                else:  # legacy entries, and batches declaring more records than a chunk: bounded chunks
+                    n = 0
+                    for recs in _record_chunks(b, window):
+                        cols.add_records(b, recs, topic, partition, name)
+                        n += len(recs)
+                stats.batches += 1 if n else 0
+                stats.records += n
+                if len(cols) >= row_group_rows or cols.nbytes >= row_group_bytes:
+                    rows = len(cols)
+                    w.write_batch(cols.to_arrow(), row_group_size=max(rows, row_group_rows))
+            if len(cols):
+                w.write_batch(cols.to_arrow())
         os.replace(tmp, target)
         stats.files.append(str(target))
     return stats

@@ -104,8 +104,18 @@ class RecordColumns:
         if self._core is not None:
             return self._add_native(b, (topic, partition, segment), keep)
         recs = self._decode(b, keep)
+        if recs:
+            self.add_records(b, recs, topic, partition, segment)
+        return len(recs)
+
+    def add_records(self, b, recs: list[tuple], topic: str, partition: int, segment: str) -> None:
+        """Add ``recs``, records of batch ``b`` already decoded as ``(offset, timestamp, key, value, headers)``
+        tuples (for example a chunk of ``b.record_chunks(full=False)``), as rows."""
         if not recs:
-            return 0
+            return
+        if self._core is not None:
+            self._add_rows(b, recs, self._piece((topic, partition, segment)))
+            return
         bi = len(self.b_topic)
         n = len(recs)
         self.take.extend([bi] * n)
@@ -131,7 +141,6 @@ class RecordColumns:
         self.b_seg.append(segment)
         self.b_pos.append(b.position)
         self.nbytes += b.size
-        return n
 
     @staticmethod
     def _decode(b, keep) -> list:
@@ -141,10 +150,14 @@ class RecordColumns:
             recs = [r for r in recs if lo_o <= r[0] < hi_o and lo_t <= r[1] < hi_t]
         return recs
 
-    def _add_native(self, b, piece: tuple, keep) -> int:
+    def _piece(self, piece: tuple) -> int:
         pi = self._pieces.get(piece)
         if pi is None:
             pi = self._pieces[piece] = len(self._pieces)
+        return pi
+
+    def _add_native(self, b, piece: tuple, keep) -> int:
+        pi = self._piece(piece)
         if isinstance(b, RecordBatch):
             data = None
             if b.codec:  # decompressed by the records layer (its limits and errors)
@@ -154,13 +167,15 @@ class RecordColumns:
                 self.nbytes = self._core.nbytes
                 return n
         recs = self._decode(b, keep)
-        if not recs:
-            return 0
+        if recs:
+            self._add_rows(b, recs, pi)
+        return len(recs)
+
+    def _add_rows(self, b, recs: list, pi: int) -> None:
         self._core.add_rows(recs, _sequences(b, recs), pi, (
             b.timestamp_type, b.partition_leader_epoch, b.producer_id, b.producer_epoch, b.is_transactional,
             b.is_control, b.magic, b.codec_name, b.position, b.size))
         self.nbytes = self._core.nbytes
-        return len(recs)
 
     def to_arrow(self):
         """The rows as one ``pyarrow.RecordBatch`` with the schema of ``RECORD_COLUMNS``."""

@@ -68,8 +68,11 @@ class RecordColumns:
     def __init__(self, native: bool = True, capacity: int = 0):
         # capacity: about how many bytes of log entries will be added (native buffers are sized once)
         self._core = core.ArrowRecords(capacity) if native and core is not None else None
+        self._clear()
+
+    def _clear(self) -> None:
         self._pieces: dict[tuple, int] = {}  # (topic, partition, segment) -> piece number (native rows)
-        # per batch
+        # per batch (pure-Python path)
         self.b_topic: list = []
         self.b_part: list = []
         self.b_tstype: list = []
@@ -178,7 +181,8 @@ class RecordColumns:
         self.nbytes = self._core.nbytes
 
     def to_arrow(self):
-        """The rows as one ``pyarrow.RecordBatch`` with the schema of ``RECORD_COLUMNS``."""
+        """The rows as one ``pyarrow.RecordBatch`` with the schema of ``RECORD_COLUMNS``; the builder is empty
+        afterwards (ready for the next chunk)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -191,6 +195,7 @@ class RecordColumns:
             cols["topic"] = pc.take(pa.array([t for t, _, _ in names], pa.string()), piece)
             cols["partition"] = pc.take(pa.array([p for _, p, _ in names], pa.int32()), piece)
             cols["segment"] = pc.take(pa.array([s for _, _, s in names], pa.string()), piece)
+            self._clear()
             return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
         take = pa.array(self.take, pa.int32())
 
@@ -217,6 +222,7 @@ class RecordColumns:
             "segment": expand(self.b_seg, pa.string()),
             "position": expand(self.b_pos, pa.int64()),
         }
+        self._clear()
         return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
 
     def _headers_array(self, pa):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import KafkaLogError
@@ -11,7 +12,8 @@ from ..files.checkpoints import (
 )
 from ..files.findings import Finding, error, info, warning
 from ..log import METADATA_TOPIC
-from ..logdir import DataDir, DataDirs
+from ..logdir import BOOTSTRAP_CHECKPOINT, DataDir, DataDirs
+from .files import verify_kraft_snapshot
 from .partition import verify_partition
 
 
@@ -65,6 +67,13 @@ def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
     if ddir.clean_shutdown is not None:
         for problem in ddir.clean_shutdown.validate():
             out.append(warning(d / ".kafka_cleanshutdown", None, "metadata", problem))
+    bootstrap = d / BOOTSTRAP_CHECKPOINT
+    if bootstrap.exists() or bootstrap.is_symlink():
+        # kafka-storage format writes it; every KRaft node reads it at start-up (KafkaRaftServer ->
+        # BootstrapDirectory.read, BatchFileReader: records decoded, CRCs not checked). Small: read deeply.
+        for f in verify_kraft_snapshot(bootstrap, deep=True)[0]:
+            out.append(replace(f, message=f"{f.message} (the bootstrap metadata every KRaft node reads at "
+                                          "start-up, without checking CRCs)"))
     hosted = {(tp.topic, tp.partition) for tp in ddir.partition_dirs.values() if tp.kind in ("live", "future")}
     for name, ckpt in ddir.checkpoints.items():
         p = d / name

@@ -13,8 +13,8 @@ from .segment import SegmentSummary, _deep_check, verify_segment
 
 
 def verify_kraft_snapshot(path: str | os.PathLike, deep: bool = False) -> tuple[list[Finding], int]:
-    """A KRaft snapshot (``<offset>-<epoch>.checkpoint``): batch framing and CRCs (records with ``deep``);
-    returns the findings and the bytes scanned."""
+    """A KRaft snapshot (``<offset>-<epoch>.checkpoint``, or a data dir's ``bootstrap.checkpoint``): batch
+    framing, magic and CRCs (records with ``deep``); returns the findings and the bytes scanned."""
     from ..records import LogScanner
 
     name = os.fspath(path)
@@ -31,10 +31,13 @@ def verify_kraft_snapshot(path: str | os.PathLike, deep: bool = False) -> tuple[
         summary = SegmentSummary(0, len(buf))
         try:
             for b in scanner:
-                if not b.is_valid():
+                if b.magic != 2:  # RecordsIterator: a KRaft snapshot holds v2 batches only
+                    out.append(error(name, b.position, "batch",
+                                     f"magic {b.magic}: a KRaft snapshot holds only v2 record batches (magic 2)"))
+                elif not b.is_valid():
                     out.append(error(name, b.position, "crc",
                                      f"CRC mismatch (stored 0x{b.crc:08x}, computed 0x{b.compute_crc():08x})"))
-                if deep:
+                if deep and b.magic == 2:
                     _deep_check(b, name, out, summary)
                 del b
         except CorruptRecordError as e:

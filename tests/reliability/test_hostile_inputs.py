@@ -373,3 +373,51 @@ def test_a_record_count_bomb_is_decoded_in_bounded_memory(tmp_path):
         assert rc == 0 and mb < idle + 60, rows
     report(f"record-count bomb ({n:,d} records in one batch)", rows)
     assert len((tmp_path / "out.jsonl").read_text().splitlines()) == n
+
+
+FIXTURES = FIXTURE.parents[1]
+
+
+def _findings(stdout: str) -> list[dict]:
+    """The findings of `verify --json` (one JSON object per line)."""
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "torn tail", "magic 3"])
+def test_a_damaged_bootstrap_checkpoint_is_an_error(tmp_path, damage):
+    """``bootstrap.checkpoint`` (written by kafka-storage format, read by every KRaft node at start-up without
+    a CRC check) was ignored by verify: a damaged one is now an error naming the file and the byte."""
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", data)
+    boot = data / "bootstrap.checkpoint"
+    raw = bytearray(boot.read_bytes())
+    if damage == "flipped byte":
+        raw[80] ^= 0xFF
+    elif damage == "torn tail":
+        raw = raw[:-5]
+    else:
+        raw[16] = 3
+    boot.write_bytes(bytes(raw))
+    r = kafkalog("verify", str(data), "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    found = [f for f in _findings(r.stdout) if f["file"].endswith("bootstrap.checkpoint")]
+    assert found and all(f["severity"] == "error" for f in found), r.stdout
+    assert "bootstrap metadata" in found[0]["message"]
+    if damage == "magic 3":
+        assert found[0]["position"] == 0 and "magic 3" in found[0]["message"]
+
+
+def test_a_kraft_snapshot_with_magic_3_is_an_error(tmp_path):
+    """A KRaft snapshot holds v2 batches only (Kafka's ByteBufferLogInputStream: "Invalid magic found in
+    record"); verify passed one with magic 3 (the magic byte is outside the CRC)."""
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES / "kafka-3.9.2-kraft" / "data", data)
+    snap = sorted((data / "__cluster_metadata-0").glob("*.checkpoint"))[0]
+    raw = bytearray(snap.read_bytes())
+    raw[16] = 3
+    snap.write_bytes(bytes(raw))
+    r = kafkalog("verify", str(data), "--json")
+    assert r.returncode == 1
+    found = [f for f in _findings(r.stdout) if f["file"] == str(snap)]
+    assert [(f["severity"], f["position"]) for f in found] == [("error", 0)], r.stdout
+    assert "magic 3" in found[0]["message"]

@@ -9,7 +9,7 @@ import sys
 import time
 
 from kafkalog.storage.codec.compression import CODEC_IDS
-from kafkalog.storage.engine.writer import append_to_partition
+from kafkalog.storage.engine.writer import append_to_partition, preview_append
 from kafkalog.storage.errors import ConfigError
 from kafkalog.storage.jsonio import b64_field, iter_lines, loads
 from kafkalog.storage.log import live_topic_partition
@@ -40,6 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--payload", choices=("base64", "utf8"), default="base64")
     p.add_argument("--now", type=int, metavar="MS")
+    p.add_argument("--dry-run", action="store_true",
+                   help="read and check every input line and say what would be appended; change nothing")
 
 
 def _decode(v, payload: str, field: str) -> bytes | None:
@@ -109,6 +111,12 @@ def run(args: argparse.Namespace) -> int:
     cfg = resolver.log_config(args.data_dir, topic)
     src = sys.stdin if args.source == "-" else open(args.source, encoding="utf-8")  # noqa: SIM115
     with src:
+        if args.dry_run:
+            n, records, leo = preview_append(args.data_dir, args.partition, _batches(src, args), config=cfg,
+                                             keep_offsets=args.keep_offsets)
+            print(f"{os.path.join(args.data_dir, args.partition)}: would append {n} batches ({records} records); "
+                  f"log end offset would be {leo} (dry run: nothing changed)", file=sys.stderr)
+            return 0
         n, leo = append_to_partition(args.data_dir, args.partition, _batches(src, args), config=cfg,
                                      topic_id=args.topic_id, leader_epoch=args.leader_epoch,
                                      keep_offsets=args.keep_offsets, now_ms=args.now)

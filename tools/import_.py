@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from kafkalog.storage.engine.import_ import import_files
+from kafkalog.storage.engine.import_ import import_files, preview_import
 
 DESCRIPTION = """\
 Read records exported by `kafkalog export` (JSON Lines, or Parquet files ending in .parquet; - is stdin) and
@@ -32,15 +32,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic-id", default=None, help="topic id for new partitions' partition.metadata")
     p.add_argument("--append", action="store_true", help="append to partitions that already hold data")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--dry-run", action="store_true",
+                   help="read and check every row and say what would be imported; change nothing")
 
 
 def run(args: argparse.Namespace) -> int:
-    stats = import_files(args.files, args.dir, topic=args.topic, topic_id=args.topic_id, append=args.append)
+    if args.dry_run:
+        stats = preview_import(args.files, args.dir, topic=args.topic, append=args.append)
+    else:
+        stats = import_files(args.files, args.dir, topic=args.topic, topic_id=args.topic_id, append=args.append)
+    would = "would be " if args.dry_run else ""
     if args.json:
-        sys.stdout.write(json.dumps({"summary": stats.to_dict()}) + "\n")
+        sys.stdout.write(json.dumps({"summary": stats.to_dict(), "dryRun": args.dry_run}) + "\n")
     else:
         for name, leo in sorted(stats.partitions.items()):
-            sys.stdout.write(f"{name}: log end offset {leo}\n")
-        sys.stdout.write(f"imported {stats.records} records in {stats.batches} batches into "
-                         f"{len(stats.partitions)} partitions of {args.dir}\n")
+            sys.stdout.write(f"{name}: log end offset {would}{leo}\n")
+        sys.stdout.write(f"{'would import' if args.dry_run else 'imported'} {stats.records} records in "
+                         f"{stats.batches} batches into {len(stats.partitions)} partitions of {args.dir}"
+                         f"{' (dry run: nothing changed)' if args.dry_run else ''}\n")
     return 0

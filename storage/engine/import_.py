@@ -138,6 +138,67 @@ def _has_data(pdir: Path) -> bool:
     return any(f.stat().st_size > 0 for f in segment_log_files(pdir))
 
 
+class _Checks:
+    """The rules every imported batch must pass, for the import and for its dry run alike: legal partition
+    names inside the data dir, no import into a partition holding data without ``append``, offsets increasing
+    within a partition (and, with ``append``, at or above its log end offset)."""
+
+    def __init__(self, ddir: Path, topic: str | None, append: bool):
+        self.ddir, self.topic, self.append = ddir, topic, append
+        self.paths: dict[str, Path] = {}
+        self.last_offset: dict[str, int] = {}
+
+    def batch(self, where: str, batch_rows: list[dict[str, Any]]) -> tuple[str, Path, list[int]]:
+        first = batch_rows[0]
+        t, part = self.topic or first["topic"], first["partition"]
+        name = f"{t}-{part}"
+        pdir = self.paths.get(name)
+        if pdir is None:
+            try:
+                pdir = partition_path(self.ddir, t, part)
+            except LogDirError as e:
+                raise LogDirError(f"field 'topic'/'partition': {e.reason}", where) from None
+            if pdir.exists() and _has_data(pdir):
+                if not self.append:
+                    raise LogDirError(f"partition {name} already holds data (use --append)", str(pdir))
+                self.last_offset[name] = _log_end_offset(pdir) - 1
+            self.paths[name] = pdir
+        offs = [r["offset"] for r in batch_rows]
+        prev = self.last_offset.get(name, -1)
+        if any(b <= a for a, b in zip(offs, offs[1:], strict=False)) or offs[0] <= prev:
+            raise CorruptRecordError(f"offsets must increase within a partition (offset {offs[0]} after "
+                                     f"{prev})", where)
+        self.last_offset[name] = offs[-1]
+        return name, pdir, offs
+
+
+def _log_end_offset(pdir: Path) -> int:
+    from ..log import PartitionLog
+
+    with PartitionLog(pdir) as plog:
+        segs = plog.segments
+        return segs[-1].read_next_offset() if segs else 0
+
+
+def preview_import(files: Iterable[str | os.PathLike], data_dir: str | os.PathLike, *, topic: str | None = None,
+                   append: bool = False) -> ImportStats:
+    """``import --dry-run``: read and check every row exactly as :func:`import_files` does and return what it
+    would write (per partition the log end offset after the import, batches, records), touching nothing."""
+    ddir = Path(data_dir)
+    if topic is not None:
+        validate_topic(topic)
+    stats = ImportStats()
+    checks = _Checks(ddir, topic, append)
+    for f in files:
+        for where, batch_rows in _group(iter_rows(f)):
+            name, _pdir, offs = checks.batch(where, batch_rows)
+            _build(batch_rows)  # the batch must build (codec, fields) as it would on import
+            stats.batches += 1
+            stats.records += len(batch_rows)
+            stats.partitions[name] = offs[-1] + 1
+    return stats
+
+
 def import_files(files: Iterable[str | os.PathLike], data_dir: str | os.PathLike, *, topic: str | None = None,
                  topic_id: str | None = None, append: bool = False) -> ImportStats:
     """Import exported rows into ``data_dir`` (under its lock). A partition that already holds data is refused
@@ -162,8 +223,8 @@ def _import(files: Iterable[str | os.PathLike], ddir: Path, topic: str | None, t
             append: bool) -> ImportStats:
     stats = ImportStats()
     writers: dict[str, LogWriter] = {}
-    last_offset: dict[str, int] = {}
     last_segment: dict[str, str] = {}
+    checks = _Checks(ddir, topic, append)
 
     def rows() -> Iterator[tuple[str, dict[str, Any]]]:
         for f in files:
@@ -173,21 +234,10 @@ def _import(files: Iterable[str | os.PathLike], ddir: Path, topic: str | None, t
         try:
             for where, batch_rows in _group(rows()):
                 first = batch_rows[0]
-                t, part = topic or first["topic"], first["partition"]
-                name = f"{t}-{part}"
+                name, pdir, offs = checks.batch(where, batch_rows)
                 w = writers.get(name)
                 if w is None:
-                    try:
-                        pdir = partition_path(ddir, t, part)
-                    except LogDirError as e:
-                        raise LogDirError(f"field 'topic'/'partition': {e.reason}", where) from None
-                    if pdir.exists() and _has_data(pdir) and not append and name not in stats.partitions:
-                        raise LogDirError(f"partition {name} already holds data (use --append)", str(pdir))
                     w = writers[name] = LogWriter(staging.path(pdir), topic_id=topic_id, leader_epoch=None)
-                offs = [r["offset"] for r in batch_rows]
-                if any(b <= a for a, b in zip(offs, offs[1:], strict=False)) or offs[0] <= last_offset.get(name, -1):
-                    raise CorruptRecordError(f"offsets must increase within a partition (offset {offs[0]} after "
-                                             f"{last_offset.get(name, -1)})", where)
                 seg = first.get("segment")
                 if seg and seg != last_segment.get(name) and seg[:-4].isdigit():
                     base = int(seg[:-4])
@@ -196,7 +246,6 @@ def _import(files: Iterable[str | os.PathLike], ddir: Path, topic: str | None, t
                         w.roll(base)
                 last_segment[name] = seg
                 w.append(_build(batch_rows), assign_offsets=False)
-                last_offset[name] = offs[-1]
                 stats.batches += 1
                 stats.records += len(batch_rows)
                 stats.partitions[name] = offs[-1] + 1
@@ -217,4 +266,4 @@ def _import(files: Iterable[str | os.PathLike], ddir: Path, topic: str | None, t
     return stats
 
 
-__all__ = ["ImportStats", "import_files", "iter_rows"]
+__all__ = ["ImportStats", "import_files", "iter_rows", "preview_import"]

@@ -293,24 +293,7 @@ class LogWriter:
         return self.append(build_batch(list(records), base_offset=0, **batch_args))
 
     def _analyze(self, buf: bytearray) -> list[tuple[int, int, int, int, int]]:
-        """``analyzeAndValidateRecords``: (position, base offset, last offset, max timestamp, size) per batch;
-        CRC and size checks; trailing partial bytes trimmed."""
-        out = []
-        scanner = LogScanner(memoryview(buf))
-        for b in scanner:
-            if b.size > self.config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {b.size} bytes exceeds max.message.bytes ({self.config.max_message_bytes})",
-                    str(self.dir), b.position)
-            if not b.is_valid():
-                raise CorruptRecordError("record batch is corrupt (CRC mismatch)", str(self.dir), b.position)
-            out.append((b.position, b.base_offset, b.last_offset, b.max_timestamp, b.size))
-            del b
-        del scanner
-        if out:
-            end = out[-1][0] + out[-1][4]
-            del buf[end:]
-        return out
+        return analyze_append(buf, self.config, str(self.dir))
 
     def _assign_offsets(self, buf: bytearray, batches):
         """``LogValidator``: offsets from the LEO, partition leader epoch, LogAppendTime, re-compression."""
@@ -460,6 +443,72 @@ class LogWriter:
             self.closed = True
 
 
+
+
+def analyze_append(buf: bytearray, config: LogConfig, where: str) -> list[tuple[int, int, int, int, int]]:
+    """``analyzeAndValidateRecords``: (position, base offset, last offset, max timestamp, size) per batch;
+    CRC and size checks; trailing partial bytes trimmed from ``buf``."""
+    out = []
+    scanner = LogScanner(memoryview(buf))
+    for b in scanner:
+        if b.size > config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {b.size} bytes exceeds max.message.bytes ({config.max_message_bytes})", where, b.position)
+        if not b.is_valid():
+            raise CorruptRecordError("record batch is corrupt (CRC mismatch)", where, b.position)
+        out.append((b.position, b.base_offset, b.last_offset, b.max_timestamp, b.size))
+        del b
+    del scanner
+    if out:
+        end = out[-1][0] + out[-1][4]
+        del buf[end:]
+    return out
+
+
+def preview_append(data_dir: str | os.PathLike, partition: str, batches: Iterable[bytes], *,
+                   config: LogConfig | None = None, keep_offsets: bool = False) -> tuple[int, int, int]:
+    """``append --dry-run``: check every append as :func:`append_to_partition` would (batch framing, CRC,
+    max.message.bytes, segment.bytes, offset order for a follower, v2 only for a leader) and return
+    ``(appends, records, log end offset after)``, touching nothing."""
+    from ..log import live_topic_partition, partition_path_for
+
+    topic, _ = live_topic_partition(partition)
+    pdir = partition_path_for(data_dir, partition)
+    if config is None:
+        from ..topic_configs import ConfigResolver
+
+        config = ConfigResolver(data_dirs=[data_dir]).log_config(data_dir, topic)
+    leo = 0
+    if pdir.is_dir():
+        with PartitionLog(pdir) as plog:
+            segs = plog.segments
+            leo = segs[-1].read_next_offset() if segs else 0
+    n = records = 0
+    for data in batches:
+        n += 1
+        buf = bytearray(data)
+        analyzed = analyze_append(buf, config, str(pdir))
+        if not analyzed:
+            continue
+        if len(buf) > config.segment_size:
+            raise RecordTooLargeError(f"append of {len(buf)} bytes exceeds segment.bytes ({config.segment_size})",
+                                      str(pdir))
+        if keep_offsets:
+            if analyzed[0][1] < leo:
+                raise OffsetOrderError(f"unexpected append offset {analyzed[0][1]}: the log end offset is {leo}",
+                                       str(pdir))
+            for (_pos, base, last, _mts, _sz) in analyzed:
+                records += last - base + 1
+            leo = analyzed[-1][2] + 1
+            continue
+        for (pos, _base, _last, _mts, _sz) in analyzed:
+            if buf[pos + 16] < 2:
+                raise CorruptRecordError("leader appends of message format v0/v1 are not supported; append "
+                                         "them as a follower (offsets kept)", str(pdir), pos)
+            delta = _I32.unpack_from(buf, pos + 23)[0]
+            records += delta + 1
+            leo += delta + 1
+    return n, records, leo
 
 
 def append_to_partition(data_dir: str | os.PathLike, partition: str, batches: Iterable[bytes], *,

@@ -146,3 +146,70 @@ def test_a_full_disk_at_any_step_of_an_import_changes_nothing(tmp_path, exported
         assert diff(before, state(data)) == [], f"step {k} ({kinds[k]}) left changes"
         shutil.rmtree(data)
     print(f"\nENOSPC injected at {len(tried)} of {len(mutations)} steps: {tried}")
+
+
+# ------------------------------------------------------------------------------------------- --dry-run
+def test_import_dry_run_says_what_import_does_and_changes_nothing(tmp_path, data, exported):
+    """``import --dry-run`` checks every row as the import does and predicts its summary exactly (partitions
+    and their log end offsets, batches, records); the data dir is left byte for byte as it was, and a data dir
+    that does not exist is not created."""
+    comp = [r for r in exported if r["topic"] == "compacted"]
+    rows = [{**r, "topic": "fresh-" + r["topic"]} for r in exported] + _appended(comp, "compacted", 1_000_000)
+    src = _write(tmp_path / "rows.jsonl", rows)
+    before = state(data)
+    dry = kafkalog("import", src, data, "--append", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert diff(before, state(data)) == [] and not list(data.glob("*-delete"))
+    real = kafkalog("import", src, data, "--append", "--json")
+    assert real.returncode == 0, real.stderr
+    predicted, done = json.loads(dry.stdout), json.loads(real.stdout)
+    assert predicted["dryRun"] is True and done["dryRun"] is False
+    assert predicted["summary"] == done["summary"] and done["summary"]["records"] == len(rows)
+    target = tmp_path / "new" / "data"
+    assert kafkalog("import", src, target, "--dry-run").returncode == 0 and not target.exists()
+
+
+@pytest.mark.parametrize("bad", ["bad last row", "holds data", "offsets go back"])
+def test_import_dry_run_fails_as_the_import_does(tmp_path, data, exported, bad):
+    rows = [{**r, "topic": "fresh-" + r["topic"]} for r in exported]
+    args = ["--append"]
+    tail = ""
+    if bad == "bad last row":
+        tail = '{"topic": "x"}\n'
+    elif bad == "holds data":
+        rows, args = [r for r in exported if r["topic"] == "compacted"], []
+    else:  # into compacted-0 (holding data) at offsets below its log end offset
+        rows = _appended([r for r in exported if r["topic"] == "compacted"], "compacted", 0)
+    src = _write(tmp_path / "rows.jsonl", rows, tail)
+    before = state(data)
+    dry = kafkalog("import", src, data, "--dry-run", *args)
+    real = kafkalog("import", src, data, *args)
+    assert dry.returncode == real.returncode == 1, (dry.stderr, real.stderr)
+    assert dry.stderr == real.stderr and "internal error" not in dry.stderr
+    assert diff(before, state(data)) == []
+
+
+@pytest.mark.parametrize("follower", [False, True], ids=["leader", "follower"])
+def test_append_dry_run_predicts_the_append(tmp_path, data, follower):
+    lines = [json.dumps({"key": None, "value": "dmFsdWU=", "timestamp": 1700000000000 + i}) for i in range(30)]
+    args = []
+    if follower:  # one batch object with its offsets kept, after compacted-0's log end offset
+        lines = [json.dumps({"baseOffset": 5000, "records": [
+            {"offset": 5000 + i, "timestamp": 1700000000000 + i, "key": None, "value": "dg=="} for i in range(7)]})]
+        args = ["--keep-offsets"]
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    before = state(data)
+    dry = kafkalog("append", data, "compacted-0", "--from", src, "--dry-run", *args)
+    assert dry.returncode == 0, dry.stderr
+    assert diff(before, state(data)) == []
+    real = kafkalog("append", data, "compacted-0", "--from", src, *args)
+    assert real.returncode == 0, real.stderr
+    leo = real.stderr.rsplit("log end offset ", 1)[1].split()[0]
+    assert f"log end offset would be {leo} " in dry.stderr, (dry.stderr, real.stderr)
+    if follower:  # the same input again: its offsets are now below the log end offset, for both
+        before = state(data)
+        dry = kafkalog("append", data, "compacted-0", "--from", src, "--dry-run", *args)
+        real = kafkalog("append", data, "compacted-0", "--from", src, *args)
+        assert dry.returncode == real.returncode == 1 and "unexpected append offset 5000" in dry.stderr
+        assert diff(before, state(data)) == []

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from kafkalog.storage import dumpers
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.records.dump import dump_log
+from kafkalog.storage.records.dump import RecordStream, dump_log
 
 from .output import JsonLines, add_output_arguments, non_negative_int, progress, render_bytes, render_headers
 
@@ -157,17 +157,29 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
             if not d["isValid"] and d["crc"] is not None:
                 sink.problem(path, d["position"], f"batch at offset {d['lastOffset']} has an invalid CRC "
                              f"(stored crc {d['crc']})")
-            if "error" in d:
-                sink.problem(path, d["errorPosition"], d["error"])
-            for r in d.get("records", ()):
-                if prev_offset is not None and r["offset"] != prev_offset + 1:
-                    gaps.append((prev_offset, r["offset"]))
-                prev_offset = r["offset"]
-            if sink.json:
-                _render_json_records(d, sink)
-                sink.out.write(d)
+            if isinstance(d.get("records"), RecordStream):  # a record-count bomb: records streamed, once
+                records = _gap_tracked(d["records"], gaps, prev_offset)
+                if sink.json:
+                    head = {k: v for k, v in d.items() if k != "records"}
+                    sink.out.write_streamed(head, "records", (_json_record(r, sink) for r in records),
+                                            lambda d=d: {k: d[k] for k in ("error", "errorPosition") if k in d})
+                else:
+                    _print_batch(d, sink, records)
+                prev_offset = records.last
+                if "error" in d:
+                    sink.problem(path, d["errorPosition"], d["error"])
             else:
-                _print_batch(d, sink)
+                if "error" in d:
+                    sink.problem(path, d["errorPosition"], d["error"])
+                for r in d.get("records", ()):
+                    if prev_offset is not None and r["offset"] != prev_offset + 1:
+                        gaps.append((prev_offset, r["offset"]))
+                    prev_offset = r["offset"]
+                if sink.json:
+                    _render_json_records(d, sink)
+                    sink.out.write(d)
+                else:
+                    _print_batch(d, sink)
             bar.advance(d["position"] + d["size"] - done)
             done = d["position"] + d["size"]
     if gaps:
@@ -185,7 +197,7 @@ def _log_dicts(path: str, args: argparse.Namespace, sink: _Sink):
     if decoder is None and decoder_name:
         raise KafkaLogError(f"the {decoder_name} decoder is not available")
     return dump_log(path, deep=sink.deep, max_bytes=args.max_bytes, max_message_size=args.max_message_size,
-                    record_decoder=decoder)
+                    record_decoder=decoder, stream=True)
 
 
 def dump_other_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
@@ -220,18 +232,37 @@ def _log_header_line(name: str) -> str:
 
 def _render_json_records(d: dict, sink: _Sink) -> None:
     for r in d.get("records", ()):
-        r["key"] = render_bytes(r["key"], sink.payload, exact=True)
-        r["value"] = render_bytes(r["value"], sink.payload, exact=True)
-        r["headers"] = render_headers(r["headers"], sink.payload, exact=True)
-        for k in ("controlText", "decodedText"):  # the human text; JSON carries the decoded structures
-            r.pop(k, None)
+        _json_record(r, sink)
+
+
+def _json_record(r: dict, sink: _Sink) -> dict:
+    r["key"] = render_bytes(r["key"], sink.payload, exact=True)
+    r["value"] = render_bytes(r["value"], sink.payload, exact=True)
+    r["headers"] = render_headers(r["headers"], sink.payload, exact=True)
+    for k in ("controlText", "decodedText"):  # the human text; JSON carries the decoded structures
+        r.pop(k, None)
+    return r
+
+
+class _gap_tracked:  # noqa: N801 - used like a generator function
+    """Iterate ``records`` once, noting offset gaps (as the list path does); ``last`` is the last offset seen."""
+
+    def __init__(self, records, gaps: list, last: int | None):
+        self.records, self.gaps, self.last = records, gaps, last
+
+    def __iter__(self):
+        for r in self.records:
+            if self.last is not None and r["offset"] != self.last + 1:
+                self.gaps.append((self.last, r["offset"]))
+            self.last = r["offset"]
+            yield r
 
 
 def _b(v) -> str:
     return "true" if v else "false"
 
 
-def _print_batch(d: dict, sink: _Sink) -> None:
+def _print_batch(d: dict, sink: _Sink, records=None) -> None:
     ts_type = d["timestampType"] or "NoTimestampType"
     codec = d["codec"] or "none"
     crc = d["crc"] if d["crc"] is not None else -1
@@ -250,7 +281,7 @@ def _print_batch(d: dict, sink: _Sink) -> None:
                 f"isvalid: {_b(d['isValid'])}")
     print(line)
     v2 = d["magic"] >= 2
-    for r in d.get("records", ()):
+    for r in d.get("records", ()) if records is None else records:
         print(_record_line(r, ts_type, v2, d["isControl"], sink))
 
 

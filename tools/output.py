@@ -18,7 +18,7 @@ import contextlib
 import json
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any
 
 PAYLOAD_FORMATS = ("base64", "utf8", "hex")
@@ -60,11 +60,28 @@ class JsonLines:
     def __init__(self, stream: IO[str] | None = None):
         self.stream = stream if stream is not None else sys.stdout
 
-    def write(self, obj: Any) -> None:
+    @staticmethod
+    def encode(obj: Any) -> str:
         text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_default)
         if _SURROGATE.search(text):  # undecodable bytes kept exactly: written as \udcNN escapes, valid UTF-8
             text = json.dumps(obj, separators=(",", ":"), default=_default)
-        self.stream.write(text + "\n")
+        return text
+
+    def write(self, obj: Any) -> None:
+        self.stream.write(self.encode(obj) + "\n")
+
+    def write_streamed(self, obj: dict, key: str, items: Iterable[Any], tail: Callable[[], dict]) -> None:
+        """Write ``obj`` with ``key`` holding the array of ``items``, written as they come (one item in memory
+        at a time), followed by the keys of ``tail()`` (asked for once the items are written)."""
+        head = self.encode(obj)
+        write = self.stream.write
+        write(head[:-1] + ("," if len(head) > 2 else "") + json.dumps(key) + ":[")
+        first = True
+        for item in items:
+            write(("" if first else ",") + self.encode(item))
+            first = False
+        rest = self.encode(tail())
+        write("]" + ("," + rest[1:] if len(rest) > 2 else "}") + "\n")
 
     def write_all(self, objs: Iterable[Any]) -> None:
         for o in objs:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from ..codec.compression import CODEC_NAMES, DEFAULT_DECOMPRESS_LIMIT
 from ..errors import CorruptRecordError, KafkaLogError
 from ..files._io import map_regular
-from .batch import HEADER_SIZE, TIMESTAMP_TYPE_NAMES, RecordBatch
+from .batch import HEADER_SIZE, RECORD_CHUNK, TIMESTAMP_TYPE_NAMES, RecordBatch
 from .control import ABORT, COMMIT, control_type_name, parse_control_key, parse_end_txn_marker
 from .legacy import LegacyBatch
 from .reader import LogScanner
@@ -38,13 +38,38 @@ RecordDecoder = Callable[[dict, dict], None]
 _OFFSET_SIZE = struct.Struct(">qi")
 
 
+class RecordStream:
+    """The record dicts of a data batch declaring more records than one chunk (``RECORD_CHUNK``), decoded a
+    chunk at a time as they are iterated, once: memory stays bounded by the chunk whatever count the batch
+    declares. A decoding error ends the iteration and is put into the batch dict (``error``,
+    ``errorPosition``), after the records already produced."""
+
+    def __init__(self, b: RecordBatch, d: dict, decoder: RecordDecoder | None):
+        self._b: RecordBatch | None = b
+        self._d = d
+        self._decoder = decoder
+
+    def __iter__(self) -> Iterator[dict]:
+        b, self._b = self._b, None
+        if b is None:
+            return
+        try:
+            for chunk in b.record_chunks(full=True):
+                yield from _v2_record_dicts(chunk, self._d, self._decoder)
+        except KafkaLogError as e:
+            self._d["error"] = e.reason
+            self._d["errorPosition"] = e.position
+
+
 def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | None = None,
              max_message_size: int | None = None, decompress_limit: int = DEFAULT_DECOMPRESS_LIMIT,
-             record_decoder: RecordDecoder | None = None) -> Iterator[dict]:
+             record_decoder: RecordDecoder | None = None, stream: bool = False) -> Iterator[dict]:
     """Yield the entries of the ``.log`` (or KRaft ``.checkpoint``) file at ``path``; see the module doc.
 
     ``max_bytes``: scan only the first N bytes (then a partial batch at the cut is not reported, as
     DumpLogSegments). ``max_message_size``: a size field above it is reported as corrupt (framing stops).
+    ``stream``: a data batch declaring more than ``RECORD_CHUNK`` records gets a :class:`RecordStream` as its
+    ``records`` (iterate it before asking for the next entry) instead of a list.
     """
     name = os.fspath(path)
     mm, size = map_regular(name, CorruptRecordError)  # a FIFO, socket or device is refused, never opened blocking
@@ -58,7 +83,7 @@ def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | No
                              decompress_limit=decompress_limit)
         try:
             for batch in scanner:
-                d = batch_dict(batch, name, deep=deep, record_decoder=record_decoder)
+                d = batch_dict(batch, name, deep=deep, record_decoder=record_decoder, stream=stream)
                 batch = None  # drop the view into the mmap before handing out the dict
                 yield d
         except CorruptRecordError as e:
@@ -78,13 +103,16 @@ def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | No
 
 
 def batch_dict(batch: RecordBatch | LegacyBatch, file: str | None = None, *, deep: bool = False,
-               record_decoder: RecordDecoder | None = None) -> dict:
+               record_decoder: RecordDecoder | None = None, stream: bool = False) -> dict:
     """The dump dict of one shallow entry (see the module doc)."""
     if isinstance(batch, RecordBatch):
         d = _v2_dict(batch, file)
     else:
         d = _legacy_dict(batch, file)
-    if deep and "error" not in d:
+    if (deep and stream and "error" not in d and isinstance(batch, RecordBatch) and not d["isControl"]
+            and (d["count"] or 0) > RECORD_CHUNK):
+        d["records"] = RecordStream(batch, d, record_decoder)
+    elif deep and "error" not in d:
         try:
             d["records"] = _v2_records(batch, d, record_decoder) if isinstance(batch, RecordBatch) \
                 else _legacy_records(batch, d, record_decoder)
@@ -152,9 +180,12 @@ def _legacy_dict(b: LegacyBatch, file: str | None) -> dict:
 
 
 def _v2_records(b: RecordBatch, d: dict, decoder: RecordDecoder | None) -> list[dict]:
-    out = []
+    return list(_v2_record_dicts(b.records(), d, decoder))
+
+
+def _v2_record_dicts(records, d: dict, decoder: RecordDecoder | None) -> Iterator[dict]:
     control = d["isControl"]
-    for r in b.records():
+    for r in records:
         rd = {"offset": r.offset, "timestamp": r.timestamp, "key": r.key, "value": r.value,
               "headers": r.headers, "keySize": -1 if r.key is None else len(r.key),
               "valueSize": -1 if r.value is None else len(r.value), "sequence": r.sequence}
@@ -162,8 +193,7 @@ def _v2_records(b: RecordBatch, d: dict, decoder: RecordDecoder | None) -> list[
             _control(rd, r.key, r.value)
         elif decoder is not None:
             decoder(d, rd)
-        out.append(rd)
-    return out
+        yield rd
 
 
 def _control(rd: dict, key, value) -> None:

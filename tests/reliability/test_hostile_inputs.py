@@ -356,7 +356,7 @@ def _max_rss_mb(*args) -> tuple[int, float]:
 
 def test_a_record_count_bomb_is_decoded_in_bounded_memory(tmp_path):
     """One valid zstd batch of 400,000 empty records (about 300 KB on disk, 2.8 MB decompressed): ``verify
-    --deep`` and ``export`` decode it a chunk of records at a time, so their memory does not grow with the
+    --deep``, ``export`` and ``dump --deep`` (text and JSON) decode it a chunk of records at a time, so their memory does not grow with the
     record count (before: about 2.5x the peak measured here, and 1.3 GiB for 5 M records)."""
     from kafkalog.storage.records import build_batch
 
@@ -367,7 +367,9 @@ def test_a_record_count_bomb_is_decoded_in_bounded_memory(tmp_path):
                                                       codec=4))
     rc, idle = _max_rss_mb("verify", tmp_path / "nosuch")
     rows = [("a kafkalog process doing nothing", f"{idle:.0f} MB")]
-    for args in (("verify", "--deep", pdir), ("export", pdir, "--out", tmp_path / "out.jsonl")):
+    log = pdir / f"{0:020d}.log"
+    for args in (("verify", "--deep", pdir), ("export", pdir, "--out", tmp_path / "out.jsonl"),
+                 ("dump", "--deep", "--print-data-log", log), ("dump", "--deep", "--json", log)):
         rc, mb = _max_rss_mb(*args)
         rows.append((" ".join(map(str, args[:2])), f"exit {rc}, peak {mb:.0f} MB"))
         assert rc == 0 and mb < idle + 60, rows
@@ -421,3 +423,31 @@ def test_a_kraft_snapshot_with_magic_3_is_an_error(tmp_path):
     found = [f for f in _findings(r.stdout) if f["file"] == str(snap)]
     assert [(f["severity"], f["position"]) for f in found] == [("error", 0)], r.stdout
     assert "magic 3" in found[0]["message"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_dump_streams_a_big_batch_with_the_same_output(tmp_path, monkeypatch, capsys, fmt):
+    """``dump --deep`` streams the records of a batch declaring more than a chunk (RecordStream): its output
+    is the same as when the whole batch is decoded into a list, gaps and all."""
+    from kafkalog.storage.records import build_batch
+    from kafkalog.storage.records import dump as dump_mod
+    from kafkalog.tools.cli import main
+
+    n = 70_000  # more than RECORD_CHUNK (65,536)
+    recs = [(i * 2, 1000 + i, b"k%d" % (i % 7) if i % 3 else None, b"v" * (i % 5), [("h", b"x")] if i % 9 == 0 else [])
+            for i in range(n)]
+    log = tmp_path / f"{0:020d}.log"
+    log.write_bytes(build_batch(recs, base_offset=0, codec=3) + build_batch([(2 * n, 5, b"a", b"b", [])],
+                                                                            base_offset=2 * n))
+    args = ["dump", "--deep", "--print-data-log", str(log)] + (["--json"] if fmt == "json" else [])
+    main(args)
+    streamed = capsys.readouterr()
+    monkeypatch.setattr(dump_mod, "RECORD_CHUNK", 10**9)  # the list path
+    main(args)
+    listed = capsys.readouterr()
+    if fmt == "json":
+        assert [json.loads(x) for x in streamed.out.splitlines()] == [json.loads(x) for x in listed.out.splitlines()]
+        assert len(json.loads(streamed.out.splitlines()[0])["records"]) == n
+    else:
+        assert streamed.out == listed.out and streamed.out.count("| offset: ") == n + 1
+    assert streamed.err == listed.err and "Non-consecutive offsets" in streamed.err

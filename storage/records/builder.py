@@ -288,6 +288,16 @@ def build_legacy(
 # ---------------------------------------------------------------------------------------- rebuild
 
 
+def _reencoded_section(batch: RecordBatch) -> bytearray:
+    """The records section of ``batch`` re-encoded from its decoded records (stored deltas and attributes kept),
+    decoded and encoded a bounded chunk at a time; raises CorruptRecordError as ``records()`` would."""
+    raw = bytearray()
+    for chunk in batch.record_chunks(full=True):
+        for r in chunk:
+            encode_record(raw, r.attributes, r.timestamp_delta, r.offset_delta, r.key, r.value, r.headers)
+    return raw
+
+
 def rebuild(batch: RecordBatch | LegacyBatch, records: list[Record] | None = None, *,
             codec: int | None = None, level: int | None = None) -> bytes:
     """Rebuild a parsed batch from its fields.
@@ -299,11 +309,16 @@ def rebuild(batch: RecordBatch | LegacyBatch, records: list[Record] | None = Non
     ``codec``/``level`` (v2 only) re-compress the batch with another codec, every other field kept.
     """
     if isinstance(batch, RecordBatch):
-        if codec is not None and codec != batch.codec and records is None:
-            records = batch.records()
-        carry = batch.codec != 0 and records is None
-        if records is None and not carry:
-            records = batch.records()
+        recompress = codec is not None and codec != batch.codec
+        carry = batch.codec != 0 and records is None and not recompress
+        payload = None
+        if carry:
+            payload = batch.records_payload()
+        elif records is None:  # re-encoded a chunk of records at a time: no list of every record
+            new_codec = batch.codec if codec is None else codec
+            section = _reencoded_section(batch)
+            payload = compress(new_codec, section, magic=2, level=level) if (new_codec and batch.records_count) \
+                else bytes(section)
         return build_batch(
             records or [],
             base_offset=batch.base_offset,
@@ -320,8 +335,8 @@ def rebuild(batch: RecordBatch | LegacyBatch, records: list[Record] | None = Non
             delete_horizon_ms=batch.delete_horizon_ms if batch.has_delete_horizon else None,
             last_offset_delta=batch.last_offset_delta,
             keep_deltas=True,
-            compressed_payload=batch.records_payload() if carry else None,
-            records_count=batch.records_count if carry else None,
+            compressed_payload=payload,
+            records_count=batch.records_count if payload is not None else None,
             attributes_high_byte=batch.buf[21] if codec is None else 0,  # a re-compression is a fresh build
             level=level,
         )

@@ -356,7 +356,7 @@ def _max_rss_mb(*args) -> tuple[int, float]:
 
 def test_a_record_count_bomb_is_decoded_in_bounded_memory(tmp_path):
     """One valid zstd batch of 400,000 empty records (about 300 KB on disk, 2.8 MB decompressed): ``verify
-    --deep``, ``export`` and ``dump --deep`` (text and JSON) decode it a chunk of records at a time, so their memory does not grow with the
+    --deep``, ``export``, ``dump --deep`` (text and JSON) and ``convert`` decode it a chunk of records at a time, so their memory does not grow with the
     record count (before: about 2.5x the peak measured here, and 1.3 GiB for 5 M records)."""
     from kafkalog.storage.records import build_batch
 
@@ -369,7 +369,8 @@ def test_a_record_count_bomb_is_decoded_in_bounded_memory(tmp_path):
     rows = [("a kafkalog process doing nothing", f"{idle:.0f} MB")]
     log = pdir / f"{0:020d}.log"
     for args in (("verify", "--deep", pdir), ("export", pdir, "--out", tmp_path / "out.jsonl"),
-                 ("dump", "--deep", "--print-data-log", log), ("dump", "--deep", "--json", log)):
+                 ("dump", "--deep", "--print-data-log", log), ("dump", "--deep", "--json", log),
+                 ("convert", pdir, "--codec", "lz4", "--no-backup")):  # the last: it rewrites the segment
         rc, mb = _max_rss_mb(*args)
         rows.append((" ".join(map(str, args[:2])), f"exit {rc}, peak {mb:.0f} MB"))
         assert rc == 0 and mb < idle + 60, rows

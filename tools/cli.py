@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("diff", "compare two data dirs, partitions or segments (files, batches or records)"),
     "spark": ("spark_cli", "run verify / export / convert / compact on Spark, distributed per partition (local[*] by default)"),
     "conformance": ("conformance", "run the differential scenarios against a real Apache Kafka broker and print pass/fail"),
+    "completion": ("completion", "print a shell completion script (bash, zsh or fish)"),
 }
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3

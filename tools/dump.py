@@ -157,29 +157,27 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
             if not d["isValid"] and d["crc"] is not None:
                 sink.problem(path, d["position"], f"batch at offset {d['lastOffset']} has an invalid CRC "
                              f"(stored crc {d['crc']})")
-            if isinstance(d.get("records"), RecordStream):  # a record-count bomb: records streamed, once
-                records = _gap_tracked(d["records"], gaps, prev_offset)
-                if sink.json:
-                    head = {k: v for k, v in d.items() if k != "records"}
-                    sink.out.write_streamed(head, "records", (_json_record(r, sink) for r in records),
-                                            lambda d=d: {k: d[k] for k in ("error", "errorPosition") if k in d})
-                else:
-                    _print_batch(d, sink, records)
-                prev_offset = records.last
-                if "error" in d:
-                    sink.problem(path, d["errorPosition"], d["error"])
+            streamed = isinstance(d.get("records"), RecordStream)  # a record-count bomb: iterated once
+            if "error" in d and not streamed:
+                sink.problem(path, d["errorPosition"], d["error"])
+            tracker = records = _gap_tracked(d.get("records", ()), gaps, prev_offset)
+            if not streamed:
+                for _ in records:  # gaps noted before the batch is printed
+                    pass
+                records = d.get("records", ())
+            if sink.json and streamed:
+                head = {k: v for k, v in d.items() if k != "records"}
+                sink.out.write_streamed(head, "records", (_json_record(r, sink) for r in records),
+                                        lambda d=d: {k: d[k] for k in ("error", "errorPosition") if k in d})
+            elif sink.json:
+                for r in records:
+                    _json_record(r, sink)
+                sink.out.write(d)
             else:
-                if "error" in d:
-                    sink.problem(path, d["errorPosition"], d["error"])
-                for r in d.get("records", ()):
-                    if prev_offset is not None and r["offset"] != prev_offset + 1:
-                        gaps.append((prev_offset, r["offset"]))
-                    prev_offset = r["offset"]
-                if sink.json:
-                    _render_json_records(d, sink)
-                    sink.out.write(d)
-                else:
-                    _print_batch(d, sink)
+                _print_batch(d, sink, records)
+            if streamed and "error" in d:
+                sink.problem(path, d["errorPosition"], d["error"])
+            prev_offset = tracker.last
             bar.advance(d["position"] + d["size"] - done)
             done = d["position"] + d["size"]
     if gaps:
@@ -230,11 +228,6 @@ def _log_header_line(name: str) -> str:
     return f"Log starting offset: {int(stem)}" if stem.isdigit() else f"Log {name}"
 
 
-def _render_json_records(d: dict, sink: _Sink) -> None:
-    for r in d.get("records", ()):
-        _json_record(r, sink)
-
-
 def _json_record(r: dict, sink: _Sink) -> dict:
     r["key"] = render_bytes(r["key"], sink.payload, exact=True)
     r["value"] = render_bytes(r["value"], sink.payload, exact=True)
@@ -262,7 +255,7 @@ def _b(v) -> str:
     return "true" if v else "false"
 
 
-def _print_batch(d: dict, sink: _Sink, records=None) -> None:
+def _print_batch(d: dict, sink: _Sink, records) -> None:
     ts_type = d["timestampType"] or "NoTimestampType"
     codec = d["codec"] or "none"
     crc = d["crc"] if d["crc"] is not None else -1
@@ -281,7 +274,7 @@ def _print_batch(d: dict, sink: _Sink, records=None) -> None:
                 f"isvalid: {_b(d['isValid'])}")
     print(line)
     v2 = d["magic"] >= 2
-    for r in d.get("records", ()) if records is None else records:
+    for r in records:
         print(_record_line(r, ts_type, v2, d["isControl"], sink))
 
 

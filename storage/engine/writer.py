@@ -240,17 +240,12 @@ class LogWriter:
         if assign_offsets:
             buf, batches = self._assign_offsets(buf, batches)
         else:
-            first = batches[0][1]
-            if first < self.log_end_offset:
-                raise OffsetOrderError(
-                    f"unexpected append offset {first}: the log end offset is {self.log_end_offset}", str(self.dir))
+            check_follower_offset(batches[0][1], self.log_end_offset, str(self.dir))
         if assign_offsets and len(batches) == 1 and self._is_duplicate(buf, batches[0]):
             return AppendInfo(batches[0][1], batches[0][2], NO_TIMESTAMP, -1, 0, 1, self.active.size,
                               self.active.base_offset, duplicate=True)
         size = len(buf)
-        if size > self.config.segment_size:
-            raise RecordTooLargeError(
-                f"append of {size} bytes exceeds segment.bytes ({self.config.segment_size})", str(self.dir))
+        check_append_size(size, self.config, str(self.dir))
         first_offset = batches[0][1]
         last_offset = batches[-1][2]
         max_ts, shallow = NO_TIMESTAMP, -1
@@ -303,10 +298,8 @@ class LogWriter:
         next_offset = self.log_end_offset
         now = self.now()
         for (pos, _base, _last, _mts, sz) in batches:
+            check_leader_magic(buf, pos, str(self.dir))
             raw = bytearray(buf[pos:pos + sz])
-            if raw[16] < 2:
-                raise CorruptRecordError("leader appends of message format v0/v1 are not supported; append "
-                                         "them as a follower (offsets kept)", str(self.dir), pos)
             b = next(iter_batches(memoryview(raw)))
             codec = b.codec
             ts_type_append = self.config.log_append_time
@@ -465,6 +458,25 @@ def analyze_append(buf: bytearray, config: LogConfig, where: str) -> list[tuple[
     return out
 
 
+def check_follower_offset(first: int, log_end_offset: int, where: str) -> None:
+    """A follower append starts at or above the log end offset (``UnifiedLog.appendAsFollower``)."""
+    if first < log_end_offset:
+        raise OffsetOrderError(f"unexpected append offset {first}: the log end offset is {log_end_offset}", where)
+
+
+def check_append_size(size: int, config: LogConfig, where: str) -> None:
+    """One append must fit a segment (``LogSegment``: segment.bytes)."""
+    if size > config.segment_size:
+        raise RecordTooLargeError(f"append of {size} bytes exceeds segment.bytes ({config.segment_size})", where)
+
+
+def check_leader_magic(buf, pos: int, where: str) -> None:
+    """kafkalog's leader append assigns offsets to v2 batches only."""
+    if buf[pos + 16] < 2:
+        raise CorruptRecordError("leader appends of message format v0/v1 are not supported; append them as a "
+                                 "follower (offsets kept)", where, pos)
+
+
 def preview_append(data_dir: str | os.PathLike, partition: str, batches: Iterable[bytes], *,
                    config: LogConfig | None = None, keep_offsets: bool = False) -> tuple[int, int, int]:
     """``append --dry-run``: check every append as :func:`append_to_partition` would (batch framing, CRC,
@@ -490,21 +502,15 @@ def preview_append(data_dir: str | os.PathLike, partition: str, batches: Iterabl
         analyzed = analyze_append(buf, config, str(pdir))
         if not analyzed:
             continue
-        if len(buf) > config.segment_size:
-            raise RecordTooLargeError(f"append of {len(buf)} bytes exceeds segment.bytes ({config.segment_size})",
-                                      str(pdir))
+        check_append_size(len(buf), config, str(pdir))
         if keep_offsets:
-            if analyzed[0][1] < leo:
-                raise OffsetOrderError(f"unexpected append offset {analyzed[0][1]}: the log end offset is {leo}",
-                                       str(pdir))
+            check_follower_offset(analyzed[0][1], leo, str(pdir))
             for (_pos, base, last, _mts, _sz) in analyzed:
                 records += last - base + 1
             leo = analyzed[-1][2] + 1
             continue
         for (pos, _base, _last, _mts, _sz) in analyzed:
-            if buf[pos + 16] < 2:
-                raise CorruptRecordError("leader appends of message format v0/v1 are not supported; append "
-                                         "them as a follower (offsets kept)", str(pdir), pos)
+            check_leader_magic(buf, pos, str(pdir))
             delta = _I32.unpack_from(buf, pos + 23)[0]
             records += delta + 1
             leo += delta + 1

@@ -284,8 +284,8 @@ def _iter_chunks(batch: RecordBatch, count: int, full: bool, chunk: int) -> Iter
     precise error) when the fast decoder meets something unusual."""
     h = batch._header()
     data = batch.decompressed_payload()
-    if not isinstance(data, bytes):
-        data = bytes(data)
+    if _native is None and not isinstance(data, bytes):
+        data = bytes(data)  # the native decoder reads the buffer in place; the Python one wants bytes
     append_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else None
     p = i = 0
     while i < count:
@@ -299,7 +299,11 @@ def _iter_chunks(batch: RecordBatch, count: int, full: bool, chunk: int) -> Iter
                 got = _decode_fast(data, n, h[0], h[7], append_ts, h[11], full, p, last)
             except (_Slow, IndexError, CorruptRecordError):
                 pass
-        out, q = got if got is not None else _decode_careful(batch, data, count, full, p, i, n)
+        if got is None:
+            if not isinstance(data, bytes):
+                data = bytes(data)
+            got = _decode_careful(batch, data, count, full, p, i, n)
+        out, q = got
         yield out
         p, i = q, i + n
 

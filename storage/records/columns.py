@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import accumulate, chain
 
-from .batch import RecordBatch
+from .batch import RecordBatch, increment_sequence
 from .native import core
 from .reader import iter_batches
 
-INT31 = 1 << 31
 BYTES_PER_CHUNK = 8 << 20  # iter_arrow starts a new Arrow batch after this many bytes of log entries (small
 # chunks reuse memory that is already mapped: faster than one big one)
 
@@ -94,7 +93,12 @@ class RecordColumns:
         self.headers: list = []
         self.any_headers = False
         self.sequences: list = []
-        self.nbytes = 0
+        self._nbytes = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of log entries added since the last ``to_arrow``."""
+        return self._core.nbytes if self._core is not None else self._nbytes
 
     def __len__(self) -> int:
         return len(self._core) if self._core is not None else len(self.offsets)
@@ -143,7 +147,7 @@ class RecordColumns:
         self.b_codec.append(b.codec_name)
         self.b_seg.append(segment)
         self.b_pos.append(b.position)
-        self.nbytes += b.size
+        self._nbytes += b.size
 
     @staticmethod
     def _decode(b, keep) -> list:
@@ -167,7 +171,6 @@ class RecordColumns:
                 data = b.decompressed_payload()
             n = self._core.add_v2(b.buf, b.position, pi, keep, data)
             if n is not None:
-                self.nbytes = self._core.nbytes
                 return n
         recs = self._decode(b, keep)
         if recs:
@@ -178,7 +181,6 @@ class RecordColumns:
         self._core.add_rows(recs, _sequences(b, recs), pi, (
             b.timestamp_type, b.partition_leader_epoch, b.producer_id, b.producer_epoch, b.is_transactional,
             b.is_control, b.magic, b.codec_name, b.position, b.size))
-        self.nbytes = self._core.nbytes
 
     def to_arrow(self):
         """The rows as one ``pyarrow.RecordBatch`` with the schema of ``RECORD_COLUMNS``; the builder is empty
@@ -239,12 +241,13 @@ class RecordColumns:
 
 
 def _sequences(b, recs: list) -> list[int]:
-    """The sequence column: ``(baseSequence + offset - baseOffset) mod 2^31``, -1 without a base sequence."""
+    """The sequence column: each record's sequence as ``Record.sequence`` has it (``increment_sequence``), -1
+    without a base sequence."""
     bs = b.base_sequence
     if bs < 0:
         return [-1] * len(recs)
     base = b.base_offset
-    return [(bs + r[0] - base) % INT31 for r in recs]
+    return [increment_sequence(bs, r[0] - base) for r in recs]
 
 
 def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", position_base: int = 0,
@@ -252,13 +255,11 @@ def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", 
     """The records of a buffer of log entries (a segment's bytes or mmap) as ``pyarrow.RecordBatch`` es of
     about ``rows`` rows (or ``BYTES_PER_CHUNK`` bytes of entries), with the data source's record schema. Raises KafkaLogError at the first
     batch that cannot be decoded (the byte position is in the error)."""
-    capacity = min(len(buf), BYTES_PER_CHUNK)
-    cols = RecordColumns(native, capacity)
+    cols = RecordColumns(native, min(len(buf), BYTES_PER_CHUNK))
     for b in iter_batches(buf, path=segment or None, position_base=position_base):
         cols.add_batch(b, topic, partition, segment)
         if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
-            yield cols.to_arrow()
-            cols = RecordColumns(native, capacity)
+            yield cols.to_arrow()  # and cols is empty again
     if len(cols):
         yield cols.to_arrow()
 

@@ -7,8 +7,6 @@ import shutil
 import subprocess
 import sys
 
-import pytest
-
 from kafkalog.tools.cli import COMMANDS
 
 
@@ -28,7 +26,6 @@ def _complete(script: str, *words: str) -> list[str]:
     return [x for x in r.stdout.splitlines() if x]
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
 def test_bash_completes_commands_options_and_choices():
     script = _script("bash")
     assert set(_complete(script, "")) >= set(COMMANDS) | {"--version"}

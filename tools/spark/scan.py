@@ -139,8 +139,7 @@ def scan_records(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
                     yield Corrupt(piece, e.position if e.position is not None else b.position, e.reason)
                     continue
                 if len(chunk) >= ROWS_PER_CHUNK or chunk.nbytes >= BYTES_PER_CHUNK:
-                    yield chunk.to_arrow()
-                    chunk = RecordColumns(capacity=8 << 20)
+                    yield chunk.to_arrow()  # and the chunk is empty again
                 del b
     if len(chunk):
         yield chunk.to_arrow()

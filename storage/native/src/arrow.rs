@@ -121,12 +121,13 @@ impl ArrowRecords {
     }
 }
 
-/// The sequence column of the data source: `(baseSequence + offsetDelta) mod 2^31`, -1 without one.
+/// The sequence column: the record's sequence as Kafka derives it (`DefaultRecordBatch.incrementSequence`),
+/// -1 without a base sequence -- the same rule as `Record.sequence`.
 fn sequence(base_seq: i64, off_delta: i64) -> i32 {
     if base_seq < 0 {
         -1
     } else {
-        (base_seq + off_delta).rem_euclid(1 << 31) as i32
+        crate::increment_sequence(base_seq, off_delta) as i32
     }
 }
 

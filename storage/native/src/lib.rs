@@ -77,7 +77,7 @@ fn varlong(d: &[u8], p: &mut usize, end: usize) -> Option<i64> {
 
 /// `increment_sequence` of `storage/records/batch.py` (Kafka's DefaultRecordBatch.incrementSequence).
 #[inline(always)]
-fn increment_sequence(sequence: i64, increment: i64) -> i64 {
+pub(crate) fn increment_sequence(sequence: i64, increment: i64) -> i64 {
     if sequence > INT32_MAX - increment {
         increment - (INT32_MAX - sequence) - 1
     } else {

@@ -115,7 +115,7 @@ def test_batch_level(spark, mixed_dir):
 
 
 def test_offset_and_time_pushdown(spark, mixed_dir):
-    base = spark.read.format("kafkalog").option("topics", "plain").load(str(mixed_dir))
+    base = spark.read.format("kafkalog").option("pushFilters", "true").option("topics", "plain").load(str(mixed_dir))
     got = base.filter("partition = 0 and offset >= 2500 and offset < 2510").collect()
     assert sorted(r.offset for r in got) == list(range(2500, 2510))
     opt = (spark.read.format("kafkalog").option("topics", "plain").option("partitions", "0")
@@ -133,7 +133,7 @@ def test_pushdown_narrows_the_plan(mixed_dir):
     from kafkalog.tools.spark.options import parse_read_options
     from kafkalog.tools.spark.source import KafkaLogReader
 
-    r = KafkaLogReader(None, parse_read_options({"path": str(mixed_dir)}))
+    r = KafkaLogReader(None, parse_read_options({"path": str(mixed_dir), "pushFilters": "true"}))
     filters = [EqualTo(("topic",), "plain"), EqualTo(("partition",), 0), GreaterThanOrEqual(("offset",), 3000),
                LessThan(("offset",), 3100), EqualTo(("key",), b"x")]
     left = list(r.pushFilters(filters))

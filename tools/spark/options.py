@@ -18,11 +18,22 @@
 ``openCostInBytes``    what opening one more segment costs, in bytes, when packing (default 4 MiB)
 ``minPartitions``      at least this many input partitions when the data allows (default 1)
 ``maxBatchSize``       refuse a batch whose size field is larger (default 1 GiB)
+``pushFilters``        ``false`` (default) or ``true``: let the query's filters narrow the read (see below)
 ``s3.*``               ``s3.endpoint``, ``s3.accessKey``, ``s3.secretKey``, ``s3.region``, ``s3.anonymous``
 =====================  =========================================================================================
 
-Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` in a query are pushed down the same way
-(``spark.sql.python.filterPushdown.enabled``, which :func:`kafkalog.tools.spark.register` turns on).
+With ``pushFilters`` set to ``true``, filters in a query are pushed down (``spark.sql.python.filterPushdown.enabled``,
+which :func:`kafkalog.tools.spark.register` turns on): comparisons on ``offset`` and ``timestamp`` narrow the read through
+the offset and time indexes like the options above; any filter of any class (``=``, ``<=>``, ``<``, ``IN``,
+``IS NULL``, ``NOT``, ``LIKE 'a%'`` ...) over columns that are constant per batch (``topic``, ``partition``,
+``isControl``, ``isTransactional``, ``producerId``, ``codec``, ...; at batch level every column) skips whole
+partition dirs and batches without decoding them. Those are applied exactly; everything else is handed back
+to Spark.
+
+It is off by default because Spark 4.1 to 4.3 keep the read plan of the last pushdown on the DataFrame's
+relation and reuse it for a later action on the same DataFrame that pushes no filter: after
+``df.where("offset = 5").count()``, ``df.count()`` would read only offset 5. With ``pushFilters`` on, build a new
+DataFrame (``spark.read...load()``) for each query; the options above narrow the read safely in every case.
 """
 
 from __future__ import annotations
@@ -54,6 +65,8 @@ class ReadOptions:
     min_partitions: int = 1
     max_batch_size: int = 1024 * MIB
     fs_opts: tuple[tuple[str, str], ...] = field(default=())
+    push_filters: bool = False
+    filters: tuple[tuple, ...] = ()  # filters pushed by Spark and taken (nodes of kafkalog.tools.spark.filters)
 
     @property
     def batch_level(self) -> bool:
@@ -66,6 +79,10 @@ class ReadOptions:
 
     def fs_options(self) -> dict[str, str]:
         return dict(self.fs_opts)
+
+    def with_filter(self, node: tuple) -> ReadOptions:
+        """These options plus a pushed filter that the reader applies exactly (see :mod:`.filters`)."""
+        return replace(self, filters=self.filters + (node,))
 
     def narrowed(self, **kw) -> ReadOptions:
         """Intersect ranges/sets with pushed-down filters."""
@@ -154,6 +171,7 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         min_partitions=max(1, _int(opts, "minPartitions", 1) or 1),
         max_batch_size=_int(opts, "maxBatchSize", 1024 * MIB) or 1024 * MIB,
         fs_opts=tuple(sorted((k, str(v)) for k, v in opts.items() if k.startswith("s3."))),
+        push_filters=_bool(opts, "pushFilters", False),
     )
     if ro.max_partition_bytes <= 0:
         raise ConfigError("option maxPartitionBytes must be positive")

@@ -22,6 +22,7 @@ from kafkalog.storage.files.time_index import TimeIndex
 from kafkalog.storage.log import parse_topic_partition_name, unfinished_swap
 from kafkalog.storage.logdir import check_topics
 
+from .filters import columns, keeps
 from .fs import FsSpec, display, info, listdir, read_bytes, split_uri
 from .options import ReadOptions
 
@@ -101,12 +102,18 @@ def _segments_of(spec: FsSpec, pdir: str, topic: str | None, partition: int | No
     return out
 
 
+_DIR_COLUMNS = {"topic", "partition"}
+
+
 def _wanted(opts: ReadOptions, topic: str | None, partition: int | None) -> bool:
     if opts.topics is not None and (topic is None or not any(fnmatch.fnmatchcase(topic, p) for p in opts.topics)):
         return False
     if opts.topic_in is not None and topic not in opts.topic_in:
         return False
-    return opts.partitions is None or partition in opts.partitions
+    if opts.partitions is not None and partition not in opts.partitions:
+        return False
+    dir_filters = [n for n in opts.filters if columns(n) <= _DIR_COLUMNS]
+    return keeps(tuple(dir_filters), {"topic": topic, "partition": partition})
 
 
 def discover(opts: ReadOptions) -> list[Segment]:

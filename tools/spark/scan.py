@@ -15,10 +15,12 @@ import pyarrow as pa
 from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError
 from kafkalog.storage.records import PARTIAL_BATCH, LogScanner, RecordBatch, RecordColumns
 
+from .filters import columns as filter_columns
+from .filters import keeps
 from .fs import REMOTE_WINDOW, SegmentFile
 from .options import ReadOptions
 from .plan import Piece
-from .schema import BATCH_COLUMNS, CORRUPT_COLUMN, RECORD_COLUMNS, arrow_schema
+from .schema import BATCH_COLUMNS, CORRUPT_COLUMN, RECORD_COLUMNS, arrow_schema, batch_constant_columns
 
 ROWS_PER_CHUNK = 65536
 BYTES_PER_CHUNK = 32 * 1024 * 1024
@@ -106,8 +108,24 @@ def _record_filter(opts: ReadOptions):
     return lo_o, hi_o, lo_t, hi_t
 
 
+def _batch_filters(opts: ReadOptions) -> tuple:
+    """The pushed filters evaluated on batch headers (those over columns constant per batch)."""
+    per_batch = batch_constant_columns(opts)
+    return tuple(n for n in opts.filters if filter_columns(n) <= per_batch)
+
+
+def _header_values(piece: Piece, b) -> dict:
+    """The record-level columns that are constant over batch ``b`` (what its rows will hold)."""
+    return {"topic": piece.topic, "partition": piece.partition, "timestampType": b.timestamp_type,
+            "leaderEpoch": b.partition_leader_epoch, "producerId": b.producer_id,
+            "producerEpoch": b.producer_epoch, "isTransactional": b.is_transactional, "isControl": b.is_control,
+            "magic": b.magic, "codec": b.codec_name, "segment": piece.name, "position": b.position,
+            CORRUPT_COLUMN: None}
+
+
 def scan_records(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBatch | Corrupt]:
     """Record-level Arrow batches (schema ``RECORD_COLUMNS``) and :class:`Corrupt` markers, in log order."""
+    batch_filters = _batch_filters(opts)
     filtering = opts.has_record_filter
     lo_o, hi_o, lo_t, hi_t = _record_filter(opts)
     keep = (lo_o, hi_o, lo_t, hi_t) if filtering else None
@@ -125,6 +143,8 @@ def scan_records(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
                         continue
                 magic = b.magic
                 try:
+                    if batch_filters and not keeps(batch_filters, _header_values(piece, b)):
+                        continue
                     if filtering:
                         if b.last_offset < lo_o:
                             continue
@@ -167,6 +187,8 @@ def scan_batches(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
     """Batch-level Arrow batches (schema ``BATCH_COLUMNS``), no record decoding (except the base offset of
     v0/v1 compressed wrappers, which Kafka also reads from the first inner message)."""
     lo_o, hi_o, _, _ = _record_filter(opts)
+    batch_filters = _batch_filters(opts)
+    names = [n for n, _ in BATCH_COLUMNS]
     rows: list[tuple] = []
     for piece in pieces:
         with SegmentFile(piece.spec, piece.path) as f:
@@ -186,7 +208,10 @@ def scan_batches(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
                         continue
                     if b.magic >= 2 and b.base_offset >= hi_o:
                         break
-                    rows.append(_batch_row(piece, b, crc_valid))
+                    row = _batch_row(piece, b, crc_valid)
+                    if batch_filters and not keeps(batch_filters, {CORRUPT_COLUMN: None, **dict(zip(names, row, strict=True))}):
+                        continue
+                    rows.append(row)
                 except KafkaLogError as e:
                     yield Corrupt(piece, e.position if e.position is not None else b.position, e.reason)
                     continue
@@ -213,6 +238,11 @@ def corrupt_rows(items: list[Corrupt], columns) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def _corrupt_values(c: Corrupt) -> dict:
+    return {"topic": c.piece.topic, "partition": c.piece.partition, "segment": c.piece.name,
+            "position": c.position, CORRUPT_COLUMN: c.reason}
+
+
 def with_corrupt_column(rb: pa.RecordBatch) -> pa.RecordBatch:
     return rb.append_column(pa.field(CORRUPT_COLUMN, pa.string()), pa.nulls(rb.num_rows, pa.string()))
 
@@ -226,6 +256,8 @@ def scan(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBatch]:
         if isinstance(item, Corrupt):
             if not opts.permissive:
                 raise item.error()
+            if opts.filters and not keeps(opts.filters, _corrupt_values(item)):
+                continue  # a pushed filter drops it, as Spark would (its data columns are null)
             yield corrupt_rows([item], columns)
         elif opts.permissive:
             yield with_corrupt_column(item)

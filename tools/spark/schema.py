@@ -26,7 +26,8 @@ from kafkalog.storage.records.columns import HEADERS_TYPE, RECORD_COLUMNS
 from kafkalog.storage.records.columns import arrow_schema as _arrow_schema
 
 CORRUPT_COLUMN = "_corrupt"
-__all__ = ["BATCH_COLUMNS", "CORRUPT_COLUMN", "HEADERS_TYPE", "RECORD_COLUMNS", "arrow_schema", "ddl"]
+__all__ = ["BATCH_COLUMNS", "CORRUPT_COLUMN", "HEADERS_TYPE", "RECORD_COLUMNS", "arrow_schema",
+           "batch_constant_columns", "column_types", "ddl"]
 
 BATCH_COLUMNS: list[tuple[str, str]] = [
     ("topic", "string"),
@@ -52,6 +53,26 @@ BATCH_COLUMNS: list[tuple[str, str]] = [
     ("segment", "string"),
     ("position", "bigint"),
 ]
+
+
+# record-level columns whose value is the same for every record of a batch (filters on them skip whole batches)
+RECORD_BATCH_COLUMNS = frozenset({"topic", "partition", "timestampType", "leaderEpoch", "producerId",
+                                  "producerEpoch", "isTransactional", "isControl", "magic", "codec", "segment",
+                                  "position"})
+
+
+def column_types(opts) -> dict[str, str]:
+    """Column name -> SQL type of the rows read under ``opts`` (a ReadOptions)."""
+    cols = dict(BATCH_COLUMNS if opts.batch_level else RECORD_COLUMNS)
+    if opts.permissive:
+        cols[CORRUPT_COLUMN] = "string"
+    return cols
+
+
+def batch_constant_columns(opts) -> frozenset[str]:
+    """The columns of the rows read under ``opts`` that are constant over a batch (and over a corrupt-entry row)."""
+    cols = frozenset(dict(BATCH_COLUMNS)) if opts.batch_level else RECORD_BATCH_COLUMNS
+    return cols | {CORRUPT_COLUMN} if opts.permissive else cols
 
 
 def ddl(columns: list[tuple[str, str]], corrupt: bool = False) -> str:

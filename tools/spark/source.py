@@ -4,22 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    EqualTo,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    InputPartition,
-    LessThan,
-    LessThanOrEqual,
-)
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from .filters import columns, offset_range, to_node
 from .options import ReadOptions, parse_read_options
 from .plan import Piece, plan
-from .schema import BATCH_COLUMNS, RECORD_COLUMNS, ddl
+from .schema import BATCH_COLUMNS, RECORD_COLUMNS, batch_constant_columns, column_types, ddl
 
 
 class KafkaLogPartition(InputPartition):
@@ -55,10 +46,6 @@ class KafkaLogDataSource(DataSource):
         return KafkaLogWriter(schema, dict(self.options), overwrite)
 
 
-def _col(f) -> str | None:
-    return f.attribute[0] if len(f.attribute) == 1 else None
-
-
 class KafkaLogReader(DataSourceReader):
     def __init__(self, schema: StructType, opts: ReadOptions):
         self.schema = schema
@@ -66,51 +53,49 @@ class KafkaLogReader(DataSourceReader):
 
     # ---------------------------------------------------------------------------------- pushdown
     def pushFilters(self, filters):  # noqa: N802 - Spark's name
-        """Take =/IN on topic and partition, and =, <, <=, >, >= on offset and timestamp (record level only).
-        Everything taken is applied exactly (segments and byte ranges are pruned through the indexes, records
-        are filtered one by one), so Spark need not evaluate it again."""
-        record_level = not self.opts.batch_level
+        """Take what can be applied exactly, hand back the rest (never raise: an unknown filter class or a
+        literal of another type is simply handed back).
+
+        Taken: any filter over columns that are constant per batch (every column at batch level; ``topic``,
+        ``partition``, the batch header fields, ``segment``, ``position`` and ``_corrupt`` at record level),
+        evaluated on partition dirs while planning and on batch headers while scanning; and at record level
+        ``=``, ``<=>``, ``<``, ``<=``, ``>``, ``>=`` on ``offset`` and ``timestamp``, which narrow the read through
+        the indexes and filter records one by one. ``IN`` on ``offset``/``timestamp`` narrows the read to its
+        range and is handed back.
+
+        Only with the ``pushFilters`` option (see :mod:`.options` for why it is off by default): otherwise every
+        filter is handed back and the read is the same as without a filter."""
+        if not self.opts.push_filters:
+            yield from filters
+            return
         for f in filters:
-            if not self._take(f, record_level):
+            try:
+                taken = self._take(f)
+            except Exception:  # noqa: BLE001 - a filter shape we did not foresee: Spark evaluates it
+                taken = False
+            if not taken:
                 yield f
 
-    def _take(self, f, record_level: bool) -> bool:
-        col = _col(f)
+    def _take(self, f) -> bool:
         o = self.opts
-        if col == "topic":
-            if isinstance(f, EqualTo) and isinstance(f.value, str):
-                self.opts = o.narrowed(topic_in={f.value})
-                return True
-            if isinstance(f, In) and all(isinstance(v, str) for v in f.value):
-                self.opts = o.narrowed(topic_in=set(f.value))
-                return True
+        node = to_node(f, column_types(o))
+        if node is None:
             return False
-        if col == "partition":
-            if isinstance(f, EqualTo) and isinstance(f.value, int):
-                self.opts = o.narrowed(partitions={f.value})
-                return True
-            if isinstance(f, In) and all(isinstance(v, int) for v in f.value):
-                self.opts = o.narrowed(partitions=set(f.value))
-                return True
+        cols = columns(node)
+        if cols <= batch_constant_columns(o):
+            self.opts = o.with_filter(node)
+            return True
+        if o.batch_level or len(cols) != 1 or not cols <= {"offset", "timestamp"}:
             return False
-        if not record_level or col not in ("offset", "timestamp"):
+        rng = offset_range(node)
+        if rng is None:
             return False
-        v = getattr(f, "value", None) if not isinstance(f, In) else None
-        if not isinstance(v, int) or isinstance(v, bool):
+        lo, hi = ("start_offset", "end_offset") if cols == {"offset"} else ("start_timestamp", "end_timestamp")
+        narrowed = o.narrowed(**{k: v for k, v in ((lo, rng[0]), (hi, rng[1])) if v is not None})
+        if node[0] == "in":  # pruned to the IN list's range; Spark still picks the listed values
+            self.opts = narrowed
             return False
-        lo, hi = ("start_offset", "end_offset") if col == "offset" else ("start_timestamp", "end_timestamp")
-        if isinstance(f, EqualTo):
-            self.opts = o.narrowed(**{lo: v, hi: v + 1})
-        elif isinstance(f, GreaterThan):
-            self.opts = o.narrowed(**{lo: v + 1})
-        elif isinstance(f, GreaterThanOrEqual):
-            self.opts = o.narrowed(**{lo: v})
-        elif isinstance(f, LessThan):
-            self.opts = o.narrowed(**{hi: v})
-        elif isinstance(f, LessThanOrEqual):
-            self.opts = o.narrowed(**{hi: v + 1})
-        else:
-            return False
+        self.opts = narrowed.with_filter(node)  # the node drops permissive mode's corrupt rows (null offset)
         return True
 
     # ---------------------------------------------------------------------------------- planning

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ..codec.varint import read_uvarint, read_uvarlong, write_varint, write_varlong
 from ..errors import CorruptRecordError
+from ..records.native import core
 from .cleaner_map import OffsetMap
 
 
@@ -74,6 +75,27 @@ _ZZ = tuple((b >> 1) ^ -(b & 1) for b in range(128))  # zig-zag value of a one-b
 
 
 def map_records(data: bytes, count: int, base_offset: int, offset_map: OffsetMap) -> None:
+    """:func:`py_map_records`, by the compiled core when it is built (``cleaner.rs``, the same rules)."""
+    if core is not None and type(data) is bytes:
+        if not core.map_records(data, count, base_offset, offset_map.raw, offset_map.new_cell):
+            raise Slow
+        return
+    py_map_records(data, count, base_offset, offset_map)
+
+
+def scan_retained(data: bytes, count: int, base_offset: int, base_ts: int, latest: int, offset_map: OffsetMap,
+                  keep_tombstones: bool) -> tuple[list, int, int]:
+    """:func:`py_scan_retained`, by the compiled core when it is built (``cleaner.rs``, the same rules)."""
+    if core is not None and type(data) is bytes:
+        r = core.scan_retained(data, count, base_offset, base_ts, latest, offset_map.raw, offset_map.get_unknown,
+                               keep_tombstones)
+        if r is None:
+            raise Slow
+        return r
+    return py_scan_retained(data, count, base_offset, base_ts, latest, offset_map, keep_tombstones)
+
+
+def py_map_records(data: bytes, count: int, base_offset: int, offset_map: OffsetMap) -> None:
     """Put the keyed records of one batch into ``offset_map`` (the caller makes sure every record is at or above
     the map's start).
 
@@ -140,8 +162,8 @@ def map_records(data: bytes, count: int, base_offset: int, offset_map: OffsetMap
         raise Slow
 
 
-def scan_retained(data: bytes, count: int, base_offset: int, base_ts: int, latest: int, offset_map: OffsetMap,
-                  keep_tombstones: bool) -> tuple[list, int, int]:
+def py_scan_retained(data: bytes, count: int, base_offset: int, base_ts: int, latest: int, offset_map: OffsetMap,
+                     keep_tombstones: bool) -> tuple[list, int, int]:
     """Apply ``shouldRetainRecord`` to every record of a data batch whose records are looked at.
 
     Returns ``(kept, records_read, keyless_dropped)``; ``kept`` holds one tuple per retained record:

@@ -12,6 +12,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 mod arrow;
 mod buffer;
+mod cleaner;
 mod record;
 
 use record::Record;
@@ -317,6 +318,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrow::ArrowRecords>()?;
     m.add_class::<arrow::ArrowChunk>()?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(cleaner::map_records, m)?)?;
+    m.add_function(wrap_pyfunction!(cleaner::scan_retained, m)?)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())
 }

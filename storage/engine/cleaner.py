@@ -171,12 +171,11 @@ def build_offset_map(log: PartitionLog, start: int, end: int, offset_map: Offset
     txn = CleanedTransactionMetadata()
     txn.add_aborted_transactions(aborted)
     capacity = offset_map.capacity
-    cells = offset_map.cells
     put = offset_map.put
     for i, seg in enumerate(dirty):
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
         if seg.size:
-            for b in iter_batches(seg.buf, path=str(seg.path)):
+            for b in _dirty_batches(seg, start, capacity, txn, offset_map):
                 last = b.last_offset
                 if last < start:
                     continue  # before the index lookup position in the broker: no effect on the map
@@ -186,13 +185,37 @@ def build_offset_map(log: PartitionLog, start: int, end: int, offset_map: Offset
                     if not _map_fast(b, start, offset_map):
                         for t in b.iter_record_tuples():
                             if t[2] is not None and t[0] >= start:
-                                if len(cells) + offset_map.spilled < capacity:
+                                if offset_map.size < capacity:
                                     put(t[2], t[0])
                                 else:
                                     return True
                 offset_map.latest_offset = last
         offset_map.latest_offset = next_start - 1
     return False
+
+
+def _dirty_batches(seg, start: int, capacity: int, txn: CleanedTransactionMetadata, offset_map: OffsetMap):
+    """The batches of a dirty segment for the map pass's per-batch path. With the native map, runs of plain
+    batches (uncompressed, not transactional or control, CRC intact, at or above ``start``, not filling the map)
+    are mapped natively in between (``OffsetMapCore.map_batches``: the same records put in the same order), and
+    only the entries it stops at are yielded."""
+    buf, path = seg.buf, str(seg.path)
+    native = offset_map.native
+    if native is None:
+        yield from iter_batches(buf, path=path)
+        return
+    pos = 0
+    while True:
+        pos, last = native.map_batches(buf, pos, start, capacity)
+        if last is not None:
+            txn.consume_up_to(last)  # what on_batch_read did for each of those batches
+            offset_map.latest_offset = last
+        b = next(iter_batches(buf, pos, path=path), None)
+        if b is None:
+            return
+        pos = b.position + b.size
+        yield b
+        del b
 
 
 def _map_fast(b, start: int, offset_map: OffsetMap) -> bool:

@@ -21,6 +21,12 @@ half of the machine's available memory holds (``MemAvailable``), at least ``SPIL
 ``capacity / MAX_RUNS``. On a machine with room for the whole map (5.03 M keys for the default 128 MiB
 ``log.cleaner.dedupe.buffer.size``: about 1.3 GB) nothing changes; a larger buffer on a smaller machine costs
 ``spill_keys * 260 + size * 24`` bytes instead of running out of memory.
+
+With the compiled record core the map is held natively instead (``OffsetMapCore`` in ``storage/native``): the
+same rules (one entry per distinct MD5, a bounded cache of raw short keys), about 40 bytes per hash plus at most
+``RAW_CACHE_KEYS`` cached raw keys, and the cleaner's per-record loops run against it without a Python object
+per record. The dict map above stays the reference (``KAFKALOG_NATIVE=0``, and a map created with
+``spill_keys``); tests compare the two.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from hashlib import md5
 from heapq import merge
 
 from ..errors import ConfigError
+from ..records.native import core
 
 BYTES_PER_ENTRY = 24  # 16-byte MD5 + 8-byte offset
 INT32_MAX = 2147483647
@@ -41,6 +48,7 @@ SPILL_KEYS = 1 << 20  # the least number of hashes kept in the dicts before a sp
 MAX_RUNS = 8  # the spill threshold grows with the capacity so that lookups search at most this many runs
 HOT_BYTES_PER_KEY = 260  # measured: digest + cell + raw key + dict slots
 MEMORY_SHARE = 0.5  # of MemAvailable the hot dicts may use
+RAW_CACHE_KEYS = 1 << 21  # the native map remembers at most this many raw keys (about 80 bytes each)
 
 
 def available_memory() -> int | None:
@@ -99,7 +107,7 @@ class OffsetMap:
     """
 
     __slots__ = ("memory", "load_factor", "slots", "capacity", "cells", "raw", "latest_offset", "start", "_values",
-                 "spill_keys", "runs", "spilled")
+                 "spill_keys", "runs", "spilled", "native")
 
     def __init__(self, memory: int = DEFAULT_DEDUPE_BUFFER_SIZE, load_factor: float = DEFAULT_LOAD_FACTOR, *,
                  spill_keys: int | None = None):
@@ -120,6 +128,9 @@ class OffsetMap:
         self.spill_keys = max(1, spill_keys if spill_keys is not None else default_spill_keys(self.capacity))
         self.runs: list[_Run] = []
         self.spilled = 0  # hashes held in runs
+        # the native map, unless the dict map's spilling is asked for (spill_keys) or the core is off
+        self.native = core.OffsetMapCore(RAW_CACHE_KEYS, RAW_KEY_MAX) if core is not None and spill_keys is None \
+            else None
 
     @staticmethod
     def hash_key(key) -> bytes:
@@ -127,6 +138,8 @@ class OffsetMap:
 
     @property
     def size(self) -> int:
+        if self.native is not None:
+            return self.native.size
         return len(self.cells) + self.spilled
 
     def _spill(self) -> None:
@@ -146,11 +159,14 @@ class OffsetMap:
     def put(self, key, offset: int) -> None:
         """``SkimpyOffsetMap.put`` (the caller checks ``size < capacity`` first, as ``buildOffsetMapForSegment``)."""
         key = bytes(key)
+        self.latest_offset = offset
+        if self.native is not None:
+            self.native.put(key, offset)
+            return
         cell = self.raw.get(key)
         if cell is None:
             cell = self.new_cell(key, offset)
         cell[0] = offset
-        self.latest_offset = offset
 
     def new_cell(self, key: bytes, offset: int) -> list[int]:
         """Put a key not in ``raw`` (hashing it): its hash's cell, created if new, is set to ``offset``.
@@ -174,6 +190,8 @@ class OffsetMap:
 
     def get(self, key) -> int:
         key = bytes(key)
+        if self.native is not None:
+            return self.native.get(key)
         cell = self.raw.get(key)
         if cell is None:
             return self.get_hash(md5(key).digest())
@@ -190,6 +208,9 @@ class OffsetMap:
     def merge_hash(self, digest: bytes, offset: int, *, newest: bool = True, key: bytes | None = None) -> None:
         """Set ``digest``'s offset (with ``newest``: only if larger -- merging per-segment results, where keys
         with the same MD5 meet out of order). ``key`` (short enough) is remembered raw for hot lookups."""
+        if self.native is not None:
+            self.native.merge_hash(digest, offset, newest, key)
+            return
         cell = self.cells.get(digest)
         if cell is None and self.runs:
             run, i = self._run_find(digest)
@@ -207,6 +228,8 @@ class OffsetMap:
             self.raw[key] = cell
 
     def get_hash(self, digest: bytes) -> int:
+        if self.native is not None:
+            return self.native.get_hash(digest)
         cell = self.cells.get(digest)
         if cell is not None:
             return cell[0]
@@ -220,6 +243,8 @@ class OffsetMap:
         self.latest_offset = offset
 
     def clear(self) -> None:
+        if self.native is not None:
+            self.native.clear()
         self.cells.clear()
         self.raw.clear()
         self.runs.clear()
@@ -229,6 +254,9 @@ class OffsetMap:
 
     def items(self):
         """``(digest, offset)`` of every mapped hash."""
+        if self.native is not None:
+            yield from self.native.items()
+            return
         for d, c in self.cells.items():
             yield d, c[0]
         for run in self.runs:
@@ -237,6 +265,9 @@ class OffsetMap:
 
     def freeze(self) -> None:
         """Index the map's offsets (sorted) for :meth:`maps_none_of`; call once the map is built."""
+        if self.native is not None:
+            self.native.freeze()
+            return
         hot = sorted(c[0] for c in self.cells.values())
         if not self.runs:
             self._values = array("q", hot)
@@ -248,8 +279,12 @@ class OffsetMap:
         no key's offset in the map falls in it: then no keyed record of a batch with that range is the latest
         for its key, and ``shouldRetainRecord`` drops them all (keyless records are dropped anyway), so the
         batch's records need not be read. False when unknown (not frozen, or outside the mapped range)."""
+        if base_offset < self.start or last_offset > self.latest_offset:
+            return False
+        if self.native is not None:
+            return self.native.maps_none_of(base_offset, last_offset) is True
         v = self._values
-        if v is None or base_offset < self.start or last_offset > self.latest_offset:
+        if v is None:
             return False
         i = bisect_left(v, base_offset)
         return i == len(v) or v[i] > last_offset

@@ -75,7 +75,13 @@ _ZZ = tuple((b >> 1) ^ -(b & 1) for b in range(128))  # zig-zag value of a one-b
 
 
 def map_records(data: bytes, count: int, base_offset: int, offset_map: OffsetMap) -> None:
-    """:func:`py_map_records`, by the compiled core when it is built (``cleaner.rs``, the same rules)."""
+    """:func:`py_map_records`, by the compiled core when it is built (``cleaner.rs``, the same rules): into
+    the native map when ``offset_map`` holds one, else into its dicts."""
+    native = getattr(offset_map, "native", None)
+    if native is not None:
+        if not native.map_records(data if type(data) is bytes else bytes(data), count, base_offset):
+            raise Slow
+        return
     if core is not None and type(data) is bytes:
         if not core.map_records(data, count, base_offset, offset_map.raw, offset_map.new_cell):
             raise Slow
@@ -86,6 +92,13 @@ def map_records(data: bytes, count: int, base_offset: int, offset_map: OffsetMap
 def scan_retained(data: bytes, count: int, base_offset: int, base_ts: int, latest: int, offset_map: OffsetMap,
                   keep_tombstones: bool) -> tuple[list, int, int]:
     """:func:`py_scan_retained`, by the compiled core when it is built (``cleaner.rs``, the same rules)."""
+    native = offset_map.native
+    if native is not None:
+        r = native.scan_retained(data if type(data) is bytes else bytes(data), count, base_offset, base_ts, latest,
+                                 keep_tombstones)
+        if r is None:
+            raise Slow
+        return r
     if core is not None and type(data) is bytes:
         r = core.scan_retained(data, count, base_offset, base_ts, latest, offset_map.raw, offset_map.get_unknown,
                                keep_tombstones)
@@ -107,6 +120,8 @@ def py_map_records(data: bytes, count: int, base_offset: int, offset_map: Offset
     The caller also guarantees the map cannot fill up within the batch (``size + count < capacity``), so a rerun
     after :class:`Slow` is harmless: puts are idempotent in order.
     """
+    if getattr(offset_map, "native", None) is not None:
+        raise TypeError("py_map_records works on the dict map (a native map takes map_records)")
     raw = offset_map.raw
     new_cell = offset_map.new_cell
     zz = _ZZ
@@ -172,6 +187,8 @@ def py_scan_retained(data: bytes, count: int, base_offset: int, base_ts: int, la
     ``keep_tombstones``: whether a tombstone that is the latest for its key survives (no delete horizon yet, or
     ``now`` before it).
     """
+    if offset_map.native is not None:
+        raise TypeError("py_scan_retained works on the dict map (a native map takes scan_retained)")
     raw = offset_map.raw
     get_unknown = offset_map.get_unknown
     end = len(data)

@@ -27,6 +27,11 @@ class CleanedTransactionMetadata:
             heapq.heappush(self._heap, (t.first_offset, self._seq, t))
             self._seq += 1
 
+    def consume_up_to(self, offset: int) -> None:
+        """What reading plain (non-transactional, non-control) batches up to ``offset`` does to this state."""
+        if self._heap:
+            self._consume_up_to(offset)
+
     def _consume_up_to(self, offset: int) -> None:
         heap = self._heap
         while heap and heap[0][0] <= offset:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+from hashlib import md5
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,33 @@ def test_hostile_arguments_are_slow_not_crashes():
     assert core.scan_retained(data, 2, (1 << 63) - 1, 0, -1, m.raw, m.get_unknown, True) is None
     with pytest.raises(TypeError):
         core.map_records(bytearray(data), 1, 0, m.raw, m.new_cell)
+
+
+def test_the_native_map_answers_like_the_dict_map():
+    """put/get/merge_hash/items/freeze on the native map (``OffsetMapCore``) and on the reference dict map."""
+    rnd = random.Random(5)
+    keys = [os.urandom(rnd.choice([0, 1, 8, 64, 65, 200])) for _ in range(2000)]
+    native, plain = OffsetMap(), OffsetMap(spill_keys=1 << 30)
+    assert native.native is not None and plain.native is None
+    for off in range(15_000):
+        k = rnd.choice(keys)
+        if rnd.random() < 0.1:  # the parallel pass's merge: only a larger offset wins
+            d, o, raw = md5(k).digest(), off - rnd.randint(0, 9000), k if rnd.random() < 0.5 else None
+            native.merge_hash(d, o, key=raw)
+            plain.merge_hash(d, o, key=raw)
+        else:
+            native.put(k, off)
+            plain.put(k, off)
+        assert native.size == plain.size
+    assert sorted(native.items()) == sorted(plain.items())
+    for k in keys[:300] + [b"never-put", b""]:
+        assert native.get(k) == plain.get(k)
+        assert native.get_hash(md5(k).digest()) == plain.get_hash(md5(k).digest())
+    for m in (native, plain):
+        m.start, m.latest_offset = 0, 15_000
+        m.freeze()
+    for lo in range(0, 15_000, 131):
+        hi = lo + rnd.randint(0, 40)
+        assert native.maps_none_of(lo, hi) == plain.maps_none_of(lo, hi)
+    native.clear()
+    assert native.size == 0 and native.get(keys[0]) == -1

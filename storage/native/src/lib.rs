@@ -317,6 +317,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Record>()?;
     m.add_class::<arrow::ArrowRecords>()?;
     m.add_class::<arrow::ArrowChunk>()?;
+    m.add_class::<cleaner::OffsetMapCore>()?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(cleaner::map_records, m)?)?;
     m.add_function(wrap_pyfunction!(cleaner::scan_retained, m)?)?;

@@ -405,6 +405,18 @@ class SegmentWriter:
         self._log.write(data)
         self.batches += 1
 
+    def append_run(self, data, metas) -> None:
+        """Append whole batches, indexed as one :meth:`append` each (``per_batch=False``): ``metas`` holds
+        ``(size, largest offset, max timestamp)`` per batch of ``data``, in order; one write for all of them."""
+        assert not self.per_batch
+        pos = self._log.size
+        append = self.indexer.append
+        for size, last, max_ts in metas:
+            append(pos, last, max_ts, last, size)
+            pos += size
+        self._log.write(data)
+        self.batches += len(metas)
+
     def finish(self, mtime_ns: int | None = None) -> list[str]:
         """Close the segment: the ``.log`` fsynced, the indexes written trimmed and fsynced, the files' mtime set
         (the cleaner keeps the last source segment's). Returns the file names written. The caller fsyncs the

@@ -156,14 +156,15 @@ def build_offset_map(log: PartitionLog, start: int, end: int, offset_map: Offset
     """``Cleaner.buildOffsetMap``; returns True when the map filled up (``endOffset`` then falls inside the
     dirty section). ``offset_map.latest_offset + 1`` is the round's end offset.
 
-    With ``workers > 1`` and at least ``parallel_min_bytes`` of dirty segments, segments are mapped in worker
-    processes (:mod:`.cleaner_parallel`); the result is the same, and when the map would fill up the sequential
+    With ``workers > 1``, the dict map (no compiled core) and at least ``parallel_min_bytes`` of dirty segments,
+    segments are mapped in worker processes (:mod:`.cleaner_parallel`); the result is the same, and when the map would fill up the sequential
     pass below runs instead (it stops exactly where the broker stops)."""
     offset_map.clear()
     offset_map.start = start
     dirty = log.log_segments(start, end)
     aborted = log.collect_aborted_transactions(start, end)
-    if workers > 1 and len(dirty) > 1 and sum(s.size for s in dirty) >= parallel_min_bytes:
+    # worker processes pay off only for the dict map: the native map's pass is faster than their key exchange
+    if workers > 1 and offset_map.native is None and len(dirty) > 1 and sum(s.size for s in dirty) >= parallel_min_bytes:
         if build_offset_map_parallel(dirty_segment_files(dirty), start, end, aborted, offset_map, workers):
             return False
         offset_map.clear()

@@ -41,6 +41,7 @@ from ..log import PartitionLog
 from ..log_segment import SegmentWriter
 from ..logdir import resolve_partition_dirs
 from ..records import CREATE_TIME, LOG_APPEND_TIME, LegacyBatch, RecordBatch, build_batch, rebuild
+from ..records.native import core
 from ..records.record import Record
 from ..topic_configs import ConfigResolver
 from .datadirs import Target, group_partitions, plan_partitions
@@ -106,6 +107,7 @@ def convert_legacy(batch: LegacyBatch, opts: ConvertOptions, records: list[Recor
     )
 
 
+RUN_BYTES = 8 << 20  # output of one native run (bounded memory)
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _U32 = struct.Struct(">I")
 
@@ -252,27 +254,24 @@ class ConvertBuild(SegmentBuild):
         try:
             if size:
                 with Segment(log_path, self.base) as seg:
-                    scanner = seg.scanner()
+                    if core is not None and not opts.group_uncompressed and opts.codec in (None, 0):
+                        batches_in, legacy, stop = self._convert_runs(seg, size, writers, writer)
+                    else:
+                        scanner = seg.scanner()
 
-                    def counted() -> Iterator[RecordBatch | LegacyBatch]:
-                        nonlocal batches_in, legacy
-                        for b in scanner:
-                            batches_in += 1
-                            if b.magic < 2:
-                                legacy += 1
-                            yield b
-                            del b
+                        def counted() -> Iterator[RecordBatch | LegacyBatch]:
+                            nonlocal batches_in, legacy
+                            for b in scanner:
+                                batches_in += 1
+                                if b.magic < 2:
+                                    legacy += 1
+                                yield b
+                                del b
 
-                    for data in convert_batches(counted(), opts):
-                        last, max_ts = _header_of(data)
-                        w = writers[-1]
-                        if w.size and w.size + len(data) > opts.max_segment_bytes:
-                            w.finish()
-                            writers.append(writer(RecordBatch(memoryview(data)).base_offset))
-                            w = writers[-1]
-                        w.append(data, largest_offset=last, max_timestamp=max_ts, shallow_offset=last)
-                    stop = (scanner.stop_reason, scanner.stop_position)
-                    del scanner
+                        for data in convert_batches(counted(), opts):
+                            _append_converted(data, writers, writer, opts.max_segment_bytes)
+                        stop = (scanner.stop_reason, scanner.stop_position)
+                        del scanner
                 if stop[0] is not None:
                     raise CorruptRecordError(f"{stop[0]} at the end of the segment: run `kafkalog repair` first",
                                              str(log_path), stop[1])
@@ -294,6 +293,66 @@ class ConvertBuild(SegmentBuild):
                             sum(w.size for w in writers), batches_in, sum(w.batches for w in writers), legacy)
         res.bases = [w.base_offset for w in writers]
         return res
+
+
+    def _convert_runs(self, seg: Segment, size: int, writers: list[SegmentWriter], writer) -> tuple:
+        """The segment converted with the compiled core: runs of plain v0/v1 messages natively
+        (``legacy_to_v2``, the bytes of :func:`plain_legacy_to_v2`), every other entry -- and the one a run stops
+        at, with its error -- through :func:`convert_batches`. Returns ``(batches in, legacy batches in,
+        (stop reason, stop position))``."""
+        opts = self.opts
+        batches_in = legacy = 0
+        pos = 0
+        while True:
+            chunk, metas, pos = core.legacy_to_v2(seg.buf, pos, size, RUN_BYTES)
+            if metas:
+                _append_run(chunk, metas, writers, writer, opts.max_segment_bytes)
+                batches_in += len(metas)
+                legacy += len(metas)
+            del chunk, metas
+            scanner = seg.scanner(pos)
+            b = next(iter(scanner), None)
+            if b is None:
+                return batches_in, legacy, (scanner.stop_reason, scanner.stop_position)
+            pos = b.position + b.size
+            batches_in += 1
+            legacy += b.magic < 2
+            for data in convert_batches((b,), opts):
+                _append_converted(data, writers, writer, opts.max_segment_bytes)
+            del b, scanner
+
+
+def _append_converted(data: bytes, writers: list[SegmentWriter], writer, max_segment_bytes: int) -> None:
+    """Append one converted batch to the last writer, starting a new segment when it would pass the limit."""
+    last, max_ts = _header_of(data)
+    w = writers[-1]
+    if w.size and w.size + len(data) > max_segment_bytes:
+        w.finish()
+        writers.append(writer(RecordBatch(memoryview(data)).base_offset))
+        w = writers[-1]
+    w.append(data, largest_offset=last, max_timestamp=max_ts, shallow_offset=last)
+
+
+def _append_run(chunk: bytes, metas: list, writers: list[SegmentWriter], writer, max_segment_bytes: int) -> None:
+    """:func:`_append_converted` for a run of single-record v2 batches (``(size, offset, timestamp)`` each):
+    the same segment splits and index entries, one write per segment."""
+    mv = memoryview(chunk)
+    i = off = 0
+    n = len(metas)
+    while i < n:
+        w = writers[-1]
+        have = w.size
+        j, run = i, 0
+        while j < n and (have + run == 0 or have + run + metas[j][0] <= max_segment_bytes):
+            run += metas[j][0]
+            j += 1
+        if j == i:  # the next batch starts a new segment (its base offset is its only offset)
+            w.finish()
+            writers.append(writer(metas[i][1]))
+            continue
+        w.append_run(mv[off:off + run], metas[i:j])
+        off += run
+        i = j
 
 
 # -------------------------------------------------------------------------------------------- audit
@@ -359,6 +418,8 @@ def audit(paths: Iterable[str | os.PathLike], *, topics: set[str] | None = None,
 def _segment_needs(seg: Segment, opts: ConvertOptions) -> tuple[int, int]:
     """(batches to convert, their bytes), by a shallow scan. A segment that needs converting is validated (every
     batch's CRC, no partial tail): the plan refuses what the conversion would stop on."""
+    if core is not None:
+        return _segment_needs_runs(seg, opts)
     n = nbytes = 0
     for b in seg.iter_batches():
         if needs_conversion(b, opts) or (opts.group_uncompressed and b.magic < 2):
@@ -373,6 +434,41 @@ def _segment_needs(seg: Segment, opts: ConvertOptions) -> tuple[int, int]:
         if scanner.stop_reason is not None:
             raise CorruptRecordError(f"{scanner.stop_reason} at the end of the segment: run `kafkalog repair` first",
                                      str(seg.path), scanner.stop_position)
+    return n, nbytes
+
+
+def _segment_needs_runs(seg: Segment, opts: ConvertOptions) -> tuple[int, int]:
+    """:func:`_segment_needs` in one pass with the compiled core: runs of plain v0/v1 messages with intact CRCs
+    (which always need converting) are counted natively; every other entry is looked at here, and the first
+    invalid one is reported -- only if something needs converting, as in the two-pass scan."""
+    n = nbytes = 0
+    first_error: CorruptRecordError | None = None
+    buf, size, pos = seg.buf, seg.size, 0
+    while True:
+        k, kb, pos = core.legacy_plain_run(buf, pos, size)
+        n += k
+        nbytes += kb
+        scanner = seg.scanner(pos)
+        b = next(iter(scanner), None)
+        if b is None:
+            stop = (scanner.stop_reason, scanner.stop_position)
+            break
+        pos = b.position + b.size
+        if needs_conversion(b, opts) or (opts.group_uncompressed and b.magic < 2):
+            n += 1
+            nbytes += b.size
+        if first_error is None:
+            try:
+                b.ensure_valid()
+            except CorruptRecordError as e:
+                first_error = e
+        del b, scanner
+    if n:
+        if first_error is not None:
+            raise first_error
+        if stop[0] is not None:
+            raise CorruptRecordError(f"{stop[0]} at the end of the segment: run `kafkalog repair` first",
+                                     str(seg.path), stop[1])
     return n, nbytes
 
 

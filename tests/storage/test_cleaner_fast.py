@@ -150,14 +150,15 @@ def test_parallel_map_pass_equals_the_sequential_one(tmp_path: Path, seed: int):
     with PartitionLog(pdir) as log:
         end = log.active_segment.base_offset
         for start in (0, bases[1] if len(bases) > 1 else 0):
-            seq, par, spill = OffsetMap(), OffsetMap(), OffsetMap(spill_keys=3)
+            # the parallel pass runs for the dict map (spill_keys given); seq is the native map when it is built
+            seq, par, spill = OffsetMap(), OffsetMap(spill_keys=1 << 30), OffsetMap(spill_keys=3)
             assert not build_offset_map(log, start, end, seq)
             assert not build_offset_map(log, start, end, par, workers=2, parallel_min_bytes=0)
             assert not build_offset_map(log, start, end, spill, workers=2, parallel_min_bytes=0)
             assert _map_contents(par) == _map_contents(seq) == _map_contents(spill) and spill.runs
             assert seq.get(b"k1") != leo and seq.get(b"k2") != leo + 1
         # a map that fills up: the parallel pass defers to the sequential one, which stops where Kafka stops
-        small_seq, small_par = OffsetMap(24 * 3), OffsetMap(24 * 3)  # capacity 2 keys
+        small_seq, small_par = OffsetMap(24 * 3), OffsetMap(24 * 3, spill_keys=1 << 30)  # capacity 2 keys
         full_seq = build_offset_map(log, 0, end, small_seq)
         full_par = build_offset_map(log, 0, end, small_par, workers=2, parallel_min_bytes=0)
         assert full_seq and full_par and _map_contents(small_par) == _map_contents(small_seq)

@@ -13,6 +13,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 mod arrow;
 mod buffer;
 mod cleaner;
+mod convert;
 mod record;
 
 use record::Record;
@@ -321,6 +322,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(cleaner::map_records, m)?)?;
     m.add_function(wrap_pyfunction!(cleaner::scan_retained, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::legacy_to_v2, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::legacy_plain_run, m)?)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())
 }

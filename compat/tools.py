@@ -597,3 +597,83 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------------------ Kafka's own compression
+_COMPRESS_SOURCE = """\
+package io.kafkalog.compat;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import org.apache.kafka.common.compress.Compression;
+import org.apache.kafka.common.utils.ByteBufferOutputStream;
+
+/** Compress files through Kafka's Compression classes (stdin: "codec level|default magic infile outfile"). */
+public class CompressWithKafka {
+    public static void main(String[] args) throws Exception {
+        BufferedReader r = new BufferedReader(new InputStreamReader(System.in));
+        String line;
+        while ((line = r.readLine()) != null) {
+            String[] a = line.trim().split(" ");
+            if (a.length < 5) continue;
+            byte[] in = Files.readAllBytes(Paths.get(a[3]));
+            Compression c = build(a[0], a[1]);
+            ByteBufferOutputStream bb = new ByteBufferOutputStream(Math.max(1024, in.length / 2));
+            try (OutputStream os = c.wrapForOutput(bb, Byte.parseByte(a[2]))) {
+                int p = 0;  // in small writes, as MemoryRecordsBuilder writes records field by field
+                while (p < in.length) { int n = Math.min(97, in.length - p); os.write(in, p, n); p += n; }
+            }
+            ByteBuffer out = bb.buffer();
+            out.flip();
+            byte[] o = new byte[out.remaining()];
+            out.get(o);
+            Files.write(Paths.get(a[4]), o);
+        }
+    }
+
+    static Compression build(String codec, String level) {
+        boolean dflt = level.equals("default");
+        int l = dflt ? 0 : Integer.parseInt(level);
+        switch (codec) {
+            case "gzip": return dflt ? Compression.gzip().build() : Compression.gzip().level(l).build();
+            case "snappy": return Compression.snappy().build();
+            case "lz4": return dflt ? Compression.lz4().build() : Compression.lz4().level(l).build();
+            case "zstd": return dflt ? Compression.zstd().build() : Compression.zstd().level(l).build();
+            default: throw new IllegalArgumentException("unknown codec " + codec);
+        }
+    }
+}
+"""
+
+
+def compress_with_kafka(version: str, tasks: Sequence[tuple[str, int | None, int, bytes]], work: Path) -> list[bytes]:
+    """``tasks`` -- ``(codec name, level or None for Kafka's default, magic, data)`` -- compressed by Kafka
+    ``version``'s own ``Compression`` classes (3.8 and later: the builders with levels, KIP-390) on the JDK, in one
+    JVM. Returns the compressed bytes per task, in order."""
+    if jars.parse_version(version) < (3, 8):
+        raise HarnessError(f"Kafka {version} has no Compression builders (3.8 and later have)")
+    libs = jars.ensure_kafka(version)
+    out = jars.kafka_home(version) / "kafkalog-tools"
+    if not (out / "io" / "kafkalog" / "compat" / "CompressWithKafka.class").is_file():
+        src = out / "src" / "CompressWithKafka.java"
+        src.parent.mkdir(parents=True, exist_ok=True)
+        src.write_text(_COMPRESS_SOURCE)
+        proc = subprocess.run([jars.javac_executable(), "-nowarn", "--release", "11", "-cp", jars.classpath(libs),
+                               "-d", str(out), str(src)], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise ToolError(f"javac failed for the compression helper: {proc.stderr.strip()[-1500:]}")
+    work.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, (codec, level, magic, data) in enumerate(tasks):
+        (work / f"{i}.in").write_bytes(data)
+        lines.append(f"{codec} {'default' if level is None else level} {magic} {work / f'{i}.in'} {work / f'{i}.out'}")
+    proc = subprocess.run([jars.java_executable(), "-cp", f"{out}:{jars.classpath(libs)}",
+                           "io.kafkalog.compat.CompressWithKafka"], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True, check=False, timeout=600)
+    if proc.returncode != 0:
+        raise ToolError(f"Kafka {version}'s compression failed: {proc.stderr.strip()[-1500:]}")
+    return [(work / f"{i}.out").read_bytes() for i in range(len(tasks))]

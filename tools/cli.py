@@ -70,8 +70,12 @@ def _version() -> str:
 
     inflate = "ISA-L" if compression._inflate.__name__ != "zlib" else "zlib"
     core = f"on, {native.describe()}" if native.core is not None else f"off, pure Python: {native.describe()}"
-    return (f"{v} (Python {sys.version.split()[0]}; codecs: gzip ({inflate}), snappy, lz4, zstd; "
-            f"native record core: {core})")
+    if native.core is not None:  # compressing as Kafka's libraries do (byte-identical batches)
+        lz4, zstd, snappy = native.core.codec_versions()
+        codecs = f"gzip (inflate: {inflate}), snappy {snappy}, lz4 {lz4}, zstd {zstd}: Kafka's bytes"
+    else:
+        codecs = f"gzip (inflate: {inflate}), snappy, lz4, zstd"
+    return f"{v} (Python {sys.version.split()[0]}; codecs: {codecs}; native record core: {core})"
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -8,6 +8,11 @@
   header checksum written and tolerated for magic 0 (KAFKA-3160).
 * zstd: standard frames (v2 only).
 
+With the compiled core, lz4 blocks, snappy blocks and zstd frames are compressed by the C/C++ libraries whose
+output Kafka 3.9 and 4.x produce, called as Kafka calls them (``storage/native/src/codec.rs``), so a batch
+kafkalog recompresses is byte for byte the broker's; without it, by the Python packages' libraries (the same
+records, and for lz4, snappy and zstd often other bytes).
+
 Decompression is bounded: every decoder stops with :class:`CompressionError` once the output would exceed
 ``limit`` bytes, so a decompression bomb costs at most ``limit`` bytes of memory.
 """
@@ -76,6 +81,9 @@ def compress(codec: int, data, *, magic: int = 2, level: int | None = None) -> b
     if codec == ZSTD:
         if magic < 2:
             raise CompressionError("zstd compression is not allowed with message format v0/v1")
+        core = _core()
+        if core is not None:
+            return core.zstd_stream(data, 3 if level is None else level)
         return zstandard.ZstdCompressor(level=3 if level is None else level, write_content_size=False).compress(
             bytes(data)
         )
@@ -93,20 +101,32 @@ def _gzip_compress(data, level: int) -> bytes:
 def _xerial_compress(data) -> bytes:
     mv = memoryview(data)
     parts = [_XERIAL_HEADER]
+    core = _core()
     for i in range(0, len(mv), _XERIAL_CHUNK):
-        block = bytes(cramjam.snappy.compress_raw(mv[i : i + _XERIAL_CHUNK]))
+        chunk = mv[i : i + _XERIAL_CHUNK]
+        block = core.snappy_block(chunk) if core is not None else bytes(cramjam.snappy.compress_raw(chunk))
         parts.append(_I32BE.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
+
+
+def _core():
+    """The compiled core (imported late: the records package imports this module)."""
+    from ..records.native import core
+
+    return core
 
 
 def _lz4_compress(data, magic: int, level: int | None) -> bytes:
     mv = memoryview(data)
     parts = [_LZ4_HEADER_V0 if magic == 0 else _LZ4_HEADER_V1]
     hc = level is not None and level != 9
+    core = _core()
     for i in range(0, len(mv), _LZ4_BLOCK):
         raw = mv[i : i + _LZ4_BLOCK]
-        if hc:
+        if core is not None:
+            block = core.lz4_block(raw, 9 if level is None else level)
+        elif hc:
             block = lz4.block.compress(raw, mode="high_compression", compression=level, store_size=False)
         else:
             block = lz4.block.compress(raw, mode="default", store_size=False)

@@ -5,7 +5,8 @@
 //! returns `None` ("unusual input") and the Python careful decoder gives the verdict (records, or the error
 //! with its byte position and reason). Every read is bounds-checked (`slice::get`), so hostile bytes never
 //! panic; arithmetic that could overflow an `i64` is checked and sends the batch to the careful decoder.
-//! The one `unsafe` block is at the FFI boundary: `buffer.rs` reads a Python buffer in place.
+//! `unsafe` appears only at FFI boundaries: `buffer.rs` reads a Python buffer in place, and `codec.rs` calls the
+//! vendored C++ snappy.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
@@ -13,6 +14,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 mod arrow;
 mod buffer;
 mod cleaner;
+mod codec;
 mod convert;
 mod record;
 
@@ -324,6 +326,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cleaner::scan_retained, m)?)?;
     m.add_function(wrap_pyfunction!(convert::legacy_to_v2, m)?)?;
     m.add_function(wrap_pyfunction!(convert::legacy_plain_run, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::lz4_block, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::zstd_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::snappy_block, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::codec_versions, m)?)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())
 }

@@ -8,6 +8,7 @@ import sys
 from datetime import datetime
 
 from kafkalog.storage.engine.export import ExportFilter, export_bytes, export_jsonl, export_parquet
+from kafkalog.storage.offset_spec import OffsetSpec, parse_offset_spec
 from kafkalog.tools.output import add_topics_argument, progress
 
 DESCRIPTION = """\
@@ -23,12 +24,26 @@ Export every record of the partitions under DIR (data dirs or partition dirs) wi
   --format jsonl     one JSON object per line (key/value/header values base64, null stays null); --out - is stdout
   --format parquet   one file per partition, OUT/<topic>-<partition>.parquet, bounded row groups
 
-Ranges: --from-offset (inclusive) / --to-offset (exclusive); --from-time / --to-time (epoch ms or ISO 8601,
-[from, to)). Segments are streamed through mmap one batch at a time: memory does not grow with the data.
+Ranges, per partition, in rpk's grammar (-o/--offset, as `rpk topic consume -o`; kcat's s@T and e@T too),
+resolved through each partition's log start and end offsets and its offset and time indexes, end exclusive:
+
+  start | end | :end        from the log start / from the log end (nothing) / until the log end (everything)
+  N  N:  :N  N1:N2          from offset N, until offset N, from N1 until N2
+  +N  -N                    N after the log start offset / N before the log end offset
+  @T  @T:  @:T  @T1:T2      by timestamp: the first record with a timestamp >= T (Kafka's ListOffsets rule)
+  s@T  e@T                  kcat's start and end timestamps; give -o twice to combine them
+
+T is epoch ms (13 digits) or seconds (10), YYYY-MM-DD, RFC 3339 (2024-05-01T12:00:00Z), or a duration: as T1
+relative to now (@-48h:-24h is yesterday), as T2 after a timestamp relative to it (@2024-02-14:1h), or `end`.
+Also --from-offset / --to-offset (the same offsets in every partition) and --from-time / --to-time (a filter on
+each record's timestamp, [from, to)). Segments are streamed through mmap one batch at a time: memory does not
+grow with the data.
 
 Examples:
   kafkalog export /var/lib/kafka/data --topics orders --format parquet --out /tmp/orders-parquet
-  kafkalog export /var/lib/kafka/data/orders-0 --from-offset 1000 --to-offset 2000 --out - | jq .value
+  kafkalog export /var/lib/kafka/data/orders-0 -o 1000:2000 --out - | jq .value
+  kafkalog export /var/lib/kafka/data --topics orders -o -100 --out last-100-per-partition.jsonl
+  kafkalog export /var/lib/kafka/data --topics orders -o @-48h:-24h --out yesterday.jsonl
 """
 
 
@@ -51,6 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl", help="output format (jsonl)")
     p.add_argument("--out", required=True, help="output file (jsonl; - for stdout) or directory (parquet)")
     add_topics_argument(p)
+    p.add_argument("-o", "--offset", dest="offset_specs", action="append", default=[], metavar="SPEC",
+                   help="where to start and stop in each partition, rpk/kcat grammar (see above); may be given "
+                        "twice (kcat's s@T and e@T)")
     p.add_argument("--from-offset", type=int, default=None, help="first offset (inclusive)")
     p.add_argument("--to-offset", type=int, default=None, help="end offset (exclusive)")
     p.add_argument("--from-time", type=_time, default=None, help="first timestamp (inclusive), ms or ISO 8601")
@@ -62,10 +80,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="no progress bar on stderr (it is shown only when stderr is a terminal)")
 
 
+def offset_spec(texts: list[str]) -> OffsetSpec | None:
+    """The ``-o`` values as one offset spec (None when there are none)."""
+    spec = None
+    for text in texts:
+        s = parse_offset_spec(text)
+        spec = s if spec is None else spec.combine(s)
+    return spec
+
+
 def run(args: argparse.Namespace) -> int:
     flt = ExportFilter(topics=args.topics,
                        from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
-                       to_time=args.to_time, include_control=not args.no_control)
+                       to_time=args.to_time, include_control=not args.no_control,
+                       offset_spec=offset_spec(args.offset_specs))
     with progress(export_bytes(args.paths, flt.topics), "export", enabled=None if args.progress else False) as bar:
         if args.format == "jsonl":
             stats = export_jsonl(args.paths, args.out, flt, progress=bar.advance)

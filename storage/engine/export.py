@@ -17,7 +17,7 @@ import base64
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,6 +26,7 @@ from ..files.names import segment_log_files
 from ..jsonio import b64_field
 from ..log import PartitionLog
 from ..logdir import live_partition_name, resolve_partition_dirs
+from ..offset_spec import OffsetSpec
 from ..records.batch import RECORD_CHUNK, increment_sequence
 from ..records.columns import RECORD_COLUMNS, RecordColumns
 from ..records.columns import arrow_schema as records_arrow_schema
@@ -38,7 +39,8 @@ DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
 
 @dataclass
 class ExportFilter:
-    """Offsets ``[from_offset, to_offset)``, timestamps ``[from_time, to_time)``, topics (None = all)."""
+    """Offsets ``[from_offset, to_offset)``, timestamps ``[from_time, to_time)``, topics (None = all), and an
+    offset spec (rpk's and kcat's grammar, :mod:`kafkalog.storage.offset_spec`) resolved per partition."""
 
     topics: set[str] | None = None
     from_offset: int | None = None
@@ -46,6 +48,24 @@ class ExportFilter:
     from_time: int | None = None
     to_time: int | None = None
     include_control: bool = True
+    offset_spec: OffsetSpec | None = None
+
+    def for_partition(self, plog: PartitionLog) -> ExportFilter:
+        """This filter with the offset spec resolved for ``plog`` (its log start and end offsets, and its time
+        indexes for timestamps) and intersected with the offset range."""
+        if self.offset_spec is None:
+            return self
+
+        def offset_for_time(ms: int) -> int | None:
+            found = plog.lookup_timestamp(ms)
+            return None if found is None else found[1]
+
+        lo, hi = self.offset_spec.resolve(plog.log_start_offset, plog.log_end_offset, offset_for_time)
+        if self.from_offset is not None:
+            lo = max(lo, self.from_offset)
+        if self.to_offset is not None:
+            hi = min(hi, self.to_offset)
+        return replace(self, from_offset=lo, to_offset=max(lo, hi), offset_spec=None)
 
 
 @dataclass
@@ -77,11 +97,11 @@ def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
     if tp is None:
         raise KafkaLogError("not a partition directory (<topic>-<partition>)", str(pdir))
     topic, partition = tp.topic, tp.partition
-    lo, hi = flt.from_offset, flt.to_offset
-    t_lo = flt.from_time
     with PartitionLog(pdir) as plog:
         if plog.unfinished_swap:  # exporting the listed segments would silently miss records
             raise LogDirError(plog.unfinished_swap, str(pdir))
+        lo, hi = flt.from_offset, flt.to_offset  # (an offset spec is resolved by the caller: for_partition)
+        t_lo = flt.from_time
         segs = plog.segments
         for i, seg in enumerate(segs):
             nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
@@ -141,7 +161,7 @@ def _record_chunks(b, window) -> Iterator[list[tuple]]:
 def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter | None = None,
                            stats: ExportStats | None = None) -> Iterator[BatchRows]:
     """The batches of one partition (filtered), each with its decoded records."""
-    flt = flt or ExportFilter()
+    flt = _resolved(partition_dir, flt or ExportFilter())
     window = _record_window(flt)
     for topic, partition, name, b in _selected_batches(partition_dir, flt, stats):
         magic = b.magic
@@ -155,6 +175,14 @@ def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter |
                 stats.records += len(recs)
             counted = True
             yield head, recs
+
+
+def _resolved(partition_dir: str | os.PathLike, flt: ExportFilter) -> ExportFilter:
+    """``flt`` for one partition (its offset spec resolved)."""
+    if flt.offset_spec is None:
+        return flt
+    with PartitionLog(Path(partition_dir)) as plog:
+        return flt.for_partition(plog)
 
 
 def _sequence(base_seq: int, base_offset: int | None, offset: int) -> int:
@@ -257,15 +285,16 @@ def export_parquet(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLik
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     schema = arrow_schema()
-    window = _record_window(flt)
     stats = ExportStats(on_segment=progress)
     for pdir in resolve_partition_dirs(list(paths), flt.topics):
         stats.partitions += 1
+        pflt = _resolved(pdir, flt)
+        window = _record_window(pflt)
         target = out / f"{pdir.name}.parquet"
         tmp = target.with_name(target.name + ".tmp")
         cols = RecordColumns(capacity=min(row_group_bytes, 64 << 20))
         with pq.ParquetWriter(tmp, schema, compression=compression) as w:
-            for topic, partition, name, b in _selected_batches(pdir, flt, stats):
+            for topic, partition, name, b in _selected_batches(pdir, pflt, stats):
                 if b.records_count is not None and b.records_count <= RECORD_CHUNK:
                     n = cols.add_batch(b, topic, partition, name, window)  # straight into Arrow columns
                 else:  # legacy entries, and batches declaring more records than a chunk: bounded chunks

@@ -1,0 +1,124 @@
+"""Offset specs in rpk's and kcat's grammar (``kafkalog export -o``): parsing, and resolution per partition
+through the log's offsets and time indexes, checked against a brute-force scan of every record."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kafkalog.storage.engine.export import ExportFilter, iter_export_rows
+from kafkalog.storage.errors import ConfigError
+from kafkalog.storage.log import PartitionLog
+from kafkalog.storage.offset_spec import Bound, parse_offset_spec
+from kafkalog.tools.cli import main
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-4.3.1-kraft" / "data"
+NOW = 1_700_000_000_000
+H = 3_600_000
+
+
+@pytest.mark.parametrize("text,start,end", [
+    ("start", Bound("start"), Bound("end")),
+    ("oldest", Bound("start"), Bound("end")),
+    (":end", Bound("start"), Bound("end")),
+    ("end", Bound("end"), Bound("end")),
+    ("newest", Bound("end"), Bound("end")),
+    ("47", Bound("offset", 47), Bound("end")),
+    ("47:", Bound("offset", 47), Bound("end")),
+    (":47", Bound("start"), Bound("offset", 47)),
+    ("3:47", Bound("offset", 3), Bound("offset", 47)),
+    ("+5", Bound("after_start", 5), Bound("end")),
+    ("-5", Bound("before_end", 5), Bound("end")),
+    ("@1700000000000", Bound("time", NOW), Bound("end")),
+    ("@1700000000", Bound("time", NOW), Bound("end")),
+    ("@-48h:-24h", Bound("time", NOW - 48 * H), Bound("time", NOW - 24 * H)),
+    ("@-1m:end", Bound("time", NOW - 60_000), Bound("end")),
+    ("@:-1h", Bound("start"), Bound("time", NOW - H)),
+    ("@2022-02-14:1h", Bound("time", 1644796800000), Bound("time", 1644796800000 + H)),
+    ("@2024-05-01T12:00:00Z:2024-05-01T13:30:00.250Z", Bound("time", 1714564800000),
+     Bound("time", 1714570200250)),
+    ("@2024-05-01T12:00:00+02:00", Bound("time", 1714557600000), Bound("end")),
+    ("@1m3ms", Bound("time", NOW + 60_003), Bound("end")),
+    ("s@1700000000000", Bound("time", NOW), Bound("end")),
+    ("e@-2d", Bound("start"), Bound("time", NOW - 48 * H)),
+])
+def test_the_grammar(text, start, end):
+    spec = parse_offset_spec(text, now_ms=NOW)
+    assert (spec.start, spec.end) == (start, end)
+
+
+@pytest.mark.parametrize("text", ["", "abc", "5:x", "@123", "@yesterday", "+", "-x", "@2024-13-01", "1.5"])
+def test_bad_specs_are_clear_errors(text):
+    with pytest.raises(ConfigError) as e:
+        parse_offset_spec(text, now_ms=NOW)
+    assert "offset spec" in str(e.value)
+
+
+def test_kcat_start_and_end_combine():
+    spec = parse_offset_spec("s@1700000000000", now_ms=NOW).combine(parse_offset_spec("e@1700003600000"))
+    assert (spec.start, spec.end) == (Bound("time", NOW), Bound("time", NOW + H))
+
+
+def _all_rows(topics: set[str]) -> list[dict]:
+    return list(iter_export_rows([FIXTURE], ExportFilter(topics=topics)))
+
+
+def _brute(rows: list[dict], text: str) -> list[tuple]:
+    """What the spec selects, by scanning every record (resolution rules written out independently)."""
+    spec = parse_offset_spec(text, now_ms=NOW)
+    out = []
+    for p in sorted({r["partition"] for r in rows}):
+        mine = [r for r in rows if r["partition"] == p]
+        with PartitionLog(FIXTURE / f"{mine[0]['topic']}-{p}") as plog:  # offsets are relative to these
+            start, end = plog.log_start_offset, plog.log_end_offset
+
+        def at(b, start=start, end=end, mine=mine):
+            if b.kind == "start":
+                return start
+            if b.kind == "end":
+                return end
+            if b.kind == "offset":
+                return b.value
+            if b.kind == "after_start":
+                return min(start + b.value, end)
+            if b.kind == "before_end":
+                return max(end - b.value, start)
+            return next((r["offset"] for r in mine if r["timestamp"] >= b.value), end)
+
+        lo, hi = at(spec.start), at(spec.end)
+        out += [(p, r["offset"]) for r in mine if lo <= r["offset"] < hi]
+    return out
+
+
+@pytest.mark.parametrize("topic", ["multi-segment", "transactions", "compacted", "log-append-time"])
+def test_resolution_matches_a_scan_of_every_record(topic):
+    rows = _all_rows({topic})
+    assert rows
+    stamps = sorted({r["timestamp"] for r in rows})
+    mid = stamps[len(stamps) // 2]
+    specs = ["start", "end", ":end", "2", "2:", ":7", "3:9", "+4", "-4", "-100000", "+100000", f"@{mid}",
+             f"@:{mid}", f"@{stamps[0]}:{mid}", f"@{stamps[-1] + 1}", f"@{stamps[0] - 1}:{stamps[-1]}",
+             f"s@{mid}", f"e@{mid}"]
+    for text in specs:
+        got = [(r["partition"], r["offset"]) for r in
+               iter_export_rows([FIXTURE], ExportFilter(topics={topic}, offset_spec=parse_offset_spec(text,
+                                                                                                      now_ms=NOW)))]
+        assert got == _brute(rows, text), text
+
+
+def test_export_cli_takes_rpk_offsets(tmp_path, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE, data)
+    out = tmp_path / "out.jsonl"
+    assert main(["export", str(data), "--topics", "multi-segment", "-o", "-3", "--out", str(out),
+                 "--no-progress"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted((r["partition"], r["offset"]) for r in rows) == [(p, o) for p in (0, 1) for o in (147, 148, 149)]
+    assert main(["export", str(data), "--topics", "multi-segment", "-o", "s@2000-01-01", "-o", "e@2000-01-02",
+                 "--out", str(out), "--no-progress"]) == 0
+    assert out.read_text() == ""  # every record is later than that day: the range resolves to the log end
+    assert main(["export", str(data), "-o", "5:x", "--out", str(out), "--no-progress"]) == 1
+    assert "offset spec '5:x'" in capsys.readouterr().err

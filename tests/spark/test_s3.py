@@ -54,3 +54,40 @@ def test_s3_read_equals_local_read(spark, s3_endpoint, tmp_path, monkeypatch):
     assert seg.startswith("s3://logs/cluster/d/s3t-")
     some = read("s3://logs/cluster/d", startingOffset="1500", partitions="1", **s3opts).collect()
     assert sorted(r.offset for r in some) == list(range(1500, 2000))
+
+
+def test_any_fsspec_filesystem_reads_like_local(tmp_path):
+    """Schemes other than s3:// go through fsspec (abfs:// with adlfs, gs:// with gcsfs, ...): fsspec's in-memory
+    filesystem stands in for them here (in process: Spark's workers would not see this process's memory)."""
+    from pathlib import Path
+
+    import fsspec
+
+    from kafkalog.tools.spark.options import parse_read_options
+    from kafkalog.tools.spark.plan import plan
+    from kafkalog.tools.spark.scan import scan
+
+    fixture = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-4.3.1-kraft" / "data"
+    mem = fsspec.filesystem("memory")
+    for name in ("multi-segment-0", "transactions-0", "codec-zstd-0"):
+        for f in (fixture / name).iterdir():
+            mem.pipe(f"/kl-test/{name}/{f.name}", f.read_bytes())
+
+    def rows(path: str) -> list[tuple]:
+        opts = parse_read_options({"path": path})
+        out = []
+        for group in plan(opts):
+            for rb in scan(group, opts):
+                d = rb.to_pydict()
+                out += list(zip(d["topic"], d["partition"], d["offset"], d["key"], d["value"], strict=True))
+        return sorted(out)
+
+    local = tmp_path / "local"
+    for name in ("multi-segment-0", "transactions-0", "codec-zstd-0"):
+        import shutil
+
+        shutil.copytree(fixture / name, local / name)
+    remote = rows("memory://kl-test")
+    assert remote and remote == rows(str(local))
+    opts = parse_read_options({"path": "memory://kl-test"})
+    assert all(p.name.startswith("memory://") for g in plan(opts) for p in g)

@@ -1,4 +1,6 @@
-"""Where the bytes come from: local paths (mmap) or any ``pyarrow.fs`` / fsspec filesystem (``s3://`` ...).
+"""Where the bytes come from: local paths (mmap) or any ``pyarrow.fs`` / fsspec filesystem: ``s3://`` (pyarrow),
+``gs://`` and ``hdfs://`` (pyarrow, where it was built with them), and every other scheme fsspec has a filesystem
+for once its package is installed (``abfs://`` with adlfs, ``gs://`` with gcsfs, ...).
 
 Options understood (Spark option names, case-insensitive): ``s3.endpoint`` (e.g. ``http://127.0.0.1:5000``),
 ``s3.accessKey``, ``s3.secretKey``, ``s3.region``, ``s3.anonymous``. Without them pyarrow's usual AWS
@@ -58,7 +60,7 @@ def display(spec: FsSpec, fspath: str) -> str:
         return fspath
     if spec.scheme == "s3":
         return f"s3://{fspath}"
-    return fspath
+    return fspath if "://" in fspath else f"{spec.scheme}://{fspath}"
 
 
 @lru_cache(maxsize=16)

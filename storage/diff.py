@@ -195,6 +195,7 @@ def _diff_batches(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int) -> 
     only = {"a": 0, "b": 0}
     while x is not None or y is not None:
         if y is None or (x is not None and x.last_offset < y.base_offset):
+            assert x is not None  # (the loop runs while one side is left)
             if only["a"] < limit:
                 res.differences.append(Difference("batch-only-in-a", rel,
                                                   f"batch {x.base_offset}..{x.last_offset} only in A",
@@ -274,6 +275,7 @@ def _diff_records(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int) -> 
     ndiff = 0
     while x is not None or y is not None:
         if y is None or (x is not None and x[0] < y[0]):
+            assert x is not None  # (the loop runs while one side is left)
             only_a.add(x[0])
             x = next(ia, None)
         elif x is None or y[0] < x[0]:

@@ -43,6 +43,7 @@ class Blob:
 
     def __init__(self, data: bytes | bytearray | memoryview | None = None, *, src: str | None = None,
                  offset: int = 0, size: int | None = None):
+        self._data: bytes | None
         if data is not None:
             self._data = bytes(data)
             self.size = len(self._data)
@@ -452,7 +453,7 @@ class DirView:
     def _release(self, name: str) -> None:
         e = self.entries.get(name)
         if e is not None and e.disk in self._maps:
-            mm, view = self._maps.pop(e.disk)  # type: ignore[arg-type]
+            mm, view = self._maps.pop(e.disk)
             try:
                 view.release()
                 mm.close()
@@ -470,7 +471,7 @@ class DirView:
                               "(move it away, then run again)", self.file(name))
 
     def write(self, name: str, data: bytes | bytearray | memoryview | Blob, why: str, *,
-              in_place: bool = False) -> Op:
+              in_place: bool = False) -> Op | None:
         """Create or replace ``name`` with ``data`` (``in_place``: write over the start of it, as Kafka writes
         producer snapshots)."""
         self._writable(name)
@@ -478,7 +479,7 @@ class DirView:
         old = self.entries.get(name)
         existed = old is not None and old.kind == FILE
         if self.mode == self.PLANNED:
-            if existed and self._pristine(old, blob, in_place):
+            if existed and old is not None and self._pristine(old, blob, in_place):
                 return None  # the file already holds these bytes: nothing to do
             undo = self._deleted.get(name)
             if not existed and undo is not None and self._pristine(undo[0], blob, False):
@@ -488,7 +489,7 @@ class DirView:
                 self.entries[name] = undo[0]
                 return None
         op = self._record(WriteFile(self.file(name), why, blob, existed, in_place))
-        if in_place and existed and old.size > blob.size:
+        if in_place and existed and old is not None and old.size > blob.size:
             self.entries[name] = Entry(name, FILE, old.size, old.mtime_ns, old.ino, disk=old.disk, blob=blob)
         else:
             self.entries[name] = Entry(name, FILE, blob.size, 0, 0, disk=None, blob=blob)
@@ -576,9 +577,9 @@ class DirView:
         self._scan()
 
     # ------------------------------------------------------------------------------------------ guarding
-    def fingerprints(self) -> dict[str, tuple]:
+    def fingerprints(self) -> dict[str, tuple | None]:
         """What the plan read, to check before applying that nothing changed since (see :func:`stale`)."""
-        out = {}
+        out: dict[str, tuple | None] = {}
         for n in self.read_names:
             try:
                 st = os.stat(self.path / n)

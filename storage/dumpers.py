@@ -457,19 +457,20 @@ def dump_producer_snapshot(path: str | os.PathLike) -> FileDump:
     out.info = {"version": snap.version, "crc": snap.crc, "producers": len(snap.entries)}
     if snap.trailing:
         out.info["trailingBytes"] = len(snap.trailing)
-    for e in snap.entries:
-        txn = e.current_txn_first_offset if e.current_txn_first_offset >= 0 else None
-        d: dict[str, Any] = {"producerId": e.producer_id, "producerEpoch": e.producer_epoch,
-                             "coordinatorEpoch": e.coordinator_epoch, "currentTxnFirstOffset": txn,
-                             "lastTimestamp": e.timestamp}
-        line = (f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: "
-                f"{e.coordinator_epoch} currentTxnFirstOffset: {_opt_long(txn)} lastTimestamp: {e.timestamp} ")
-        if e.has_batch_metadata:
-            first_seq = decrement_sequence(e.last_sequence, e.offset_delta)
-            d.update(firstSequence=first_seq, lastSequence=e.last_sequence, lastOffset=e.last_offset,
-                     offsetDelta=e.offset_delta, timestamp=e.timestamp)
-            line += (f"firstSequence: {first_seq} lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
-                     f"offsetDelta: {e.offset_delta} timestamp: {e.timestamp}")
+    for pe in snap.entries:
+        txn = pe.current_txn_first_offset if pe.current_txn_first_offset >= 0 else None
+        d: dict[str, Any] = {"producerId": pe.producer_id, "producerEpoch": pe.producer_epoch,
+                             "coordinatorEpoch": pe.coordinator_epoch, "currentTxnFirstOffset": txn,
+                             "lastTimestamp": pe.timestamp}
+        line = (f"producerId: {pe.producer_id} producerEpoch: {pe.producer_epoch} coordinatorEpoch: "
+                f"{pe.coordinator_epoch} currentTxnFirstOffset: {_opt_long(txn)} "
+                f"lastTimestamp: {pe.timestamp} ")
+        if pe.has_batch_metadata:
+            first_seq = decrement_sequence(pe.last_sequence, pe.offset_delta)
+            d.update(firstSequence=first_seq, lastSequence=pe.last_sequence, lastOffset=pe.last_offset,
+                     offsetDelta=pe.offset_delta, timestamp=pe.timestamp)
+            line += (f"firstSequence: {first_seq} lastSequence: {pe.last_sequence} "
+                     f"lastOffset: {pe.last_offset} offsetDelta: {pe.offset_delta} timestamp: {pe.timestamp}")
         out.entries.append(d)
         out.lines.append(line)
     return out

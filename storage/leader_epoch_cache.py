@@ -55,11 +55,11 @@ class LeaderEpochCache:
             except LogDirError as e:
                 raise CorruptCheckpointError(e.reason, str(path)) from None
             entries = LeaderEpochCheckpoint.from_bytes(data, path).entries
-        for e in entries:
-            if e.epoch < 0 or e.start_offset < 0:
-                raise CorruptCheckpointError(f"invalid partition leader epoch entry {e.epoch} {e.start_offset}",
-                                             str(path))
-            cache._assign(e)
+        for entry in entries:
+            if entry.epoch < 0 or entry.start_offset < 0:
+                raise CorruptCheckpointError(f"invalid partition leader epoch entry {entry.epoch} "
+                                             f"{entry.start_offset}", str(path))
+            cache._assign(entry)
         return cache
 
     # ------------------------------------------------------------------------------------------ queries

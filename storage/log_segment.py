@@ -36,6 +36,7 @@ from .files.time_index import NO_TIMESTAMP, TimeIndex, TimeIndexBuilder, Timesta
 from .files.txn_index import AbortedTxn, TransactionIndex
 from .records import LogScanner, iter_batches
 from .records.batch import HEADER as BATCH_HEADER
+from .records.batch import RecordBatch
 
 INT32_MAX = 2**31 - 1
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -192,10 +193,12 @@ def recover_segment(buf, base_offset: int, *, index_interval_bytes: int = DEFAUL
     crc_at = _CRC.unpack_from
     unpack = BATCH_HEADER.unpack_from
     scanner = LogScanner(buf, path=path)
+    h: tuple | None
     try:
         for b in scanner:
             size = b.size
             if b.magic >= 2:
+                assert isinstance(b, RecordBatch)  # (LogScanner: magic >= 2 is a RecordBatch)
                 if size < 61:
                     b.ensure_valid()  # raises: smaller than the v2 header
                 view = b.buf
@@ -261,6 +264,7 @@ def tail_loss(buf, start: int) -> TailLoss:
         for b in LogScanner(buf, start):
             n += 1
             if b.magic >= 2 and b.size >= 61:
+                assert isinstance(b, RecordBatch)  # (LogScanner: magic >= 2 is a RecordBatch)
                 records += max(b.records_count, 0)
             else:
                 countable = False

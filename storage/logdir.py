@@ -251,13 +251,13 @@ class DataDir:
             self.findings.append(warning(self.path / CLEAN_SHUTDOWN_FILE, None, "metadata", e.reason))
         listing = DirView(self.path, DirView.READONLY)
         for name in listing.names(None):
-            e = listing.entry(name)
-            assert e is not None
+            ent = listing.entry(name)
+            assert ent is not None
             p = self.path / name
-            if e.kind == SYMLINK_OUT:
+            if ent.kind == SYMLINK_OUT:
                 self.findings.append(warning(p, None, "layout", "symlink leaving the data directory: not followed"))
                 continue
-            if e.kind == DIR:
+            if ent.kind == DIR:
                 if name == REMOTE_LOG_INDEX_CACHE:
                     continue
                 try:
@@ -267,9 +267,10 @@ class DataDir:
                         error(p, None, "layout", f"{err.reason}; Kafka refuses to load this data directory")
                     )
                 continue
-            if e.kind != FILE:
+            if ent.kind != FILE:
                 if name != LOCK_FILE_NAME:
-                    self.findings.append(warning(p, None, "layout", f"not a regular file ({e.kind}): not read"))
+                    self.findings.append(warning(p, None, "layout",
+                                                 f"not a regular file ({ent.kind}): not read"))
                 continue
             if name.endswith(".tmp"):
                 self.leftover_tmp_files.append(p)

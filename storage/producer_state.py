@@ -278,8 +278,8 @@ class ProducerStateManager:
                 self._delete_snapshot(off, f"unreadable producer snapshot ({getattr(e, 'reason', e)}): the "
                                       "broker deletes it and uses an older one")
                 continue
-            for e in snap.entries:
-                entry = ProducerStateEntry.from_snapshot_entry(e)
+            for se in snap.entries:
+                entry = ProducerStateEntry.from_snapshot_entry(se)
                 if not self._is_expired(now_ms, entry):
                     self._add_producer(entry)
                     if entry.current_txn_first_offset is not None:
@@ -326,7 +326,7 @@ class ProducerStateManager:
         if pid != NO_PRODUCER_ID:
             entry = self.producers.get(pid)
             is_new = entry is None
-            if is_new:
+            if entry is None:
                 entry = ProducerStateEntry(pid)
             attrs = h[5]
             if attrs & CONTROL_MASK:

@@ -21,12 +21,17 @@ from __future__ import annotations
 
 import struct
 import threading
+import types
 import zlib
 
 import cramjam
 import lz4.block
 import zstandard
 
+from ..errors import CompressionError
+from .crc import crc32
+
+_inflate: types.ModuleType
 try:  # ISA-L inflates about 2x faster than zlib; optional, identical results
     from isal import isal_zlib as _inflate
 
@@ -35,12 +40,9 @@ except ImportError:  # pragma: no cover - depends on the environment
     _inflate = zlib
     _INFLATE_ERRORS = (zlib.error,)
 
-from ..errors import CompressionError
-from .crc import crc32
-
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
-CODEC_IDS = {v: k for k, v in CODEC_NAMES.items()}
+CODEC_IDS: dict[str, int | None] = {v: k for k, v in CODEC_NAMES.items()}
 CODEC_IDS.update({"uncompressed": NONE, "producer": None})
 
 #: Default bound on the decompressed size of one batch (far above Kafka's default max.message.bytes).

@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct as _st
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ..codec.varint import read_uvarint, write_uvarint
 from ..errors import CorruptRecordError
@@ -213,7 +213,7 @@ class _Plan:
         self.fields = fields
         self.flexible = flexible
         self.tagged = {e.f.tag: e for e in fields if e.tagged}
-        self.tagged_sorted = sorted(self.tagged.values(), key=lambda e: e.f.tag)
+        self.tagged_sorted = sorted(self.tagged.values(), key=lambda e: cast(int, e.f.tag))  # tagged: tag set
 
 
 class Struct:
@@ -428,11 +428,11 @@ def _read_field(r: _Reader, e: _Entry, ctx: _Ctx, flexible: bool, tagged: bool) 
     compact = flexible or tagged  # tagged fields always use the compact encodings
     start = r.p
     if kind == "string":
-        v = _read_string(r, f.key, compact)
-        return _null(e, start) if v is None else v
+        text = _read_string(r, f.key, compact)
+        return _null(e, start) if text is None else text
     if kind == "bytes":
-        v = _read_bytes(r, f.key, compact)
-        return _null(e, start) if v is None else v
+        raw = _read_bytes(r, f.key, compact)
+        return _null(e, start) if raw is None else raw
     if kind == "struct":
         assert f.struct is not None
         if e.nullable:
@@ -464,10 +464,10 @@ def _read_field(r: _Reader, e: _Entry, ctx: _Ctx, flexible: bool, tagged: bool) 
         out: list[Any] = []
         for _ in range(n):
             s0 = r.p
-            v = read(r, f.key + " element", compact)
-            if v is None:
+            item = read(r, f.key + " element", compact)
+            if item is None:
                 raise CorruptRecordError(f"non-nullable field {f.key} element was serialized as null", position=s0)
-            out.append(v)
+            out.append(item)
         return out
     return [_read_nested(r, e, ctx) for _ in range(n)]
 
@@ -613,10 +613,10 @@ def _write_struct(out: bytearray, st: Struct, data: Mapping[str, Any], ctx: _Ctx
     items.extend((int(t), bytes(b)) for t, b in data.get("_unknownTaggedFields", ()))
     items.sort(key=lambda it: it[0])
     write_uvarint(len(items), out)
-    for tag, payload in items:
+    for tag, tag_payload in items:
         write_uvarint(tag, out)
-        write_uvarint(len(payload), out)
-        out += payload
+        write_uvarint(len(tag_payload), out)
+        out += tag_payload
 
 
 # ---------------------------------------------------------------------------------------------- JSON

@@ -34,6 +34,7 @@ from ..files.names import offset_file_name
 from ..files.segment import Segment
 from ..log import PartitionLog
 from ..log_segment import SEGMENT_SUFFIXES, SegmentWriter
+from ..records.batch import RecordBatch
 from ..records.reader import iter_batches
 from ..topic_configs import ConfigResolver
 from .cleaner_filter import CleanerFilter, FilterStats, LastRecord, UncleanableError
@@ -347,6 +348,7 @@ def map_cannot_fill(log: PartitionLog, to_clean: LogToClean, cleaner: CleanerCon
             if b.magic < 2:
                 del b
                 return False
+            assert isinstance(b, RecordBatch)  # (magic >= 2)
             if b.last_offset >= to_clean.first_dirty_offset:
                 n += max(b.records_count, 0)
             del b

@@ -8,6 +8,7 @@ round's upper bound is kept as the 61-byte empty header.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..codec.compression import compress
@@ -147,6 +148,7 @@ class CleanerFilter:
             legacy = magic < 2
             kept = None
             if not legacy and not is_control and not discard_records:
+                assert isinstance(b, RecordBatch)  # magic >= 2
                 if maps_none_of(b.base_offset, b.last_offset):
                     # every record superseded (or keyless): the batch's records need not be read
                     n = b.records_count
@@ -162,6 +164,7 @@ class CleanerFilter:
                     continue
                 kept = self._scan_fast(b, latest)
             if kept is not None:
+                assert isinstance(b, RecordBatch)  # kept: only from the v2 fast path
                 n = b.records_count
                 retained = kept
                 write_original = len(kept) == n
@@ -176,6 +179,7 @@ class CleanerFilter:
                     max_offset += b.base_offset
                 stats.invalid_messages += self._invalid
             else:
+                tuples: Iterable[tuple]
                 if legacy:
                     recs = b.records()
                     tuples = [(r.offset, r.timestamp, r.key, r.value, ()) for r in recs]
@@ -235,6 +239,7 @@ class CleanerFilter:
                     else:
                         horizon = b.delete_horizon_ms if b.has_delete_horizon else NO_TIMESTAMP
                     if kept is not None:
+                        assert isinstance(b, RecordBatch)  # kept: only from the v2 fast path
                         data, max_ts, shallow = self._splice(b, kept, horizon)
                     else:
                         data, max_ts, shallow = self._rebuild(b, retained, horizon)
@@ -248,6 +253,7 @@ class CleanerFilter:
                     # the partition is marked uncleanable
                     raise UncleanableError("Empty batches are only supported for magic v2 and above",
                                            path, b.position)
+                assert isinstance(b, RecordBatch)  # not legacy: magic >= 2
                 data = build_empty_batch_header(b)
                 out += data
                 stats.batches_emptied += 1

@@ -20,6 +20,7 @@ from hashlib import md5
 from pathlib import Path
 
 from ..errors import KafkaLogError
+from ..records.batch import RecordBatch
 from ..records.reader import iter_batches
 from .cleaner_map import OffsetMap
 from .cleaner_records import Slow, map_records
@@ -78,7 +79,8 @@ def _map_segment(task: tuple) -> tuple[str, object]:
                     txn.on_control_batch_read(b)
                 elif not txn.on_batch_read(b):
                     done = False
-                    if b.magic >= 2 and b.base_offset >= start and b.records_count >= 0 and b.is_valid():
+                    if (isinstance(b, RecordBatch) and b.magic >= 2 and b.base_offset >= start
+                            and b.records_count >= 0 and b.is_valid()):
                         data = b.decompressed_payload()
                         try:
                             map_records(data if isinstance(data, bytes) else bytes(data), b.records_count,
@@ -125,7 +127,8 @@ def build_offset_map_parallel(segments: list[tuple[str, int]], start: int, end: 
             if status != "ok":
                 pool.terminate()
                 return False
-            merged.update(result)  # type: ignore[arg-type]
+            assert isinstance(result, dict)  # "ok": the worker's {key: offset}
+            merged.update(result)
             del result
             if len(merged) >= limit:  # distinct keys >= distinct hashes: the map fills up somewhere
                 pool.terminate()

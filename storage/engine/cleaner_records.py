@@ -167,11 +167,12 @@ def py_map_records(data: bytes, count: int, base_offset: int, offset_map: Offset
             key = data[p:q]
         if q > rec_end:  # a key running past its record: not what the leader validated
             raise Slow
-        cell = raw.get(key)
-        if cell is not None:
-            cell[0] = off
-        elif key is not None:
-            new_cell(key, off)
+        if key is not None:  # (raw holds no None key: a null key is never put)
+            cell = raw.get(key)
+            if cell is not None:
+                cell[0] = off
+            else:
+                new_cell(key, off)
         p = rec_end
     if p != len(data):  # (an empty batch, count 0, has no records at all)
         raise Slow

@@ -246,6 +246,7 @@ class ConvertBuild(SegmentBuild):
         size = st.st_size
 
         def writer(base: int) -> SegmentWriter:
+            assert opts.index_interval_bytes is not None  # set by plan_convert and convert_segment
             return SegmentWriter(pdir, base, index_interval_bytes=opts.index_interval_bytes,
                                  max_index_size=opts.max_index_size, per_batch=False)
 
@@ -300,6 +301,7 @@ class ConvertBuild(SegmentBuild):
         (``legacy_to_v2``, the bytes of :func:`plain_legacy_to_v2`), every other entry -- and the one a run stops
         at, with its error -- through :func:`convert_batches`. Returns ``(batches in, legacy batches in,
         (stop reason, stop position))``."""
+        assert core is not None  # (only called with the compiled core)
         opts = self.opts
         batches_in = legacy = 0
         pos = 0
@@ -441,6 +443,7 @@ def _segment_needs_runs(seg: Segment, opts: ConvertOptions) -> tuple[int, int]:
     """:func:`_segment_needs` in one pass with the compiled core: runs of plain v0/v1 messages with intact CRCs
     (which always need converting) are counted natively; every other entry is looked at here, and the first
     invalid one is reported -- only if something needs converting, as in the two-pass scan."""
+    assert core is not None  # (only called with the compiled core)
     n = nbytes = 0
     first_error: CorruptRecordError | None = None
     buf, size, pos = seg.buf, seg.size, 0
@@ -484,7 +487,7 @@ def _plan_partition(task: tuple) -> PartitionPlan:
             if not n:
                 continue
             base = seg.base_offset
-            files = {".log": None, ".index": None, ".timeindex": None}
+            files: dict[str, int | None] = {".log": None, ".index": None, ".timeindex": None}
             if seg.has_txn_index:
                 files[".txnindex"] = seg.file_size(".txnindex")
             op = ReplaceSegments(str(view.path), f"rewrite {n} batch(es) ({nbytes:,d} bytes) as {what}, with "
@@ -526,7 +529,7 @@ def convert_segment(log_path: str | os.PathLike, opts: ConvertOptions) -> Segmen
     p = Path(log_path)
     base = offset_from_file_name(p.name)
     view = DirView(p.parent, DirView.DIRECT)
-    files = {".log": None, ".index": None, ".timeindex": None}
+    files: dict[str, int | None] = {".log": None, ".index": None, ".timeindex": None}
     if view.exists(offset_file_name(base, ".txnindex")):
         files[".txnindex"] = view.size(offset_file_name(base, ".txnindex"))
     op = ReplaceSegments(str(view.path), "convert", sources=[base], new=[NewSegment(base, files)],

@@ -38,8 +38,8 @@ class DataDirState:
     notes: list[str] = field(default_factory=list)
     unreadable: set[str] = field(default_factory=set)  # checkpoint files that did not parse
 
-    def fingerprints(self) -> dict:
-        out = {}
+    def fingerprints(self) -> dict[str, tuple | None]:
+        out: dict[str, tuple | None] = {}
         for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                      CLEANER_OFFSET_CHECKPOINT, CLEAN_SHUTDOWN_FILE):
             try:

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .. import fileops
 from ..codec.compression import CODEC_IDS
@@ -105,7 +105,7 @@ def _build(rows: list[dict[str, Any]]) -> bytes:
     return build_batch(
         recs,
         base_offset=first["offset"],
-        codec=CODEC_IDS[codec_name],
+        codec=cast(int, CODEC_IDS[codec_name]),  # types only ("producer" maps to None, as before)
         timestamp_type=ts_type,
         log_append_time=first["timestamp"] if ts_type == LOG_APPEND_TIME else None,
         producer_id=first.get("producerId", -1),
@@ -223,7 +223,7 @@ def _import(files: Iterable[str | os.PathLike], ddir: Path, topic: str | None, t
             append: bool) -> ImportStats:
     stats = ImportStats()
     writers: dict[str, LogWriter] = {}
-    last_segment: dict[str, str] = {}
+    last_segment: dict[str, str | None] = {}
     checks = _Checks(ddir, topic, append)
 
     def rows() -> Iterator[tuple[str, dict[str, Any]]]:

@@ -58,7 +58,7 @@ class LoadedPartition:
     notes: list[str] = field(default_factory=list)
 
     @staticmethod
-    def mark_routine(ops: list[Op | None] | Op | None) -> None:
+    def mark_routine(ops: list[Op] | list[Op | None] | Op | None) -> None:
         """Mark what the broker itself does at every start, damage or not (see :attr:`Op.routine`)."""
         for op in ops if isinstance(ops, list) else [ops]:
             if op is not None:
@@ -80,7 +80,7 @@ class _Loader:
         self.name = view.path.name
         self.epochs: LeaderEpochCache | None = None
         self.next_offsets: dict[int, int] = {}
-        self.last_truncation = None
+        self.last_truncation: Op | None = None
 
     # ------------------------------------------------------------------------------------------ helpers
     def segments(self) -> list[Segment]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import secrets
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -88,7 +89,7 @@ def read_checkpoints(data_dir: str | os.PathLike) -> dict[str, dict[tuple[str, i
     return {name: _read_cp(d / name).to_dict() for name in DATA_DIR_CHECKPOINTS}
 
 
-def merge_checkpoint(path: str | os.PathLike, updates: dict[tuple[str, int], int | None]) -> None:
+def merge_checkpoint(path: str | os.PathLike, updates: Mapping[tuple[str, int], int | None]) -> None:
     """Set (or, for ``None``, remove) entries of one offset checkpoint file, atomically, keeping the others
     (and the file's line separator) as they are."""
     p = Path(path)

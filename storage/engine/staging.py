@@ -13,6 +13,7 @@ restored: new files removed, segments truncated back, the other files written ba
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -53,7 +54,7 @@ class PartitionStaging:
     """``with PartitionStaging(data_dir) as st: w = LogWriter(st.path(final_dir)) ...`` -- new partitions are
     published on a clean exit, everything undone on an exception (which is re-raised)."""
 
-    def __init__(self, data_dir: str | Path) -> None:
+    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.data_dir = Path(data_dir)
         self.staged: dict[Path, Path] = {}  # final dir -> staging dir
         self.existing: dict[Path, _Existing] = {}

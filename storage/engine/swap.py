@@ -22,10 +22,10 @@ listing.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from .. import fileops
 from ..dirview import Blob, DirView, Op
@@ -228,11 +228,12 @@ class ReplaceSegments(Op):
     def describe(self) -> str:
         new = ", ".join(str(s.base_offset) for s in self.new)
         sizes = [v for s in self.new for k, v in s.files.items() if k == ".log"]
-        after = f" ({sum(sizes):,d} bytes)" if None not in sizes else ""
+        after = f" ({sum(v or 0 for v in sizes):,d} bytes)" if None not in sizes else ""
         return (f"replace segment(s) {', '.join(map(str, self.sources))} of {Path(self.path).name} "
                 f"({self.source_bytes:,d} bytes) by {new}{after}: {self.why}")
 
-    def plan_on(self, view: DirView, contents: dict[str, Blob | int | None] | None = None) -> ReplaceSegments:
+    def plan_on(self, view: DirView,
+                contents: Mapping[str, Blob | int | None] | None = None) -> ReplaceSegments:
         """Record this op on ``view`` with its effect on the listing: the sources' segment files and snapshots
         go away, the new segments' files appear (``contents``: final name -> bytes or size)."""
         removes = list(self.source_files)
@@ -294,7 +295,7 @@ def recover_swap_files(partition_dir: str | os.PathLike | DirView) -> TempFileRe
     names = view.names()
     cleaned = [n for n in names if n.endswith(CLEANED)]
     swaps = [n for n in names if n.endswith(SWAP)]
-    min_cleaned = min((leading_offset(n) for n in cleaned if leading_offset(n) is not None), default=None)
+    min_cleaned = min((o for n in cleaned if (o := leading_offset(n)) is not None), default=None)
 
     def delete(name: str, why: str) -> None:
         out.deleted.append(name)
@@ -316,8 +317,9 @@ def recover_swap_files(partition_dir: str | os.PathLike | DirView) -> TempFileRe
                "broker deletes it (the original is intact)")
     swap_logs = [n for n in valid_swaps if n.endswith(".log" + SWAP)]
     if swap_logs:
-        lo = min(leading_offset(n) for n in swap_logs)  # type: ignore[type-var]
-        hi = max(Segment.in_view(view, leading_offset(n), n).read_next_offset() for n in swap_logs)  # type: ignore[arg-type]
+        # (a .log.swap file is named by its base offset; types only: cast has no runtime effect)
+        lo = min(cast(int, leading_offset(n)) for n in swap_logs)
+        hi = max(Segment.in_view(view, cast(int, leading_offset(n)), n).read_next_offset() for n in swap_logs)
         for n in view.names():
             if n.endswith(SWAP) or n in out.deleted:
                 continue

@@ -172,8 +172,10 @@ class LogWriter:
             s.close()
         self.recovery_point = self.log_end_offset
         self.segments: list[int] = bases
-        self.active = self._open_segment(bases[-1]) if bases else None
-        if self.active is None:
+        self.active: _Segment
+        if bases:
+            self.active = self._open_segment(bases[-1])
+        else:
             self.active = self._new_segment(self.log_end_offset)
             self.segments.append(self.active.base_offset)
         self._log_file = fileops.AppendFile(self.active.log_path)

@@ -86,7 +86,7 @@ def segment_log_files(partition_dir: str | os.PathLike) -> list[Path]:
     return [p for _, p in _segment_logs(partition_dir)]
 
 
-def _segment_logs(partition_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+def _segment_logs(partition_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
     out = []
     with os.scandir(partition_dir) as it:
         for e in it:

@@ -311,7 +311,7 @@ def rebuild(batch: RecordBatch | LegacyBatch, records: list[Record] | None = Non
     if isinstance(batch, RecordBatch):
         recompress = codec is not None and codec != batch.codec
         carry = batch.codec != 0 and records is None and not recompress
-        payload = None
+        payload: bytes | memoryview | None = None
         if carry:
             payload = batch.records_payload()
         elif records is None:  # re-encoded a chunk of records at a time: no list of every record

@@ -165,6 +165,7 @@ class RecordColumns:
 
     def _add_native(self, b, piece: tuple, keep) -> int:
         pi = self._piece(piece)
+        assert self._core is not None  # (only called with the native core)
         if isinstance(b, RecordBatch):
             data = None
             if b.codec:  # decompressed by the records layer (its limits and errors)
@@ -178,6 +179,7 @@ class RecordColumns:
         return len(recs)
 
     def _add_rows(self, b, recs: list, pi: int) -> None:
+        assert self._core is not None  # (only called with the native core)
         self._core.add_rows(recs, _sequences(b, recs), pi, (
             b.timestamp_type, b.partition_leader_epoch, b.producer_id, b.producer_epoch, b.is_transactional,
             b.is_control, b.magic, b.codec_name, b.position, b.size))

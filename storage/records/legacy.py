@@ -198,7 +198,7 @@ class LegacyBatch:
             data = decompress(codec, msg.value, magic=msg.magic, limit=self.decompress_limit)
         except CompressionError as e:
             raise e.at(self.path, self.position) from None
-        inner = []
+        inner: list[LegacyMessage] = []
         p = 0
         end = len(data)
         while end - p >= LOG_OVERHEAD:

@@ -10,15 +10,16 @@ errors (byte position and reason) are the same either way.
 from __future__ import annotations
 
 import os
+from types import ModuleType
 
-core = None
+core: ModuleType | None = None
 REASON: str | None = None
 
 if os.environ.get("KAFKALOG_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
     REASON = "disabled by KAFKALOG_NATIVE=0"
 else:
     try:
-        from .. import _native as core  # type: ignore[no-redef]
+        from .. import _native as core  # type: ignore[attr-defined,no-redef]  # optional extension, no stubs
     except ImportError as e:  # not built (no Rust toolchain at install time)
         REASON = f"not built ({e})"
 

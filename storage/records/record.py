@@ -38,4 +38,4 @@ PyRecord = Record
 from .native import core as _core  # noqa: E402 (the choice depends on the class above)
 
 if _core is not None:
-    Record = _core.Record  # type: ignore[misc,assignment]  # same fields, constructor, equality and repr
+    Record = _core.Record  # type: ignore[misc]  # same fields, constructor, equality and repr

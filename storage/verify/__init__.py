@@ -87,7 +87,7 @@ class VerifyReport:
         return self.errors == 0
 
 
-def partition_bytes(path: str | os.PathLike) -> int:
+def partition_bytes(path: str | os.PathLike[str]) -> int:
     """Sum of the ``.log`` sizes of a partition directory (the work a verify of it does)."""
     total = 0
     try:
@@ -257,8 +257,8 @@ def verify_paths(
                 for fut in as_completed(futs):
                     collect(futs[fut], fut.result())
         else:
-            for s, path, ck in tasks:
-                collect(s, partition_task(path, ck, deep))
+            for s, path, task_ck in tasks:
+                collect(s, partition_task(path, task_ck, deep))
         for s, _, p in singles:
             findings, segs, size = verify_file(p, deep)
             results[s] = findings

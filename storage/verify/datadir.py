@@ -83,10 +83,11 @@ def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
             continue
         for problem in ckpt.validate():
             out.append(warning(p, None, "checkpoint", problem))
-        for e in ckpt.entries:
-            if (e.topic, e.partition) not in hosted:
+        for entry in ckpt.entries:
+            if (entry.topic, entry.partition) not in hosted:
                 out.append(warning(p, None, "checkpoint",
-                                   f"entry for {e.topic}-{e.partition}, which is not hosted in this data dir"))
+                                   f"entry for {entry.topic}-{entry.partition}, which is not hosted in this "
+                                   "data dir"))
 
 
 def _topic_id_check(topic_ids: dict[str, tuple[str, Path]], topic: str, kind: str, tid: str | None, path: Path,

@@ -13,7 +13,7 @@ from ..files.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
 )
 from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE
-from ..files.findings import Finding, error, info, warning
+from ..files.findings import Finding, Severity, error, info, warning
 from ..files.names import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, TMP_FILE_SUFFIX
 from ..files.producer_snapshot import read_producer_snapshot
 from ..files.quorum_state import QUORUM_STATE_FILE, read_quorum_state
@@ -84,7 +84,8 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
             DELETED_FILE_SUFFIX: "a deleted file awaiting removal; Kafka deletes it at load",
             TMP_FILE_SUFFIX: "temporary file of an interrupted atomic write; ignored by Kafka",
         }[suffix]
-        sev = "info" if suffix == DELETED_FILE_SUFFIX else "warning"  # routine: file.delete.delay.ms
+        # routine: file.delete.delay.ms
+        sev: Severity = "info" if suffix == DELETED_FILE_SUFFIX else "warning"
         out.append(Finding(str(p), None, "leftover", sev, action))
 
     # segments: which of them a broker starting on this dir would recover (and so truncate at an invalid byte)
@@ -151,12 +152,12 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
         if ckpt is not None:
             for problem in ckpt.validate():
                 out.append(error(epochs_path, None, "epoch", problem))
-            known = {e.epoch: e.start_offset for e in ckpt.entries}
-            for e in ckpt.entries:
-                if e.start_offset > leo:
+            known = {entry.epoch: entry.start_offset for entry in ckpt.entries}
+            for entry in ckpt.entries:
+                if entry.start_offset > leo:
                     out.append(warning(epochs_path, None, "epoch",
-                                       f"epoch {e.epoch} starts at {e.start_offset}, after the log end offset {leo} "
-                                       "(Kafka truncates it at load)"))
+                                       f"epoch {entry.epoch} starts at {entry.start_offset}, after the log "
+                                       f"end offset {leo} (Kafka truncates it at load)"))
             seen_max = -1
             for s in summaries:
                 for epoch, start in s.epochs:

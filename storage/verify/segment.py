@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 from ..errors import CorruptRecordError, KafkaLogError
 from ..files._index import INT32_MAX
-from ..files.findings import Finding, error, info, warning
+from ..files.findings import Finding, Severity, error, info, warning
 from ..files.segment import Segment
+from ..records.batch import RecordBatch
 from ..records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker
 
 MAX_SEGMENT_BYTES = INT32_MAX  # FileRecords: a .log cannot exceed Integer.MAX_VALUE bytes
@@ -220,7 +221,7 @@ def verify_segment(
         try:
             idx.sanity_check()
         except KafkaLogError as e:
-            sev = ("info" if is_active else "warning") if untrimmed else "error"
+            sev: Severity = ("info" if is_active else "warning") if untrimmed else "error"
             out.append(Finding(ipath, e.position, kind, sev, "Kafka's sanity check fails: " + e.reason
                                + (" (zero padding of an untrimmed file)" if untrimmed else "")))
         for pos, msg in idx.problems():
@@ -271,7 +272,7 @@ def verify_segment(
                                  "truncates the segment here"))
             last = b.last_offset
             first = b.base_offset if b.magic >= 2 or not b.is_compressed else None
-            if b.magic >= 2 and b.last_offset_delta < 0:
+            if b.magic >= 2 and isinstance(b, RecordBatch) and b.last_offset_delta < 0:
                 out.append(error(path, b.position, "batch", f"negative last offset delta {b.last_offset_delta}"))
             if summary.first_offset is None:
                 if first is None:

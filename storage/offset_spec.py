@@ -182,3 +182,12 @@ def _timestamp(s: str, now: int, anchor: int | None, text: str) -> int:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)
+
+
+def parse_offset_specs(texts: list[str], *, now_ms: int | None = None) -> OffsetSpec | None:
+    """Several specs given together (``-o`` repeated, kcat's ``-o s@T1 -o e@T2``) as one; None for none."""
+    spec = None
+    for text in texts:
+        s = parse_offset_spec(text, now_ms=now_ms)
+        spec = s if spec is None else spec.combine(s)
+    return spec

@@ -14,6 +14,9 @@ from collections.abc import Callable
 
 from kafkalog.storage import dumpers
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.names import offset_from_file_name
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.offset_spec import parse_offset_specs
 from kafkalog.storage.records.dump import RecordStream, dump_log
 
 from .output import JsonLines, add_output_arguments, non_negative_int, progress, render_bytes, render_headers
@@ -28,6 +31,8 @@ dumped too, with kafka-dump-log.sh's checks (--verify-index-only, --index-sanity
   kafkalog dump --deep --print-data-log FILE.log       # records with their keys and values
   kafkalog dump --json --deep FILE.log | jq .           # JSON Lines, keys/values base64 (see --payload)
   kafkalog dump --offsets-decoder __consumer_offsets-7/00000000000000000000.log
+  kafkalog dump --deep -o 1000:1010 FILE.log           # offsets 1000-1009 only, found through the .index
+  kafkalog dump -o @2024-05-01T12:00:00Z:1m FILE.log   # one minute of batches, found through the .timeindex
 
 Every batch is checked: "isvalid: false" means its CRC does not match. The dump keeps going after a
 corrupt batch and reports every problem with its byte position; a torn tail or partial batch at the end
@@ -58,6 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-message-size", type=non_negative_int, default=None, metavar="N",
                         help="report a batch whose size field exceeds N bytes as corrupt (default: no limit; "
                         f"index dumps read {DEFAULT_MAX_MESSAGE_SIZE} bytes per entry)")
+    parser.add_argument("-o", "--offset", dest="offset_specs", action="append", default=[], metavar="SPEC",
+                        help=".log: only the batches (and with --deep the records) in this range of the file, in "
+                             "rpk's grammar: N, N1:N2, :N, +N, -N, @T, @T1:T2, s@T, e@T (see `kafkalog export "
+                             "--help`); start and end are the file's first and next offsets; found through its "
+                             ".index and .timeindex")
     parser.add_argument("--verify-index-only", action="store_true",
                         help=".index/.timeindex: check the entries against the .log, do not print them")
     parser.add_argument("--index-sanity-check", action="store_true",
@@ -194,8 +204,32 @@ def _log_dicts(path: str, args: argparse.Namespace, sink: _Sink):
     decoder = dumpers.record_decoder(decoder_name) if decoder_name else None
     if decoder is None and decoder_name:
         raise KafkaLogError(f"the {decoder_name} decoder is not available")
+    start, offsets = _offset_window(path, args)
     return dump_log(path, deep=sink.deep, max_bytes=args.max_bytes, max_message_size=args.max_message_size,
-                    record_decoder=decoder, stream=True)
+                    record_decoder=decoder, stream=True, start_position=start, offsets=offsets)
+
+
+def _offset_window(path: str, args: argparse.Namespace) -> tuple[int, tuple[int, int] | None]:
+    """``(start position, [lo, hi))`` of a ``.log`` for ``-o``: the spec resolved against the segment's base and
+    next offsets and its time index, the start found through its offset index."""
+    spec = parse_offset_specs(getattr(args, "offset_specs", None) or [])
+    if spec is None:
+        return 0, None
+    base = offset_from_file_name(os.path.basename(path))
+    with Segment(path, base) as seg:
+
+        def offset_for_time(ms: int) -> int | None:
+            found = seg.find_offset_by_timestamp(ms)
+            return None if found is None else found[1]
+
+        lo, hi = spec.resolve(base, seg.read_next_offset(), offset_for_time)
+        start = 0
+        if seg.has_offset_index and lo > base:
+            try:
+                start = seg.offset_index.lookup(lo).position
+            except KafkaLogError:
+                start = 0
+    return start, (lo, hi)
 
 
 def dump_other_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:

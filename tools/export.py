@@ -8,7 +8,7 @@ import sys
 from datetime import datetime
 
 from kafkalog.storage.engine.export import ExportFilter, export_bytes, export_jsonl, export_parquet
-from kafkalog.storage.offset_spec import OffsetSpec, parse_offset_spec
+from kafkalog.storage.offset_spec import parse_offset_specs
 from kafkalog.tools.output import add_topics_argument, progress
 
 DESCRIPTION = """\
@@ -80,20 +80,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="no progress bar on stderr (it is shown only when stderr is a terminal)")
 
 
-def offset_spec(texts: list[str]) -> OffsetSpec | None:
-    """The ``-o`` values as one offset spec (None when there are none)."""
-    spec = None
-    for text in texts:
-        s = parse_offset_spec(text)
-        spec = s if spec is None else spec.combine(s)
-    return spec
-
-
 def run(args: argparse.Namespace) -> int:
     flt = ExportFilter(topics=args.topics,
                        from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
                        to_time=args.to_time, include_control=not args.no_control,
-                       offset_spec=offset_spec(args.offset_specs))
+                       offset_spec=parse_offset_specs(args.offset_specs))
     with progress(export_bytes(args.paths, flt.topics), "export", enabled=None if args.progress else False) as bar:
         if args.format == "jsonl":
             stats = export_jsonl(args.paths, args.out, flt, progress=bar.advance)

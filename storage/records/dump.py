@@ -44,10 +44,12 @@ class RecordStream:
     declares. A decoding error ends the iteration and is put into the batch dict (``error``,
     ``errorPosition``), after the records already produced."""
 
-    def __init__(self, b: RecordBatch, d: dict, decoder: RecordDecoder | None):
+    def __init__(self, b: RecordBatch, d: dict, decoder: RecordDecoder | None,
+                 offsets: tuple[int, int] | None = None):
         self._b: RecordBatch | None = b
         self._d = d
         self._decoder = decoder
+        self._offsets = offsets
 
     def __iter__(self) -> Iterator[dict]:
         b, self._b = self._b, None
@@ -55,6 +57,9 @@ class RecordStream:
             return
         try:
             for chunk in b.record_chunks(full=True):
+                if self._offsets is not None:
+                    lo, hi = self._offsets
+                    chunk = [r for r in chunk if lo <= r.offset < hi]
                 yield from _v2_record_dicts(chunk, self._d, self._decoder)
         except KafkaLogError as e:
             self._d["error"] = e.reason
@@ -63,13 +68,17 @@ class RecordStream:
 
 def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | None = None,
              max_message_size: int | None = None, decompress_limit: int = DEFAULT_DECOMPRESS_LIMIT,
-             record_decoder: RecordDecoder | None = None, stream: bool = False) -> Iterator[dict]:
+             record_decoder: RecordDecoder | None = None, stream: bool = False, start_position: int = 0,
+             offsets: tuple[int, int] | None = None) -> Iterator[dict]:
     """Yield the entries of the ``.log`` (or KRaft ``.checkpoint``) file at ``path``; see the module doc.
 
     ``max_bytes``: scan only the first N bytes (then a partial batch at the cut is not reported, as
     DumpLogSegments). ``max_message_size``: a size field above it is reported as corrupt (framing stops).
     ``stream``: a data batch declaring more than ``RECORD_CHUNK`` records gets a :class:`RecordStream` as its
     ``records`` (iterate it before asking for the next entry) instead of a list.
+    ``offsets``: only entries holding offsets in ``[lo, hi)`` (and, when ``deep``, only those records), scanning
+    from ``start_position`` (a batch boundary at or before ``lo``, from the offset index); entries whose offsets
+    cannot be read are always yielded.
     """
     name = os.fspath(path)
     mm, size = map_regular(name, CorruptRecordError)  # a FIFO, socket or device is refused, never opened blocking
@@ -79,12 +88,21 @@ def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | No
     scanner = batch = None
     try:
         end = size if max_bytes is None else min(size, max(0, max_bytes))
-        scanner = LogScanner(mv, 0, end, path=name, max_batch_size=max_message_size,
+        scanner = LogScanner(mv, min(start_position, end), end, path=name, max_batch_size=max_message_size,
                              decompress_limit=decompress_limit)
         try:
             for batch in scanner:
-                d = batch_dict(batch, name, deep=deep, record_decoder=record_decoder, stream=stream)
+                d = batch_dict(batch, name, deep=deep, record_decoder=record_decoder, stream=stream,
+                               offsets=offsets)
                 batch = None  # drop the view into the mmap before handing out the dict
+                if offsets is not None:
+                    lo, hi = offsets
+                    if d["lastOffset"] is not None and d["lastOffset"] < lo:
+                        continue
+                    if d["magic"] == 2 and d["baseOffset"] is not None and d["baseOffset"] >= hi:
+                        return  # past the range: nothing after it is asked for
+                    if d["baseOffset"] is not None and d["baseOffset"] >= hi:
+                        continue
                 yield d
         except CorruptRecordError as e:
             yield {"file": name, "event": "corrupt", "position": e.position, "reason": e.reason}
@@ -103,19 +121,22 @@ def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | No
 
 
 def batch_dict(batch: RecordBatch | LegacyBatch, file: str | None = None, *, deep: bool = False,
-               record_decoder: RecordDecoder | None = None, stream: bool = False) -> dict:
-    """The dump dict of one shallow entry (see the module doc)."""
+               record_decoder: RecordDecoder | None = None, stream: bool = False,
+               offsets: tuple[int, int] | None = None) -> dict:
+    """The dump dict of one shallow entry (see the module doc); with ``offsets``, only the records in that
+    ``[lo, hi)`` range."""
     if isinstance(batch, RecordBatch):
         d = _v2_dict(batch, file)
     else:
         d = _legacy_dict(batch, file)
     if (deep and stream and "error" not in d and isinstance(batch, RecordBatch) and not d["isControl"]
             and (d["count"] or 0) > RECORD_CHUNK):
-        d["records"] = RecordStream(batch, d, record_decoder)
+        d["records"] = RecordStream(batch, d, record_decoder, offsets)
     elif deep and "error" not in d:
         try:
-            d["records"] = _v2_records(batch, d, record_decoder) if isinstance(batch, RecordBatch) \
+            recs = _v2_records(batch, d, record_decoder) if isinstance(batch, RecordBatch) \
                 else _legacy_records(batch, d, record_decoder)
+            d["records"] = recs if offsets is None else [r for r in recs if offsets[0] <= r["offset"] < offsets[1]]
         except KafkaLogError as e:
             d["error"] = e.reason
             d["errorPosition"] = e.position

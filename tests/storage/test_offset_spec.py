@@ -122,3 +122,26 @@ def test_export_cli_takes_rpk_offsets(tmp_path, capsys):
     assert out.read_text() == ""  # every record is later than that day: the range resolves to the log end
     assert main(["export", str(data), "-o", "5:x", "--out", str(out), "--no-progress"]) == 1
     assert "offset spec '5:x'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec", ["50:53", "-2", "+3", ":46", "start", "end", "@1750000102000:1750000112000"])
+def test_dump_takes_rpk_offsets_within_a_file(spec, capsys):
+    """``dump -o``: the batches holding offsets in the range, and with --deep only those records; the same as
+    the full dump cut to the range the spec resolves to against the file's first and next offsets."""
+    from kafkalog.storage.files.segment import Segment
+    from kafkalog.storage.records.dump import dump_log
+
+    log = FIXTURE / "multi-segment-0" / "00000000000000000044.log"
+    full = [d for d in dump_log(log, deep=True) if d.get("event") is None]
+    with Segment(log, 44) as seg:
+        def by_time(ms, seg=seg):
+            found = seg.find_offset_by_timestamp(ms)
+            return None if found is None else found[1]
+        lo, hi = parse_offset_spec(spec).resolve(44, seg.read_next_offset(), by_time)
+    want = [(d["baseOffset"], [r["offset"] for r in d["records"] if lo <= r["offset"] < hi]) for d in full
+            if d["lastOffset"] >= lo and d["baseOffset"] < hi]
+    assert main(["dump", str(log), "-o", spec, "--json", "--deep"]) == 0
+    got = [(d["baseOffset"], [r["offset"] for r in d["records"]]) for d in
+           map(json.loads, capsys.readouterr().out.splitlines()) if d.get("event") is None]
+    assert got == want
+    assert spec in ("end",) or got

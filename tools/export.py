@@ -74,6 +74,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from-time", type=_time, default=None, help="first timestamp (inclusive), ms or ISO 8601")
     p.add_argument("--to-time", type=_time, default=None, help="end timestamp (exclusive), ms or ISO 8601")
     p.add_argument("--no-control", action="store_true", help="leave control records (txn markers) out")
+    p.add_argument("--read-committed", action="store_true",
+                   help="what a consumer with isolation.level=read_committed reads: records of aborted "
+                        "transactions (found through the .txnindex) and control records left out, nothing at or "
+                        "after the last stable offset (an open transaction)")
+    p.add_argument("--producer-id", type=int, action="append", default=None, metavar="ID",
+                   help="only batches of this producer id (may be repeated)")
+    p.add_argument("--transactional-only", action="store_true", help="only transactional batches")
     p.add_argument("--row-group-rows", type=int, default=65536, help="Parquet rows per row group (65536)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", dest="progress", action="store_false",
@@ -84,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
     flt = ExportFilter(topics=args.topics,
                        from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
                        to_time=args.to_time, include_control=not args.no_control,
-                       offset_spec=parse_offset_specs(args.offset_specs))
+                       offset_spec=parse_offset_specs(args.offset_specs), read_committed=args.read_committed,
+                       producer_ids=set(args.producer_id) if args.producer_id else None,
+                       transactional_only=args.transactional_only)
     with progress(export_bytes(args.paths, flt.topics), "export", enabled=None if args.progress else False) as bar:
         if args.format == "jsonl":
             stats = export_jsonl(args.paths, args.out, flt, progress=bar.advance)

@@ -49,6 +49,9 @@ class ExportFilter:
     to_time: int | None = None
     include_control: bool = True
     offset_spec: OffsetSpec | None = None
+    read_committed: bool = False  # what a consumer with isolation.level=read_committed reads
+    producer_ids: set[int] | None = None  # only batches of these producers
+    transactional_only: bool = False
 
     def for_partition(self, plog: PartitionLog) -> ExportFilter:
         """This filter with the offset spec resolved for ``plog`` (its log start and end offsets, and its time
@@ -102,6 +105,15 @@ def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
             raise LogDirError(plog.unfinished_swap, str(pdir))
         lo, hi = flt.from_offset, flt.to_offset  # (an offset spec is resolved by the caller: for_partition)
         t_lo = flt.from_time
+        aborted: dict[int, list[tuple[int, int]]] = {}
+        if flt.read_committed:
+            # a read_committed consumer reads up to the last stable offset (an open transaction's first offset;
+            # no producer expires offline), skips control batches and the batches of aborted transactions:
+            # those of a producer between an aborted transaction's first offset and its abort marker (.txnindex)
+            lso = plog.last_stable_offset(0, 1 << 62)
+            hi = lso if hi is None else min(hi, lso)
+            for t in plog.collect_aborted_transactions(plog.log_start_offset if lo is None else lo, hi):
+                aborted.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
         segs = plog.segments
         for i, seg in enumerate(segs):
             nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
@@ -128,7 +140,14 @@ def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
                         break
                     if t_lo is not None and b.magic >= 1 and b.max_timestamp < t_lo and b.timestamp_type == 0:
                         continue
-                    if b.is_control and not flt.include_control:
+                    if b.is_control and (not flt.include_control or flt.read_committed):
+                        continue
+                    if flt.transactional_only and not b.is_transactional:
+                        continue
+                    if flt.producer_ids is not None and b.producer_id not in flt.producer_ids:
+                        continue
+                    if aborted and b.is_transactional and any(
+                            first <= b.base_offset <= last for first, last in aborted.get(b.producer_id, ())):
                         continue
                     b.ensure_valid()
                     yield topic, partition, name, b

@@ -19,6 +19,7 @@ Decompression is bounded: every decoder stops with :class:`CompressionError` onc
 
 from __future__ import annotations
 
+import importlib
 import struct
 import threading
 import types
@@ -32,10 +33,10 @@ from ..errors import CompressionError
 from .crc import crc32
 
 _inflate: types.ModuleType
+_INFLATE_ERRORS: tuple
 try:  # ISA-L inflates about 2x faster than zlib; optional, identical results
-    from isal import isal_zlib as _inflate
-
-    _INFLATE_ERRORS: tuple = (zlib.error, _inflate.error)
+    _inflate = importlib.import_module("isal.isal_zlib")
+    _INFLATE_ERRORS = (zlib.error, _inflate.error)
 except ImportError:  # pragma: no cover - depends on the environment
     _inflate = zlib
     _INFLATE_ERRORS = (zlib.error,)

@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 from kafkalog.storage import dumpers
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.files.names import offset_from_file_name
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.offset_spec import parse_offset_specs
 from kafkalog.storage.records.dump import RecordStream, dump_log
@@ -215,8 +214,8 @@ def _offset_window(path: str, args: argparse.Namespace) -> tuple[int, tuple[int,
     spec = parse_offset_specs(getattr(args, "offset_specs", None) or [])
     if spec is None:
         return 0, None
-    base = offset_from_file_name(os.path.basename(path))
-    with Segment(path, base) as seg:
+    with Segment(path) as seg:  # (a name that is not a base offset is a clear error, as a special file is)
+        base = seg.base_offset
 
         def offset_for_time(ms: int) -> int | None:
             found = seg.find_offset_by_timestamp(ms)

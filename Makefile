@@ -4,7 +4,7 @@ PY ?= .ci/py
 PIP ?= $(PY) -m pip
 KAFKA_VERSIONS ?=
 
-.PHONY: quickstart test test-older install install-test kafka-jars lint fuzz bench
+.PHONY: quickstart test test-older install install-test kafka-jars lint fuzz bench campaign
 
 ## quickstart: install kafkalog and run its main job (verify + describe) on the bundled real-Kafka fixtures
 quickstart:
@@ -36,6 +36,10 @@ lint:
 
 fuzz:
 	$(PY) -m pytest -m slow tests/fuzz
+
+## campaign: the full counted reliability campaigns (every fault injection point), not part of `make test`
+campaign:
+	$(PY) -m pytest -s -m campaign tests/reliability
 
 bench:
 	$(PY) tests/benchmarks/run_all.py

@@ -7,8 +7,9 @@ After each fault: the command failed with a clear error naming the file and the 
 ``KafkaLogError``, or the ``OSError`` itself; never another exception, never a success); the directory loads (``repair`` plans without errors and applies); every partition holds the records of
 the state before the apply, of the state its plan promised, or one in between that a broker could also be left
 in (``after <= faulted <= before``, as the SIGKILL tests of ``test_apply_crash.py``); and running the command
-again on the repaired dir reaches the promised state. A bounded sample of steps by default, every step with
-``-m slow``; each test prints what it tried.
+again on the repaired dir reaches the promised state. A bounded sample of steps runs with the suite (and in
+CI); every step is the full campaign, ``pytest -m campaign`` (``make campaign``; about 9 minutes here); each test
+prints what it tried.
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ def test_a_failed_write_leaves_a_loadable_dir(tmp_path, command, name):
 
 
 @pytest.mark.slow
+@pytest.mark.campaign
 @pytest.mark.parametrize("name", sorted(ERRNOS))
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_write_step_fails_safely(tmp_path, command, name):

@@ -180,6 +180,71 @@ def plan_for(command: str, d: Path):
     }[command]()
 
 
+#: command -> the damages its fault campaigns (crash, ENOSPC, EIO) meet
+FAULT_DAMAGES: dict[str, tuple[str, ...]] = {
+    "repair": ("unclean", "torn_tail", "crc_mismatch", "missing_index", "leftovers", "bad_checkpoint"),
+    "reindex": ("missing_index", "bad_timeindex"),
+    "flush": ("unclean", "bad_checkpoint"),
+    "retain": (),
+    "compact": (),
+    "convert": (),
+}
+
+
+def repair_dir(d: Path) -> None:
+    """``kafkalog repair`` on ``d``: it must plan without errors, and applies."""
+    from kafkalog.storage.engine.plan import apply
+    from kafkalog.storage.engine.repair import plan_repair
+
+    plan = plan_repair([d], now_ms=NOW)
+    assert not plan.errors, plan.errors
+    apply(plan, backup=False)
+
+
+def fault_campaign(tmp_path: Path, fixture: str, command: str, sample: int | None,
+                   fault: Callable[[Path, int, int], None], *, rerun: bool = False) -> tuple[int, int]:
+    """Apply ``command`` to damaged copies of ``fixture`` with a fault at its k-th file mutation, for a sample of
+    k (every k when ``sample`` is None): ``fault(copy, k, steps)`` runs the faulted apply and checks how it
+    failed. After each: the copy loads (:func:`repair_dir`) and every partition holds the records of the state
+    before the apply, of the state its plan promised, or one in between (``after <= faulted <= before``); with
+    ``rerun``, the same command applied again then reaches the promised state. Returns ``(steps, points tried)``.
+    """
+    from kafkalog.storage.engine.plan import apply
+
+    base = tmp_path / "base"
+    damaged_copy(fixture, base, FAULT_DAMAGES[command])
+    if command == "compact":
+        roll_active(base)
+    before_dir = tmp_path / "before"
+    shutil.copytree(base, before_dir)
+    repair_dir(before_dir)
+    before = records(before_dir)
+    after_dir = tmp_path / "after"
+    shutil.copytree(base, after_dir)
+    steps = count_mutations(lambda: apply(plan_for(command, after_dir), backup=False))
+    repair_dir(after_dir)
+    after = records(after_dir)
+    points = list(range(1, steps + 1))
+    if sample is not None and len(points) > sample:
+        points = sorted({points[round(i * (len(points) - 1) / (sample - 1))] for i in range(sample)})
+    for k in points:
+        d = tmp_path / f"k{k}"
+        shutil.copytree(base, d)
+        fault(d, k, steps)
+        repair_dir(d)
+        got = records(d)
+        assert set(got) == set(before), f"{command}: fault at step {k}/{steps}: partitions differ"
+        for name, recs in got.items():
+            assert after[name] <= recs <= before[name], \
+                f"{command}: fault at step {k}/{steps}: {name} holds records outside the before/after states"
+        if rerun:
+            apply(plan_for(command, d), backup=False)  # the same command again, on the repaired dir
+            repair_dir(d)
+            assert records(d) == after, f"{command}: after a fault at step {k}/{steps}, a re-run does not finish"
+        shutil.rmtree(d)
+    return steps, len(points)
+
+
 def killed_at(command: str, d: Path, k: int) -> int:
     """Apply ``command``'s plan on ``d`` in a new Python process that is killed (``os._exit``: no cleanup runs,
     as with SIGKILL) before its k-th file mutation; returns its exit status (137 when the kill happened).

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.compat.errors import HarnessError
 from kafkalog.compat.tools import compress_with_kafka
 from kafkalog.storage.codec.compression import CODEC_IDS, compress
 from kafkalog.storage.records import RecordBatch, build_batch, iter_batches
@@ -48,8 +49,10 @@ def _samples() -> dict[str, bytes]:
 
 
 def test_compression_is_byte_identical_to_kafkas(kafka_version, tmp_path):
-    if kafka_version.startswith("2."):
-        pytest.skip("Kafka 2.x has no Compression builders with levels (KIP-390, 3.8)")
+    if kafka_version.startswith("2."):  # no Compression builders with levels before 3.8 (KIP-390): refused clearly
+        with pytest.raises(HarnessError, match="Compression builders"):
+            compress_with_kafka(kafka_version, [("gzip", None, 2, b"x")], tmp_path / "work")
+        return
     samples = _samples()
     tasks, keys = [], []
     for codec, levels in LEVELS.items():

@@ -4,15 +4,18 @@ PY ?= .ci/py
 PIP ?= $(PY) -m pip
 KAFKA_VERSIONS ?=
 
-.PHONY: quickstart test test-older install install-test kafka-jars lint fuzz bench campaign
+.PHONY: quickstart test test-older install install-test kafka-jars container-image lint fuzz bench campaign
 
 ## quickstart: install kafkalog and run its main job (verify + describe) on the bundled real-Kafka fixtures
 quickstart:
 	$(PIP) install -q -e .
 	$(PY) -m kafkalog.tools.quickstart
 
-## test: install everything the tests need (Python packages, Kafka jars through Maven, Spark) and run them
+## test: install everything the tests need (Python packages, Kafka jars through Maven, Spark, the container
+## backend's image where a Docker engine answers) and run them
 test: install-test kafka-jars
+	@if docker info >/dev/null 2>&1; then $(MAKE) container-image || [ "$$CI" != "true" ]; \
+	else echo "no Docker engine answers: the container-backend tests skip (and fail under CI=true)"; fi
 	$(MAKE) test-older
 	$(PY) -m pytest
 
@@ -30,6 +33,11 @@ install-test:
 
 kafka-jars:
 	$(PY) -m kafkalog.compat.jars $(KAFKA_VERSIONS)
+
+## container-image: the broker image the container backend runs, built here from Debian's packages and the
+## Maven Central jars (once per machine; needs Docker and mmdebstrap)
+container-image:
+	$(PY) -m kafkalog.compat.image
 
 lint:
 	$(PY) -m ruff check .

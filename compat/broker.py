@@ -5,8 +5,10 @@ Two backends behind one interface (:class:`KafkaBroker`):
 * :class:`Broker` (default) runs the JVM directly from the Maven-resolved jars (:mod:`kafkalog.compat.jars`):
   KRaft combined mode (``kafka.tools.StorageTool format`` first) or, for Kafka < 4, ZooKeeper mode with an
   embedded ``ZooKeeperServerMain`` started from the same jars.
-* :class:`ContainerBroker` runs the ``apache/kafka`` image through testcontainers (KRaft only), for machines
-  with a reachable Docker engine and no JDK. Select it with :func:`make_broker` and ``KAFKALOG_BROKER=container``.
+* :class:`ContainerBroker` runs a broker image through testcontainers with host networking (KRaft only): the
+  image built on this machine by :mod:`kafkalog.compat.image` (Debian + OpenJDK 17 + the Maven Central jars)
+  or, with ``KAFKALOG_IMAGE``, e.g. the official ``apache/kafka``. Select it with :func:`make_broker` and
+  ``KAFKALOG_BROKER=container``.
 
 Layout of a broker's work dir (the parent of the data dir)::
 
@@ -189,6 +191,8 @@ class KafkaBroker(ABC):
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.extra_properties: dict[str, str] = {k: str(v) for k, v in (server_properties or {}).items()}
         self.port = free_port()
+        self.controller_port = free_port() if mode == "kraft" else 0
+        self.zk_port = free_port() if mode == "zk" else 0
 
     # ---- lifecycle (backend specific)
     @abstractmethod
@@ -210,6 +214,54 @@ class KafkaBroker(ABC):
     @abstractmethod
     def log_path(self) -> Path:
         """The broker's log (stdout/stderr); print it when a test fails."""
+
+    # ---- config (both backends: the broker listens on 127.0.0.1 only, on free ports kept across restarts)
+    def server_properties(self) -> dict[str, str]:
+        props = dict(_BASE_PROPS)
+        props["log.dirs"] = str(self.data_dir)
+        listener = f"PLAINTEXT://127.0.0.1:{self.port}"
+        if self.mode == "kraft":
+            props |= {
+                "process.roles": "broker,controller",
+                "node.id": str(NODE_ID),
+                "controller.quorum.voters": f"{NODE_ID}@127.0.0.1:{self.controller_port}",
+                "controller.listener.names": "CONTROLLER",
+                "listeners": f"{listener},CONTROLLER://127.0.0.1:{self.controller_port}",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                # a killed broker's registration blocks re-registration until its session expires
+                "broker.session.timeout.ms": "3000",
+                "broker.heartbeat.interval.ms": "1000",
+            }
+        else:
+            props |= {
+                "broker.id": str(NODE_ID),
+                "zookeeper.connect": f"127.0.0.1:{self.zk_port}",
+                "zookeeper.session.timeout.ms": str(ZK_SESSION_TIMEOUT_MS),
+                "listeners": listener,
+            }
+        props["advertised.listeners"] = listener
+        props |= self.extra_properties
+        return props
+
+    def jvm_options(self, *, heap: str, log_level: str = "INFO", stderr_log: bool = False) -> list[str]:
+        """The broker JVM's options (heap, GC, log4j config written into the work dir), for both backends."""
+        prop, content = log4j_config(self.version, level=log_level, stderr=stderr_log)
+        cfg = self.work_dir / ("log4j2.properties" if "log4j2" in prop else "log4j.properties")
+        if stderr_log:
+            cfg = cfg.with_name("tools-" + cfg.name)
+        cfg.write_text(content)
+        cfg_value = str(cfg) if "log4j2" in prop else cfg.as_uri()
+        return [
+            f"-Xmx{heap}",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+            "-Djava.net.preferIPv4Stack=true",
+            "-Dzookeeper.admin.enableServer=false",
+            f"-Dkafka.logs.dir={self.work_dir}",
+            f"-D{prop}={cfg_value}",
+        ]
 
     # ---- shared behaviour
     @property
@@ -347,8 +399,6 @@ class Broker(KafkaBroker):
         self.heap = heap
         self.jvm_args = jvm_args
         self.cluster_id = cluster_id or cluster_id_from(str(self.data_dir))
-        self.controller_port = free_port() if mode == "kraft" else 0
-        self.zk_port = free_port() if mode == "zk" else 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._zk: subprocess.Popen[bytes] | None = None
         self._killed_at: float | None = None
@@ -377,35 +427,6 @@ class Broker(KafkaBroker):
     def pid(self) -> int | None:
         return self._proc.pid if self.running and self._proc else None
 
-    # ---- config
-    def server_properties(self) -> dict[str, str]:
-        props = dict(_BASE_PROPS)
-        props["log.dirs"] = str(self.data_dir)
-        listener = f"PLAINTEXT://127.0.0.1:{self.port}"
-        if self.mode == "kraft":
-            props |= {
-                "process.roles": "broker,controller",
-                "node.id": str(NODE_ID),
-                "controller.quorum.voters": f"{NODE_ID}@127.0.0.1:{self.controller_port}",
-                "controller.listener.names": "CONTROLLER",
-                "listeners": f"{listener},CONTROLLER://127.0.0.1:{self.controller_port}",
-                "inter.broker.listener.name": "PLAINTEXT",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                # a killed broker's registration blocks re-registration until its session expires
-                "broker.session.timeout.ms": "3000",
-                "broker.heartbeat.interval.ms": "1000",
-            }
-        else:
-            props |= {
-                "broker.id": str(NODE_ID),
-                "zookeeper.connect": f"127.0.0.1:{self.zk_port}",
-                "zookeeper.session.timeout.ms": str(ZK_SESSION_TIMEOUT_MS),
-                "listeners": listener,
-            }
-        props["advertised.listeners"] = listener
-        props |= self.extra_properties
-        return props
-
     def _cds_args(self) -> tuple[str, ...]:
         """AppCDS for the broker JVM: the first clean stop of a version dumps the loaded classes into an
         archive in the jar cache; later starts map it (about a third faster on 2 cores). KAFKALOG_CDS=0: off."""
@@ -427,22 +448,9 @@ class Broker(KafkaBroker):
         self, main: str, *args: str, heap: str, log_level: str = "INFO", stderr_log: bool = False,
         extra: tuple[str, ...] = (),
     ) -> list[str]:  # fmt: skip
-        prop, content = log4j_config(self.version, level=log_level, stderr=stderr_log)
-        cfg = self.work_dir / ("log4j2.properties" if "log4j2" in prop else "log4j.properties")
-        if stderr_log:
-            cfg = cfg.with_name("tools-" + cfg.name)
-        cfg.write_text(content)
-        cfg_value = str(cfg) if "log4j2" in prop else cfg.as_uri()
         return [
             jars.java_executable(),
-            f"-Xmx{heap}",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-Djava.awt.headless=true",
-            "-Djava.net.preferIPv4Stack=true",
-            "-Dzookeeper.admin.enableServer=false",
-            f"-Dkafka.logs.dir={self.work_dir}",
-            f"-D{prop}={cfg_value}",
+            *self.jvm_options(heap=heap, log_level=log_level, stderr_log=stderr_log),
             *extra,
             *self.jvm_args,
             "-cp",
@@ -602,14 +610,23 @@ class Broker(KafkaBroker):
 
 
 class ContainerBroker(KafkaBroker):
-    """The ``apache/kafka`` Docker image run through testcontainers (KRaft combined mode only).
+    """A broker in a Docker container, run through testcontainers, with host networking (KRaft only).
 
-    The data dir is bind-mounted at ``/var/lib/kafka/data``; the container runs as the calling user so the
-    files stay readable. Needs a reachable Docker engine (see :func:`docker_available`).
+    The image is ``kafkalog/kafka:<version>``, built on this machine from Debian's packages and the Maven
+    Central jars (:mod:`kafkalog.compat.image`, built on first use and reused), or any image given as
+    ``image=`` / ``KAFKALOG_IMAGE`` (e.g. the official ``apache/kafka:4.3.1`` from a registry, configured
+    through its ``KAFKA_*`` environment variables).
+
+    The container uses the host's network (``network_mode=host``): the broker listens on 127.0.0.1 only, on
+    the same free ports and with the same ``server.properties`` as the JVM backend (:meth:`server_properties`).
+    The work dir is bind-mounted at its own path, so ``log.dirs`` names the same files inside and outside and
+    kafkalog reads and writes the broker's own files; the container runs as the calling user. ``stop`` is
+    ``docker stop`` (SIGTERM to the broker, which is the container's PID 1), ``kill`` is ``docker kill``
+    (SIGKILL); each start makes a new container on the same dirs and ports, and the logs of every run are
+    appended to ``broker.log``.
     """
 
-    IMAGE = "apache/kafka"
-    CONTAINER_DATA = "/var/lib/kafka/data"
+    OFFICIAL = "apache/kafka"
 
     def __init__(
         self,
@@ -619,13 +636,20 @@ class ContainerBroker(KafkaBroker):
         data_dir: Path | None = None,
         server_properties: Mapping[str, str] | None = None,
         cluster_id: str | None = None,
+        image: str | None = None,
+        heap: str = DEFAULT_HEAP,
     ) -> None:
         if mode != "kraft":
-            raise ValueError("the apache/kafka image only runs KRaft mode")
+            raise ValueError("the container backend runs KRaft mode only")
         super().__init__(version, mode, data_dir, server_properties)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if any(c.isspace() for c in str(self.work_dir)):
+            raise HarnessError(f"the container backend needs a work dir without spaces: {self.work_dir}")
         self.cluster_id = cluster_id or cluster_id_from(str(self.data_dir))
+        self.image = image or os.environ.get("KAFKALOG_IMAGE") or None
+        self.heap = heap
         self._container: Any = None
+        self._earlier_logs = b""
         _LIVE.add(self)
 
     @property
@@ -633,78 +657,117 @@ class ContainerBroker(KafkaBroker):
         return self.work_dir / "broker.log"
 
     @property
-    def running(self) -> bool:
-        if self._container is None:
-            return False
-        wrapped = self._container.get_wrapped_container()
-        wrapped.reload()
-        return bool(wrapped.status == "running")
+    def properties_path(self) -> Path:
+        return self.work_dir / "server.properties"
 
-    def _env(self) -> dict[str, str]:
-        props = dict(_BASE_PROPS)
-        props |= {
-            "process.roles": "broker,controller",
-            "node.id": str(NODE_ID),
-            "controller.quorum.voters": f"{NODE_ID}@localhost:9093",
-            "controller.listener.names": "CONTROLLER",
-            "listeners": "PLAINTEXT://0.0.0.0:9092,CONTROLLER://localhost:9093",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": self.CONTAINER_DATA,
-        }
-        props |= self.extra_properties
-        env = {"KAFKA_" + k.upper().replace(".", "_"): v for k, v in props.items()}
+    @property
+    def official(self) -> bool:
+        return (self.image or "").split(":")[0].endswith(self.OFFICIAL)
+
+    def _wrapped(self) -> Any:
+        return self._container.get_wrapped_container() if self._container is not None else None
+
+    @property
+    def running(self) -> bool:
+        wrapped = self._wrapped()
+        if wrapped is None:
+            return False
+        try:
+            wrapped.reload()
+        except Exception:  # removed behind our back
+            return False
+        return bool(wrapped.status in ("created", "running"))
+
+    def _official_env(self) -> dict[str, str]:
+        env = {"KAFKA_" + k.upper().replace(".", "_"): v for k, v in self.server_properties().items()}
         env["CLUSTER_ID"] = self.cluster_id
+        env["KAFKA_HEAP_OPTS"] = f"-Xmx{self.heap}"
         return env
 
     def start(self, *, wait: bool = True, timeout: float = 120.0) -> Self:
-        if self._container is not None:
-            self._container.get_wrapped_container().start()
-        else:
-            try:
-                from testcontainers.core.container import DockerContainer
-            except ImportError as exc:
-                raise HarnessError("testcontainers is not installed: pip install testcontainers") from exc
-            container = DockerContainer(f"{self.IMAGE}:{self.version}")
-            for key, value in self._env().items():
+        if self.running:
+            raise BrokerError(f"{self!r} is already running")
+        os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # Ryuk's image comes from a registry
+        try:
+            from testcontainers.core.container import DockerContainer
+        except ImportError as exc:
+            raise HarnessError("testcontainers is not installed: pip install testcontainers") from exc
+        self._discard_container()
+        image = self.image
+        if image is None:
+            from kafkalog.compat.image import ensure_image
+
+            image = ensure_image(self.version)
+        container = DockerContainer(image)
+        if self.official:
+            for key, value in self._official_env().items():
                 container.with_env(key, value)
-            container.with_volume_mapping(str(self.data_dir), self.CONTAINER_DATA, "rw")
-            container.with_kwargs(user=f"{os.getuid()}:{os.getgid()}", ports={"9092/tcp": ("127.0.0.1", self.port)})
-            self._container = container.start()
+        else:
+            write_properties(self.properties_path, self.server_properties())
+            container.with_env("KAFKA_JVM_OPTS", " ".join([*self.jvm_options(heap=self.heap), "-XX:-UsePerfData"]))
+            container.with_env("KAFKA_TOOLS_OPTS", " ".join(self.jvm_options(heap="256m", log_level="WARN",
+                                                                               stderr_log=True)))
+            formatted = (self.data_dir / "meta.properties").exists()  # as Broker._format: never format twice
+            container.with_command([str(self.properties_path), "-" if formatted else self.cluster_id])
+        container.with_volume_mapping(str(self.work_dir), str(self.work_dir), "rw")
+        container.with_kwargs(network_mode="host", user=f"{os.getuid()}:{os.getgid()}")
+        self._container = container.start()
         if wait:
             try:
                 self.wait_ready(timeout)
+            except BrokerError:
+                self.kill()
+                raise
             finally:
                 self._save_logs()
         return self
 
     def _save_logs(self) -> None:
-        if self._container is None:
+        wrapped = self._wrapped()
+        if wrapped is None:
             return
         with contextlib.suppress(Exception):
-            logs = self._container.get_wrapped_container().logs()
-            self.log_path.write_bytes(logs)
+            self.log_path.write_bytes(self._earlier_logs + wrapped.logs())
+
+    def _discard_container(self) -> None:
+        """Keep the logs of the last container and remove it (a new start makes a new container)."""
+        wrapped = self._wrapped()
+        if wrapped is None:
+            return
+        with contextlib.suppress(Exception):
+            self._earlier_logs += wrapped.logs()
+            self.log_path.write_bytes(self._earlier_logs)
+        with contextlib.suppress(Exception):
+            wrapped.remove(force=True)
+        self._container = None
 
     def stop(self, timeout: float = 90.0, *, require_clean_marker: bool = True) -> None:
-        if self._container is None:
+        wrapped = self._wrapped()
+        if wrapped is None or not self.running:
+            self._save_logs()
             return
-        self._container.get_wrapped_container().stop(timeout=int(timeout))  # SIGTERM, SIGKILL after timeout
+        started = time.monotonic()
+        wrapped.stop(timeout=int(timeout))  # SIGTERM to the broker (PID 1), SIGKILL after timeout
+        wrapped.reload()
         self._save_logs()
+        code = wrapped.attrs.get("State", {}).get("ExitCode")
+        if code == 137 and time.monotonic() - started >= timeout - 1:
+            raise self.error(f"Kafka {self.version} container did not shut down within {timeout:.0f}s (SIGKILLed)")
         if require_clean_marker and not self.clean_shutdown_marker.exists():
             raise self.error(f"Kafka {self.version} container stopped without writing {self.clean_shutdown_marker}")
 
     def kill(self) -> None:
-        if self._container is not None and self.running:
-            self._container.get_wrapped_container().kill()
+        wrapped = self._wrapped()
+        if wrapped is not None and self.running:
+            with contextlib.suppress(Exception):
+                wrapped.kill()  # SIGKILL
+                wrapped.wait(timeout=30)
             self._save_logs()
 
     def close(self) -> None:
-        if self._container is not None:
-            with contextlib.suppress(Exception):
-                self._save_logs()
-                self._container.stop()
-            self._container = None
+        """Kill the container if it runs and remove it (its logs stay in broker.log)."""
+        self.kill()
+        self._discard_container()
 
 
 def docker_available() -> bool:
@@ -718,16 +781,21 @@ def docker_available() -> bool:
         return False
 
 
-def make_broker(version: str = jars.LATEST_4, **kwargs: Any) -> KafkaBroker:
-    """The JVM :class:`Broker`, or :class:`ContainerBroker` when ``KAFKALOG_BROKER=container``.
+BACKENDS = ("jvm", "container")
+
+
+def make_broker(version: str = jars.LATEST_4, *, backend: str | None = None, image: str | None = None,
+                **kwargs: Any) -> KafkaBroker:
+    """The JVM :class:`Broker` or a :class:`ContainerBroker`: ``backend`` (default ``KAFKALOG_BROKER``, else
+    ``jvm``); ``image`` (container backend; default ``KAFKALOG_IMAGE``, else the locally built image).
 
     Asking for containers without a reachable Docker engine is an error, not a silent fallback.
     """
-    backend = os.environ.get("KAFKALOG_BROKER", "jvm")
+    backend = backend or os.environ.get("KAFKALOG_BROKER", "jvm")
     if backend == "container":
         if not docker_available():
-            raise HarnessError("KAFKALOG_BROKER=container but no Docker engine is reachable")
-        return ContainerBroker(version, **kwargs)
+            raise HarnessError("the container backend needs a Docker engine and none is reachable")
+        return ContainerBroker(version, image=image, **kwargs)
     if backend != "jvm":
-        raise HarnessError(f"KAFKALOG_BROKER must be 'jvm' or 'container', not {backend!r}")
+        raise HarnessError(f"the broker backend must be 'jvm' or 'container', not {backend!r}")
     return Broker(version, **kwargs)

@@ -169,15 +169,18 @@ class LocalBrokerFactory:
     """Brokers under ``base`` (JVM, or containers with ``KAFKALOG_BROKER=container``); :meth:`close` kills
     whatever still runs. Use as a context manager."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, *, backend: str | None = None, image: str | None = None) -> None:
         self.base = Path(base)
+        self.backend = backend
+        self.image = image
         self.brokers: list[KafkaBroker] = []
 
     def __call__(self, version: str, *, mode: Mode = "kraft", data_dir: Path | None = None,
                  server_properties: Mapping[str, str] | None = None, start: bool = True) -> KafkaBroker:
         if data_dir is None:
             data_dir = self.base / f"broker-{len(self.brokers)}" / "data"
-        broker = make_broker(version, mode=mode, data_dir=data_dir, server_properties=server_properties)
+        broker = make_broker(version, backend=self.backend, image=self.image, mode=mode, data_dir=data_dir,
+                             server_properties=server_properties)
         self.brokers.append(broker)
         if start:
             broker.start()
@@ -335,15 +338,18 @@ def scenario(name: str, compares: str, *, modes: tuple[Mode, ...] = ("kraft", "z
 def run_conformance(version: str, *, mode: Mode = "kraft", scenarios: Sequence[str] | None = None,
                     workdir: Path, factory: BrokerFactory | None = None,
                     on_start: Callable[[str], None] | None = None,
-                    on_result: Callable[[ScenarioResult], None] | None = None) -> list[ScenarioResult]:
-    """Run ``scenarios`` (default: all) against Kafka ``version`` in ``mode``, each in ``workdir/<name>``."""
+                    on_result: Callable[[ScenarioResult], None] | None = None,
+                    backend: str | None = None, image: str | None = None) -> list[ScenarioResult]:
+    """Run ``scenarios`` (default: all) against Kafka ``version`` in ``mode``, each in ``workdir/<name>``, on
+    brokers of ``backend`` (``jvm`` or ``container``; default ``KAFKALOG_BROKER``) unless ``factory`` is
+    given."""
     names = list(scenarios or SCENARIOS)
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         raise ValueError(f"unknown scenario {unknown[0]!r} (one of {', '.join(SCENARIOS)})")
     results = []
     own = factory is None
-    fac: Any = factory or LocalBrokerFactory(workdir / "brokers")
+    fac: Any = factory or LocalBrokerFactory(workdir / "brokers", backend=backend, image=image)
     try:
         for name in names:
             if on_start is not None:

@@ -78,6 +78,24 @@ def kafka_versions() -> list[str]:
     return configured_versions()
 
 
+def container_image(version: str) -> str:
+    """The container backend's image for ``version`` (``KAFKALOG_IMAGE`` or the one built here), or skip
+    (developer machine) / fail (CI) when no Docker engine answers or the image cannot be built."""
+    from kafkalog.compat.broker import docker_available
+
+    if not docker_available():
+        unavailable("no Docker engine answers (CI installs docker.io and starts dockerd; see the README)")
+    if image := os.environ.get("KAFKALOG_IMAGE"):
+        return image
+    from kafkalog.compat.image import ensure_image
+
+    try:
+        return ensure_image(version)
+    except HarnessError as exc:
+        unavailable(str(exc))
+        raise  # unreachable
+
+
 @pytest.fixture(scope="session")
 def kafka_libs(kafka_versions: list[str]) -> dict[str, Path]:
     """version -> libs dir, resolved through Maven once per session (and cached across sessions)."""

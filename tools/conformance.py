@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -10,8 +11,9 @@ from pathlib import Path
 
 DESCRIPTION = """\
 Start a real Apache Kafka broker (jars fetched once from Maven Central with Maven into ~/.cache/kafkalog,
-run with the machine's JDK; KAFKALOG_BROKER=container uses the apache/kafka image instead) and check that
-kafkalog and Kafka agree on the bytes on disk:
+run with the machine's JDK; `--backend container` runs it in a Docker container instead: the image
+kafkalog/kafka:VERSION built on this machine, or --image apache/kafka:VERSION) and check that kafkalog and
+Kafka agree on the bytes on disk:
 
   kafka-writes-kafkalog-reads   both clients produce (every codec, headers, transactions, LogAppendTime);
                                 `kafkalog dump --deep` must equal Kafka's DumpLogSegments field by field
@@ -33,6 +35,8 @@ Examples:
   kafkalog conformance --kafka 4.3.1
   kafkalog conformance --kafka 3.9.2 --mode zk --scenario recovery index-rebuild
   kafkalog conformance --kafka 4.3.1 --json > conformance.jsonl
+  kafkalog conformance --kafka 4.3.1 --backend container
+  kafkalog conformance --kafka 4.3.1 --backend container --image apache/kafka:4.3.1
 """
 
 
@@ -49,6 +53,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", metavar="DIR", help="where brokers and data dirs go (kept; default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the temporary work dir even when all passed")
     p.add_argument("--json", action="store_true", help="JSON Lines: one object per scenario")
+    p.add_argument("--backend", choices=("jvm", "container"), default=None,
+                   help="run the broker as a JVM from the Maven jars (default) or in a Docker container "
+                   "(KRaft only; default: $KAFKALOG_BROKER, else jvm)")
+    p.add_argument("--image", metavar="IMAGE", default=None,
+                   help="the container backend's image (default: kafkalog/kafka:VERSION, built here on first "
+                   "use by `python -m kafkalog.compat.image VERSION`; e.g. apache/kafka:4.3.1 from a registry)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,6 +77,12 @@ def run(args: argparse.Namespace) -> int:
         version = jars.parse_version(args.kafka)
     except ValueError as e:
         print(f"kafkalog conformance: --kafka: {e}", file=sys.stderr)
+        return 2
+    if args.image and (args.backend or os.environ.get("KAFKALOG_BROKER", "jvm")) != "container":
+        print("kafkalog conformance: --image needs --backend container", file=sys.stderr)
+        return 2
+    if args.mode == "zk" and (args.backend or os.environ.get("KAFKALOG_BROKER")) == "container":
+        print("kafkalog conformance: the container backend runs KRaft mode only (use --mode kraft)", file=sys.stderr)
         return 2
     if args.mode == "zk" and version >= (4,):
         print(f"kafkalog conformance: Kafka {args.kafka} has no ZooKeeper mode (use --mode kraft)", file=sys.stderr)
@@ -97,10 +113,13 @@ def run(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
 
         results = conformance.run_conformance(args.kafka, mode=args.mode, scenarios=names, workdir=workdir,
-                                              on_start=started, on_result=finished)
+                                              on_start=started, on_result=finished, backend=args.backend,
+                                              image=args.image)
     failed = [r for r in results if not r.passed and r.skipped is None]
     if out is None:
-        print(f"Apache Kafka {args.kafka} ({args.mode}) vs kafkalog")
+        backend = args.backend or os.environ.get("KAFKALOG_BROKER", "jvm")
+        where = "" if backend == "jvm" else f", in a container: {args.image or 'kafkalog/kafka:' + args.kafka}"
+        print(f"Apache Kafka {args.kafka} ({args.mode}{where}) vs kafkalog")
         render_table([{"scenario": r.scenario, "compared": r.summary(), "result": r.status,
                        "seconds": round(r.seconds, 1)} for r in results],
                      ["scenario", "compared", "result", "seconds"])

@@ -23,7 +23,8 @@ import pytest
 from engines import clean_points, compact, retain
 
 from kafkalog.compat import clients, jars
-from kafkalog.compat.broker import Broker
+from kafkalog.compat.broker import Broker, make_broker
+from kafkalog.compat.pytest_plugin import container_image
 from kafkalog.storage.config import CleanerConfig, LogConfig
 from kafkalog.storage.files.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from kafkalog.storage.log_segment import SegmentIndexer
@@ -102,11 +103,20 @@ def _consume(bs: str) -> list[tuple]:
     return sorted((m.offset, m.key, m.value, m.headers, m.timestamp) for m in got)
 
 
-@pytest.fixture(scope="module", params=[jars.LATEST_4, jars.LATEST_3])
+# The JVM backend on both Kafka lines, and the 4.x broker in a container (the image built here by
+# kafkalog.compat.image): the same recipe and the same comparisons must pass on every backend.
+@pytest.fixture(scope="module", params=[(jars.LATEST_4, "jvm"), (jars.LATEST_3, "jvm"), (jars.LATEST_4, "container")],
+                ids=lambda p: p[0] if p[1] == "jvm" else f"{p[0]}-container")
 def runs(request, tmp_path_factory):
-    version = request.param
-    root = tmp_path_factory.mktemp(f"cleaner-{version}")
-    a = Broker(version, data_dir=root / "a" / "data", server_properties={"log.cleaner.enable": "false"})
+    version, backend = request.param
+    image = container_image(version) if backend == "container" else None
+
+    def broker(data_dir: Path):
+        return make_broker(version, backend=backend, image=image, data_dir=data_dir,
+                           server_properties={"log.cleaner.enable": "false"})
+
+    root = tmp_path_factory.mktemp(f"cleaner-{version}-{backend}")
+    a = broker(root / "a" / "data")
     try:
         a.start()
         a.create_topic("cmp", config=CMP_CONFIG)
@@ -160,7 +170,7 @@ def runs(request, tmp_path_factory):
                           kafka_version=kv)  # type: ignore[arg-type]
         assert outcome.eligible, outcome.notes
 
-        b = Broker(version, data_dir=b_dir, server_properties={"log.cleaner.enable": "false"})
+        b = broker(b_dir)
         try:
             b.start()
             consumed_b = _consume(b.bootstrap_servers)

@@ -140,7 +140,7 @@ def time_format(epoch: bool = False) -> Callable[[Any], str]:
 
 
 _BYTES = re.compile(r"(?<![\w.=])(\d{1,3}(?:,\d{3})+|\d+) bytes\b")
-_TIME_PAIR = re.compile(r"\b(\d{10,16}) \((\d{4}-\d\d-\d\dT[\d:.]+Z)\)")
+_TIME_PAIR = re.compile(r"(?<![\w.])(-?\d{1,19}) \((\d{4}-\d\d-\d\dT[\d:.]+Z)\)")
 
 
 def humanize(text: str, *, epoch: bool = False, sizes: bool = True) -> str:

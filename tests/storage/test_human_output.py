@@ -11,12 +11,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_describe_cli import TOPIC_ID, make_data_dir
 
 from kafkalog.tools import output
 from kafkalog.tools.cli import main
 from kafkalog.tools.output import human_size, human_time, render_table
-
-from test_describe_cli import TOPIC_ID, make_data_dir
 
 ANSI = re.compile(r"\x1b\[")
 BOX = re.compile("[\u2500-\u257f]")

@@ -8,6 +8,7 @@ import sys
 
 from kafkalog.storage.engine.migrate import CHECKPOINT_ALIASES, plan_set_checkpoints, read_checkpoints
 from kafkalog.storage.files.checkpoints import DATA_DIR_CHECKPOINTS
+from kafkalog.tools.output import render_table
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -60,19 +61,21 @@ def run(args: argparse.Namespace) -> int:
             return 2
         plan = plan_set_checkpoints(args.path, args.file, updates)
         if not args.json:
-            for tp, (old, new) in plan.options["changes"].items():
-                out.write(f"{args.file} {tp}: {old} -> {new}\n")
+            render_table([{"file": args.file, "partition": tp, "old": old, "new": new}
+                          for tp, (old, new) in plan.options["changes"].items()], ["file", "partition", "old", "new"],
+                         out, headers=["CHECKPOINT", "PARTITION", "OLD", "NEW"])
         return run_plan(args, plan)
     cps = read_checkpoints(args.path)
     tps = sorted({tp for m in cps.values() for tp in m})
     short = ["recovery", "logStart", "highWatermark", "cleaner"]
-    if not args.json:
-        out.write(f"{'partition':<40} {'recovery':>14} {'logStart':>14} {'highWatermark':>14} {'cleaner':>14}\n")
+    rows = []
     for tp in tps:
         vals = [cps[n].get(tp) for n in DATA_DIR_CHECKPOINTS]
         if args.json:
             out.write(json.dumps({"topic": tp[0], "partition": tp[1]} | dict(zip(short, vals, strict=True))) + "\n")
         else:
-            cells = " ".join(f"{'-' if v is None else v:>14}" for v in vals)
-            out.write(f"{tp[0] + '-' + str(tp[1]):<40} {cells}\n")
+            rows.append({"partition": f"{tp[0]}-{tp[1]}"} | dict(zip(short, vals, strict=True)))
+    if not args.json:
+        render_table(rows, ["partition", *short], out,
+                     headers=["PARTITION", "RECOVERY POINT", "LOG START", "HIGH WATERMARK", "CLEANER"])
     return 0

@@ -9,7 +9,7 @@ import time
 
 from kafkalog.storage.engine.cleaner import plan_compact
 from kafkalog.storage.topic_configs import ConfigResolver
-from kafkalog.tools.output import add_topics_argument, positive_int
+from kafkalog.tools.output import add_topics_argument, human_size, positive_int, render_table
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -50,12 +50,12 @@ Examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="data dir(s) or partition dir(s)")
     add_plan_arguments(p)
-    p.add_argument("--now", type=int, default=None, help="cleaning time in epoch ms (default: wall clock)")
+    p.add_argument("--now", type=int, default=None, metavar="MS", help="cleaning time in epoch ms (default: wall clock)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config override")
     p.add_argument("--topic-config", metavar="FILE", help="properties file of topic configs")
     p.add_argument("--server-properties", metavar="FILE", help="the broker's server.properties")
     p.add_argument("--all", action="store_true", help="clean regardless of min.cleanable.dirty.ratio")
-    p.add_argument("--kafka-version", default="4.0",
+    p.add_argument("--kafka-version", default="4.0", metavar="VERSION",
                    help="broker version to match (< 4.0 keeps v0/v1 batches; default 4.0)")
     p.add_argument("--map-workers", type=positive_int, default=None, metavar="N",
                    help="processes for the key-map pass over large dirty sections (default: usable CPUs; the "
@@ -79,6 +79,7 @@ def run(args) -> int:
     def report(result) -> None:
         from kafkalog.storage.engine.cleaner import CleanResult
 
+        table = []
         for pp in plan.partitions:
             for r in result.results.get(pp.dir, []):
                 if not isinstance(r, CleanResult):
@@ -92,8 +93,12 @@ def run(args) -> int:
                 if args.json:
                     print(json.dumps(row))
                 else:
-                    print(f"{pp.name}: {row['bytesBefore']:,d} -> {row['bytesAfter']:,d} bytes (reclaimed "
-                          f"{row['bytesReclaimed']:,d}), {row['recordsRead'] - row['recordsRetained']:,d} records "
-                          f"removed; clean point {r.end_offset}")
+                    table.append({"partition": pp.name, "sizeBefore": r.bytes_before, "sizeAfter": r.bytes_after,
+                                  "reclaimed": r.bytes_reclaimed,
+                                  "recordsRemoved": r.stats.messages_read - r.stats.messages_retained,
+                                  "cleanPoint": r.end_offset})
+        if table:
+            render_table(table, ["partition", "sizeBefore", "sizeAfter", "reclaimed", "recordsRemoved", "cleanPoint"],
+                         sys.stdout, formats={k: human_size for k in ("sizeBefore", "sizeAfter", "reclaimed")})
 
     return run_plan(args, plan, on_applied=report)

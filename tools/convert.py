@@ -8,7 +8,7 @@ import sys
 
 from kafkalog.storage.codec.compression import CODEC_IDS
 from kafkalog.storage.engine.convert import ConvertOptions, SegmentResult, audit, plan_convert
-from kafkalog.tools.output import add_topics_argument
+from kafkalog.tools.output import add_topics_argument, human_size, render_table
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -42,11 +42,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--to-magic", type=int, default=2, choices=[2], help="target message format (only 2)")
     p.add_argument("--codec", choices=sorted(CODEC_IDS), default=None,
                    help="recompress every data batch with this codec (default: keep each batch's codec)")
-    p.add_argument("--level", type=int, default=None, help="compression level for --codec (codec default)")
+    p.add_argument("--level", type=int, default=None, metavar="N", help="compression level for --codec (codec default)")
     p.add_argument("--group-uncompressed", action="store_true",
                    help="group runs of uncompressed v0/v1 messages into one v2 batch (up to --group-bytes)")
-    p.add_argument("--group-bytes", type=int, default=1024 * 1024, help="bytes per grouped batch (1 MiB)")
-    p.add_argument("--index-interval-bytes", type=int, default=None,
+    p.add_argument("--group-bytes", type=int, default=1024 * 1024, metavar="N", help="bytes per grouped batch (1 MiB)")
+    p.add_argument("--index-interval-bytes", type=int, default=None, metavar="N",
                    help="index.interval.bytes used to rebuild the offset/time indexes (default: each topic's "
                    "effective setting)")
     add_topics_argument(p, " (to convert or audit)")
@@ -62,14 +62,14 @@ def _run_audit(args: argparse.Namespace) -> int:
             out.write(json.dumps(a.to_dict()) + "\n")
     else:
         if rows:
-            out.write(f"{'partition':<32} {'segment':<26} {'size':>12} {'v0':>8} {'v1':>8} {'v2':>8} "
-                      f"{'legacy bytes':>14}\n")
-        for a in rows:
-            out.write(f"{a.partition:<32} {a.segment:<26} {a.size:>12} {a.v0_batches:>8} {a.v1_batches:>8} "
-                      f"{a.v2_batches:>8} {a.legacy_bytes:>14}\n")
+            render_table([{"partition": a.partition, "segment": a.segment, "size": a.size, "v0": a.v0_batches,
+                           "v1": a.v1_batches, "v2": a.v2_batches, "legacy": a.legacy_bytes} for a in rows],
+                         ["partition", "segment", "size", "v0", "v1", "v2", "legacy"], out,
+                         headers=["PARTITION", "SEGMENT", "SIZE", "V0 BATCHES", "V1 BATCHES", "V2 BATCHES",
+                                  "LEGACY SIZE"], formats={"size": human_size, "legacy": human_size})
         parts = len({a.partition for a in rows})
         out.write(f"{len(rows)} segments in {parts} partitions hold v0/v1 batches "
-                  f"({sum(a.legacy_bytes for a in rows)} bytes)\n")
+                  f"({human_size(sum(a.legacy_bytes for a in rows))})\n")
     return 0
 
 
@@ -83,12 +83,14 @@ def run(args: argparse.Namespace) -> int:
 
     def report(result) -> None:
         done = [r for rs in result.results.values() for r in rs if isinstance(r, SegmentResult)]
-        for r in done:
-            if args.json:
+        if args.json:
+            for r in done:
                 print(json.dumps(r.to_dict()))
-            else:
-                print(f"converted {r.partition}/{r.segment}: {r.batches_in} -> {r.batches_out} batches, "
-                      f"{r.bytes_in:,d} -> {r.bytes_out:,d} bytes")
+        elif done:
+            render_table([{"partition": r.partition, "segment": r.segment, "batchesIn": r.batches_in,
+                           "batchesOut": r.batches_out, "sizeIn": r.bytes_in, "sizeOut": r.bytes_out} for r in done],
+                         ["partition", "segment", "batchesIn", "batchesOut", "sizeIn", "sizeOut"], sys.stdout,
+                         formats={"sizeIn": human_size, "sizeOut": human_size})
         if not args.json:
             print(f"{len(done)} segment(s) converted ({sum(r.legacy_batches for r in done)} legacy batches)")
 

@@ -10,7 +10,7 @@ from typing import IO, Any
 
 from kafkalog.storage.describe import describe_paths
 
-from .output import JsonLines, render_table
+from .output import JsonLines, add_epoch_argument, human_size, render_table, time_format
 
 DESCRIPTION = """\
 Describe the partitions of Kafka data dirs (or single partition dirs) without a broker: the offline
@@ -43,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON Lines, one object per partition")
     parser.add_argument("--segments", action="store_true", help="human output: also one line per segment")
     parser.add_argument("--fast", action="store_true", help="skip the batch-header scan (no magics/codecs)")
+    add_epoch_argument(parser)
 
 
 COLUMNS = ["partition", "size", "segments", "logStartOffset", "logEndOffset", "recoveryPoint", "highWatermark",
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             ok &= "errors" not in d
             out.write(d)
     else:
-        ok = print_descriptions(descriptions, sys.stdout, segments=args.segments)
+        ok = print_descriptions(descriptions, sys.stdout, segments=args.segments, epoch=args.epoch)
     sys.stdout.flush()
     return 0 if ok else 1
 
@@ -84,8 +85,10 @@ def _row(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def print_descriptions(descriptions: Iterable[dict[str, Any]], stream: IO[str], *, segments: bool = False) -> bool:
-    """Human tables, one per data dir; returns False when some partition had errors."""
+def print_descriptions(descriptions: Iterable[dict[str, Any]], stream: IO[str], *, segments: bool = False,
+                       epoch: bool = False) -> bool:
+    """Human tables, one per data dir (sizes in KiB/MiB..., timestamps ISO-8601 UTC or, with ``epoch``, raw
+    epoch ms); returns False when some partition had errors."""
     ok = True
     by_dir: dict[str, list[dict[str, Any]]] = {}
     for d in descriptions:
@@ -94,8 +97,8 @@ def print_descriptions(descriptions: Iterable[dict[str, Any]], stream: IO[str], 
         if i:
             stream.write("\n")
         total = sum(p.get("size") or 0 for p in parts)
-        stream.write(f"Data dir {ddir}: {len(parts)} partitions, {total} bytes\n")
-        render_table([_row(p) for p in parts], COLUMNS, stream, headers=HEADERS)
+        stream.write(f"Data dir {ddir}: {len(parts)} partitions, {human_size(total)}\n")
+        render_table([_row(p) for p in parts], COLUMNS, stream, headers=HEADERS, formats={"size": human_size})
         for p in parts:
             for e in p.get("errors", ()):
                 ok = False
@@ -111,5 +114,6 @@ def print_descriptions(descriptions: Iterable[dict[str, Any]], stream: IO[str], 
                 render_table(segs, ["file", "size", "baseOffset", "nextOffset", "batches", "indexEntries",
                                     "timeIndexEntries", "txnIndexEntries", "maxTimestamp"], stream,
                              headers=["FILE", "SIZE", "BASE", "NEXT", "BATCHES", "INDEX", "TIMEINDEX", "TXNINDEX",
-                                      "MAX TIMESTAMP"])
+                                      "MAX TIMESTAMP"],
+                             formats={"size": human_size, "maxTimestamp": time_format(epoch)})
     return ok

@@ -7,6 +7,7 @@ import json
 import sys
 
 from kafkalog.storage.diff import LEVELS, diff_paths
+from kafkalog.tools.output import add_epoch_argument, human_time, render_table
 
 DESCRIPTION = """\
 Compare A and B (two data dirs, two partition dirs, or two .log files) and report what differs.
@@ -33,8 +34,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--level", choices=LEVELS, default="records", help="what to compare (default: records)")
     p.add_argument("--ignore", action="append", default=None, metavar="GLOB",
                    help="file pattern left out of --level bytes (repeatable; default: .lock)")
-    p.add_argument("--limit", type=int, default=20, help="one-sided batches/offset ranges listed per partition")
+    p.add_argument("--limit", type=int, default=20, metavar="N", help="one-sided batches/offset ranges listed per partition")
     p.add_argument("--json", action="store_true", help="JSON Lines: one object per difference, then a summary")
+    add_epoch_argument(p)
+
+
+def _side(rec: dict | None, epoch: bool) -> str | None:
+    """A differing record's fields for people: its timestamp ISO-8601 UTC (or epoch ms)."""
+    if not rec or "timestamp" not in rec:
+        return None
+    return f"timestamp {human_time(rec['timestamp'], epoch)}"
+
+
+def _row(d, epoch: bool) -> dict:
+    detail = d.detail
+    a, b = _side(d.a, epoch), _side(d.b, epoch)
+    if a and b and a != b:
+        detail += f" (A: {a}; B: {b})"
+    return {"kind": d.kind, "path": d.path, "detail": detail}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
             out.write(json.dumps(d.to_dict()) + "\n")
         out.write(json.dumps({"summary": res.summary()}) + "\n")
     else:
-        for d in res.differences:
-            out.write(f"{d.kind:<18} {d.path}: {d.detail}\n")
+        if res.differences:
+            render_table([_row(d, args.epoch) for d in res.differences], ["kind", "path", "detail"], out)
         what = f"{res.partitions_compared} partitions" if args.level != "bytes" else f"{res.files_compared} files"
         if res.equal:
             out.write(f"equal at the {args.level} level ({what} compared)\n")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import datetime
 
 from kafkalog.storage.engine.export import ExportFilter, export_bytes, export_jsonl, export_parquet
 from kafkalog.storage.offset_spec import parse_offset_specs
-from kafkalog.tools.output import add_topics_argument, progress
+from kafkalog.tools.output import add_topics_argument, human_size, progress
 
 DESCRIPTION = """\
 Export every record of the partitions under DIR (data dirs or partition dirs) with every field:
@@ -64,15 +65,15 @@ def _time(s: str | None) -> int | None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="DIR", help="data dir(s) or partition dir(s)")
     p.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl", help="output format (jsonl)")
-    p.add_argument("--out", required=True, help="output file (jsonl; - for stdout) or directory (parquet)")
+    p.add_argument("--out", required=True, metavar="PATH", help="output file (jsonl; - for stdout) or directory (parquet)")
     add_topics_argument(p)
     p.add_argument("-o", "--offset", dest="offset_specs", action="append", default=[], metavar="SPEC",
                    help="where to start and stop in each partition, rpk/kcat grammar (see above); may be given "
                         "twice (kcat's s@T and e@T)")
-    p.add_argument("--from-offset", type=int, default=None, help="first offset (inclusive)")
-    p.add_argument("--to-offset", type=int, default=None, help="end offset (exclusive)")
-    p.add_argument("--from-time", type=_time, default=None, help="first timestamp (inclusive), ms or ISO 8601")
-    p.add_argument("--to-time", type=_time, default=None, help="end timestamp (exclusive), ms or ISO 8601")
+    p.add_argument("--from-offset", type=int, default=None, metavar="OFFSET", help="first offset (inclusive)")
+    p.add_argument("--to-offset", type=int, default=None, metavar="OFFSET", help="end offset (exclusive)")
+    p.add_argument("--from-time", type=_time, default=None, metavar="TIME", help="first timestamp (inclusive), ms or ISO 8601")
+    p.add_argument("--to-time", type=_time, default=None, metavar="TIME", help="end timestamp (exclusive), ms or ISO 8601")
     p.add_argument("--no-control", action="store_true", help="leave control records (txn markers) out")
     p.add_argument("--read-committed", action="store_true",
                    help="what a consumer with isolation.level=read_committed reads: records of aborted "
@@ -81,7 +82,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--producer-id", type=int, action="append", default=None, metavar="ID",
                    help="only batches of this producer id (may be repeated)")
     p.add_argument("--transactional-only", action="store_true", help="only transactional batches")
-    p.add_argument("--row-group-rows", type=int, default=65536, help="Parquet rows per row group (65536)")
+    p.add_argument("--row-group-rows", type=int, default=65536, metavar="N", help="Parquet rows per row group (65536)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress bar on stderr (it is shown only when stderr is a terminal)")
@@ -105,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         stream.write(json.dumps({"summary": msg}) + "\n")
     else:
+        size = sum(os.path.getsize(f) for f in stats.files if os.path.isfile(f)) if args.out != "-" else 0
         stream.write(f"exported {stats.records} records ({stats.batches} batches) from {stats.partitions} "
-                     f"partitions to {args.out}\n")
+                     f"partitions to {args.out}" + (f" ({human_size(size)})" if size else "") + "\n")
     return 0

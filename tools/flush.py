@@ -18,10 +18,10 @@ marker is not written (exit 1): run `kafkalog repair` first. A dir already flush
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("data_dirs", nargs="+", metavar="DIR")
+    p.add_argument("data_dirs", nargs="+", metavar="DIR", help="data directories (entries of log.dirs)")
     add_plan_arguments(p)
     p.add_argument("--no-clean-shutdown-marker", action="store_true", help="do not write .kafka_cleanshutdown")
-    p.add_argument("--broker-epoch", type=int, help="brokerEpoch in the marker (default: kept, else -1)")
+    p.add_argument("--broker-epoch", type=int, metavar="N", help="brokerEpoch in the marker (default: kept, else -1)")
     p.add_argument("--now", type=int, metavar="MS", help="current time in epoch ms (producer expiration)")
 
 

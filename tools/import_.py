@@ -7,6 +7,7 @@ import json
 import sys
 
 from kafkalog.storage.engine.import_ import import_files, preview_import
+from kafkalog.tools.output import render_table
 
 DESCRIPTION = """\
 Read records exported by `kafkalog export` (JSON Lines, or Parquet files ending in .parquet; - is stdin) and
@@ -28,8 +29,8 @@ Examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", help="exported .jsonl/.parquet files (- for stdin)")
     p.add_argument("dir", metavar="DIR", help="destination data dir")
-    p.add_argument("--topic", default=None, help="import under another topic name")
-    p.add_argument("--topic-id", default=None, help="topic id for new partitions' partition.metadata")
+    p.add_argument("--topic", default=None, metavar="TOPIC", help="import under another topic name")
+    p.add_argument("--topic-id", default=None, metavar="ID", help="topic id for new partitions' partition.metadata")
     p.add_argument("--append", action="store_true", help="append to partitions that already hold data")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--dry-run", action="store_true",
@@ -45,8 +46,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps({"summary": stats.to_dict(), "dryRun": args.dry_run}) + "\n")
     else:
-        for name, leo in sorted(stats.partitions.items()):
-            sys.stdout.write(f"{name}: log end offset {would}{leo}\n")
+        if stats.partitions:
+            render_table([{"partition": name, "logEndOffset": leo} for name, leo in sorted(stats.partitions.items())],
+                         ["partition", "logEndOffset"], sys.stdout,
+                         headers=["PARTITION", f"LOG END OFFSET{' (WOULD BE)' if would else ''}"])
         sys.stdout.write(f"{'would import' if args.dry_run else 'imported'} {stats.records} records in "
                          f"{stats.batches} batches into {len(stats.partitions)} partitions of {args.dir}"
                          f"{' (dry run: nothing changed)' if args.dry_run else ''}\n")

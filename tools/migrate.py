@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate
+from kafkalog.tools.output import human_size, render_table
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -33,15 +34,15 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("source", metavar="SRC_PARTITION_OR_DIR", help="a partition dir or a data dir")
+    p.add_argument("source", metavar="SRC", help="a partition dir or a data dir")
     p.add_argument("dest", metavar="DEST_DIR", help="destination data dir (created if missing)")
-    p.add_argument("--topic", default=None, help="new topic name")
-    p.add_argument("--partition", type=int, default=None, help="new partition number (single partition)")
-    p.add_argument("--topic-id", default=None, help="destination topic id (22-char base64 Uuid)")
-    p.add_argument("--cluster-id", default=None, help="cluster id for a new meta.properties")
-    p.add_argument("--node-id", type=int, default=None, help="node id for a new meta.properties")
-    p.add_argument("--from-offset", type=int, default=None, help="new log start offset")
-    p.add_argument("--to-offset", type=int, default=None, help="copy only batches below this offset")
+    p.add_argument("--topic", default=None, metavar="TOPIC", help="new topic name")
+    p.add_argument("--partition", type=int, default=None, metavar="N", help="new partition number (single partition)")
+    p.add_argument("--topic-id", default=None, metavar="ID", help="destination topic id (22-char base64 Uuid)")
+    p.add_argument("--cluster-id", default=None, metavar="ID", help="cluster id for a new meta.properties")
+    p.add_argument("--node-id", type=int, default=None, metavar="ID", help="node id for a new meta.properties")
+    p.add_argument("--from-offset", type=int, default=None, metavar="OFFSET", help="new log start offset")
+    p.add_argument("--to-offset", type=int, default=None, metavar="OFFSET", help="copy only batches below this offset")
     p.add_argument("--overwrite", action="store_true", help="replace an existing partition in DEST_DIR")
     add_plan_arguments(p)
 
@@ -55,9 +56,12 @@ def run(args: argparse.Namespace) -> int:
     def report(_result) -> None:
         if args.json:
             return
-        for p in plan.partitions:
-            f = p.facts
-            print(f"copied {f['source']} -> {f['dest']}: {f['segments']} segments, {f['bytes']:,d} bytes, offsets "
-                  f"{f['logStartOffset']}..{f['logEndOffset']}, topic id {f['topicId']}")
+        rows = [{"source": f["source"], "dest": f["dest"], "segments": f["segments"], "size": f["bytes"],
+                 "offsets": f"{f['logStartOffset']}..{f['logEndOffset']}", "topicId": f["topicId"]}
+                for f in (p.facts for p in plan.partitions)]
+        if rows:
+            print("copied:")
+            render_table(rows, ["source", "dest", "segments", "size", "offsets", "topicId"],
+                         formats={"size": human_size})
 
     return run_plan(args, plan, on_applied=report)

@@ -5,7 +5,8 @@ progress bar on stderr.
 * :func:`render_bytes` renders a key/value/header as ``base64`` (default for JSON), ``utf8`` or ``hex``;
   ``None`` stays ``None``. In JSON, ``utf8`` is exact (undecodable bytes become ``\\udcNN`` escapes that
   ``append --payload utf8`` reverses); for people, undecodable bytes print as ``\\xNN``.
-* :func:`render_table` prints aligned columns for people.
+* :func:`render_table` is the one human table renderer (``rich``; colour only on a terminal, ``NO_COLOR``
+  respected); :func:`human_size` and :func:`human_time` render bytes and timestamps for people.
 * :func:`progress` is a context manager yielding an object with ``advance(n)``: a rich progress bar on stderr
   when stderr is a terminal (and not disabled), otherwise a no-op, so pipes and CI logs stay clean.
 """
@@ -88,19 +89,176 @@ class JsonLines:
             self.write(o)
 
 
-def render_table(rows: Sequence[dict], columns: Sequence[str], stream: IO[str] | None = None,
-                 headers: Sequence[str] | None = None) -> None:
-    """Print ``rows`` as aligned columns (``None`` prints as ``-``; numbers are right-aligned)."""
+#: ``--epoch``'s help, shared by every command that shows timestamps to people
+EPOCH_HELP = "human output: timestamps as raw epoch milliseconds instead of ISO-8601 UTC"
+_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+#: a non-terminal table is rendered this wide: no column is ever shrunk, truncated or wrapped
+_WIDE = 1 << 20
+#: cell values that get a colour on a terminal
+_VALUE_STYLES = {"error": "bold red", "ERROR": "bold red", "FAIL": "bold red", "FAILED": "bold red",
+                 "warning": "yellow", "WARNING": "yellow", "info": "cyan", "pass": "green", "PASS": "green",
+                 "OK": "green", "skip": "dim", "SKIP": "dim"}
+
+
+def human_size(n: int | float | None) -> str:
+    """Bytes for people: ``512 B``, ``1.4 KiB``, ``1.4 MiB``... (binary units, one decimal); ``None`` is ``-``."""
+    if n is None:
+        return "-"
+    if abs(n) < 1024:
+        return f"{int(n)} B"
+    v = float(n)
+    for unit in _UNITS:
+        v /= 1024
+        if abs(v) < 1024 or unit == _UNITS[-1]:
+            return f"{v:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def human_time(ms: int | None, epoch: bool = False) -> str:
+    """A Kafka timestamp (epoch ms) for people: ISO-8601 UTC with milliseconds (``2026-11-26T16:40:00.123Z``),
+    or the raw epoch ms with ``epoch``; ``None`` and ``-1`` (no timestamp) are ``-``."""
+    if ms is None or ms == -1:
+        return "-"
+    if epoch:
+        return str(ms)
+    import datetime as _dt
+
+    try:
+        t = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC) + _dt.timedelta(milliseconds=int(ms))
+    except (OverflowError, ValueError):
+        return str(ms)
+    return f"{t:%Y-%m-%dT%H:%M:%S}.{t.microsecond // 1000:03d}Z"
+
+
+def time_format(epoch: bool = False) -> Callable[[Any], str]:
+    """A ``formats`` entry of :func:`render_table` for a timestamp column (ISO-8601 UTC is left-aligned)."""
+    def fmt(ms: Any) -> str:
+        return human_time(ms, epoch)
+
+    fmt.justify = "right" if epoch else "left"  # type: ignore[attr-defined]
+    return fmt
+
+
+_BYTES = re.compile(r"(?<![\w.=])(\d{1,3}(?:,\d{3})+|\d+) bytes\b")
+_TIME_PAIR = re.compile(r"(?<![\w.])(-?\d{1,19}) \((\d{4}-\d\d-\d\dT[\d:.]+Z)\)")
+
+
+def humanize(text: str, *, epoch: bool = False, sizes: bool = True) -> str:
+    """A library message for people: ``N bytes`` as :func:`human_size` (with ``sizes``), and each
+    ``<epoch ms> (<ISO time>)`` pair as one :func:`human_time` (ISO-8601 UTC, or epoch ms with ``epoch``)."""
+    if sizes:
+        text = _BYTES.sub(lambda m: human_size(int(m.group(1).replace(",", ""))), text)
+    return _TIME_PAIR.sub(lambda m: human_time(int(m.group(1)), epoch), text)
+
+
+def auto_formats(columns: Iterable[str], epoch: bool = False) -> dict[str, Callable[[Any], str]]:
+    """``formats`` for :func:`render_table` guessed from column names (rows whose keys are not known in
+    advance, e.g. a Spark job's): ``size``/``*bytes*`` as sizes, ``*timestamp*`` as times; list values joined
+    with ``; ``."""
+    out: dict[str, Callable[[Any], str]] = {}
+    for c in columns:
+        low = c.lower()
+        if low == "size" or "bytes" in low:
+            out[c] = lambda v: human_size(v) if _is_number(v) else _cell(v)
+        elif "timestamp" in low:
+            out[c] = time_format(epoch)
+        else:
+            out[c] = _cell
+    return out
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (list, tuple)):
+        return "; ".join(_cell(x) for x in v) or "-"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_cell(x)}" for k, x in v.items()) or "-"
+    return str(v)
+
+
+def wants_color(stream: IO[str] | None = None) -> bool:
+    """Colour and styling for ``stream``: never with ``NO_COLOR`` (non-empty), always with ``FORCE_COLOR``
+    (non-empty), else only on a terminal that is not ``TERM=dumb``."""
+    import os
+
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    if os.environ.get("TERM") in ("dumb", "unknown"):
+        return False
+    isatty = getattr(stream if stream is not None else sys.stdout, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed stream
+        return False
+
+
+def console(stream: IO[str] | None = None, *, color: bool | None = None):
+    """The ``rich`` console every human table goes through: writes to ``stream`` (stdout by default), styled only
+    when :func:`wants_color` says so, never markup/highlighting, as wide as the content (a terminal wraps long
+    lines itself; a pipe gets every character)."""
+    from rich.console import Console
+
     out = stream if stream is not None else sys.stdout
-    titles = list(headers) if headers is not None else list(columns)
-    cells = [["-" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows]
-    widths = [max([len(t)] + [len(row[i]) for row in cells]) for i, t in enumerate(titles)]
-    numeric = [all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) or r.get(c) is None
-                   for r in rows) for c in columns]
-    out.write("  ".join(t.ljust(w) for t, w in zip(titles, widths, strict=True)).rstrip() + "\n")
-    for row in cells:
-        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(row, widths, numeric, strict=True)]
-        out.write("  ".join(parts).rstrip() + "\n")
+    color = wants_color(out) if color is None else color
+    return Console(file=out, width=_WIDE, color_system="standard" if color else None, force_terminal=color,
+                   no_color=not color, markup=False, highlight=False, emoji=False, soft_wrap=False,
+                   legacy_windows=False, _environ={})
+
+
+def header(column: str) -> str:
+    """A column's header, rpk style: ``logStartOffset`` -> ``LOG START OFFSET``."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", column).replace("_", " ").replace("-", " ").upper()
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def render_table(rows: Sequence[dict], columns: Sequence[str], stream: IO[str] | None = None,
+                 headers: Sequence[str] | None = None, *,
+                 formats: dict[str, Callable[[Any], str]] | None = None, color: bool | None = None) -> None:
+    """The one human table renderer (every command's tables go through it): ``rows`` as rpk-style columns
+    with UPPER-CASE headers, two spaces apart, no box. ``None`` prints as ``-``; a column whose values are all
+    numbers (or ``None``) is right-aligned; ``formats`` maps a column to the function that renders its values
+    (:func:`human_size`, :func:`human_time`). Colour (bold headers, red errors) only when
+    :func:`wants_color`; otherwise plain text without escapes, trailing spaces or wrapped/truncated cells,
+    safe for ``grep``/``awk``."""
+    from rich.table import Table
+    from rich.text import Text
+
+    out = stream if stream is not None else sys.stdout
+    color = wants_color(out) if color is None else color
+    formats = formats or {}
+    titles = [t.upper() for t in headers] if headers is not None else [header(c) for c in columns]
+    table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=False,
+                  header_style="bold" if color else None, expand=False, show_header=True)
+    for title, c in zip(titles, columns, strict=True):
+        right = all(_is_number(r.get(c)) or r.get(c) is None for r in rows) and any(
+            _is_number(r.get(c)) for r in rows)
+        justify = getattr(formats.get(c), "justify", "right" if right else "left")
+        table.add_column(title, justify=justify, no_wrap=True, overflow="crop")
+    for r in rows:
+        cells = []
+        for c in columns:
+            v = r.get(c)
+            text = formats[c](v) if c in formats else ("-" if v is None else str(v))
+            cells.append(Text(text, style=_VALUE_STYLES.get(text, "") if color else ""))
+        table.add_row(*cells)
+    con = console(out, color=color)
+    if color:
+        con.print(table)
+        return
+    with con.capture() as cap:
+        con.print(table)
+    out.write("".join(line.rstrip() + "\n" for line in cap.get().splitlines()))
+
+
+def render_kv(pairs: Sequence[tuple[str, Any]], stream: IO[str] | None = None) -> None:
+    """A two-column KEY VALUE table (e.g. a job's summary) through :func:`render_table`."""
+    render_table([{"key": k, "value": v} for k, v in pairs], ["key", "value"], stream)
 
 
 class _NoProgress:
@@ -164,6 +322,11 @@ def add_topics_argument(parser, what: str = "") -> None:
     parser.add_argument("--topics", type=topic_list, default=None, metavar="T1,T2",
                         help=f"only these topics{what} (comma-separated; default: all). A name with no partition "
                         "here is an error that lists the topics there are")
+
+
+def add_epoch_argument(parser) -> None:
+    """The common ``--epoch`` option (``args.epoch``): timestamps in human output as raw epoch ms."""
+    parser.add_argument("--epoch", action="store_true", help=EPOCH_HELP)
 
 
 def add_output_arguments(parser, *, payload: bool = False) -> None:

@@ -10,8 +10,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from kafkalog.storage.dirview import Truncate
 from kafkalog.storage.engine.plan import ApplyResult, Plan, apply
-from kafkalog.tools.output import positive_int, progress
+from kafkalog.tools.output import add_epoch_argument, human_size, humanize, positive_int, progress
 
 
 def add_plan_arguments(p: argparse.ArgumentParser, *, workers: bool = True) -> None:
@@ -23,6 +24,7 @@ def add_plan_arguments(p: argparse.ArgumentParser, *, workers: bool = True) -> N
                    "folder beside each data dir, created only when something changes)")
     p.add_argument("--no-backup", action="store_true", help="keep no originals")
     p.add_argument("--json", action="store_true", help="JSON Lines on stdout")
+    add_epoch_argument(p)
     if workers:
         p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                        help="partitions planned and applied N at a time in parallel processes (default: 1)")
@@ -33,7 +35,36 @@ def _settings_line(settings: list[dict]) -> str:
     return ", ".join(f"{s['name']}={s['value']} ({s['source']})" for s in settings if s["value"] is not None)
 
 
-def _op_lines(ops, base: str) -> list[str]:
+def _describe_op(op, epoch: bool = False) -> str:
+    """An operation for people: sizes in KiB/MiB..., timestamps ISO-8601 UTC (raw epoch ms with ``epoch``); the
+    reason's own numbers are left as they are."""
+    if isinstance(op, Truncate):
+        head = (f"truncate {op.path} from {human_size(op.old_size)} to {human_size(op.new_size)} "
+                f"({human_size(op.old_size - op.new_size)} removed)")
+    else:
+        text = op.describe()
+        head = text[:-len(op.why) - 2] if op.why and text.endswith(f": {op.why}") else text
+        if head is text:
+            return humanize(text, epoch=epoch)
+        head = humanize(head)
+    return f"{head}: {humanize(op.why, epoch=epoch, sizes=False)}"
+
+
+def _describe_loss(loss, epoch: bool = False) -> str:
+    """A :class:`Loss` for people (as ``Loss.describe`` with the size in KiB/MiB... and ISO-8601 UTC times)."""
+    what = []
+    if loss.records is not None:
+        what.append(f"{loss.records:,d} records")
+    if loss.first_offset is not None and loss.last_offset is not None:
+        what.append(f"offsets {loss.first_offset}..{loss.last_offset}")
+    elif loss.first_offset is not None:
+        what.append(f"from offset {loss.first_offset}")
+    what.append(human_size(loss.bytes))
+    where = f" in {Path(loss.file).name}" if loss.file else ""
+    return f"{', '.join(what)}{where}: {humanize(loss.reason, epoch=epoch, sizes=False)}"
+
+
+def _op_lines(ops, base: str, epoch: bool = False) -> list[str]:
     """One line per operation; consecutive operations of one kind and reason (the files of one segment) share a
     line."""
     lines: list[str] = []
@@ -44,19 +75,21 @@ def _op_lines(ops, base: str) -> list[str]:
                 "rename", "delete", "create"):
             j += 1
         if j - i == 1:
-            lines.append(ops[i].describe().replace(base + "/", ""))
+            lines.append(_describe_op(ops[i], epoch).replace(base + "/", ""))
         else:
             names = ", ".join(Path(op.path).name for op in ops[i:j])
             if ops[i].kind == "rename" and all(op.target == op.path + ".deleted" for op in ops[i:j]):
                 names += " to *.deleted"
-            lines.append(f"{ops[i].kind} {names}: {ops[i].why}")
+            lines.append(f"{ops[i].kind} {names}: {humanize(ops[i].why, epoch=epoch, sizes=False)}")
         i = j
     return lines
 
 
-def render_plan(plan: Plan, *, as_json: bool, dry_run: bool, verbose: bool = False, out=None) -> None:
+def render_plan(plan: Plan, *, as_json: bool, dry_run: bool, verbose: bool = False, out=None,
+                epoch: bool = False) -> None:
     """Print a plan: per partition that changes or loses data, its settings, operations, losses and notes; then
-    the data dirs' own operations and notes. Partitions without anything to say are counted, not listed."""
+    the data dirs' own operations and notes. Partitions without anything to say are counted, not listed. Sizes
+    print in KiB/MiB..., timestamps in ISO-8601 UTC (raw epoch ms with ``epoch``)."""
     out = out or sys.stdout
     if as_json:
         for d in plan.data_dirs:
@@ -80,23 +113,24 @@ def render_plan(plan: Plan, *, as_json: bool, dry_run: bool, verbose: bool = Fal
                 print(f"    ERROR: {p.error}", file=out)
             if p.settings and (p.ops or p.losses or verbose):
                 print(f"    settings: {_settings_line(p.settings)}", file=out)
-            for line in _op_lines(p.ops, p.dir):
+            for line in _op_lines(p.ops, p.dir, epoch):
                 print(f"    {line}", file=out)
             for loss in p.losses:
                 label = "LOSS" if loss.damage else "removes"
-                print(f"    {label}: {loss.describe()}", file=out)
+                print(f"    {label}: {_describe_loss(loss, epoch)}", file=out)
             for n in p.notes:
-                print(f"    note: {n}", file=out)
-        for line in _op_lines(d.ops, d.path):
+                print(f"    note: {humanize(n, epoch=epoch, sizes=False)}", file=out)
+        for line in _op_lines(d.ops, d.path, epoch):
             print(f"  {line}", file=out)
         for n in d.notes:
-            print(f"  note: {n}", file=out)
+            print(f"  note: {humanize(n, epoch=epoch, sizes=False)}", file=out)
         if quiet:
             print(f"  {quiet} other partition(s): nothing to do", file=out)
     s = plan.summary()
     removed, lost = s["recordsRemoved"], s["recordsLost"]
     print(f"{plan.operation}: {s['operations']} operation(s) on {s['partitionsChanged']} of {s['partitions']} "
           f"partition(s)" + (f", {removed:,d} record(s) removed" if removed else "")
+          + (f", {human_size(plan.bytes)} freed" if plan.bytes > 0 else "")
           + (f" ({lost:,d} lost to damage)" if lost else "")
           + (" (dry run: nothing changed)" if dry_run else ""), file=out)
 
@@ -118,7 +152,7 @@ def run_plan(args: argparse.Namespace, plan: Plan, *, progress_label: str | None
     """The CLI flow of a mutating command: print the plan; unless ``--dry-run``, apply it (lock, backup,
     operations) and print what was done. Exit 1 if the plan is invalid (nothing changed), else
     ``exit_code(plan)`` (default 0)."""
-    render_plan(plan, as_json=args.json, dry_run=args.dry_run)
+    render_plan(plan, as_json=args.json, dry_run=args.dry_run, epoch=getattr(args, "epoch", False))
     if plan.errors:
         print(f"kafkalog {plan.operation}: nothing was changed: {len(plan.errors)} partition(s) could not be "
               "planned (see ERROR above)", file=sys.stderr)

@@ -36,7 +36,7 @@ Example:  kafkalog retain /var/lib/kafka/data --now 1732200000000 --dry-run
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="data dir(s) or partition dir(s)")
     add_plan_arguments(p)
-    p.add_argument("--now", type=int, default=None, help="retention time in epoch ms (default: wall clock)")
+    p.add_argument("--now", type=int, default=None, metavar="MS", help="retention time in epoch ms (default: wall clock)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config override")
     p.add_argument("--topic-config", metavar="FILE", help="properties file of topic configs")
     p.add_argument("--server-properties", metavar="FILE", help="the broker's server.properties")

@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("job", choices=["verify", "export", "convert", "compact"], help="what to run")
     p.add_argument("paths", nargs="+", metavar="DIR", help="data dir(s) or partition dir(s) (export: also .log files, "
                    "s3:// URIs)")
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--master", default="local[*]", metavar="URL", help="Spark master (default local[*])")
     p.add_argument("--json", action="store_true", help="JSON Lines on stdout (one row per finding/result, then a "
                    "summary line)")
     g = p.add_argument_group("verify")
@@ -46,15 +46,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="data dirs belong to different brokers (a fleet): skip the cross-dir log.dirs rules "
                         "(same cluster id and node id) that apply to one broker's data dirs")
     g = p.add_argument_group("export")
-    g.add_argument("--out", help="output directory (export)")
+    g.add_argument("--out", metavar="PATH", help="output directory (export)")
     g.add_argument("--format", choices=["parquet", "json"], default="parquet", help="export format")
-    g.add_argument("--topics", help="comma-separated topics or glob patterns")
+    g.add_argument("--topics", metavar="T1,T2", help="comma-separated topics or glob patterns")
     g.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="data source read option (level=batch, startingOffset=..., s3.endpoint=...)")
     g.add_argument("--overwrite", action="store_true", help="replace an existing export output")
     g = p.add_argument_group("convert / compact")
     g.add_argument("--codec", choices=["none", "gzip", "snappy", "lz4", "zstd"], help="convert: target codec")
-    g.add_argument("--now", type=int, help="compact: cleaning time in epoch ms (default: wall clock)")
+    g.add_argument("--now", type=int, metavar="MS", help="compact: cleaning time in epoch ms (default: wall clock)")
     g.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="compact: topic config")
     g.add_argument("--server-properties", metavar="FILE", help="compact: the broker's server.properties")
     g.add_argument("--topic-config", metavar="FILE", help="compact: properties file of topic configs")
@@ -147,12 +147,20 @@ def _render(report, as_json: bool) -> None:
             out.write(json.dumps(r, default=str) + "\n")
         out.write(json.dumps({"summary": report.summary, "job": report.job}, default=str) + "\n")
         return
-    for r in report.rows:
-        if report.job == "verify":
-            where = r["file"] if r.get("position") is None else f"{r['file']}@{r['position']}"
-            out.write(f"{r['severity']:8s} {where}: [{r['kind']}] {r['message']}\n")
-        elif r.get("error"):
-            out.write(f"error    {r.get('segment') or r.get('partition')}: {r['error']}\n")
-        else:
-            out.write(" ".join(f"{k}={v}" for k, v in r.items()) + "\n")
-    out.write(f"{report.job}: " + ", ".join(f"{k} {v}" for k, v in report.summary.items()) + "\n")
+    from kafkalog.tools.output import auto_formats, human_size, render_table
+
+    if report.job == "verify":
+        rows = [{"severity": r.get("severity"), "kind": r.get("kind"), "file": r.get("file"),
+                 "position": r.get("position"), "message": r.get("message")} for r in report.rows]
+        if rows:
+            render_table(rows, ["severity", "kind", "file", "position", "message"], out)
+    elif report.rows:
+        columns: list[str] = []
+        for r in report.rows:
+            columns += [k for k in r if k not in columns]
+        render_table(report.rows, columns, out, formats=auto_formats(columns))
+
+    def value(k: str, v) -> str:
+        return human_size(v) if ("bytes" in k.lower() and isinstance(v, int) and not isinstance(v, bool)) else str(v)
+
+    out.write(f"{report.job}: " + ", ".join(f"{k} {value(k, v)}" for k, v in report.summary.items()) + "\n")

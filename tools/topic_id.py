@@ -10,7 +10,7 @@ from kafkalog.storage.engine.migrate import new_topic_id, plan_topic_id
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
 from kafkalog.storage.log import parse_topic_partition_name
 from kafkalog.storage.logdir import resolve_partition_dirs
-from kafkalog.tools.output import add_topics_argument
+from kafkalog.tools.output import add_topics_argument, render_table
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -44,9 +44,15 @@ def run(args: argparse.Namespace) -> int:
         new = new_topic_id() if args.set == "random" else args.set
         return run_plan(args, plan_topic_id(pdirs, new))
     out = sys.stdout
+    rows = []
     for p in pdirs:
         f = p / PARTITION_METADATA_FILE
         tid = read_partition_metadata(f).topic_id if f.exists() and f.stat().st_size else None
         row = {"partition": p.name, "topicId": tid}
-        out.write(json.dumps(row) + "\n" if args.json else f"{p.name:<40} {tid or '-'}\n")
+        if args.json:
+            out.write(json.dumps(row) + "\n")
+        else:
+            rows.append(row)
+    if not args.json:
+        render_table(rows, ["partition", "topicId"], out, headers=["PARTITION", "TOPIC ID"])
     return 0

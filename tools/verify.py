@@ -11,7 +11,7 @@ from typing import IO
 from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.verify import VerifyReport, verify_paths
 
-from .output import JsonLines, positive_int, progress, render_table
+from .output import JsonLines, human_size, positive_int, progress, render_table
 
 DESCRIPTION = """\
 Check Kafka log directories without a broker: every partition of every data dir, in parallel.
@@ -100,12 +100,11 @@ def print_findings(findings: list[Finding], stream: IO[str]) -> None:
 
 def summary_line(report: VerifyReport) -> str:
     s = report.stats
-    mb = s.bytes / 1e6
-    rate = mb / report.seconds if report.seconds > 0 else 0.0
+    rate = s.bytes / report.seconds if report.seconds > 0 else 0.0
     infos = sum(1 for f in report.findings if f.severity == "info")
     what = [f"{s.partitions} partitions" if s.partitions or not s.files else None,
             f"{s.files} files" if s.files else None]
     verdict = "OK" if report.ok else "FAILED"
-    return (f"{verdict}: {', '.join(w for w in what if w)}, {s.segments} segments, {mb:.1f} MB in "
-            f"{report.seconds:.2f} s ({rate:.0f} MB/s); {report.errors} errors, {report.warnings} warnings, "
+    return (f"{verdict}: {', '.join(w for w in what if w)}, {s.segments} segments, {human_size(s.bytes)} in "
+            f"{report.seconds:.2f} s ({human_size(rate)}/s); {report.errors} errors, {report.warnings} warnings, "
             f"{infos} info")

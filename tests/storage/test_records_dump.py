@@ -208,7 +208,7 @@ def test_output_helpers():
     assert s.getvalue() == '{"k":"AQ==","t":[1,2]}\n{"u":"é"}\n'
     s = io.StringIO()
     render_table([{"name": "a", "n": 5}, {"name": "bbb", "n": None}], ["name", "n"], s)
-    assert s.getvalue().splitlines() == ["name  n", "a     5", "bbb   -"]
+    assert s.getvalue().splitlines() == ["NAME  N", "a     5", "bbb   -"]  # rpk-style UPPER-CASE headers
     with progress(10, "x", enabled=False) as bar:  # not a TTY: a no-op
         bar.advance(3)
     with progress(10, "x", enabled=True) as bar:  # rich on stderr

@@ -294,3 +294,57 @@ def test_conformance_result_json():
     validator("conformanceResult").validate(obj)
     assert obj["stats"] == {"filesCompared": 12, "recordsConsumed": 3, "records": 5}
     assert all(CAMEL.match(k) for _, k in _keys(obj))
+
+
+class _StandInSpark:
+    """Just enough of a SparkSession for :mod:`kafkalog.tools.spark.jobs`' per-partition tasks, run in-process (the
+    JSON the jobs print does not depend on where the tasks ran; tests/spark runs them on a real Spark)."""
+
+    class _RDD:
+        def __init__(self, items):
+            self.items = list(items)
+
+        def flatMap(self, fn):  # noqa: N802 - Spark's name
+            return type(self)(y for x in self.items for y in fn(x))
+
+        def collect(self):
+            return self.items
+
+    class _Context:
+        defaultParallelism = 1  # noqa: N815 - Spark's name
+
+        def parallelize(self, items, n):
+            return _StandInSpark._RDD(items)
+
+    sparkContext = _Context()  # noqa: N815 - Spark's name
+
+
+def test_spark_jobs_json(tmp_path: Path):
+    from kafkalog.tools.spark import jobs
+    from kafkalog.tools.spark_cli import _render
+
+    spark = _StandInSpark()
+    d = tmp_path / "d"
+    damaged_copy("kafka-4.3.1-kraft", d)
+    v1 = tmp_path / "v1"
+    shutil.copytree(FIXTURES / "kafka-3.9.2-zk-v1" / "data", v1)
+    c = tmp_path / "c"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", c)
+    roll_active(c)
+    reports = [("finding", jobs.verify(spark, [str(d)], deep=True)),
+               ("sparkPlanRow", jobs.convert(spark, [str(v1)], dry_run=True)),
+               ("convertResult", jobs.convert(spark, [str(v1)], backup=False)),
+               ("sparkPlanRow", jobs.compact(spark, [str(c)], now=int(NOW), dry_run=True, force=True)),
+               ("sparkPlanRow", jobs.compact(spark, [str(c)], now=int(NOW), force=True, backup=False))]
+    for row_type, report in reports:
+        assert report.rows, report.job
+        report.summary["seconds"] = 0.5
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            _render(report, True)
+        *rows, summary = [json.loads(x) for x in out.getvalue().splitlines()]
+        for r in rows:
+            validator(row_type).validate(r)
+        validator("sparkSummary").validate(summary)
+        assert not [p for obj in [*rows, summary] for p, k in _keys(obj) if not CAMEL.match(k)]
+    assert any(r.get("bytesReclaimed") for r in reports[-1][1].rows)

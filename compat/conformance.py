@@ -110,7 +110,8 @@ class ScenarioResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "kafkaVersion": self.version, "mode": self.mode,
-                "status": self.status, "passed": self.passed, "compared": self.compared, "stats": self.stats,
+                "status": self.status, "passed": self.passed, "compared": self.compared,
+                "stats": {_camel(k): v for k, v in self.stats.items()},
                 "seconds": round(self.seconds, 1), "problems": self.problems, "error": self.error,
                 "skipped": self.skipped}
 
@@ -134,6 +135,12 @@ class Check:
             return True
         self.fail(f"{what}: {describe_difference(got, want)}")
         return False
+
+
+def _camel(name: str) -> str:
+    """A counter's name (``records consumed``) as a JSON key (``recordsConsumed``)."""
+    first, *rest = name.replace("-", " ").replace("_", " ").split()
+    return first + "".join(w[:1].upper() + w[1:] for w in rest)
 
 
 def _short(obj: Any, limit: int = 240) -> str:

@@ -63,11 +63,14 @@ class DiffResult:
         return not self.differences
 
     def summary(self) -> dict:
+        """JSON (``diff --json``): ``differences`` counts them per kind, as a list of ``{kind, count}`` (a kind such
+        as ``only-in-a`` is a value, never a key)."""
         kinds: dict[str, int] = {}
         for d in self.differences:
             kinds[d.kind] = kinds.get(d.kind, 0) + 1
         return {"a": self.a, "b": self.b, "level": self.level, "equal": self.equal,
-                "partitions": self.partitions_compared, "files": self.files_compared, "differences": kinds}
+                "partitions": self.partitions_compared, "files": self.files_compared,
+                "differences": [{"kind": k, "count": n} for k, n in kinds.items()]}
 
 
 # ---------------------------------------------------------------------------------------- streaming

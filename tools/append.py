@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 
@@ -20,7 +21,7 @@ DESCRIPTION = """\
 Each input line is either a batch object as printed by `kafkalog dump --json --deep` (its "records" array
 becomes one batch; codec, producerId/Epoch, baseSequence, isTransactional, isControl kept) or a single record
 {"key":..., "value":..., "timestamp":..., "headers":[...]} (one batch per line). key/value are base64 (null
-for null) unless --payload utf8.
+for null) unless --payload utf8. Keys are camelCase, as dump prints them: another key (producer_id) is an error.
 
 By default offsets are assigned from the log end offset (leader append: partition leader epoch stamped,
 LogAppendTime applied when the topic says so, re-compression per compression.type); --keep-offsets appends as
@@ -58,8 +59,26 @@ def _int_field(v, field: str) -> int:
     return v
 
 
+_CAMEL = re.compile(r"[a-z][a-zA-Z0-9]*")
+
+
+def _camel_keys(obj, where: str = "") -> None:
+    """Keys are camelCase, as `dump --json` prints them (docs/json.md): a ``producer_id`` is refused, not ignored."""
+    for k in obj if isinstance(obj, dict) else ():
+        if not (isinstance(k, str) and _CAMEL.fullmatch(k)):
+            camel = re.sub(r"[_-]+([a-zA-Z0-9])", lambda m: m.group(1).upper(), str(k))
+            raise ValueError(f"{where}key {k!r} is not camelCase (the keys are as `kafkalog dump --json` prints "
+                             f"them: {camel[:1].lower() + camel[1:]!r})")
+
+
 def batch_from_json(obj: dict, payload: str = "base64") -> bytes:
     """One v2 batch from a `dump --json --deep` batch object or a single-record object."""
+    _camel_keys(obj)
+    batch = isinstance(obj, dict) and isinstance(obj.get("records"), list)
+    for i, r in enumerate(obj["records"] if batch else [obj]):
+        _camel_keys(r, f"records[{i}]: " if batch else "")
+        for j, h in enumerate(r.get("headers") or () if isinstance(r, dict) else ()):
+            _camel_keys(h, f"{f'records[{i}].' if batch else ''}headers[{j}]: ")
     recs_in = obj.get("records")
     if recs_in is None:
         recs_in, obj = [obj], {}

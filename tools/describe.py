@@ -30,7 +30,7 @@ codecs found in the batch headers. "-" means unknown or absent.
 segments (a list of {baseOffset, file, size, indexEntries, timeIndexEntries, txnIndexEntries,
 maxTimestamp, batches, nextOffset}), logStartOffset, logEndOffset, recoveryPoint, highWatermark,
 cleanPoint, leaderEpochs ([[epoch, startOffset], ...]), topicId, producerSnapshots, leftovers, magics,
-codecs, and errors when a file could not be read.
+codecs, and errors when a file could not be read (JSON Schemas of every --json output: docs/json.md).
 
 --fast skips the batch-header scan (no magics, codecs, per-segment batch counts): it then only
 reads indexes, checkpoints and the tail of the last segment.

@@ -35,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ignore", action="append", default=None, metavar="GLOB",
                    help="file pattern left out of --level bytes (repeatable; default: .lock)")
     p.add_argument("--limit", type=int, default=20, metavar="N", help="one-sided batches/offset ranges listed per partition")
-    p.add_argument("--json", action="store_true", help="JSON Lines: one object per difference, then a summary")
+    p.add_argument("--json", action="store_true", help="JSON Lines: one object per difference, then a summary "
+                   "(differences counted per kind: [{kind, count}])")
     add_epoch_argument(p)
 
 

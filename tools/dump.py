@@ -41,7 +41,8 @@ JSON keys per batch: file, baseOffset, lastOffset, count, position, size, magic,
 timestampType, maxTimestamp, producerId, producerEpoch, baseSequence, lastSequence, partitionLeaderEpoch,
 isTransactional, isControl, deleteHorizonMs; with --deep a "records" array of {offset, timestamp, key,
 value, headers, ...}; control records add controlType (COMMIT, ABORT, ...) and coordinatorEpoch. Objects
-with an "event" key report what is not a batch ("invalidBytes", "corrupt", "error").
+with an "event" key report what is not a batch ("invalidBytes", "corrupt", "error"). Every record type
+and its JSON Schema: docs/json.md.
 
 Exit codes: 0 everything valid, 1 something corrupt or unreadable, 2 usage error."""
 

@@ -23,7 +23,9 @@ def add_plan_arguments(p: argparse.ArgumentParser, *, workers: bool = True) -> N
                    help="keep the originals of changed and deleted files under DIR/<data dir name> (default: a new "
                    "folder beside each data dir, created only when something changes)")
     p.add_argument("--no-backup", action="store_true", help="keep no originals")
-    p.add_argument("--json", action="store_true", help="JSON Lines on stdout")
+    p.add_argument("--json", action="store_true",
+                   help="JSON Lines on stdout: the plan (one object per partition that changes, one per data dir), its "
+                   "summary, then what was applied (camelCase keys; schemas in docs/json.md)")
     add_epoch_argument(p)
     if workers:
         p.add_argument("--workers", type=positive_int, default=None, metavar="N",

@@ -33,7 +33,8 @@ decodes (and decompresses) every record and checks it against its batch header.
 Findings have a severity: error (Kafka would truncate, rebuild or refuse something; data may be
 lost), warning (unusual, Kafka copes), info (worth knowing; shown with --info). The human output is a
 table and a summary line; --json prints one object per finding with the keys file, position, kind,
-severity and message (position: byte offset in the file, or null), then nothing else on stdout.
+severity and message (position: byte offset in the file, or null), then nothing else on stdout
+(docs/json.md has the JSON Schema of every command's --json output).
 
 Nothing is written: verify only reads (it is safe on a running broker's dir, whose files may change).
 

@@ -40,7 +40,10 @@ class ImportStats:
     records: int = 0
 
     def to_dict(self) -> dict:
-        return {"partitions": dict(self.partitions), "batches": self.batches, "records": self.records}
+        """JSON (``import --json``): ``partitions`` is a list of ``{partition, logEndOffset}`` (a partition dir
+        name is data, not a key)."""
+        return {"partitions": [{"partition": name, "logEndOffset": leo} for name, leo in sorted(self.partitions.items())],
+                "batches": self.batches, "records": self.records}
 
 
 REQUIRED = ("topic", "partition", "offset", "timestamp", "key", "value")

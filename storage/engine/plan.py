@@ -114,11 +114,13 @@ class PartitionPlan:
             self.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or self.dir}: {e.strerror or e}"
 
     def to_dict(self) -> dict:
-        return {"dataDir": self.data_dir, "partition": self.name, "topic": self.topic,
-                "partitionId": self.partition, "operations": [op.to_dict() for op in self.ops],
-                "losses": [loss.to_dict() for loss in self.losses], "notes": list(self.notes),
-                "settings": list(self.settings), **({"error": self.error} if self.error else {}),
-                **self.facts}
+        """JSON (docs/schemas/planPartition.schema.json): the fixed keys, then the engine's ``facts`` (which never
+        replace a fixed key: ``partition`` is always the dir name, ``partitionId`` its number)."""
+        d = {"dataDir": self.data_dir, "partition": self.name, "topic": self.topic,
+             "partitionId": self.partition, "operations": [op.to_dict() for op in self.ops],
+             "losses": [loss.to_dict() for loss in self.losses], "notes": list(self.notes),
+             "settings": list(self.settings), **({"error": self.error} if self.error else {})}
+        return d | {k: v for k, v in self.facts.items() if k not in d}
 
 
 @dataclass

@@ -222,7 +222,8 @@ class ReplaceSegments(Op):
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "sources": list(self.sources),
-                "new": [{"baseOffset": s.base_offset, "files": {k: v for k, v in s.files.items()}} for s in self.new],
+                "new": [{"baseOffset": s.base_offset, "files": {k.lstrip("."): v for k, v in s.files.items()}}
+                        for s in self.new],
                 "bytesBefore": self.source_bytes}
 
     def describe(self) -> str:

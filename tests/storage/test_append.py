@@ -99,3 +99,23 @@ def test_cli_append_hostile_json_is_one_line(tmp_path, capsys):
     assert cli.main(["append", str(data), "t-0", "--from", str(src), "--now", str(NOW)]) == 1
     err = capsys.readouterr().err
     assert "line 1: not JSON (JSON nested too deeply)" in err and "Traceback" not in err
+
+
+def test_cli_append_refuses_keys_that_are_not_camel_case(tmp_path, capsys):
+    """The keys are as `dump --json` prints them (docs/json.md): a snake_case key is an error naming the right
+    one, not a field silently left at its default."""
+    data = tmp_path / "data"
+    data.mkdir()
+    src = tmp_path / "in.jsonl"
+    for line, want in [({"producer_id": 7, "records": [{"timestamp": NOW, "key": None, "value": _b64(b"a")}]},
+                        "line 1: key 'producer_id' is not camelCase (the keys are as `kafkalog dump --json` prints "
+                        "them: 'producerId')"),
+                       ({"records": [{"timestamp": NOW, "key_size": 1, "key": None, "value": None}]},
+                        "line 1: records[0]: key 'key_size' is not camelCase"),
+                       ({"timestamp": NOW, "key": None, "value": None, "headers": [{"key": "h", "Value": None}]},
+                        "line 1: headers[0]: key 'Value' is not camelCase")]:
+        src.write_text(json.dumps(line) + "\n")
+        assert cli.main(["append", str(data), "t-0", "--from", str(src), "--now", str(NOW)]) == 1
+        err = capsys.readouterr().err
+        assert want in err and "Traceback" not in err
+    assert sorted(p.name for p in data.iterdir()) in ([], [".lock"])

@@ -51,9 +51,9 @@ def test_cli_every_scenario_passes_on_kafka_4(kafka_libs, tmp_path: Path):
         assert r["problems"] == [] and r["error"] is None
     stats = {r["scenario"]: r["stats"] for r in rows}
     assert stats["kafka-writes-kafkalog-reads"]["records"] == 302
-    assert stats["kafka-writes-kafkalog-reads"]["control batches"] == 4
-    assert stats["index-rebuild"]["segments compared"] >= 6
-    assert stats["recovery"]["files compared"] > 20
+    assert stats["kafka-writes-kafkalog-reads"]["controlBatches"] == 4
+    assert stats["index-rebuild"]["segmentsCompared"] >= 6
+    assert stats["recovery"]["filesCompared"] > 20
 
 
 @pytest.mark.kafka

@@ -148,9 +148,9 @@ def test_conformance_table_on_the_container_backend(image: str, tmp_path: Path) 
     stats = {r["scenario"]: r["stats"] for r in rows}
     # the same numbers test_conformance.py asserts for the JVM backend
     assert stats["kafka-writes-kafkalog-reads"]["records"] == 302
-    assert stats["kafka-writes-kafkalog-reads"]["control batches"] == 4
-    assert stats["index-rebuild"]["segments compared"] >= 6
-    assert stats["recovery"]["files compared"] > 20
+    assert stats["kafka-writes-kafkalog-reads"]["controlBatches"] == 4
+    assert stats["index-rebuild"]["segmentsCompared"] >= 6
+    assert stats["recovery"]["filesCompared"] > 20
 
 
 def test_usage_errors(tmp_path: Path) -> None:

@@ -27,8 +27,7 @@ from typing import Any
 
 from .errors import ConfigError, LogDirError
 from .files._io import mapped
-from .files.names import segment_log_files
-from .files.names import offset_from_file_name
+from .files.names import offset_from_file_name, segment_log_files
 from .log import PartitionLog
 from .logdir import is_partition_dir, resolve_partition_dirs
 from .offset_spec import OffsetSpec

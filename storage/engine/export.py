@@ -29,8 +29,8 @@ from ..logdir import live_partition_name, resolve_partition_dirs
 from ..offset_spec import OffsetSpec
 from ..records.batch import RECORD_CHUNK, increment_sequence
 from ..records.columns import RECORD_COLUMNS, RecordColumns
-from ..records.control import control_type_name, parse_control_key
 from ..records.columns import arrow_schema as records_arrow_schema
+from ..records.control import control_type_name, parse_control_key
 
 EXPORT_COLUMNS = RECORD_COLUMNS  # the record schema of the Spark data source, defined once
 COLUMN_NAMES = [n for n, _ in EXPORT_COLUMNS]

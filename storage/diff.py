@@ -98,9 +98,8 @@ Window = tuple[int, int]  # offsets [lo, hi)
 
 
 def offset_window(partition_dir: str | os.PathLike, spec: OffsetSpec) -> Window:
-    """``[lo, hi)`` of ``spec`` in one partition (:meth:`OffsetSpec.resolve_in`)."""
-    with PartitionLog(Path(partition_dir)) as plog:
-        return spec.resolve_in(plog)
+    """``[lo, hi)`` of ``spec`` in one partition (:meth:`OffsetSpec.resolve_in_dir`)."""
+    return spec.resolve_in_dir(partition_dir)
 
 
 def _segments_in(partition_dir: str | os.PathLike, window: Window | None) -> list[tuple[Path, int]]:

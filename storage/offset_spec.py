@@ -74,6 +74,15 @@ class OffsetSpec:
 
         return self.resolve(plog.log_start_offset, plog.log_end_offset, offset_for_time)
 
+    def resolve_in_dir(self, partition_dir) -> tuple[int, int]:
+        """:meth:`resolve_in` for the partition in ``partition_dir`` (opened read-only for the time it takes)."""
+        from pathlib import Path
+
+        from .log import PartitionLog
+
+        with PartitionLog(Path(partition_dir)) as plog:
+            return self.resolve_in(plog)
+
     def combine(self, other: OffsetSpec) -> OffsetSpec:
         """Two specs given together (kcat's ``-o s@t1 -o e@t2``): the later start and the earlier end."""
         start = other.start if self.start.kind == "start" else self.start

@@ -10,6 +10,11 @@ Three levels:
 
 Other engines' differential tests use :func:`diff_paths` (``result.equal``, ``result.differences``).
 Memory is bounded by one batch per side: segments are mmapped and compared as they stream.
+
+An offset spec (``offset_spec``, rpk's and kcat's grammar, :mod:`kafkalog.storage.offset_spec`) narrows the
+batches and records levels to a range of each partition: it is resolved on each side (log start and end
+offsets, time indexes) and the union of the two ranges is compared, so that a record in either side's range
+is never left out; reading starts at the batch the offset index points to.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import LogDirError
+from .errors import ConfigError, LogDirError
 from .files._io import mapped
-from .files.names import segment_log_files
+from .files.names import offset_from_file_name, segment_log_files
+from .log import PartitionLog
 from .logdir import is_partition_dir, resolve_partition_dirs
+from .offset_spec import OffsetSpec
 from .records import iter_batches
 
 LEVELS = ("bytes", "batches", "records")
@@ -90,29 +97,99 @@ class BatchInfo:
                 "lastOffset": self.last_offset, "magic": self.magic, "size": len(self.data)}
 
 
-def iter_partition_batches(partition_dir: str | os.PathLike) -> Iterator[BatchInfo]:
-    """Every complete batch of every segment (copied out of the mmap, so nothing outlives it)."""
-    for seg in segment_log_files(partition_dir):
+Window = tuple[int, int]  # offsets [lo, hi)
+
+
+def offset_window(partition_dir: str | os.PathLike, spec: OffsetSpec) -> Window:
+    """``[lo, hi)`` of ``spec`` in one partition (:meth:`OffsetSpec.resolve_in_dir`)."""
+    return spec.resolve_in_dir(partition_dir)
+
+
+def _segments_in(partition_dir: str | os.PathLike, window: Window | None) -> list[tuple[Path, int]]:
+    """``(.log file, start position)`` of the segments to read: every one from 0, or, for ``[lo, hi)``, from the
+    batch the broker would read ``lo`` at (floor segment, offset index) until the segment starting at ``hi``."""
+    segs = segment_log_files(partition_dir)
+    if window is None:
+        return [(s, 0) for s in segs]
+    lo, hi = window
+    if lo >= hi:
+        return []
+    with PartitionLog(Path(partition_dir)) as plog:
+        found = plog.lookup(lo)
+        if found is None:
+            return []
+        first, pos = found[0].path.name, found[1].position
+    out: list[tuple[Path, int]] = []
+    for s in segs:
+        if out:
+            if offset_from_file_name(s.name) >= hi:
+                break
+            out.append((s, 0))
+        elif s.name == first:
+            out.append((s, pos))
+    return out
+
+
+def _in_window(b, window: Window | None) -> int:
+    """-1 before the window, 0 in it, 1 past it (a v2 batch starting at or after its end; a v0/v1 entry holds
+    its last offset only, so it is read, and the reading stops after the entry that reaches the end)."""
+    if window is None:
+        return 0
+    if b.last_offset < window[0]:
+        return -1
+    if b.magic >= 2 and b.base_offset >= window[1]:
+        return 1
+    return 0
+
+
+def _last_in(b, window: Window | None) -> bool:
+    """No later batch holds an offset in ``window`` (offsets only grow)."""
+    return window is not None and b.last_offset >= window[1] - 1
+
+
+def iter_partition_batches(partition_dir: str | os.PathLike, window: Window | None = None) -> Iterator[BatchInfo]:
+    """Every complete batch of every segment (copied out of the mmap, so nothing outlives it); with ``window``
+    only the batches holding offsets in ``[lo, hi)``."""
+    for seg, start in _segments_in(partition_dir, window):
         with mapped(seg) as mm:
-            for b in iter_batches(mm, path=str(seg)):
+            for b in iter_batches(mm, start, path=str(seg)):
+                where = _in_window(b, window)
+                if where:
+                    if where > 0:
+                        return
+                    continue
                 info = BatchInfo(seg.name, b.position, b.base_offset, b.last_offset, b.magic, bytes(b.buf))
+                last = _last_in(b, window)
                 del b
                 yield info
+                if last:
+                    return
 
 
 RecordKey = tuple  # (offset, timestamp, key, value, headers, segment, position)
 
 
-def iter_partition_records(partition_dir: str | os.PathLike) -> Iterator[tuple]:
-    """``(offset, timestamp, key, value, headers, segment, position)`` for every record (control records too)."""
-    for seg in segment_log_files(partition_dir):
+def iter_partition_records(partition_dir: str | os.PathLike, window: Window | None = None) -> Iterator[tuple]:
+    """``(offset, timestamp, key, value, headers, segment, position)`` for every record (control records too);
+    with ``window`` only the records with offsets in ``[lo, hi)``."""
+    lo, hi = window if window is not None else (-1, 1 << 63)
+    for seg, start in _segments_in(partition_dir, window):
         with mapped(seg) as mm:
-            for b in iter_batches(mm, path=str(seg)):
+            for b in iter_batches(mm, start, path=str(seg)):
+                where = _in_window(b, window)
+                if where:
+                    if where > 0:
+                        return
+                    continue
                 pos = b.position
-                recs = [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in b.records()]
+                recs = [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in b.records()
+                        if lo <= r.offset < hi]
+                last = _last_in(b, window)
                 del b
                 for r in recs:
                     yield (*r, seg.name, pos)
+                if last:
+                    return
 
 
 # ------------------------------------------------------------------------------------------- compare
@@ -191,8 +268,22 @@ def _batch_field_differences(x: BatchInfo, y: BatchInfo) -> list[str]:
     return ["message"]
 
 
-def _diff_batches(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int) -> None:
-    ia, ib = iter_partition_batches(pa), iter_partition_batches(pb)
+def _window(pa: Path, pb: Path, spec: OffsetSpec | None) -> Window | None:
+    """The union of ``spec``'s ranges in A and in B (None: everything)."""
+    if spec is None:
+        return None
+    (la, ha), (lb, hb) = offset_window(pa, spec), offset_window(pb, spec)
+    if la >= ha:
+        return lb, hb
+    if lb >= hb:
+        return la, ha
+    return min(la, lb), max(ha, hb)
+
+
+def _diff_batches(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int,
+                  spec: OffsetSpec | None = None) -> None:
+    window = _window(pa, pb, spec)
+    ia, ib = iter_partition_batches(pa, window), iter_partition_batches(pb, window)
     x, y = next(ia, None), next(ib, None)
     reported_batch = False
     only = {"a": 0, "b": 0}
@@ -270,8 +361,10 @@ def _record_dict(t: tuple) -> dict:
             "segment": t[5], "position": t[6]}
 
 
-def _diff_records(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int) -> None:
-    ia, ib = iter_partition_records(pa), iter_partition_records(pb)
+def _diff_records(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int,
+                  spec: OffsetSpec | None = None) -> None:
+    window = _window(pa, pb, spec)
+    ia, ib = iter_partition_records(pa, window), iter_partition_records(pb, window)
     x, y = next(ia, None), next(ib, None)
     only_a, only_b = _Ranges(limit), _Ranges(limit)
     first_diff = None
@@ -315,14 +408,18 @@ def _roots(a: Path, b: Path) -> tuple[str, list[tuple[str, Path | None, Path | N
 
 
 def diff_paths(a: str | os.PathLike, b: str | os.PathLike, *, level: str = "records",
-               ignore: tuple[str, ...] = (".lock",), limit: int = 20) -> DiffResult:
+               ignore: tuple[str, ...] = (".lock",), limit: int = 20,
+               offset_spec: OffsetSpec | None = None) -> DiffResult:
     """Compare two data dirs, two partition dirs or two ``.log`` files at ``level`` (bytes, batches, records).
 
     ``ignore``: glob patterns of files left out of the bytes comparison. ``limit`` caps the number of
-    one-sided batches/offset ranges listed per partition.
+    one-sided batches/offset ranges listed per partition. ``offset_spec``: only that range of each partition
+    (batches and records levels; see the module docs).
     """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}")
+    if offset_spec is not None and level == "bytes":
+        raise ConfigError("an offset range applies to the batches and records levels, not to --level bytes")
     pa, pb = Path(a), Path(b)
     for p in (pa, pb):
         if not p.exists():
@@ -337,7 +434,7 @@ def diff_paths(a: str | os.PathLike, b: str | os.PathLike, *, level: str = "reco
                                                   a={"position": pos}, b={"position": pos}))
             return res
         # a single segment: compare as a one-segment partition
-        return _diff_segment_files(pa, pb, res, limit)
+        return _diff_segment_files(pa, pb, res, limit, offset_spec)
     if pa.is_file() != pb.is_file():
         raise LogDirError("cannot compare a file with a directory", f"{pa} / {pb}")
     if level == "bytes":
@@ -353,13 +450,14 @@ def diff_paths(a: str | os.PathLike, b: str | os.PathLike, *, level: str = "reco
             continue
         res.partitions_compared += 1
         if level == "batches":
-            _diff_batches(x, y, rel, res, limit)
+            _diff_batches(x, y, rel, res, limit, offset_spec)
         else:
-            _diff_records(x, y, rel, res, limit)
+            _diff_records(x, y, rel, res, limit, offset_spec)
     return res
 
 
-def _diff_segment_files(fa: Path, fb: Path, res: DiffResult, limit: int) -> DiffResult:
+def _diff_segment_files(fa: Path, fb: Path, res: DiffResult, limit: int,
+                        spec: OffsetSpec | None = None) -> DiffResult:
     import tempfile
 
     # View each file as the only segment of a temporary partition dir (symlinks, nothing copied).
@@ -372,13 +470,13 @@ def _diff_segment_files(fa: Path, fb: Path, res: DiffResult, limit: int) -> Diff
             (d / name).symlink_to(f.resolve())
             dirs.append(d)
         if res.level == "batches":
-            _diff_batches(dirs[0], dirs[1], fa.name, res, limit)
+            _diff_batches(dirs[0], dirs[1], fa.name, res, limit, spec)
         else:
-            _diff_records(dirs[0], dirs[1], fa.name, res, limit)
+            _diff_records(dirs[0], dirs[1], fa.name, res, limit, spec)
     return res
 
 
 __all__ = [
     "BatchInfo", "DiffResult", "Difference", "LEVELS", "diff_paths", "is_partition_dir",
-    "iter_partition_batches", "iter_partition_records",
+    "iter_partition_batches", "iter_partition_records", "offset_window",
 ]

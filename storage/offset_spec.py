@@ -64,6 +64,25 @@ class OffsetSpec:
         hi = _resolve(self.end, log_start, log_end, offset_for_time)
         return lo, max(lo, hi)
 
+    def resolve_in(self, plog) -> tuple[int, int]:
+        """:meth:`resolve` for a :class:`~kafkalog.storage.log.PartitionLog`: its log start and end offsets, and
+        its time indexes for timestamps (``fetchOffsetByTimestamp``)."""
+
+        def offset_for_time(ms: int) -> int | None:
+            found = plog.lookup_timestamp(ms)
+            return None if found is None else found[1]
+
+        return self.resolve(plog.log_start_offset, plog.log_end_offset, offset_for_time)
+
+    def resolve_in_dir(self, partition_dir) -> tuple[int, int]:
+        """:meth:`resolve_in` for the partition in ``partition_dir`` (opened read-only for the time it takes)."""
+        from pathlib import Path
+
+        from .log import PartitionLog
+
+        with PartitionLog(Path(partition_dir)) as plog:
+            return self.resolve_in(plog)
+
     def combine(self, other: OffsetSpec) -> OffsetSpec:
         """Two specs given together (kcat's ``-o s@t1 -o e@t2``): the later start and the earlier end."""
         start = other.start if self.start.kind == "start" else self.start

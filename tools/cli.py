@@ -59,12 +59,7 @@ def _load(name: str):
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        v = version("kafkalog")
-    except PackageNotFoundError:
-        v = "unknown (not installed)"
+    from kafkalog import __version__ as v
     from kafkalog.storage.codec import compression
     from kafkalog.storage.records import native
 

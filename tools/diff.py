@@ -7,6 +7,7 @@ import json
 import sys
 
 from kafkalog.storage.diff import LEVELS, diff_paths
+from kafkalog.storage.offset_spec import parse_offset_specs
 from kafkalog.tools.output import add_epoch_argument, human_time, render_table
 
 DESCRIPTION = """\
@@ -22,9 +23,16 @@ Levels:
 Records level is what matters after a conversion (v0/v1 -> v2, another codec): the bytes change, the records
 must not. Exit status: 0 when equal, 1 when different, 2 on usage errors.
 
+-o/--offset SPEC compares only a range of each partition (batches and records levels), in rpk's grammar as
+`kafkalog export -o` takes it (start, end, N, N1:N2, :N, +N, -N, @T1:T2, kcat's s@T and e@T): resolved on
+each side through its log start and end offsets and its time index, the union of the two ranges compared,
+reading from the batch the offset index points to.
+
 Examples:
   kafkalog diff /var/lib/kafka/data /backup/data --level bytes
   kafkalog diff old/orders-0 new/orders-0 --json
+  kafkalog diff old/data new/data -o -1000              # the last 1000 offsets of each partition
+  kafkalog diff old/orders-0 new/orders-0 -o @2024-05-01:1h
 """
 
 
@@ -35,6 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ignore", action="append", default=None, metavar="GLOB",
                    help="file pattern left out of --level bytes (repeatable; default: .lock)")
     p.add_argument("--limit", type=int, default=20, metavar="N", help="one-sided batches/offset ranges listed per partition")
+    p.add_argument("-o", "--offset", dest="offset_specs", action="append", default=[], metavar="SPEC",
+                   help="compare only this range of each partition, rpk/kcat grammar (see above); may be given "
+                        "twice (kcat's s@T and e@T)")
     p.add_argument("--json", action="store_true", help="JSON Lines: one object per difference, then a summary "
                    "(differences counted per kind: [{kind, count}])")
     add_epoch_argument(p)
@@ -57,7 +68,8 @@ def _row(d, epoch: bool) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     ignore = tuple(args.ignore) if args.ignore else (".lock",)
-    res = diff_paths(args.a, args.b, level=args.level, ignore=ignore, limit=args.limit)
+    res = diff_paths(args.a, args.b, level=args.level, ignore=ignore, limit=args.limit,
+                     offset_spec=parse_offset_specs(args.offset_specs))
     out = sys.stdout
     if args.json:
         for d in res.differences:

@@ -8,7 +8,14 @@ import os
 import sys
 from datetime import datetime
 
-from kafkalog.storage.engine.export import ExportFilter, export_bytes, export_jsonl, export_parquet
+from kafkalog.storage.engine.export import (
+    KEY_FORMATS,
+    ExportFilter,
+    export_bytes,
+    export_jsonl,
+    export_parquet,
+    key_bytes,
+)
 from kafkalog.storage.offset_spec import parse_offset_specs
 from kafkalog.tools.output import add_topics_argument, human_size, progress
 
@@ -19,8 +26,13 @@ Export every record of the partitions under DIR (data dirs or partition dirs) wi
   headers, leaderEpoch, producerId, producerEpoch, sequence, isTransactional, isControl, magic, codec,
   segment (.log file), position (byte position of the record's batch)
 
-(the same schema as `spark.read.format("kafkalog")`). Control records (transaction markers) are included so
-`kafkalog import` can rebuild the partition; --no-control leaves them out.
+(the same schema as `spark.read.format("kafkalog")`). As kcat and kafka-console-consumer do, only data
+records are exported; --print-control-records adds the control records (transaction markers: isControl true,
+and in JSON Lines "controlType": "COMMIT" or "ABORT"). Give it when the export is for `kafkalog import`, so a
+transactional partition is rebuilt with its markers.
+
+Filters: --key K (only records whose key is K: UTF-8 text, or --key-format hex|base64), --producer-id,
+--transactional-only, --read-committed.
 
   --format jsonl     one JSON object per line (key/value/header values base64, null stays null); --out - is stdout
   --format parquet   one file per partition, OUT/<topic>-<partition>.parquet, bounded row groups
@@ -45,6 +57,8 @@ Examples:
   kafkalog export /var/lib/kafka/data/orders-0 -o 1000:2000 --out - | jq .value
   kafkalog export /var/lib/kafka/data --topics orders -o -100 --out last-100-per-partition.jsonl
   kafkalog export /var/lib/kafka/data --topics orders -o @-48h:-24h --out yesterday.jsonl
+  kafkalog export /var/lib/kafka/data --topics orders --key customer-42 --out - | jq .offset
+  kafkalog export /var/lib/kafka/data --topics payments --print-control-records --out payments.jsonl
 """
 
 
@@ -74,7 +88,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--to-offset", type=int, default=None, metavar="OFFSET", help="end offset (exclusive)")
     p.add_argument("--from-time", type=_time, default=None, metavar="TIME", help="first timestamp (inclusive), ms or ISO 8601")
     p.add_argument("--to-time", type=_time, default=None, metavar="TIME", help="end timestamp (exclusive), ms or ISO 8601")
-    p.add_argument("--no-control", action="store_true", help="leave control records (txn markers) out")
+    p.add_argument("--print-control-records", action="store_true",
+                   help="also export control records (transaction markers; JSON Lines: controlType COMMIT/ABORT)"
+                        "; by default only data records, as kcat and the console consumer")
+    p.add_argument("--no-control", action="store_true", help=argparse.SUPPRESS)  # (the default now)
+    p.add_argument("--key", default=None, metavar="K",
+                   help="only records whose key is exactly K (UTF-8 text; see --key-format)")
+    p.add_argument("--key-format", choices=KEY_FORMATS, default="utf8",
+                   help="how --key is written: utf8 (default), hex or base64")
     p.add_argument("--read-committed", action="store_true",
                    help="what a consumer with isolation.level=read_committed reads: records of aborted "
                         "transactions (found through the .txnindex) and control records left out, nothing at or "
@@ -91,10 +112,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     flt = ExportFilter(topics=args.topics,
                        from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
-                       to_time=args.to_time, include_control=not args.no_control,
+                       to_time=args.to_time,
+                       include_control=args.print_control_records and not args.no_control,
                        offset_spec=parse_offset_specs(args.offset_specs), read_committed=args.read_committed,
                        producer_ids=set(args.producer_id) if args.producer_id else None,
-                       transactional_only=args.transactional_only)
+                       transactional_only=args.transactional_only,
+                       key=None if args.key is None else key_bytes(args.key, args.key_format))
     with progress(export_bytes(args.paths, flt.topics), "export", enabled=None if args.progress else False) as bar:
         if args.format == "jsonl":
             stats = export_jsonl(args.paths, args.out, flt, progress=bar.advance)

@@ -21,7 +21,7 @@ positions); compressed batches are re-compressed with the same codec (same recor
 are written as v2. A partition that already holds data is refused unless --append.
 
 Examples:
-  kafkalog export /old/data --topics orders --out orders.jsonl
+  kafkalog export /old/data --topics orders --print-control-records --out orders.jsonl
   kafkalog import orders.jsonl /new/data --topic-id 3rWq9ZbmQqW8DX6PNjy4uA
 """
 

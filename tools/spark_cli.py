@@ -24,6 +24,7 @@ Jobs:
 Examples:
   kafkalog spark verify /var/lib/kafka/data --deep --json > findings.jsonl
   kafkalog spark export /var/lib/kafka/data --out /tmp/orders.parquet --topics orders
+  kafkalog spark export /var/lib/kafka/data --out /tmp/last.parquet --topics orders -o -1000
   kafkalog spark export s3://bucket/broker-1/data --out /tmp/x.json --format json --option s3.region=eu-west-1
   kafkalog spark convert /var/lib/kafka/data --codec zstd --master local[2] --dry-run
   kafkalog spark compact /var/lib/kafka/data --all --now 1732200000000
@@ -49,6 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", metavar="PATH", help="output directory (export)")
     g.add_argument("--format", choices=["parquet", "json"], default="parquet", help="export format")
     g.add_argument("--topics", metavar="T1,T2", help="comma-separated topics or glob patterns")
+    g.add_argument("-o", "--offset", dest="offset_specs", action="append", default=[], metavar="SPEC",
+                   help="a range of each partition, rpk/kcat grammar as `kafkalog export -o` takes it (start, end, "
+                        "N, N1:N2, :N, +N, -N, @T1:T2, s@T, e@T), resolved per partition on the driver through its "
+                        "offsets and time index (local paths); may be given twice")
     g.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="data source read option (level=batch, startingOffset=..., s3.endpoint=...)")
     g.add_argument("--overwrite", action="store_true", help="replace an existing export output")
@@ -75,11 +80,14 @@ def _kv(items: list[str], what: str) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kafkalog.storage.offset_spec import parse_offset_specs
     from kafkalog.tools.spark import jobs, session
 
     if args.job == "export" and not args.out:
         print("kafkalog spark export: --out is required", file=sys.stderr)
         return 2
+    if args.job == "export":
+        parse_offset_specs(args.offset_specs)  # a bad -o is an error before Spark starts
     for raw in args.paths:
         if "://" not in raw and not os.path.exists(raw):
             print(f"kafkalog spark {args.job}: error: {raw}: no such file or directory", file=sys.stderr)
@@ -97,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
             opts = _kv(args.option, "--option")
             if args.topics:
                 opts["topics"] = args.topics
+            if args.offset_specs:
+                opts["offset"] = " ".join(args.offset_specs)
             report = jobs.export(spark, args.paths, args.out, fmt=args.format, options=opts,
                                  mode="overwrite" if args.overwrite else "errorifexists")
         elif args.job == "convert":

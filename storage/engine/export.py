@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import KafkaLogError, LogDirError
+from ..errors import ConfigError, KafkaLogError, LogDirError
 from ..files.names import segment_log_files
 from ..jsonio import b64_field
 from ..log import PartitionLog
@@ -30,6 +30,7 @@ from ..offset_spec import OffsetSpec
 from ..records.batch import RECORD_CHUNK, increment_sequence
 from ..records.columns import RECORD_COLUMNS, RecordColumns
 from ..records.columns import arrow_schema as records_arrow_schema
+from ..records.control import control_type_name, parse_control_key
 
 EXPORT_COLUMNS = RECORD_COLUMNS  # the record schema of the Spark data source, defined once
 COLUMN_NAMES = [n for n, _ in EXPORT_COLUMNS]
@@ -39,8 +40,12 @@ DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
 
 @dataclass
 class ExportFilter:
-    """Offsets ``[from_offset, to_offset)``, timestamps ``[from_time, to_time)``, topics (None = all), and an
-    offset spec (rpk's and kcat's grammar, :mod:`kafkalog.storage.offset_spec`) resolved per partition."""
+    """Offsets ``[from_offset, to_offset)``, timestamps ``[from_time, to_time)``, topics (None = all), an
+    offset spec (rpk's and kcat's grammar, :mod:`kafkalog.storage.offset_spec`) resolved per partition, and
+    ``key``: only records whose key is exactly these bytes (:func:`key_bytes` reads them from text).
+
+    ``include_control`` is True here (an export that ``kafkalog import`` can rebuild the log from); the CLI's
+    default is kcat's and the console consumer's, data records only (``--print-control-records``)."""
 
     topics: set[str] | None = None
     from_offset: int | None = None
@@ -52,18 +57,18 @@ class ExportFilter:
     read_committed: bool = False  # what a consumer with isolation.level=read_committed reads
     producer_ids: set[int] | None = None  # only batches of these producers
     transactional_only: bool = False
+    key: bytes | None = None  # only records with exactly this key (a record with a null key never matches)
+
+    def keeps(self, record: tuple) -> bool:
+        """The record-level predicates on a decoded record ``(offset, timestamp, key, value, headers)``."""
+        return self.key is None or (record[2] is not None and bytes(record[2]) == self.key)
 
     def for_partition(self, plog: PartitionLog) -> ExportFilter:
         """This filter with the offset spec resolved for ``plog`` (its log start and end offsets, and its time
         indexes for timestamps) and intersected with the offset range."""
         if self.offset_spec is None:
             return self
-
-        def offset_for_time(ms: int) -> int | None:
-            found = plog.lookup_timestamp(ms)
-            return None if found is None else found[1]
-
-        lo, hi = self.offset_spec.resolve(plog.log_start_offset, plog.log_end_offset, offset_for_time)
+        lo, hi = self.offset_spec.resolve_in(plog)
         if self.from_offset is not None:
             lo = max(lo, self.from_offset)
         if self.to_offset is not None:
@@ -158,6 +163,24 @@ def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
                 stats.on_segment(seg_size)
 
 
+KEY_FORMATS = ("utf8", "hex", "base64")
+
+
+def key_bytes(text: str, fmt: str = "utf8") -> bytes:
+    """The key bytes written as ``text`` in ``fmt``: ``utf8`` (undecodable bytes as ``surrogateescape``, as
+    ``--payload utf8`` prints them), ``hex`` or ``base64``."""
+    try:
+        if fmt == "utf8":
+            return text.encode("utf-8", "surrogateescape")
+        if fmt == "hex":
+            return bytes.fromhex(text)
+        if fmt == "base64":
+            return base64.b64decode(text, validate=True)
+    except ValueError as e:
+        raise ConfigError(f"key {text!r} is not valid {fmt}: {e}") from None
+    raise ConfigError(f"unknown key format {fmt!r} (one of {', '.join(KEY_FORMATS)})")
+
+
 def _record_window(flt: ExportFilter) -> tuple[int, int, int, int] | None:
     """The filter's ``[offset, timestamp)`` window as ``(lo_o, hi_o, lo_t, hi_t)``, or None for everything."""
     if flt.from_offset is None and flt.to_offset is None and flt.from_time is None and flt.to_time is None:
@@ -167,12 +190,14 @@ def _record_window(flt: ExportFilter) -> tuple[int, int, int, int] | None:
             -big if flt.from_time is None else flt.from_time, big if flt.to_time is None else flt.to_time)
 
 
-def _record_chunks(b, window) -> Iterator[list[tuple]]:
+def _record_chunks(b, window, flt: ExportFilter | None = None) -> Iterator[list[tuple]]:
     """The batch's records as tuples, a bounded chunk at a time (whatever count it declares), filtered."""
     for recs in b.record_chunks(full=False):
         if window is not None:
             lo_o, hi_o, lo_t, hi_t = window
             recs = [r for r in recs if lo_o <= r[0] < hi_o and lo_t <= r[1] < hi_t]
+        if flt is not None and flt.key is not None:
+            recs = [r for r in recs if flt.keeps(r)]
         if recs:
             yield recs
 
@@ -188,7 +213,7 @@ def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter |
                 b.base_sequence, b.base_offset if magic >= 2 else None, b.is_transactional, b.is_control,
                 magic, b.codec_name, name, b.position)
         counted = False
-        for recs in _record_chunks(b, window):  # memory bounded whatever the record count
+        for recs in _record_chunks(b, window, flt):  # memory bounded whatever the record count
             if stats is not None:
                 stats.batches += 0 if counted else 1
                 stats.records += len(recs)
@@ -238,9 +263,20 @@ def _b64(v: bytes | None) -> str | None:
     return None if v is None else base64.b64encode(v).decode("ascii")
 
 
+def control_type(key: bytes | None) -> str:
+    """The type of a control record from its key: COMMIT, ABORT (transaction markers), LEADER_CHANGE..."""
+    try:
+        return control_type_name(parse_control_key(key)[1])
+    except KafkaLogError:
+        return "UNKNOWN"
+
+
 def row_to_json(row: dict[str, Any]) -> dict[str, Any]:
-    """JSON-ready row: key/value/header values base64 (null stays null), headers ``[{key, value}]``."""
+    """JSON-ready row: key/value/header values base64 (null stays null), headers ``[{key, value}]``; a control
+    record also has ``controlType`` (COMMIT or ABORT for transaction markers)."""
     out = dict(row)
+    if row.get("isControl"):
+        out["controlType"] = control_type(row["key"])
     out["key"] = _b64(row["key"])
     out["value"] = _b64(row["value"])
     out["headers"] = [{"key": k, "value": _b64(v)} for k, v in row["headers"]]
@@ -314,11 +350,11 @@ def export_parquet(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLik
         cols = RecordColumns(capacity=min(row_group_bytes, 64 << 20))
         with pq.ParquetWriter(tmp, schema, compression=compression) as w:
             for topic, partition, name, b in _selected_batches(pdir, pflt, stats):
-                if b.records_count is not None and b.records_count <= RECORD_CHUNK:
+                if pflt.key is None and b.records_count is not None and b.records_count <= RECORD_CHUNK:
                     n = cols.add_batch(b, topic, partition, name, window)  # straight into Arrow columns
                 else:  # legacy entries, and batches declaring more records than a chunk: bounded chunks
                     n = 0
-                    for recs in _record_chunks(b, window):
+                    for recs in _record_chunks(b, window, pflt):
                         cols.add_records(b, recs, topic, partition, name)
                         n += len(recs)
                 stats.batches += 1 if n else 0
@@ -353,7 +389,8 @@ def iter_parquet_rows(path: str | os.PathLike, batch_size: int = 8192) -> Iterat
 
 
 __all__ = [
-    "COLUMN_NAMES", "EXPORT_COLUMNS", "ExportFilter", "ExportStats", "arrow_schema", "export_jsonl",
+    "COLUMN_NAMES", "EXPORT_COLUMNS", "KEY_FORMATS", "ExportFilter", "ExportStats", "arrow_schema",
+    "control_type", "export_jsonl", "key_bytes",
     "export_parquet", "iter_export_rows", "iter_parquet_rows", "iter_partition_batches", "row_from_json",
     "row_to_json", "rows_of",
 ]

@@ -173,3 +173,53 @@ def test_errors_inside_spark_become_one_line(spark, tmp_path):
     with pytest.raises(PySparkException) as ei:
         spark.read.format("kafkalog").load(str(tmp_path / "missing")).count()
     assert spark_error_line(ei.value) == f"{tmp_path / 'missing'}: no such file or directory"
+
+
+def test_export_offset_spec_resolved_per_partition(spark, tmp_path):
+    """`kafkalog spark export -o` / the data source's ``offset`` option: rpk's grammar resolved per partition
+    through the library's resolver (log start and end offsets, time index), then read through the indexes."""
+    from kafkalog.storage.offset_spec import parse_offset_specs
+    from kafkalog.tools.spark.options import parse_read_options
+    from kafkalog.tools.spark.plan import discover, partition_windows
+
+    root = tmp_path / "d"
+    write_partition(root / "e-0", 700, segment_bytes=8000)
+    write_partition(root / "e-1", 300, segment_bytes=8000)
+    opts = parse_read_options({"paths": str(root), "offset": "-100"})
+    assert opts.offset_spec == parse_offset_specs(["-100"])
+    windows = {d.rsplit("/", 1)[-1]: w for (_s, d), w in partition_windows(discover(opts), opts).items()}
+    assert windows == {"e-0": (600, 700), "e-1": (200, 300)}
+
+    def offsets(report_out):
+        rows = spark.read.parquet(str(report_out)).select("partition", "offset").collect()
+        out: dict[int, list[int]] = {}
+        for r in rows:
+            out.setdefault(r.partition, []).append(r.offset)
+        return {p: sorted(v) for p, v in out.items()}
+
+    report = jobs.export(spark, [str(root)], str(tmp_path / "last"), options={"offset": "-100"})
+    assert report.summary["records"] == 200
+    assert offsets(tmp_path / "last") == {0: list(range(600, 700)), 1: list(range(200, 300))}
+    # kcat's s@T e@T (Kafka's rule: the first record with a timestamp >= T), intersected with startingOffset
+    t1, t2 = BASE_TS + 503, BASE_TS + 2500
+
+    def first_at(t):  # (datagen's timestamps: BASE_TS + i * 10 + (i % 5) * 3)
+        return next(i for i in range(700) if BASE_TS + i * 10 + (i % 5) * 3 >= t)
+
+    assert (first_at(t1), first_at(t2)) == (51, 249)
+    report = jobs.export(spark, [str(root)], str(tmp_path / "t"), options={"offset": f"s@{t1} e@{t2}"})
+    got = offsets(tmp_path / "t")
+    assert got[0] == got[1] == list(range(51, 249))
+    report = jobs.export(spark, [str(root)], str(tmp_path / "t2"), options={"offset": f"s@{t1} e@{t2}",
+                                                                           "startingOffset": "60"})
+    got = offsets(tmp_path / "t2")
+    assert got[0] == got[1] == list(range(60, 249))
+    # the CLI: -o, and a bad spec refused before Spark starts
+    p = subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", "spark", "export", str(root), "--out",
+                        str(tmp_path / "cli"), "-o", "+650", "--master", "local[1]", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(p.stdout.splitlines()[-1])["summary"]["records"] == 50  # e-0: 650..699, e-1: nothing
+    p = subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", "spark", "export", str(root), "--out",
+                        str(tmp_path / "bad"), "-o", "5:x"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and "'x' is not an offset" in p.stderr

@@ -126,7 +126,8 @@ def test_cli(tmp_path: Path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert [json.loads(x)["offset"] for x in out] == [3, 4]
     assert json.loads(out[0])["key"] == "azA="
-    assert main(["export", str(d), "--format", "parquet", "--out", str(tmp_path / "pq")]) == 0
+    assert main(["export", str(d), "--format", "parquet", "--out", str(tmp_path / "pq"),
+                 "--print-control-records"]) == 0
     assert sorted(p.name for p in (tmp_path / "pq").iterdir()) == ["audit-0.parquet", "orders-0.parquet"]
     assert main(["import", str(tmp_path / "pq" / "orders-0.parquet"), str(tmp_path / "imp"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["summary"]["records"] == 92
@@ -163,3 +164,78 @@ def test_progress_counts_every_segment(tmp_path: Path):
     seen.clear()
     export_parquet([d], tmp_path / "pq", ExportFilter(from_offset=60), progress=seen.append)
     assert sum(seen) == export_bytes([d])  # segments before the range are skipped, still counted
+
+
+# ------------------------------------------------------------------------- --key, --print-control-records
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-4.3.1-kraft" / "data"
+
+
+def test_key_filter(tmp_path: Path):
+    from kafkalog.storage.engine.export import key_bytes
+
+    d = make_dir(tmp_path / "d")
+    rows = list(iter_export_rows([d], ExportFilter(key=b"k1")))
+    assert [r["offset"] for r in rows] == list(range(1, 90, 3)) and {r["key"] for r in rows} == {b"k1"}
+    # with an offset range, and in Parquet (the record path, not the whole-batch Arrow one)
+    rows = list(iter_export_rows([d], ExportFilter(key=b"k2", from_offset=40, to_offset=50)))
+    assert [r["offset"] for r in rows] == [41, 44, 47]
+    export_parquet([d], tmp_path / "pq", ExportFilter(key=b"k0"))
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(tmp_path / "pq" / "orders-0.parquet")
+    assert t.num_rows == 30 and set(t.column("key").to_pylist()) == {b"k0"}
+    assert list(iter_export_rows([d], ExportFilter(key=b"nope"))) == []
+    assert key_bytes("k1") == b"k1" and key_bytes("6b31", "hex") == b"k1" and key_bytes("azE=", "base64") == b"k1"
+    assert key_bytes("\udcff", "utf8") == b"\xff"  # as `--payload utf8` prints an undecodable byte
+
+
+def test_key_filter_cli(tmp_path: Path, capsys):
+    d = make_dir(tmp_path / "d")
+    for args in (["--key", "k1"], ["--key", "6b31", "--key-format", "hex"], ["--key", "azE=", "--key-format", "base64"]):
+        assert main(["export", str(d), "--out", "-", "--no-progress", *args]) == 0
+        rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+        assert len(rows) == 30 and {r["key"] for r in rows} == {"azE="}, args
+    assert main(["export", str(d), "--out", "-", "--key", "zz", "--key-format", "hex"]) == 1
+    assert "not valid hex" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["export", str(d), "--out", "-", "--key", "k1", "--key-format", "rot13"])
+    assert e.value.code == 2
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    helptext = capsys.readouterr().out
+    assert "--key K" in helptext and "--key-format" in helptext and "--print-control-records" in helptext
+
+
+def test_control_records_only_with_print_control_records(tmp_path: Path, capsys):
+    """kcat and kafka-console-consumer: data records by default; --print-control-records adds the markers,
+    with their type."""
+    tx = FIXTURE / "transactions-0"
+    assert main(["export", str(tx), "--out", "-", "--no-progress"]) == 0
+    data = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert data and not any(r["isControl"] for r in data) and all("controlType" not in r for r in data)
+    assert main(["export", str(tx), "--out", "-", "--no-progress", "--print-control-records"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    markers = [r for r in rows if r["isControl"]]
+    assert len(rows) == len(data) + len(markers)
+    assert {r["controlType"] for r in markers} == {"COMMIT", "ABORT"}
+    assert all(r["isTransactional"] for r in markers)
+    # --read-committed never prints markers; --no-control (the old default's opposite) is still accepted
+    assert main(["export", str(tx), "--out", "-", "--print-control-records", "--read-committed"]) == 0
+    assert not any(json.loads(x)["isControl"] for x in capsys.readouterr().out.splitlines())
+    assert main(["export", str(tx), "--out", "-", "--no-control"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == len(data)
+
+
+def test_print_control_records_round_trips_through_import(tmp_path: Path, capsys):
+    """An export with the markers is what `kafkalog import` rebuilds a transactional partition from."""
+    d = make_dir(tmp_path / "d")
+    out = tmp_path / "all.jsonl"
+    assert main(["export", str(d), "--out", str(out), "--no-progress", "--print-control-records"]) == 0
+    assert main(["import", str(out), str(tmp_path / "new")]) == 0
+    assert diff_paths(d / "orders-0", tmp_path / "new" / "orders-0").equal
+    assert main(["export", str(d), "--out", str(tmp_path / "data.jsonl"), "--no-progress"]) == 0
+    assert main(["import", str(tmp_path / "data.jsonl"), str(tmp_path / "new2")]) == 0
+    (diff,) = diff_paths(d / "orders-0", tmp_path / "new2" / "orders-0").differences  # the marker, missing
+    assert diff.kind == "offsets-only-in-a" and diff.a["ranges"] == [[91, 91]]

@@ -13,6 +13,11 @@
 ``endingOffset``       offset to stop at (exclusive)
 ``startingTimestamp``  only records with timestamp >= this (epoch ms); segments are skipped through the time index
 ``endingTimestamp``    only records with timestamp < this (epoch ms)
+``offset``             a range of each partition in rpk's grammar, as ``kafkalog export -o`` takes it (``start``,
+                       ``end``, ``N``, ``N1:N2``, ``:N``, ``+N``, ``-N``, ``@T1:T2``, kcat's ``s@T`` and ``e@T``;
+                       several separated by spaces: ``s@T1 e@T2``): resolved on the driver for each partition
+                       through its log start and end offsets and its time index (local paths only), then read
+                       like ``startingOffset``/``endingOffset``, intersected with them
 ``maxPartitionBytes``  bytes of log per Spark input partition (default 128 MiB); large segments are split at
                        batch boundaries taken from their offset index, small ones are packed together
 ``openCostInBytes``    what opening one more segment costs, in bytes, when packing (default 4 MiB)
@@ -43,6 +48,7 @@ from dataclasses import dataclass, field, replace
 
 from kafkalog.storage.errors import ConfigError
 from kafkalog.storage.jsonio import loads
+from kafkalog.storage.offset_spec import OffsetSpec, parse_offset_specs
 
 MIB = 1024 * 1024
 
@@ -67,6 +73,7 @@ class ReadOptions:
     fs_opts: tuple[tuple[str, str], ...] = field(default=())
     push_filters: bool = False
     filters: tuple[tuple, ...] = ()  # filters pushed by Spark and taken (nodes of kafkalog.tools.spark.filters)
+    offset_spec: OffsetSpec | None = None  # resolved per partition while planning (plan.partition_windows)
 
     @property
     def batch_level(self) -> bool:
@@ -76,6 +83,10 @@ class ReadOptions:
     def has_record_filter(self) -> bool:
         return any(v is not None for v in (self.start_offset, self.end_offset, self.start_timestamp,
                                             self.end_timestamp))
+
+    def in_window(self, window: tuple[int, int] | None) -> ReadOptions:
+        """These options narrowed to one partition's resolved ``offset`` range ``[lo, hi)`` (None: as they are)."""
+        return self if window is None else self.narrowed(start_offset=window[0], end_offset=window[1])
 
     def fs_options(self) -> dict[str, str]:
         return dict(self.fs_opts)
@@ -172,6 +183,7 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         max_batch_size=_int(opts, "maxBatchSize", 1024 * MIB) or 1024 * MIB,
         fs_opts=tuple(sorted((k, str(v)) for k, v in opts.items() if k.startswith("s3."))),
         push_filters=_bool(opts, "pushFilters", False),
+        offset_spec=parse_offset_specs(str(opts.get("offset") or "").split()),
     )
     if ro.max_partition_bytes <= 0:
         raise ConfigError("option maxPartitionBytes must be positive")

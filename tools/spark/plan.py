@@ -5,7 +5,9 @@
   without a usable index is split at boundaries found by hopping over batch headers; a remote one is not split;
 * ``startingOffset``/``endingOffset`` skip whole segments by base offset and cut the byte range of the first and
   last one through the offset index; ``startingTimestamp`` skips the prefix of each segment whose batches all
-  have smaller max timestamps, through the time index (exact filtering of records happens in the scan).
+  have smaller max timestamps, through the time index (exact filtering of records happens in the scan);
+* the ``offset`` option (rpk's grammar) is resolved per partition (:func:`partition_windows`, the library's
+  ``OffsetSpec.resolve_in_dir``) and each piece carries its partition's ``[lo, hi)``, read as above.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import fnmatch
 import struct
 from dataclasses import dataclass
 
-from kafkalog.storage.errors import KafkaLogError, LogDirError
+from kafkalog.storage.errors import ConfigError, KafkaLogError, LogDirError
 from kafkalog.storage.files.names import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, offset_from_file_name
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.files.time_index import TimeIndex
@@ -60,6 +62,7 @@ class Piece:
     start: int
     end: int
     file_size: int
+    window: tuple[int, int] | None = None  # the partition's resolved ``offset`` option: offsets [lo, hi)
 
     @property
     def name(self) -> str:
@@ -282,13 +285,39 @@ def _cuts(candidates: list[int], start: int, end: int, target: int) -> list[int]
     return cuts
 
 
+def _partition_dir(seg: Segment) -> str:
+    return seg.path.rstrip("/").rsplit("/", 1)[0] if "/" in seg.path else "."
+
+
+def partition_windows(segments: list[Segment], opts: ReadOptions) -> dict[tuple[FsSpec, str], tuple[int, int]]:
+    """The ``offset`` option resolved for each partition dir of ``segments`` (its log start and end offsets and
+    its time index, through the library's :meth:`~kafkalog.storage.offset_spec.OffsetSpec.resolve_in_dir`)."""
+    spec = opts.offset_spec
+    if spec is None:
+        return {}
+    out: dict[tuple[FsSpec, str], tuple[int, int]] = {}
+    for seg in segments:
+        key = (seg.spec, _partition_dir(seg))
+        if key in out:
+            continue
+        if not seg.spec.is_local:
+            raise ConfigError(f"option offset ({spec.text}): resolving a range needs the partition's files on a "
+                              f"local path, not {seg.name} (startingOffset/endingOffset work on any path)")
+        out[key] = spec.resolve_in_dir(key[1])
+    return out
+
+
 def plan_pieces(segments: list[Segment], opts: ReadOptions) -> list[Piece]:
     pieces: list[Piece] = []
     total = sum(s.size for s in segments)
     target = _target_bytes(total, len(segments), opts)
+    windows = partition_windows(segments, opts)
+    base_opts = opts
     for seg in segments:
         if seg.size == 0:
             continue
+        window = windows.get((seg.spec, _partition_dir(seg)))
+        opts = base_opts.in_window(window)
         needs_index = seg.size > target or opts.start_offset is not None or opts.end_offset is not None \
             or opts.start_timestamp is not None
         entries = offset_index_entries(seg) if needs_index else None
@@ -304,7 +333,8 @@ def plan_pieces(segments: list[Segment], opts: ReadOptions) -> list[Piece]:
             cuts = _cuts(sorted(c for c in candidates if start < c < end), start, end, target)
         bounds = [start, *cuts, end]
         for a, b in zip(bounds, bounds[1:], strict=False):
-            pieces.append(Piece(seg.spec, seg.path, seg.topic, seg.partition, seg.base_offset, a, b, seg.size))
+            pieces.append(Piece(seg.spec, seg.path, seg.topic, seg.partition, seg.base_offset, a, b, seg.size,
+                                window))
     return pieces
 
 

@@ -126,11 +126,12 @@ def _header_values(piece: Piece, b) -> dict:
 def scan_records(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBatch | Corrupt]:
     """Record-level Arrow batches (schema ``RECORD_COLUMNS``) and :class:`Corrupt` markers, in log order."""
     batch_filters = _batch_filters(opts)
-    filtering = opts.has_record_filter
-    lo_o, hi_o, lo_t, hi_t = _record_filter(opts)
-    keep = (lo_o, hi_o, lo_t, hi_t) if filtering else None
     chunk = RecordColumns(capacity=8 << 20)
     for piece in pieces:
+        popts = opts.in_window(piece.window)  # the partition's resolved `offset` option
+        filtering = popts.has_record_filter
+        lo_o, hi_o, lo_t, hi_t = _record_filter(popts)
+        keep = (lo_o, hi_o, lo_t, hi_t) if filtering else None
         with SegmentFile(piece.spec, piece.path) as f:
             for b in iter_piece(piece, f, opts.max_batch_size):
                 if isinstance(b, Corrupt):
@@ -186,11 +187,11 @@ def _rows_to_arrow(rows: list[tuple], columns) -> pa.RecordBatch:
 def scan_batches(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBatch | Corrupt]:
     """Batch-level Arrow batches (schema ``BATCH_COLUMNS``), no record decoding (except the base offset of
     v0/v1 compressed wrappers, which Kafka also reads from the first inner message)."""
-    lo_o, hi_o, _, _ = _record_filter(opts)
     batch_filters = _batch_filters(opts)
     names = [n for n, _ in BATCH_COLUMNS]
     rows: list[tuple] = []
     for piece in pieces:
+        lo_o, hi_o, _, _ = _record_filter(opts.in_window(piece.window))
         with SegmentFile(piece.spec, piece.path) as f:
             for b in iter_piece(piece, f, opts.max_batch_size):
                 if isinstance(b, Corrupt):

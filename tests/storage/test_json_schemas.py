@@ -160,6 +160,7 @@ def outputs(tmp_path_factory) -> Outputs:
         o.json(["topic-id", "--json", str(data)])
         o.json(["export", str(data), "--out", "-", "--json"])
         o.json(["export", str(data), "--out", "-", "--json"], stream="err")
+        o.json(["export", str(data), "--out", "-", "--print-control-records"])
         o.json(["export", str(data), "--out", str(tmp / f"{fx}.jsonl"), "--json"])
         o.json(["convert", "--audit", "--json", str(data)], allow_empty=not fx.endswith(("v0", "v1")))
         o.json(["checkpoints", "--json", str(data)], allow_empty=True)

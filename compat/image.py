@@ -7,8 +7,8 @@ machine and reused:
 1. ``kafkalog/debian-jre:bookworm-17``: a Debian 12 (bookworm) root filesystem made by ``mmdebstrap``
    (variant ``minbase`` plus ``openjdk-17-jre-headless``) from the machine's Debian mirror, with
    ``SOURCE_DATE_EPOCH`` fixed so the same package versions give the same bytes (two builds compared file by
-   file differed only in the Java CA keystore, which is left out), imported with ``docker import``; the
-   tarball's sha256 is kept as a label.
+   file differed only in the Java CA keystore, which is left out; with it left out two builds gave the same
+   sha256), imported with ``docker import``; the tarball's sha256 is kept as a label.
 2. ``kafkalog/kafka:<version>``: that base plus the Kafka jars the project already resolves from Maven
    Central (:func:`kafkalog.compat.jars.ensure_kafka`, ``/opt/kafka/libs``) and a start script
    (``/opt/kafka/bin/kafka-start``) that formats the KRaft storage if the data dir is not formatted
@@ -30,6 +30,7 @@ as root.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import io
 import os
@@ -146,6 +147,7 @@ def ensure_base(*, rebuild: bool = False, log: Any = None) -> str:
     image = _existing(client, tag)
     if image is not None and not rebuild and (image.labels or {}).get(LABEL) == digest:
         return tag
+    old = image
     with tempfile.TemporaryDirectory(prefix="kafkalog-image-") as tmp:
         rootfs = Path(tmp) / "base.tar"
         env = dict(os.environ, SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH)
@@ -165,6 +167,9 @@ def ensure_base(*, rebuild: bool = False, log: Any = None) -> str:
         # streams it with a length (a file object makes the engine fail with "header line too long")
         client.api.import_image(src=str(rootfs), repository=BASE_REPO, tag=BASE_TAG,
                                 changes=[f'LABEL {LABEL}="{digest}" org.kafkalog.rootfs-sha256="{sha.hexdigest()}"'])
+    if old is not None and client.images.get(tag).id != old.id:
+        with contextlib.suppress(Exception):  # in use by the kafka image built on it: kept until that goes
+            client.images.remove(old.id)
     return tag
 
 
@@ -195,9 +200,13 @@ def ensure_image(version: str, *, rebuild: bool = False, log: Any = None) -> str
             add(f"libs/{jar.name}", jar.read_bytes())
     context.seek(0)
     try:
-        client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, pull=False)
+        built, _ = client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
+                                       pull=False)
     except Exception as exc:
         raise HarnessError(f"docker build of {tag} failed: {exc}") from exc
+    if image is not None and image.id != built.id:  # the replaced image, now untagged: not left behind
+        with contextlib.suppress(Exception):
+            client.images.remove(image.id)
     _say(log, f"{tag}: built in {time.monotonic() - started:.0f} s")
     return tag
 

@@ -54,7 +54,15 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--image", default=None, metavar="IMAGE",
+                     help="the container backend's broker image, e.g. apache/kafka:4.3.1 from a registry "
+                     "(default: KAFKALOG_IMAGE, else kafkalog/kafka:VERSION built on this machine)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if image := config.getoption("--image", default=None):
+        os.environ["KAFKALOG_IMAGE"] = image  # read by ContainerBroker and container_image()
     config.addinivalue_line("markers", "kafka: needs a JDK + Kafka jars (real broker or Kafka's tools)")
 
 

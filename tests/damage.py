@@ -169,7 +169,12 @@ def plan_for(command: str, d: Path):
     from kafkalog.storage.engine.repair import plan_repair
     from kafkalog.storage.engine.retention import plan_retention
 
+    from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate, plan_set_checkpoints, plan_topic_id
+
     return {
+        "checkpoints": lambda: plan_set_checkpoints(d, "recovery-point", {("compacted", 0): 0, ("codec-zstd", 0): 7}),
+        "topic-id": lambda: plan_topic_id(sorted(d.glob("multi-segment-*")), TOPIC_ID),
+        "migrate": lambda: plan_migrate(d / "multi-segment-0", migrate_dest(d), MigrateOptions(topic="moved", cluster_id="Aw5EClUXSoGxHhT0nCIykw", node_id=7)),
         "repair": lambda: plan_repair([d], now_ms=NOW),
         "reindex": lambda: plan_reindex([d]),
         "flush": lambda: plan_flush([d], now_ms=NOW),
@@ -189,6 +194,36 @@ FAULT_DAMAGES: dict[str, tuple[str, ...]] = {
     "compact": (),
     "convert": (),
 }
+
+
+TOPIC_ID = "6UQ0zTsHRhGW2-8pjzOGEA"  # the id `topic-id --set` writes in the campaigns
+
+
+def migrate_dest(d: Path) -> Path:
+    """Where the campaigns' ``migrate`` of ``d`` copies to: a data dir beside it."""
+    return d.with_name(d.name + "-dest")
+
+
+def append_batches(n: int = 40) -> list[bytes]:
+    """The batches the campaigns' ``append`` adds (several codecs, keys and headers)."""
+    from kafkalog.storage.records import build_batch
+
+    codecs = (0, 1, 3, 4)
+    return [build_batch([(i * 3 + j, NOW, b"k%d" % (i % 7), b"v%d-" % (i * 3 + j) + b"x" * 200, [("h", b"%d" % i)])
+                         for j in range(3)], base_offset=i * 3, codec=codecs[i % 4]) for i in range(n)]
+
+
+def run_for(command: str, d: Path) -> None:
+    """What a mutating command does to ``d``: its plan applied (``plan_for``), or for ``append`` (not a plan)
+    the append of :func:`append_batches` to ``codec-none-0``."""
+    from kafkalog.storage.engine.plan import apply
+
+    if command == "append":
+        from kafkalog.storage.engine.writer import append_to_partition
+
+        append_to_partition(d, "codec-none-0", append_batches(), now_ms=NOW)
+    else:
+        apply(plan_for(command, d), backup=False)
 
 
 def repair_dir(d: Path) -> None:
@@ -265,7 +300,6 @@ def _kill_child(command: str, d: str, k: int) -> None:  # pragma: no cover - run
     import os
 
     from kafkalog.storage import fileops
-    from kafkalog.storage.engine.plan import apply
 
     n = [0]
 
@@ -276,7 +310,7 @@ def _kill_child(command: str, d: str, k: int) -> None:  # pragma: no cover - run
                 os._exit(137)
 
     with fileops.observe(kill):
-        apply(plan_for(command, Path(d)), backup=False)
+        run_for(command, Path(d))
 
 
 def roll_active(d: Path) -> None:

@@ -1,4 +1,4 @@
-"""Offline compaction: broker rules on small real directories (spec 50-cleaner)."""
+"""Offline compaction: broker rules on small real directories (docs/semantics.md#log-cleaner)."""
 
 from __future__ import annotations
 

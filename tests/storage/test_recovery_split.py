@@ -1,4 +1,4 @@
-"""Offset-overflow segments (KAFKA-6264, spec 40-log-engine §5.4): a segment holding offsets more than
+"""Offset-overflow segments (KAFKA-6264, docs/semantics.md#offset-overflow-segments): a segment holding offsets more than
 2^31-1 above its base offset is split into segments that fit, then loaded (and recovered) again."""
 
 import os

@@ -1,4 +1,4 @@
-"""Offline retention (spec 40-log-engine §7): time, size and log-start-offset predicates."""
+"""Offline retention (docs/semantics.md#retention): time, size and log-start-offset predicates."""
 
 from __future__ import annotations
 

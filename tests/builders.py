@@ -10,7 +10,8 @@ Test files do not define their own ``write_segment``/``make_partition``/``make_d
 
 Builders:
 
-* batches: :func:`numbered_batches`, :func:`kv_batch`, :func:`single_record_batches`, :func:`every_kind_of_batch`;
+* batches: :func:`numbered_batches`, :func:`kv_batch`, :func:`offset_batches`, :func:`batch_at`,
+  :func:`single_record_batches`, :func:`every_kind_of_batch`;
 * one segment: :func:`write_segment` (a ``.log``, optionally with rebuilt or given indexes, a temp suffix, an
   mtime), :func:`indexed_segment` (n batches of ``per`` records and where each batch is);
 * partition dirs: :func:`write_partition_files` (leader epochs, topic id, snapshots), :func:`three_segment_partition`,
@@ -74,6 +75,16 @@ def single_record_batches(recs: Sequence[tuple[bytes | None, bytes | None]], *, 
     return bytes(out)
 
 
+def offset_batches(offsets: Iterable[int], ts0: int = TS) -> list[bytes]:
+    """One single-record batch per offset ``o``: timestamp ``ts0 + o``, key ``k<o % 3>``, value ``v<o>``."""
+    return [build_batch([(o, ts0 + o, b"k%d" % (o % 3), b"v%d" % o)]) for o in offsets]
+
+
+def batch_at(base: int, n: int = 5, ts0: int = TS, value: bytes = b"v" * 300) -> bytes:
+    """One batch of ``n`` records from ``base`` (timestamps ``ts0 + base + i``, keys ``k<i>``)."""
+    return build_batch([(None, ts0 + base + i, b"k%d" % i, value) for i in range(n)], base_offset=base)
+
+
 def every_kind_of_batch(ts: int = TS) -> list[bytes]:
     """Offsets 0..8, one of each: v2 with headers and a null record, zstd transactional, a COMMIT marker, a
     KRaft control batch, a batch with a delete horizon, a v1 gzip wrapper, a v0 message."""
@@ -103,13 +114,14 @@ def write_segment(pdir: Path, base: int, batches: Iterable[bytes] | bytes, *, su
                   preallocate: tuple[int, int] | None = None, index: bytes | None = None,
                   timeindex: bytes | None = None, empty_indexes: bool = False,
                   mtime_ms: int | None = None) -> Path:
-    """``<base>.log<suffix>`` holding ``batches``; returns its path.
+    """``<base>.log<suffix>`` holding ``batches`` (``pdir`` created if needed); returns its path.
 
     * ``rebuild_indexes``: ``.index``/``.timeindex`` by the broker's recovery rule at ``interval`` (trimmed, or
       untrimmed to ``preallocate`` = (index bytes, time index bytes) as an active segment after a crash);
     * ``index``/``timeindex``: these bytes as the index files; ``empty_indexes``: 0-byte index files;
     * ``mtime_ms``: the ``.log``'s modification time."""
     log = batches if isinstance(batches, bytes) else b"".join(batches)
+    pdir.mkdir(parents=True, exist_ok=True)
     p = pdir / (log_file_name(base) + suffix)
     p.write_bytes(log)
     if rebuild_indexes:

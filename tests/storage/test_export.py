@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from builders import writer_data_dir
 
 from kafkalog.storage.codec.compression import LZ4
-from kafkalog.storage.config import LogConfig
 from kafkalog.storage.diff import diff_paths
 from kafkalog.storage.engine.export import (
     COLUMN_NAMES,
@@ -19,28 +19,11 @@ from kafkalog.storage.engine.export import (
     iter_export_rows,
 )
 from kafkalog.storage.engine.import_ import import_files
-from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.errors import CorruptRecordError, LogDirError
-from kafkalog.storage.records import build_batch, build_end_txn_marker
 from kafkalog.tools.cli import main
 
 T0 = 1_700_000_000_000
 TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"
-
-
-def make_dir(root: Path, codec: int = 0) -> Path:
-    cfg = LogConfig.from_topic_props({"segment.bytes": 4000})
-    with LogWriter(root / "orders-0", cfg, topic_id=TOPIC_ID, leader_epoch=2, now_ms=T0) as w:
-        for i in range(30):
-            w.append(build_batch([(None, T0 + i * 10 + j, b"k%d" % j, b"v%d" % i * 20, [("h", b"x"), ("n", None)])
-                                  for j in range(3)], codec=codec))
-        w.append(build_batch([(None, T0 + 500, b"t", b"txn")], producer_id=9, producer_epoch=1, base_sequence=0,
-                             is_transactional=True))
-        w.append(build_end_txn_marker(offset=0, producer_id=9, producer_epoch=1, coordinator_epoch=4, commit=True,
-                                      timestamp=T0 + 501))
-    with LogWriter(root / "audit-0", cfg, topic_id="AAAAAAAAAAAAAAAAAAAAAQ", leader_epoch=0, now_ms=T0) as w:
-        w.append(build_batch([(None, T0, None, b"a")]))
-    return root
 
 
 def test_schema_matches_spark_source():
@@ -50,7 +33,7 @@ def test_schema_matches_spark_source():
 
 
 def test_rows_have_every_field(tmp_path: Path):
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     rows = list(iter_export_rows([d], ExportFilter(topics={"orders"})))
     assert len(rows) == 92 and set(rows[0]) == set(COLUMN_NAMES)
     r = rows[4]
@@ -64,7 +47,7 @@ def test_rows_have_every_field(tmp_path: Path):
 
 
 def test_ranges(tmp_path: Path):
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     rows = list(iter_export_rows([d], ExportFilter(topics={"orders"}, from_offset=40, to_offset=50)))
     assert [r["offset"] for r in rows] == list(range(40, 50))
     rows = list(iter_export_rows([d], ExportFilter(topics={"orders"}, from_time=T0 + 100, to_time=T0 + 120)))
@@ -75,7 +58,7 @@ def test_ranges(tmp_path: Path):
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_export_import_export_identical_uncompressed(tmp_path: Path, fmt: str):
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     if fmt == "jsonl":
         export_jsonl([d], tmp_path / "a.jsonl")
         files = [tmp_path / "a.jsonl"]
@@ -97,7 +80,7 @@ def test_export_import_export_identical_uncompressed(tmp_path: Path, fmt: str):
 
 
 def test_compressed_is_record_identical(tmp_path: Path):
-    d = make_dir(tmp_path / "d", codec=LZ4)
+    d = writer_data_dir(tmp_path / "d", codec=LZ4)
     export_jsonl([d], tmp_path / "a.jsonl")
     import_files([tmp_path / "a.jsonl"], tmp_path / "imp")
     assert diff_paths(d, tmp_path / "imp").equal
@@ -107,7 +90,7 @@ def test_compressed_is_record_identical(tmp_path: Path):
 
 
 def test_import_refuses_existing_and_bad_rows(tmp_path: Path):
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     export_jsonl([d], tmp_path / "a.jsonl")
     with pytest.raises(LogDirError, match="--append"):
         import_files([tmp_path / "a.jsonl"], d)
@@ -121,7 +104,7 @@ def test_import_refuses_existing_and_bad_rows(tmp_path: Path):
 
 
 def test_cli(tmp_path: Path, capsys):
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     assert main(["export", str(d / "orders-0"), "--out", "-", "--from-offset", "3", "--to-offset", "5"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [json.loads(x)["offset"] for x in out] == [3, 4]
@@ -156,7 +139,7 @@ def test_progress_counts_every_segment(tmp_path: Path):
 
     from kafkalog.storage.engine.export import export_bytes
 
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     seen: list[int] = []
     export_jsonl([d], io.StringIO(), progress=seen.append)
     assert len(seen) == len(list(d.rglob("*.log"))) > 2 and sum(seen) == export_bytes([d])

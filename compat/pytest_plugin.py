@@ -54,6 +54,30 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def missing_modules(*names: str) -> str | None:
+    """Why one of the Python modules ``names`` cannot be imported here (None when all can)."""
+    import importlib
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            return f"{name} cannot be imported ({exc})"
+    return None
+
+
+def require_modules(*names: str, extra: str) -> None:
+    """Skip the calling test (or module, at import) when a module of the optional ``extra`` is not installed;
+    under ``CI=true`` fail instead: CI installs every extra, so a missing one is a broken environment."""
+    reason = missing_modules(*names)
+    if reason is None:
+        return
+    reason = f"{reason}: install kafkalog[{extra}]"
+    if in_ci():
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kafka: needs a JDK + Kafka jars (real broker or Kafka's tools)")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from builders import writer_data_dir
 
+from kafkalog.compat.pytest_plugin import require_modules
 from kafkalog.storage.codec.compression import LZ4
 from kafkalog.storage.diff import diff_paths
 from kafkalog.storage.engine.export import (
@@ -63,6 +64,7 @@ def test_export_import_export_identical_uncompressed(tmp_path: Path, fmt: str):
         export_jsonl([d], tmp_path / "a.jsonl")
         files = [tmp_path / "a.jsonl"]
     else:
+        require_modules("pyarrow", extra="spark")
         st = export_parquet([d], tmp_path / "pq", row_group_rows=16)
         files = [Path(f) for f in st.files]
         import pyarrow.parquet as pq
@@ -109,6 +111,7 @@ def test_cli(tmp_path: Path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert [json.loads(x)["offset"] for x in out] == [3, 4]
     assert json.loads(out[0])["key"] == "azA="
+    require_modules("pyarrow", extra="spark")
     assert main(["export", str(d), "--format", "parquet", "--out", str(tmp_path / "pq")]) == 0
     assert sorted(p.name for p in (tmp_path / "pq").iterdir()) == ["audit-0.parquet", "orders-0.parquet"]
     assert main(["import", str(tmp_path / "pq" / "orders-0.parquet"), str(tmp_path / "imp"), "--json"]) == 0
@@ -144,5 +147,6 @@ def test_progress_counts_every_segment(tmp_path: Path):
     export_jsonl([d], io.StringIO(), progress=seen.append)
     assert len(seen) == len(list(d.rglob("*.log"))) > 2 and sum(seen) == export_bytes([d])
     seen.clear()
+    require_modules("pyarrow", extra="spark")
     export_parquet([d], tmp_path / "pq", ExportFilter(from_offset=60), progress=seen.append)
     assert sum(seen) == export_bytes([d])  # segments before the range are skipped, still counted

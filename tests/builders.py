@@ -18,7 +18,9 @@ Builders:
   :func:`indexed_partition`;
 * data dirs: :func:`write_data_dir_files` (meta.properties, checkpoints, .lock, clean-shutdown marker),
   :func:`three_segment_data_dir`, :func:`multi_partition_data_dir`, :func:`mixed_format_data_dir`,
-  :func:`writer_data_dir` (through ``LogWriter``, as a broker appends).
+  :func:`writer_data_dir` (through ``LogWriter``, as a broker appends);
+* generated data for the Spark tests (any size, through ``LogWriter``): :func:`generated_record`,
+  :func:`generated_partition`, :func:`generated_data_dir`.
 """
 
 from __future__ import annotations
@@ -274,4 +276,47 @@ def writer_data_dir(root: Path, codec: int = 0, t0: int = TS) -> Path:
                                       timestamp=t0 + 501))
     with LogWriter(root / "audit-0", cfg, topic_id="AAAAAAAAAAAAAAAAAAAAAQ", leader_epoch=0, now_ms=t0) as w:
         w.append(build_batch([(None, t0, None, b"a")]))
+    return root
+
+
+# ------------------------------------------------------------------------------------------------ generated data
+
+BASE_TS = TS
+
+
+def generated_record(i: int, *, headers: bool, value_size: int = 40) -> tuple:
+    """Record ``i`` of a generated partition: null keys and values now and then, headers on every third."""
+    key = None if i % 7 == 3 else f"key-{i % 101}".encode()
+    value = None if i % 13 == 5 else (f"value-{i}-".encode() * (value_size // 8 + 1))[:value_size]
+    hs = [("h", f"{i}".encode()), ("n", None)] if headers and i % 3 == 0 else []
+    return (None, BASE_TS + i * 10 + (i % 5) * 3, key, value, hs)
+
+
+def generated_partition(pdir: str | os.PathLike, n: int, *, batch_records: int = 50, codec: int = 0,
+                        segment_bytes: int | None = None, headers: bool = True, value_size: int = 40,
+                        producer_id: int = -1) -> None:
+    """``n`` :func:`generated_record` s in batches of ``batch_records``, appended as a leader (epoch 3) would;
+    ``producer_id``: idempotent batches with sequences."""
+    props = {"segment.bytes": str(segment_bytes)} if segment_bytes else {}
+    cfg = LogConfig.from_topic_props(props) if props else LogConfig()
+    with LogWriter(pdir, cfg, leader_epoch=3, now_ms=BASE_TS, fsync=False) as w:
+        seq = 0
+        for start in range(0, n, batch_records):
+            recs = [generated_record(i, headers=headers, value_size=value_size)
+                    for i in range(start, min(n, start + batch_records))]
+            kw = {}
+            if producer_id >= 0:
+                kw = {"producer_id": producer_id, "producer_epoch": 0, "base_sequence": seq}
+                seq += len(recs)
+            w.append_records(recs, codec=codec, **kw)
+
+
+def generated_data_dir(root: str | os.PathLike, layout: dict[str, int], n: int, **kw) -> Path:
+    """``layout`` maps topic -> partition count; every partition gets ``n`` records (:func:`generated_partition`
+    options in ``kw``)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for topic, parts in layout.items():
+        for p in range(parts):
+            generated_partition(root / f"{topic}-{p}", n, **kw)
     return root

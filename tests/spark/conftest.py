@@ -16,7 +16,7 @@ import pytest
 
 from kafkalog.compat.pytest_plugin import in_ci, missing_modules
 
-sys.path.insert(0, str(Path(__file__).parent))  # datagen
+sys.path.insert(0, str(Path(__file__).parent))  # standalone
 
 SPARK_MISSING = missing_modules("pyspark", "pyarrow")
 

@@ -13,9 +13,9 @@ Builders:
 * batches: :func:`numbered_batches`, :func:`kv_batch`, :func:`offset_batches`, :func:`batch_at`,
   :func:`single_record_batches`, :func:`every_kind_of_batch`;
 * one segment: :func:`write_segment` (a ``.log``, optionally with rebuilt or given indexes, a temp suffix, an
-  mtime), :func:`indexed_segment` (n batches of ``per`` records and where each batch is);
+  mtime), :func:`indexed_segment` (n batches of ``per`` records and where each batch is), :func:`single_record_segment`;
 * partition dirs: :func:`write_partition_files` (leader epochs, topic id, snapshots), :func:`three_segment_partition`,
-  :func:`indexed_partition`;
+  :func:`indexed_partition`, :func:`aged_partition`;
 * data dirs: :func:`write_data_dir_files` (meta.properties, checkpoints, .lock, clean-shutdown marker),
   :func:`three_segment_data_dir`, :func:`multi_partition_data_dir`, :func:`mixed_format_data_dir`,
   :func:`writer_data_dir` (through ``LogWriter``, as a broker appends);
@@ -142,6 +142,12 @@ def write_segment(pdir: Path, base: int, batches: Iterable[bytes] | bytes, *, su
     return p
 
 
+def single_record_segment(pdir: Path, base: int, n: int, ts: int, value: bytes = b"v" * 50) -> Path:
+    """``n`` single-record batches from ``base``, all with timestamp ``ts`` and key ``k``; no indexes."""
+    return write_segment(pdir, base, [build_batch([(base + i, ts, b"k", value)], base_offset=base + i)
+                                      for i in range(n)])
+
+
 def indexed_segment(pdir: Path, base: int = 100, n: int = 12, per: int = 3,
                     interval: int = 300) -> tuple[bytes, list[tuple[int, int, int]]]:
     """``n`` batches of ``per`` records from ``base`` (timestamps 1000 + 10 i + j, 50-byte values) with trimmed
@@ -186,6 +192,16 @@ def three_segment_partition(root: Path, name: str = "orders-3") -> Path:
     write_segment(d, 40, numbered_batches(40, 5, 4000, epoch=1), rebuild_indexes=True, interval=200, trim=False,
                   preallocate=(800, 1200))  # active: preallocated indexes
     return write_partition_files(d, epochs=[(0, 0), (1, 30)], topic_id=TOPIC_ID, snapshots=(40, 50))
+
+
+def aged_partition(root: Path, now: int) -> Path:
+    """``root/d/t-0`` with three segments of 5 records: [0..4] 10 s, [5..9] 5 s and the active [10..14] 1 s
+    older than ``now`` (timestamps only: no indexes, no checkpoints)."""
+    pdir = root / "d" / "t-0"
+    pdir.mkdir(parents=True)
+    for base, age in ((0, 10_000), (5, 5_000), (10, 1_000)):
+        single_record_segment(pdir, base, 5, now - age)
+    return pdir
 
 
 def indexed_partition(root: Path, name: str, n: int = 20, topic_id: str = TOPIC_IDS[0]) -> Path:

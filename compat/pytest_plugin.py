@@ -60,6 +60,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "(default: KAFKALOG_IMAGE, else kafkalog/kafka:VERSION built on this machine)")
 
 
+def missing_modules(*names: str) -> str | None:
+    """Why one of the Python modules ``names`` cannot be imported here (None when all can)."""
+    import importlib
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            return f"{name} cannot be imported ({exc})"
+    return None
+
+
+def require_modules(*names: str, extra: str) -> None:
+    """Skip the calling test (or module, at import) when a module of the optional ``extra`` is not installed;
+    under ``CI=true`` fail instead: CI installs every extra, so a missing one is a broken environment."""
+    reason = missing_modules(*names)
+    if reason is None:
+        return
+    reason = f"{reason}: install kafkalog[{extra}]"
+    if in_ci():
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if image := config.getoption("--image", default=None):
         os.environ["KAFKALOG_IMAGE"] = image  # read by ContainerBroker and container_image()

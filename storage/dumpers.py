@@ -1,5 +1,5 @@
 """Dump functions for every file kind of a data dir except ``.log`` (which is :mod:`.records.dump`), as
-DumpLogSegments dumps them (spec 60-tools §2.2-§2.5), plus the text/metadata files Kafka's tool ignores.
+DumpLogSegments dumps them (``docs/commands/dump.md``, ``DumpLogSegments``), plus the text/metadata files Kafka's tool ignores.
 
 Each ``dump_*`` function returns a :class:`FileDump`: JSON-ready ``entries`` (one dict per index entry,
 snapshot producer, checkpoint line, ...), file-level ``info``, the checks DumpLogSegments reports at the end of

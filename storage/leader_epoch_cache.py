@@ -1,4 +1,4 @@
-"""The leader-epoch cache of a partition (``LeaderEpochFileCache``, 30-checkpoints §3).
+"""The leader-epoch cache of a partition (``LeaderEpochFileCache``, docs/formats.md#leader-epoch-checkpoint).
 
 Entries ``epoch -> start offset`` kept sorted by epoch; persisted in ``leader-epoch-checkpoint`` through
 ``files/leader_epoch.py`` and a :class:`~kafkalog.storage.dirview.DirView` (planned: the write becomes a plan

@@ -1,5 +1,5 @@
 """Producer state as the broker keeps it (``ProducerStateManager``, ``ProducerStateEntry``,
-``ProducerAppendInfo``; spec 40-log-engine §5.3, 30-checkpoints §7).
+``ProducerAppendInfo``; docs/semantics.md#producer-state, docs/formats.md#producer-snapshots).
 
 Built by replaying v2 batches that carry a producer id, exactly as ``LogSegment.recover`` /
 ``UnifiedLog.rebuildProducerState`` do (origin REPLICATION: epochs and sequences are not enforced).

@@ -165,11 +165,15 @@ def plan_for(command: str, d: Path):
     from kafkalog.storage.engine.cleaner import plan_compact
     from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
     from kafkalog.storage.engine.flush import plan_flush
+    from kafkalog.storage.engine.migrate import (
+        MigrateOptions,
+        plan_migrate,
+        plan_set_checkpoints,
+        plan_topic_id,
+    )
     from kafkalog.storage.engine.reindex import plan_reindex
     from kafkalog.storage.engine.repair import plan_repair
     from kafkalog.storage.engine.retention import plan_retention
-
-    from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate, plan_set_checkpoints, plan_topic_id
 
     return {
         "checkpoints": lambda: plan_set_checkpoints(d, "recovery-point", {("compacted", 0): 0, ("codec-zstd", 0): 7}),

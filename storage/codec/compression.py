@@ -1,4 +1,4 @@
-"""The four Kafka codecs with Kafka's exact framings (spec 10-records §6).
+"""The four Kafka codecs with Kafka's exact framings (docs/formats.md#compression-codecs).
 
 * gzip: one RFC 1952 member written like ``java.util.zip.GZIPOutputStream`` on JDK >= 16 (mtime 0, XFL 0,
   OS 0xff) over zlib's raw deflate; any gzip (several members, optional header fields) is read.

@@ -1,4 +1,4 @@
-"""Kafka's varints: unsigned LEB128 (uvarint) and zig-zag varint/varlong (spec 10-records §1).
+"""Kafka's varints: unsigned LEB128 (uvarint) and zig-zag varint/varlong (docs/formats.md#varints-and-primitive-types; Kafka's ``ByteUtils``).
 
 Decoders take a buffer and a position and return ``(value, new_position)``; they never read past ``end`` and
 raise :class:`CorruptRecordError` on truncation or an over-long encoding, with the byte position.

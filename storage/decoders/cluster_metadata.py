@@ -1,4 +1,4 @@
-"""Decoder for KRaft metadata records (``__cluster_metadata`` and snapshots; spec 60-tools §3.3).
+"""Decoder for KRaft metadata records (``__cluster_metadata`` and snapshots; docs/formats.md#internal-topics).
 
 A record value is ``uvarint frameVersion`` (1; 0 was the 2.8 preview and is decoded too), ``uvarint apiKey``
 (the ``MetadataRecordType`` id), ``uvarint version``, then the generated message; nothing may follow it.

@@ -1,4 +1,4 @@
-"""Decoder for ``__consumer_offsets`` records (spec 60-tools §3.1).
+"""Decoder for ``__consumer_offsets`` records (docs/formats.md#internal-topics).
 
 Key = int16 record type + key message; value = int16 version + value message; a null value is a tombstone
 (``CoordinatorRecordSerde``). Two layers:

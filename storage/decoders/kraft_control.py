@@ -1,4 +1,4 @@
-"""Decoder for control records (spec 10-records §5): transaction markers and the KRaft control records of
+"""Decoder for control records (docs/formats.md#control-records): transaction markers and the KRaft control records of
 ``__cluster_metadata`` and snapshots (schemas from ``clients/src/main/resources/common/message/``).
 
 Key: int16 version (>= 0; higher versions are parsed as 0) + int16 type, at least 4 bytes. Values of the KRaft

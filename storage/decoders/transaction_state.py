@@ -1,4 +1,4 @@
-"""Decoder for ``__transaction_state`` records (spec 60-tools §3.2).
+"""Decoder for ``__transaction_state`` records (docs/formats.md#internal-topics).
 
 Key = int16 version (0) + ``TransactionLogKey``; value = int16 version (0, or 1 = flexible with tagged fields,
 KIP-890) + ``TransactionLogValue``; a null value is a tombstone. :func:`format_transaction_record` gives the

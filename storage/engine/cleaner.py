@@ -1,4 +1,4 @@
-"""Offline log compaction with the broker's exact semantics (spec 50-cleaner; ``LogCleaner``,
+"""Offline log compaction with the broker's exact semantics (docs/semantics.md#log-cleaner; ``LogCleaner``,
 ``LogCleanerManager``).
 
 Library API (the ``kafkalog compact`` command is a thin shell over it):

@@ -1,5 +1,5 @@
 """Filtering one chunk of a segment (``MemoryRecords.filterTo`` with the cleaner's ``RecordFilter``,
-spec 50-cleaner §6, §7).
+docs/semantics.md#batch-and-record-filtering).
 
 Works per batch on zero-copy views: an unchanged batch is copied verbatim (old CRC, epoch and compressed bytes),
 a changed one is rebuilt with ``MemoryRecordsBuilder``'s rules, a batch that must stay for producer state or the

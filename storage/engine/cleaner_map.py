@@ -1,4 +1,4 @@
-"""The cleaner's key -> last offset map (``SkimpyOffsetMap``, spec 50-cleaner §4).
+"""The cleaner's key -> last offset map (``SkimpyOffsetMap``, docs/semantics.md#cleaner-offset-map).
 
 Kafka stores 24-byte entries (16-byte MD5 of the key + 8-byte offset) in a fixed array of
 ``slots = memory // 24`` and stops filling it at ``int(slots * load_factor)`` distinct hashes. Lookups only ever

@@ -1,4 +1,4 @@
-"""Transaction bookkeeping of a cleaning round (``CleanedTransactionMetadata``, spec 50-cleaner §6.3)."""
+"""Transaction bookkeeping of a cleaning round (``CleanedTransactionMetadata``, docs/semantics.md#transactions-in-the-cleaner)."""
 
 from __future__ import annotations
 

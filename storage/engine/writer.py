@@ -1,4 +1,4 @@
-"""Appending batches to a partition directory as the broker does (40-log-engine §2-§4, 20-indexes §4.2/§5).
+"""Appending batches to a partition directory as the broker does (docs/semantics.md#appending, docs/semantics.md#rolling, docs/semantics.md#index-interval-rule).
 
 :class:`LogWriter` owns one partition directory while it is open:
 

@@ -1,4 +1,4 @@
-"""The four offset checkpoint files of a data dir (``OffsetCheckpointFile``, 30-checkpoints §2).
+"""The four offset checkpoint files of a data dir (``OffsetCheckpointFile``, docs/formats.md#offset-checkpoint-files).
 
 ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``, ``replication-offset-checkpoint`` and
 ``cleaner-offset-checkpoint`` share one format::

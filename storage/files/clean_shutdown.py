@@ -1,4 +1,4 @@
-"""``.kafka_cleanshutdown`` marker of a data dir (``CleanShutdownFileHandler``, 30-checkpoints §6).
+"""``.kafka_cleanshutdown`` marker of a data dir (``CleanShutdownFileHandler``, docs/formats.md#kafka_cleanshutdown).
 
 Kafka <= 3.6 writes an empty file; >= 3.7 writes ``{"version":0,"brokerEpoch":N}``. The file's presence alone
 means "the broker shut down cleanly"; a content that does not parse just means "no epoch".

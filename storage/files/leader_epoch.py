@@ -1,4 +1,4 @@
-"""``leader-epoch-checkpoint`` (``LeaderEpochCheckpointFile``, 30-checkpoints §3).
+"""``leader-epoch-checkpoint`` (``LeaderEpochCheckpointFile``, docs/formats.md#leader-epoch-checkpoint).
 
 Same framing as the offset checkpoints (version 0), entries ``<epoch> <startOffset>`` sorted by epoch.
 """

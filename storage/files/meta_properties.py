@@ -1,4 +1,4 @@
-"""``meta.properties`` of a data dir (``MetaProperties``, ``PropertiesUtils``, 30-checkpoints §5).
+"""``meta.properties`` of a data dir (``MetaProperties``, ``PropertiesUtils``, docs/formats.md#metaproperties).
 
 Written by ``java.util.Properties.store(writer, "")``::
 

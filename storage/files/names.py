@@ -1,4 +1,4 @@
-"""File names inside a partition directory (``LogFileUtils``, 00-layout §2.3, §3)."""
+"""File names inside a partition directory (``LogFileUtils``, docs/formats.md#file-names)."""
 
 from __future__ import annotations
 

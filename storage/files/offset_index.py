@@ -1,4 +1,4 @@
-"""Offset index ``<base>.index`` (``OffsetIndex``, 20-indexes §4).
+"""Offset index ``<base>.index`` (``OffsetIndex``, docs/formats.md#offset-index).
 
 8-byte entries: relative offset int32, physical position int32 (start of a batch in the ``.log``).
 Rebuilding from a ``.log`` is :mod:`kafkalog.storage.log_segment`'s job.

@@ -1,4 +1,4 @@
-"""``partition.metadata`` (``PartitionMetadataFile``, KIP-516, 30-checkpoints §4).
+"""``partition.metadata`` (``PartitionMetadataFile``, KIP-516, docs/formats.md#partitionmetadata).
 
 Exact content ``version: 0\\ntopic_id: <22-char base64url Uuid>`` with no trailing newline.
 """

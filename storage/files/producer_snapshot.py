@@ -1,5 +1,5 @@
 """Producer-state snapshot ``<offset>.snapshot`` (``ProducerStateManager.readSnapshot/writeSnapshot``,
-``ProducerSnapshot.json`` version 1, 30-checkpoints §7).
+``ProducerSnapshot.json`` version 1, docs/formats.md#producer-snapshots).
 
 Layout: version int16 (=1), crc uint32 (CRC32C of bytes [6, end)), count int32, then 46-byte entries.
 Entry order is kept as read (Java ``HashMap`` order, meaningless but byte-relevant).

@@ -1,4 +1,4 @@
-"""Time index ``<base>.timeindex`` (``TimeIndex``, 20-indexes §5).
+"""Time index ``<base>.timeindex`` (``TimeIndex``, docs/formats.md#time-index).
 
 12-byte entries: timestamp int64, relative offset int32. Timestamps strictly increase; offsets do not decrease.
 Rebuilding from a ``.log`` is :mod:`kafkalog.storage.log_segment`'s job.

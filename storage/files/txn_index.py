@@ -1,4 +1,4 @@
-"""Aborted-transaction index ``<base>.txnindex`` (``TransactionIndex``, ``AbortedTxn``, 20-indexes §6).
+"""Aborted-transaction index ``<base>.txnindex`` (``TransactionIndex``, ``AbortedTxn``, docs/formats.md#transaction-index).
 
 34-byte entries: version int16 (0), producerId int64, firstOffset int64, lastOffset int64 (the ABORT
 marker's offset, in this segment), lastStableOffset int64. No preallocation; a partial trailing entry is

@@ -1,4 +1,4 @@
-"""Message format v2 record batches (spec 10-records §3, §4).
+"""Message format v2 record batches (docs/formats.md#record-batches-v2, docs/formats.md#records-v2).
 
 A :class:`RecordBatch` is a zero-copy view over the bytes of one batch (a ``memoryview`` into a file's mmap or
 any buffer). Header fields are unpacked lazily with one precompiled ``struct``; records are decoded only when

@@ -1,4 +1,4 @@
-"""Control records (spec 10-records §5): transaction markers and KRaft control record types."""
+"""Control records (docs/formats.md#control-records): transaction markers and KRaft control record types."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``dump_log``: the batches (and optionally records) of a ``.log`` file as plain dicts, for ``kafkalog dump``
-and for tests (spec 60-tools §2.1, DumpLogSegments ``dumpLog``).
+and for tests (``docs/commands/dump.md``; Kafka's ``DumpLogSegments.dumpLog``).
 
 The file is mmapped, never read whole; memory is bounded by one batch (plus its decompressed records when
 ``deep``). Every problem is reported in the stream -- the scan keeps going after a bad CRC or an undecodable

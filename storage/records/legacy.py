@@ -1,4 +1,4 @@
-"""Message formats v0 and v1 (spec 10-records §2): plain messages and compressed wrapper messages.
+"""Message formats v0 and v1 (docs/formats.md#message-sets-v0-and-v1): plain messages and compressed wrapper messages.
 
 A :class:`LegacyBatch` is one shallow log entry: a plain message (a batch of exactly itself) or a compressed
 wrapper whose value holds inner entries. It exposes the same attributes as :class:`RecordBatch`.

@@ -1,4 +1,4 @@
-"""Shallow iteration over a buffer of log entries (spec 10-records §7, ``FileLogInputStream.nextBatch``).
+"""Shallow iteration over a buffer of log entries (docs/formats.md#reading-a-log-file, ``FileLogInputStream.nextBatch``).
 
 ``iter_batches`` yields zero-copy batch views (:class:`RecordBatch` for magic >= 2, :class:`LegacyBatch` for
 0 and 1). Nothing is validated here but the entry framing; call ``is_valid()``/``ensure_valid()`` per batch and

@@ -26,7 +26,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from damage import FIXTURES, MUTATIONS, count_mutations, killed_at, migrate_dest, records, repair_dir, run_for, tree
+from damage import (
+    FIXTURES,
+    MUTATIONS,
+    count_mutations,
+    killed_at,
+    migrate_dest,
+    records,
+    repair_dir,
+    run_for,
+    tree,
+)
 
 from kafkalog.storage import fileops
 from kafkalog.storage.errors import KafkaLogError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from datagen import BASE_TS
+from builders import BASE_TS
 
 from kafkalog.compat import jars
 from kafkalog.compat.broker import Broker

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from datagen import BASE_TS, make_data_dir, write_partition
+from builders import BASE_TS, generated_data_dir, generated_partition
 
 from kafkalog.storage.engine.cleaner import plan_compact
 from kafkalog.storage.engine.plan import apply
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.spark
 
 
 def _corrupt_one(tmp_path):
-    root = make_data_dir(tmp_path / "d", {"v": 3}, 400)
+    root = generated_data_dir(tmp_path / "d", {"v": 3}, 400)
     log = root / "v-1" / "00000000000000000000.log"
     data = bytearray(log.read_bytes())
     pos = [b.position for b in iter_batches(bytes(data))][2]
@@ -73,7 +73,7 @@ def test_cli_verify_json_exit_code(tmp_path):
 
 
 def test_export_parquet_and_json(spark, tmp_path):
-    root = make_data_dir(tmp_path / "d", {"e": 2, "f": 1}, 700)
+    root = generated_data_dir(tmp_path / "d", {"e": 2, "f": 1}, 700)
     report = jobs.export(spark, [str(root)], str(tmp_path / "out.parquet"), options={"topics": "e"})
     assert report.summary["records"] == 1400
     assert sorted(p.name for p in (tmp_path / "out.parquet").iterdir() if p.is_dir()) == ["topic=e"]
@@ -104,7 +104,7 @@ def test_convert_legacy_to_v2(spark, tmp_path):
 def test_compact_matches_single_machine(spark, tmp_path):
     root = tmp_path / "d"
     for p in range(2):
-        write_partition(root / f"c-{p}", 3000, batch_records=100, segment_bytes=1 << 20, value_size=500)
+        generated_partition(root / f"c-{p}", 3000, batch_records=100, segment_bytes=1 << 20, value_size=500)
     twin = tmp_path / "twin"
     shutil.copytree(root, twin)
     overrides = {"cleanup.policy": "compact"}
@@ -126,7 +126,7 @@ def test_compact_tasks_leave_the_shared_checkpoint_to_the_driver(tmp_path):
     """Tasks of one data dir run at once: none may rewrite cleaner-offset-checkpoint (CI once saw two tasks
     collide on its .tmp file). The task reports its clean point; the driver writes the file once."""
     root = tmp_path / "d"
-    write_partition(root / "c-0", 600, batch_records=50, segment_bytes=1 << 16, value_size=100)
+    generated_partition(root / "c-0", 600, batch_records=50, segment_bytes=1 << 16, value_size=100)
     plan = plan_compact([root], now_ms=BASE_TS + 10**8, force=True,
                         resolver=ConfigResolver(None, None, {"cleanup.policy": "compact"}))
     [pp] = plan.partitions
@@ -146,7 +146,7 @@ def test_compact_many_partitions_of_one_data_dir(spark, tmp_path):
     root = tmp_path / "d"
     n = 12
     for p in range(n):
-        write_partition(root / f"m-{p}", 300 + 10 * p, batch_records=20, segment_bytes=1 << 14, value_size=200)
+        generated_partition(root / f"m-{p}", 300 + 10 * p, batch_records=20, segment_bytes=1 << 14, value_size=200)
     report = jobs.compact(spark, [str(root)], now=BASE_TS + 10**8, force=True,
                           overrides={"cleanup.policy": "compact"}, backup=False)
     assert report.ok and report.summary["partitions"] == n
@@ -161,7 +161,7 @@ def test_errors_inside_spark_become_one_line(spark, tmp_path):
 
     from kafkalog.tools.spark_cli import spark_error_line
 
-    write_partition(tmp_path / "t-0", 50, batch_records=10)
+    generated_partition(tmp_path / "t-0", 50, batch_records=10)
     log = tmp_path / "t-0" / "00000000000000000000.log"
     data = bytearray(log.read_bytes())
     data[8:12] = (5).to_bytes(4, "big")  # a size field below the 14-byte minimum, in the first batch
@@ -183,8 +183,8 @@ def test_export_offset_spec_resolved_per_partition(spark, tmp_path):
     from kafkalog.tools.spark.plan import discover, partition_windows
 
     root = tmp_path / "d"
-    write_partition(root / "e-0", 700, segment_bytes=8000)
-    write_partition(root / "e-1", 300, segment_bytes=8000)
+    generated_partition(root / "e-0", 700, segment_bytes=8000)
+    generated_partition(root / "e-1", 300, segment_bytes=8000)
     opts = parse_read_options({"paths": str(root), "offset": "-100"})
     assert opts.offset_spec == parse_offset_specs(["-100"])
     windows = {d.rsplit("/", 1)[-1]: w for (_s, d), w in partition_windows(discover(opts), opts).items()}

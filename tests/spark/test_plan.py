@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from datagen import make_data_dir, write_partition
+from builders import generated_data_dir, generated_partition
 
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.records import build_batch
@@ -21,9 +21,9 @@ def _offsets(groups, opts) -> list[int]:
 
 
 def test_large_segments_split_at_index_positions_small_ones_packed(tmp_path):
-    make_data_dir(tmp_path / "big", {"big": 1}, 20000, value_size=200)
+    generated_data_dir(tmp_path / "big", {"big": 1}, 20000, value_size=200)
     for p in range(6):
-        write_partition(tmp_path / "small" / f"small-{p}", 20)
+        generated_partition(tmp_path / "small" / f"small-{p}", 20)
     opts = parse_read_options({"paths": f"{tmp_path / 'big'},{tmp_path / 'small'}",
                                "maxPartitionBytes": str(1 << 20), "openCostInBytes": "1024"})
     groups = plan(opts)
@@ -38,7 +38,7 @@ def test_large_segments_split_at_index_positions_small_ones_packed(tmp_path):
 
 
 def test_split_without_index_uses_batch_headers(tmp_path):
-    make_data_dir(tmp_path, {"noidx": 1}, 5000, value_size=200)
+    generated_data_dir(tmp_path, {"noidx": 1}, 5000, value_size=200)
     (tmp_path / "noidx-0" / "00000000000000000000.index").unlink()
     opts = parse_read_options({"path": str(tmp_path), "maxPartitionBytes": str(200_000)})
     groups = plan(opts)
@@ -48,7 +48,7 @@ def test_split_without_index_uses_batch_headers(tmp_path):
 
 def test_windowed_reads_equal_mmap_reads(tmp_path, monkeypatch):
     pdir = tmp_path / "w-0"
-    write_partition(pdir, 3000, batch_records=30)
+    generated_partition(pdir, 3000, batch_records=30)
     log = pdir / "00000000000000000000.log"
     with open(log, "ab") as f:  # one batch far larger than a window
         f.write(build_batch([(3000 + i, 0, None, b"x" * 1000) for i in range(40)], base_offset=3000))
@@ -65,7 +65,7 @@ def test_windowed_reads_equal_mmap_reads(tmp_path, monkeypatch):
 
 
 def test_bad_split_boundary_is_an_index_error(tmp_path):
-    write_partition(tmp_path / "x-0", 100, batch_records=10)
+    generated_partition(tmp_path / "x-0", 100, batch_records=10)
     opts = parse_read_options({"path": str(tmp_path)})
     [seg] = discover(opts)
     bad = Piece(seg.spec, seg.path, "x", 0, 0, 0, 700, seg.size)  # 700 is inside a batch

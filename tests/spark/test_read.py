@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from datagen import BASE_TS, make_data_dir, write_partition
+from builders import BASE_TS, generated_data_dir, generated_partition
 
 from kafkalog.storage.records import build_legacy
 from kafkalog.storage.records.dump import dump_log
@@ -58,9 +58,9 @@ COLUMNS = ["topic", "partition", "offset", "timestamp", "timestampType", "key", 
 def mixed_dir(tmp_path_factory) -> Path:
     """Uncompressed, all four codecs, a producer id, several segments, and v0/v1 message sets."""
     root = tmp_path_factory.mktemp("mixed")
-    make_data_dir(root, {"plain": 2}, 4000, segment_bytes=1 << 20, value_size=300, producer_id=42)
+    generated_data_dir(root, {"plain": 2}, 4000, segment_bytes=1 << 20, value_size=300, producer_id=42)
     for codec, name in ((1, "gz"), (2, "snappy"), (3, "lz4"), (4, "zstd")):
-        write_partition(root / f"{name}-0", 1500, codec=codec, batch_records=100)
+        generated_partition(root / f"{name}-0", 1500, codec=codec, batch_records=100)
     legacy = root / "legacy-0"
     legacy.mkdir()
     data = b""
@@ -144,7 +144,7 @@ def test_pushdown_narrows_the_plan(mixed_dir):
 
 
 def test_corrupt_batch_failfast_and_permissive(spark, tmp_path):
-    write_partition(tmp_path / "t-0", 500, batch_records=50)
+    generated_partition(tmp_path / "t-0", 500, batch_records=50)
     log = tmp_path / "t-0" / "00000000000000000000.log"
     data = bytearray(log.read_bytes())
     from kafkalog.storage.records import iter_batches
@@ -166,7 +166,7 @@ def test_corrupt_batch_failfast_and_permissive(spark, tmp_path):
 
 
 def test_torn_tail_is_reported(spark, tmp_path):
-    write_partition(tmp_path / "t-0", 100, batch_records=10)
+    generated_partition(tmp_path / "t-0", 100, batch_records=10)
     log = tmp_path / "t-0" / "00000000000000000000.log"
     size = log.stat().st_size
     with open(log, "ab") as f:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from datagen import make_data_dir
+from builders import generated_data_dir
 
 pytestmark = pytest.mark.spark
 
@@ -29,7 +29,7 @@ def test_s3_read_equals_local_read(spark, s3_endpoint, tmp_path, monkeypatch):
     import pyarrow.fs as pafs
 
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    local = make_data_dir(tmp_path / "d", {"s3t": 2}, 2000, segment_bytes=1 << 20, value_size=400)
+    local = generated_data_dir(tmp_path / "d", {"s3t": 2}, 2000, segment_bytes=1 << 20, value_size=400)
     fs = pafs.S3FileSystem(endpoint_override=s3_endpoint.removeprefix("http://"), scheme="http",
                            access_key="test", secret_key="test", region="us-east-1",
                            allow_bucket_creation=True)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from datagen import BASE_TS, write_partition
+from builders import BASE_TS, generated_partition
 from standalone import standalone_cluster
 
 from kafkalog.storage.engine.cleaner import plan_compact
@@ -81,7 +81,7 @@ def test_compact_on_the_cluster_equals_single_machine(cluster, tmp_path):
     url, _ = cluster
     root = tmp_path / "d"
     for p in range(3):
-        write_partition(root / f"c-{p}", 2000, batch_records=50, segment_bytes=1 << 18, value_size=300)
+        generated_partition(root / f"c-{p}", 2000, batch_records=50, segment_bytes=1 << 18, value_size=300)
     twin = tmp_path / "twin"
     shutil.copytree(root, twin)
     now = BASE_TS + 10**8

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from datagen import make_data_dir
+from builders import generated_data_dir
 
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.log import PartitionLog
@@ -20,7 +20,7 @@ def _content(df):
 
 
 def test_round_trip_assigning_offsets(spark, tmp_path):
-    src = make_data_dir(tmp_path / "src", {"a": 2, "b": 1}, 3000, value_size=600)
+    src = generated_data_dir(tmp_path / "src", {"a": 2, "b": 1}, 3000, value_size=600)
     df = spark.read.format("kafkalog").load(str(src))
     # one Spark partition per topic partition keeps each partition's order, so offsets come out the same
     ordered = df.repartition(3, "topic", "partition").sortWithinPartitions("topic", "partition", "offset")
@@ -40,7 +40,7 @@ def test_round_trip_assigning_offsets(spark, tmp_path):
 
 
 def test_round_trip_keeping_offsets(spark, tmp_path):
-    src = make_data_dir(tmp_path / "src", {"k": 1}, 2000)
+    src = generated_data_dir(tmp_path / "src", {"k": 1}, 2000)
     df = spark.read.format("kafkalog").load(str(src)).filter("offset % 3 = 0")  # gaps, as after compaction
     dst = tmp_path / "dst"
     (df.repartition(1).sortWithinPartitions("offset").select("offset", *COLS)
@@ -55,7 +55,7 @@ def test_round_trip_keeping_offsets(spark, tmp_path):
 
 
 def test_overlapping_kept_offsets_are_refused(spark, tmp_path):
-    src = make_data_dir(tmp_path / "src", {"k": 1}, 100)
+    src = generated_data_dir(tmp_path / "src", {"k": 1}, 100)
     df = spark.read.format("kafkalog").load(str(src))
     both = df.union(df).repartition(2).select("offset", *COLS)
     with pytest.raises(Exception, match="overlap"):
@@ -64,7 +64,7 @@ def test_overlapping_kept_offsets_are_refused(spark, tmp_path):
 
 
 def test_overwrite_is_refused(spark, tmp_path):
-    src = make_data_dir(tmp_path / "src", {"k": 1}, 10)
+    src = generated_data_dir(tmp_path / "src", {"k": 1}, 10)
     df = spark.read.format("kafkalog").load(str(src)).select(*COLS)
     with pytest.raises(Exception, match="overwrite"):
         df.write.format("kafkalog").mode("overwrite").save(str(tmp_path / "dst"))

@@ -1,11 +1,11 @@
-"""Offline compaction: broker rules on small real directories (spec 50-cleaner)."""
+"""Offline compaction: broker rules on small real directories (docs/semantics.md#log-cleaner)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from builders import write_segment
 from engines import clean_points, compact
 
 from kafkalog.storage import fileops
@@ -19,13 +19,8 @@ from kafkalog.storage.log import PartitionLog
 from kafkalog.storage.records import build_batch, build_end_txn_marker, iter_batches
 
 NOW = 1_700_000_000_000
+OLD = NOW - 1000  # the segments' mtime
 COMPACT = LogConfig.defaults().with_overrides({"cleanup.policy": ["compact"]})
-
-
-def write_segment(pdir: Path, base: int, batches: list[bytes], mtime_ms: int = NOW - 1000) -> None:
-    p = pdir / f"{base:020d}.log"
-    p.write_bytes(b"".join(batches))
-    os.utime(p, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
 
 
 def kv(offset: int, key: bytes | None, value: bytes | None, ts: int = NOW - 5000) -> bytes:
@@ -56,9 +51,9 @@ def pdir(tmp_path: Path) -> Path:
 
 
 def simple_log(pdir: Path) -> None:
-    write_segment(pdir, 0, [kv(0, b"a", b"1"), kv(1, b"b", b"1"), kv(2, None, b"x"), kv(3, b"a", b"2")])
-    write_segment(pdir, 4, [kv(4, b"b", None), kv(5, b"c", b"1"), kv(6, b"a", b"3")])
-    write_segment(pdir, 7, [kv(7, b"a", b"4")])  # active segment
+    write_segment(pdir, 0, [kv(0, b"a", b"1"), kv(1, b"b", b"1"), kv(2, None, b"x"), kv(3, b"a", b"2")], mtime_ms=OLD)
+    write_segment(pdir, 4, [kv(4, b"b", None), kv(5, b"c", b"1"), kv(6, b"a", b"3")], mtime_ms=OLD)
+    write_segment(pdir, 7, [kv(7, b"a", b"4")], mtime_ms=OLD)  # active segment
 
 
 def test_offset_map_capacity_matches_skimpy_offset_map():
@@ -97,7 +92,7 @@ def test_second_round_removes_tombstone_after_horizon(pdir: Path):
     compact(pdir, COMPACT, CleanerConfig(), NOW, force=True)
     later = NOW + COMPACT.delete_retention_ms + 1
     # new dirty data so that a round happens: roll the active segment
-    write_segment(pdir, 8, [kv(8, b"z", b"1")])
+    write_segment(pdir, 8, [kv(8, b"z", b"1")], mtime_ms=OLD)
     compact(pdir, COMPACT, CleanerConfig(), later, force=True)
     recs = records(pdir)
     assert (4, b"b", None) not in recs
@@ -138,11 +133,11 @@ def test_aborted_transaction_data_removed_marker_kept_and_indexed(pdir: Path):
                        base_sequence=0, is_transactional=True)
     marker = build_end_txn_marker(offset=1, producer_id=pid, producer_epoch=epoch, coordinator_epoch=0,
                                   commit=False, timestamp=NOW - 4000)
-    write_segment(pdir, 0, [data, marker, kv(2, b"k", b"v")])
+    write_segment(pdir, 0, [data, marker, kv(2, b"k", b"v")], mtime_ms=OLD)
     # the broker's txn index of segment 0: producer 42 aborted [0, 1], LSO 0
     from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex
     (pdir / f"{0:020d}.txnindex").write_bytes(bytes(TransactionIndex.from_entries(0, [AbortedTxn(pid, 0, 1, 0)])._buf))
-    write_segment(pdir, 3, [kv(3, b"x", b"y")])
+    write_segment(pdir, 3, [kv(3, b"x", b"y")], mtime_ms=OLD)
     compact(pdir, COMPACT, CleanerConfig(), NOW, force=True, expiration_ms=1)
     bs = batches(pdir)
     # the aborted data is removed; its batch stays as an empty header because it holds producer 42's last
@@ -157,8 +152,8 @@ def test_last_batch_of_active_producer_kept_as_empty_header(pdir: Path):
     pid = 7
     b0 = build_batch([(0, NOW - 5000, b"k", b"old")], base_offset=0, producer_id=pid, producer_epoch=0,
                      base_sequence=0)
-    write_segment(pdir, 0, [b0, kv(1, b"k", b"new")])
-    write_segment(pdir, 2, [kv(2, b"x", b"1")])
+    write_segment(pdir, 0, [b0, kv(1, b"k", b"new")], mtime_ms=OLD)
+    write_segment(pdir, 2, [kv(2, b"x", b"1")], mtime_ms=OLD)
     compact(pdir, COMPACT, CleanerConfig(), NOW, force=True, expiration_ms=10**12)
     bs = batches(pdir)
     assert bs[0].base_offset == 0 and bs[0].size == 61 and bs[0].records_count == 0
@@ -167,7 +162,7 @@ def test_last_batch_of_active_producer_kept_as_empty_header(pdir: Path):
 
 def test_group_segments_by_size(pdir: Path):
     for base in (0, 10, 20, 30):
-        write_segment(pdir, base, [kv(base + i, b"k%d" % i, b"v" * 100) for i in range(10)])
+        write_segment(pdir, base, [kv(base + i, b"k%d" % i, b"v" * 100) for i in range(10)], mtime_ms=OLD)
     with PartitionLog(pdir) as log:
         seg_size = log.segments[0].size
         groups = group_segments_by_size(log.segments[:3], seg_size * 2, 10 << 20, 30)
@@ -209,8 +204,8 @@ def _legacy_log(pdir: Path) -> None:
     wrapper = build_legacy([(0, NOW - 9000, b"a", b"1"), (1, NOW - 8000, b"b", b"1"), (2, NOW - 7000, b"a", b"2")],
                            magic=1, codec=1, base_offset=0)
     single = build_legacy([(3, NOW - 6000, b"c", b"1")], magic=1, base_offset=3)
-    write_segment(pdir, 0, [wrapper, single])
-    write_segment(pdir, 4, [kv(4, b"c", b"2")])
+    write_segment(pdir, 0, [wrapper, single], mtime_ms=OLD)
+    write_segment(pdir, 4, [kv(4, b"c", b"2")], mtime_ms=OLD)
 
 
 def test_kafka_4_rewrites_legacy_batches_as_v2(pdir: Path):
@@ -238,8 +233,8 @@ def test_legacy_batch_ending_the_round_cannot_be_kept_empty(pdir: Path):
     # the last batch before the uncleanable offset loses its only (keyless) record: Kafka would have to keep it
     # as an empty batch, which v0/v1 cannot be -> IllegalStateException, partition uncleanable (3.x and 4.x)
     write_segment(pdir, 0, [build_legacy([(0, NOW - 9000, b"a", b"1")], magic=1, base_offset=0),
-                            build_legacy([(1, NOW - 9000, None, b"x")], magic=1, base_offset=1)])
-    write_segment(pdir, 2, [kv(2, b"c", b"2")])
+                            build_legacy([(1, NOW - 9000, None, b"x")], magic=1, base_offset=1)], mtime_ms=OLD)
+    write_segment(pdir, 2, [kv(2, b"c", b"2")], mtime_ms=OLD)
     before = records(pdir)
     with pytest.raises(KafkaLogError, match="uncleanable"):
         compact(pdir, COMPACT, CleanerConfig(), NOW, force=True, kafka_version=(4, 0))

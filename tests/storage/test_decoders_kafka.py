@@ -17,6 +17,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from builders import single_record_batches, write_segment
 from test_decoders import i16, random_message
 
 from kafkalog.compat import clients, jars
@@ -34,7 +35,7 @@ from kafkalog.storage.decoders import kraft_control as kc
 from kafkalog.storage.decoders import metadata_schemas as ms
 from kafkalog.storage.decoders import offsets_schemas as os_
 from kafkalog.storage.decoders import transaction_state as ts
-from kafkalog.storage.records import build_batch, iter_batches
+from kafkalog.storage.records import iter_batches
 
 pytestmark = pytest.mark.kafka
 
@@ -67,17 +68,6 @@ def _kafka_text(rec: dict, control: bool) -> str | None:
     if "valueText" in rec:
         parts.append("payload: " + rec["valueText"])
     return " ".join(parts)
-
-
-def _write_segment(d: Path, recs: list, control: bool = False) -> Path:
-    d.mkdir(parents=True, exist_ok=True)
-    out = bytearray()
-    for i, (k, v) in enumerate(recs):
-        out += build_batch([(i, 1_700_000_000_000, k, v)], is_control=control, producer_id=5 if control else -1,
-                           producer_epoch=0 if control else -1, is_transactional=control)
-    p = d / "00000000000000000000.log"
-    p.write_bytes(bytes(out))
-    return p
 
 
 def _assert_same(version: str, path: Path, decoder: str | None, ours) -> int:
@@ -189,14 +179,16 @@ def _control_records(rng: random.Random) -> list:
 def test_synthetic_records_format_like_dump_log_segments(version: str, tmp_path: Path):
     dialect = dialect_of(version)
     rng = random.Random(20240611)
-    n = _assert_same(version, _write_segment(tmp_path / "offsets", _offsets_records(rng, dialect)), "offsets",
+    offsets = write_segment(tmp_path / "offsets", 0, single_record_batches(_offsets_records(rng, dialect)))
+    txn = write_segment(tmp_path / "txn", 0, single_record_batches(_transaction_records(rng, dialect)))
+    meta = write_segment(tmp_path / "meta", 0, single_record_batches(_metadata_records(rng, dialect)))
+    ctl = write_segment(tmp_path / "ctl", 0, single_record_batches(_control_records(rng), control=True))
+    n = _assert_same(version, offsets, "offsets",
                      lambda r: format_offsets_record(r.key, r.value, r.offset, dialect=dialect))
-    n += _assert_same(version, _write_segment(tmp_path / "txn", _transaction_records(rng, dialect)), "transaction",
+    n += _assert_same(version, txn, "transaction",
                       lambda r: format_transaction_record(r.key, r.value, r.offset, dialect=dialect))
-    n += _assert_same(version, _write_segment(tmp_path / "meta", _metadata_records(rng, dialect)),
-                      "cluster-metadata", lambda r: format_metadata_record(r.value, r.offset))
-    n += _assert_same(version, _write_segment(tmp_path / "ctl", _control_records(rng), control=True), None,
-                      lambda r: format_control_record(r.key, r.value, dialect=dialect))
+    n += _assert_same(version, meta, "cluster-metadata", lambda r: format_metadata_record(r.value, r.offset))
+    n += _assert_same(version, ctl, None, lambda r: format_control_record(r.key, r.value, dialect=dialect))
     assert n > 400
 
 

@@ -6,41 +6,19 @@ import json
 from pathlib import Path
 
 import pytest
+from builders import TOPIC_ID, mixed_format_data_dir
 
 from kafkalog.storage.describe import describe_paths
-from kafkalog.storage.files.checkpoints import write_offset_checkpoint
-from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
-from kafkalog.storage.files.partition_metadata import write_partition_metadata
-from kafkalog.storage.records import build_batch
-from kafkalog.storage.records.builder import build_legacy
 from kafkalog.tools.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIXTURE_DATA = sorted(FIXTURES.glob("*/data")) if FIXTURES.is_dir() else []
-TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"
 REQUIRED = {"dataDir", "topic", "partition", "size", "segments", "logStartOffset", "logEndOffset", "recoveryPoint",
             "cleanPoint", "topicId", "magics", "codecs", "leaderEpochs"}
 
 
-def make_data_dir(root: Path) -> Path:
-    d = root / "orders-7"
-    d.mkdir(parents=True)
-    seg0 = build_legacy([(0, 1000, b"a", b"x"), (1, 1001, b"b", b"y")], magic=1, codec=0, base_offset=0) + \
-        build_batch([(2, 1002, b"c", b"z"), (3, 1003, None, b"w")], base_offset=2, codec=1, partition_leader_epoch=3)
-    seg1 = build_batch([(10, 2000, b"k", b"v")], base_offset=10, codec=4, partition_leader_epoch=5)
-    (d / "00000000000000000000.log").write_bytes(seg0)
-    (d / "00000000000000000010.log").write_bytes(seg1)
-    write_leader_epoch_checkpoint(d / "leader-epoch-checkpoint", [EpochEntry(3, 2), EpochEntry(5, 10)])
-    write_partition_metadata(d / "partition.metadata", TOPIC_ID)
-    write_offset_checkpoint(root / "recovery-point-offset-checkpoint", {("orders", 7): 10})
-    write_offset_checkpoint(root / "log-start-offset-checkpoint", {("orders", 7): 1})
-    write_offset_checkpoint(root / "cleaner-offset-checkpoint", {("orders", 7): 4})
-    write_offset_checkpoint(root / "replication-offset-checkpoint", {("orders", 7): 11})
-    return root
-
-
 def test_describe_paths(tmp_path):
-    root = make_data_dir(tmp_path / "data")
+    root = mixed_format_data_dir(tmp_path / "data")
     (d,) = list(describe_paths([root]))
     assert REQUIRED <= set(d) and "errors" not in d
     assert (d["topic"], d["partition"], d["dataDir"]) == ("orders", 7, str(root))
@@ -56,7 +34,7 @@ def test_describe_paths(tmp_path):
 
 
 def test_describe_cli_json_and_table(tmp_path, capsys):
-    root = make_data_dir(tmp_path / "data")
+    root = mixed_format_data_dir(tmp_path / "data")
     assert main(["describe", "--json", str(root)]) == 0
     (obj,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert obj["logEndOffset"] == 11 and obj["codecs"] == ["none", "gzip", "zstd"]

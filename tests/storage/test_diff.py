@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from builders import write_segment
 
 from kafkalog.storage.diff import diff_paths
 from kafkalog.storage.logdir import live_partition_name, resolve_partition_dirs
@@ -16,20 +17,13 @@ from kafkalog.tools.cli import main
 T0 = 1_700_000_000_000
 
 
-def write(d: Path, batches: list[bytes], name: str = "t-0", seg: str = "00000000000000000000.log") -> Path:
-    p = d / name
-    p.mkdir(parents=True, exist_ok=True)
-    (p / seg).write_bytes(b"".join(batches))
-    return p
-
-
 def batches(n: int, value: bytes = b"v", start: int = 0) -> list[bytes]:
     return [build_batch([(start + i * 2 + j, T0 + i, b"k", value) for j in range(2)]) for i in range(n)]
 
 
 def test_equal(tmp_path: Path):
-    write(tmp_path / "a", batches(5))
-    write(tmp_path / "b", batches(5))
+    write_segment(tmp_path / "a" / "t-0", 0, batches(5))
+    write_segment(tmp_path / "b" / "t-0", 0, batches(5))
     for level in ("bytes", "batches", "records"):
         r = diff_paths(tmp_path / "a", tmp_path / "b", level=level)
         assert r.equal, (level, r.differences)
@@ -40,8 +34,8 @@ def test_first_differing_batch_and_record(tmp_path: Path):
     a = batches(5)
     b = list(a)
     b[3] = build_batch([(6, T0 + 3, b"k", b"CHANGED"), (7, T0 + 3, b"k", b"v")])
-    write(tmp_path / "a", a)
-    write(tmp_path / "b", b)
+    write_segment(tmp_path / "a" / "t-0", 0, a)
+    write_segment(tmp_path / "b" / "t-0", 0, b)
     r = diff_paths(tmp_path / "a", tmp_path / "b", level="batches")
     (d,) = r.differences
     assert d.kind == "batch" and d.offset == 6 and "crc" in d.a["fields"] and "records" in d.a["fields"]
@@ -54,9 +48,9 @@ def test_first_differing_batch_and_record(tmp_path: Path):
 
 
 def test_offsets_on_one_side(tmp_path: Path):
-    write(tmp_path / "a", batches(6))
-    write(tmp_path / "b", batches(4))
-    write(tmp_path / "b", batches(1), name="u-0")
+    write_segment(tmp_path / "a" / "t-0", 0, batches(6))
+    write_segment(tmp_path / "b" / "t-0", 0, batches(4))
+    write_segment(tmp_path / "b" / "u-0", 0, batches(1))
     r = diff_paths(tmp_path / "a", tmp_path / "b")
     kinds = {d.kind: d for d in r.differences}
     assert kinds["offsets-only-in-a"].a == {"count": 4, "ranges": [[8, 11]]}
@@ -66,8 +60,8 @@ def test_offsets_on_one_side(tmp_path: Path):
 
 
 def test_segment_files_and_layout(tmp_path: Path):
-    pa = write(tmp_path / "a", batches(3))
-    pb = write(tmp_path / "b", batches(3, b"x"))
+    pa = write_segment(tmp_path / "a" / "t-0", 0, batches(3)).parent
+    pb = write_segment(tmp_path / "b" / "t-0", 0, batches(3, b"x")).parent
     r = diff_paths(pa / "00000000000000000000.log", pb / "00000000000000000000.log")
     assert r.differences[0].kind == "record"
     assert live_partition_name("a-b-12").name == "a-b-12"
@@ -79,11 +73,11 @@ def test_segment_files_and_layout(tmp_path: Path):
 
 
 def test_cli_exit_codes(tmp_path: Path, capsys):
-    write(tmp_path / "a", batches(3))
+    write_segment(tmp_path / "a" / "t-0", 0, batches(3))
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     assert "equal" in capsys.readouterr().out
-    write(tmp_path / "b", batches(3, b"x"))
+    write_segment(tmp_path / "b" / "t-0", 0, batches(3, b"x"))
     assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b"), "--json"]) == 1
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert lines[0]["kind"] == "record" and lines[-1]["summary"]["equal"] is False
@@ -108,8 +102,8 @@ def test_offset_range_narrows_records_and_batches(tmp_path: Path):
     a = batches(6)  # offsets 0..11, two records per batch
     b = list(a)
     b[3] = build_batch([(6, T0 + 3, b"k", b"CHANGED"), (7, T0 + 3, b"k", b"v")])
-    write(tmp_path / "a", a)
-    write(tmp_path / "b", b)
+    write_segment(tmp_path / "a" / "t-0", 0, a)
+    write_segment(tmp_path / "b" / "t-0", 0, b)
     for level in ("records", "batches"):
         assert diff_paths(tmp_path / "a", tmp_path / "b", level=level, offset_spec=_spec(":6")).equal
         assert diff_paths(tmp_path / "a", tmp_path / "b", level=level, offset_spec=_spec("-4")).equal
@@ -122,8 +116,8 @@ def test_offset_range_narrows_records_and_batches(tmp_path: Path):
 
 
 def test_offset_range_is_the_union_of_both_sides(tmp_path: Path):
-    write(tmp_path / "a", batches(6))  # 0..11
-    write(tmp_path / "b", batches(4))  # 0..7
+    write_segment(tmp_path / "a" / "t-0", 0, batches(6))  # 0..11
+    write_segment(tmp_path / "b" / "t-0", 0, batches(4))  # 0..7
     # -2: A's last two offsets (10, 11) and B's (6, 7): offsets 8..11 are in A only, and that is reported
     r = diff_paths(tmp_path / "a", tmp_path / "b", offset_spec=_spec("-2"))
     (d,) = r.differences

@@ -8,6 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from builders import indexed_segment
 
 from kafkalog.storage.dumpers import (
     INT32_MAX,
@@ -30,34 +31,14 @@ from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry
 from kafkalog.storage.files.time_index import TimeIndex
 from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex
-from kafkalog.storage.log_segment import recover_segment
-from kafkalog.storage.records import build_batch
 from kafkalog.storage.records.dump import dump_log
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 BASE = 100
 
 
-def write_segment(d: Path, base: int = BASE, n: int = 12, per: int = 3) -> tuple[bytes, list[tuple[int, int, int]]]:
-    """n batches of ``per`` records from ``base``; returns the log and (position, last offset, max ts) per batch."""
-    d.mkdir(parents=True, exist_ok=True)
-    log = b""
-    info = []
-    for i in range(n):
-        first = base + i * per
-        ts = 1_000 + 10 * i
-        b = build_batch([(first + j, ts + j, b"k%d" % j, b"v" * 50) for j in range(per)], base_offset=first)
-        info.append((len(log), first + per - 1, ts + per - 1))
-        log += b
-    (d / f"{base:020d}.log").write_bytes(log)
-    r = recover_segment(log, base, index_interval_bytes=300)
-    (d / f"{base:020d}.index").write_bytes(r.offset_index.to_bytes(trim=True))
-    (d / f"{base:020d}.timeindex").write_bytes(r.time_index.to_bytes(trim=True))
-    return log, info
-
-
 def test_offset_index_dump_matches_the_index(tmp_path):
-    _, batches = write_segment(tmp_path)
+    _, batches = indexed_segment(tmp_path)
     path = tmp_path / f"{BASE:020d}.index"
     idx = OffsetIndex.open(path)
     expected = [{"offset": e.offset, "position": e.position} for e in idx]
@@ -74,7 +55,7 @@ def test_offset_index_dump_matches_the_index(tmp_path):
 
 
 def test_offset_index_mismatch_and_entry_past_the_log(tmp_path):
-    log, batches = write_segment(tmp_path)
+    log, batches = indexed_segment(tmp_path)
     path = tmp_path / f"{BASE:020d}.index"
     pos1, last1, _ = batches[1]
     pos2, last2, _ = batches[2]
@@ -91,13 +72,13 @@ def test_offset_index_mismatch_and_entry_past_the_log(tmp_path):
 
 
 def test_offset_index_batch_larger_than_max_message_size(tmp_path):
-    _, batches = write_segment(tmp_path)
+    _, batches = indexed_segment(tmp_path)
     d = dump_offset_index(tmp_path / f"{BASE:020d}.index", max_message_size=50)
     assert d.problems and "--max-message-size" in d.problems[0]["reason"]
 
 
 def test_offset_index_sanity_check_failure_and_zero_padding(tmp_path):
-    _, batches = write_segment(tmp_path)
+    _, batches = indexed_segment(tmp_path)
     path = tmp_path / f"{BASE:020d}.index"
     path.write_bytes(struct.pack(">ii", -5, 0))  # last offset below the base offset
     d = dump_offset_index(path, index_sanity_check=True)
@@ -124,7 +105,7 @@ def test_offset_index_without_log(tmp_path):
 
 
 def test_time_index_dump_and_checks(tmp_path):
-    _, batches = write_segment(tmp_path)
+    _, batches = indexed_segment(tmp_path)
     path = tmp_path / f"{BASE:020d}.timeindex"
     good = dump_time_index(path)
     assert good.ok and len(good.entries) >= 3

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from builders import writer_data_dir
 
+from kafkalog.compat.pytest_plugin import require_modules
 from kafkalog.storage.codec.compression import LZ4
-from kafkalog.storage.config import LogConfig
 from kafkalog.storage.diff import diff_paths
 from kafkalog.storage.engine.export import (
     COLUMN_NAMES,
@@ -19,28 +20,11 @@ from kafkalog.storage.engine.export import (
     iter_export_rows,
 )
 from kafkalog.storage.engine.import_ import import_files
-from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.errors import CorruptRecordError, LogDirError
-from kafkalog.storage.records import build_batch, build_end_txn_marker
 from kafkalog.tools.cli import main
 
 T0 = 1_700_000_000_000
 TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"
-
-
-def make_dir(root: Path, codec: int = 0) -> Path:
-    cfg = LogConfig.from_topic_props({"segment.bytes": 4000})
-    with LogWriter(root / "orders-0", cfg, topic_id=TOPIC_ID, leader_epoch=2, now_ms=T0) as w:
-        for i in range(30):
-            w.append(build_batch([(None, T0 + i * 10 + j, b"k%d" % j, b"v%d" % i * 20, [("h", b"x"), ("n", None)])
-                                  for j in range(3)], codec=codec))
-        w.append(build_batch([(None, T0 + 500, b"t", b"txn")], producer_id=9, producer_epoch=1, base_sequence=0,
-                             is_transactional=True))
-        w.append(build_end_txn_marker(offset=0, producer_id=9, producer_epoch=1, coordinator_epoch=4, commit=True,
-                                      timestamp=T0 + 501))
-    with LogWriter(root / "audit-0", cfg, topic_id="AAAAAAAAAAAAAAAAAAAAAQ", leader_epoch=0, now_ms=T0) as w:
-        w.append(build_batch([(None, T0, None, b"a")]))
-    return root
 
 
 def test_schema_matches_spark_source():
@@ -50,7 +34,7 @@ def test_schema_matches_spark_source():
 
 
 def test_rows_have_every_field(tmp_path: Path):
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     rows = list(iter_export_rows([d], ExportFilter(topics={"orders"})))
     assert len(rows) == 92 and set(rows[0]) == set(COLUMN_NAMES)
     r = rows[4]
@@ -64,7 +48,7 @@ def test_rows_have_every_field(tmp_path: Path):
 
 
 def test_ranges(tmp_path: Path):
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     rows = list(iter_export_rows([d], ExportFilter(topics={"orders"}, from_offset=40, to_offset=50)))
     assert [r["offset"] for r in rows] == list(range(40, 50))
     rows = list(iter_export_rows([d], ExportFilter(topics={"orders"}, from_time=T0 + 100, to_time=T0 + 120)))
@@ -75,11 +59,12 @@ def test_ranges(tmp_path: Path):
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_export_import_export_identical_uncompressed(tmp_path: Path, fmt: str):
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     if fmt == "jsonl":
         export_jsonl([d], tmp_path / "a.jsonl")
         files = [tmp_path / "a.jsonl"]
     else:
+        require_modules("pyarrow", extra="spark")
         st = export_parquet([d], tmp_path / "pq", row_group_rows=16)
         files = [Path(f) for f in st.files]
         import pyarrow.parquet as pq
@@ -97,7 +82,7 @@ def test_export_import_export_identical_uncompressed(tmp_path: Path, fmt: str):
 
 
 def test_compressed_is_record_identical(tmp_path: Path):
-    d = make_dir(tmp_path / "d", codec=LZ4)
+    d = writer_data_dir(tmp_path / "d", codec=LZ4)
     export_jsonl([d], tmp_path / "a.jsonl")
     import_files([tmp_path / "a.jsonl"], tmp_path / "imp")
     assert diff_paths(d, tmp_path / "imp").equal
@@ -107,7 +92,7 @@ def test_compressed_is_record_identical(tmp_path: Path):
 
 
 def test_import_refuses_existing_and_bad_rows(tmp_path: Path):
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     export_jsonl([d], tmp_path / "a.jsonl")
     with pytest.raises(LogDirError, match="--append"):
         import_files([tmp_path / "a.jsonl"], d)
@@ -121,11 +106,12 @@ def test_import_refuses_existing_and_bad_rows(tmp_path: Path):
 
 
 def test_cli(tmp_path: Path, capsys):
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     assert main(["export", str(d / "orders-0"), "--out", "-", "--from-offset", "3", "--to-offset", "5"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [json.loads(x)["offset"] for x in out] == [3, 4]
     assert json.loads(out[0])["key"] == "azA="
+    require_modules("pyarrow", extra="spark")
     assert main(["export", str(d), "--format", "parquet", "--out", str(tmp_path / "pq"),
                  "--print-control-records"]) == 0
     assert sorted(p.name for p in (tmp_path / "pq").iterdir()) == ["audit-0.parquet", "orders-0.parquet"]
@@ -157,11 +143,12 @@ def test_progress_counts_every_segment(tmp_path: Path):
 
     from kafkalog.storage.engine.export import export_bytes
 
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     seen: list[int] = []
     export_jsonl([d], io.StringIO(), progress=seen.append)
     assert len(seen) == len(list(d.rglob("*.log"))) > 2 and sum(seen) == export_bytes([d])
     seen.clear()
+    require_modules("pyarrow", extra="spark")
     export_parquet([d], tmp_path / "pq", ExportFilter(from_offset=60), progress=seen.append)
     assert sum(seen) == export_bytes([d])  # segments before the range are skipped, still counted
 
@@ -174,7 +161,7 @@ FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-4.3.1-kraft"
 def test_key_filter(tmp_path: Path):
     from kafkalog.storage.engine.export import key_bytes
 
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     rows = list(iter_export_rows([d], ExportFilter(key=b"k1")))
     assert [r["offset"] for r in rows] == list(range(1, 90, 3)) and {r["key"] for r in rows} == {b"k1"}
     # with an offset range, and in Parquet (the record path, not the whole-batch Arrow one)
@@ -191,7 +178,7 @@ def test_key_filter(tmp_path: Path):
 
 
 def test_key_filter_cli(tmp_path: Path, capsys):
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     for args in (["--key", "k1"], ["--key", "6b31", "--key-format", "hex"], ["--key", "azE=", "--key-format", "base64"]):
         assert main(["export", str(d), "--out", "-", "--no-progress", *args]) == 0
         rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
@@ -230,7 +217,7 @@ def test_control_records_only_with_print_control_records(tmp_path: Path, capsys)
 
 def test_print_control_records_round_trips_through_import(tmp_path: Path, capsys):
     """An export with the markers is what `kafkalog import` rebuilds a transactional partition from."""
-    d = make_dir(tmp_path / "d")
+    d = writer_data_dir(tmp_path / "d")
     out = tmp_path / "all.jsonl"
     assert main(["export", str(d), "--out", str(out), "--no-progress", "--print-control-records"]) == 0
     assert main(["import", str(out), str(tmp_path / "new")]) == 0

@@ -6,7 +6,7 @@ For every fixture:
 * ``verify_data_dir(deep=True)`` finds no error;
 * the offset and time indexes equal Kafka's rebuild rules where the append boundaries are known: v2 data written
   by a single leader (one batch per append) gives the append-time rule and — for closed segments — the
-  recovery-time rule too (20-indexes §7). Legacy (v0/v1) uncompressed segments, whose multi-message appends are
+  recovery-time rule too (docs/semantics.md#index-interval-rule). Legacy (v0/v1) uncompressed segments, whose multi-message appends are
   unknown, are only validated. Active segments of a killed broker are compared on their valid entries.
 """
 
@@ -142,7 +142,7 @@ def test_fixture_txn_indexes_and_epochs_match_recovery(name):
         for log in dd.partitions():
             topic = parse_topic_partition_name(log.path.name).topic
             if compacted(m, topic):
-                continue  # the cleaner rewrites .txnindex from its own state (50-cleaner §8): not a recovery result
+                continue  # the cleaner rewrites .txnindex from its own state (docs/semantics.md#log-cleaner): not a recovery result
             epochs: list[tuple[int, int]] = []
             for seg in log.segments:
                 r = log.rebuild_segment_indexes(seg, index_interval_bytes=interval_for(m, topic))

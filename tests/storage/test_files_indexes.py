@@ -1,6 +1,6 @@
 """.index / .timeindex / .txnindex: formats, zero padding, lookups, sanity checks and both rebuild rules.
 
-Expected index contents below are computed by hand from 20-indexes §4.2/§4.3/§5 with 100-byte batches.
+Expected index contents below are computed by hand from docs/semantics.md#index-interval-rule and docs/formats.md#time-index with 100-byte batches.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def test_offset_index_zero_padding_recognised(tmp_path):
         assert back.valid_entries == 2 and back.padding_entries == 8 and back.padding_is_zero()
         assert list(back) == [OP(3, 300), OP(6, 600)]
         assert back.lookup(10**9) == OP(6, 600)  # zeros never mistaken for entries
-        back.sanity_check()  # Kafka's check does not notice zero padding (20-indexes §3)
+        back.sanity_check()  # Kafka's check does not notice zero padding (docs/formats.md#offset-index)
         assert back.problems() == []
         assert back.to_bytes() == raw  # untrimmed round trip
         assert back.to_bytes(trim=True) == raw[:16]
@@ -145,7 +145,7 @@ def test_time_index_read_lookup_round_trip(tmp_path):
 
 def test_time_index_zero_padding_and_kafka_sanity_check():
     idx = TimeIndex.from_entries(0, [(1030, 3), (1090, 9)], size=10485760)
-    assert idx.length == 10485756  # rounded down to a multiple of 12 (20-indexes §1)
+    assert idx.length == 10485756  # rounded down to a multiple of 12 (docs/formats.md#offset-index)
     assert idx.valid_entries == 2 and idx.entries == 873813
     assert idx.last_valid_entry == TO(1090, 9)
     assert idx.padding_is_zero()

@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+from builders import write_segment
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -119,23 +120,13 @@ def test_names():
 # ------------------------------------------------------------------------------------------- segment
 
 
-def write_segment(d, base, batches, index=None, timeindex=None):
-    p = d / log_file_name(base)
-    p.write_bytes(b"".join(batches))
-    if index is not None:
-        (d / f"{base:020d}.index").write_bytes(index)
-    if timeindex is not None:
-        (d / f"{base:020d}.timeindex").write_bytes(timeindex)
-    return p
-
-
 def test_segment_reads_and_lookups(tmp_path):
     batches = [build_batch([(100 + 2 * i + j, 1000 + 2 * i + j, b"k", b"v" * 40) for j in range(2)],
                            base_offset=100 + 2 * i) for i in range(10)]
     size = len(batches[0])
     idx = OffsetIndex.from_entries(100, [(105, 2 * size), (111, 5 * size)]).to_bytes()
     tidx = TimeIndex.from_entries(100, [(1005, 105), (1011, 111), (1019, 119)]).to_bytes()
-    p = write_segment(tmp_path, 100, batches, idx, tidx)
+    p = write_segment(tmp_path, 100, batches, index=idx, timeindex=tidx)
     with Segment(p) as seg:
         assert seg.base_offset == 100 and seg.size == size * 10
         assert [b.base_offset for b in seg.iter_batches()] == list(range(100, 120, 2))

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_describe_cli import TOPIC_ID, make_data_dir
+from builders import TOPIC_ID, mixed_format_data_dir
 
 from kafkalog.tools import output
 from kafkalog.tools.cli import main
@@ -95,7 +95,7 @@ def test_human_time(ms, text, raw):
 
 
 def test_describe_sizes_and_iso_timestamps(tmp_path, capsys):
-    root = make_data_dir(tmp_path / "data")
+    root = mixed_format_data_dir(tmp_path / "data")
     assert main(["describe", "--segments", str(root)]) == 0
     out = capsys.readouterr().out
     assert not ANSI.search(out)
@@ -110,7 +110,7 @@ def test_describe_sizes_and_iso_timestamps(tmp_path, capsys):
 
 
 def test_plan_sizes_and_timestamps(tmp_path, capsys):
-    root = make_data_dir(tmp_path / "data")
+    root = mixed_format_data_dir(tmp_path / "data")
     args = ["retain", str(root), "--dry-run", "--now", str(10 ** 12), "--config", "retention.ms=1000"]
     assert main(args) == 0
     out = capsys.readouterr().out
@@ -125,7 +125,7 @@ def test_plan_sizes_and_timestamps(tmp_path, capsys):
 
 def _commands(tmp_path: Path) -> dict[str, list[str]]:
     """A human-output invocation of every command that prints a table."""
-    root = make_data_dir(tmp_path / "data")
+    root = mixed_format_data_dir(tmp_path / "data")
     bad = tmp_path / "bad"
     shutil.copytree(root, bad)
     (bad / "orders-7" / "00000000000000000000.index").write_bytes(b"\0\0\0\x05\0\0\0\x07")
@@ -171,7 +171,7 @@ def test_every_command_renders_through_the_one_renderer(tmp_path, capsys, monkey
 
 
 def test_tables_of_small_commands(tmp_path, capsys):
-    root = make_data_dir(tmp_path / "data")
+    root = mixed_format_data_dir(tmp_path / "data")
     assert main(["topic-id", str(root)]) == 0
     assert capsys.readouterr().out.splitlines() == ["PARTITION  TOPIC ID", f"orders-7   {TOPIC_ID}"]
     assert main(["checkpoints", str(root)]) == 0

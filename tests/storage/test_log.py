@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from builders import numbered_batches, three_segment_data_dir, three_segment_partition, write_segment
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,10 +18,8 @@ from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_c
 from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_properties
 from kafkalog.storage.files.names import log_file_name, snapshot_file_name
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
-from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
 from kafkalog.storage.lock import DirLock
 from kafkalog.storage.log import PartitionLog, TopicPartitionDir, parse_topic_partition_name
-from kafkalog.storage.log_segment import recover_segment
 from kafkalog.storage.logdir import DataDir, DataDirs
 from kafkalog.storage.records import build_batch
 from kafkalog.storage.verify import verify_data_dir, verify_data_dirs, verify_partition
@@ -60,58 +59,11 @@ def test_parse_topic_partition_name_rejects(name):
         parse_topic_partition_name(name)
 
 
-# ------------------------------------------------------------------------------------------- builders
-
-
-def write_segment(d: Path, base: int, batches: list[bytes], interval: int = 200, trim: bool = True) -> None:
-    log = b"".join(batches)
-    (d / log_file_name(base)).write_bytes(log)
-    r = recover_segment(log, base, index_interval_bytes=interval, on_overflow="stop")
-    (d / f"{base:020d}.index").write_bytes(r.offset_index.to_bytes(trim=trim, size=None if trim else 800))
-    (d / f"{base:020d}.timeindex").write_bytes(r.time_index.to_bytes(trim=trim, size=None if trim else 1200))
-
-
-def batches(first: int, n: int, ts0: int = 1000, epoch: int = 0, per: int = 2) -> list[bytes]:
-    return [
-        build_batch([(first + per * i + j, ts0 + per * i + j, b"k%d" % j, b"v" * 30) for j in range(per)],
-                    base_offset=first + per * i, partition_leader_epoch=epoch)
-        for i in range(n)
-    ]
-
-
-def make_partition(root: Path, name: str = "orders-3") -> Path:
-    """Three segments: [0..19], [20..39] (epoch 1 from 30), active [40..49]."""
-    d = root / name
-    d.mkdir(parents=True)
-    write_segment(d, 0, batches(0, 10))
-    write_segment(d, 20, batches(20, 5, 2000) + batches(30, 5, 3000, epoch=1))
-    write_segment(d, 40, batches(40, 5, 4000, epoch=1), trim=False)  # active: preallocated indexes
-    write_leader_epoch_checkpoint(d / "leader-epoch-checkpoint", [EpochEntry(0, 0), EpochEntry(1, 30)])
-    write_partition_metadata(d / "partition.metadata", TOPIC_ID)
-    (d / snapshot_file_name(40)).write_bytes(ProducerSnapshot().to_bytes())
-    (d / snapshot_file_name(50)).write_bytes(ProducerSnapshot().to_bytes())
-    return d
-
-
-def make_data_dir(root: Path) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    make_partition(root)
-    write_meta_properties(root / "meta.properties",
-                          MetaProperties.new(version=1, cluster_id="MkU3OEVBNTcwNTJENDM2Qg", node_id=1, now=0))
-    write_offset_checkpoint(root / "recovery-point-offset-checkpoint", {("orders", 3): 40})
-    write_offset_checkpoint(root / "log-start-offset-checkpoint", {("orders", 3): 4})
-    write_offset_checkpoint(root / "replication-offset-checkpoint", {("orders", 3): 50})
-    write_offset_checkpoint(root / "cleaner-offset-checkpoint", {})
-    (root / ".lock").touch()
-    (root / ".kafka_cleanshutdown").write_bytes(b'{"version":0,"brokerEpoch":5}')
-    return root
-
-
 # ------------------------------------------------------------------------------------------- PartitionLog
 
 
 def test_partition_log_loads(tmp_path):
-    d = make_partition(tmp_path)
+    d = three_segment_partition(tmp_path)
     with PartitionLog(d) as log:
         assert (log.topic, log.partition, log.dir_kind) == ("orders", 3, "live")
         assert [s.base_offset for s in log.segments] == [0, 20, 40]
@@ -126,7 +78,7 @@ def test_partition_log_loads(tmp_path):
 
 
 def test_partition_log_lookup_as_broker(tmp_path):
-    d = make_partition(tmp_path)
+    d = three_segment_partition(tmp_path)
     with PartitionLog(d) as log:
         for offset in range(50):
             seg, pos = log.lookup(offset)
@@ -143,7 +95,8 @@ def test_partition_log_lookup_as_broker(tmp_path):
 def test_partition_log_start_offset_checkpoint_and_gaps(tmp_path):
     d = tmp_path / "t-0"
     d.mkdir()
-    write_segment(d, 100, batches(152, 3))  # compaction/retention: first batch above the base offset
+    # compaction/retention: first batch above the base offset
+    write_segment(d, 100, numbered_batches(152, 3), rebuild_indexes=True, interval=200)
     with PartitionLog(d, log_start_offset_checkpoint=155) as log:
         assert log.log_start_offset == 155 and log.log_end_offset == 158
         seg, pos = log.lookup(120)
@@ -153,7 +106,7 @@ def test_partition_log_start_offset_checkpoint_and_gaps(tmp_path):
 
 
 def test_partition_log_findings_and_leftovers(tmp_path):
-    d = make_partition(tmp_path)
+    d = three_segment_partition(tmp_path)
     (d / "00000000000000000000.log.deleted").write_bytes(b"")
     (d / "00000000000000000060.log.cleaned").write_bytes(b"")
     (d / "00000000000000000040.log.swap").write_bytes(b"")
@@ -195,11 +148,11 @@ def test_partition_log_empty_dir_and_errors(tmp_path):
 
 
 def test_data_dir_loads(tmp_path):
-    root = make_data_dir(tmp_path / "kafka-logs")
+    root = three_segment_data_dir(tmp_path / "kafka-logs")
     (root / "remote-log-index-cache").mkdir()
     (root / "lost+found").mkdir()
     (root / "recovery-point-offset-checkpoint.tmp").write_bytes(b"0\n")
-    make_partition(root, "orders-1.6d7f1c0b9e0d4a8c8b5f2f6a3c1e9d04-delete")
+    three_segment_partition(root, "orders-1.6d7f1c0b9e0d4a8c8b5f2f6a3c1e9d04-delete")
     with DataDir(root) as dd:
         assert dd.meta_properties.node_id == 1
         assert dd.recovery_points == {("orders", 3): 40}
@@ -221,7 +174,7 @@ def test_data_dir_loads(tmp_path):
 
 
 def test_data_dir_corrupt_checkpoint_is_a_finding(tmp_path):
-    root = make_data_dir(tmp_path / "d")
+    root = three_segment_data_dir(tmp_path / "d")
     (root / "recovery-point-offset-checkpoint").write_bytes(b"0\n1\nbroken\n")
     with DataDir(root) as dd:
         assert dd.recovery_points == {}  # Kafka treats it as empty
@@ -230,8 +183,8 @@ def test_data_dir_corrupt_checkpoint_is_a_finding(tmp_path):
 
 
 def test_data_dirs_ensemble(tmp_path):
-    a = make_data_dir(tmp_path / "a")
-    b = make_data_dir(tmp_path / "b")  # same partition live in both: fatal for Kafka
+    a = three_segment_data_dir(tmp_path / "a")
+    b = three_segment_data_dir(tmp_path / "b")  # same partition live in both: fatal for Kafka
     write_meta_properties(b / "meta.properties", MetaProperties.new(version=1, cluster_id="other", node_id=2, now=0))
     with DataDirs([a, b]) as dirs:
         msgs = [f.message for f in dirs.ensemble_findings()]
@@ -249,14 +202,14 @@ def kinds(findings, severity=None):
 
 
 def test_verify_clean_partition(tmp_path):
-    root = make_data_dir(tmp_path / "d")
+    root = three_segment_data_dir(tmp_path / "d")
     findings = verify_partition(root / "orders-3", deep=True)
     assert [f for f in findings if f.severity != "info"] == [], findings
     assert [f for f in verify_data_dir(root, deep=True) if f.severity != "info"] == []
 
 
 def test_verify_crc_and_truncation(tmp_path):
-    root = make_data_dir(tmp_path / "d")
+    root = three_segment_data_dir(tmp_path / "d")
     seg = root / "orders-3" / log_file_name(20)
     data = bytearray(seg.read_bytes())
     data[300] ^= 0x01
@@ -271,8 +224,8 @@ def test_verify_crc_and_truncation(tmp_path):
 def test_verify_offsets_and_indexes(tmp_path):
     d = tmp_path / "t-0"
     d.mkdir()
-    bs = batches(10, 6)
-    write_segment(d, 10, bs)
+    bs = numbered_batches(10, 6)
+    write_segment(d, 10, bs, rebuild_indexes=True, interval=200)
     # an index entry pointing into the middle of a batch, one with a wrong offset, one beyond the log
     size = len(bs[0])
     (d / "00000000000000000010.index").write_bytes(
@@ -280,7 +233,7 @@ def test_verify_offsets_and_indexes(tmp_path):
     # a batch below the base offset in the next segment, and non-increasing offsets
     write_segment(d, 30, [build_batch([(25, 1, b"k", b"v")], base_offset=25),
                           build_batch([(31, 1, b"k", b"v")], base_offset=31),
-                          build_batch([(31, 1, b"k", b"v")], base_offset=31)])
+                          build_batch([(31, 1, b"k", b"v")], base_offset=31)], rebuild_indexes=True, interval=200)
     findings = verify_partition(d, checkpoints={})
     msgs = [f.message for f in findings if f.severity == "error"]
     assert any("not the start of a batch" in m for m in msgs)
@@ -295,7 +248,7 @@ def test_verify_follower_index_is_info_and_deep_time_offsets(tmp_path):
 
     d = tmp_path / "t-0"
     d.mkdir()
-    bs = batches(0, 10, per=3)
+    bs = numbered_batches(0, 10, per=3)
     log = b"".join(bs)
     (d / log_file_name(0)).write_bytes(log)
     size = len(bs[0])
@@ -313,8 +266,10 @@ def test_verify_follower_index_is_info_and_deep_time_offsets(tmp_path):
 def test_verify_time_index_missing_final_entry_and_untrimmed(tmp_path):
     d = tmp_path / "t-0"
     d.mkdir()
-    write_segment(d, 0, batches(0, 10), trim=False)  # closed segment left untrimmed (crash)
-    write_segment(d, 20, batches(20, 2))
+    # closed segment left untrimmed (crash)
+    write_segment(d, 0, numbered_batches(0, 10), trim=False, rebuild_indexes=True, interval=200,
+                  preallocate=(800, 1200))
+    write_segment(d, 20, numbered_batches(20, 2), rebuild_indexes=True, interval=200)
     tpath = d / "00000000000000000000.timeindex"
     tpath.write_bytes(tpath.read_bytes()[:12])  # drop the final entries
     findings = verify_partition(d, checkpoints={})
@@ -323,7 +278,7 @@ def test_verify_time_index_missing_final_entry_and_untrimmed(tmp_path):
 
 
 def test_verify_checkpoints_metadata_snapshots(tmp_path):
-    root = make_data_dir(tmp_path / "d")
+    root = three_segment_data_dir(tmp_path / "d")
     write_offset_checkpoint(root / "log-start-offset-checkpoint", {("orders", 3): 99})
     write_offset_checkpoint(root / "replication-offset-checkpoint", {("orders", 3): 70, ("gone", 0): 1})
     write_offset_checkpoint(root / "cleaner-offset-checkpoint", {("orders", 3): 500})
@@ -343,7 +298,7 @@ def test_verify_checkpoints_metadata_snapshots(tmp_path):
 
 
 def test_verify_leader_epochs(tmp_path):
-    root = make_data_dir(tmp_path / "d")
+    root = three_segment_data_dir(tmp_path / "d")
     d = root / "orders-3"
     write_leader_epoch_checkpoint(d / "leader-epoch-checkpoint", [EpochEntry(0, 0), EpochEntry(1, 28), EpochEntry(4, 77)])
     text = "\n".join(str(f) for f in verify_partition(d))
@@ -354,8 +309,8 @@ def test_verify_leader_epochs(tmp_path):
 
 
 def test_verify_topic_id_consistency_and_lock(tmp_path):
-    root = make_data_dir(tmp_path / "d")
-    other = make_partition(root, "orders-4")
+    root = three_segment_data_dir(tmp_path / "d")
+    other = three_segment_partition(root, "orders-4")
     write_partition_metadata(other / "partition.metadata", "AAAAAAAAAAAAAAAAAAAAAQ")
     with DirLock(root):
         findings = verify_data_dir(root)
@@ -365,8 +320,8 @@ def test_verify_topic_id_consistency_and_lock(tmp_path):
 
 
 def test_verify_data_dirs(tmp_path):
-    a = make_data_dir(tmp_path / "a")
-    b = make_data_dir(tmp_path / "b")
+    a = three_segment_data_dir(tmp_path / "a")
+    b = three_segment_data_dir(tmp_path / "b")
     findings = verify_data_dirs([a, b])
     assert any("also live" in f.message for f in findings)
     assert verify_partition(tmp_path / "nope-0")[0].kind == "layout"
@@ -394,7 +349,7 @@ def test_verify_never_raises_on_garbage(tmp_path_factory, log, index, timeindex,
 
 
 def test_describe_partition(tmp_path):
-    root = make_data_dir(tmp_path / "d")
+    root = three_segment_data_dir(tmp_path / "d")
     desc = describe_partition(root / "orders-3")
     assert desc["dataDir"] == str(root) and desc["topic"] == "orders" and desc["partition"] == 3
     assert desc["logStartOffset"] == 4 and desc["logEndOffset"] == 50
@@ -409,7 +364,7 @@ def test_describe_partition(tmp_path):
 
 
 def test_special_files_do_not_block_or_crash(tmp_path):
-    root = make_data_dir(tmp_path / "d")
+    root = three_segment_data_dir(tmp_path / "d")
     d = root / "orders-3"
     os.mkfifo(d / "00000000000000000090.log")
     os.mkfifo(d / "leader-epoch-checkpoint.fifo")

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkalog.compat.pytest_plugin import require_modules
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.records import RecordBatch, build_batch, iter_batches
 from kafkalog.storage.records import batch as batch_mod
@@ -266,6 +267,7 @@ def test_arrow_filters_and_bad_batches_are_the_same():
 def test_parquet_export_equals_the_row_export(tmp_path, monkeypatch, window, native):
     """`export --format parquet` (batches straight into Arrow columns) and the JSON Lines rows (the records
     layer's tuples) hold the same rows, field for field, with and without a filter, on every fixture dir."""
+    require_modules("pyarrow", extra="spark")
     from kafkalog.storage.engine.export import (
         ExportFilter,
         export_parquet,

@@ -1,4 +1,4 @@
-"""The spec's test vectors (../shared/spec/10-records.md §9), built and parsed byte-exactly."""
+"""The test vectors of docs/formats.md#test-vectors, built and parsed byte-exactly."""
 
 import pytest
 

@@ -6,9 +6,9 @@ import base64
 import json
 
 import pytest
+from builders import every_kind_of_batch
 
-from kafkalog.storage.records import build_batch, build_end_txn_marker, build_legacy
-from kafkalog.storage.records.control import LEADER_CHANGE, control_key
+from kafkalog.storage.records import build_batch
 from kafkalog.storage.records.dump import dump_log
 from kafkalog.tools.cli import main
 
@@ -18,24 +18,9 @@ BATCH_KEYS = {"file", "baseOffset", "lastOffset", "count", "position", "size", "
               "isTransactional", "isControl", "deleteHorizonMs"}
 
 
-def _segment() -> list[bytes]:
-    return [
-        build_batch([(0, TS, b"k", b"hello", [("h", b"x"), ("n", None)]), (1, TS + 1, None, None)],
-                    partition_leader_epoch=3),
-        build_batch([(2, TS + 2, b"k2", b"zz")], codec=4, producer_id=5, producer_epoch=1, base_sequence=0,
-                    is_transactional=True),
-        build_end_txn_marker(offset=3, producer_id=5, producer_epoch=1, coordinator_epoch=7, commit=True,
-                             timestamp=TS),
-        build_batch([(4, TS, control_key(LEADER_CHANGE), b"\x00\x01")], is_control=True),
-        build_batch([(5, TS, b"t", None)], delete_horizon_ms=TS + 1000),
-        build_legacy([(6, TS, None, b"a"), (7, TS, b"b", b"c")], magic=1, codec=1),
-        build_legacy([(8, -1, None, b"v0")], magic=0),
-    ]
-
-
 @pytest.fixture
 def segment(tmp_path):
-    parts = _segment()
+    parts = every_kind_of_batch(TS)
     p = tmp_path / "00000000000000000000.log"
     p.write_bytes(b"".join(parts))
     return p, parts

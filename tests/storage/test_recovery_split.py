@@ -1,9 +1,10 @@
-"""Offset-overflow segments (KAFKA-6264, spec 40-log-engine §5.4): a segment holding offsets more than
+"""Offset-overflow segments (KAFKA-6264, docs/semantics.md#offset-overflow-segments): a segment holding offsets more than
 2^31-1 above its base offset is split into segments that fit, then loaded (and recovered) again."""
 
 import os
 
 import pytest
+from builders import batch_at
 from engines import recover
 
 from kafkalog.storage import fileops
@@ -17,14 +18,10 @@ NOW = 1_700_000_000_000
 HIGH = 2**31 + 100  # beyond base 0 + Int.MaxValue
 
 
-def _batch(base: int, n: int = 5) -> bytes:
-    return build_batch([(None, NOW + base + i, b"k%d" % i, b"v" * 300) for i in range(n)], base_offset=base)
-
-
 def _overflowed(tmp_path):
     d = tmp_path / "t-0"
     d.mkdir()
-    data = b"".join([_batch(0), _batch(5), _batch(HIGH), _batch(HIGH + 5), _batch(HIGH + 10)])
+    data = b"".join([batch_at(0), batch_at(5), batch_at(HIGH), batch_at(HIGH + 5), batch_at(HIGH + 10)])
     (d / "00000000000000000000.log").write_bytes(data)
     return d, data
 
@@ -96,7 +93,7 @@ def test_reindex_refuses_an_overflowed_segment(tmp_path):
 def test_split_copies_in_chunks_of_at_most_one_mebibyte(tmp_path):
     big = [build_batch([(None, NOW, b"k", os.urandom(80_000)) for _ in range(5)], base_offset=5 * i)
            for i in range(5)]
-    data = b"".join(big) + _batch(HIGH)
+    data = b"".join(big) + batch_at(HIGH)
     s = len(big[0])
     assert all(len(b) == s for b in big) and 2 * s < 1024 * 1024 < 3 * s
     parts = plan_overflow_split(memoryview(data), 0)

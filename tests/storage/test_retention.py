@@ -1,9 +1,10 @@
-"""Offline retention (spec 40-log-engine §7): time, size and log-start-offset predicates."""
+"""Offline retention (docs/semantics.md#retention): time, size and log-start-offset predicates."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from builders import aged_partition
 from engines import retain
 
 from kafkalog.storage.config import LogConfig
@@ -12,27 +13,13 @@ from kafkalog.storage.records import build_batch
 NOW = 1_700_000_000_000
 
 
-def seg(pdir: Path, base: int, n: int, ts: int) -> None:
-    data = b"".join(build_batch([(base + i, ts, b"k", b"v" * 50)], base_offset=base + i) for i in range(n))
-    (pdir / f"{base:020d}.log").write_bytes(data)
-
-
 def deleted(plan) -> list[int]:
     """Base offsets of the segments a retention plan deletes (one loss per segment)."""
     return [loss.first_offset for loss in plan.partitions[0].losses]
 
 
-def make(tmp_path: Path) -> Path:
-    pdir = tmp_path / "d" / "t-0"
-    pdir.mkdir(parents=True)
-    seg(pdir, 0, 5, NOW - 10_000)
-    seg(pdir, 5, 5, NOW - 5_000)
-    seg(pdir, 10, 5, NOW - 1_000)
-    return pdir
-
-
 def test_time_retention_deletes_old_segments_not_the_active_one_unless_hw_allows(tmp_path: Path):
-    pdir = make(tmp_path)
+    pdir = aged_partition(tmp_path, NOW)
     cfg = LogConfig.defaults().with_overrides({"retention.ms": 4_000})
     plan = retain(pdir, cfg, NOW)
     assert deleted(plan) == [0, 5]
@@ -41,7 +28,7 @@ def test_time_retention_deletes_old_segments_not_the_active_one_unless_hw_allows
 
 
 def test_everything_expired_rolls_a_new_active_segment(tmp_path: Path):
-    pdir = make(tmp_path)
+    pdir = aged_partition(tmp_path, NOW)
     cfg = LogConfig.defaults().with_overrides({"retention.ms": 10})
     plan = retain(pdir, cfg, NOW, keep_deleted=True)
     assert deleted(plan) == [0, 5, 10] and plan.partitions[0].facts["rolledAt"] == 15
@@ -50,21 +37,21 @@ def test_everything_expired_rolls_a_new_active_segment(tmp_path: Path):
 
 
 def test_high_watermark_protects_unreplicated_segments(tmp_path: Path):
-    pdir = make(tmp_path)
+    pdir = aged_partition(tmp_path, NOW)
     (pdir.parent / "replication-offset-checkpoint").write_text("0\n1\nt 0 7\n")
     cfg = LogConfig.defaults().with_overrides({"retention.ms": 10})
     assert deleted(retain(pdir, cfg, NOW, dry_run=True)) == [0]
 
 
 def test_size_retention_oldest_first_while_the_rest_exceeds(tmp_path: Path):
-    pdir = make(tmp_path)
+    pdir = aged_partition(tmp_path, NOW)
     one = (pdir / f"{0:020d}.log").stat().st_size
     cfg = LogConfig.defaults().with_overrides({"retention.bytes": one * 2 - 1})
     assert deleted(retain(pdir, cfg, NOW, dry_run=True)) == [0]
 
 
 def test_log_start_offset_breach_applies_to_compacted_topics(tmp_path: Path):
-    pdir = make(tmp_path)
+    pdir = aged_partition(tmp_path, NOW)
     (pdir.parent / "log-start-offset-checkpoint").write_text("0\n1\nt 0 6\n")
     cfg = LogConfig.defaults().with_overrides({"cleanup.policy": ["compact"]})
     plan = retain(pdir, cfg, NOW)
@@ -76,7 +63,7 @@ def test_log_start_offset_breach_applies_to_compacted_topics(tmp_path: Path):
 def test_roll_before_deleting_everything_takes_a_producer_snapshot(tmp_path: Path):
     from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
 
-    pdir = make(tmp_path)
+    pdir = aged_partition(tmp_path, NOW)
     idem = build_batch([(15, NOW - 1_000, b"k", b"v")], base_offset=15, producer_id=77, producer_epoch=3,
                        base_sequence=0)
     with open(pdir / f"{10:020d}.log", "ab") as f:
@@ -96,7 +83,7 @@ def test_cli_retain_json_and_backup(tmp_path: Path, capsys):
 
     from kafkalog.tools.cli import main
 
-    pdir = make(tmp_path)
+    pdir = aged_partition(tmp_path, NOW)
     backup = tmp_path / "bk"
     assert main(["retain", str(pdir.parent), "--now", str(NOW), "--config", "retention.ms=4000", "--json",
                  "--backup", str(backup)]) == 0
@@ -111,7 +98,7 @@ def test_cli_retain_json_and_backup(tmp_path: Path, capsys):
 def test_leader_epochs_move_with_the_log_start_offset(tmp_path: Path):
     """UnifiedLog.maybeIncrementLogStartOffset -> LeaderEpochFileCache.truncateFromStart: the first entry that
     starts at or below the new log start moves to it; entries wholly below it go."""
-    pdir = make(tmp_path)
+    pdir = aged_partition(tmp_path, NOW)
     (pdir / "leader-epoch-checkpoint").write_text("0\n3\n0 0\n1 3\n2 12\n")
     cfg = LogConfig.defaults().with_overrides({"retention.ms": 4_000})
     plan = retain(pdir, cfg, NOW)
@@ -120,7 +107,7 @@ def test_leader_epochs_move_with_the_log_start_offset(tmp_path: Path):
 
 
 def test_settings_and_their_sources_decide_and_explain_the_plan(tmp_path: Path):
-    pdir = make(tmp_path)
+    pdir = aged_partition(tmp_path, NOW)
     plan = retain(pdir, LogConfig.defaults(), NOW + 30 * 86_400_000, dry_run=True)
     pp = plan.partitions[0]
     assert {"name": "retention.ms", "value": 604800000, "source": "Kafka default"} in pp.settings

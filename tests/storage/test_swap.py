@@ -4,6 +4,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from builders import offset_batches, write_segment
 
 from kafkalog.storage.dirview import DirView
 from kafkalog.storage.engine.swap import (
@@ -13,18 +14,11 @@ from kafkalog.storage.engine.swap import (
 )
 from kafkalog.storage.files.names import offset_file_name
 from kafkalog.storage.files.segment import Segment
-from kafkalog.storage.records import build_batch, iter_batches
+from kafkalog.storage.records import iter_batches
 
 
 class Crash(Exception):
     pass
-
-
-def _segment(d: Path, base: int, offsets: list[int], suffix: str = "") -> None:
-    data = b"".join(build_batch([(o, 1_700_000_000_000 + o, b"k%d" % (o % 3), b"v%d" % o)]) for o in offsets)
-    (d / (offset_file_name(base, ".log") + suffix)).write_bytes(data)
-    (d / (offset_file_name(base, ".index") + suffix)).write_bytes(b"")
-    (d / (offset_file_name(base, ".timeindex") + suffix)).write_bytes(b"")
 
 
 def _offsets(d: Path) -> list[int]:
@@ -38,11 +32,11 @@ def _offsets(d: Path) -> list[int]:
 def partition(tmp_path: Path) -> Path:
     d = tmp_path / "topic-0"
     d.mkdir()
-    _segment(d, 0, list(range(0, 10)))
-    _segment(d, 10, list(range(10, 20)))
+    write_segment(d, 0, offset_batches(list(range(0, 10))), empty_indexes=True)
+    write_segment(d, 10, offset_batches(list(range(10, 20))), empty_indexes=True)
     (d / offset_file_name(10, ".snapshot")).write_bytes(b"snap")
     # the cleaned replacement of both segments: the last record of each key (keys k0,k1,k2)
-    _segment(d, 0, [17, 18, 19], suffix=".cleaned")
+    write_segment(d, 0, offset_batches([17, 18, 19]), suffix=".cleaned", empty_indexes=True)
     return d
 
 
@@ -95,7 +89,7 @@ def test_every_crash_point_recovers(partition: Path, tmp_path: Path):
 
 def test_stale_swap_above_cleaned_is_discarded(partition: Path):
     # an interrupted multi-segment split: a .swap whose base >= the smallest .cleaned base is incomplete
-    _segment(partition, 5, [5], suffix=".swap")
+    write_segment(partition, 5, offset_batches([5]), suffix=".swap", empty_indexes=True)
     shutil.copy(cleaned_path(partition, 0, ".log"), cleaned_path(partition, 3, ".log"))
     rec = recover_swap_files(partition)
     assert offset_file_name(5, ".log") + ".swap" in rec.deleted

@@ -8,50 +8,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from builders import TOPIC_IDS, multi_partition_data_dir
 
-from kafkalog.storage.files.checkpoints import write_offset_checkpoint
-from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
-from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_properties
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
-from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
-from kafkalog.storage.log_segment import recover_segment
-from kafkalog.storage.records import build_batch
 from kafkalog.storage.verify import classify_path, verify_paths
 from kafkalog.tools.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIXTURE_DATA = sorted(FIXTURES.glob("*/data")) if FIXTURES.is_dir() else []
-TOPIC_IDS = ["l5y0MjLvQdypLcP9XmR7bw", "pKnJ0cAhRMqJ0g3Tt0Vv0A", "MkU3OEVBNTcwNTJENDM2Qg"]
-
-
-def make_partition(root: Path, name: str, n: int = 20, topic_id: str = TOPIC_IDS[0]) -> Path:
-    d = root / name
-    d.mkdir(parents=True)
-    log = b"".join(build_batch([(i * 2 + j, 1000 + i, b"k", b"v" * 40) for j in range(2)], base_offset=i * 2,
-                               partition_leader_epoch=0) for i in range(n))
-    (d / "00000000000000000000.log").write_bytes(log)
-    r = recover_segment(log, 0, index_interval_bytes=256)
-    (d / "00000000000000000000.index").write_bytes(r.offset_index.to_bytes(trim=True))
-    (d / "00000000000000000000.timeindex").write_bytes(r.time_index.to_bytes(trim=True))
-    (d / f"{2 * n:020d}.snapshot").write_bytes(ProducerSnapshot().to_bytes())
-    write_leader_epoch_checkpoint(d / "leader-epoch-checkpoint", [EpochEntry(0, 0)])
-    write_partition_metadata(d / "partition.metadata", topic_id)
-    return d
-
-
-def make_data_dir(root: Path, partitions: int = 4) -> Path:
-    root.mkdir(parents=True)
-    for p in range(partitions):
-        make_partition(root, f"orders-{p}", n=10 + p)
-    make_partition(root, "payments.v1-0", topic_id=TOPIC_IDS[1])
-    write_meta_properties(root / "meta.properties",
-                          MetaProperties.new(version=1, cluster_id="MkU3OEVBNTcwNTJENDM2Qg", node_id=1, now=0))
-    rp = {("orders", p): 2 * (10 + p) for p in range(partitions)} | {("payments.v1", 0): 40}
-    for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
-        write_offset_checkpoint(root / name, rp)
-    write_offset_checkpoint(root / "log-start-offset-checkpoint", {})
-    write_offset_checkpoint(root / "cleaner-offset-checkpoint", {})
-    return root
 
 
 def corrupt(path: Path, at: int) -> None:
@@ -61,7 +25,7 @@ def corrupt(path: Path, at: int) -> None:
 
 
 def test_clean_data_dir_serial_and_parallel_agree(tmp_path):
-    root = make_data_dir(tmp_path / "data")
+    root = multi_partition_data_dir(tmp_path / "data")
     serial = verify_paths([root], workers=1, deep=True)
     parallel = verify_paths([root], workers=2, deep=True)
     assert serial.ok and serial.errors == 0 and serial.warnings == 0
@@ -72,14 +36,14 @@ def test_clean_data_dir_serial_and_parallel_agree(tmp_path):
 
 
 def test_progress_callbacks_cover_all_bytes(tmp_path):
-    root = make_data_dir(tmp_path / "data")
+    root = multi_partition_data_dir(tmp_path / "data")
     totals, advances = [], []
     verify_paths([root], workers=2, on_total=totals.append, on_advance=advances.append)
     assert totals == [sum(p.stat().st_size for p in root.glob("*/*.log"))] and sum(advances) == totals[0]
 
 
 def test_crc_error_json_and_exit_code(tmp_path, capsys):
-    root = make_data_dir(tmp_path / "data")
+    root = multi_partition_data_dir(tmp_path / "data")
     log = root / "orders-2" / "00000000000000000000.log"
     corrupt(log, 300)
     rc = main(["verify", "--json", "--workers", "2", str(root)])
@@ -100,7 +64,7 @@ def _batch_starts(log: Path) -> set[int]:
 
 
 def test_human_table_and_summary(tmp_path, capsys):
-    root = make_data_dir(tmp_path / "data")
+    root = multi_partition_data_dir(tmp_path / "data")
     assert main(["verify", str(root)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("OK: 5 partitions, 5 segments") and "0 errors, 0 warnings" in out
@@ -113,7 +77,7 @@ def test_human_table_and_summary(tmp_path, capsys):
 
 
 def test_info_findings_only_with_flag(tmp_path, capsys):
-    root = make_data_dir(tmp_path / "data")
+    root = multi_partition_data_dir(tmp_path / "data")
     (root / "orders-0" / "00000000000000000000.log.deleted").write_bytes(b"")
     assert main(["verify", "--json", str(root)]) == 0
     assert capsys.readouterr().out == ""
@@ -123,7 +87,7 @@ def test_info_findings_only_with_flag(tmp_path, capsys):
 
 
 def test_partition_dirs_and_single_files(tmp_path):
-    root = make_data_dir(tmp_path / "data")
+    root = multi_partition_data_dir(tmp_path / "data")
     part = root / "orders-3"
     assert classify_path(root) == "dataDir" and classify_path(part) == "partition"
     assert classify_path(part / "00000000000000000000.log") == "file"
@@ -141,8 +105,8 @@ def test_partition_dirs_and_single_files(tmp_path):
 
 
 def test_data_dirs_of_one_broker_vs_independent(tmp_path, capsys):
-    a = make_data_dir(tmp_path / "a")
-    b = make_data_dir(tmp_path / "b")  # same partitions: one broker would refuse to start
+    a = multi_partition_data_dir(tmp_path / "a")
+    b = multi_partition_data_dir(tmp_path / "b")  # same partitions: one broker would refuse to start
     r = verify_paths([a, b], workers=2)
     assert not r.ok and any("is also live" in f.message for f in r.findings)
     assert verify_paths([a, b], workers=2, independent=True).ok
@@ -172,7 +136,7 @@ def test_real_broker_dirs_have_no_errors(data, tmp_path):
 
 
 def test_topic_id_disagreement_across_partitions(tmp_path):
-    root = make_data_dir(tmp_path / "data")
+    root = multi_partition_data_dir(tmp_path / "data")
     write_partition_metadata(root / "orders-2" / "partition.metadata", TOPIC_IDS[2])
     for workers in (1, 2):
         r = verify_paths([root], workers=workers)

@@ -1,0 +1,338 @@
+"""Shared builders of synthetic batches, segments, partition dirs and data dirs for the tests.
+
+Everything is built with the library's own writers (``build_batch``/``build_legacy``/``build_end_txn_marker``
+for records, ``recover_segment`` for indexes by the broker's recovery rule, ``LogWriter`` for the broker's write
+path, the ``files`` writers for checkpoints and metadata), so a test states *what* it needs, not bytes. A test
+that deliberately needs hand-made bytes (a corrupt header, a torn tail) writes them itself, next to the check.
+
+Test files do not define their own ``write_segment``/``make_partition``/``make_data_dir``-style helpers:
+``tests/compat/test_builders.py`` fails if one comes back. Add what is missing here.
+
+Builders:
+
+* batches: :func:`numbered_batches`, :func:`kv_batch`, :func:`offset_batches`, :func:`batch_at`,
+  :func:`single_record_batches`, :func:`every_kind_of_batch`;
+* one segment: :func:`write_segment` (a ``.log``, optionally with rebuilt or given indexes, a temp suffix, an
+  mtime), :func:`indexed_segment` (n batches of ``per`` records and where each batch is), :func:`single_record_segment`;
+* partition dirs: :func:`write_partition_files` (leader epochs, topic id, snapshots), :func:`three_segment_partition`,
+  :func:`indexed_partition`, :func:`aged_partition`;
+* data dirs: :func:`write_data_dir_files` (meta.properties, checkpoints, .lock, clean-shutdown marker),
+  :func:`three_segment_data_dir`, :func:`multi_partition_data_dir`, :func:`mixed_format_data_dir`,
+  :func:`writer_data_dir` (through ``LogWriter``, as a broker appends);
+* generated data for the Spark tests (any size, through ``LogWriter``): :func:`generated_record`,
+  :func:`generated_partition`, :func:`generated_data_dir`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from kafkalog.storage.config import LogConfig
+from kafkalog.storage.engine.writer import LogWriter
+from kafkalog.storage.files.checkpoints import write_offset_checkpoint
+from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
+from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_properties
+from kafkalog.storage.files.names import log_file_name, offset_file_name, snapshot_file_name
+from kafkalog.storage.files.partition_metadata import write_partition_metadata
+from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
+from kafkalog.storage.log_segment import recover_segment
+from kafkalog.storage.records import build_batch, build_end_txn_marker
+from kafkalog.storage.records.builder import build_legacy
+from kafkalog.storage.records.control import LEADER_CHANGE, control_key
+
+TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"
+TOPIC_IDS = ["l5y0MjLvQdypLcP9XmR7bw", "pKnJ0cAhRMqJ0g3Tt0Vv0A", "MkU3OEVBNTcwNTJENDM2Qg"]
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+TS = 1_700_000_000_000
+
+# ------------------------------------------------------------------------------------------------ batches
+
+
+def numbered_batches(first: int, n: int, ts0: int = 1000, epoch: int = 0, per: int = 2,
+                     value: bytes = b"v" * 30) -> list[bytes]:
+    """``n`` v2 batches of ``per`` records from offset ``first``: record ``o`` has timestamp ``ts0 + o - first``,
+    key ``k<j>`` (j = its index in the batch) and ``value``; partition leader epoch ``epoch``."""
+    return [
+        build_batch([(first + per * i + j, ts0 + per * i + j, b"k%d" % j, value) for j in range(per)],
+                    base_offset=first + per * i, partition_leader_epoch=epoch)
+        for i in range(n)
+    ]
+
+
+def kv_batch(offset: int, key: bytes | None, value: bytes | None, ts: int) -> bytes:
+    """One record at ``offset`` (a tombstone when ``value`` is None)."""
+    return build_batch([(offset, ts, key, value)], base_offset=offset)
+
+
+def single_record_batches(recs: Sequence[tuple[bytes | None, bytes | None]], *, ts: int = TS,
+                          control: bool = False) -> bytes:
+    """One batch per ``(key, value)`` at offsets 0, 1, ...; ``control``: transactional control batches of
+    producer 5 (as a coordinator writes them)."""
+    out = bytearray()
+    for i, (k, v) in enumerate(recs):
+        out += build_batch([(i, ts, k, v)], is_control=control, producer_id=5 if control else -1,
+                           producer_epoch=0 if control else -1, is_transactional=control)
+    return bytes(out)
+
+
+def offset_batches(offsets: Iterable[int], ts0: int = TS) -> list[bytes]:
+    """One single-record batch per offset ``o``: timestamp ``ts0 + o``, key ``k<o % 3>``, value ``v<o>``."""
+    return [build_batch([(o, ts0 + o, b"k%d" % (o % 3), b"v%d" % o)]) for o in offsets]
+
+
+def batch_at(base: int, n: int = 5, ts0: int = TS, value: bytes = b"v" * 300) -> bytes:
+    """One batch of ``n`` records from ``base`` (timestamps ``ts0 + base + i``, keys ``k<i>``)."""
+    return build_batch([(None, ts0 + base + i, b"k%d" % i, value) for i in range(n)], base_offset=base)
+
+
+def every_kind_of_batch(ts: int = TS) -> list[bytes]:
+    """Offsets 0..8, one of each: v2 with headers and a null record, zstd transactional, a COMMIT marker, a
+    KRaft control batch, a batch with a delete horizon, a v1 gzip wrapper, a v0 message."""
+    return [
+        build_batch([(0, ts, b"k", b"hello", [("h", b"x"), ("n", None)]), (1, ts + 1, None, None)],
+                    partition_leader_epoch=3),
+        build_batch([(2, ts + 2, b"k2", b"zz")], codec=4, producer_id=5, producer_epoch=1, base_sequence=0,
+                    is_transactional=True),
+        build_end_txn_marker(offset=3, producer_id=5, producer_epoch=1, coordinator_epoch=7, commit=True,
+                             timestamp=ts),
+        build_batch([(4, ts, control_key(LEADER_CHANGE), b"\x00\x01")], is_control=True),
+        build_batch([(5, ts, b"t", None)], delete_horizon_ms=ts + 1000),
+        build_legacy([(6, ts, None, b"a"), (7, ts, b"b", b"c")], magic=1, codec=1),
+        build_legacy([(8, -1, None, b"v0")], magic=0),
+    ]
+
+
+# ------------------------------------------------------------------------------------------------ segments
+
+
+def _set_mtime(p: Path, mtime_ms: int) -> None:
+    os.utime(p, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+
+
+def write_segment(pdir: Path, base: int, batches: Iterable[bytes] | bytes, *, suffix: str = "",
+                  rebuild_indexes: bool = False, interval: int = 4096, trim: bool = True,
+                  preallocate: tuple[int, int] | None = None, index: bytes | None = None,
+                  timeindex: bytes | None = None, empty_indexes: bool = False,
+                  mtime_ms: int | None = None) -> Path:
+    """``<base>.log<suffix>`` holding ``batches`` (``pdir`` created if needed); returns its path.
+
+    * ``rebuild_indexes``: ``.index``/``.timeindex`` by the broker's recovery rule at ``interval`` (trimmed, or
+      untrimmed to ``preallocate`` = (index bytes, time index bytes) as an active segment after a crash);
+    * ``index``/``timeindex``: these bytes as the index files; ``empty_indexes``: 0-byte index files;
+    * ``mtime_ms``: the ``.log``'s modification time."""
+    log = batches if isinstance(batches, bytes) else b"".join(batches)
+    pdir.mkdir(parents=True, exist_ok=True)
+    p = pdir / (log_file_name(base) + suffix)
+    p.write_bytes(log)
+    if rebuild_indexes:
+        r = recover_segment(log, base, index_interval_bytes=interval, on_overflow="stop")
+        isize, tsize = preallocate if preallocate else (None, None)
+        index = r.offset_index.to_bytes(trim=trim, size=None if trim else isize)
+        timeindex = r.time_index.to_bytes(trim=trim, size=None if trim else tsize)
+    if empty_indexes:
+        index = timeindex = b""
+    if index is not None:
+        (pdir / (offset_file_name(base, ".index") + suffix)).write_bytes(index)
+    if timeindex is not None:
+        (pdir / (offset_file_name(base, ".timeindex") + suffix)).write_bytes(timeindex)
+    if mtime_ms is not None:
+        _set_mtime(p, mtime_ms)
+    return p
+
+
+def single_record_segment(pdir: Path, base: int, n: int, ts: int, value: bytes = b"v" * 50) -> Path:
+    """``n`` single-record batches from ``base``, all with timestamp ``ts`` and key ``k``; no indexes."""
+    return write_segment(pdir, base, [build_batch([(base + i, ts, b"k", value)], base_offset=base + i)
+                                      for i in range(n)])
+
+
+def indexed_segment(pdir: Path, base: int = 100, n: int = 12, per: int = 3,
+                    interval: int = 300) -> tuple[bytes, list[tuple[int, int, int]]]:
+    """``n`` batches of ``per`` records from ``base`` (timestamps 1000 + 10 i + j, 50-byte values) with trimmed
+    indexes at ``interval``; returns the log and ``(position, last offset, max timestamp)`` per batch."""
+    pdir.mkdir(parents=True, exist_ok=True)
+    log = b""
+    info = []
+    for i in range(n):
+        first = base + i * per
+        ts = 1_000 + 10 * i
+        b = build_batch([(first + j, ts + j, b"k%d" % j, b"v" * 50) for j in range(per)], base_offset=first)
+        info.append((len(log), first + per - 1, ts + per - 1))
+        log += b
+    write_segment(pdir, base, log, rebuild_indexes=True, interval=interval)
+    return log, info
+
+
+# ------------------------------------------------------------------------------------------------ partitions
+
+
+def write_partition_files(pdir: Path, *, epochs: Sequence[tuple[int, int]] | None = None,
+                          topic_id: str | None = None, snapshots: Iterable[int] = ()) -> Path:
+    """``leader-epoch-checkpoint`` (``(epoch, start offset)`` pairs), ``partition.metadata`` and empty producer
+    snapshots at ``snapshots``."""
+    if epochs is not None:
+        write_leader_epoch_checkpoint(pdir / "leader-epoch-checkpoint", [EpochEntry(e, o) for e, o in epochs])
+    if topic_id is not None:
+        write_partition_metadata(pdir / "partition.metadata", topic_id)
+    for offset in snapshots:
+        (pdir / snapshot_file_name(offset)).write_bytes(ProducerSnapshot().to_bytes())
+    return pdir
+
+
+def three_segment_partition(root: Path, name: str = "orders-3") -> Path:
+    """Three segments: [0..19], [20..39] (epoch 1 from 30), active [40..49] with preallocated indexes;
+    snapshots at 40 and 50; indexes at interval 200."""
+    d = root / name
+    d.mkdir(parents=True)
+    write_segment(d, 0, numbered_batches(0, 10), rebuild_indexes=True, interval=200)
+    write_segment(d, 20, numbered_batches(20, 5, 2000) + numbered_batches(30, 5, 3000, epoch=1),
+                  rebuild_indexes=True, interval=200)
+    write_segment(d, 40, numbered_batches(40, 5, 4000, epoch=1), rebuild_indexes=True, interval=200, trim=False,
+                  preallocate=(800, 1200))  # active: preallocated indexes
+    return write_partition_files(d, epochs=[(0, 0), (1, 30)], topic_id=TOPIC_ID, snapshots=(40, 50))
+
+
+def aged_partition(root: Path, now: int) -> Path:
+    """``root/d/t-0`` with three segments of 5 records: [0..4] 10 s, [5..9] 5 s and the active [10..14] 1 s
+    older than ``now`` (timestamps only: no indexes, no checkpoints)."""
+    pdir = root / "d" / "t-0"
+    pdir.mkdir(parents=True)
+    for base, age in ((0, 10_000), (5, 5_000), (10, 1_000)):
+        single_record_segment(pdir, base, 5, now - age)
+    return pdir
+
+
+def indexed_partition(root: Path, name: str, n: int = 20, topic_id: str = TOPIC_IDS[0]) -> Path:
+    """One segment of ``n`` batches of 2 records (offsets 0 .. 2n-1), indexes at interval 256, epoch 0 from 0,
+    an empty snapshot at the log end."""
+    d = root / name
+    d.mkdir(parents=True)
+    log = b"".join(build_batch([(i * 2 + j, 1000 + i, b"k", b"v" * 40) for j in range(2)], base_offset=i * 2,
+                               partition_leader_epoch=0) for i in range(n))
+    write_segment(d, 0, log, rebuild_indexes=True, interval=256)
+    return write_partition_files(d, epochs=[(0, 0)], topic_id=topic_id, snapshots=(2 * n,))
+
+
+# ------------------------------------------------------------------------------------------------ data dirs
+
+
+def write_data_dir_files(root: Path, *, meta: Mapping | None = None,
+                         recovery: Mapping | None = None, log_start: Mapping | None = None,
+                         replication: Mapping | None = None, cleaner: Mapping | None = None,
+                         lock: bool = False, clean_shutdown: bytes | None = None) -> Path:
+    """The data dir files: ``meta.properties`` from ``meta`` (``MetaProperties.new`` keyword arguments), the four
+    offset checkpoints (``{(topic, partition): offset}``; None leaves a file out), ``.lock`` and the
+    clean-shutdown marker's bytes."""
+    root.mkdir(parents=True, exist_ok=True)
+    if meta is not None:
+        write_meta_properties(root / "meta.properties", MetaProperties.new(**meta))
+    for name, entries in (("recovery-point-offset-checkpoint", recovery), ("log-start-offset-checkpoint", log_start),
+                          ("replication-offset-checkpoint", replication), ("cleaner-offset-checkpoint", cleaner)):
+        if entries is not None:
+            write_offset_checkpoint(root / name, dict(entries))
+    if lock:
+        (root / ".lock").touch()
+    if clean_shutdown is not None:
+        (root / ".kafka_cleanshutdown").write_bytes(clean_shutdown)
+    return root
+
+
+KRAFT_META = {"version": 1, "cluster_id": CLUSTER_ID, "node_id": 1, "now": 0}
+
+
+def three_segment_data_dir(root: Path) -> Path:
+    """:func:`three_segment_partition` ``orders-3`` in a KRaft data dir with all checkpoints, a ``.lock`` and a
+    clean-shutdown marker of broker epoch 5."""
+    root.mkdir(parents=True, exist_ok=True)
+    three_segment_partition(root)
+    return write_data_dir_files(root, meta=KRAFT_META, recovery={("orders", 3): 40}, log_start={("orders", 3): 4},
+                                replication={("orders", 3): 50}, cleaner={}, lock=True,
+                                clean_shutdown=b'{"version":0,"brokerEpoch":5}')
+
+
+def multi_partition_data_dir(root: Path, partitions: int = 4) -> Path:
+    """``orders-0..`` (:func:`indexed_partition` of 10 + p batches) and ``payments.v1-0`` (another topic id), with
+    recovery points and high watermarks at the log ends."""
+    root.mkdir(parents=True)
+    for p in range(partitions):
+        indexed_partition(root, f"orders-{p}", n=10 + p)
+    indexed_partition(root, "payments.v1-0", topic_id=TOPIC_IDS[1])
+    rp = {("orders", p): 2 * (10 + p) for p in range(partitions)} | {("payments.v1", 0): 40}
+    return write_data_dir_files(root, meta=KRAFT_META, recovery=rp, replication=rp, log_start={}, cleaner={})
+
+
+def mixed_format_data_dir(root: Path) -> Path:
+    """``orders-7``: segment 0 with a v1 message set and a gzip v2 batch (epoch 3), segment 10 with a zstd batch
+    (epoch 5); checkpoints: recovery 10, log start 1, clean point 4, high watermark 11; no meta.properties."""
+    d = root / "orders-7"
+    d.mkdir(parents=True)
+    seg0 = build_legacy([(0, 1000, b"a", b"x"), (1, 1001, b"b", b"y")], magic=1, codec=0, base_offset=0) + \
+        build_batch([(2, 1002, b"c", b"z"), (3, 1003, None, b"w")], base_offset=2, codec=1, partition_leader_epoch=3)
+    seg1 = build_batch([(10, 2000, b"k", b"v")], base_offset=10, codec=4, partition_leader_epoch=5)
+    write_segment(d, 0, seg0)
+    write_segment(d, 10, seg1)
+    write_partition_files(d, epochs=[(3, 2), (5, 10)], topic_id=TOPIC_ID)
+    return write_data_dir_files(root, recovery={("orders", 7): 10}, log_start={("orders", 7): 1},
+                                cleaner={("orders", 7): 4}, replication={("orders", 7): 11})
+
+
+def writer_data_dir(root: Path, codec: int = 0, t0: int = TS) -> Path:
+    """Written through ``LogWriter`` as a leader appends (``segment.bytes`` 4000): ``orders-0`` with 30 batches of
+    3 records with headers (epoch 2), then a committed transaction of producer 9; ``audit-0`` with one record."""
+    cfg = LogConfig.from_topic_props({"segment.bytes": 4000})
+    with LogWriter(root / "orders-0", cfg, topic_id=TOPIC_ID, leader_epoch=2, now_ms=t0) as w:
+        for i in range(30):
+            w.append(build_batch([(None, t0 + i * 10 + j, b"k%d" % j, b"v%d" % i * 20, [("h", b"x"), ("n", None)])
+                                  for j in range(3)], codec=codec))
+        w.append(build_batch([(None, t0 + 500, b"t", b"txn")], producer_id=9, producer_epoch=1, base_sequence=0,
+                             is_transactional=True))
+        w.append(build_end_txn_marker(offset=0, producer_id=9, producer_epoch=1, coordinator_epoch=4, commit=True,
+                                      timestamp=t0 + 501))
+    with LogWriter(root / "audit-0", cfg, topic_id="AAAAAAAAAAAAAAAAAAAAAQ", leader_epoch=0, now_ms=t0) as w:
+        w.append(build_batch([(None, t0, None, b"a")]))
+    return root
+
+
+# ------------------------------------------------------------------------------------------------ generated data
+
+BASE_TS = TS
+
+
+def generated_record(i: int, *, headers: bool, value_size: int = 40) -> tuple:
+    """Record ``i`` of a generated partition: null keys and values now and then, headers on every third."""
+    key = None if i % 7 == 3 else f"key-{i % 101}".encode()
+    value = None if i % 13 == 5 else (f"value-{i}-".encode() * (value_size // 8 + 1))[:value_size]
+    hs = [("h", f"{i}".encode()), ("n", None)] if headers and i % 3 == 0 else []
+    return (None, BASE_TS + i * 10 + (i % 5) * 3, key, value, hs)
+
+
+def generated_partition(pdir: str | os.PathLike, n: int, *, batch_records: int = 50, codec: int = 0,
+                        segment_bytes: int | None = None, headers: bool = True, value_size: int = 40,
+                        producer_id: int = -1) -> None:
+    """``n`` :func:`generated_record` s in batches of ``batch_records``, appended as a leader (epoch 3) would;
+    ``producer_id``: idempotent batches with sequences."""
+    props = {"segment.bytes": str(segment_bytes)} if segment_bytes else {}
+    cfg = LogConfig.from_topic_props(props) if props else LogConfig()
+    with LogWriter(pdir, cfg, leader_epoch=3, now_ms=BASE_TS, fsync=False) as w:
+        seq = 0
+        for start in range(0, n, batch_records):
+            recs = [generated_record(i, headers=headers, value_size=value_size)
+                    for i in range(start, min(n, start + batch_records))]
+            kw = {}
+            if producer_id >= 0:
+                kw = {"producer_id": producer_id, "producer_epoch": 0, "base_sequence": seq}
+                seq += len(recs)
+            w.append_records(recs, codec=codec, **kw)
+
+
+def generated_data_dir(root: str | os.PathLike, layout: dict[str, int], n: int, **kw) -> Path:
+    """``layout`` maps topic -> partition count; every partition gets ``n`` records (:func:`generated_partition`
+    options in ``kw``)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for topic, parts in layout.items():
+        for p in range(parts):
+            generated_partition(root / f"{topic}-{p}", n, **kw)
+    return root

@@ -17,7 +17,7 @@ test: install-test kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) container-image || [ "$$CI" != "true" ]; \
 	else echo "no Docker engine answers: the container-backend tests skip (and fail under CI=true)"; fi
 	$(MAKE) test-older
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25
 
 ## test-older: the older Kafka line (2.8.2, ZooKeeper mode, on the same JDK 17): harness + conformance
 test-older:

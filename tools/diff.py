@@ -8,7 +8,7 @@ import sys
 
 from kafkalog.storage.diff import LEVELS, diff_paths
 from kafkalog.storage.offset_spec import parse_offset_specs
-from kafkalog.tools.output import add_epoch_argument, human_time, render_table
+from kafkalog.tools.output import add_epoch_argument, add_time_argument, human_time, render_table
 
 DESCRIPTION = """\
 Compare A and B (two data dirs, two partition dirs, or two .log files) and report what differs.
@@ -46,6 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--offset", dest="offset_specs", action="append", default=[], metavar="SPEC",
                    help="compare only this range of each partition, rpk/kcat grammar (see above); may be given "
                         "twice (kcat's s@T and e@T)")
+    add_time_argument(p, "of each partition")
     p.add_argument("--json", action="store_true", help="JSON Lines: one object per difference, then a summary "
                    "(differences counted per kind: [{kind, count}])")
     add_epoch_argument(p)

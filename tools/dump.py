@@ -18,7 +18,15 @@ from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.offset_spec import parse_offset_specs
 from kafkalog.storage.records.dump import RecordStream, dump_log
 
-from .output import JsonLines, add_output_arguments, non_negative_int, progress, render_bytes, render_headers
+from .output import (
+    JsonLines,
+    add_output_arguments,
+    add_time_argument,
+    non_negative_int,
+    progress,
+    render_bytes,
+    render_headers,
+)
 
 DESCRIPTION = """\
 Print every batch of one or more Kafka .log segment files (also KRaft .checkpoint snapshots),
@@ -68,6 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "rpk's grammar: N, N1:N2, :N, +N, -N, @T, @T1:T2, s@T, e@T (see `kafkalog export "
                              "--help`); start and end are the file's first and next offsets; found through its "
                              ".index and .timeindex")
+    add_time_argument(parser, "of the file")
     parser.add_argument("--verify-index-only", action="store_true",
                         help=".index/.timeindex: check the entries against the .log, do not print them")
     parser.add_argument("--index-sanity-check", action="store_true",

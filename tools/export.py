@@ -17,7 +17,7 @@ from kafkalog.storage.engine.export import (
     key_bytes,
 )
 from kafkalog.storage.offset_spec import parse_offset_specs
-from kafkalog.tools.output import add_topics_argument, human_size, progress
+from kafkalog.tools.output import add_time_argument, add_topics_argument, human_size, progress
 
 DESCRIPTION = """\
 Export every record of the partitions under DIR (data dirs or partition dirs) with every field:
@@ -84,6 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--offset", dest="offset_specs", action="append", default=[], metavar="SPEC",
                    help="where to start and stop in each partition, rpk/kcat grammar (see above); may be given "
                         "twice (kcat's s@T and e@T)")
+    add_time_argument(p, "of each partition")
     p.add_argument("--from-offset", type=int, default=None, metavar="OFFSET", help="first offset (inclusive)")
     p.add_argument("--to-offset", type=int, default=None, metavar="OFFSET", help="end offset (exclusive)")
     p.add_argument("--from-time", type=_time, default=None, metavar="TIME", help="first timestamp (inclusive), ms or ISO 8601")

@@ -359,3 +359,29 @@ def positive_int(text: str) -> int:
 def non_negative_int(text: str) -> int:
     """argparse type for sizes and positions: an integer >= 0."""
     return _int_at_least(text, 0)
+
+
+def time_spec(text: str) -> str:
+    """argparse type of ``--time``: a time range in rpk's grammar (``@T1:T2``, ``@T``, ``@T:``, ``@:T``; the
+    leading ``@`` may be left out), handed on as the ``-o`` spec it is (one grammar, one parser)."""
+    import argparse
+
+    from kafkalog.storage.errors import ConfigError
+    from kafkalog.storage.offset_spec import parse_offset_spec
+
+    spec = text.strip()
+    if not spec.startswith("@"):
+        spec = "@" + spec
+    try:
+        parse_offset_spec(spec)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(e.reason) from None
+    return spec
+
+
+def add_time_argument(parser, where: str = "of each partition") -> None:
+    """``--time T1:T2``: the ``-o @T1:T2`` of rpk's grammar, as its own option (both may be given)."""
+    parser.add_argument("--time", dest="offset_specs", action="append", type=time_spec, metavar="T1:T2",
+                        help=f"only the records {where} with timestamps in this range, rpk's time grammar: epoch "
+                        "ms or s, ISO-8601 dates and times, durations relative to now (--time=-48h:-24h) or to T1 "
+                        "(2026-11-01:+1d); the same as -o @T1:T2, resolved through the time index")

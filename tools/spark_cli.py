@@ -54,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a range of each partition, rpk/kcat grammar as `kafkalog export -o` takes it (start, end, "
                         "N, N1:N2, :N, +N, -N, @T1:T2, s@T, e@T), resolved per partition on the driver through its "
                         "offsets and time index (local paths); may be given twice")
+    from kafkalog.tools.output import add_time_argument
+
+    add_time_argument(g, "of each partition")
     g.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="data source read option (level=batch, startingOffset=..., s3.endpoint=...)")
     g.add_argument("--overwrite", action="store_true", help="replace an existing export output")

@@ -180,3 +180,32 @@ def test_read_committed_stops_at_an_open_transaction():
     every = list(iter_export_rows([killed], ExportFilter(topics={"open-transaction"})))
     assert len(every) == 8 and all(r["isTransactional"] for r in every)
     assert list(iter_export_rows([killed], ExportFilter(topics={"open-transaction"}, read_committed=True))) == []
+
+
+@pytest.mark.parametrize("command", ["export", "dump", "diff"])
+def test_time_option_is_the_time_part_of_the_grammar(command, tmp_path, capsys):
+    """``--time T1:T2`` (rpk's time range as its own option) selects exactly what ``-o @T1:T2`` selects; a bad
+    one is a usage error naming the part it cannot read."""
+    data = FIXTURE
+    log = data / "multi-segment-0" / "00000000000000000044.log"
+    t1, t2 = "2025-06-15T15:08:20Z", "1750000130000"
+
+    def run(*extra: str) -> str:
+        if command == "export":
+            argv = ["export", str(data), "--topics", "multi-segment", "--out", "-", "--no-progress", *extra]
+        elif command == "dump":
+            argv = ["dump", str(log), "--deep", "--json", *extra]
+        else:
+            argv = ["diff", str(data), str(data), "--json", *extra]
+        assert main(argv) == 0
+        return capsys.readouterr().out
+
+    by_time, by_offset, everything = run("--time", f"{t1}:{t2}"), run("-o", f"@{t1}:{t2}"), run()
+    assert by_time == by_offset and by_time != everything or command == "diff" and by_time == by_offset
+    if command != "diff":
+        assert by_time.strip() and len(by_time) < len(everything)
+    assert run("--time=-48h:-24h") == run("-o", "@-48h:-24h")  # relative to now (nothing in the fixture)
+    with pytest.raises(SystemExit) as e:
+        main([command, str(log if command == "dump" else data), *(["--out", "-"] if command == "export" else []),
+              *([str(data)] if command == "diff" else []), "--time", "5:x"])
+    assert e.value.code == 2 and "'5' is neither epoch milliseconds" in capsys.readouterr().err

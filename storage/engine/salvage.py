@@ -150,7 +150,8 @@ def salvage_inputs(paths: Iterable[str | os.PathLike], report: SalvageReport | N
         rep.files += 1
         name = str(src.path)
         mm, size = map_regular(name, CorruptRecordError)
-        prov = {"dataDir": None if src.data_dir is None else str(src.data_dir), "file": name, "crcValid": True}
+        prov = {"dataDir": None if src.data_dir is None else os.path.abspath(src.data_dir),
+                "file": os.path.abspath(name), "crcValid": True}
         try:
             if size:
                 mv = memoryview(mm)
@@ -198,8 +199,8 @@ def salvage_inputs(paths: Iterable[str | os.PathLike], report: SalvageReport | N
 
 def describe_skipped(s: SkippedRange, src: SalvageSource | None = None) -> dict[str, Any]:
     """The JSON object of one skipped range (``docs/schemas/salvageSkipped.schema.json``)."""
-    return {"event": "skipped", "dataDir": None if src is None or src.data_dir is None else str(src.data_dir),
-            "file": s.path, "topic": None if src is None else src.topic,
+    data_dir = None if src is None or src.data_dir is None else os.path.abspath(src.data_dir)
+    return {"event": "skipped", "dataDir": data_dir, "file": None if s.path is None else os.path.abspath(s.path), "topic": None if src is None else src.topic,
             "partition": None if src is None else src.partition, "start": s.start, "end": s.end,
             "bytes": s.size, "reason": s.reason}
 

@@ -35,9 +35,9 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT
 from crc32c import crc32c as _crc32c
 
+from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT
 from ..codec.crc import crc32
 from ..errors import KafkaLogError
 from .batch import HEADER, HEADER_SIZE, RecordBatch

@@ -67,6 +67,8 @@ is structurally valid and has a valid CRC. Every record gets its provenance: dat
 batch) and crcValid. Each skipped byte range is reported on stderr (with --json as a JSON object,
 "event": "skipped", docs/schemas/salvageSkipped.schema.json, next to the summary). Exit 1 if anything was
 skipped, 0 if every byte was read. (-o and --read-committed need the indexes: not with --salvage.)
+--include-invalid also exports the records of a batch failing its CRC when its framing is provably intact (a
+valid batch follows right after it, none starts inside it) and its records decode: crcValid false, unchecked.
 
   kafkalog export --salvage /var/lib/kafka/data/orders-0.4c7d...-delete broken-00000000000000001234.log --out -
 """
@@ -118,6 +120,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="damaged files: skip corrupt regions, resynchronise on the next valid batch, report every "
                         "skipped byte range, give every record its provenance (dataDir, file, position, crcValid); "
                         "also takes -delete/-future dirs and loose .log files; exit 1 if anything was skipped")
+    p.add_argument("--include-invalid", action="store_true",
+                   help="with --salvage: also export the records of a batch whose CRC does not match when its "
+                        "framing is provably intact (a valid batch follows right after it, none starts inside) and "
+                        "its records decode, with crcValid false (its range is still reported)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress bar on stderr (it is shown only when stderr is a terminal)")
@@ -126,6 +132,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "salvage", False):
         return _run_salvage(args)
+    if getattr(args, "include_invalid", False):
+        print("kafkalog export: error: --include-invalid needs --salvage", file=sys.stderr)
+        return 2
     flt = ExportFilter(topics=args.topics,
                        from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
                        to_time=args.to_time,
@@ -176,11 +185,13 @@ def _run_salvage(args: argparse.Namespace) -> int:
             out.write(describe_skipped(s, src))
     else:
         def on_skipped(s, src) -> None:
-            print(f"kafkalog export: {s.path}: skipped bytes {s.start}-{s.end} ({human_size(s.size)}): {s.reason}",
-                  file=sys.stderr)
+            note = " (records exported with crcValid false)" if s.batch is not None else ""
+            print(f"kafkalog export: {s.path}: skipped bytes {s.start}-{s.end} ({human_size(s.size)}): {s.reason}"
+                  f"{note}", file=sys.stderr)
     with progress(salvage_bytes(args.paths, flt.topics), "salvage",
                   enabled=None if args.progress else False) as bar:
-        rep = salvage_jsonl(args.paths, args.out, flt, on_skipped=on_skipped, progress=bar.advance)
+        rep = salvage_jsonl(args.paths, args.out, flt, on_skipped=on_skipped, progress=bar.advance,
+                            include_invalid=args.include_invalid)
     if args.json:
         stream.write(json.dumps({"summary": rep.to_dict()}) + "\n")
     else:

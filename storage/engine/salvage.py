@@ -19,7 +19,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -50,6 +50,7 @@ class SalvageReport:
     batches: int = 0
     records: int = 0
     bytes_scanned: int = 0
+    invalid_batches: int = 0
     skipped: list[SkippedRange] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
 
@@ -64,7 +65,8 @@ class SalvageReport:
     def to_dict(self) -> dict:
         return {"partitions": self.partitions, "batches": self.batches, "records": self.records,
                 "files": list(self.outputs), "salvagedFiles": self.files, "skippedRanges": len(self.skipped),
-                "skippedBytes": self.skipped_bytes}
+                "skippedBytes": self.skipped_bytes,
+                "crcInvalidBatches": self.invalid_batches}
 
 
 def _tp(name: str) -> tuple[str, int] | None:
@@ -131,11 +133,13 @@ def salvage_inputs(paths: Iterable[str | os.PathLike], report: SalvageReport | N
                    flt: ExportFilter | None = None, *, topics: Collection[str] | None = None,
                    on_skipped: Callable[[SkippedRange, SalvageSource], None] | None = None,
                    progress: Callable[[int], None] | None = None,
-                   max_batch_size: int | None = None) -> Iterator[dict[str, Any]]:
+                   max_batch_size: int | None = None, include_invalid: bool = False) -> Iterator[dict[str, Any]]:
     """Every record of every valid batch of the files under ``paths`` as an export row dict (bytes for
     key/value/header values) plus ``dataDir``, ``file``, ``crcValid``; skipped ranges go to ``report.skipped``
     and ``on_skipped``. ``flt``: the export filter's offset, time, key, producer and control predicates (an
-    offset spec or read_committed needs the indexes and is refused)."""
+    offset spec or read_committed needs the indexes and is refused). ``include_invalid``: also the records of
+    entries that fail their CRC but whose framing is provably intact and whose records decode, with ``crcValid``
+    false (their range is still reported as skipped)."""
     flt = flt or ExportFilter(include_control=True)
     if flt.offset_spec is not None or flt.read_committed:
         raise CorruptRecordError("salvage reads only the .log bytes: no offset spec (-o) or --read-committed")
@@ -152,18 +156,26 @@ def salvage_inputs(paths: Iterable[str | os.PathLike], report: SalvageReport | N
         mm, size = map_regular(name, CorruptRecordError)
         prov = {"dataDir": None if src.data_dir is None else os.path.abspath(src.data_dir),
                 "file": os.path.abspath(name), "crcValid": True}
+        suspect_prov = {**prov, "crcValid": False}
         try:
             if size:
                 mv = memoryview(mm)
                 try:
                     stats = SalvageStats()
-                    for x in salvage_scan(mv, path=name, max_batch_size=max_batch_size, stats=stats):
+                    for x in salvage_scan(mv, path=name, max_batch_size=max_batch_size, stats=stats,
+                                          include_invalid=include_invalid):
                         if isinstance(x, SkippedRange):
-                            rep.skipped.append(x)
                             if on_skipped is not None:
                                 on_skipped(x, src)
-                            continue
-                        b = x
+                            b, x = x.batch, replace(x, batch=None)  # the report keeps no view into the mmap
+                            rep.skipped.append(x)
+                            if b is None:
+                                continue
+                            rep.invalid_batches += 1
+                            batch_prov = suspect_prov
+                        else:
+                            b = x
+                            batch_prov = prov
                         del x
                         if not _keeps(b, flt):
                             continue
@@ -176,7 +188,7 @@ def salvage_inputs(paths: Iterable[str | os.PathLike], report: SalvageReport | N
                         for recs in _record_chunks(b, window, flt):
                             n += len(recs)
                             for row in rows_of(head, recs):
-                                row.update(prov)
+                                row.update(batch_prov)
                                 yield row
                         rep.batches += 1 if n else 0
                         rep.records += n
@@ -198,17 +210,20 @@ def salvage_inputs(paths: Iterable[str | os.PathLike], report: SalvageReport | N
 
 
 def describe_skipped(s: SkippedRange, src: SalvageSource | None = None) -> dict[str, Any]:
-    """The JSON object of one skipped range (``docs/schemas/salvageSkipped.schema.json``)."""
+    """The JSON object of one skipped range (``docs/schemas/salvageSkipped.schema.json``); ``recordsExported``:
+    the range is one entry failing its CRC whose records are exported with ``crcValid`` false
+    (``include_invalid``)."""
+    exported = s.batch is not None
     data_dir = None if src is None or src.data_dir is None else os.path.abspath(src.data_dir)
     return {"event": "skipped", "dataDir": data_dir, "file": None if s.path is None else os.path.abspath(s.path), "topic": None if src is None else src.topic,
             "partition": None if src is None else src.partition, "start": s.start, "end": s.end,
-            "bytes": s.size, "reason": s.reason}
+            "bytes": s.size, "reason": s.reason, "recordsExported": exported}
 
 
 def salvage_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.PathLike,
                   flt: ExportFilter | None = None, *, topics: Collection[str] | None = None,
                   on_skipped: Callable[[SkippedRange, SalvageSource], None] | None = None,
-                  progress: Callable[[int], None] | None = None) -> SalvageReport:
+                  progress: Callable[[int], None] | None = None, include_invalid: bool = False) -> SalvageReport:
     """Write every salvaged record as one JSON object per line to ``out`` (a path, ``-`` for stdout, or a text
     stream): the ``kafkalog export`` row plus ``dataDir``, ``file``, ``crcValid``."""
     rep = SalvageReport()
@@ -224,7 +239,8 @@ def salvage_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.Pa
         stream = out
     dumps = json.JSONEncoder(separators=(",", ":")).encode
     try:
-        for row in salvage_inputs(paths, rep, flt, topics=topics, on_skipped=on_skipped, progress=progress):
+        for row in salvage_inputs(paths, rep, flt, topics=topics, on_skipped=on_skipped, progress=progress,
+                                  include_invalid=include_invalid):
             stream.write(dumps(row_to_json(row)))
             stream.write("\n")
     finally:

@@ -33,7 +33,7 @@ import functools
 import re
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from crc32c import crc32c as _crc32c
 
@@ -124,6 +124,9 @@ class SkippedRange:
     end: int
     reason: str
     path: str | None = None
+    batch: Batch | None = field(default=None, compare=False, repr=False)
+    """with ``include_invalid``: the entry filling the range, whose CRC does not match but whose framing is intact
+    and whose records decode (read its records, knowing they are not checked)"""
 
     @property
     def size(self) -> int:
@@ -201,17 +204,24 @@ def _records_problem(batch: Batch) -> str | None:
             batch._inner = None  # decoded again by the consumer: do not keep them alive
     except KafkaLogError as e:
         return f"CRC valid but records do not decode: {e.reason}"
+    except (ValueError, IndexError, OverflowError, struct.error, UnicodeDecodeError) as e:  # unchecked bytes
+        return f"records do not decode: {type(e).__name__}: {e}"
     return None
 
 
 def salvage_scan(buf, start: int = 0, end: int | None = None, *, path: str | None = None,
                  position_base: int = 0, max_batch_size: int | None = None, check_records: bool = True,
-                 decompress_limit: int = DEFAULT_DECOMPRESS_LIMIT,
+                 decompress_limit: int = DEFAULT_DECOMPRESS_LIMIT, include_invalid: bool = False,
                  stats: SalvageStats | None = None) -> Iterator[Batch | SkippedRange]:
     """Yield, in file order, every valid batch of ``buf[start:end]`` (zero-copy :class:`RecordBatch` /
     :class:`LegacyBatch` views whose ``position`` is ``position_base + index``) and a :class:`SkippedRange` for
     every region between them that holds none (see the module doc). The yielded batches and ranges tile
-    ``[start, end)`` exactly."""
+    ``[start, end)`` exactly.
+
+    ``include_invalid``: an entry whose CRC does not match is still handed out, as the ``batch`` of its skipped
+    range, when its framing is provably intact -- the bytes right after it hold a valid entry (or, when the entry
+    starts where the previous valid one ended or at ``start``, the data ends there), no valid entry starts
+    inside it -- and its records decode."""
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else min(end, len(mv))
     st = stats if stats is not None else SalvageStats()
@@ -234,6 +244,19 @@ def salvage_scan(buf, start: int = 0, end: int | None = None, *, path: str | Non
                 else:
                     stored, computed = _CRC_AT(mv, pos + 12)[0], crc32(mv[pos + 16:pos + total])
                 if stored != computed:
+                    if include_invalid:
+                        suspect = _suspect(mv, pos, total, end, v2, skip_from is None, max_batch_size, pattern,
+                                           position_base, path, decompress_limit)
+                        if suspect is not None:
+                            if skip_from is not None:
+                                yield _skipped(st, skip_from, pos, skip_reason, position_base, path)
+                                skip_from = None
+                            reason = (f"{'v2 batch' if v2 else 'message'} CRC mismatch (stored 0x{stored:08x}, "
+                                      f"computed 0x{computed:08x}); framing intact and records decode")
+                            yield _skipped(st, pos, pos + total, reason, position_base, path, suspect)
+                            del suspect
+                            pos += total
+                            continue
                     if skip_from is not None:
                         budget -= total
                         problem = "CRC mismatch"
@@ -264,10 +287,37 @@ def salvage_scan(buf, start: int = 0, end: int | None = None, *, path: str | Non
         yield _skipped(st, skip_from, end, skip_reason, position_base, path)
 
 
-def _skipped(st: SalvageStats, a: int, b: int, reason: str, base: int, path: str | None) -> SkippedRange:
+def _skipped(st: SalvageStats, a: int, b: int, reason: str, base: int, path: str | None,
+             batch: Batch | None = None) -> SkippedRange:
     st.skipped_ranges += 1
     st.skipped_bytes += b - a
-    return SkippedRange(base + a, base + b, reason, path)
+    return SkippedRange(base + a, base + b, reason, path, batch)
+
+
+def _valid_at(mv: memoryview, pos: int, end: int, max_size: int | None) -> bool:
+    """A structurally valid entry with a matching CRC starts at ``pos``."""
+    problem, total = _header_problem(mv, pos, end, max_size)
+    if problem is not None:
+        return False
+    if mv[pos + 16] == 2:
+        return bool(_CRC_AT(mv, pos + 17)[0] == _crc32c(mv[pos + 21:pos + total]))
+    return bool(_CRC_AT(mv, pos + 12)[0] == crc32(mv[pos + 16:pos + total]))
+
+
+def _suspect(mv: memoryview, pos: int, total: int, end: int, v2: bool, trusted: bool, max_size: int | None,
+             pattern: re.Pattern[bytes] | None, base: int, path: str | None, limit: int) -> Batch | None:
+    """The CRC-failing entry at ``pos`` as a batch when its framing is provably intact and its records decode."""
+    nxt = pos + total
+    if not (nxt == end and trusted) and not (nxt < end and _valid_at(mv, nxt, end, max_size)):
+        return None
+    q = _next_candidate(mv, pos + 1, end, pattern)
+    while q < nxt:
+        if _valid_at(mv, q, end, max_size):
+            return None  # a valid entry inside: the size field is what is damaged
+        q = _next_candidate(mv, q + 1, end, pattern)
+    view = mv[pos:nxt]
+    batch: Batch = RecordBatch(view, base + pos, path, limit) if v2 else LegacyBatch(view, base + pos, path, limit)
+    return batch if _records_problem(batch) is None else None
 
 
 __all__ = ["LARGE_CANDIDATE", "SalvageStats", "SkippedRange", "salvage_scan"]

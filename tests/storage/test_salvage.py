@@ -31,6 +31,9 @@ RICH = [p for p in LOGS if sum(1 for _ in iter_batches(p.read_bytes())) >= 3]
 SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
 
 
+SUSPECTS: list[int] = []
+
+
 def _originals(data: bytes) -> list[tuple[int, bytes]]:
     return [(b.position, bytes(b.buf)) for b in iter_batches(data)]
 
@@ -78,8 +81,9 @@ def _damage(rng: random.Random, a: bytes, b: bytes) -> tuple[bytes, list[tuple[i
     return d, intact, f"splice a[:{i}] + b[{j}:]"
 
 
-def _check(data: bytes, intact, allowed: list[bytes], inner: list[bytes], what: str) -> None:
-    got = list(salvage_scan(data))
+def _check(data: bytes, intact, allowed: list[bytes], inner: list[bytes], what: str,
+           include_invalid: bool = False) -> None:
+    got = list(salvage_scan(data, include_invalid=include_invalid))
     pos = 0
     for x in got:  # batches and skipped ranges tile the buffer
         start = x.start if isinstance(x, SkippedRange) else x.position
@@ -90,6 +94,11 @@ def _check(data: bytes, intact, allowed: list[bytes], inner: list[bytes], what: 
     batches = {x.position: bytes(x.buf) for x in got if not isinstance(x, SkippedRange)}
     for p, x in intact:
         assert batches.get(p) == x, f"{what}: intact batch at {p} not recovered"
+    sizes = {len(x) for x in allowed}
+    for x in got:  # a CRC-failing batch handed out (include_invalid) has the framing of an original batch
+        if isinstance(x, SkippedRange) and x.batch is not None:
+            assert x.size in sizes and x.batch.size == x.size, f"{what}: suspect batch at {x.start}"
+            SUSPECTS.append(x.start)
     by_tail = {(len(x), x[16:]) for x in allowed}
     for p, x in batches.items():
         # Kafka's CRCs do not cover the offset/size/leader epoch: compare what they cover (and the size)
@@ -113,7 +122,8 @@ def test_random_damage_recovers_every_intact_batch(seed):
         data, intact, how = _damage(rng, a, b)
         what = f"seed {seed} {pa.relative_to(FIXTURES)} / {pb.relative_to(FIXTURES)}: {how}"
         _check(data, intact, [x for _, x in _originals(a)] + [x for _, x in _originals(b)],
-               _inner_payloads(a) + _inner_payloads(b), what)
+               _inner_payloads(a) + _inner_payloads(b), what, include_invalid=seed % 2 == 1)
+    assert seed % 2 == 0 or SUSPECTS, "the CRC-failing batches with intact framing are exercised"
 
 
 def test_recovered_records_are_identical():
@@ -284,3 +294,41 @@ def test_salvage_jsonl_library(tmp_path):
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert rows and len(rows) == rep.records
     assert {r["magic"] for r in rows} >= {1, 2}
+
+
+def test_include_invalid_exports_a_crc_failing_batch_marked(tmp_path):
+    data = _copy_fixture(tmp_path)
+    seg = sorted((data / "codec-none-0").glob("*.log"))[0]
+    raw = bytearray(seg.read_bytes())
+    bs = list(iter_batches(bytes(raw)))
+    b = bs[1]
+    recs = b.record_tuples()
+    needle = bytes(recs[0][3])[:8]
+    at = raw.index(needle, b.position + 61)
+    raw[at] ^= 0x20  # a flipped bit in a record value: the CRC fails, the framing is intact
+    seg.write_bytes(bytes(raw))
+    rep = SalvageReport()
+    rows = list(salvage_inputs([seg], rep, include_invalid=True))
+    bad = [r for r in rows if not r["crcValid"]]
+    assert {r["position"] for r in bad} == {b.position} and len(bad) == len(recs)
+    assert bad[0]["value"] != recs[0][3] and rep.invalid_batches == 1
+    assert [(s.start, s.end) for s in rep.skipped] == [(b.position, b.position + b.size)]
+    assert all(r["crcValid"] for r in salvage_inputs([seg], SalvageReport()))
+    assert len(list(salvage_inputs([seg], SalvageReport()))) == len(rows) - len(recs)
+    js = _cli("export", "--salvage", "--include-invalid", "--json", str(seg), "--out", "-")
+    assert js.returncode == 1
+    ev = [json.loads(x) for x in js.stderr.splitlines() if x.startswith("{")]
+    assert [e["recordsExported"] for e in ev if e.get("event") == "skipped"] == [True]
+    assert _cli("export", "--include-invalid", str(data), "--out", "-").returncode == 2
+
+
+def test_include_invalid_never_swallows_valid_batches():
+    """A damaged size field makes an entry span valid batches: it is not handed out as one CRC-failing batch."""
+    a = next(p for p in RICH if "multi-segment-1" in str(p) and "4.3.1-kraft/" in str(p)).read_bytes()
+    bs = _originals(a)
+    d = bytearray(a)
+    p0, x0 = bs[0]
+    d[p0 + 8:p0 + 12] = (len(x0) + len(bs[1][1]) - 12).to_bytes(4, "big")  # batch 0 now ends where batch 2 starts
+    got = list(salvage_scan(bytes(d), include_invalid=True))
+    assert not any(isinstance(x, SkippedRange) and x.batch is not None for x in got)
+    assert [bytes(x.buf) for x in got if not isinstance(x, SkippedRange)] == [x for _, x in bs[1:]]

@@ -332,3 +332,36 @@ def test_include_invalid_never_swallows_valid_batches():
     got = list(salvage_scan(bytes(d), include_invalid=True))
     assert not any(isinstance(x, SkippedRange) and x.batch is not None for x in got)
     assert [bytes(x.buf) for x in got if not isinstance(x, SkippedRange)] == [x for _, x in bs[1:]]
+
+
+def test_memory_stays_bounded_by_a_batch(tmp_path):
+    import tracemalloc
+
+    a = next(p for p in RICH if "codec-zstd" in str(p)).read_bytes()
+    f = tmp_path / "big.log"
+    rng = random.Random(5)
+    with open(f, "wb") as fh:
+        while fh.tell() < (6 << 20):
+            fh.write(a)
+            fh.write(rng.randbytes(rng.randint(1, 5000)))  # a damaged region between copies
+    tracemalloc.start()
+    try:
+        n = 0
+        rep = SalvageReport()
+        for _ in salvage_inputs([f], rep):
+            n += 1
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert n > 1000 and len(rep.skipped) > 100
+    assert peak < 8 << 20, f"peak {peak} bytes for a {f.stat().st_size}-byte file"
+
+
+def test_unreadable_inputs_are_clear_errors(tmp_path):
+    empty = tmp_path / "00000000000000000000.log"
+    empty.write_bytes(b"")
+    assert list(salvage_inputs([empty], SalvageReport())) == []
+    r = _cli("export", "--salvage", str(tmp_path / "missing"), "--out", "-")
+    assert r.returncode == 1 and "no such file" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("export", "--salvage", str(empty), "--out", "-")
+    assert r.returncode == 0, r.stderr

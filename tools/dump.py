@@ -52,6 +52,10 @@ value, headers, ...}; control records add controlType (COMMIT, ABORT, ...) and c
 with an "event" key report what is not a batch ("invalidBytes", "corrupt", "error"). Every record type
 and its JSON Schema: docs/json.md.
 
+--salvage (.log files, also loose copies and files of -delete dirs): print only the batches that are valid
+(structure, CRC, records) and a line "Skipped bytes A-B (N bytes) of FILE: reason" per damaged region; the
+scan resynchronises on the next valid batch instead of stopping. See also `kafkalog export --salvage`.
+
 Exit codes: 0 everything valid, 1 something corrupt or unreadable, 2 usage error."""
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
@@ -81,6 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=".index/.timeindex: check the entries against the .log, do not print them")
     parser.add_argument("--index-sanity-check", action="store_true",
                         help=".index/.timeindex: only run Kafka's sanity check")
+    parser.add_argument("--salvage", action="store_true",
+                        help=".log: only the valid batches (structure, CRC, records), resynchronising after each "
+                             "damaged region, and a line per skipped byte range (JSON: \"event\": \"skipped\")")
     dec = parser.add_mutually_exclusive_group()
     dec.add_argument("--offsets-decoder", dest="decoder", action="store_const", const="offsets",
                      help="decode records as __consumer_offsets (implies --print-data-log)")
@@ -114,6 +121,9 @@ Dumper = Callable[[str, argparse.Namespace, _Sink], None]
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "salvage", False) and args.offset_specs:
+        print("kafkalog dump: error: --salvage reads every byte: not with -o/--offset", file=sys.stderr)
+        return 2
     sink = _Sink(args)
     for path in args.files:
         dumper = _dumper_for(path)
@@ -166,6 +176,16 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
                 else:
                     print(f"Found {d['bytes']} invalid bytes at the end of {name}")
                 continue
+            if event == "skipped":
+                sink.problem(path, d["position"], f"skipped {d['bytes']} bytes: {d['reason']}")
+                if sink.json:
+                    sink.out.write(d)
+                else:
+                    print(f"Skipped bytes {d['position']}-{d['position'] + d['bytes']} ({d['bytes']} bytes) of "
+                          f"{name}: {d['reason']}")
+                bar.advance(d["position"] + d["bytes"] - done)
+                done = d["position"] + d["bytes"]
+                continue
             if event is not None:
                 sink.problem(path, d.get("position"), d.get("reason", event))
                 if sink.json:
@@ -215,7 +235,8 @@ def _log_dicts(path: str, args: argparse.Namespace, sink: _Sink):
         raise KafkaLogError(f"the {decoder_name} decoder is not available")
     start, offsets = _offset_window(path, args)
     return dump_log(path, deep=sink.deep, max_bytes=args.max_bytes, max_message_size=args.max_message_size,
-                    record_decoder=decoder, stream=True, start_position=start, offsets=offsets)
+                    record_decoder=decoder, stream=True, start_position=start, offsets=offsets,
+                    salvage=getattr(args, "salvage", False))
 
 
 def _offset_window(path: str, args: argparse.Namespace) -> tuple[int, tuple[int, int] | None]:

@@ -59,6 +59,18 @@ Examples:
   kafkalog export /var/lib/kafka/data --topics orders -o @-48h:-24h --out yesterday.jsonl
   kafkalog export /var/lib/kafka/data --topics orders --key customer-42 --out - | jq .offset
   kafkalog export /var/lib/kafka/data --topics payments --print-control-records --out payments.jsonl
+
+Salvage (--salvage): read what can still be read from damaged files, JSON Lines only. DIR may then also be a
+-delete/-future/-stray partition dir or a loose file (a .log copied out of a broker). Only the .log bytes are
+read (no index, no checkpoint): a corrupt region is skipped and the scan resynchronises on the next batch that
+is structurally valid and has a valid CRC. Every record gets its provenance: dataDir, file, position (of its
+batch) and crcValid. Each skipped byte range is reported on stderr (with --json as a JSON object,
+"event": "skipped", docs/schemas/salvageSkipped.schema.json, next to the summary). Exit 1 if anything was
+skipped, 0 if every byte was read. (-o and --read-committed need the indexes: not with --salvage.)
+--include-invalid also exports the records of a batch failing its CRC when its framing is provably intact (a
+valid batch follows right after it, none starts inside it) and its records decode: crcValid false, unchecked.
+
+  kafkalog export --salvage /var/lib/kafka/data/orders-0.4c7d...-delete broken-00000000000000001234.log --out -
 """
 
 
@@ -105,12 +117,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only batches of this producer id (may be repeated)")
     p.add_argument("--transactional-only", action="store_true", help="only transactional batches")
     p.add_argument("--row-group-rows", type=int, default=65536, metavar="N", help="Parquet rows per row group (65536)")
+    p.add_argument("--salvage", action="store_true",
+                   help="damaged files: skip corrupt regions, resynchronise on the next valid batch, report every "
+                        "skipped byte range, give every record its provenance (dataDir, file, position, crcValid); "
+                        "also takes -delete/-future dirs and loose .log files; exit 1 if anything was skipped")
+    p.add_argument("--include-invalid", action="store_true",
+                   help="with --salvage: also export the records of a batch whose CRC does not match when its "
+                        "framing is provably intact (a valid batch follows right after it, none starts inside) and "
+                        "its records decode, with crcValid false (its range is still reported)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress bar on stderr (it is shown only when stderr is a terminal)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "salvage", False):
+        return _run_salvage(args)
+    if getattr(args, "include_invalid", False):
+        print("kafkalog export: error: --include-invalid needs --salvage", file=sys.stderr)
+        return 2
     flt = ExportFilter(topics=args.topics,
                        from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
                        to_time=args.to_time,
@@ -134,3 +159,46 @@ def run(args: argparse.Namespace) -> int:
         stream.write(f"exported {stats.records} records ({stats.batches} batches) from {stats.partitions} "
                      f"partitions to {args.out}" + (f" ({human_size(size)})" if size else "") + "\n")
     return 0
+
+
+def _run_salvage(args: argparse.Namespace) -> int:
+    from kafkalog.storage.engine.salvage import describe_skipped, salvage_bytes, salvage_jsonl
+
+    bad = [o for o, given in (("--format parquet", args.format != "jsonl"), ("-o/--offset", args.offset_specs),
+                              ("--read-committed", args.read_committed)) if given]
+    if bad:
+        print(f"kafkalog export: error: --salvage reads only the .log bytes: not with {', '.join(bad)}",
+              file=sys.stderr)
+        return 2
+    flt = ExportFilter(topics=args.topics, from_offset=args.from_offset, to_offset=args.to_offset,
+                       from_time=args.from_time, to_time=args.to_time,
+                       include_control=args.print_control_records and not args.no_control,
+                       producer_ids=set(args.producer_id) if args.producer_id else None,
+                       transactional_only=args.transactional_only,
+                       key=None if args.key is None else key_bytes(args.key, args.key_format))
+    stream = sys.stderr if args.out == "-" else sys.stdout
+    if args.json:
+        from kafkalog.tools.output import JsonLines
+
+        out = JsonLines(stream)
+
+        def on_skipped(s, src) -> None:
+            out.write(describe_skipped(s, src))
+    else:
+        def on_skipped(s, src) -> None:
+            note = " (records exported with crcValid false)" if s.batch is not None else ""
+            print(f"kafkalog export: {s.path}: skipped bytes {s.start}-{s.end} ({human_size(s.size)}): {s.reason}"
+                  f"{note}", file=sys.stderr)
+    with progress(salvage_bytes(args.paths, flt.topics), "salvage",
+                  enabled=None if args.progress else False) as bar:
+        rep = salvage_jsonl(args.paths, args.out, flt, on_skipped=on_skipped, progress=bar.advance,
+                            include_invalid=args.include_invalid)
+    if args.json:
+        stream.write(json.dumps({"summary": rep.to_dict()}) + "\n")
+    else:
+        note = (f"; skipped {len(rep.skipped)} damaged ranges ({human_size(rep.skipped_bytes)})" if rep.skipped
+                else "; nothing skipped")
+        stream.write(f"salvaged {rep.records} records ({rep.batches} batches) from {rep.files} files to "
+                     f"{args.out}{note}\n")
+    stream.flush()
+    return 0 if rep.clean else 1

@@ -32,6 +32,7 @@ from .batch import HEADER_SIZE, RECORD_CHUNK, TIMESTAMP_TYPE_NAMES, RecordBatch
 from .control import ABORT, COMMIT, control_type_name, parse_control_key, parse_end_txn_marker
 from .legacy import LegacyBatch
 from .reader import LogScanner
+from .salvage import SkippedRange, salvage_scan
 
 #: called per record of a non-control batch with (batch dict, record dict); may add keys (decoded key/value)
 RecordDecoder = Callable[[dict, dict], None]
@@ -69,7 +70,7 @@ class RecordStream:
 def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | None = None,
              max_message_size: int | None = None, decompress_limit: int = DEFAULT_DECOMPRESS_LIMIT,
              record_decoder: RecordDecoder | None = None, stream: bool = False, start_position: int = 0,
-             offsets: tuple[int, int] | None = None) -> Iterator[dict]:
+             offsets: tuple[int, int] | None = None, salvage: bool = False) -> Iterator[dict]:
     """Yield the entries of the ``.log`` (or KRaft ``.checkpoint``) file at ``path``; see the module doc.
 
     ``max_bytes``: scan only the first N bytes (then a partial batch at the cut is not reported, as
@@ -79,6 +80,9 @@ def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | No
     ``offsets``: only entries holding offsets in ``[lo, hi)`` (and, when ``deep``, only those records), scanning
     from ``start_position`` (a batch boundary at or before ``lo``, from the offset index); entries whose offsets
     cannot be read are always yielded.
+    ``salvage``: only valid batches (structure, CRC and records: :func:`~kafkalog.storage.records.salvage.salvage_scan`)
+    and, for each damaged region in between, ``{"event": "skipped", "position", "bytes", "reason"}``; the scan
+    resynchronises after it instead of stopping.
     """
     name = os.fspath(path)
     mm, size = map_regular(name, CorruptRecordError)  # a FIFO, socket or device is refused, never opened blocking
@@ -88,6 +92,11 @@ def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | No
     scanner = batch = None
     try:
         end = size if max_bytes is None else min(size, max(0, max_bytes))
+        if salvage:
+            yield from _salvage_dicts(mv, min(start_position, end), end, name, deep=deep,
+                                      max_message_size=max_message_size, decompress_limit=decompress_limit,
+                                      record_decoder=record_decoder, stream=stream)
+            return
         scanner = LogScanner(mv, min(start_position, end), end, path=name, max_batch_size=max_message_size,
                              decompress_limit=decompress_limit)
         try:
@@ -118,6 +127,18 @@ def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | No
             mm.close()
         except BufferError:  # a view is still referenced somewhere; the mmap closes when it is collected
             pass
+
+
+def _salvage_dicts(mv: memoryview, start: int, end: int, name: str, *, deep: bool, max_message_size: int | None,
+                   decompress_limit: int, record_decoder: RecordDecoder | None, stream: bool) -> Iterator[dict]:
+    for x in salvage_scan(mv, start, end, path=name, max_batch_size=max_message_size,
+                          decompress_limit=decompress_limit):
+        if isinstance(x, SkippedRange):
+            yield {"file": name, "event": "skipped", "position": x.start, "bytes": x.size, "reason": x.reason}
+        else:
+            d = batch_dict(x, name, deep=deep, record_decoder=record_decoder, stream=stream)
+            del x
+            yield d
 
 
 def batch_dict(batch: RecordBatch | LegacyBatch, file: str | None = None, *, deep: bool = False,

@@ -62,6 +62,8 @@ def record_type(command: str, obj: dict, argv: list[str]) -> str:
         if "kind" in obj:
             return "dumpEntry"
         return "dumpEvent" if "event" in obj else "batch"
+    if command == "export" and obj.get("event") == "skipped":
+        return "salvageSkipped"
     if command == "export":
         return "exportSummary" if "summary" in obj else "exportRecord"
     if command == "import":
@@ -183,6 +185,9 @@ def outputs(tmp_path_factory) -> Outputs:
         o.json(["verify", "--json", "--deep", "--info", str(d)])
         o.json(["describe", "--json", "--segments", str(d)])
         o.json(["dump", "--json", "--deep", *_files(d)])
+        o.json(["dump", "--json", "--deep", "--salvage", *[f for f in _files(d) if f.endswith(".log")]])
+        o.json(["export", "--salvage", "--json", str(d), "--out", "-", "--print-control-records"])
+        o.json(["export", "--salvage", "--json", str(d), "--out", "-"], stream="err")
         for level in ("bytes", "batches"):
             o.json(["diff", "--json", "--level", level, str(FIXTURES / fx / "data"), str(d)])
         o.json(["repair", "--json", "--dry-run", str(d)])

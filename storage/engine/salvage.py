@@ -1,0 +1,253 @@
+"""Salvage export (``kafkalog export --salvage``): every record that can still be read from damaged files.
+
+Inputs are data dirs (every partition dir in them: live, ``-future``, ``-delete`` and ``-stray``), partition dirs
+of any of those kinds, and loose files (a ``.log`` copied out of a broker, a segment renamed ``.deleted``...).
+Each file is scanned with :func:`kafkalog.storage.records.salvage.salvage_scan`, which skips corrupt regions and
+resynchronises on the next valid batch; every record of every valid batch becomes an export row (the schema of
+``kafkalog export``) with its provenance: ``dataDir``, ``file``, ``position`` (of its batch) and ``crcValid``.
+Every skipped byte range is recorded in the :class:`SalvageReport` (and handed to ``on_skipped`` as it is
+found). No index, checkpoint or snapshot is read: only the bytes of the ``.log`` files.
+
+Topic and partition come from the partition dir's name (``orders-3``, ``orders-3.<id>-delete``); for a loose
+file outside a partition dir, from the file name if it reads as ``<topic>-<partition>.log``, else they are null.
+Memory is bounded by one batch: files are mmapped and rows produced batch by batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import CorruptRecordError, LogDirError
+from ..files._io import map_regular
+from ..log import parse_topic_partition_name
+from ..logdir import classify_path, list_partition_dirs
+from ..records.salvage import SalvageStats, SkippedRange, salvage_scan
+from .export import ExportFilter, _record_chunks, _record_window, row_to_json, rows_of
+
+PARTITION_KINDS = ("live", "future", "delete", "stray")
+
+
+@dataclass(frozen=True)
+class SalvageSource:
+    """One file to salvage, with what is known of where it comes from."""
+
+    path: Path
+    data_dir: Path | None
+    topic: str | None
+    partition: int | None
+
+
+@dataclass
+class SalvageReport:
+    files: int = 0
+    partitions: int = 0
+    batches: int = 0
+    records: int = 0
+    bytes_scanned: int = 0
+    invalid_batches: int = 0
+    skipped: list[SkippedRange] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+    @property
+    def skipped_bytes(self) -> int:
+        return sum(s.size for s in self.skipped)
+
+    @property
+    def clean(self) -> bool:
+        return not self.skipped
+
+    def to_dict(self) -> dict:
+        return {"partitions": self.partitions, "batches": self.batches, "records": self.records,
+                "files": list(self.outputs), "salvagedFiles": self.files, "skippedRanges": len(self.skipped),
+                "skippedBytes": self.skipped_bytes,
+                "crcInvalidBatches": self.invalid_batches}
+
+
+def _tp(name: str) -> tuple[str, int] | None:
+    try:
+        tp = parse_topic_partition_name(name)
+    except LogDirError:
+        return None
+    return tp.topic, tp.partition
+
+
+def _dir_logs(pdir: Path) -> list[Path]:
+    return sorted(p for p in pdir.iterdir() if p.name.endswith(".log") and p.is_file())
+
+
+def salvage_sources(paths: Iterable[str | os.PathLike], topics: Collection[str] | None = None) -> list[SalvageSource]:
+    """The files ``paths`` name (see the module doc), in order; :class:`LogDirError` for a missing path."""
+    out: list[SalvageSource] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            raise LogDirError("no such file or directory", str(p))
+        if not p.is_dir():
+            tp = _tp(p.parent.name)
+            data_dir = p.parent.parent if tp is not None else None
+            if tp is None:
+                stem = p.name.split(".", 1)[0]
+                tp = _tp(stem) if "-" in stem else None
+            src = SalvageSource(p, data_dir, *(tp if tp is not None else (None, None)))
+            if topics is None or src.topic in topics:
+                out.append(src)
+            continue
+        tp = _tp(p.name)
+        if tp is not None and classify_path(p) == "partition":
+            if topics is None or tp[0] in topics:
+                out.extend(SalvageSource(f, p.parent, *tp) for f in _dir_logs(p))
+            continue
+        for c, t in list_partition_dirs(p, kinds=PARTITION_KINDS):
+            if topics is None or t.topic in topics:
+                out.extend(SalvageSource(f, p, t.topic, t.partition) for f in _dir_logs(c))
+    return out
+
+
+def salvage_bytes(paths: Iterable[str | os.PathLike], topics: Collection[str] | None = None) -> int:
+    """The bytes a salvage of ``paths`` reads (the total of its progress bar)."""
+    return sum(s.path.stat().st_size for s in salvage_sources(paths, topics))
+
+
+def _keeps(b, flt: ExportFilter) -> bool:
+    """The batch-level predicates of the export filter (no index, no .txnindex: offsets, times, producers)."""
+    if flt.from_offset is not None and b.last_offset < flt.from_offset:
+        return False
+    if flt.to_offset is not None and b.magic >= 2 and b.base_offset >= flt.to_offset:
+        return False
+    if flt.from_time is not None and b.magic >= 1 and b.max_timestamp < flt.from_time and b.timestamp_type == 0:
+        return False
+    if b.is_control and not flt.include_control:
+        return False
+    if flt.transactional_only and not b.is_transactional:
+        return False
+    return flt.producer_ids is None or b.producer_id in flt.producer_ids
+
+
+def salvage_inputs(paths: Iterable[str | os.PathLike], report: SalvageReport | None = None,
+                   flt: ExportFilter | None = None, *, topics: Collection[str] | None = None,
+                   on_skipped: Callable[[SkippedRange, SalvageSource], None] | None = None,
+                   progress: Callable[[int], None] | None = None,
+                   max_batch_size: int | None = None, include_invalid: bool = False) -> Iterator[dict[str, Any]]:
+    """Every record of every valid batch of the files under ``paths`` as an export row dict (bytes for
+    key/value/header values) plus ``dataDir``, ``file``, ``crcValid``; skipped ranges go to ``report.skipped``
+    and ``on_skipped``. ``flt``: the export filter's offset, time, key, producer and control predicates (an
+    offset spec or read_committed needs the indexes and is refused). ``include_invalid``: also the records of
+    entries that fail their CRC but whose framing is provably intact and whose records decode, with ``crcValid``
+    false (their range is still reported as skipped)."""
+    flt = flt or ExportFilter(include_control=True)
+    if flt.offset_spec is not None or flt.read_committed:
+        raise CorruptRecordError("salvage reads only the .log bytes: no offset spec (-o) or --read-committed")
+    rep = report if report is not None else SalvageReport()
+    window = _record_window(flt)
+    seen_parts: set[tuple[str | None, str | None, int | None]] = set()
+    for src in salvage_sources(paths, topics if topics is not None else flt.topics):
+        key = (str(src.path.parent) if src.topic is not None else str(src.path), src.topic, src.partition)
+        if key not in seen_parts:
+            seen_parts.add(key)
+            rep.partitions += 1
+        rep.files += 1
+        name = str(src.path)
+        mm, size = map_regular(name, CorruptRecordError)
+        prov = {"dataDir": None if src.data_dir is None else os.path.abspath(src.data_dir),
+                "file": os.path.abspath(name), "crcValid": True}
+        suspect_prov = {**prov, "crcValid": False}
+        try:
+            if size:
+                mv = memoryview(mm)
+                try:
+                    stats = SalvageStats()
+                    for x in salvage_scan(mv, path=name, max_batch_size=max_batch_size, stats=stats,
+                                          include_invalid=include_invalid):
+                        if isinstance(x, SkippedRange):
+                            if on_skipped is not None:
+                                on_skipped(x, src)
+                            b, x = x.batch, replace(x, batch=None)  # the report keeps no view into the mmap
+                            rep.skipped.append(x)
+                            if b is None:
+                                continue
+                            rep.invalid_batches += 1
+                            batch_prov = suspect_prov
+                        else:
+                            b = x
+                            batch_prov = prov
+                        del x
+                        if not _keeps(b, flt):
+                            continue
+                        magic = b.magic
+                        head = (src.topic, src.partition, b.timestamp_type, b.partition_leader_epoch,
+                                b.producer_id, b.producer_epoch, b.base_sequence,
+                                b.base_offset if magic >= 2 else None, b.is_transactional, b.is_control,
+                                magic, b.codec_name, src.path.name, b.position)
+                        n = 0
+                        for recs in _record_chunks(b, window, flt):
+                            n += len(recs)
+                            for row in rows_of(head, recs):
+                                row.update(batch_prov)
+                                yield row
+                        rep.batches += 1 if n else 0
+                        rep.records += n
+                        del b
+                finally:
+                    try:
+                        mv.release()
+                    except BufferError:  # a view still referenced (a traceback); collected with the mmap
+                        pass
+        finally:
+            rep.bytes_scanned += size
+            if size:
+                try:
+                    mm.close()
+                except BufferError:
+                    pass
+            if progress is not None:
+                progress(size)
+
+
+def describe_skipped(s: SkippedRange, src: SalvageSource | None = None) -> dict[str, Any]:
+    """The JSON object of one skipped range (``docs/schemas/salvageSkipped.schema.json``); ``recordsExported``:
+    the range is one entry failing its CRC whose records are exported with ``crcValid`` false
+    (``include_invalid``)."""
+    exported = s.batch is not None
+    data_dir = None if src is None or src.data_dir is None else os.path.abspath(src.data_dir)
+    return {"event": "skipped", "dataDir": data_dir, "file": None if s.path is None else os.path.abspath(s.path), "topic": None if src is None else src.topic,
+            "partition": None if src is None else src.partition, "start": s.start, "end": s.end,
+            "bytes": s.size, "reason": s.reason, "recordsExported": exported}
+
+
+def salvage_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.PathLike,
+                  flt: ExportFilter | None = None, *, topics: Collection[str] | None = None,
+                  on_skipped: Callable[[SkippedRange, SalvageSource], None] | None = None,
+                  progress: Callable[[int], None] | None = None, include_invalid: bool = False) -> SalvageReport:
+    """Write every salvaged record as one JSON object per line to ``out`` (a path, ``-`` for stdout, or a text
+    stream): the ``kafkalog export`` row plus ``dataDir``, ``file``, ``crcValid``."""
+    rep = SalvageReport()
+    close = False
+    if isinstance(out, (str, os.PathLike)):
+        if str(out) == "-":
+            stream: IO[str] = sys.stdout
+        else:
+            stream = open(out, "w", encoding="utf-8")
+            close = True
+            rep.outputs.append(str(out))
+    else:
+        stream = out
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    try:
+        for row in salvage_inputs(paths, rep, flt, topics=topics, on_skipped=on_skipped, progress=progress,
+                                  include_invalid=include_invalid):
+            stream.write(dumps(row_to_json(row)))
+            stream.write("\n")
+    finally:
+        if close:
+            stream.close()
+    return rep
+
+
+__all__ = ["SalvageReport", "SalvageSource", "describe_skipped", "salvage_bytes", "salvage_inputs",
+           "salvage_jsonl", "salvage_sources"]

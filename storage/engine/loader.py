@@ -56,6 +56,8 @@ class LoadedPartition:
     recovered: list[RecoveredSegment] = field(default_factory=list)
     losses: list[Loss] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: what would stop the broker at startup, in its own words (the plan rebuilds the file; the broker does not)
+    startup_errors: list[str] = field(default_factory=list)
 
     @staticmethod
     def mark_routine(ops: list[Op] | list[Op | None] | Op | None) -> None:
@@ -181,6 +183,8 @@ class _Loader:
         except CorruptCheckpointError as e:
             self.out.notes.append(f"{self.name}: leader-epoch-checkpoint is unreadable ({e.reason}); rebuilt from "
                                   "the batches (the broker would fail to load this partition)")
+            self.out.startup_errors.append(
+                f"Error while reading checkpoint file {self.view.file('leader-epoch-checkpoint')}")
             cache = LeaderEpochCache(self.view, auto_flush=False)
             cache.dirty = True
             for s in segs:

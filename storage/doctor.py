@@ -16,10 +16,11 @@ One pre-flight over the ``log.dirs`` of one broker, built from what the project 
   (``LogManager.isStrayKraftReplica``): the broker renames it ``-stray`` and never serves it;
 * ``-delete``, ``-stray`` and ``-future`` dirs, and segments holding message format v0/v1 batches.
 
-The recovery time is estimated as bytes to scan / scan rate. The rate is measured: planning runs the broker's
-segment recovery over exactly those bytes, so ``bytes scanned / planning time`` is this machine's rate for this
-data; below :data:`MIN_MEASURED_BYTES` (too little to time) :data:`SCAN_RATE` is used instead, a constant from
-a measurement (see its comment). A caller can pass its own rate.
+The broker's recovery time is estimated as bytes to scan / scan rate. The rate is measured: planning runs the
+broker's segment recovery over exactly those bytes, so ``bytes scanned / planning time`` is kafkalog's rate on
+this machine for this data, divided by :data:`BROKER_SLOWDOWN` (the broker/kafkalog ratio measured by
+``bench_repair.py``); below :data:`MIN_MEASURED_BYTES` (too little to time) :data:`SCAN_RATE` is used instead,
+the broker's own rate from that measurement. A caller can pass its own rate.
 
 Verdicts: ``healthy`` (exit 0), ``recovery`` (the broker starts, after recovering or losing data, or with
 warnings; exit 1), ``fatal`` (the broker will not start; exit 4).
@@ -43,10 +44,14 @@ from .log import METADATA_TOPIC
 from .logdir import DataDir
 from .topic_configs import KRAFT, METADATA_DIR, ConfigResolver
 
-#: ``.log`` bytes per second of the broker's segment recovery as kafkalog runs it (CRC, framing, offsets,
-#: index and producer-state rebuild): measured with ``plan_repair`` on a 4.3.1 data dir of 512 MiB of
-#: uncompressed and lz4 batches without a clean-shutdown marker, on the 2-core CI machine (page cache warm).
-SCAN_RATE = 250 * 1024 * 1024
+#: the broker's startup recovery, in ``.log`` bytes per second: measured with
+#: ``tests/benchmarks/bench_repair.py --scale 0.05`` (Kafka 4.3.1, ``num.recovery.threads.per.data.dir=1``, 216 MB of
+#: 16 KiB idempotent v2 batches in 100 partitions, no clean-shutdown marker: "Loaded 100 logs in 3600ms") on the
+#: 2-core CI machine, page cache warm. More recovery threads divide the time by up to their number.
+SCAN_RATE = 57 * 1024 * 1024
+#: how much slower the broker's recovery was than kafkalog's over the same bytes, in that same run (broker load
+#: 3.6 s / ``kafkalog repair`` 1.25 s): a rate measured while planning is divided by it
+BROKER_SLOWDOWN = 2.88
 #: below this many bytes scanned, the planning time is too short to measure a rate: :data:`SCAN_RATE` is used
 MIN_MEASURED_BYTES = 32 * 1024 * 1024
 
@@ -278,13 +283,18 @@ def _from_plan(diag: Diagnosis, plan: Plan) -> None:
             for msg in pp.facts.get("startupErrors", []):
                 diag.problems.append(Problem(FATAL, "startup", pp.dir, _startup_reason(msg), msg, partition=name))
             scanned = pp.facts.get("bytesScanned", 0)
+            rebuilt = sorted({Path(op.path).name for op in pp.ops if not op.routine and op.kind in ("write", "create")
+                              and (is_index_file(Path(op.path).name) or op.path.endswith(".snapshot"))})
+            files = (", ".join(rebuilt) if len(rebuilt) <= 3 else f"{len(rebuilt)} index and snapshot files")
             if pp.facts.get("segmentsRecovered"):
                 diag.partitions_recovered += 1
                 diag.bytes_to_scan += scanned
                 diag.problems.append(Problem(
-                    RECOVERY, "recovery", pp.dir, f"recovers {pp.facts['segmentsRecovered']} segment(s): the log "
-                    f"ends at offset {pp.facts['logEndOffset']} after recovery", partition=name,
-                    last_offset=pp.facts["logEndOffset"], bytes=scanned))
+                    RECOVERY, "recovery", pp.dir, f"recovers {pp.facts['segmentsRecovered']} segment(s)"
+                    + (f", rebuilding {files}" if rebuilt else "") + f"; the log ends at offset "
+                    f"{pp.facts['logEndOffset']}", partition=name, last_offset=pp.facts["logEndOffset"], bytes=scanned))
+            elif rebuilt:
+                diag.problems.append(Problem(RECOVERY, "rebuild", pp.dir, f"rebuilds {files}", partition=name))
             for loss in pp.losses:
                 if loss.records:
                     diag.records_truncated += loss.records
@@ -292,11 +302,6 @@ def _from_plan(diag: Diagnosis, plan: Plan) -> None:
                     LOSS if loss.damage else RECOVERY, "truncation", loss.file or pp.dir, loss.reason, partition=name,
                     first_offset=loss.first_offset, last_offset=loss.last_offset, records=loss.records,
                     bytes=loss.bytes))
-            rebuilt = sorted({Path(op.path).name for op in pp.ops if not op.routine and op.kind in ("write", "create")
-                              and (is_index_file(Path(op.path).name) or op.path.endswith(".snapshot"))})
-            if rebuilt:
-                diag.problems.append(Problem(RECOVERY, "rebuild", pp.dir, f"rebuilds {', '.join(rebuilt)}",
-                                             partition=name))
             leftovers = [op for op in pp.ops if not op.routine and op.kind in ("rename", "delete")
                          and Path(op.path).name.endswith((".swap", ".cleaned", ".deleted"))]
             if leftovers:
@@ -420,11 +425,12 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
     if scan_rate is not None:
         diag.scan_rate, diag.scan_rate_source = float(scan_rate), "given"
     elif diag.bytes_to_scan >= MIN_MEASURED_BYTES and diag.plan_seconds > 0:
-        diag.scan_rate, diag.scan_rate_source = diag.bytes_to_scan / diag.plan_seconds, "measured"
+        diag.scan_rate = diag.bytes_to_scan / diag.plan_seconds / BROKER_SLOWDOWN
+        diag.scan_rate_source = "measured"
     order = {FATAL: 0, LOSS: 1, ERROR: 2, RECOVERY: 3, WARNING: 4, INFO: 5}
     diag.problems.sort(key=lambda p: order[p.severity])
     return diag
 
 
-__all__ = ["Diagnosis", "MIN_MEASURED_BYTES", "Problem", "SCAN_RATE", "diagnose", "java_hashmap_order",
+__all__ = ["Diagnosis", "MIN_MEASURED_BYTES", "Problem", "SCAN_RATE", "BROKER_SLOWDOWN", "diagnose", "java_hashmap_order",
            "startup_gate"]

@@ -65,21 +65,22 @@ class Problem:
     """One thing the broker will do or meet at its next start."""
 
     severity: str  # fatal | loss | recovery | warning | info | error (kafkalog could not predict)
-    kind: str  # startup, truncation, recovery, rebuild, leftover, stray, topicId, dirs, legacyFormat, plan
+    kind: str  # startup, truncation, recovery, rebuild, leftover, stray, topicId, dirs, offlineDir, legacyFormat, plan
     path: str
     message: str
-    broker_message: str | None = None  # fatal: the text of the exception the broker dies with
+    broker_message: str | None = None  # fatal: what the broker logs as it stops (its exception's message)
     partition: str | None = None
     first_offset: int | None = None
     last_offset: int | None = None
     records: int | None = None
     bytes: int | None = None
+    cause: str | None = None  # what the broker logs first (the exception under its fatal fault)
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "problem", "severity": self.severity, "kind": self.kind, "path": self.path,
                 "partition": self.partition, "message": self.message, "brokerMessage": self.broker_message,
                 "firstOffset": self.first_offset, "lastOffset": self.last_offset, "records": self.records,
-                "bytes": self.bytes}
+                "bytes": self.bytes, "cause": self.cause}
 
 
 @dataclass
@@ -272,6 +273,7 @@ def _safe(fn):
 
 
 def _from_plan(diag: Diagnosis, plan: Plan) -> None:
+    offline: dict[str, list[tuple[str, dict]]] = {}
     for dp in plan.data_dirs:
         for pp in dp.partitions:
             diag.partitions += 1
@@ -280,8 +282,12 @@ def _from_plan(diag: Diagnosis, plan: Plan) -> None:
                 diag.problems.append(Problem(ERROR, "plan", pp.dir, f"kafkalog cannot predict this partition's "
                                              f"recovery: {pp.error}", partition=name))
                 continue
-            for msg in pp.facts.get("startupErrors", []):
-                diag.problems.append(Problem(FATAL, "startup", pp.dir, _startup_reason(msg), msg, partition=name))
+            for e in pp.facts.get("startupErrors", []):
+                if e["offline"]:
+                    offline.setdefault(dp.path, []).append((name, e))
+                else:
+                    diag.problems.append(Problem(FATAL, "startup", e["file"], _startup_reason(e),
+                                                 e["brokerMessage"], partition=name, cause=e["cause"]))
             scanned = pp.facts.get("bytesScanned", 0)
             rebuilt = sorted({Path(op.path).name for op in pp.ops if not op.routine and op.kind in ("write", "create")
                               and (is_index_file(Path(op.path).name) or op.path.endswith(".snapshot"))})
@@ -308,16 +314,27 @@ def _from_plan(diag: Diagnosis, plan: Plan) -> None:
                 diag.problems.append(Problem(
                     RECOVERY, "leftover", pp.dir, f"completes an interrupted segment replacement: "
                     f"{', '.join(sorted({Path(op.path).name for op in leftovers}))}", partition=name))
+    every = len(offline) == len(plan.data_dirs)
+    dirs = ", ".join(dp.path for dp in plan.data_dirs)
+    for d, failed in offline.items():
+        for name, e in failed:
+            if every:  # LogManager.handleLogDirFailure
+                diag.problems.append(Problem(FATAL, "startup", e["file"], _startup_reason(e), f"Shutdown broker "
+                                             f"because all log dirs in {dirs} have failed", partition=name,
+                                             cause=e["cause"]))
+            else:
+                diag.problems.append(Problem(WARNING, "offlineDir", e["file"], _startup_reason(e) + f": log dir {d} "
+                                             "goes offline, its partitions are not served", partition=name,
+                                             cause=e["cause"]))
 
 
-def _startup_reason(msg: str) -> str:
-    if "partition metadata" in msg:
-        return ("partition.metadata is unreadable: the log dir goes offline while loading (with one log dir the "
-                "broker stops); `kafkalog repair` rewrites it from the topic id in __cluster_metadata or --topic-id")
-    if "leader-epoch-checkpoint" in msg:
-        return ("leader-epoch-checkpoint is unreadable: the log dir goes offline while loading; `kafkalog repair` "
-                "rebuilds it from the batches")
-    return msg
+def _startup_reason(e: dict) -> str:
+    name = Path(e["file"]).name
+    fix = ("`kafkalog repair` rewrites it from the topic id in __cluster_metadata or --topic-id"
+           if name == PARTITION_METADATA_FILE else "`kafkalog repair` rebuilds it from the batches")
+    what = ("its log dir goes offline while the logs load" if e["offline"] else
+            "loading the logs fails and the broker stops")
+    return f"{name} is unreadable: {what} ({e['cause']}); {fix}"
 
 
 # ------------------------------------------------------------------------------------- dirs and topic ids

@@ -28,7 +28,7 @@ from ..files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadat
 from ..log import PartitionLog
 from ..topic_configs import METADATA_DIR, ConfigResolver
 from .datadirs import DataDirState, Target, checkpoint_bytes, plan_partitions, whole_data_dirs
-from .loader import load_partition
+from .loader import load_partition, startup_error
 from .plan import DataDirPlan, PartitionPlan, Plan, Runner, default_runner
 
 
@@ -67,9 +67,13 @@ def _partition_metadata(view: DirView, pp: PartitionPlan, known: str | None, giv
     try:
         cur = PartitionMetadata.from_bytes(view.read(PARTITION_METADATA_FILE, 1 << 16), view.file(PARTITION_METADATA_FILE))
     except KafkaLogError as e:
-        # PartitionMetadataFile.read: the IOException becomes a KafkaStorageException with this message
-        pp.facts.setdefault("startupErrors", []).append(
-            f"Error while reading partition metadata file {view.file(PARTITION_METADATA_FILE)}")
+        # PartitionMetadataReadBuffer.read: an empty file fails on its missing first line (NullPointerException,
+        # Kafka 4.3.1), another unreadable one with an IOException, rethrown as a KafkaStorageException
+        path = view.file(PARTITION_METADATA_FILE)
+        empty = view.size(PARTITION_METADATA_FILE) == 0
+        pp.facts.setdefault("startupErrors", []).append(startup_error(
+            path, "java.lang.NullPointerException" if empty else f"Error while reading partition metadata file {path}",
+            offline=not empty))
         tid = given or known
         if tid:
             src = "--topic-id" if given else f"the topic id in {METADATA_DIR}"

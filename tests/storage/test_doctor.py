@@ -75,8 +75,9 @@ def test_zero_length_partition_metadata_will_not_start(tmp_path: Path) -> None:
     diag = diagnose([d], now_ms=NOW)
     assert diag.verdict == "fatal" and diag.exit_code == 4
     f = diag.fatal[0]
-    assert f.broker_message == f"Error while reading partition metadata file {d / 'idempotent-1' / 'partition.metadata'}"
-    assert diag.headline() == f"WILL NOT START: {f.broker_message}"
+    assert f.broker_message == "Error starting LogManager"  # the broker's fatal fault (tests/kafka/test_doctor_broker)
+    assert f.path == str(d / "idempotent-1" / "partition.metadata") and f.cause == "java.lang.NullPointerException"
+    assert diag.headline() == "WILL NOT START: Error starting LogManager"
 
 
 def test_corrupt_leader_epoch_checkpoint_will_not_start(tmp_path: Path) -> None:
@@ -84,8 +85,16 @@ def test_corrupt_leader_epoch_checkpoint_will_not_start(tmp_path: Path) -> None:
     (d / "idempotent-0" / "leader-epoch-checkpoint").write_text("0\n1\nnot an entry\n")
     diag = diagnose([d], now_ms=NOW)
     assert diag.verdict == "fatal"
-    assert [p.broker_message for p in diag.fatal] == [
-        f"Error while reading checkpoint file {d / 'idempotent-0' / 'leader-epoch-checkpoint'}"]
+    # a KafkaStorageException: the log dir goes offline, and with every log dir offline the broker stops
+    assert [p.broker_message for p in diag.fatal] == [f"Shutdown broker because all log dirs in {d} have failed"]
+    assert diag.fatal[0].cause == f"Error while reading checkpoint file {d / 'idempotent-0' / 'leader-epoch-checkpoint'}"
+    # with a second, healthy log dir the broker starts without that dir
+    d2 = tmp_path / "data2"
+    d2.mkdir()
+    shutil.copy(d / "meta.properties", d2 / "meta.properties")
+    _set_meta(d2, directory_id="BBBBBBBBBBBBBBBBBBBBBg")
+    diag = diagnose([d, d2], now_ms=NOW)
+    assert diag.verdict == "recovery" and [p.kind for p in diag.problems if p.severity == "warning"] == ["offlineDir"]
 
 
 def test_cluster_id_mismatch_between_log_dirs_will_not_start(tmp_path: Path) -> None:
@@ -162,5 +171,5 @@ def test_cli_verdicts_and_exit_codes(tmp_path: Path, capsys) -> None:
     rc, out = _cli(capsys, "--json", str(bad))
     lines = [json.loads(x) for x in out.splitlines()]
     assert rc == 4 and lines[-1]["type"] == "summary" and lines[-1]["verdict"] == "fatal"
-    assert lines[0]["severity"] == "fatal" and lines[0]["brokerMessage"].startswith("Error while reading partition")
+    assert lines[0]["severity"] == "fatal" and lines[0]["brokerMessage"] == "Error starting LogManager"
     assert main(["doctor", str(tmp_path / "missing")]) == 2

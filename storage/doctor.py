@@ -129,8 +129,11 @@ class Diagnosis:
         if v == HEALTHY:
             return "HEALTHY"
         what = []
+        lost = sum(p.bytes or 0 for p in self.problems if p.severity == LOSS)
         if self.records_truncated:
             what.append(f"truncating {self.records_truncated:,d} record{'s' * (self.records_truncated != 1)}")
+        elif lost:
+            what.append(f"truncating {lost:,d} bytes of invalid data")
         n = sum(1 for p in self.problems if p.severity in (WARNING, ERROR))
         if n:
             what.append(f"{n} warning{'s' * (n != 1)}")

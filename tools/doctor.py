@@ -66,6 +66,16 @@ def _offsets(p) -> str | None:
     return None
 
 
+def _message(p) -> str:
+    if p.broker_message:
+        return f"{p.broker_message}: {p.message}"
+    return p.message
+
+
+def _seconds(s: float) -> str:
+    return "under 0.1 s" if s < 0.1 else f"about {s:,.1f} s"
+
+
 def run(args: argparse.Namespace) -> int:
     for d in args.log_dirs:
         if not os.path.isdir(d):
@@ -89,12 +99,12 @@ def run(args: argparse.Namespace) -> int:
     if diag.bytes_to_scan:
         rate = f"{human_size(diag.scan_rate)}/s, {diag.scan_rate_source}"
         print(f"recovery scans {human_size(diag.bytes_to_scan)} in {diag.partitions_recovered} of {diag.partitions} "
-              f"partition(s): about {diag.estimate_seconds:.1f} s at {rate}")
+              f"partition(s): {_seconds(diag.estimate_seconds)} at {rate}")
     if diag.problems:
         print()
         rows = [{"severity": p.severity, "kind": p.kind, "partition": p.partition or p.path,
                  "offsets": _offsets(p), "records": p.records, "bytes": p.bytes,
-                 "message": p.broker_message if p.broker_message else p.message} for p in diag.problems]
+                 "message": _message(p)} for p in diag.problems]
         render_table(rows, COLUMNS, formats={"bytes": lambda b: "-" if b is None else human_size(b)})
     c = s["counts"]
     print(f"\ndoctor: {c['fatal']} fatal, {c['loss']} loss, {c['recovery']} recovery, {c['warning']} warning(s), "

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from damage import FIXTURES, damaged_copy
+from damage import damaged_copy
 
 from kafkalog.compat.errors import BrokerError
 

@@ -160,27 +160,10 @@ class Diagnosis:
 # ------------------------------------------------------------------------------------- the startup gate
 
 
-def java_string_hash(s: str) -> int:
-    """``String.hashCode`` (over UTF-16 code units), as an unsigned 32-bit value."""
-    data = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
-    return h
-
-
-def java_hashmap_order(keys: list[str]) -> list[str]:
-    """The iteration order of a ``java.util.HashMap<String, _>`` holding ``keys`` (inserted in this order): the
-    order ``MetaPropertiesEnsemble.verify`` meets the log dirs, which decides which dir its message names."""
-    cap = 16
-    while len(keys) > cap * 0.75:
-        cap *= 2
-
-    def bucket(k: str) -> int:
-        h = java_string_hash(k)
-        return (h ^ (h >> 16)) & (cap - 1)
-
-    return [k for _, _, k in sorted((bucket(k), i, k) for i, k in enumerate(keys))]
+def java_sorted(keys: list[str]) -> list[str]:
+    """``keys`` in ``String.compareTo`` order (UTF-16 code units): the order ``MetaPropertiesEnsemble.verify`` meets
+    the log dirs (its ``logDirProps`` is a ``TreeMap``), which decides which dir its message names."""
+    return sorted(keys, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
 
 
 def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None) -> list[Problem]:
@@ -201,7 +184,7 @@ def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None
         cluster: str | None = None
         node = node_id
         seen: dict[str, str] = {}
-        for n in java_hashmap_order(list(props)):
+        for n in java_sorted(list(props)):
             m = props[n]
             assert m is not None
             path = Path(n) / "meta.properties"
@@ -240,7 +223,7 @@ def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None
                 fatal(md, f"{METADATA_DIR} outside the metadata dir {names[0]} (the first of log.dirs)",
                       f"Found unexpected metadata location in data directory `{md}` (the configured metadata "
                       f"directory is {names[0]}).")
-        for n in names:
+        for n in java_sorted(names):
             if n not in props:
                 fatal(Path(n) / "meta.properties", "missing: the dir is not formatted",
                       f"No `meta.properties` found in {n} (have you run `kafka-storage.sh` to format the "
@@ -452,5 +435,5 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
     return diag
 
 
-__all__ = ["Diagnosis", "MIN_MEASURED_BYTES", "Problem", "SCAN_RATE", "BROKER_SLOWDOWN", "diagnose", "java_hashmap_order",
+__all__ = ["Diagnosis", "MIN_MEASURED_BYTES", "Problem", "SCAN_RATE", "BROKER_SLOWDOWN", "diagnose", "java_sorted",
            "startup_gate"]

@@ -24,6 +24,7 @@ import pytest
 from damage import damaged_copy
 
 from kafkalog.compat.errors import BrokerError
+from kafkalog.storage.records import LogScanner
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
 
@@ -54,6 +55,13 @@ def _build(root: Path, fixture: str) -> dict[str, list[Path]]:
     dirs: dict[str, list[Path]] = {}
     torn = root / "torn" / "data"
     damaged_copy(fixture, torn, ("unclean", "torn_tail"))
+    # and a record byte flipped in a middle batch of another partition's active segment: records are lost
+    last = sorted((torn / "multi-segment-1").glob("*.log"))[-1]
+    data = bytearray(last.read_bytes())
+    batches = [(b.position, b.size) for b in LogScanner(memoryview(bytes(data)))]
+    pos, size = batches[len(batches) // 2]
+    data[pos + size - 3] ^= 0x5A
+    last.write_bytes(bytes(data))
     dirs["torn"] = [torn]
     a, b = root / "clusterid" / "data", root / "clusterid" / "data2"
     damaged_copy(fixture, a, ())
@@ -118,15 +126,19 @@ def test_torn_tail_truncation_is_what_the_broker_truncates(runs):
     summary = lines[-1]
     assert rc == 1 and summary["verdict"] == "recovery", summary
     assert summary["headline"].startswith("WILL START, RECOVERING")
-    truncations = [p for p in lines if p.get("kind") == "truncation"]
-    assert [p["partition"] for p in truncations] == ["multi-segment-0"], truncations
+    truncations = {p["partition"]: p for p in lines if p.get("kind") == "truncation"}
+    assert sorted(truncations) == ["multi-segment-0", "multi-segment-1"], truncations
+    lost = truncations["multi-segment-1"]
+    assert lost["severity"] == "loss" and lost["records"] > 0 and "crc" in lost["message"].lower(), lost
+    assert f"truncating {summary['recordsTruncated']:,d} records" in summary["headline"]
     assert broker["started"], broker["log"][-3000:]
     assert "Recovering unflushed segment" in broker["log"]
     # every partition's log end offset after the broker's recovery is the one doctor predicted
     predicted = {p["partition"]: p["lastOffset"] for p in lines if p.get("kind") == "recovery" and p["partition"]}
     assert predicted and set(predicted) <= set(broker["leos"])
     assert {k: broker["leos"][k] for k in predicted} == predicted
-    assert truncations[0]["firstOffset"] == broker["leos"]["multi-segment-0"]
+    for name, t in truncations.items():  # the broker's log ends where the predicted loss begins
+        assert t["firstOffset"] == broker["leos"][name], (name, t)
     # stopped cleanly by the broker, the dir is healthy
     rc_after, text_after = broker["after"]
     assert rc_after == 0 and text_after.splitlines()[0] == "HEALTHY", text_after
@@ -141,7 +153,7 @@ def test_will_not_start_is_a_broker_that_refuses_with_that_message(runs, case: s
     assert not broker["started"], f"Kafka {version} started on the {case} dir"
     message = summary["fatal"][0]
     assert summary["headline"].startswith("WILL NOT START: ")
-    if case == "clusterid":  # the two dirs in the broker's HashMap order: the message names the same dir
+    if case == "clusterid":  # the dirs in the broker's (TreeMap) order: the message names the same dir
         assert message.startswith("Invalid cluster.id in: ")
     assert message in broker["log"], f"{message!r} not in the broker's log:\n{broker['log'][-3000:]}"
     fatal = next(p for p in lines if p.get("severity") == "fatal")

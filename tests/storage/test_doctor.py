@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from damage import FIXTURES, NOW, damaged_copy
 
-from kafkalog.storage.doctor import diagnose, java_hashmap_order, java_string_hash
+from kafkalog.storage.doctor import diagnose, java_sorted
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.tools.cli import main
 
@@ -153,11 +153,9 @@ def test_legacy_formats_are_reported(tmp_path: Path) -> None:
     assert not diag.kraft and diag.verdict == "healthy"
 
 
-def test_java_hashmap_order() -> None:
-    assert java_string_hash("abc") == 96354
-    assert java_string_hash("polygenelubricants") == (-2147483648) & 0xFFFFFFFF
-    # HashMap<String,_> of 16 buckets: "b" (98 -> bucket 2) comes before "q" (113 -> bucket 1)? no: 1 < 2
-    assert java_hashmap_order(["b", "q"]) == ["q", "b"]
+def test_log_dirs_in_java_string_order() -> None:
+    assert java_sorted(["/b", "/a/x", "/a"]) == ["/a", "/a/x", "/b"]
+    assert java_sorted(["\U0001F600", "\uffff"]) == ["\U0001F600", "\uffff"]  # surrogates sort below U+FFFF
 
 
 def test_cli_verdicts_and_exit_codes(tmp_path: Path, capsys) -> None:

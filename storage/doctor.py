@@ -244,7 +244,11 @@ def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None
             live.setdefault(key, p)
         for f in d.findings:
             if f.severity == "error" and f.kind == "layout" and "refuses" in f.message:
-                fatal(f.file, f.message, f.message)
+                # LocalLog.parseTopicPartitionName, in a log-loading thread: the fatal fault of any such failure
+                p = Path(f.file)
+                out.append(Problem(FATAL, "startup", str(p), f.message, "Error starting LogManager",
+                                   cause=f"Found directory {os.path.realpath(p)}, '{p.name}' is not in the form of "
+                                   "topic-partition or topic-partition.uniqueId-delete (if marked for deletion)."))
     return out
 
 
@@ -354,7 +358,10 @@ def _topic_id(diag: Diagnosis, p: Path, topic: str, partition: int, expected: st
     stray = f"{topic}-{partition}.<uuid>-stray"
     try:
         pm = p / PARTITION_METADATA_FILE
-        tid = PartitionMetadata.from_bytes(pm.read_bytes(), str(pm)).topic_id if pm.is_file() else None
+        tid = None
+        if pm.is_file() and not pm.is_symlink():
+            with open(pm, "rb") as f:
+                tid = PartitionMetadata.from_bytes(f.read(1 << 16), str(pm)).topic_id
     except (KafkaLogError, OSError):
         return  # unreadable: the plan's startupErrors say what happens
     if tid is None:

@@ -66,10 +66,13 @@ def _offsets(p) -> str | None:
     return None
 
 
+def _show(text: str) -> str:
+    """A path or message for people: undecodable bytes of file names as ``\\xNN``."""
+    return os.fsencode(text).decode("utf-8", "backslashreplace")
+
+
 def _message(p) -> str:
-    if p.broker_message:
-        return f"{p.broker_message}: {p.message}"
-    return p.message
+    return _show(f"{p.broker_message}: {p.message}" if p.broker_message else p.message)
 
 
 def _seconds(s: float) -> str:
@@ -94,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             out.write(p.to_dict())
         out.write(diag.summary())
         return diag.exit_code
-    print(diag.headline())
+    print(_show(diag.headline()))
     s = diag.summary()
     if diag.bytes_to_scan:
         rate = f"{human_size(diag.scan_rate)}/s, {diag.scan_rate_source}"
@@ -102,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
               f"partition(s): {_seconds(diag.estimate_seconds)} at {rate}")
     if diag.problems:
         print()
-        rows = [{"severity": p.severity, "kind": p.kind, "partition": p.partition or p.path,
+        rows = [{"severity": p.severity, "kind": p.kind, "partition": _show(p.partition or p.path),
                  "offsets": _offsets(p), "records": p.records, "bytes": p.bytes,
                  "message": _message(p)} for p in diag.problems]
         render_table(rows, COLUMNS, formats={"bytes": lambda b: "-" if b is None else human_size(b)})

@@ -10,13 +10,14 @@ on each (module-scoped: each dir is started once, and every test reads the resul
   ``partition.metadata`` (the broker's fatal fault "Error starting LogManager"); "epochs": a malformed
   ``leader-epoch-checkpoint`` (its only log dir goes offline: "Shutdown broker because all log dirs in ... have
   failed"): doctor predicts WILL NOT START (exit 4) with a message, and the broker refuses to start, logging that
-  very message and the exception doctor names as its cause.
+  very message and the exception doctor names as its cause; "badname": a directory that is not a partition's
+  ("Found directory ..., 'notapartition' is not in the form of topic-partition ...").
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import contextlib
+import io
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from damage import damaged_copy
 
 from kafkalog.compat.errors import BrokerError
 from kafkalog.storage.records import LogScanner
+from kafkalog.tools.cli import main
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
 
@@ -35,10 +37,12 @@ FAST = {"log.initial.task.delay.ms": "0", "log.retention.check.interval.ms": "36
 
 
 def _doctor(*args: str) -> tuple[int, str]:
-    r = subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", "doctor", *args], capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode in (0, 1, 4), r.stderr
-    return r.returncode, r.stdout
+    """``kafkalog doctor ARGS`` in this process (the CLI's own code path, without a Python start-up per dir)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["doctor", *args])
+    assert rc in (0, 1, 4), out.getvalue()[-2000:]
+    return rc, out.getvalue()
 
 
 def _leos(bootstrap: str, partitions: list[tuple[str, int]]) -> dict[str, int]:
@@ -78,6 +82,10 @@ def _build(root: Path, fixture: str) -> dict[str, list[Path]]:
     damaged_copy(fixture, epochs, ())
     (epochs / "idempotent-0" / "leader-epoch-checkpoint").write_text("0\n1\nnot an entry\n")
     dirs["epochs"] = [epochs]
+    badname = root / "badname" / "data"
+    damaged_copy(fixture, badname, ())
+    (badname / "notapartition").mkdir()
+    dirs["badname"] = [badname]
     return dirs
 
 
@@ -144,7 +152,7 @@ def test_torn_tail_truncation_is_what_the_broker_truncates(runs):
     assert rc_after == 0 and text_after.splitlines()[0] == "HEALTHY", text_after
 
 
-@pytest.mark.parametrize("case", ["clusterid", "metadata", "epochs"])
+@pytest.mark.parametrize("case", ["clusterid", "metadata", "epochs", "badname"])
 def test_will_not_start_is_a_broker_that_refuses_with_that_message(runs, case: str):
     version, out = runs
     rc, lines, broker = out[case]

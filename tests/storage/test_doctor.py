@@ -171,3 +171,23 @@ def test_cli_verdicts_and_exit_codes(tmp_path: Path, capsys) -> None:
     assert rc == 4 and lines[-1]["type"] == "summary" and lines[-1]["verdict"] == "fatal"
     assert lines[0]["severity"] == "fatal" and lines[0]["brokerMessage"] == "Error starting LogManager"
     assert main(["doctor", str(tmp_path / "missing")]) == 2
+
+
+def test_hostile_dirs_give_a_verdict_not_a_crash(tmp_path: Path, capsys) -> None:
+    import os
+
+    d = _copy(tmp_path)
+    (d / "loop1").symlink_to("loop2")
+    (d / "loop2").symlink_to("loop1")
+    (d / "compacted-0" / "self").symlink_to("self")
+    (d / "looped-0").symlink_to("looped-0")
+    pm = d / "codec-zstd-0" / "partition.metadata"
+    pm.unlink()
+    os.mkfifo(pm)
+    os.mkdir(os.path.join(os.fsencode(d), b"\xffx-0"))
+    os.mkdir(d / "sp ace-0")
+    (d / "idempotent-0" / "partition.metadata").write_bytes(b"version: 0\ntopic_id: " + b"x" * 5_000_000)
+    for args in ([], ["--json"]):
+        rc = main(["doctor", *args, str(d)])
+        out = capsys.readouterr()
+        assert rc in (0, 1, 4) and "internal error" not in out.err, out.err

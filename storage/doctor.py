@@ -4,7 +4,8 @@ One pre-flight over the ``log.dirs`` of one broker, built from what the project 
 
 * the startup gate of a KRaft broker (``KafkaRaftServer.initializeLogDirs`` and
   ``MetaPropertiesEnsemble.verify``): missing or disagreeing ``meta.properties`` (cluster id, node id, directory
-  id), ``__cluster_metadata-0`` outside the metadata dir; and ``LogManager``'s duplicate live partitions. Each
+  id), ``__cluster_metadata-0`` outside the metadata dir; ``LogManager``'s duplicate live partitions and dirs that
+  are not partitions'. Each
   refusal carries the broker's own message (the text of the exception it dies with);
 * the repair plan, computed by the very function ``kafkalog repair --dry-run --kafka-exact`` uses
   (:func:`~kafkalog.storage.engine.repair.plan_repair`): which partitions are recovered and how many ``.log``

@@ -17,7 +17,8 @@ predicts its next start, changing nothing:
 
   * will it start at all: the files it refuses, each with the broker's own error message (meta.properties
     missing or disagreeing on cluster.id / node.id / directory.id, __cluster_metadata outside the metadata
-    dir, a partition live in two dirs, an unreadable partition.metadata or leader-epoch-checkpoint);
+    dir, a partition live in two dirs, a directory that is not a partition's, an unreadable partition.metadata
+    or leader-epoch-checkpoint);
   * which partitions it recovers and how many .log bytes it scans, every truncation (records, offsets,
     reason), the indexes and producer snapshots it rebuilds, interrupted segment replacements it completes;
   * stray replicas (partition.metadata topic id missing or not the one in __cluster_metadata: renamed

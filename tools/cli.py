@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "append": ("append", "append records (JSON Lines, as `dump --json --deep` prints) to a partition as the broker does"),
     "flush": ("flush", "fsync a data dir and write its checkpoints so a broker starts without recovery"),
     "repair": ("repair", "recover data dirs as the broker's startup would (truncate torn/corrupt tails, rebuild indexes...)"),
+    "doctor": ("doctor", "predict the broker's next start: will it start, what it recovers and truncates, how long"),
     "reindex": ("reindex", "rebuild the indexes of partition dirs from their .log files (Kafka's recovery rule)"),
     "retain": ("retain", "delete segments exactly as the broker's retention would (retention.ms, retention.bytes, log start)"),
     "compact": ("compact", "compact partitions exactly as the broker's log cleaner would (one cleaning round each)"),

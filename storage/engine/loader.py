@@ -23,6 +23,7 @@ Every record removed is reported as a :class:`~.plan.Loss` with its offsets and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config import LogConfig
 from ..dirview import DirView, Op
@@ -56,6 +57,8 @@ class LoadedPartition:
     recovered: list[RecoveredSegment] = field(default_factory=list)
     losses: list[Loss] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: files the broker fails on at startup (:func:`startup_error`; the plan rebuilds them, the broker does not)
+    startup_errors: list[dict[str, Any]] = field(default_factory=list)
 
     @staticmethod
     def mark_routine(ops: list[Op] | list[Op | None] | Op | None) -> None:
@@ -181,6 +184,9 @@ class _Loader:
         except CorruptCheckpointError as e:
             self.out.notes.append(f"{self.name}: leader-epoch-checkpoint is unreadable ({e.reason}); rebuilt from "
                                   "the batches (the broker would fail to load this partition)")
+            path = self.view.file("leader-epoch-checkpoint")
+            self.out.startup_errors.append(startup_error(path, f"Error while reading checkpoint file {path}",
+                                                         offline=True))
             cache = LeaderEpochCache(self.view, auto_flush=False)
             cache.dirty = True
             for s in segs:
@@ -275,6 +281,16 @@ class _Loader:
                                       "trimmed to its entries, as the broker closes the active segment"))
 
 
+def startup_error(path: str, cause: str, *, offline: bool = False) -> dict[str, Any]:
+    """A file the broker fails on while it loads the logs (Kafka 3.9 and 4.x). ``offline``: a
+    ``KafkaStorageException`` (``cause`` is its message, logged by ``LogDirFailureChannel``): the file's log dir goes
+    offline, and when every log dir is offline the broker shuts down; otherwise any other exception, which ends in
+    ``BrokerMetadataPublisher``'s fatal fault "Error starting LogManager" (``cause``: the exception it logs first,
+    "There was an error in one of the threads during logs loading: ...")."""
+    return {"file": path, "offline": offline, "cause": cause,
+            "brokerMessage": None if offline else "Error starting LogManager"}
+
+
 def load_partition(view: DirView, *, config: LogConfig | None = None, recovery_point: int = 0,
                    log_start_offset: int = 0, had_clean_shutdown: bool = False, now_ms: int = 0,
                    strict_indexes: bool = True, producer_id_expiration_ms: int = 86400000) -> LoadedPartition:
@@ -284,4 +300,4 @@ def load_partition(view: DirView, *, config: LogConfig | None = None, recovery_p
                    strict_indexes, producer_id_expiration_ms).load()
 
 
-__all__ = ["LoadedPartition", "load_partition"]
+__all__ = ["LoadedPartition", "load_partition", "startup_error"]

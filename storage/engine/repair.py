@@ -28,7 +28,7 @@ from ..files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadat
 from ..log import PartitionLog
 from ..topic_configs import METADATA_DIR, ConfigResolver
 from .datadirs import DataDirState, Target, checkpoint_bytes, plan_partitions, whole_data_dirs
-from .loader import load_partition
+from .loader import load_partition, startup_error
 from .plan import DataDirPlan, PartitionPlan, Plan, Runner, default_runner
 
 
@@ -41,6 +41,7 @@ def _plan_partition(task: tuple) -> PartitionPlan:
                                 had_clean_shutdown=clean, now_ms=now, strict_indexes=strict,
                                 producer_id_expiration_ms=expiration)
         _partition_metadata(view, pp, known_tid, given_tid)
+        startup = loaded.startup_errors + pp.facts.pop("startupErrors", [])
         if not flushed:
             _sync_unflushed(view, rp)
         pp.losses = loaded.losses
@@ -50,7 +51,10 @@ def _plan_partition(task: tuple) -> PartitionPlan:
         pp.facts = {"logStartOffset": loaded.log_start_offset, "logEndOffset": loaded.log_end_offset,
                     "firstBaseOffset": segs[0].base_offset if segs else loaded.log_start_offset,
                     "segmentsRecovered": len(loaded.recovered),
-                    "bytesTruncated": sum(r.truncated_bytes for r in loaded.recovered)}
+                    "bytesTruncated": sum(r.truncated_bytes for r in loaded.recovered),
+                    "bytesScanned": sum(r.log_size for r in loaded.recovered)}
+        if startup:
+            pp.facts["startupErrors"] = startup
     return pp
 
 
@@ -63,6 +67,13 @@ def _partition_metadata(view: DirView, pp: PartitionPlan, known: str | None, giv
     try:
         cur = PartitionMetadata.from_bytes(view.read(PARTITION_METADATA_FILE, 1 << 16), view.file(PARTITION_METADATA_FILE))
     except KafkaLogError as e:
+        # PartitionMetadataReadBuffer.read: an empty file fails on its missing first line (NullPointerException,
+        # Kafka 4.3.1), another unreadable one with an IOException, rethrown as a KafkaStorageException
+        path = view.file(PARTITION_METADATA_FILE)
+        empty = view.size(PARTITION_METADATA_FILE) == 0
+        pp.facts.setdefault("startupErrors", []).append(startup_error(
+            path, "java.lang.NullPointerException" if empty else f"Error while reading partition metadata file {path}",
+            offline=not empty))
         tid = given or known
         if tid:
             src = "--topic-id" if given else f"the topic id in {METADATA_DIR}"

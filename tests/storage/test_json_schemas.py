@@ -68,6 +68,8 @@ def record_type(command: str, obj: dict, argv: list[str]) -> str:
         return "exportSummary" if "summary" in obj else "exportRecord"
     if command == "import":
         return "importSummary"
+    if command == "doctor":
+        return "doctorSummary" if obj.get("type") == "summary" else "doctorProblem"
     if command == "diff":
         return "diffSummary" if "summary" in obj else "difference"
     if command == "conformance":
@@ -166,6 +168,7 @@ def outputs(tmp_path_factory) -> Outputs:
         o.json(["export", str(data), "--out", str(tmp / f"{fx}.jsonl"), "--json"])
         o.json(["convert", "--audit", "--json", str(data)], allow_empty=not fx.endswith(("v0", "v1")))
         o.json(["checkpoints", "--json", str(data)], allow_empty=True)
+        o.json(["doctor", "--json", str(data)])
         for command, extra in [("repair", []), ("flush", []), ("reindex", ["--all"]), ("retain", ["--now", NOW]),
                                ("compact", ["--all", "--now", NOW]), ("convert", ["--codec", "zstd"])]:
             d = copy_of(fx)
@@ -190,6 +193,7 @@ def outputs(tmp_path_factory) -> Outputs:
         o.json(["export", "--salvage", "--json", str(d), "--out", "-"], stream="err")
         for level in ("bytes", "batches"):
             o.json(["diff", "--json", "--level", level, str(FIXTURES / fx / "data"), str(d)])
+        o.json(["doctor", "--json", str(d)], rcs=(1, 4))
         o.json(["repair", "--json", "--dry-run", str(d)])
         o.json(["repair", "--json", "--no-backup", str(d)])
         o.json(["diff", "--json", str(FIXTURES / fx / "data"), str(d)])

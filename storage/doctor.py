@@ -1,0 +1,447 @@
+"""``kafkalog doctor``: what the broker will do at its next start on these log dirs, predicted offline.
+
+One pre-flight over the ``log.dirs`` of one broker, built from what the project already computes:
+
+* the startup gate of a KRaft broker (``KafkaRaftServer.initializeLogDirs`` and
+  ``MetaPropertiesEnsemble.verify``): missing or disagreeing ``meta.properties`` (cluster id, node id, directory
+  id), ``__cluster_metadata-0`` outside the metadata dir; ``LogManager``'s duplicate live partitions and dirs that
+  are not partitions'. Each
+  refusal carries the broker's own message (the text of the exception it dies with);
+* the repair plan, computed by the very function ``kafkalog repair --dry-run --kafka-exact`` uses
+  (:func:`~kafkalog.storage.engine.repair.plan_repair`): which partitions are recovered and how many ``.log``
+  bytes are scanned, every truncation (records, offsets, reason), the indexes and producer snapshots rebuilt,
+  interrupted segment replacements completed, and the files that stop the broker at startup (an unreadable
+  ``partition.metadata`` or ``leader-epoch-checkpoint``: the plan's ``startupErrors``);
+* the KRaft metadata of the dir (:class:`~kafkalog.storage.topic_configs.ConfigResolver`): a replica whose
+  ``partition.metadata`` topic id is missing or not the one in ``__cluster_metadata`` is a stray
+  (``LogManager.isStrayKraftReplica``): the broker renames it ``-stray`` and never serves it;
+* ``-delete``, ``-stray`` and ``-future`` dirs, and segments holding message format v0/v1 batches.
+
+The broker's recovery time is estimated as bytes to scan / scan rate. The rate is measured: planning runs the
+broker's segment recovery over exactly those bytes, so ``bytes scanned / planning time`` is kafkalog's rate on
+this machine for this data, divided by :data:`BROKER_SLOWDOWN` (the broker/kafkalog ratio measured by
+``bench_repair.py``); below :data:`MIN_MEASURED_BYTES` (too little to time) :data:`SCAN_RATE` is used instead,
+the broker's own rate from that measurement. A caller can pass its own rate.
+
+Verdicts: ``healthy`` (exit 0), ``recovery`` (the broker starts, after recovering or losing data, or with
+warnings; exit 1), ``fatal`` (the broker will not start; exit 4).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .engine.plan import Plan
+from .engine.repair import plan_repair
+from .errors import KafkaLogError, LogDirError
+from .files.names import is_index_file
+from .files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
+from .log import METADATA_TOPIC
+from .logdir import DataDir
+from .topic_configs import KRAFT, METADATA_DIR, ConfigResolver
+
+#: the broker's startup recovery, in ``.log`` bytes per second: measured with
+#: ``tests/benchmarks/bench_repair.py --scale 0.05`` (Kafka 4.3.1, ``num.recovery.threads.per.data.dir=1``, 216 MB of
+#: 16 KiB idempotent v2 batches in 100 partitions, no clean-shutdown marker: "Loaded 100 logs in 3600ms") on the
+#: 2-core CI machine, page cache warm. More recovery threads divide the time by up to their number.
+SCAN_RATE = 57 * 1024 * 1024
+#: how much slower the broker's recovery was than kafkalog's over the same bytes, in that same run (broker load
+#: 3.6 s / ``kafkalog repair`` 1.25 s): a rate measured while planning is divided by it
+BROKER_SLOWDOWN = 2.88
+#: below this many bytes scanned, the planning time is too short to measure a rate: :data:`SCAN_RATE` is used
+MIN_MEASURED_BYTES = 32 * 1024 * 1024
+
+FATAL, LOSS, RECOVERY, WARNING, INFO, ERROR = "fatal", "loss", "recovery", "warning", "info", "error"
+HEALTHY = "healthy"
+EXIT = {HEALTHY: 0, RECOVERY: 1, FATAL: 4}
+
+
+@dataclass
+class Problem:
+    """One thing the broker will do or meet at its next start."""
+
+    severity: str  # fatal | loss | recovery | warning | info | error (kafkalog could not predict)
+    kind: str  # startup, truncation, recovery, rebuild, leftover, stray, topicId, dirs, offlineDir, legacyFormat, plan
+    path: str
+    message: str
+    broker_message: str | None = None  # fatal: what the broker logs as it stops (its exception's message)
+    partition: str | None = None
+    first_offset: int | None = None
+    last_offset: int | None = None
+    records: int | None = None
+    bytes: int | None = None
+    cause: str | None = None  # what the broker logs first (the exception under its fatal fault)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "problem", "severity": self.severity, "kind": self.kind, "path": self.path,
+                "partition": self.partition, "message": self.message, "brokerMessage": self.broker_message,
+                "firstOffset": self.first_offset, "lastOffset": self.last_offset, "records": self.records,
+                "bytes": self.bytes, "cause": self.cause}
+
+
+@dataclass
+class Diagnosis:
+    log_dirs: list[str]
+    problems: list[Problem] = field(default_factory=list)
+    plan: Plan | None = None
+    kraft: bool = False
+    partitions: int = 0
+    partitions_recovered: int = 0
+    bytes_to_scan: int = 0
+    records_truncated: int = 0
+    scan_rate: float = SCAN_RATE  # bytes per second
+    scan_rate_source: str = "constant"  # measured | constant | given
+    plan_seconds: float = 0.0
+
+    @property
+    def verdict(self) -> str:
+        sev = {p.severity for p in self.problems}
+        if FATAL in sev:
+            return FATAL
+        if sev & {LOSS, RECOVERY, WARNING, ERROR}:
+            return RECOVERY
+        return HEALTHY
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT[self.verdict]
+
+    @property
+    def fatal(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == FATAL]
+
+    @property
+    def estimate_seconds(self) -> float:
+        return self.bytes_to_scan / self.scan_rate if self.scan_rate > 0 else 0.0
+
+    def headline(self) -> str:
+        """The verdict line: ``HEALTHY``, ``WILL START, RECOVERING 3 PARTITIONS (truncating 12 records)``,
+        ``WILL NOT START: <the broker's message>``."""
+        v = self.verdict
+        if v == FATAL:
+            first = self.fatal[0]
+            more = f" (and {len(self.fatal) - 1} more)" if len(self.fatal) > 1 else ""
+            return f"WILL NOT START: {first.broker_message or first.message}{more}"
+        if v == HEALTHY:
+            return "HEALTHY"
+        what = []
+        lost = sum(p.bytes or 0 for p in self.problems if p.severity == LOSS)
+        if self.records_truncated:
+            what.append(f"truncating {self.records_truncated:,d} record{'s' * (self.records_truncated != 1)}")
+        elif lost:
+            what.append(f"truncating {lost:,d} bytes of invalid data")
+        n = sum(1 for p in self.problems if p.severity in (WARNING, ERROR))
+        if n:
+            what.append(f"{n} warning{'s' * (n != 1)}")
+        tail = f" ({', '.join(what)})" if what else ""
+        if self.partitions_recovered:
+            k = self.partitions_recovered
+            return f"WILL START, RECOVERING {k} PARTITION{'S' * (k != 1)}{tail}"
+        if any(p.severity == LOSS for p in self.problems):
+            return f"WILL START, WITH LOSS{tail}"
+        return f"WILL START{tail or ' (with warnings)'}"
+
+    def summary(self) -> dict[str, Any]:
+        return {"type": "summary", "verdict": self.verdict, "exitCode": self.exit_code, "headline": self.headline(),
+                "logDirs": list(self.log_dirs), "kraft": self.kraft, "partitions": self.partitions,
+                "partitionsRecovered": self.partitions_recovered, "bytesToScan": self.bytes_to_scan,
+                "recordsTruncated": self.records_truncated,
+                "fatal": [p.broker_message or p.message for p in self.fatal],
+                "estimatedRecoverySeconds": round(self.estimate_seconds, 3),
+                "scanRateBytesPerSecond": round(self.scan_rate), "scanRateSource": self.scan_rate_source,
+                "counts": {s: sum(1 for p in self.problems if p.severity == s)
+                           for s in (FATAL, LOSS, RECOVERY, WARNING, INFO, ERROR)}}
+
+
+# ------------------------------------------------------------------------------------- the startup gate
+
+
+def java_sorted(keys: list[str]) -> list[str]:
+    """``keys`` in ``String.compareTo`` order (UTF-16 code units): the order ``MetaPropertiesEnsemble.verify`` meets
+    the log dirs (its ``logDirProps`` is a ``TreeMap``), which decides which dir its message names."""
+    return sorted(keys, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
+
+
+def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None) -> list[Problem]:
+    """Why a broker refuses these ``log.dirs`` before loading any log, in its own words (the first one it meets
+    is the one it dies with; the later ones are reported too). ``node_id``: the configured ``node.id``."""
+    out: list[Problem] = []
+
+    def fatal(path: Path | str, message: str, broker: str) -> None:
+        out.append(Problem(FATAL, "startup", str(path), message, broker))
+
+    names = [str(d.path) for d in dirs]
+    by_name = dict(zip(names, dirs, strict=True))
+    if kraft:
+        props = {n: by_name[n].meta_properties for n in names if by_name[n].meta_properties is not None}
+        if not props:
+            fatal(dirs[0].path / "meta.properties", "no data dir has a readable meta.properties",
+                  "No readable meta.properties files found.")
+        cluster: str | None = None
+        node = node_id
+        seen: dict[str, str] = {}
+        for n in java_sorted(list(props)):
+            m = props[n]
+            assert m is not None
+            path = Path(n) / "meta.properties"
+            version = _safe(lambda m=m: m.version)
+            cid = m.cluster_id
+            if cid is None:
+                if version == 1:
+                    fatal(path, "v1 meta.properties without cluster.id",
+                          f"cluster.id was not specified in the v1 file: {path}")
+            elif cluster is None:
+                cluster = cid
+            elif cid != cluster:
+                fatal(path, f"cluster.id {cid} differs from {cluster} in another data dir",
+                      f"Invalid cluster.id in: {path}. Expected {cluster}, but read {cid}")
+            nid = _safe(lambda m=m: m.node_id)
+            if nid is None:
+                if version == 1:
+                    fatal(path, "v1 meta.properties without node.id", f"node.id was not specified in {path}")
+            elif node is None:
+                node = nid
+            elif nid != node:
+                fatal(path, f"node.id {nid} differs from {node}",
+                      f"Stored node id {nid} doesn't match previous node id {node} in {path}. If you moved your "
+                      "data, make sure your configured node id matches. If you intend to create a new node, you "
+                      "should remove all data in your data directories.")
+            did = m.directory_id
+            if did is not None:
+                if did in seen:
+                    fatal(path, f"directory.id {did} also used by {seen[did]}",
+                          f"Duplicate directory ID Optional[{did}] found. It was the ID of {seen[did]}, but also of "
+                          f"{n}")
+                seen.setdefault(did, n)
+        for n in names[1:]:
+            md = Path(n) / METADATA_DIR
+            if n in props and md.is_dir():
+                fatal(md, f"{METADATA_DIR} outside the metadata dir {names[0]} (the first of log.dirs)",
+                      f"Found unexpected metadata location in data directory `{md}` (the configured metadata "
+                      f"directory is {names[0]}).")
+        for n in java_sorted(names):
+            if n not in props:
+                fatal(Path(n) / "meta.properties", "missing: the dir is not formatted",
+                      f"No `meta.properties` found in {n} (have you run `kafka-storage.sh` to format the "
+                      "directory?)")
+    live: dict[tuple[str, int], Path] = {}
+    for d in dirs:
+        for p, tp in d.partition_dirs.items():
+            if tp.kind != "live" or tp.topic == METADATA_TOPIC:
+                continue
+            key = (tp.topic, tp.partition)
+            if key in live:
+                fatal(p, f"{tp.name} is also live in {live[key].parent}",
+                      f"Duplicate log directories for {tp.topic}-{tp.partition} are found in both {p} and "
+                      f"{live[key]}. It is likely because log directory failure happened while broker was "
+                      "replacing current replica with future replica. Recover broker from this failure by manually "
+                      "deleting one of the two directories for this partition. It is recommended to delete the "
+                      "partition in the log directory that is known to have failed recently.")
+            live.setdefault(key, p)
+        for f in d.findings:
+            if f.severity == "error" and f.kind == "layout" and "refuses" in f.message:
+                # LocalLog.parseTopicPartitionName, in a log-loading thread: the fatal fault of any such failure
+                p = Path(f.file)
+                out.append(Problem(FATAL, "startup", str(p), f.message, "Error starting LogManager",
+                                   cause=f"Found directory {os.path.realpath(p)}, '{p.name}' is not in the form of "
+                                   "topic-partition or topic-partition.uniqueId-delete (if marked for deletion)."))
+    return out
+
+
+def _safe(fn):
+    try:
+        return fn()
+    except KafkaLogError:
+        return None
+
+
+# ------------------------------------------------------------------------------------- the plan, read
+
+
+def _from_plan(diag: Diagnosis, plan: Plan) -> None:
+    offline: dict[str, list[tuple[str, dict]]] = {}
+    for dp in plan.data_dirs:
+        for pp in dp.partitions:
+            diag.partitions += 1
+            name = pp.name
+            if pp.error:
+                diag.problems.append(Problem(ERROR, "plan", pp.dir, f"kafkalog cannot predict this partition's "
+                                             f"recovery: {pp.error}", partition=name))
+                continue
+            for e in pp.facts.get("startupErrors", []):
+                if e["offline"]:
+                    offline.setdefault(dp.path, []).append((name, e))
+                else:
+                    diag.problems.append(Problem(FATAL, "startup", e["file"], _startup_reason(e),
+                                                 e["brokerMessage"], partition=name, cause=e["cause"]))
+            scanned = pp.facts.get("bytesScanned", 0)
+            rebuilt = sorted({Path(op.path).name for op in pp.ops if not op.routine and op.kind in ("write", "create")
+                              and (is_index_file(Path(op.path).name) or op.path.endswith(".snapshot"))})
+            files = (", ".join(rebuilt) if len(rebuilt) <= 3 else f"{len(rebuilt)} index and snapshot files")
+            if pp.facts.get("segmentsRecovered"):
+                diag.partitions_recovered += 1
+                diag.bytes_to_scan += scanned
+                diag.problems.append(Problem(
+                    RECOVERY, "recovery", pp.dir, f"recovers {pp.facts['segmentsRecovered']} segment(s)"
+                    + (f", rebuilding {files}" if rebuilt else "") + f"; the log ends at offset "
+                    f"{pp.facts['logEndOffset']}", partition=name, last_offset=pp.facts["logEndOffset"], bytes=scanned))
+            elif rebuilt:
+                diag.problems.append(Problem(RECOVERY, "rebuild", pp.dir, f"rebuilds {files}", partition=name))
+            for loss in pp.losses:
+                if loss.records:
+                    diag.records_truncated += loss.records
+                diag.problems.append(Problem(
+                    LOSS if loss.damage else RECOVERY, "truncation", loss.file or pp.dir, loss.reason, partition=name,
+                    first_offset=loss.first_offset, last_offset=loss.last_offset, records=loss.records,
+                    bytes=loss.bytes))
+            leftovers = [op for op in pp.ops if not op.routine and op.kind in ("rename", "delete")
+                         and Path(op.path).name.endswith((".swap", ".cleaned", ".deleted"))]
+            if leftovers:
+                diag.problems.append(Problem(
+                    RECOVERY, "leftover", pp.dir, f"completes an interrupted segment replacement: "
+                    f"{', '.join(sorted({Path(op.path).name for op in leftovers}))}", partition=name))
+    every = len(offline) == len(plan.data_dirs)
+    dirs = ", ".join(dp.path for dp in plan.data_dirs)
+    for d, failed in offline.items():
+        for name, e in failed:
+            if every:  # LogManager.handleLogDirFailure
+                diag.problems.append(Problem(FATAL, "startup", e["file"], _startup_reason(e), f"Shutdown broker "
+                                             f"because all log dirs in {dirs} have failed", partition=name,
+                                             cause=e["cause"]))
+            else:
+                diag.problems.append(Problem(WARNING, "offlineDir", e["file"], _startup_reason(e) + f": log dir {d} "
+                                             "goes offline, its partitions are not served", partition=name,
+                                             cause=e["cause"]))
+
+
+def _startup_reason(e: dict) -> str:
+    name = Path(e["file"]).name
+    fix = ("`kafkalog repair` rewrites it from the topic id in __cluster_metadata or --topic-id"
+           if name == PARTITION_METADATA_FILE else "`kafkalog repair` rebuilds it from the batches")
+    what = ("its log dir goes offline while the logs load" if e["offline"] else
+            "loading the logs fails and the broker stops")
+    return f"{name} is unreadable: {what} ({e['cause']}); {fix}"
+
+
+# ------------------------------------------------------------------------------------- dirs and topic ids
+
+
+def _dir_checks(diag: Diagnosis, dirs: list[DataDir], resolver: ConfigResolver, kraft: bool) -> None:
+    for d in dirs:
+        if not d.had_clean_shutdown:
+            diag.problems.append(Problem(INFO, "recovery", str(d.path / ".kafka_cleanshutdown"),
+                                         "no clean shutdown marker: every segment above each partition's recovery "
+                                         "point is recovered"))
+        md = resolver.data_dir(d.path).metadata if kraft else None
+        known = md.topic_ids if md is not None else {}
+        for p, tp in sorted(d.partition_dirs.items()):
+            if tp.topic == METADATA_TOPIC:
+                continue
+            if tp.kind == "delete":
+                diag.problems.append(Problem(INFO, "dirs", str(p), "queued for deletion: the broker loads it without "
+                                             "recovery and deletes it", partition=p.name))
+            elif tp.kind == "stray":
+                diag.problems.append(Problem(WARNING, "stray", str(p), "a stray replica: the broker loads it aside, "
+                                             "never serves it and never deletes it", partition=p.name))
+            elif tp.kind == "future":
+                diag.problems.append(Problem(INFO, "dirs", str(p), "a replica being moved to this log dir: the broker "
+                                             "resumes the move once the partition is online", partition=p.name))
+            elif tp.kind == "live" and known:
+                _topic_id(diag, p, tp.topic, tp.partition, known.get(tp.topic))
+
+
+def _topic_id(diag: Diagnosis, p: Path, topic: str, partition: int, expected: str | None) -> None:
+    stray = f"{topic}-{partition}.<uuid>-stray"
+    try:
+        pm = p / PARTITION_METADATA_FILE
+        tid = None
+        if pm.is_file() and not pm.is_symlink():
+            with open(pm, "rb") as f:
+                tid = PartitionMetadata.from_bytes(f.read(1 << 16), str(pm)).topic_id
+    except (KafkaLogError, OSError):
+        return  # unreadable: the plan's startupErrors say what happens
+    if tid is None:
+        diag.problems.append(Problem(WARNING, "stray", str(p), "no partition.metadata (no topic id): the broker "
+                                     f"treats it as a stray log and renames it {stray}; it is not served",
+                                     partition=p.name))
+    elif expected is None:
+        diag.problems.append(Problem(WARNING, "stray", str(p), f"topic {topic} is not in {METADATA_DIR}: the broker "
+                                     f"treats it as a stray log and renames it {stray}", partition=p.name))
+    elif tid != expected:
+        diag.problems.append(Problem(WARNING, "topicId", str(p / PARTITION_METADATA_FILE),
+                                     f"topic id {tid} is not the id {expected} of topic {topic} in {METADATA_DIR}: "
+                                     f"the broker treats it as a stray log (a deleted, recreated topic) and renames "
+                                     f"it {stray}; it is not served", partition=p.name))
+
+
+def _legacy(diag: Diagnosis, dirs: list[DataDir]) -> None:
+    from .engine.convert import audit
+
+    live = [p for d in dirs for p, tp in d.partition_dirs.items() if tp.kind == "live" and tp.topic != METADATA_TOPIC]
+    per: dict[str, list] = {}
+    for a in audit(live):
+        per.setdefault(a.partition, []).append(a)
+    for d in dirs:
+        for p in d.partition_dirs:
+            segs = per.get(p.name)
+            if segs and p in live:
+                n = sum(a.v0_batches + a.v1_batches for a in segs)
+                diag.problems.append(Problem(
+                    INFO, "legacyFormat", str(p), f"{len(segs)} segment(s) hold {n:,d} message format v0/v1 "
+                    "batch(es): Kafka 4.x reads them but never writes these formats again (its cleaner rewrites "
+                    "them as v2); `kafkalog convert` rewrites them offline", partition=p.name,
+                    bytes=sum(a.legacy_bytes for a in segs)))
+
+
+# ------------------------------------------------------------------------------------- the diagnosis
+
+
+def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None,
+             resolver: ConfigResolver | None = None, node_id: int | None = None, workers: int = 1,
+             progress=None, scan_rate: float | None = None, legacy: bool = True) -> Diagnosis:
+    """Predict the broker's next start on ``log_dirs`` (the ``log.dirs`` of one broker, in their configured
+    order: the first is the metadata dir). See the module doc. ``node_id``: the configured ``node.id`` (default:
+    ``server.properties`` of ``resolver``, else unchecked); ``scan_rate``: bytes/s for the estimate (default:
+    measured, or :data:`SCAN_RATE`); ``legacy``: look for v0/v1 batches (a scan of every batch header)."""
+    paths = [Path(os.path.abspath(d)) for d in log_dirs]
+    for p in paths:
+        if not p.is_dir():
+            raise LogDirError("not a directory", str(p))
+    resolver = resolver or ConfigResolver(data_dirs=paths)
+    if node_id is None:
+        raw = resolver.broker.props.get("node.id", resolver.broker.props.get("broker.id"))
+        node_id = int(raw) if raw is not None and str(raw).strip().lstrip("-").isdigit() else None
+    dirs = [DataDir(p) for p in paths]
+    try:
+        kraft = any(resolver.data_dir(p).mode == KRAFT or (p / METADATA_DIR).is_dir() for p in paths)
+        diag = Diagnosis([str(p) for p in paths], kraft=kraft)
+        diag.problems += startup_gate(dirs, kraft=kraft, node_id=node_id)
+        t0 = time.perf_counter()
+        plan = plan_repair(paths, now_ms=now_ms if now_ms is not None else int(time.time() * 1000),
+                           resolver=resolver, strict_indexes=False, workers=workers, progress=progress)
+        diag.plan_seconds = time.perf_counter() - t0
+        diag.plan = plan
+        _from_plan(diag, plan)
+        _dir_checks(diag, dirs, resolver, kraft)
+        if legacy:
+            _legacy(diag, dirs)
+    finally:
+        for d in dirs:
+            d.close()
+    if scan_rate is not None:
+        diag.scan_rate, diag.scan_rate_source = float(scan_rate), "given"
+    elif diag.bytes_to_scan >= MIN_MEASURED_BYTES and diag.plan_seconds > 0:
+        diag.scan_rate = diag.bytes_to_scan / diag.plan_seconds / BROKER_SLOWDOWN
+        diag.scan_rate_source = "measured"
+    order = {FATAL: 0, LOSS: 1, ERROR: 2, RECOVERY: 3, WARNING: 4, INFO: 5}
+    diag.problems.sort(key=lambda p: order[p.severity])
+    return diag
+
+
+__all__ = ["Diagnosis", "MIN_MEASURED_BYTES", "Problem", "SCAN_RATE", "BROKER_SLOWDOWN", "diagnose", "java_sorted",
+           "startup_gate"]

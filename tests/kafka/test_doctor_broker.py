@@ -1,0 +1,174 @@
+"""``kafkalog doctor``'s predictions against real brokers (issue 15).
+
+Per Kafka version, damaged copies of the real fixtures (``tests/damage.py``) are diagnosed, then a broker is started
+on each (module-scoped: each dir is started once, and every test reads the results):
+
+* "torn": no clean-shutdown marker and a torn write at the end of a segment (as SIGKILL leaves it): doctor
+  predicts recovery with a truncation (exit 1); the broker starts, recovers, and every partition's log end
+  offset is the one the plan predicted. Stopped cleanly, the same dir is then HEALTHY (exit 0).
+* "clusterid": a second log dir whose ``meta.properties`` holds another cluster id; "metadata": a zero-length
+  ``partition.metadata`` (the broker's fatal fault "Error starting LogManager"); "epochs": a malformed
+  ``leader-epoch-checkpoint`` (its only log dir goes offline: "Shutdown broker because all log dirs in ... have
+  failed"): doctor predicts WILL NOT START (exit 4) with a message, and the broker refuses to start, logging that
+  very message and the exception doctor names as its cause; "badname": a directory that is not a partition's
+  ("Found directory ..., 'notapartition' is not in the form of topic-partition ...").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from pathlib import Path
+
+import pytest
+from damage import damaged_copy
+
+from kafkalog.compat.errors import BrokerError
+from kafkalog.storage.records import LogScanner
+from kafkalog.tools.cli import main
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
+
+#: version -> the fixture its broker wrote (and stopped cleanly)
+FIXTURE = {"4.3.1": "kafka-4.3.1-kraft", "3.9.2": "kafka-3.9.2-kraft"}
+FAST = {"log.initial.task.delay.ms": "0", "log.retention.check.interval.ms": "3600000",
+        "log.cleaner.enable": "false", "num.recovery.threads.per.data.dir": "1"}
+
+
+def _doctor(*args: str) -> tuple[int, str]:
+    """``kafkalog doctor ARGS`` in this process (the CLI's own code path, without a Python start-up per dir)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["doctor", *args])
+    assert rc in (0, 1, 4), out.getvalue()[-2000:]
+    return rc, out.getvalue()
+
+
+def _leos(bootstrap: str, partitions: list[tuple[str, int]]) -> dict[str, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkalog-doctor", "log_level": 0})
+    try:
+        return {f"{t}-{p}": c.get_watermark_offsets(TopicPartition(t, p), timeout=20)[1] for t, p in partitions}
+    finally:
+        c.close()
+
+
+def _build(root: Path, fixture: str) -> dict[str, list[Path]]:
+    dirs: dict[str, list[Path]] = {}
+    torn = root / "torn" / "data"
+    damaged_copy(fixture, torn, ("unclean", "torn_tail"))
+    # and a record byte flipped in a middle batch of another partition's active segment: records are lost
+    last = sorted((torn / "multi-segment-1").glob("*.log"))[-1]
+    data = bytearray(last.read_bytes())
+    batches = [(b.position, b.size) for b in LogScanner(memoryview(bytes(data)))]
+    pos, size = batches[len(batches) // 2]
+    data[pos + size - 3] ^= 0x5A
+    last.write_bytes(bytes(data))
+    dirs["torn"] = [torn]
+    a, b = root / "clusterid" / "data", root / "clusterid" / "data2"
+    damaged_copy(fixture, a, ())
+    b.mkdir()
+    text = (a / "meta.properties").read_text().splitlines()
+    (b / "meta.properties").write_text("\n".join(
+        "cluster.id=AAAAAAAAAAAAAAAAAAAAAg" if line.startswith("cluster.id=") else
+        "directory.id=BBBBBBBBBBBBBBBBBBBBBg" if line.startswith("directory.id=") else line for line in text) + "\n")
+    dirs["clusterid"] = [a, b]
+    meta = root / "metadata" / "data"
+    damaged_copy(fixture, meta, ("bad_partition_metadata",))
+    dirs["metadata"] = [meta]
+    epochs = root / "epochs" / "data"
+    damaged_copy(fixture, epochs, ())
+    (epochs / "idempotent-0" / "leader-epoch-checkpoint").write_text("0\n1\nnot an entry\n")
+    dirs["epochs"] = [epochs]
+    badname = root / "badname" / "data"
+    damaged_copy(fixture, badname, ())
+    (badname / "notapartition").mkdir()
+    dirs["badname"] = [badname]
+    return dirs
+
+
+@pytest.fixture(scope="module", params=sorted(FIXTURE))
+def runs(request, tmp_path_factory, kafka_libs):
+    """version, and per damaged dir: (doctor's exit, its JSON lines, what the broker did)."""
+    import json
+
+    from kafkalog.compat.broker import Broker
+
+    version = request.param
+    if version not in kafka_libs:
+        pytest.skip(f"Kafka {version} not configured (KAFKALOG_KAFKA_VERSIONS)")
+    root = tmp_path_factory.mktemp(f"doctor-{version}")
+    out = {}
+    for name, dirs in _build(root, FIXTURE[version]).items():
+        rc, text = _doctor("--json", *map(str, dirs))
+        lines = [json.loads(x) for x in text.splitlines()]
+        props = dict(FAST)
+        if len(dirs) > 1:
+            props["log.dirs"] = ",".join(map(str, dirs))
+        broker = Broker(version, data_dir=dirs[0], server_properties=props)
+        result: dict = {"started": False}
+        t0 = time.monotonic()
+        try:
+            broker.start(timeout=90)
+            result["started"] = True
+            parts = sorted((p.name.rsplit("-", 1)[0], int(p.name.rsplit("-", 1)[1])) for p in dirs[0].iterdir()
+                           if p.is_dir() and (p / "partition.metadata").exists() and "__cluster" not in p.name)
+            result["leos"] = _leos(broker.bootstrap_servers, parts)
+            broker.stop()
+            result["after"] = _doctor(str(dirs[0]))
+        except BrokerError:
+            broker.kill()
+        finally:
+            broker.close()
+        result["seconds"] = time.monotonic() - t0
+        result["log"] = broker.log_path.read_text(errors="replace")
+        out[name] = (rc, lines, result)
+    return version, out
+
+
+def test_torn_tail_truncation_is_what_the_broker_truncates(runs):
+    version, out = runs
+    rc, lines, broker = out["torn"]
+    summary = lines[-1]
+    assert rc == 1 and summary["verdict"] == "recovery", summary
+    assert summary["headline"].startswith("WILL START, RECOVERING")
+    truncations = {p["partition"]: p for p in lines if p.get("kind") == "truncation"}
+    assert sorted(truncations) == ["multi-segment-0", "multi-segment-1"], truncations
+    lost = truncations["multi-segment-1"]
+    assert lost["severity"] == "loss" and lost["records"] > 0 and "crc" in lost["message"].lower(), lost
+    assert f"truncating {summary['recordsTruncated']:,d} records" in summary["headline"]
+    assert broker["started"], broker["log"][-3000:]
+    assert "Recovering unflushed segment" in broker["log"]
+    # every partition's log end offset after the broker's recovery is the one doctor predicted
+    predicted = {p["partition"]: p["lastOffset"] for p in lines if p.get("kind") == "recovery" and p["partition"]}
+    assert predicted and set(predicted) <= set(broker["leos"])
+    assert {k: broker["leos"][k] for k in predicted} == predicted
+    for name, t in truncations.items():  # the broker's log ends where the predicted loss begins
+        assert t["firstOffset"] == broker["leos"][name], (name, t)
+    # stopped cleanly by the broker, the dir is healthy
+    rc_after, text_after = broker["after"]
+    assert rc_after == 0 and text_after.splitlines()[0] == "HEALTHY", text_after
+
+
+@pytest.mark.parametrize("case", ["clusterid", "metadata", "epochs", "badname"])
+def test_will_not_start_is_a_broker_that_refuses_with_that_message(runs, case: str):
+    version, out = runs
+    rc, lines, broker = out[case]
+    summary = lines[-1]
+    assert rc == 4 and summary["verdict"] == "fatal", summary
+    assert not broker["started"], f"Kafka {version} started on the {case} dir"
+    message = summary["fatal"][0]
+    assert summary["headline"].startswith("WILL NOT START: ")
+    if case == "clusterid":  # the dirs in the broker's (TreeMap) order: the message names the same dir
+        assert message.startswith("Invalid cluster.id in: ")
+    assert message in broker["log"], f"{message!r} not in the broker's log:\n{broker['log'][-3000:]}"
+    fatal = next(p for p in lines if p.get("severity") == "fatal")
+    if fatal["cause"]:  # the exception doctor names is the one the broker logs
+        assert fatal["cause"] in broker["log"], broker["log"][-3000:]
+
+
+def test_broker_runs_stay_short(runs):
+    _version, out = runs
+    assert sum(r["seconds"] for _, _, r in out.values()) < 120

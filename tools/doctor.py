@@ -1,0 +1,119 @@
+"""`kafkalog doctor LOG_DIR...`: what the broker will do at its next start, predicted offline."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from kafkalog.storage.doctor import SCAN_RATE, diagnose
+from kafkalog.storage.topic_configs import ConfigResolver
+from kafkalog.tools.output import JsonLines, human_size, positive_int, progress, render_table
+
+DESCRIPTION = f"""\
+One pre-flight over the log.dirs of one broker (in their configured order: the first is the metadata dir) that
+predicts its next start, changing nothing:
+
+  * will it start at all: the files it refuses, each with the broker's own error message (meta.properties
+    missing or disagreeing on cluster.id / node.id / directory.id, __cluster_metadata outside the metadata
+    dir, a partition live in two dirs, a directory that is not a partition's, an unreadable partition.metadata
+    or leader-epoch-checkpoint);
+  * which partitions it recovers and how many .log bytes it scans, every truncation (records, offsets,
+    reason), the indexes and producer snapshots it rebuilds, interrupted segment replacements it completes;
+  * stray replicas (partition.metadata topic id missing or not the one in __cluster_metadata: renamed
+    -stray, not served), -delete/-stray/-future dirs, segments holding message format v0/v1 batches;
+  * an estimate of the broker's recovery time: bytes to scan / scan rate. The rate is measured while
+    planning (which runs the same segment recovery over the same bytes), divided by how much slower the broker
+    was than kafkalog in tests/benchmarks/bench_repair.py; under 32 MiB to scan, the broker's rate from that
+    benchmark ({SCAN_RATE // (1024 * 1024)} MiB/s, one recovery thread, 2-core machine). --scan-rate overrides.
+
+The prediction is the plan `kafkalog repair --dry-run --kafka-exact` prints (the same function): run
+`kafkalog repair` to do the recovery offline instead.
+
+Exit status: 0 healthy, 1 the broker will start after recovery, with data loss or with warnings, 2 usage,
+4 the broker will not start.
+
+Examples:
+  kafkalog doctor /var/lib/kafka/data
+  kafkalog doctor /data1 /data2 --server-properties /etc/kafka/server.properties --json
+"""
+
+COLUMNS = ["severity", "kind", "partition", "offsets", "records", "bytes", "message"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("log_dirs", nargs="+", metavar="LOG_DIR", help="the broker's log.dirs, in configured order")
+    p.add_argument("--server-properties", metavar="FILE", help="broker config (node.id, index.interval.bytes ...)")
+    p.add_argument("--node-id", type=int, metavar="N", help="the configured node.id (default: --server-properties)")
+    p.add_argument("--scan-rate", type=positive_int, metavar="MIB_PER_S",
+                   help="recovery scan rate for the time estimate, in MiB/s (default: measured)")
+    p.add_argument("--no-format-check", action="store_true",
+                   help="do not look for message format v0/v1 batches (saves a scan of every batch header)")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="partitions planned N at a time in parallel processes (default: 1)")
+    p.add_argument("--now", type=int, metavar="MS", help="current time in epoch ms (producer expiration)")
+    p.add_argument("--json", action="store_true",
+                   help="JSON Lines: one doctorProblem per finding, then the doctorSummary (docs/json.md)")
+
+
+def _offsets(p) -> str | None:
+    if p.first_offset is not None and p.last_offset is not None:
+        return f"{p.first_offset}..{p.last_offset}"
+    if p.first_offset is not None:
+        return f"{p.first_offset}.."
+    if p.last_offset is not None and p.kind == "recovery":
+        return f"..{p.last_offset}"
+    return None
+
+
+def _show(text: str) -> str:
+    """A path or message for people: undecodable bytes of file names as ``\\xNN``."""
+    return os.fsencode(text).decode("utf-8", "backslashreplace")
+
+
+def _message(p) -> str:
+    return _show(f"{p.broker_message}: {p.message}" if p.broker_message else p.message)
+
+
+def _seconds(s: float) -> str:
+    return "under 0.1 s" if s < 0.1 else f"about {s:,.1f} s"
+
+
+def run(args: argparse.Namespace) -> int:
+    for d in args.log_dirs:
+        if not os.path.isdir(d):
+            print(f"kafkalog doctor: {d}: not a directory", file=sys.stderr)
+            return 2
+    resolver = ConfigResolver(args.server_properties, data_dirs=args.log_dirs)
+    now = args.now if args.now is not None else int(time.time() * 1000)
+    with progress(None, "planning recovery", unit_bytes=False) as bar:
+        diag = diagnose(args.log_dirs, now_ms=now, resolver=resolver, node_id=args.node_id,
+                        workers=args.workers or 1, progress=bar.advance,
+                        scan_rate=args.scan_rate * 1024 * 1024 if args.scan_rate else None,
+                        legacy=not args.no_format_check)
+    if args.json:
+        out = JsonLines()
+        for p in diag.problems:
+            out.write(p.to_dict())
+        out.write(diag.summary())
+        return diag.exit_code
+    print(_show(diag.headline()))
+    s = diag.summary()
+    if diag.bytes_to_scan:
+        rate = f"{human_size(diag.scan_rate)}/s, {diag.scan_rate_source}"
+        print(f"recovery scans {human_size(diag.bytes_to_scan)} in {diag.partitions_recovered} of {diag.partitions} "
+              f"partition(s): {_seconds(diag.estimate_seconds)} at {rate}")
+    if diag.problems:
+        print()
+        rows = [{"severity": p.severity, "kind": p.kind, "partition": _show(p.partition or p.path),
+                 "offsets": _offsets(p), "records": p.records, "bytes": p.bytes,
+                 "message": _message(p)} for p in diag.problems]
+        render_table(rows, COLUMNS, formats={"bytes": lambda b: "-" if b is None else human_size(b)})
+    c = s["counts"]
+    print(f"\ndoctor: {c['fatal']} fatal, {c['loss']} loss, {c['recovery']} recovery, {c['warning']} warning(s), "
+          f"{c['info']} info over {diag.partitions} partition(s) in {len(diag.log_dirs)} log dir(s)")
+    if diag.fatal:
+        print("the broker refuses to start on these dirs: run `kafkalog repair --dry-run` to see what repairs the "
+              "files it can", file=sys.stderr)
+    return diag.exit_code

@@ -256,7 +256,7 @@ class _Shard:
         group_id, tp = k["group"], (k["topic"], k["partition"])
         if v is not None:
             if group_id not in self.groups:
-                self._new(group_id, "classic")  # a "simple consumer group"
+                self._new(group_id, "classic").generation = 0  # a "simple consumer group"
             leader_epoch = v.get("leaderEpoch", -1)
             expire = v.get("expireTimestamp", -1)
             topic_id = v.get("topicId")

@@ -396,7 +396,7 @@ def replay_offsets_partition(log: PartitionLog, shard: _Shard | None = None) -> 
     shard = shard or _Shard(log.partition, str(log.path.parent))
     try:
         for seg, batch in log.iter_batches():
-            if hasattr(batch, "is_valid") and not batch.is_valid:
+            if not batch.is_valid():
                 return shard, (f"{seg.path}: byte {batch.position}: batch at offset {batch.base_offset} has a "
                                "CRC mismatch: groups read up to it")
             producer_id = getattr(batch, "producer_id", NO_PRODUCER_ID)

@@ -89,6 +89,7 @@ class Member:
     state: str | None = None
     subscribed_topics: list[str] | None = None
     rack_id: str | None = None
+    server_assignor: str | None = None
     _assigned_ids: list[tuple[str, list[int]]] = field(default_factory=list, repr=False)
 
 
@@ -336,18 +337,16 @@ class _Shard:
             m.client_id, m.client_host = v["clientId"], v["clientHost"]
             m.group_instance_id, m.rack_id = v.get("instanceId"), v.get("rackId")
             m.subscribed_topics = list(v.get("subscribedTopicNames") or [])
-            if v.get("serverAssignor"):
-                g.protocol = v["serverAssignor"]
+            m.server_assignor = v.get("serverAssignor")
             g.members[member_id] = m
         elif record_type == _CG_CURRENT:
             member_id = k["memberId"]
-            m = g.members.get(member_id)
+            current = g.members.get(member_id)
             if v is None:
-                if m is not None:
-                    m.member_epoch, m._assigned_ids = _LEAVE_GROUP_MEMBER_EPOCH, []
+                if current is not None:
+                    current.member_epoch, current._assigned_ids = _LEAVE_GROUP_MEMBER_EPOCH, []
                 return
-            if m is None:
-                m = g.members[member_id] = Member(member_id, "", "")
+            m = current if current is not None else g.members.setdefault(member_id, Member(member_id, "", ""))
             m.member_epoch = v["memberEpoch"]
             m.state = _MEMBER_STATES.get(v["state"], "Unknown")
             m._assigned_ids = [(uuid_to_kafka_str(t["topicId"]), list(t["partitions"]))
@@ -382,6 +381,9 @@ class _Shard:
         for group_id, g in self.groups.items():
             g.offsets = dict(self.offsets.get(group_id, {}))
             g.pending_transactional_offsets = sum(len(p.get(group_id, {})) for p in self.pending.values())
+            if g.type == "consumer":  # ConsumerGroup.preferredServerAssignor: the members' most common choice
+                assignors = [m.server_assignor for m in g.members.values() if m.server_assignor]
+                g.protocol = max(sorted(set(assignors)), key=assignors.count) if assignors else None
             for m in g.members.values():
                 if m._assigned_ids:
                     m.assignment = [(topic_names.get(tid, tid), p) for tid, parts in m._assigned_ids for p in parts]

@@ -92,8 +92,7 @@ def _dash(v) -> str:
 
 @pytest.fixture(scope="module")
 def scenario(kafka_version: str, module_broker_factory) -> dict:
-    from confluent_kafka import Producer
-    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka import ConsumerGroupTopicPartitions, Producer
     from confluent_kafka import TopicPartition as TP
     from confluent_kafka.admin import AdminClient
     from kafka import TopicPartition as KTP

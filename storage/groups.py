@@ -26,7 +26,7 @@ log end offset, or the log end offset without an entry (``logEndOffsetSource`` s
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -391,13 +391,16 @@ class _Shard:
         return out
 
 
-def replay_offsets_partition(log: PartitionLog, shard: _Shard | None = None) -> tuple[_Shard, str | None]:
+def replay_offsets_partition(log: PartitionLog, shard: _Shard | None = None,
+                             advance: Callable[[int], None] | None = None) -> tuple[_Shard, str | None]:
     """Replay one ``__consumer_offsets`` partition from its first batch to its log end. Returns the state and
     an error (file, byte position, reason) if a batch could not be read: the state is then as of the batches
-    before it (where the broker's recovery would truncate the log)."""
+    before it (where the broker's recovery would truncate the log). ``advance(n)`` is told the bytes read."""
     shard = shard or _Shard(log.partition, str(log.path.parent))
     try:
         for seg, batch in log.iter_batches():
+            if advance is not None:
+                advance(batch.size)
             if not batch.is_valid():
                 return shard, (f"{seg.path}: byte {batch.position}: batch at offset {batch.base_offset} has a "
                                "CRC mismatch: groups read up to it")
@@ -423,11 +426,13 @@ def replay_offsets_partition(log: PartitionLog, shard: _Shard | None = None) -> 
 # ---------------------------------------------------------------------------------------------- the library
 
 
-def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = None) -> GroupsReport:
+def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = None,
+                progress: Any = None) -> GroupsReport:
     """``kafkalog groups``: every group of the live ``__consumer_offsets`` partitions found in ``log_dirs``
     (data dirs of one broker, or partition dirs), with its members and latest committed offsets, and the lag
-    against the partitions present in the same dirs. ``group`` keeps that group only. Raises KafkaLogError
-    for a path that is neither a data dir nor a partition dir."""
+    against the partitions present in the same dirs. ``group`` keeps that group only. ``progress`` (optional,
+    :func:`kafkalog.tools.output.progress`'s bar) gets ``update(total=bytes)`` then ``advance(bytes)``. Raises
+    KafkaLogError for a path that is neither a data dir nor a partition dir."""
     from .logdir import classify_path
 
     dirs: list[DataDir] = []
@@ -465,8 +470,10 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
         groups: list[Group] = []
         errors: list[str] = []
         notes: list[str] = []
+        if progress is not None:
+            progress.update(total=sum(lg.size for lg in offsets_logs))
         for log in sorted(offsets_logs, key=lambda lg: lg.partition):
-            shard, err = replay_offsets_partition(log)
+            shard, err = replay_offsets_partition(log, advance=None if progress is None else progress.advance)
             if err:
                 errors.append(err)
             notes.extend(f"{log.path.name}: {n}" for n in shard.notes)

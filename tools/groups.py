@@ -9,7 +9,7 @@ from typing import IO
 
 from kafkalog.storage.groups import GroupsReport, load_groups
 
-from .output import JsonLines, add_epoch_argument, render_table, time_format
+from .output import JsonLines, add_epoch_argument, progress, render_table, time_format
 
 DESCRIPTION = """\
 Consumer groups and their committed offsets, read from the __consumer_offsets partitions of Kafka data
@@ -58,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    report = load_groups(args.paths, group=args.group)
+    with progress(None, "groups") as bar:
+        report = load_groups(args.paths, group=args.group, progress=bar)
     if args.json:
         out = JsonLines(sys.stdout)
         for g in report.groups:

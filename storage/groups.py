@@ -397,8 +397,10 @@ def replay_offsets_partition(log: PartitionLog, shard: _Shard | None = None,
     an error (file, byte position, reason) if a batch could not be read: the state is then as of the batches
     before it (where the broker's recovery would truncate the log). ``advance(n)`` is told the bytes read."""
     shard = shard or _Shard(log.partition, str(log.path.parent))
+    ends: dict[Path, int] = {}
     try:
         for seg, batch in log.iter_batches():
+            ends[seg.path] = batch.position + batch.size
             if advance is not None:
                 advance(batch.size)
             if not batch.is_valid():
@@ -420,6 +422,11 @@ def replay_offsets_partition(log: PartitionLog, shard: _Shard | None = None,
                                    "groups read up to it")
     except KafkaLogError as e:
         return shard, f"{e}: groups read up to it"
+    for seg in log.segments:  # a torn tail (a crash mid-write): the broker's recovery truncates it, so do we
+        end = ends.get(seg.path, 0)
+        if seg.size > end:
+            shard.notes.append(f"{seg.path.name}: {seg.size - end} bytes at the end (from byte {end}) are not a "
+                               "complete batch (a torn write): ignored, as the broker's recovery truncates them")
     return shard, None
 
 

@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         print_report(report, sys.stdout, members=args.members, state=args.state, offsets_only=args.offsets,
                      epoch=args.epoch)
     sys.stdout.flush()
+    for n in report.notes:
+        print(f"kafkalog groups: note: {n}", file=sys.stderr)
     for e in report.errors:
         print(f"kafkalog groups: error: {e}", file=sys.stderr)
     if not report.partitions:

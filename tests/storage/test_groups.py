@@ -332,3 +332,17 @@ def test_cli_json_of_a_stable_group_validates(tmp_path: Path):
     jsonschema.validate(obj, schema)
     assert obj["state"] == "Stable" and obj["offsets"][0]["consumerId"] == "m1"
     shutil.rmtree(d)
+
+
+def test_torn_tail_is_noted_and_ignored_as_recovery_would(tmp_path: Path):
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft-killed" / "data", data)
+    seg = data / "__consumer_offsets-3" / "00000000000000000000.log"
+    with open(seg, "r+b") as f:
+        f.truncate(700)  # inside the last batch (the group's empty GroupMetadata after the member left)
+    r = load_groups([data])
+    assert r.errors == [] and "65 bytes at the end (from byte 635)" in r.notes[0]
+    (g,) = r.groups
+    assert g.state == "Stable" and offsets_of(g) == {("killed", 0): 50, ("killed", 1): 50}
+    rc, out, err = run_cli(["groups", "--offsets", str(data)])
+    assert rc == 0 and "note:" in err and "rdkafka-" in out

@@ -12,7 +12,8 @@ that cover what the coordinator's load must get right:
   partitions again in an aborted transaction: the committed values stay;
 * ``g-active``: a classic member still in the group (Stable) when the broker stops: its consumer id, host and
   client id are on its rows;
-* 4.x: ``g-kip848``: a KIP-848 (``group.protocol=consumer``) consumer that commits and leaves.
+* 4.x: ``g-kip848``: a KIP-848 (``group.protocol=consumer``) consumer that commits and leaves, and
+  ``g-kip848-active``: one still in its (Stable) group when the broker stops.
 
 Kafka's ``ConsumerGroupCommand --describe --all-groups`` (and ``--state``) runs against the live broker; the
 broker is stopped cleanly and ``kafkalog groups`` (the library and the CLI's JSON) must give the same rows:
@@ -138,21 +139,32 @@ def scenario(kafka_version: str, module_broker_factory) -> dict:
         consume(bs, PAYMENTS, client="confluent", count=20, group_id="g-kip848", commit=True,
                 group_protocol="consumer", idle=2)
 
-    # a member still in its classic group when the broker stops
-    active = _confluent(bs, "g-active", **{"client.id": "active-client"})
-    active.subscribe([ORDERS])
-    got, deadline = 0, time.monotonic() + 30
-    while got < 30 and time.monotonic() < deadline:
-        m = active.poll(0.3)
-        got += m is not None and not m.error()
-    active.commit(asynchronous=False)
+    # members still in their groups when the broker stops: classic, and (4.x) KIP-848
+    actives = [_confluent(bs, "g-active", **{"client.id": "active-client"})]
+    if four:
+        actives.append(_confluent(bs, "g-kip848-active", **{"client.id": "active-848", "group.protocol": "consumer"}))
+    for active in actives:
+        active.subscribe([ORDERS])
+    for active in actives:
+        got, deadline = 0, time.monotonic() + 30
+        while got < 30 and time.monotonic() < deadline:
+            m = active.poll(0.3)
+            got += m is not None and not m.error()
+        active.commit(asynchronous=False)
+    if four:  # until the KIP-848 member has reconciled its assignment (the group is Stable)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            d = admin.describe_consumer_groups(["g-kip848-active"])["g-kip848-active"].result(10)
+            if str(d.state).endswith("STABLE"):
+                break
+            actives[1].poll(0.2)
 
     describe = run_tool(kafka_version, TOOL, ["--bootstrap-server", bs, "--describe", "--all-groups"], timeout=120)
     state = run_tool(kafka_version, TOOL, ["--bootstrap-server", bs, "--describe", "--all-groups", "--state"],
                      timeout=120)
     broker.stop()
-    closer = threading.Thread(target=active.close, daemon=True)  # the broker is gone: do not wait for it
-    closer.start()
+    for active in actives:  # the broker is gone: do not wait for them
+        threading.Thread(target=active.close, daemon=True).start()
     return {"version": kafka_version, "four": four, "data": Path(broker.data_dir), "describe": describe,
             "state": state}
 
@@ -173,7 +185,10 @@ def test_same_rows_as_kafka_consumer_groups_describe(scenario):
     assert {"g-partial", "g-python", "g-simple", "g-offsets-deleted", "g-txn", "g-active"} <= groups
     assert "g-deleted" not in groups
     assert not any(r[0] == "g-offsets-deleted" and r[1] == PAYMENTS for r in want)
-    assert (scenario["four"]) == ("g-kip848" in groups)
+    assert scenario["four"] == ("g-kip848" in groups) == ("g-kip848-active" in groups)
+    if scenario["four"]:  # the KIP-848 member's rows: its assignment (topic ids resolved) and identity
+        assert {r[6:] for r in want if r[0] == "g-kip848-active"} == {
+            (next(r[6] for r in want if r[0] == "g-kip848-active"), "/127.0.0.1", "active-848")}
 
 
 def test_same_states_and_member_counts(scenario):
@@ -185,6 +200,8 @@ def test_same_states_and_member_counts(scenario):
                         len(g.members)) for g in report.groups}
     assert got == want
     assert want["g-active"] == ("range", "Stable", 1)
+    if scenario["four"]:
+        assert want["g-kip848-active"][1:] == ("Stable", 1)
     assert "g-deleted" not in got
 
 

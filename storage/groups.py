@@ -15,7 +15,10 @@ Each ``__consumer_offsets-N`` partition is replayed in offset order as Kafka's g
 * classic groups (``GroupMetadataValue``) load as ``Empty`` without members, ``Stable`` with members; consumer
   groups (KIP-848 records) get Kafka's computed state (Empty / Assigning / Reconciling / Stable).
 
-Offsets of a group that no longer exists are invisible, as on the broker (``OffsetFetch`` of an unknown group).
+Offsets of a group that no longer exists are invisible, as on a 4.x broker (``OffsetFetch`` of an unknown group;
+3.x ``loadGroupsAndOffsets`` would recreate such a group as Empty: only reachable when a group tombstone is not
+preceded by its offsets' tombstones, which neither release writes). A batch that fails its CRC or cannot be
+decoded ends the replay of its partition (an error: the groups as read up to it); a torn tail is a note.
 
 Lag = the partition's end offset minus the committed offset, for partitions present (live) in the same data
 dirs. The end offset is what ``kafka-consumer-groups.sh`` shows as LOG-END-OFFSET: ``ListOffsets(latest)``

@@ -58,6 +58,8 @@ def record_type(command: str, obj: dict, argv: list[str]) -> str:
         return "finding"
     if command == "describe":
         return "partition"
+    if command == "groups":
+        return "group"
     if command == "dump":
         if "kind" in obj:
             return "dumpEntry"
@@ -162,6 +164,7 @@ def outputs(tmp_path_factory) -> Outputs:
         o.json(["describe", "--json", "--segments", str(data)])
         o.json(["dump", "--json", "--deep", *_files(data)])
         o.json(["topic-id", "--json", str(data)])
+        o.json(["groups", "--json", str(data)])
         o.json(["export", str(data), "--out", "-", "--json"])
         o.json(["export", str(data), "--out", "-", "--json"], stream="err")
         o.json(["export", str(data), "--out", "-", "--print-control-records"])

@@ -11,8 +11,15 @@ from typing import IO, Any
 
 from kafkalog.storage.transactions import BOOTSTRAP_PLACEHOLDER, TransactionReport, find_transactions
 
-from .output import JsonLines, add_epoch_argument, add_topics_argument, non_negative_int, progress, render_table, \
-    time_format
+from .output import (
+    JsonLines,
+    add_epoch_argument,
+    add_topics_argument,
+    non_negative_int,
+    progress,
+    render_table,
+    time_format,
+)
 
 DESCRIPTION = """\
 List the open transactions of Kafka data dirs without a broker, and which of them hang: the offline

@@ -123,8 +123,8 @@ def _first_timestamp(log: PartitionLog, producer_id: int, first_offset: int) -> 
         return None
     try:
         for _seg, b in log.iter_batches(first_offset):
-            if b.base_offset == first_offset and b.producer_id == producer_id:
-                return b.max_timestamp if b.timestamp_type == 1 else b.base_timestamp
+            if b.base_offset == first_offset and b.magic >= 2 and b.producer_id == producer_id:
+                return b.max_timestamp if b.timestamp_type == 1 else b.base_timestamp  # type: ignore[union-attr]
             if b.base_offset >= first_offset:
                 return None
     except KafkaLogError:

@@ -166,7 +166,8 @@ def open_transactions(log: PartitionLog, now_ms: int,
             "lastStableOffset": lso,
             "blocksLso": pins,
             # the cleaner's firstUncleanableDirtyOffset is min(LSO, active segment base): segments above the
-            # transaction's start that are not active stay dirty until it ends
+            # transaction's start that are not active stay dirty until it ends (on a compacted topic; whether the
+            # topic is compacted is not looked up: it takes the cluster metadata)
             "blocksCleaner": pins and active is not None and first < active.base_offset,
         })
     return out
@@ -212,16 +213,29 @@ def _judge(txn: dict[str, Any], topic: str, partition: int, by_pid: dict[int, Co
 
 
 def _partition_logs(paths: Iterable[str | os.PathLike]) -> Iterator[PartitionLog | dict[str, Any]]:
-    """Live partition logs of the data dirs / partition dirs in ``paths`` (the metadata log excluded); a path
-    that cannot be read gives an error dict."""
+    """Live partition logs of the data dirs / partition dirs in ``paths`` (the metadata log excluded; a partition
+    named twice once); a path that cannot be read gives an error dict."""
+    seen: set[Path] = set()
+
+    def first(log: PartitionLog) -> bool:
+        key = log.path.resolve()
+        if key in seen:
+            log.close()
+            return False
+        seen.add(key)
+        return True
+
     for raw in paths:
         p = Path(raw)
         kind = classify_path(p) if p.is_dir() else "file"
         if kind == "partition":
             try:
-                yield open_partition_log(p)
+                log = open_partition_log(p)
             except KafkaLogError as e:
                 yield {"dataDir": str(p.parent), "dir": p.name, "error": str(e)}
+                continue
+            if first(log):
+                yield log
             continue
         if kind != "dataDir":
             yield {"dataDir": str(p.parent), "dir": p.name, "error": f"{p}: not a data dir or partition dir"}
@@ -232,7 +246,7 @@ def _partition_logs(paths: Iterable[str | os.PathLike]) -> Iterator[PartitionLog
             yield {"dataDir": str(p), "dir": None, "error": str(e)}
             continue
         for log in ddir.partitions(include_metadata=False):
-            if log.dir_kind == "live":
+            if log.dir_kind == "live" and first(log):
                 yield log
 
 
@@ -286,7 +300,9 @@ def find_transactions(paths: Iterable[str | os.PathLike], *, now_ms: int | None 
             try:
                 txns = open_transactions(log, now, expiration_ms)
             except KafkaLogError as e:
-                report.errors.append({"dataDir": str(log.path.parent), "dir": log.path.name, "error": str(e)})
+                report.errors.append({"dataDir": str(log.path.parent), "dir": log.path.name, "error": (
+                    f"{e} (the broker's recovery truncates a corrupt log: `kafkalog repair --dry-run "
+                    f"{log.path.parent}` shows what it would keep)")})
                 txns = []
             for t in txns:
                 _judge(t, log.topic, log.partition, by_pid, report.coordinator_complete, bool(seen))

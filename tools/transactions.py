@@ -46,7 +46,8 @@ minutes ago; offline nothing races, so every one is listed (DURATION is find-han
 
 The earliest open transaction of a partition is its first unstable offset: it pins the last stable
 offset (LSO: what read_committed consumers read up to) and the log cleaner's first uncleanable offset
-(BLOCKS: LSO, and CLEANER when finished segments above it stay dirty until it ends).
+(BLOCKS: LSO, and CLEANER when finished segments above it stay dirty until it ends: on a compacted
+topic, the cleaner cannot clean them).
 
 --json prints one object per open transaction (docs/schemas/openTransaction.schema.json): dataDir, dir,
 topic, partition, producerId, producerEpoch, coordinatorEpoch, firstOffset, lastOffset, firstTimestamp,

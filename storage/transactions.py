@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .decoders.transaction_state import TRANSACTION_STATES, parse_transaction_key, parse_transaction_value
+from .engine.parallel import run_partition_tasks
 from .errors import KafkaLogError
 from .log import PartitionLog
 from .logdir import DataDir, check_topics, classify_path, open_partition_log
@@ -37,6 +38,7 @@ __all__ = ["TRANSACTION_STATE_TOPIC", "CoordinatorTxn", "TransactionReport", "ab
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 METADATA_TOPIC = "__cluster_metadata"
 BOOTSTRAP_PLACEHOLDER = "BOOTSTRAP"
+PARALLEL_FROM = 64  # partitions: below, a process pool costs more than it saves
 
 
 @dataclass
@@ -250,10 +252,25 @@ def _partition_logs(paths: Iterable[str | os.PathLike]) -> Iterator[PartitionLog
                 yield log
 
 
+def _partition_task(task: tuple) -> tuple[list[dict[str, Any]], str | None]:
+    """One partition's open transactions (in a worker process): ``(transactions, error)``."""
+    path, log_start, recovery, hw, clean, now, expiration_ms = task
+    try:
+        with PartitionLog(path, log_start_offset_checkpoint=log_start, recovery_point=recovery, high_watermark=hw,
+                          clean_point=clean) as log:
+            return open_transactions(log, now, expiration_ms), None
+    except KafkaLogError as e:
+        return [], (f"{e} (the broker's recovery truncates a corrupt log: `kafkalog repair --dry-run "
+                    f"{Path(path).parent}` shows what it would keep)")
+    except OSError as e:
+        return [], f"{e.filename or path}: {e.strerror or e}"
+
+
 def find_transactions(paths: Iterable[str | os.PathLike], *, now_ms: int | None = None,
                       expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                       transaction_state_partitions: int | None = None, topics: set[str] | None = None,
-                      bootstrap: str = BOOTSTRAP_PLACEHOLDER, on_total=None, on_advance=None) -> TransactionReport:
+                      bootstrap: str = BOOTSTRAP_PLACEHOLDER, workers: int | None = None, on_total=None,
+                      on_advance=None) -> TransactionReport:
     """``kafkalog transactions``: every open transaction of the partitions in ``paths`` (data dirs or partition
     dirs), joined with the coordinator state of the ``__transaction_state`` partitions among them.
 
@@ -262,7 +279,8 @@ def find_transactions(paths: Iterable[str | os.PathLike], *, now_ms: int | None 
     all of them when they are numbered 0..N-1 without a gap); when some are missing, an open transaction
     whose producer id is in none of those found is ``"unknown"`` rather than hanging. ``topics``: only these
     topics' partitions (a topic with no partition there is an error). ``on_total(n)`` is called once with the
-    number of partitions, ``on_advance(1)`` after each."""
+    number of partitions, ``on_advance(n)`` as they are done. ``workers``: processes reading partitions at once
+    (default: the CPU count from 64 partitions on, else 1)."""
     paths = list(paths)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     report = TransactionReport()
@@ -291,27 +309,26 @@ def find_transactions(paths: Iterable[str | os.PathLike], *, now_ms: int | None 
         else:
             report.coordinator_complete = bool(seen) and seen == set(range(max(seen) + 1))
         by_pid = {c.producer_id: c for c in report.coordinator.values() if c.state != "Dead"}
-        for log in logs:
-            if log.topic == TRANSACTION_STATE_TOPIC or (topics is not None and log.topic not in topics):
-                if on_advance is not None:
-                    on_advance(1)
-                continue
-            report.partitions_scanned += 1
-            try:
-                txns = open_transactions(log, now, expiration_ms)
-            except KafkaLogError as e:
-                report.errors.append({"dataDir": str(log.path.parent), "dir": log.path.name, "error": (
-                    f"{e} (the broker's recovery truncates a corrupt log: `kafkalog repair --dry-run "
-                    f"{log.path.parent}` shows what it would keep)")})
-                txns = []
+        data_logs = [log for log in logs if log.topic != TRANSACTION_STATE_TOPIC
+                     and (topics is not None and log.topic in topics or topics is None)]
+        if on_advance is not None and len(logs) > len(data_logs):
+            on_advance(len(logs) - len(data_logs))
+        tasks = [(str(log.path), log.log_start_offset_checkpoint, log.recovery_point, log.high_watermark_checkpoint,
+                  log.clean_point, now, expiration_ms) for log in data_logs]
+        for log in data_logs:  # the workers open their own
+            log.close()
+        n = workers if workers is not None else (os.cpu_count() or 1) if len(tasks) >= PARALLEL_FROM else 1
+        results = run_partition_tasks(_partition_task, tasks, workers=n, threads=1, progress=on_advance)
+        report.partitions_scanned = len(data_logs)
+        for log, (txns, error) in zip(data_logs, results, strict=True):
+            if error is not None:
+                report.errors.append({"dataDir": str(log.path.parent), "dir": log.path.name, "error": error})
             for t in txns:
                 _judge(t, log.topic, log.partition, by_pid, report.coordinator_complete, bool(seen))
                 report.transactions.append({
                     "dataDir": str(log.path.parent), "dir": log.path.name, "topic": log.topic,
                     "partition": log.partition, **t,
                     "abortCommand": abort_command(log.topic, log.partition, t["firstOffset"], bootstrap)})
-            if on_advance is not None:
-                on_advance(1)
     finally:
         for log in logs:
             log.close()

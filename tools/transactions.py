@@ -16,6 +16,7 @@ from .output import (
     add_epoch_argument,
     add_topics_argument,
     non_negative_int,
+    positive_int,
     progress,
     render_table,
     time_format,
@@ -72,6 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="transaction.state.log.num.partitions (default: the __transaction_state partitions "
                         "found, if numbered 0..N-1 without a gap)")
     add_topics_argument(parser)
+    parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                        help="partitions read in parallel by N processes (default: the number of CPUs when there are "
+                        "many partitions)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_epoch_argument(parser)
 
@@ -159,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     now = args.now if args.now is not None else int(time.time() * 1000)
     with progress(None, "transactions", enabled=False if args.no_progress else None, unit_bytes=False) as bar:
         report = find_transactions(args.paths, now_ms=now, transaction_state_partitions=args.transaction_state_partitions,
-                                   topics=args.topics, bootstrap=args.bootstrap_server,
+                                   topics=args.topics, bootstrap=args.bootstrap_server, workers=args.workers,
                                    on_total=lambda n: bar.update(total=n), on_advance=bar.advance)
     txns = [t for t in report.transactions if not args.hanging or t["hanging"] is not False]
     if args.json:

@@ -108,6 +108,16 @@ def test_hanging_unknown_producer_and_unlisted_partition(killed_copy: Path, tmp_
     assert [x["dir"] for x in lines] == ["killed-0", "killed-1"]
 
 
+def test_workers_give_the_same_report(killed_copy: Path, tmp_path: Path) -> None:
+    _append(killed_copy, "killed-1", tmp_path, {"producerId": 999, "producerEpoch": 0, "baseSequence": 0,
+                                                "isTransactional": True, "records": [{"key": None, "value": None}]})
+    done: list[int] = []
+    one = find_transactions([killed_copy], now_ms=NOW, workers=1)
+    two = find_transactions([killed_copy], now_ms=NOW, workers=2, on_total=done.append, on_advance=done.append)
+    assert one.transactions == two.transactions and len(two.transactions) == 2
+    assert done[0] == 13 and sum(done[1:]) == 13  # 8 data partitions + 5 __transaction_state
+
+
 def test_missing_coordinator_partitions(killed_copy: Path, tmp_path: Path) -> None:
     """A __transaction_state partition missing (on another broker): a producer id found nowhere is unknown;
     --transaction-state-partitions says how many there are."""

@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("export", "export records (all fields) of data dirs/partitions as JSON Lines or Parquet"),
     "import": ("import_", "import records exported by `kafkalog export` (JSON Lines or Parquet) into a data dir, offsets kept"),
     "groups": ("groups", "consumer groups, committed offsets and lag from __consumer_offsets (like kafka-consumer-groups --describe)"),
+    "transactions": ("transactions", "open and hanging transactions per partition, with the kafka-transactions.sh abort commands"),
     "diff": ("diff", "compare two data dirs, partitions or segments (files, batches or records)"),
     "spark": ("spark_cli", "run verify / export / convert / compact on Spark, distributed per partition (local[*] by default)"),
     "conformance": ("conformance", "run the differential scenarios against a real Apache Kafka broker and print pass/fail"),

@@ -76,6 +76,8 @@ def record_type(command: str, obj: dict, argv: list[str]) -> str:
         return "diffSummary" if "summary" in obj else "difference"
     if command == "conformance":
         return "conformanceScenario"
+    if command == "transactions":
+        return "openTransaction"
     if command == "convert" and "--audit" in argv:
         return "convertAudit"
     if command in PLAN_COMMANDS:
@@ -165,6 +167,7 @@ def outputs(tmp_path_factory) -> Outputs:
         o.json(["dump", "--json", "--deep", *_files(data)])
         o.json(["topic-id", "--json", str(data)])
         o.json(["groups", "--json", str(data)])
+        o.json(["transactions", "--json", str(data)], allow_empty=not fx.endswith("killed"))
         o.json(["export", str(data), "--out", "-", "--json"])
         o.json(["export", str(data), "--out", "-", "--json"], stream="err")
         o.json(["export", str(data), "--out", "-", "--print-control-records"])

@@ -295,12 +295,13 @@ def apply(plan: Plan, *, backup: bool = True, backup_root: str | os.PathLike | N
             except LockedError as e:
                 raise LockedError(f"nothing was changed: {e.reason}; stop the broker first", e.path) from None
         _check_fresh(changing)
+        roots = {d.path: Path(backup_root) / Path(d.path).name if backup_root else
+                 Backup.default_root(d.path, plan.operation) for d in changing} if backup else {}
+        _check_writable(changing, list(roots.values()))
         for d in changing:
             bk = None
             if backup:
-                root = Path(backup_root) / Path(d.path).name if backup_root else \
-                    Backup.default_root(d.path, plan.operation)
-                bk = Backup(root, d.path)
+                bk = Backup(roots[d.path], d.path)
             for op in d.pre_ops:
                 out.traces.append(op.done_trace(_run(op, None)))
             tasks = [(p, bk) for p in d.partitions if p.changes]
@@ -344,6 +345,64 @@ def _check_fresh(dirs: list[DataDirPlan]) -> None:
     if changed:
         more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
         raise PlanError(f"nothing was changed: {changed[0]}{more} changed since the plan was made; plan again")
+
+
+def _writable(path: Path, *, file: bool = False) -> bool:
+    """May this process change ``path`` (a file changed in place with ``file``; otherwise the dir in which entries
+    are created, renamed and removed: its nearest existing ancestor for a dir still to be created)? Asked of the
+    kernel with the effective ids and capabilities (root without CAP_DAC_OVERRIDE is refused like anyone)."""
+    if not file:
+        while not path.exists() and path != path.parent:
+            path = path.parent
+    mode = os.W_OK if file else os.W_OK | os.X_OK
+    if os.access in os.supports_effective_ids:
+        return os.access(path, mode, effective_ids=True)
+    return os.access(path, mode)
+
+
+def require_writable(dirs: list[Path] = (), files: list[Path] = (), *, what: str = "") -> None:  # type: ignore[assignment]
+    """Refuse (nothing changed yet) when a dir to create entries in or a file to change in place cannot be
+    written by this process: the check :func:`apply` makes for plans, for writers that are not plans (``append``,
+    ``import``)."""
+    denied = [str(d) for d in dirs if not _writable(Path(d))] + \
+        [str(f) for f in files if Path(f).exists() and not _writable(Path(f), file=True)]
+    if denied:
+        more = f" (and {len(denied) - 1} more)" if len(denied) > 1 else ""
+        raise LogDirError(f"{what + ': ' if what else ''}cannot be written (permission denied); nothing was changed"
+                          f"{more}; run as the user that owns the data dir", denied[0])
+
+
+def _check_writable(dirs: list[DataDirPlan], backup_roots: list[Path]) -> None:
+    """Every dir the plan creates, renames or removes entries in, every file it changes in place and every backup
+    folder can be written: otherwise nothing is changed (a failed first write in one partition after others were
+    already changed is what this prevents)."""
+    denied: list[str] = []
+    seen: set[tuple[str, bool]] = set()
+
+    def need(path: str | os.PathLike, file: bool = False) -> None:
+        key = (str(path), file)
+        if key not in seen:
+            seen.add(key)
+            if not _writable(Path(path), file=file):
+                denied.append(str(path))
+
+    for d in dirs:
+        ops = [*d.pre_ops, *(op for p in d.partitions for op in p.ops), *d.ops]
+        for op in ops:
+            where = Path(op.path)
+            need(where if where.is_dir() else where.parent)  # an op on a whole partition dir writes inside it
+            target = getattr(op, "target", "")
+            if target:
+                need(Path(target).parent)
+            for original, in_place in op.originals():
+                if in_place and Path(original).exists():
+                    need(original, file=True)
+    for root in backup_roots:
+        need(root.parent)
+    if denied:
+        more = f" (and {len(denied) - 1} more)" if len(denied) > 1 else ""
+        raise PlanError(f"nothing was changed: {denied[0]}{more} cannot be written (permission denied); run as the "
+                        "user that owns the data dir")
 
 
 @contextlib.contextmanager

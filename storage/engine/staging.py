@@ -35,19 +35,31 @@ class _Existing:
                 self.saved[p.name] = p.read_bytes()
 
     def restore(self) -> None:
-        for p in self.dir.iterdir():
-            if p.name not in self.sizes and p.name not in self.saved and p.is_file():
-                p.unlink()
+        """Undo, best effort step by step (one step that fails does not stop the others: the segments are
+        truncated back even if a new file cannot be removed); the first error is raised at the end."""
+        errors: list[OSError] = []
+
+        def step(fn, *args) -> None:
+            try:
+                fn(*args)
+            except OSError as e:
+                errors.append(e)
+
         for name, size in self.sizes.items():
             p = self.dir / name
             if p.exists() and p.stat().st_size != size:
-                fileops.truncate(p, size)
+                step(fileops.truncate, p, size)
         for name, data in self.saved.items():
             p = self.dir / name
             if not p.exists() or p.read_bytes() != data:
-                fileops.write_in_place(p, data)  # in place: a full disk has no room for a copy
-                if p.stat().st_size > len(data):
-                    fileops.truncate(p, len(data))
+                step(fileops.write_in_place, p, data)  # in place: a full disk has no room for a copy
+                if p.exists() and p.stat().st_size > len(data):
+                    step(fileops.truncate, p, len(data))
+        for p in self.dir.iterdir():
+            if p.name not in self.sizes and p.name not in self.saved and p.is_file():
+                step(p.unlink)
+        if errors:
+            raise errors[0]
 
 
 class PartitionStaging:
@@ -67,9 +79,14 @@ class PartitionStaging:
             return self.staged[final]
         if final in self.existing:
             return final
+        from .plan import require_writable
+
         if final.exists():
+            # appended in place: the dir (new segments, indexes, snapshots) and its files must be writable
+            require_writable([final], [p for p in final.iterdir() if p.is_file()], what=final.name)
             self.existing[final] = _Existing(final)
             return final
+        require_writable([self.data_dir], what=final.name)  # staged beside it, then renamed into it
         tmp = final.with_name(f"{final.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         self.staged[final] = tmp
         return tmp

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
+from typing import Any
 
 IO_THREADS = 16  # partitions handled at once per process: their fsyncs are committed together (jbd2 group commit)
 
@@ -41,7 +42,7 @@ def run_partition_tasks(fn, tasks: list, *, workers: int = 1, threads: int = IO_
     return out
 
 
-def iter_partition_tasks(fn, tasks: list, *, workers: int = 1, ahead: int | None = None) -> Iterator:
+def iter_partition_tasks(fn, tasks: list, *, workers: int = 1, ahead: int | None = None) -> Generator[Any, None, None]:
     """``fn(t) for t in tasks``, yielded in task order, with ``workers`` processes running at most ``ahead``
     tasks (default ``2 * workers``) beyond the one the caller waits for: for results that must be consumed in
     order (written out) while what is in flight stays bounded. One task per process call (a task is a file or a

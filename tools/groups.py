@@ -57,11 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
                         help="__consumer_offsets partitions replayed by N processes at once (the same result; "
                         "default: the number of CPUs from 64 MiB of them on, else 1)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_epoch_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    with progress(None, "groups") as bar:
+    with progress(None, "groups", enabled=False if args.no_progress else None) as bar:
         report = load_groups(args.paths, group=args.group, progress=bar, workers=args.workers)
     if args.json:
         out = JsonLines(sys.stdout)

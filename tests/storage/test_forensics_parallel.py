@@ -14,6 +14,7 @@ import pytest
 
 from kafkalog.storage.engine.parallel import iter_partition_tasks, run_partition_tasks
 from kafkalog.storage.engine.salvage import salvage_bytes, salvage_jsonl
+from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.groups import load_groups
 from kafkalog.storage.records import iter_batches
 from kafkalog.tools.cli import main
@@ -183,3 +184,33 @@ def test_dump_salvage_progress_to_the_file_size(damaged: Path, monkeypatch):
     assert rc == 1 and "Skipped bytes" in out
     bar = rec.only()
     assert bar["total"] == seg.stat().st_size and sum(bar["advances"]) == bar["total"]
+
+
+def test_groups_workers_same_errors_on_a_damaged_partition(tmp_path: Path):
+    data = tmp_path / "data"
+    shutil.copytree(CLEAN, data)
+    seg = max(data.glob("__consumer_offsets-*/*.log"), key=lambda p: p.stat().st_size)
+    raw = bytearray(seg.read_bytes())
+    bs = list(iter_batches(bytes(raw)))
+    raw[bs[len(bs) // 2].position + 30] ^= 0xFF
+    seg.write_bytes(bytes(raw))
+    one, two = load_groups([data], workers=1), load_groups([data], workers=2)
+    assert one.errors and one.errors == two.errors and str(seg) in one.errors[0]
+    assert [g.to_json() for g in one.groups] == [g.to_json() for g in two.groups]
+
+
+def test_salvage_workers_an_unreadable_file_stops_both_alike(tmp_path: Path):
+    import os
+
+    shutil.copytree(CLEAN / "multi-segment-0", tmp_path / "multi-segment-0")
+    os.mkfifo(tmp_path / "odd.log")
+    shutil.copy(next((CLEAN / "codec-none-0").glob("*.log")), tmp_path / "zz-1.log")
+    paths = [tmp_path / "multi-segment-0", tmp_path / "odd.log", tmp_path / "zz-1.log"]
+    outs, errors = [], []
+    for workers in (1, 2):
+        out = io.StringIO()
+        with pytest.raises(KafkaLogError) as e:
+            salvage_jsonl(paths, out, workers=workers)
+        outs.append(out.getvalue())
+        errors.append((type(e.value), str(e.value)))
+    assert outs[0] and outs[0] == outs[1] and errors[0] == errors[1] and "FIFO" in errors[0][1]

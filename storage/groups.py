@@ -46,6 +46,7 @@ __all__ = ["OFFSETS_TOPIC", "CommittedOffset", "Group", "GroupsReport", "Member"
 
 OFFSETS_TOPIC = "__consumer_offsets"
 NO_PRODUCER_ID = -1
+PARALLEL_BYTES = 64 << 20  # from this much __consumer_offsets data on, partitions are replayed in parallel
 _ABORT, _COMMIT = 0, 1
 # ConsumerGroupMember.State (MemberState): 0 STABLE
 _MEMBER_STATES = {0: "Stable", 1: "UnrevokedPartitions", 2: "UnreleasedPartitions", 127: "Unknown"}
@@ -436,12 +437,21 @@ def replay_offsets_partition(log: PartitionLog, shard: _Shard | None = None,
 # ---------------------------------------------------------------------------------------------- the library
 
 
+def _replay_task(path: str) -> tuple[_Shard, str | None]:
+    """One partition's replay in a worker process (each partition is replayed on its own, in offset order: the
+    result does not depend on how many run at once)."""
+    with PartitionLog(Path(path)) as log:
+        return replay_offsets_partition(log)
+
+
 def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = None,
-                progress: Any = None) -> GroupsReport:
+                progress: Any = None, workers: int | None = None) -> GroupsReport:
     """``kafkalog groups``: every group of the live ``__consumer_offsets`` partitions found in ``log_dirs``
     (data dirs of one broker, or partition dirs), with its members and latest committed offsets, and the lag
     against the partitions present in the same dirs. ``group`` keeps that group only. ``progress`` (optional,
-    :func:`kafkalog.tools.output.progress`'s bar) gets ``update(total=bytes)`` then ``advance(bytes)``. Raises
+    :func:`kafkalog.tools.output.progress`'s bar) gets ``update(total=bytes)`` then ``advance(bytes)``.
+    ``workers``: processes replaying partitions at once (default: the CPU count from :data:`PARALLEL_BYTES` of
+    ``__consumer_offsets`` on, else 1); the report is the same for any number. Raises
     KafkaLogError for a path that is neither a data dir nor a partition dir."""
     from .logdir import classify_path
 
@@ -480,10 +490,22 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
         groups: list[Group] = []
         errors: list[str] = []
         notes: list[str] = []
+        ordered = sorted(offsets_logs, key=lambda lg: lg.partition)
+        sizes = [lg.size for lg in ordered]
         if progress is not None:
-            progress.update(total=sum(lg.size for lg in offsets_logs))
-        for log in sorted(offsets_logs, key=lambda lg: lg.partition):
-            shard, err = replay_offsets_partition(log, advance=None if progress is None else progress.advance)
+            progress.update(total=sum(sizes))
+        if workers is None:
+            workers = (os.cpu_count() or 1) if sum(sizes) >= PARALLEL_BYTES else 1
+        if workers <= 1:  # in this process: the bar advances batch by batch
+            results = [replay_offsets_partition(lg, advance=None if progress is None else progress.advance)
+                       for lg in ordered]
+        else:  # the workers open their own logs: only paths travel; the bar advances a partition's bytes at once
+            from .engine.parallel import run_partition_tasks
+
+            results = run_partition_tasks(_replay_task, [str(lg.path) for lg in ordered], workers=workers,
+                                          threads=1, progress=None if progress is None else progress.advance,
+                                          weights=sizes)
+        for log, (shard, err) in zip(ordered, results, strict=True):
             if err:
                 errors.append(err)
             notes.extend(f"{log.path.name}: {n}" for n in shard.notes)

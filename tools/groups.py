@@ -9,7 +9,7 @@ from typing import IO
 
 from kafkalog.storage.groups import GroupsReport, load_groups
 
-from .output import JsonLines, add_epoch_argument, progress, render_table, time_format
+from .output import JsonLines, add_epoch_argument, positive_int, progress, render_table, time_format
 
 DESCRIPTION = """\
 Consumer groups and their committed offsets, read from the __consumer_offsets partitions of Kafka data
@@ -54,12 +54,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     view.add_argument("--state", action="store_true", help="one line per group (like --describe --state)")
     view.add_argument("--offsets", action="store_true", help="only the offsets table (like --describe)")
     parser.add_argument("--json", action="store_true", help="print JSON Lines, one object per group")
+    parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                        help="__consumer_offsets partitions replayed by N processes at once (the same result; "
+                        "default: the number of CPUs from 64 MiB of them on, else 1)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_epoch_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    with progress(None, "groups") as bar:
-        report = load_groups(args.paths, group=args.group, progress=bar)
+    with progress(None, "groups", enabled=False if args.no_progress else None) as bar:
+        report = load_groups(args.paths, group=args.group, progress=bar, workers=args.workers)
     if args.json:
         out = JsonLines(sys.stdout)
         for g in report.groups:

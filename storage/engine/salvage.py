@@ -15,15 +15,17 @@ Memory is bounded by one batch: files are mmapped and rows produced batch by bat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import CorruptRecordError, LogDirError
+from ..errors import CorruptRecordError, KafkaLogError, LogDirError
 from ..files._io import map_regular
 from ..log import parse_topic_partition_name
 from ..logdir import classify_path, list_partition_dirs
@@ -147,38 +149,54 @@ def salvage_inputs(paths: Iterable[str | os.PathLike], report: SalvageReport | N
     window = _record_window(flt)
     seen_parts: set[tuple[str | None, str | None, int | None]] = set()
     for src in salvage_sources(paths, topics if topics is not None else flt.topics):
-        key = (str(src.path.parent) if src.topic is not None else str(src.path), src.topic, src.partition)
-        if key not in seen_parts:
-            seen_parts.add(key)
-            rep.partitions += 1
-        rep.files += 1
-        name = str(src.path)
-        mm, size = map_regular(name, CorruptRecordError)
-        prov = {"dataDir": None if src.data_dir is None else os.path.abspath(src.data_dir),
-                "file": os.path.abspath(name), "crcValid": True}
-        suspect_prov = {**prov, "crcValid": False}
-        try:
-            if size:
-                mv = memoryview(mm)
-                try:
-                    stats = SalvageStats()
-                    for x in salvage_scan(mv, path=name, max_batch_size=max_batch_size, stats=stats,
-                                          include_invalid=include_invalid):
-                        if isinstance(x, SkippedRange):
-                            if on_skipped is not None:
-                                on_skipped(x, src)
-                            b, x = x.batch, replace(x, batch=None)  # the report keeps no view into the mmap
-                            rep.skipped.append(x)
-                            if b is None:
-                                continue
-                            rep.invalid_batches += 1
-                            batch_prov = suspect_prov
-                        else:
-                            b = x
-                            batch_prov = prov
-                        del x
-                        if not _keeps(b, flt):
+        _count_source(rep, src, seen_parts)
+        yield from _salvage_file(src, rep, flt, window, on_skipped, progress, max_batch_size, include_invalid)
+
+
+def _count_source(rep: SalvageReport, src: SalvageSource, seen: set) -> None:
+    key = (str(src.path.parent) if src.topic is not None else str(src.path), src.topic, src.partition)
+    if key not in seen:
+        seen.add(key)
+        rep.partitions += 1
+    rep.files += 1
+
+
+def _salvage_file(src: SalvageSource, rep: SalvageReport, flt: ExportFilter, window, on_skipped, progress,
+                  max_batch_size: int | None, include_invalid: bool) -> Iterator[dict[str, Any]]:
+    """The rows of one file (see :func:`salvage_inputs`); ``progress(n)`` is told the bytes scanned as the scan
+    moves on."""
+    name = str(src.path)
+    mm, size = map_regular(name, CorruptRecordError)
+    prov = {"dataDir": None if src.data_dir is None else os.path.abspath(src.data_dir),
+            "file": os.path.abspath(name), "crcValid": True}
+    suspect_prov = {**prov, "crcValid": False}
+    done = 0
+    try:
+        if size:
+            mv = memoryview(mm)
+            try:
+                stats = SalvageStats()
+                for x in salvage_scan(mv, path=name, max_batch_size=max_batch_size, stats=stats,
+                                      include_invalid=include_invalid):
+                    if isinstance(x, SkippedRange):
+                        if on_skipped is not None:
+                            on_skipped(x, src)
+                        b, x = x.batch, replace(x, batch=None)  # the report keeps no view into the mmap
+                        rep.skipped.append(x)
+                        reached = x.end
+                        if b is None:
+                            if progress is not None:
+                                progress(reached - done)
+                            done = reached
                             continue
+                        rep.invalid_batches += 1
+                        batch_prov = suspect_prov
+                    else:
+                        b = x
+                        batch_prov = prov
+                        reached = b.position + b.size
+                    del x
+                    if _keeps(b, flt):
                         magic = b.magic
                         head = (src.topic, src.partition, b.timestamp_type, b.partition_leader_epoch,
                                 b.producer_id, b.producer_epoch, b.base_sequence,
@@ -192,21 +210,24 @@ def salvage_inputs(paths: Iterable[str | os.PathLike], report: SalvageReport | N
                                 yield row
                         rep.batches += 1 if n else 0
                         rep.records += n
-                        del b
-                finally:
-                    try:
-                        mv.release()
-                    except BufferError:  # a view still referenced (a traceback); collected with the mmap
-                        pass
-        finally:
-            rep.bytes_scanned += size
-            if size:
+                    del b
+                    if progress is not None:
+                        progress(reached - done)
+                    done = reached
+            finally:
                 try:
-                    mm.close()
-                except BufferError:
+                    mv.release()
+                except BufferError:  # a view still referenced (a traceback); collected with the mmap
                     pass
-            if progress is not None:
-                progress(size)
+    finally:
+        rep.bytes_scanned += size
+        if size:
+            try:
+                mm.close()
+            except BufferError:
+                pass
+        if progress is not None:
+            progress(size - done)
 
 
 def describe_skipped(s: SkippedRange, src: SalvageSource | None = None) -> dict[str, Any]:
@@ -223,9 +244,17 @@ def describe_skipped(s: SkippedRange, src: SalvageSource | None = None) -> dict[
 def salvage_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.PathLike,
                   flt: ExportFilter | None = None, *, topics: Collection[str] | None = None,
                   on_skipped: Callable[[SkippedRange, SalvageSource], None] | None = None,
-                  progress: Callable[[int], None] | None = None, include_invalid: bool = False) -> SalvageReport:
+                  progress: Callable[[int], None] | None = None, include_invalid: bool = False,
+                  workers: int = 1) -> SalvageReport:
     """Write every salvaged record as one JSON object per line to ``out`` (a path, ``-`` for stdout, or a text
-    stream): the ``kafkalog export`` row plus ``dataDir``, ``file``, ``crcValid``."""
+    stream): the ``kafkalog export`` row plus ``dataDir``, ``file``, ``crcValid``.
+
+    ``workers > 1``: files are scanned by that many processes, each writing its file's lines to a spool file
+    (next to ``out`` when it is a path, else in the temporary dir); the spools are copied to ``out`` in file order
+    and deleted, at most ``2 x workers`` of them ahead of the one being copied. The output, the report and the
+    order of the ``on_skipped`` calls are those of ``workers=1`` (a file's ranges are reported when its turn
+    comes); ``progress`` then advances a file at a time. One file is always scanned by one process (resynchronising
+    after damage is sequential)."""
     rep = SalvageReport()
     close = False
     if isinstance(out, (str, os.PathLike)):
@@ -237,16 +266,81 @@ def salvage_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.Pa
             rep.outputs.append(str(out))
     else:
         stream = out
-    dumps = json.JSONEncoder(separators=(",", ":")).encode
     try:
-        for row in salvage_inputs(paths, rep, flt, topics=topics, on_skipped=on_skipped, progress=progress,
-                                  include_invalid=include_invalid):
-            stream.write(dumps(row_to_json(row)))
-            stream.write("\n")
+        if workers <= 1:
+            _write_rows(salvage_inputs(paths, rep, flt, topics=topics, on_skipped=on_skipped, progress=progress,
+                                       include_invalid=include_invalid), stream)
+        else:
+            _salvage_parallel(paths, rep, stream, flt, topics, on_skipped, progress, include_invalid, workers,
+                              None if close is False else os.path.dirname(os.path.abspath(str(out))))
     finally:
         if close:
             stream.close()
     return rep
+
+
+def _write_rows(rows: Iterable[dict[str, Any]], stream: IO[str]) -> None:
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    for row in rows:
+        stream.write(dumps(row_to_json(row)))
+        stream.write("\n")
+
+
+def _salvage_parallel(paths, rep: SalvageReport, stream: IO[str], flt: ExportFilter | None, topics, on_skipped,
+                      progress, include_invalid: bool, workers: int, spool_dir: str | None) -> None:
+    import tempfile
+
+    from .parallel import iter_partition_tasks
+
+    flt = flt or ExportFilter(include_control=True)
+    if flt.offset_spec is not None or flt.read_committed:
+        raise CorruptRecordError("salvage reads only the .log bytes: no offset spec (-o) or --read-committed")
+    sources = salvage_sources(paths, topics if topics is not None else flt.topics)
+    with tempfile.TemporaryDirectory(prefix=".kafkalog-salvage-", dir=spool_dir) as tmp:
+        tasks = [(src, flt, include_invalid, os.path.join(tmp, f"{i}.jsonl")) for i, src in enumerate(sources)]
+        results = iter_partition_tasks(_spool_file, tasks, workers=workers)
+        with contextlib.closing(results):  # on an error: the workers are done before their spool dir goes
+            _copy_spools(sources, results, rep, stream, on_skipped, progress)
+
+
+def _copy_spools(sources: list[SalvageSource], results: Iterator, rep: SalvageReport, stream: IO[str], on_skipped,
+                 progress) -> None:
+    seen: set = set()
+    for src, (spool, part, error) in zip(sources, results, strict=True):
+        _count_source(rep, src, seen)
+        rep.batches += part.batches
+        rep.records += part.records
+        rep.invalid_batches += part.invalid_batches
+        rep.bytes_scanned += part.bytes_scanned
+        for x in part.skipped:
+            if on_skipped is not None:
+                on_skipped(x, src)
+            rep.skipped.append(x)
+        if os.path.exists(spool):
+            with open(spool, encoding="utf-8") as f:
+                shutil.copyfileobj(f, stream)
+            os.unlink(spool)
+        if progress is not None:
+            progress(part.bytes_scanned)
+        if error is not None:
+            cls, reason, path, position = error
+            exc = cls.__new__(cls)
+            KafkaLogError.__init__(exc, reason, path, position)
+            raise exc
+
+
+def _spool_file(task) -> tuple[str, SalvageReport, tuple | None]:
+    """One file's rows written to its spool (in a worker process): ``(spool, the file's report, error)``; an error
+    travels as ``(type, reason, path, position)`` (the rows before it are in the spool, as they would be out)."""
+    src, flt, include_invalid, spool = task
+    part = SalvageReport()
+    error = None
+    with open(spool, "w", encoding="utf-8") as f:
+        try:
+            _write_rows(_salvage_file(src, part, flt, _record_window(flt), None, None, None, include_invalid), f)
+        except KafkaLogError as e:
+            error = (type(e), e.reason, e.path, e.position)
+    return spool, part, error
 
 
 __all__ = ["SalvageReport", "SalvageSource", "describe_skipped", "salvage_bytes", "salvage_inputs",

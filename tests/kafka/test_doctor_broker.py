@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import time
 from pathlib import Path
 
@@ -172,3 +173,133 @@ def test_will_not_start_is_a_broker_that_refuses_with_that_message(runs, case: s
 def test_broker_runs_stay_short(runs):
     _version, out = runs
     assert sum(r["seconds"] for _, _, r in out.values()) < 120
+
+
+# ------------------------------------------------------------------------------------- the start-up gate, 4.3.1 only
+#: the start-up gate cases below run on Kafka 4.3.1 only (CI time: a refusing broker costs one JVM start each);
+#: 3.9.2 runs the cases above. name -> (damage, doctor's extra arguments)
+GATE_VERSION = "4.3.1"
+OTHER_DIR_ID = "BBBBBBBBBBBBBBBBBBBBBg"
+
+
+def _second_dir(a: Path, *, directory_id: str | None = OTHER_DIR_ID, meta: bool = True) -> Path:
+    b = a.with_name("data2")
+    b.mkdir()
+    if meta:
+        lines = (a / "meta.properties").read_text().splitlines()
+        (b / "meta.properties").write_text("\n".join(
+            f"directory.id={directory_id}" if line.startswith("directory.id=") and directory_id else line
+            for line in lines) + "\n")
+    return b
+
+
+def _set_meta(d: Path, key: str, value: str) -> None:
+    mp = d / "meta.properties"
+    mp.write_text("\n".join(f"{key}={value}" if line.startswith(f"{key}=") else line
+                            for line in mp.read_text().splitlines()) + "\n")
+
+
+def _gate_cases(root: Path) -> dict[str, tuple[list[Path], list[str]]]:
+    """Each case: a copy of the 4.3.1 fixture (formatted, cleanly stopped) damaged one way."""
+    import shutil
+
+    cases: dict[str, tuple[list[Path], list[str]]] = {}
+
+    def base(name: str) -> Path:
+        d = root / name / "data"
+        damaged_copy(FIXTURE[GATE_VERSION], d, ())
+        return d
+
+    a = base("nodeid")  # the stored node.id is not the configured one (the harness configures node.id=1)
+    _set_meta(a, "node.id", "2")
+    cases["nodeid"] = ([a], ["--node-id", "1"])
+    a = base("nometa")  # a second log dir, not empty, never formatted
+    b = _second_dir(a, meta=False)
+    shutil.move(a / "codec-none-0", b / "codec-none-0")
+    cases["nometa"] = ([a, b], [])
+    a = base("metadir")  # __cluster_metadata-0 in the second log dir
+    b = _second_dir(a)
+    shutil.copytree(a / "__cluster_metadata-0", b / "__cluster_metadata-0")
+    cases["metadir"] = ([a, b], [])
+    a = base("twice")  # a partition live in two log dirs
+    b = _second_dir(a)
+    shutil.copytree(a / "codec-none-0", b / "codec-none-0")
+    cases["twice"] = ([a, b], [])
+    a = base("dirid")  # two log dirs with the same directory.id
+    b = _second_dir(a, directory_id=None)
+    cases["dirid"] = ([a, b], [])
+    a = base("badmeta")  # a partition.metadata that is not empty but malformed
+    (a / "codec-none-0" / "partition.metadata").write_text("version: 0\ntopic_id: not-a-topic-id\n")
+    cases["badmeta"] = ([a], [])
+    a = base("stray")  # a topic id that is not the topic's in __cluster_metadata: a stray, not fatal
+    (a / "codec-none-0" / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAg\n")
+    cases["stray"] = ([a], [])
+    return cases
+
+
+@pytest.fixture(scope="module")
+def gate_runs(tmp_path_factory, kafka_libs):
+    """Per start-up gate case: (doctor's exit, its JSON lines, what the 4.3.1 broker did)."""
+    import json
+
+    from kafkalog.compat.broker import Broker
+
+    if GATE_VERSION not in kafka_libs:
+        pytest.skip(f"Kafka {GATE_VERSION} not configured (KAFKALOG_KAFKA_VERSIONS)")
+    root = tmp_path_factory.mktemp("doctor-gate")
+    out = {}
+    for name, (dirs, extra) in _gate_cases(root).items():
+        rc, text = _doctor("--json", *extra, *map(str, dirs))
+        lines = [json.loads(x) for x in text.splitlines()]
+        props = dict(FAST)
+        if len(dirs) > 1:
+            props["log.dirs"] = ",".join(map(str, dirs))
+        broker = Broker(GATE_VERSION, data_dir=dirs[0], server_properties=props)
+        result: dict = {"started": False}
+        t0 = time.monotonic()
+        try:
+            broker.start(timeout=45)
+            result["started"] = True
+            if name == "stray":
+                broker.wait_until(lambda d=dirs[0]: any(d.glob("codec-none-0.*-stray")), 20, "rename the stray")
+                result["strays"] = sorted(p.name for p in dirs[0].glob("*-stray"))
+            broker.kill()
+        except BrokerError:
+            broker.kill()
+        finally:
+            broker.close()
+        result["seconds"] = time.monotonic() - t0
+        result["log"] = broker.log_path.read_text(errors="replace")
+        out[name] = (rc, lines, result)
+    return out
+
+
+@pytest.mark.parametrize("case", ["nodeid", "nometa", "metadir", "twice", "dirid", "badmeta"])
+def test_start_up_gate_refusals_are_the_brokers(gate_runs, case: str):
+    rc, lines, broker = gate_runs[case]
+    summary = lines[-1]
+    assert rc == 4 and summary["verdict"] == "fatal", summary
+    assert not broker["started"], f"Kafka {GATE_VERSION} started on the {case} dir"
+    message = summary["fatal"][0]
+    if case == "twice":  # the log dirs load in parallel: the broker names the two dirs in the order they loaded
+        a, b = re.search(r"found in both (\S+) and (\S+)\. ", message).groups()
+        assert message in broker["log"] or message.replace(f"{a} and {b}", f"{b} and {a}") in broker["log"], \
+            broker["log"][-3000:]
+    else:
+        assert message in broker["log"], f"{message!r} not in the broker's log:\n{broker['log'][-3000:]}"
+    fatal = next(p for p in lines if p.get("severity") == "fatal")
+    if fatal["cause"]:
+        assert fatal["cause"] in broker["log"], broker["log"][-3000:]
+
+
+def test_a_topic_id_mismatch_is_a_stray_the_broker_renames(gate_runs):
+    rc, lines, broker = gate_runs["stray"]
+    assert rc == 1 and lines[-1]["verdict"] == "recovery", lines[-1]
+    stray = [p for p in lines if p.get("kind") == "topicId"]
+    assert [p["partition"] for p in stray] == ["codec-none-0"] and "-stray" in stray[0]["message"]
+    assert broker["started"], broker["log"][-3000:]
+    assert [s.split(".")[0] for s in broker["strays"]] == ["codec-none-0"], broker["strays"]
+
+
+def test_gate_broker_runs_stay_short(gate_runs):
+    assert sum(r["seconds"] for _, _, r in gate_runs.values()) < 60

@@ -191,3 +191,25 @@ def test_hostile_dirs_give_a_verdict_not_a_crash(tmp_path: Path, capsys) -> None
         rc = main(["doctor", *args, str(d)])
         out = capsys.readouterr()
         assert rc in (0, 1, 4) and "internal error" not in out.err, out.err
+
+
+@pytest.mark.parametrize(("content", "cause", "offline"), [
+    (b"", "java.lang.NullPointerException", False),
+    (b"version: 0\n", "java.lang.NullPointerException", False),
+    (b"version: 0\ntopic_id: not-a-topic-id\n", "java.lang.IllegalArgumentException: Input string `not-a-topic-id` "
+     "decoded as 10 bytes, which is not equal to the expected 16 bytes of a base64-encoded UUID", False),
+    (b"version: 0\ntopic_id: " + b"A" * 30, "java.lang.IllegalArgumentException: Input string with prefix "
+     "`" + "A" * 24 + "` is too long to be decoded as a base64 UUID", False),
+    (b"version: x\ntopic_id: AAAAAAAAAAAAAAAAAAAAAg", "Error while reading partition metadata file", True),
+    (b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA", "Error while reading partition metadata file", True),
+    (b"\xff\xfe", "Error while reading partition metadata file", True),
+])
+def test_malformed_partition_metadata_fails_as_the_broker_reads_it(tmp_path: Path, content, cause, offline) -> None:
+    # a bad topic id is Uuid.fromString's IllegalArgumentException: the broker stops (tests/kafka/test_doctor_broker)
+    d = _copy(tmp_path)
+    (d / "codec-none-0" / "partition.metadata").write_bytes(content)
+    diag = diagnose([d], now_ms=NOW)
+    f = diag.fatal[0]
+    assert diag.verdict == "fatal" and f.path.endswith("codec-none-0/partition.metadata") and f.cause.startswith(cause)
+    assert f.broker_message == (f"Shutdown broker because all log dirs in {d} have failed" if offline
+                                else "Error starting LogManager")

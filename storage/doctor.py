@@ -393,8 +393,9 @@ def _legacy(diag: Diagnosis, dirs: list[DataDir]) -> None:
                 n = sum(a.v0_batches + a.v1_batches for a in segs)
                 diag.problems.append(Problem(
                     INFO, "legacyFormat", str(p), f"{len(segs)} segment(s) hold {n:,d} message format v0/v1 "
-                    "batch(es): Kafka 4.x reads them but never writes these formats again (its cleaner rewrites "
-                    "them as v2); `kafkalog convert` rewrites them offline", partition=p.name,
+                    "batch(es): a 4.x broker still loads and serves them as they are and appends only v2 batches "
+                    "after them (KIP-724: no message.format.version, no fetch down-conversion); its cleaner rewrites "
+                    "them as v2 when it compacts them; `kafkalog convert` rewrites them offline", partition=p.name,
                     bytes=sum(a.legacy_bytes for a in segs)))
 
 

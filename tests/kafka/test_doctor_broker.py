@@ -23,9 +23,10 @@ import time
 from pathlib import Path
 
 import pytest
-from damage import damaged_copy
+from damage import FIXTURES, damaged_copy
 
 from kafkalog.compat.errors import BrokerError
+from kafkalog.storage.diff import iter_partition_batches
 from kafkalog.storage.records import LogScanner
 from kafkalog.tools.cli import main
 
@@ -232,6 +233,15 @@ def _gate_cases(root: Path) -> dict[str, tuple[list[Path], list[str]]]:
     (a / "codec-none-0" / "partition.metadata").write_text("version: 0\ntopic_id: not-a-topic-id\n")
     cases["badmeta"] = ([a], [])
     a = base("stray")  # a topic id that is not the topic's in __cluster_metadata: a stray, not fatal
+    # and, in the same dir, topic codec-gzip's partition replaced by a 3.9.2 ZooKeeper broker's v1 segments
+    from engines import migrate
+
+    from kafkalog.storage.engine.migrate import MigrateOptions
+    from kafkalog.storage.files.partition_metadata import read_partition_metadata
+
+    tid = read_partition_metadata(a / "codec-gzip-0" / "partition.metadata").topic_id
+    migrate(FIXTURES / "kafka-3.9.2-zk-v1" / "data" / "codec-none-0", a,
+            MigrateOptions(topic="codec-gzip", topic_id=tid, overwrite=True), backup=False)
     (a / "codec-none-0" / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAg\n")
     cases["stray"] = ([a], [])
     return cases
@@ -263,6 +273,11 @@ def gate_runs(tmp_path_factory, kafka_libs):
             if name == "stray":
                 broker.wait_until(lambda d=dirs[0]: any(d.glob("codec-none-0.*-stray")), 20, "rename the stray")
                 result["strays"] = sorted(p.name for p in dirs[0].glob("*-stray"))
+                from kafkalog.compat.clients import Record, produce
+
+                produce(broker.bootstrap_servers, "codec-gzip", [Record(value=b"after the legacy batches")])
+                broker.stop()
+                result["magics"] = [b.magic for b in iter_partition_batches(dirs[0] / "codec-gzip-0")]
             broker.kill()
         except BrokerError:
             broker.kill()
@@ -299,6 +314,17 @@ def test_a_topic_id_mismatch_is_a_stray_the_broker_renames(gate_runs):
     assert [p["partition"] for p in stray] == ["codec-none-0"] and "-stray" in stray[0]["message"]
     assert broker["started"], broker["log"][-3000:]
     assert [s.split(".")[0] for s in broker["strays"]] == ["codec-none-0"], broker["strays"]
+
+
+def test_legacy_segments_load_and_the_broker_appends_v2_after_them(gate_runs):
+    """KIP-724 (Kafka 4.0): a 4.x broker loads a partition of v1 batches, serves it, and writes every new batch as
+    v2 after them in the same log; doctor reports them as info, not as a reason not to start."""
+    rc, lines, broker = gate_runs["stray"]
+    legacy = [p for p in lines if p.get("kind") == "legacyFormat"]
+    assert [p["partition"] for p in legacy] == ["codec-gzip-0"] and legacy[0]["severity"] == "info", legacy
+    assert "appends only v2" in legacy[0]["message"], legacy[0]
+    magics = broker["magics"]
+    assert set(magics[:-1]) == {1} and magics[-1] == 2, magics
 
 
 def test_gate_broker_runs_stay_short(gate_runs):

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .engine.datadirs import whole_data_dirs
 from .engine.plan import Plan
 from .engine.repair import plan_repair
 from .errors import KafkaLogError, LogDirError
@@ -379,13 +380,28 @@ def _topic_id(diag: Diagnosis, p: Path, topic: str, partition: int, expected: st
                                      f"it {stray}; it is not served", partition=p.name))
 
 
-def _legacy(diag: Diagnosis, dirs: list[DataDir]) -> None:
+def _live(dirs: list[DataDir]) -> list[Path]:
+    return [p for d in dirs for p, tp in d.partition_dirs.items() if tp.kind == "live" and tp.topic != METADATA_TOPIC]
+
+
+def _audit_partition(pdir: str) -> list:
+    """The segments of one partition holding v0/v1 batches (a task of :func:`run_partition_tasks`)."""
     from .engine.convert import audit
 
-    live = [p for d in dirs for p, tp in d.partition_dirs.items() if tp.kind == "live" and tp.topic != METADATA_TOPIC]
+    try:
+        return list(audit([pdir]))
+    except (KafkaLogError, OSError):
+        return []  # unreadable segments: the plan says what the broker does with them
+
+
+def _legacy(diag: Diagnosis, dirs: list[DataDir], *, workers: int = 1, progress=None) -> None:
+    from .engine.parallel import run_partition_tasks
+
+    live = _live(dirs)
     per: dict[str, list] = {}
-    for a in audit(live):
-        per.setdefault(a.partition, []).append(a)
+    for found in run_partition_tasks(_audit_partition, [str(p) for p in live], workers=workers, progress=progress):
+        for a in found:
+            per.setdefault(a.partition, []).append(a)
     for d in dirs:
         for p in d.partition_dirs:
             segs = per.get(p.name)
@@ -404,11 +420,13 @@ def _legacy(diag: Diagnosis, dirs: list[DataDir]) -> None:
 
 def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None,
              resolver: ConfigResolver | None = None, node_id: int | None = None, workers: int = 1,
-             progress=None, scan_rate: float | None = None, legacy: bool = True) -> Diagnosis:
+             progress=None, on_total=None, scan_rate: float | None = None, legacy: bool = True) -> Diagnosis:
     """Predict the broker's next start on ``log_dirs`` (the ``log.dirs`` of one broker, in their configured
     order: the first is the metadata dir). See the module doc. ``node_id``: the configured ``node.id`` (default:
     ``server.properties`` of ``resolver``, else unchecked); ``scan_rate``: bytes/s for the estimate (default:
-    measured, or :data:`SCAN_RATE`); ``legacy``: look for v0/v1 batches (a scan of every batch header)."""
+    measured, or :data:`SCAN_RATE`); ``legacy``: look for v0/v1 batches (a scan of every batch header).
+    ``workers``: processes planning (and scanning) partitions, those of every log dir together; ``on_total(n)``:
+    how many partition steps there are, before the first ``progress(k)`` (``k`` steps done)."""
     paths = [Path(os.path.abspath(d)) for d in log_dirs]
     for p in paths:
         if not p.is_dir():
@@ -422,6 +440,8 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
         kraft = any(resolver.data_dir(p).mode == KRAFT or (p / METADATA_DIR).is_dir() for p in paths)
         diag = Diagnosis([str(p) for p in paths], kraft=kraft)
         diag.problems += startup_gate(dirs, kraft=kraft, node_id=node_id)
+        if on_total is not None:
+            on_total(sum(len(v) for v in whole_data_dirs(paths).values()) + (len(_live(dirs)) if legacy else 0))
         t0 = time.perf_counter()
         plan = plan_repair(paths, now_ms=now_ms if now_ms is not None else int(time.time() * 1000),
                            resolver=resolver, strict_indexes=False, workers=workers, progress=progress)
@@ -430,7 +450,7 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
         _from_plan(diag, plan)
         _dir_checks(diag, dirs, resolver, kraft)
         if legacy:
-            _legacy(diag, dirs)
+            _legacy(diag, dirs, workers=workers, progress=progress)
     finally:
         for d in dirs:
             d.close()

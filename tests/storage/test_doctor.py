@@ -213,3 +213,32 @@ def test_malformed_partition_metadata_fails_as_the_broker_reads_it(tmp_path: Pat
     assert diag.verdict == "fatal" and f.path.endswith("codec-none-0/partition.metadata") and f.cause.startswith(cause)
     assert f.broker_message == (f"Shutdown broker because all log dirs in {d} have failed" if offline
                                 else "Error starting LogManager")
+
+
+def test_progress_counts_every_partition_step_and_log_dirs_are_planned_together(tmp_path: Path) -> None:
+    a = _copy(tmp_path, "kafka-4.3.1-kraft-killed", ("torn_tail",))
+    b = tmp_path / "data2"
+    b.mkdir()
+    shutil.copy(a / "meta.properties", b / "meta.properties")
+    _set_meta(b, directory_id="BBBBBBBBBBBBBBBBBBBBBg")
+    shutil.move(a / "killed-0", b / "killed-0")
+    totals, done = [], []
+    one = diagnose([a, b], now_ms=NOW, on_total=totals.append, progress=done.append)
+    assert len(totals) == 1 and sum(done) == totals[0] == 2 * one.partitions and one.partitions == 13
+    two = diagnose([a, b], now_ms=NOW, workers=2)
+    assert [p.to_dict() for p in two.problems] == [p.to_dict() for p in one.problems]
+    assert any(p.partition == "killed-0" and p.kind == "truncation" for p in two.problems)
+    # the partitions of both log dirs go to the runner in one call: planned in parallel, not one dir after another
+    calls = []
+
+    def runner(fn, tasks):
+        calls.append({t[0] for t in tasks})
+        return [fn(t) for t in tasks]
+
+    plan = plan_repair([a, b], now_ms=NOW, strict_indexes=False, runner=runner)
+    assert calls == [{str(a), str(b)}] and [len(d.partitions) for d in plan.data_dirs] == [12, 1]
+
+
+def test_cli_no_progress(capsys) -> None:
+    rc, out = _cli(capsys, "--no-progress", "--workers", "2", str(FIXTURES / KRAFT / "data"))
+    assert rc == 0 and out.startswith("HEALTHY")

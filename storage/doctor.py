@@ -40,6 +40,8 @@ from .engine.datadirs import whole_data_dirs
 from .engine.plan import Plan
 from .engine.repair import plan_repair
 from .errors import KafkaLogError, LogDirError
+from .files._java import uuid_from_string, uuid_to_string
+from .files.meta_properties import directory_id_reserved
 from .files.names import is_index_file
 from .files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from .log import METADATA_TOPIC
@@ -213,7 +215,11 @@ def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None
                       "data, make sure your configured node id matches. If you intend to create a new node, you "
                       "should remove all data in your data directories.")
             did = m.directory_id
-            if did is not None:
+            if did is not None and directory_id_reserved(did):
+                fatal(path, f"directory.id {did} is one of the 100 ids Kafka reserves",
+                      # Kafka 4.x's spelling (checked with 4.3.1); 3.9 logs "Invalid resrved directory ID"
+                      f"Invalid reserved directory ID {uuid_to_string(uuid_from_string(did))} found in {n}")
+            elif did is not None:
                 if did in seen:
                     fatal(path, f"directory.id {did} also used by {seen[did]}",
                           f"Duplicate directory ID Optional[{did}] found. It was the ID of {seen[did]}, but also of "

@@ -229,6 +229,9 @@ def _gate_cases(root: Path) -> dict[str, tuple[list[Path], list[str]]]:
     a = base("dirid")  # two log dirs with the same directory.id
     b = _second_dir(a, directory_id=None)
     cases["dirid"] = ([a, b], [])
+    a = base("reservedid")  # a directory.id among the 100 Kafka reserves (not one of the 3 it names)
+    _set_meta(a, "directory.id", "AAAAAAAAAAAAAAAAAAAAMg")
+    cases["reservedid"] = ([a], [])
     a = base("badmeta")  # a partition.metadata that is not empty but malformed
     (a / "codec-none-0" / "partition.metadata").write_text("version: 0\ntopic_id: not-a-topic-id\n")
     cases["badmeta"] = ([a], [])
@@ -289,7 +292,8 @@ def gate_runs(tmp_path_factory, kafka_libs):
     return out
 
 
-@pytest.mark.parametrize("case", ["nodeid", "nometa", "metadir", "twice", "dirid", "badmeta"])
+@pytest.mark.parametrize("case", ["nodeid", "nometa", "metadir", "twice", "dirid", "reservedid",
+                                  "badmeta"])
 def test_start_up_gate_refusals_are_the_brokers(gate_runs, case: str):
     rc, lines, broker = gate_runs[case]
     summary = lines[-1]

@@ -242,3 +242,14 @@ def test_progress_counts_every_partition_step_and_log_dirs_are_planned_together(
 def test_cli_no_progress(capsys) -> None:
     rc, out = _cli(capsys, "--no-progress", "--workers", "2", str(FIXTURES / KRAFT / "data"))
     assert rc == 0 and out.startswith("HEALTHY")
+
+
+@pytest.mark.parametrize(("did", "reserved"), [("AAAAAAAAAAAAAAAAAAAAAA", True), ("AAAAAAAAAAAAAAAAAAAAYw", True),
+                                               ("AAAAAAAAAAAAAAAAAAAAZA", False), ("AAAAAAAAAAD__________w", True),
+                                               ("BBBBBBBBBBBBBBBBBBBBBg", False)])
+def test_reserved_directory_ids_will_not_start(tmp_path: Path, did: str, reserved: bool) -> None:
+    # DirectoryId.reserved: msb 0 and lsb < 100 as a signed long (ids 0..99 and every negative lsb)
+    d = _copy(tmp_path)
+    _set_meta(d, directory_id=did)
+    msgs = [p.broker_message for p in diagnose([d], now_ms=NOW).fatal]
+    assert msgs == ([f"Invalid reserved directory ID {did} found in {d}"] if reserved else []), msgs

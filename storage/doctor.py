@@ -4,7 +4,7 @@ One pre-flight over the ``log.dirs`` of one broker, built from what the project 
 
 * the startup gate of a KRaft broker (``KafkaRaftServer.initializeLogDirs`` and
   ``MetaPropertiesEnsemble.verify``): missing or disagreeing ``meta.properties`` (cluster id, node id, directory
-  id), ``__cluster_metadata-0`` outside the metadata dir; ``LogManager``'s duplicate live partitions and dirs that
+  id used twice or reserved), ``__cluster_metadata-0`` outside the metadata dir; ``LogManager``'s duplicate live partitions and dirs that
   are not partitions'. Each
   refusal carries the broker's own message (the text of the exception it dies with);
 * the repair plan, computed by the very function ``kafkalog repair --dry-run --kafka-exact`` uses
@@ -15,7 +15,11 @@ One pre-flight over the ``log.dirs`` of one broker, built from what the project 
 * the KRaft metadata of the dir (:class:`~kafkalog.storage.topic_configs.ConfigResolver`): a replica whose
   ``partition.metadata`` topic id is missing or not the one in ``__cluster_metadata`` is a stray
   (``LogManager.isStrayKraftReplica``): the broker renames it ``-stray`` and never serves it;
-* ``-delete``, ``-stray`` and ``-future`` dirs, and segments holding message format v0/v1 batches.
+* ``-delete``, ``-stray`` and ``-future`` dirs, and segments holding message format v0/v1 batches (info: a 4.x
+  broker loads and serves them and appends v2 batches after them).
+
+``tests/kafka/test_doctor_broker.py`` checks every kind of refusal, the stray rename and the legacy segments against
+a real 4.3.1 broker (and the first cases against 3.9.2).
 
 The broker's recovery time is estimated as bytes to scan / scan rate. The rate is measured: planning runs the
 broker's segment recovery over exactly those bytes, so ``bytes scanned / planning time`` is kafkalog's rate on

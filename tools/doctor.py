@@ -22,7 +22,8 @@ predicts its next start, changing nothing:
   * which partitions it recovers and how many .log bytes it scans, every truncation (records, offsets,
     reason), the indexes and producer snapshots it rebuilds, interrupted segment replacements it completes;
   * stray replicas (partition.metadata topic id missing or not the one in __cluster_metadata: renamed
-    -stray, not served), -delete/-stray/-future dirs, segments holding message format v0/v1 batches;
+    -stray, not served), -delete/-stray/-future dirs, segments holding message format v0/v1 batches (info:
+    a 4.x broker loads them and appends v2 batches after them);
   * an estimate of the broker's recovery time: bytes to scan / scan rate. The rate is measured while
     planning (which runs the same segment recovery over the same bytes), divided by how much slower the broker
     was than kafkalog in tests/benchmarks/bench_repair.py; under 32 MiB to scan, the broker's rate from that

@@ -4,7 +4,7 @@ One pre-flight over the ``log.dirs`` of one broker, built from what the project 
 
 * the startup gate of a KRaft broker (``KafkaRaftServer.initializeLogDirs`` and
   ``MetaPropertiesEnsemble.verify``): missing or disagreeing ``meta.properties`` (cluster id, node id, directory
-  id), ``__cluster_metadata-0`` outside the metadata dir; ``LogManager``'s duplicate live partitions and dirs that
+  id used twice or reserved), ``__cluster_metadata-0`` outside the metadata dir; ``LogManager``'s duplicate live partitions and dirs that
   are not partitions'. Each
   refusal carries the broker's own message (the text of the exception it dies with);
 * the repair plan, computed by the very function ``kafkalog repair --dry-run --kafka-exact`` uses
@@ -15,7 +15,11 @@ One pre-flight over the ``log.dirs`` of one broker, built from what the project 
 * the KRaft metadata of the dir (:class:`~kafkalog.storage.topic_configs.ConfigResolver`): a replica whose
   ``partition.metadata`` topic id is missing or not the one in ``__cluster_metadata`` is a stray
   (``LogManager.isStrayKraftReplica``): the broker renames it ``-stray`` and never serves it;
-* ``-delete``, ``-stray`` and ``-future`` dirs, and segments holding message format v0/v1 batches.
+* ``-delete``, ``-stray`` and ``-future`` dirs, and segments holding message format v0/v1 batches (info: a 4.x
+  broker loads and serves them and appends v2 batches after them).
+
+``tests/kafka/test_doctor_broker.py`` checks every kind of refusal, the stray rename and the legacy segments against
+a real 4.3.1 broker (and the first cases against 3.9.2).
 
 The broker's recovery time is estimated as bytes to scan / scan rate. The rate is measured: planning runs the
 broker's segment recovery over exactly those bytes, so ``bytes scanned / planning time`` is kafkalog's rate on
@@ -36,9 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .engine.datadirs import whole_data_dirs
 from .engine.plan import Plan
 from .engine.repair import plan_repair
 from .errors import KafkaLogError, LogDirError
+from .files._java import uuid_from_string, uuid_to_string
+from .files.meta_properties import directory_id_reserved
 from .files.names import is_index_file
 from .files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from .log import METADATA_TOPIC
@@ -212,7 +219,11 @@ def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None
                       "data, make sure your configured node id matches. If you intend to create a new node, you "
                       "should remove all data in your data directories.")
             did = m.directory_id
-            if did is not None:
+            if did is not None and directory_id_reserved(did):
+                fatal(path, f"directory.id {did} is one of the 100 ids Kafka reserves",
+                      # Kafka 4.x's spelling (checked with 4.3.1); 3.9 logs "Invalid resrved directory ID"
+                      f"Invalid reserved directory ID {uuid_to_string(uuid_from_string(did))} found in {n}")
+            elif did is not None:
                 if did in seen:
                     fatal(path, f"directory.id {did} also used by {seen[did]}",
                           f"Duplicate directory ID Optional[{did}] found. It was the ID of {seen[did]}, but also of "
@@ -379,13 +390,28 @@ def _topic_id(diag: Diagnosis, p: Path, topic: str, partition: int, expected: st
                                      f"it {stray}; it is not served", partition=p.name))
 
 
-def _legacy(diag: Diagnosis, dirs: list[DataDir]) -> None:
+def _live(dirs: list[DataDir]) -> list[Path]:
+    return [p for d in dirs for p, tp in d.partition_dirs.items() if tp.kind == "live" and tp.topic != METADATA_TOPIC]
+
+
+def _audit_partition(pdir: str) -> list:
+    """The segments of one partition holding v0/v1 batches (a task of :func:`run_partition_tasks`)."""
     from .engine.convert import audit
 
-    live = [p for d in dirs for p, tp in d.partition_dirs.items() if tp.kind == "live" and tp.topic != METADATA_TOPIC]
+    try:
+        return list(audit([pdir]))
+    except (KafkaLogError, OSError):
+        return []  # unreadable segments: the plan says what the broker does with them
+
+
+def _legacy(diag: Diagnosis, dirs: list[DataDir], *, workers: int = 1, progress=None) -> None:
+    from .engine.parallel import run_partition_tasks
+
+    live = _live(dirs)
     per: dict[str, list] = {}
-    for a in audit(live):
-        per.setdefault(a.partition, []).append(a)
+    for found in run_partition_tasks(_audit_partition, [str(p) for p in live], workers=workers, progress=progress):
+        for a in found:
+            per.setdefault(a.partition, []).append(a)
     for d in dirs:
         for p in d.partition_dirs:
             segs = per.get(p.name)
@@ -393,8 +419,9 @@ def _legacy(diag: Diagnosis, dirs: list[DataDir]) -> None:
                 n = sum(a.v0_batches + a.v1_batches for a in segs)
                 diag.problems.append(Problem(
                     INFO, "legacyFormat", str(p), f"{len(segs)} segment(s) hold {n:,d} message format v0/v1 "
-                    "batch(es): Kafka 4.x reads them but never writes these formats again (its cleaner rewrites "
-                    "them as v2); `kafkalog convert` rewrites them offline", partition=p.name,
+                    "batch(es): a 4.x broker still loads and serves them as they are and appends only v2 batches "
+                    "after them (KIP-724: no message.format.version, no fetch down-conversion); its cleaner rewrites "
+                    "them as v2 when it compacts them; `kafkalog convert` rewrites them offline", partition=p.name,
                     bytes=sum(a.legacy_bytes for a in segs)))
 
 
@@ -403,11 +430,13 @@ def _legacy(diag: Diagnosis, dirs: list[DataDir]) -> None:
 
 def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None,
              resolver: ConfigResolver | None = None, node_id: int | None = None, workers: int = 1,
-             progress=None, scan_rate: float | None = None, legacy: bool = True) -> Diagnosis:
+             progress=None, on_total=None, scan_rate: float | None = None, legacy: bool = True) -> Diagnosis:
     """Predict the broker's next start on ``log_dirs`` (the ``log.dirs`` of one broker, in their configured
     order: the first is the metadata dir). See the module doc. ``node_id``: the configured ``node.id`` (default:
     ``server.properties`` of ``resolver``, else unchecked); ``scan_rate``: bytes/s for the estimate (default:
-    measured, or :data:`SCAN_RATE`); ``legacy``: look for v0/v1 batches (a scan of every batch header)."""
+    measured, or :data:`SCAN_RATE`); ``legacy``: look for v0/v1 batches (a scan of every batch header).
+    ``workers``: processes planning (and scanning) partitions, those of every log dir together; ``on_total(n)``:
+    how many partition steps there are, before the first ``progress(k)`` (``k`` steps done)."""
     paths = [Path(os.path.abspath(d)) for d in log_dirs]
     for p in paths:
         if not p.is_dir():
@@ -421,6 +450,8 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
         kraft = any(resolver.data_dir(p).mode == KRAFT or (p / METADATA_DIR).is_dir() for p in paths)
         diag = Diagnosis([str(p) for p in paths], kraft=kraft)
         diag.problems += startup_gate(dirs, kraft=kraft, node_id=node_id)
+        if on_total is not None:
+            on_total(sum(len(v) for v in whole_data_dirs(paths).values()) + (len(_live(dirs)) if legacy else 0))
         t0 = time.perf_counter()
         plan = plan_repair(paths, now_ms=now_ms if now_ms is not None else int(time.time() * 1000),
                            resolver=resolver, strict_indexes=False, workers=workers, progress=progress)
@@ -429,7 +460,7 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
         _from_plan(diag, plan)
         _dir_checks(diag, dirs, resolver, kraft)
         if legacy:
-            _legacy(diag, dirs)
+            _legacy(diag, dirs, workers=workers, progress=progress)
     finally:
         for d in dirs:
             d.close()

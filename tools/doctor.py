@@ -22,7 +22,8 @@ predicts its next start, changing nothing:
   * which partitions it recovers and how many .log bytes it scans, every truncation (records, offsets,
     reason), the indexes and producer snapshots it rebuilds, interrupted segment replacements it completes;
   * stray replicas (partition.metadata topic id missing or not the one in __cluster_metadata: renamed
-    -stray, not served), -delete/-stray/-future dirs, segments holding message format v0/v1 batches;
+    -stray, not served), -delete/-stray/-future dirs, segments holding message format v0/v1 batches (info:
+    a 4.x broker loads them and appends v2 batches after them);
   * an estimate of the broker's recovery time: bytes to scan / scan rate. The rate is measured while
     planning (which runs the same segment recovery over the same bytes), divided by how much slower the broker
     was than kafkalog in tests/benchmarks/bench_repair.py; under 32 MiB to scan, the broker's rate from that
@@ -51,7 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-format-check", action="store_true",
                    help="do not look for message format v0/v1 batches (saves a scan of every batch header)")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
-                   help="partitions planned N at a time in parallel processes (default: 1)")
+                   help="partitions planned N at a time in parallel processes, those of every LOG_DIR together "
+                   "(default: 1)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--now", type=int, metavar="MS", help="current time in epoch ms (producer expiration)")
     p.add_argument("--json", action="store_true",
                    help="JSON Lines: one doctorProblem per finding, then the doctorSummary (docs/json.md)")
@@ -87,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
             return 2
     resolver = ConfigResolver(args.server_properties, data_dirs=args.log_dirs)
     now = args.now if args.now is not None else int(time.time() * 1000)
-    with progress(None, "planning recovery", unit_bytes=False) as bar:
+    with progress(None, "doctor: partitions", unit_bytes=False, enabled=False if args.no_progress else None) as bar:
         diag = diagnose(args.log_dirs, now_ms=now, resolver=resolver, node_id=args.node_id,
-                        workers=args.workers or 1, progress=bar.advance,
+                        workers=args.workers or 1, progress=bar.advance, on_total=lambda n: bar.update(total=n),
                         scan_rate=args.scan_rate * 1024 * 1024 if args.scan_rate else None,
                         legacy=not args.no_format_check)
     if args.json:

@@ -131,7 +131,10 @@ def plan_partitions(plan: Plan, groups: dict[Path, list[Path]], resolver: Config
     """The loop of every engine's plan: per data dir, its state (checkpoints, marker, lock) and the resolver's
     notes, ``prepare(dp, st)``; one task per partition (``task(target)``: the picklable arguments of
     ``plan_partition``), planned through ``run`` (threads, processes or Spark tasks); then, unless a partition
-    could not be planned, ``finish(dp, st)``: the data dir's own operations (checkpoints, markers)."""
+    could not be planned, ``finish(dp, st)``: the data dir's own operations (checkpoints, markers). The partitions
+    of every data dir go to ``run`` together: several ``log.dirs`` are planned in parallel, not one after another."""
+    dirs: list[tuple[DataDirPlan, DataDirState, int]] = []
+    tasks: list[tuple] = []
     for d, pdirs in groups.items():
         st = read_data_dir(d)
         dp = st.new_plan()
@@ -140,11 +143,14 @@ def plan_partitions(plan: Plan, groups: dict[Path, list[Path]], resolver: Config
         if prepare is not None:
             prepare(dp, st)
         broker = resolver.broker_for(d)
-        tasks = []
         for p in pdirs:
             tp = parse_topic_partition_name(p.name)
             tasks.append(task(Target(d, p, tp.topic, tp.partition, resolver.log_config(d, tp.topic), st, broker)))
-        dp.partitions = list(run(plan_partition, tasks))
+        dirs.append((dp, st, len(pdirs)))
+    done = list(run(plan_partition, tasks))
+    i = 0
+    for dp, st, n in dirs:
+        dp.partitions, i = done[i:i + n], i + n
         if finish is not None and not any(pp.error for pp in dp.partitions):
             finish(dp, st)
         plan.data_dirs.append(dp)

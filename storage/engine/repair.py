@@ -67,13 +67,11 @@ def _partition_metadata(view: DirView, pp: PartitionPlan, known: str | None, giv
     try:
         cur = PartitionMetadata.from_bytes(view.read(PARTITION_METADATA_FILE, 1 << 16), view.file(PARTITION_METADATA_FILE))
     except KafkaLogError as e:
-        # PartitionMetadataReadBuffer.read: an empty file fails on its missing first line (NullPointerException,
-        # Kafka 4.3.1), another unreadable one with an IOException, rethrown as a KafkaStorageException
+        # PartitionMetadataReadBuffer.read: a missing line is a NullPointerException, a bad topic id an
+        # IllegalArgumentException (the broker stops), anything else a KafkaStorageException (the dir goes offline)
         path = view.file(PARTITION_METADATA_FILE)
-        empty = view.size(PARTITION_METADATA_FILE) == 0
-        pp.facts.setdefault("startupErrors", []).append(startup_error(
-            path, "java.lang.NullPointerException" if empty else f"Error while reading partition metadata file {path}",
-            offline=not empty))
+        cause, offline = PartitionMetadata.broker_read_failure(view.read(PARTITION_METADATA_FILE, 1 << 16), path)
+        pp.facts.setdefault("startupErrors", []).append(startup_error(path, cause, offline=offline))
         tid = given or known
         if tid:
             src = "--topic-id" if given else f"the topic id in {METADATA_DIR}"

@@ -289,9 +289,19 @@ class MetaProperties:
                 uuid_from_string(d)
             except ValueError as e:
                 problems.append(f"unable to read {DIRECTORY_ID_PROP} as a Uuid: {e}")
-            if d in RESERVED_DIRECTORY_IDS:
+            if directory_id_reserved(d):
                 problems.append(f"{DIRECTORY_ID_PROP} {d} is a reserved id")
         return problems
+
+
+def directory_id_reserved(directory_id: str) -> bool:
+    """``DirectoryId.reserved``: the first 100 ids (:data:`RESERVED_DIRECTORY_IDS` among them), i.e. the most
+    significant long zero and the least significant one, compared signed, below 100 (so negative ones too)."""
+    try:
+        raw = uuid_from_string(directory_id)
+    except ValueError:
+        return False
+    return raw[:8] == bytes(8) and int.from_bytes(raw[8:], "big", signed=True) < 100
 
 
 def read_meta_properties(path: str | os.PathLike) -> MetaProperties:

@@ -5,6 +5,7 @@ Exact content ``version: 0\\ntopic_id: <22-char base64url Uuid>`` with no traili
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from dataclasses import dataclass
@@ -74,6 +75,51 @@ class PartitionMetadata:
         if raw == ZERO_UUID:
             raise CorruptCheckpointError("line 2: the zero topic id is not valid", p, bpos(start))
         return cls(parts[1], version, p, data)
+
+    @staticmethod
+    def broker_read_failure(data: bytes, path: str) -> tuple[str, bool]:
+        """What the broker's ``PartitionMetadataFile.read`` (Kafka 3.9 and 4.x) throws on bytes :meth:`from_bytes`
+        refuses, as ``(cause, offline)``. A missing line fails on ``null`` (``NullPointerException``) and a topic id
+        ``Uuid.fromString`` refuses with an ``IllegalArgumentException``: neither is an ``IOException``, so the
+        broker stops ("Error starting LogManager", checked with a real 4.3.1 broker). Anything else (bad UTF-8, a
+        malformed line, a negative version, the zero id) is an ``IOException`` rethrown as a
+        ``KafkaStorageException``: the log dir goes offline (``offline``)."""
+        offline = (f"Error while reading partition metadata file {path}", True)
+        npe = ("java.lang.NullPointerException", False)
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError:
+            return offline
+        lines = read_lines(text)
+        if not lines:
+            return npe
+        parts = _SEP.split(lines[0][0])
+        if len(parts) != 2:
+            return offline
+        try:
+            if parse_java_int(parts[1]) < 0:
+                return offline
+        except ValueError:
+            return offline
+        if len(lines) < 2:
+            return npe
+        parts = _SEP.split(lines[1][0])
+        if len(parts) != 2:
+            return offline
+        tid = parts[1]
+        try:
+            uuid_from_string(tid)
+        except ValueError:
+            iae = "java.lang.IllegalArgumentException"
+            if len(tid) > 24:
+                return f"{iae}: Input string with prefix `{tid[:24]}` is too long to be decoded as a base64 UUID", False
+            try:
+                n = len(base64.urlsafe_b64decode(tid + "=" * (-len(tid) % 4)))
+            except ValueError:
+                return iae, False  # java.util.Base64's own message
+            return (f"{iae}: Input string `{tid}` decoded as {n} bytes, which is not equal to the expected 16 bytes "
+                    "of a base64-encoded UUID"), False
+        return offline
 
     def to_bytes(self) -> bytes:
         return f"version: {self.version}\ntopic_id: {self.topic_id}".encode()

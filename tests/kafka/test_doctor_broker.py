@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import time
 from pathlib import Path
 
 import pytest
-from damage import damaged_copy
+from damage import FIXTURES, damaged_copy
 
 from kafkalog.compat.errors import BrokerError
+from kafkalog.storage.diff import iter_partition_batches
 from kafkalog.storage.records import LogScanner
 from kafkalog.tools.cli import main
 
@@ -172,3 +174,162 @@ def test_will_not_start_is_a_broker_that_refuses_with_that_message(runs, case: s
 def test_broker_runs_stay_short(runs):
     _version, out = runs
     assert sum(r["seconds"] for _, _, r in out.values()) < 120
+
+
+# ------------------------------------------------------------------------------------- the start-up gate, 4.3.1 only
+#: the start-up gate cases below run on Kafka 4.3.1 only (CI time: a refusing broker costs one JVM start each);
+#: 3.9.2 runs the cases above. name -> (damage, doctor's extra arguments)
+GATE_VERSION = "4.3.1"
+OTHER_DIR_ID = "BBBBBBBBBBBBBBBBBBBBBg"
+
+
+def _second_dir(a: Path, *, directory_id: str | None = OTHER_DIR_ID, meta: bool = True) -> Path:
+    b = a.with_name("data2")
+    b.mkdir()
+    if meta:
+        lines = (a / "meta.properties").read_text().splitlines()
+        (b / "meta.properties").write_text("\n".join(
+            f"directory.id={directory_id}" if line.startswith("directory.id=") and directory_id else line
+            for line in lines) + "\n")
+    return b
+
+
+def _set_meta(d: Path, key: str, value: str) -> None:
+    mp = d / "meta.properties"
+    mp.write_text("\n".join(f"{key}={value}" if line.startswith(f"{key}=") else line
+                            for line in mp.read_text().splitlines()) + "\n")
+
+
+def _gate_cases(root: Path) -> dict[str, tuple[list[Path], list[str]]]:
+    """Each case: a copy of the 4.3.1 fixture (formatted, cleanly stopped) damaged one way."""
+    import shutil
+
+    cases: dict[str, tuple[list[Path], list[str]]] = {}
+
+    def base(name: str) -> Path:
+        d = root / name / "data"
+        damaged_copy(FIXTURE[GATE_VERSION], d, ())
+        return d
+
+    a = base("nodeid")  # the stored node.id is not the configured one (the harness configures node.id=1)
+    _set_meta(a, "node.id", "2")
+    cases["nodeid"] = ([a], ["--node-id", "1"])
+    a = base("nometa")  # a second log dir, not empty, never formatted
+    b = _second_dir(a, meta=False)
+    shutil.move(a / "codec-none-0", b / "codec-none-0")
+    cases["nometa"] = ([a, b], [])
+    a = base("metadir")  # __cluster_metadata-0 in the second log dir
+    b = _second_dir(a)
+    shutil.copytree(a / "__cluster_metadata-0", b / "__cluster_metadata-0")
+    cases["metadir"] = ([a, b], [])
+    a = base("twice")  # a partition live in two log dirs
+    b = _second_dir(a)
+    shutil.copytree(a / "codec-none-0", b / "codec-none-0")
+    cases["twice"] = ([a, b], [])
+    a = base("dirid")  # two log dirs with the same directory.id
+    b = _second_dir(a, directory_id=None)
+    cases["dirid"] = ([a, b], [])
+    a = base("reservedid")  # a directory.id among the 100 Kafka reserves (not one of the 3 it names)
+    _set_meta(a, "directory.id", "AAAAAAAAAAAAAAAAAAAAMg")
+    cases["reservedid"] = ([a], [])
+    a = base("badmeta")  # a partition.metadata that is not empty but malformed
+    (a / "codec-none-0" / "partition.metadata").write_text("version: 0\ntopic_id: not-a-topic-id\n")
+    cases["badmeta"] = ([a], [])
+    a = base("stray")  # a topic id that is not the topic's in __cluster_metadata: a stray, not fatal
+    # and, in the same dir, topic codec-gzip's partition replaced by a 3.9.2 ZooKeeper broker's v1 segments
+    from engines import migrate
+
+    from kafkalog.storage.engine.migrate import MigrateOptions
+    from kafkalog.storage.files.partition_metadata import read_partition_metadata
+
+    tid = read_partition_metadata(a / "codec-gzip-0" / "partition.metadata").topic_id
+    migrate(FIXTURES / "kafka-3.9.2-zk-v1" / "data" / "codec-none-0", a,
+            MigrateOptions(topic="codec-gzip", topic_id=tid, overwrite=True), backup=False)
+    (a / "codec-none-0" / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAg\n")
+    cases["stray"] = ([a], [])
+    return cases
+
+
+@pytest.fixture(scope="module")
+def gate_runs(tmp_path_factory, kafka_libs):
+    """Per start-up gate case: (doctor's exit, its JSON lines, what the 4.3.1 broker did)."""
+    import json
+
+    from kafkalog.compat.broker import Broker
+
+    if GATE_VERSION not in kafka_libs:
+        pytest.skip(f"Kafka {GATE_VERSION} not configured (KAFKALOG_KAFKA_VERSIONS)")
+    root = tmp_path_factory.mktemp("doctor-gate")
+    out = {}
+    for name, (dirs, extra) in _gate_cases(root).items():
+        rc, text = _doctor("--json", *extra, *map(str, dirs))
+        lines = [json.loads(x) for x in text.splitlines()]
+        props = dict(FAST)
+        if len(dirs) > 1:
+            props["log.dirs"] = ",".join(map(str, dirs))
+        broker = Broker(GATE_VERSION, data_dir=dirs[0], server_properties=props)
+        result: dict = {"started": False}
+        t0 = time.monotonic()
+        try:
+            broker.start(timeout=45)
+            result["started"] = True
+            if name == "stray":
+                broker.wait_until(lambda d=dirs[0]: any(d.glob("codec-none-0.*-stray")), 20, "rename the stray")
+                result["strays"] = sorted(p.name for p in dirs[0].glob("*-stray"))
+                from kafkalog.compat.clients import Record, produce
+
+                produce(broker.bootstrap_servers, "codec-gzip", [Record(value=b"after the legacy batches")])
+                broker.stop()
+                result["magics"] = [b.magic for b in iter_partition_batches(dirs[0] / "codec-gzip-0")]
+            broker.kill()
+        except BrokerError:
+            broker.kill()
+        finally:
+            broker.close()
+        result["seconds"] = time.monotonic() - t0
+        result["log"] = broker.log_path.read_text(errors="replace")
+        out[name] = (rc, lines, result)
+    return out
+
+
+@pytest.mark.parametrize("case", ["nodeid", "nometa", "metadir", "twice", "dirid", "reservedid",
+                                  "badmeta"])
+def test_start_up_gate_refusals_are_the_brokers(gate_runs, case: str):
+    rc, lines, broker = gate_runs[case]
+    summary = lines[-1]
+    assert rc == 4 and summary["verdict"] == "fatal", summary
+    assert not broker["started"], f"Kafka {GATE_VERSION} started on the {case} dir"
+    message = summary["fatal"][0]
+    if case == "twice":  # the log dirs load in parallel: the broker names the two dirs in the order they loaded
+        a, b = re.search(r"found in both (\S+) and (\S+)\. ", message).groups()
+        assert message in broker["log"] or message.replace(f"{a} and {b}", f"{b} and {a}") in broker["log"], \
+            broker["log"][-3000:]
+    else:
+        assert message in broker["log"], f"{message!r} not in the broker's log:\n{broker['log'][-3000:]}"
+    fatal = next(p for p in lines if p.get("severity") == "fatal")
+    if fatal["cause"]:
+        assert fatal["cause"] in broker["log"], broker["log"][-3000:]
+
+
+def test_a_topic_id_mismatch_is_a_stray_the_broker_renames(gate_runs):
+    rc, lines, broker = gate_runs["stray"]
+    assert rc == 1 and lines[-1]["verdict"] == "recovery", lines[-1]
+    stray = [p for p in lines if p.get("kind") == "topicId"]
+    assert [p["partition"] for p in stray] == ["codec-none-0"] and "-stray" in stray[0]["message"]
+    assert broker["started"], broker["log"][-3000:]
+    assert [s.split(".")[0] for s in broker["strays"]] == ["codec-none-0"], broker["strays"]
+
+
+def test_legacy_segments_load_and_the_broker_appends_v2_after_them(gate_runs):
+    """KIP-724 (Kafka 4.0): a 4.x broker loads a partition of v1 batches, serves it, and writes every new batch as
+    v2 after them in the same log; doctor reports them as info, not as a reason not to start."""
+    rc, lines, broker = gate_runs["stray"]
+    legacy = [p for p in lines if p.get("kind") == "legacyFormat"]
+    assert [p["partition"] for p in legacy] == ["codec-gzip-0"] and legacy[0]["severity"] == "info", legacy
+    assert "appends only v2" in legacy[0]["message"], legacy[0]
+    magics = broker["magics"]
+    assert set(magics[:-1]) == {1} and magics[-1] == 2, magics
+
+
+def test_gate_broker_runs_stay_short(gate_runs):
+    assert sum(r["seconds"] for _, _, r in gate_runs.values()) < 60

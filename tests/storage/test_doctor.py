@@ -191,3 +191,65 @@ def test_hostile_dirs_give_a_verdict_not_a_crash(tmp_path: Path, capsys) -> None
         rc = main(["doctor", *args, str(d)])
         out = capsys.readouterr()
         assert rc in (0, 1, 4) and "internal error" not in out.err, out.err
+
+
+@pytest.mark.parametrize(("content", "cause", "offline"), [
+    (b"", "java.lang.NullPointerException", False),
+    (b"version: 0\n", "java.lang.NullPointerException", False),
+    (b"version: 0\ntopic_id: not-a-topic-id\n", "java.lang.IllegalArgumentException: Input string `not-a-topic-id` "
+     "decoded as 10 bytes, which is not equal to the expected 16 bytes of a base64-encoded UUID", False),
+    (b"version: 0\ntopic_id: " + b"A" * 30, "java.lang.IllegalArgumentException: Input string with prefix "
+     "`" + "A" * 24 + "` is too long to be decoded as a base64 UUID", False),
+    (b"version: x\ntopic_id: AAAAAAAAAAAAAAAAAAAAAg", "Error while reading partition metadata file", True),
+    (b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA", "Error while reading partition metadata file", True),
+    (b"\xff\xfe", "Error while reading partition metadata file", True),
+])
+def test_malformed_partition_metadata_fails_as_the_broker_reads_it(tmp_path: Path, content, cause, offline) -> None:
+    # a bad topic id is Uuid.fromString's IllegalArgumentException: the broker stops (tests/kafka/test_doctor_broker)
+    d = _copy(tmp_path)
+    (d / "codec-none-0" / "partition.metadata").write_bytes(content)
+    diag = diagnose([d], now_ms=NOW)
+    f = diag.fatal[0]
+    assert diag.verdict == "fatal" and f.path.endswith("codec-none-0/partition.metadata") and f.cause.startswith(cause)
+    assert f.broker_message == (f"Shutdown broker because all log dirs in {d} have failed" if offline
+                                else "Error starting LogManager")
+
+
+def test_progress_counts_every_partition_step_and_log_dirs_are_planned_together(tmp_path: Path) -> None:
+    a = _copy(tmp_path, "kafka-4.3.1-kraft-killed", ("torn_tail",))
+    b = tmp_path / "data2"
+    b.mkdir()
+    shutil.copy(a / "meta.properties", b / "meta.properties")
+    _set_meta(b, directory_id="BBBBBBBBBBBBBBBBBBBBBg")
+    shutil.move(a / "killed-0", b / "killed-0")
+    totals, done = [], []
+    one = diagnose([a, b], now_ms=NOW, on_total=totals.append, progress=done.append)
+    assert len(totals) == 1 and sum(done) == totals[0] == 2 * one.partitions and one.partitions == 13
+    two = diagnose([a, b], now_ms=NOW, workers=2)
+    assert [p.to_dict() for p in two.problems] == [p.to_dict() for p in one.problems]
+    assert any(p.partition == "killed-0" and p.kind == "truncation" for p in two.problems)
+    # the partitions of both log dirs go to the runner in one call: planned in parallel, not one dir after another
+    calls = []
+
+    def runner(fn, tasks):
+        calls.append({t[0] for t in tasks})
+        return [fn(t) for t in tasks]
+
+    plan = plan_repair([a, b], now_ms=NOW, strict_indexes=False, runner=runner)
+    assert calls == [{str(a), str(b)}] and [len(d.partitions) for d in plan.data_dirs] == [12, 1]
+
+
+def test_cli_no_progress(capsys) -> None:
+    rc, out = _cli(capsys, "--no-progress", "--workers", "2", str(FIXTURES / KRAFT / "data"))
+    assert rc == 0 and out.startswith("HEALTHY")
+
+
+@pytest.mark.parametrize(("did", "reserved"), [("AAAAAAAAAAAAAAAAAAAAAA", True), ("AAAAAAAAAAAAAAAAAAAAYw", True),
+                                               ("AAAAAAAAAAAAAAAAAAAAZA", False), ("AAAAAAAAAAD__________w", True),
+                                               ("BBBBBBBBBBBBBBBBBBBBBg", False)])
+def test_reserved_directory_ids_will_not_start(tmp_path: Path, did: str, reserved: bool) -> None:
+    # DirectoryId.reserved: msb 0 and lsb < 100 as a signed long (ids 0..99 and every negative lsb)
+    d = _copy(tmp_path)
+    _set_meta(d, directory_id=did)
+    msgs = [p.broker_message for p in diagnose([d], now_ms=NOW).fatal]
+    assert msgs == ([f"Invalid reserved directory ID {did} found in {d}"] if reserved else []), msgs

@@ -168,8 +168,8 @@ def open_transactions(log: PartitionLog, now_ms: int,
             "lastStableOffset": lso,
             "blocksLso": pins,
             # the cleaner's firstUncleanableDirtyOffset is min(LSO, active segment base): segments above the
-            # transaction's start that are not active stay dirty until it ends (on a compacted topic; whether the
-            # topic is compacted is not looked up: it takes the cluster metadata)
+            # transaction's start that are not active stay dirty until it ends (on a compacted topic: find_transactions
+            # clears it for a topic whose cleanup.policy it knows has no compact)
             "blocksCleaner": pins and active is not None and first < active.base_offset,
         })
     return out
@@ -266,6 +266,19 @@ def _partition_task(task: tuple) -> tuple[list[dict[str, Any]], str | None]:
         return [], f"{e.filename or path}: {e.strerror or e}"
 
 
+def _compacted(resolver, log: PartitionLog) -> bool | None:
+    """Is the topic compacted (the cleaner only cleans those)? Its effective ``cleanup.policy`` through the one
+    config resolver; None when the data dirs hold no cluster metadata (a ZooKeeper-mode dir, or a KRaft log dir
+    other than the metadata one): the topic's overrides are unknown, so an open transaction may hold the
+    cleaner back."""
+    try:
+        if resolver.data_dir(log.path.parent).metadata is None:
+            return None
+        return bool(resolver.log_config(log.path.parent, log.topic).compact)
+    except KafkaLogError:
+        return None
+
+
 def find_transactions(paths: Iterable[str | os.PathLike], *, now_ms: int | None = None,
                       expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                       transaction_state_partitions: int | None = None, topics: set[str] | None = None,
@@ -320,10 +333,15 @@ def find_transactions(paths: Iterable[str | os.PathLike], *, now_ms: int | None 
         n = workers if workers is not None else (os.cpu_count() or 1) if len(tasks) >= PARALLEL_FROM else 1
         results = run_partition_tasks(_partition_task, tasks, workers=n, threads=1, progress=on_advance)
         report.partitions_scanned = len(data_logs)
+        from .topic_configs import ConfigResolver
+
+        resolver = ConfigResolver(data_dirs=sorted({str(log.path.parent) for log in data_logs}))
         for log, (txns, error) in zip(data_logs, results, strict=True):
             if error is not None:
                 report.errors.append({"dataDir": str(log.path.parent), "dir": log.path.name, "error": error})
+            compacted = _compacted(resolver, log)
             for t in txns:
+                t["blocksCleaner"] = t["blocksCleaner"] and compacted is not False
                 _judge(t, log.topic, log.partition, by_pid, report.coordinator_complete, bool(seen))
                 report.transactions.append({
                     "dataDir": str(log.path.parent), "dir": log.path.name, "topic": log.topic,

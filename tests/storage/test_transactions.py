@@ -174,3 +174,22 @@ def test_json_schema(killed_copy: Path, tmp_path: Path, capsys) -> None:
     assert len(lines) == 3 and sum("error" in x for x in lines) == 1  # open-transaction-0 named twice: once
     for obj in lines:
         validator.validate(obj)
+
+
+def test_blocks_the_cleaner_only_on_a_compacted_topic(tmp_path: Path) -> None:
+    """An open transaction below a rolled segment pins the cleaner's first uncleanable offset, which matters only
+    where the cleaner runs: the topic's cleanup.policy comes from the cluster metadata in the dir (compacted-0:
+    compact; codec-none-0: delete)."""
+    data = tmp_path / "data"
+    shutil.copytree(CLEAN, data)
+    big = base64.b64encode(b"x" * 3000).decode()
+    for tp in ("compacted-0", "codec-none-0"):
+        _append(data, tp, tmp_path, {"producerId": 4242 + len(tp), "producerEpoch": 0, "baseSequence": 0,
+                                     "isTransactional": True,
+                                     "records": [{"key": "aw==", "value": "aGk=", "timestamp": NOW - 60000}]})
+        for _ in range(2):  # data behind it, past a segment roll
+            _append(data, tp, tmp_path, {"key": "aw==", "value": big, "timestamp": NOW},
+                    "--config", "internal.segment.bytes=4096")
+    by = {t["dir"]: t for t in find_transactions([data], now_ms=NOW).transactions}
+    assert by["compacted-0"]["blocksLso"] and by["compacted-0"]["blocksCleaner"]
+    assert by["codec-none-0"]["blocksLso"] and not by["codec-none-0"]["blocksCleaner"]

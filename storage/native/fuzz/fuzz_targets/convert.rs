@@ -14,6 +14,8 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(reached, nbytes);
     assert!(reached <= data.len());
     let (out, metas, pos) = legacy_to_v2(data, 0, data.len(), usize::MAX / 2);
+    // the output buffer is reserved by the input's size, not by the output budget (8 MiB in `convert`)
+    assert!(out.capacity() <= 3 * data.len() + 4096, "{} bytes reserved for {}", out.capacity(), data.len());
     assert_eq!(pos, reached);
     assert_eq!(metas.len(), n);
     let mut at = 0;

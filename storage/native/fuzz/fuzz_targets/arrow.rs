@@ -3,10 +3,10 @@
 //! finished struct array has one row per record and never panics (offsets of Arrow's 32-bit columns).
 #![no_main]
 
+use _native::fuzzing::{decode_records, ArrowRecords};
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::Array;
-use _native::fuzzing::{decode_records, ArrowRecords};
 use libfuzzer_sys::fuzz_target;
 
 #[path = "common.rs"]

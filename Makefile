@@ -4,7 +4,7 @@ PY ?= .ci/py
 PIP ?= $(PY) -m pip
 KAFKA_VERSIONS ?=
 
-.PHONY: quickstart test test-older install install-test kafka-jars container-image lint fuzz bench campaign
+.PHONY: quickstart test test-older install install-test kafka-jars container-image lint fuzz fuzz-atheris fuzz-native bench campaign
 
 ## quickstart: install kafkalog and run its main job (verify + describe) on the bundled real-Kafka fixtures
 quickstart:
@@ -42,8 +42,24 @@ container-image:
 lint:
 	$(PY) -m ruff check .
 
+## fuzz: the long fuzz runs: the hypothesis runs (marker slow), then every atheris target and every cargo-fuzz
+## target for FUZZ_RUNS inputs each (or FUZZ_SECONDS each), counted into FUZZ_LOG (see CONTRIBUTING.md)
+FUZZ_RUNS ?= 10000000
+FUZZ_SECONDS ?=
+FUZZ_LOG ?= fuzz-runs.jsonl
+FUZZ_LIMIT = $(if $(FUZZ_SECONDS),--seconds $(FUZZ_SECONDS),--runs $(FUZZ_RUNS))
 fuzz:
 	$(PY) -m pytest -m slow tests/fuzz
+	$(MAKE) fuzz-native fuzz-atheris
+
+## fuzz-atheris: coverage-guided fuzzing of the Python parsers and the native-vs-Python differential (atheris)
+fuzz-atheris:
+	$(PY) tests/fuzz/run_fuzz.py atheris $(FUZZ_LIMIT) --log $(FUZZ_LOG)
+
+## fuzz-native: cargo-fuzz on the compiled core (AddressSanitizer; stable Rust with RUSTC_BOOTSTRAP=1)
+fuzz-native:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
+	$(PY) tests/fuzz/run_fuzz.py native $(FUZZ_LIMIT) --log $(FUZZ_LOG)
 
 ## campaign: the full counted reliability campaigns (every fault injection point), not part of `make test`
 campaign:

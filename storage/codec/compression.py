@@ -336,8 +336,17 @@ def _zstd_decompress(data, limit: int) -> bytes:
     for start, end, blocks, content_size in frames:
         if blocks == 0:  # skippable frame
             continue
-        bound = blocks * _ZSTD_BLOCK_MAX if content_size < 0 else content_size
         room = limit - total
+        # python-zstandard allocates a frame's declared content size up front, whatever max_output_size says:
+        # a declared size past the limit, or past what the frame's blocks can hold (128 KiB each), is refused
+        # here, before any allocation (a 30-byte frame could otherwise ask for terabytes)
+        if content_size > room:
+            raise _too_big("zstd", limit)
+        if content_size > blocks * _ZSTD_BLOCK_MAX:
+            raise CompressionError(f"zstd payload cannot be decompressed: the frame declares {content_size} "
+                                   f"bytes but its {blocks} block(s) hold at most {blocks * _ZSTD_BLOCK_MAX}",
+                                   position=start)
+        bound = blocks * _ZSTD_BLOCK_MAX if content_size < 0 else content_size
         frame = mv[start:end]
         chunk = None
         for cap in sorted({min(bound, room, max(1 << 16, 8 * (end - start))), min(bound, room)}):

@@ -85,6 +85,11 @@ def _save_convert(s: str, escape_space: bool) -> str:
             out.append("\\f")
         elif c in "=:#!\\":
             out.append("\\" + c)
+        elif ord(c) > 0xFF:
+            # not latin-1 (only a \uXXXX escape read back makes one): written back as its escape(s), which
+            # every Properties.load reads as the same character, as store(OutputStream) writes it
+            b = c.encode("utf-16-be", "surrogatepass")
+            out.extend(f"\\u{b[j] << 8 | b[j + 1]:04X}" for j in range(0, len(b), 2))
         else:
             out.append(c)
     return "".join(out)

@@ -155,6 +155,37 @@ def test_decompression_bombs_are_bounded(codec):
     assert peak < 16 << 20, f"{C.CODEC_NAMES[codec]} allocated {peak} bytes for a 1 MiB limit"
 
 
+def _zstd_frame_declaring(content_size: int, payload: bytes = b"hello") -> bytes:
+    """One zstd frame (single segment, 8-byte content size) declaring ``content_size`` bytes, with one raw
+    block holding ``payload``."""
+    return (b"\x28\xb5\x2f\xfd" + bytes([0xE0]) + content_size.to_bytes(8, "little")
+            + ((len(payload) << 3) | 1).to_bytes(3, "little") + payload)
+
+
+@pytest.mark.parametrize("declared", [
+    200 << 20,   # within the default 256 MiB limit, but more than one 128 KiB block can hold
+    300 << 20,   # past the default limit
+    1 << 49,     # python-zstandard raised MemoryError (atheris, tests/fuzz: decompress)
+])
+def test_zstd_declared_content_size_is_not_trusted(declared):
+    """python-zstandard allocates a frame's declared content size before decoding, ignoring max_output_size:
+    a tiny frame declaring a huge size is refused before that allocation (CompressionError, no MemoryError)."""
+    frame = _zstd_frame_declaring(declared)
+    tracemalloc.start()
+    try:
+        with pytest.raises(CompressionError):
+            C.decompress(C.ZSTD, frame)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, f"allocated {peak} bytes for a {len(frame)}-byte frame"
+    # the input atheris found: two frame magics, the first declaring ~5.6e14 bytes
+    fuzzed = bytes.fromhex("28b52ffdd40bdc28b52ffd0000025b4855ffffffff00")
+    with pytest.raises(CompressionError):
+        C.decompress(C.ZSTD, fuzzed, limit=1 << 20)
+    assert C.decompress(C.ZSTD, _zstd_frame_declaring(5)) == b"hello"  # an honest size still decodes
+
+
 def test_unknown_codec():
     with pytest.raises(CompressionError, match="unknown compression type id 6"):
         C.decompress(6, b"x")

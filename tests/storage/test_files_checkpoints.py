@@ -362,3 +362,18 @@ def test_atomic_write_replaces_and_cleans_up(tmp_path):
 
 def tmp_path_of(p: os.PathLike) -> os.PathLike:
     return tmp_path(p)
+
+
+@pytest.mark.parametrize("text", [
+    b"<#666\\u66666666*",  # found by atheris (tests/fuzz: meta-properties): UnicodeEncodeError in to_bytes
+    b"cluster.id=\\u00e9t\\u00E9-\\uD83D\\uDE00\n",
+    b"k\\u0100y=v\\uFFFF\n",
+])
+def test_meta_properties_unicode_escapes_write_back(text):
+    """A \\uXXXX escape past latin-1 is read as that character and written back as an escape (as
+    Properties.store(OutputStream) writes it), so to_bytes never fails and re-reads to the same lines."""
+    m = MetaProperties.from_bytes(text)
+    out = m.to_bytes()
+    again = MetaProperties.from_bytes(out)
+    assert again.lines == m.lines
+    assert again.to_bytes() == out

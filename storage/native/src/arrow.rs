@@ -113,30 +113,15 @@ impl ArrowRecords {
         self.header_offsets.push(self.header_keys.len() as i32);
     }
 
-    fn check_room(&self, more: usize) -> PyResult<()> {
+    fn check_room(&self, more: usize) -> Result<(), &'static str> {
         if self.nbytes + more > MAX_BYTES {
-            return Err(PyValueError::new_err("an Arrow chunk holds at most 1 GiB of records: start a new one"));
+            return Err("an Arrow chunk holds at most 1 GiB of records: start a new one");
         }
         Ok(())
     }
-}
 
-/// The sequence column: the record's sequence as Kafka derives it (`DefaultRecordBatch.incrementSequence`),
-/// -1 without a base sequence -- the same rule as `Record.sequence`.
-fn sequence(base_seq: i64, off_delta: i64) -> i32 {
-    if base_seq < 0 {
-        -1
-    } else {
-        crate::increment_sequence(base_seq, off_delta) as i32
-    }
-}
-
-#[pymethods]
-impl ArrowRecords {
-    /// `capacity`: about how many bytes of log entries will be added (buffers are sized for them once).
-    #[new]
-    #[pyo3(signature = (capacity=0))]
-    fn new(capacity: usize) -> Self {
+    /// The builder (`ArrowRecords(capacity)`), without Python.
+    pub fn with_capacity(capacity: usize) -> Self {
         let capacity = capacity.min(MAX_BYTES);
         let rows = capacity / 64;
         ArrowRecords {
@@ -162,32 +147,15 @@ impl ArrowRecords {
         }
     }
 
-    fn __len__(&self) -> usize {
-        self.offsets.len()
-    }
-
-    /// Bytes of log entries added so far.
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.nbytes
-    }
-
-    /// Add the records of one v2 batch (its whole entry, header included, at `position` of piece number
-    /// `piece`) as rows. A compressed batch needs its records section decompressed in `data`. `keep`
-    /// (optional `(lo_offset, hi_offset, lo_ts, hi_ts)`) keeps only rows in those half-open ranges.
-    /// Returns the number of rows added, or `None` (nothing added) when the batch is unusual in any way: the
-    /// caller then decodes it with the Python decoder (which reports the error, or gives rows for `add_rows`).
-    #[pyo3(signature = (batch, position, piece, keep=None, data=None))]
-    fn add_v2(
+    /// `add_v2` on byte slices (`data`: the decompressed records section of a compressed batch).
+    pub fn add_v2_bytes(
         &mut self,
-        batch: &Bound<'_, PyAny>,
+        b: &[u8],
         position: i64,
         piece: i32,
         keep: Option<(i128, i128, i128, i128)>,
-        data: Option<&Bound<'_, PyBytes>>,
-    ) -> PyResult<Option<usize>> {
-        let view = crate::buffer::ByteView::new(batch)?;
-        let b = view.as_slice();
+        data: Option<&[u8]>,
+    ) -> Result<Option<usize>, &'static str> {
         if b.len() < 61 || b[16] != 2 {
             return Ok(None);
         }
@@ -195,7 +163,7 @@ impl ArrowRecords {
         let codec = (attributes & 0x07) as usize;
         let d: &[u8] = match (codec, data) {
             (0, None) => &b[61..],
-            (1..=4, Some(data)) => data.as_bytes(),
+            (1..=4, Some(data)) => data,
             _ => return Ok(None),
         };
         let count = be_i32(b, 57);
@@ -245,6 +213,99 @@ impl ArrowRecords {
         Ok(Some(added))
     }
 
+    /// `finish` without Python: the rows as one struct array; the builder is empty afterwards.
+    pub fn finish_array(&mut self) -> Result<StructArray, arrow_schema::ArrowError> {
+        let items = StructArray::try_new(
+            header_fields(),
+            vec![Arc::new(self.header_keys.finish()) as ArrayRef, Arc::new(self.header_values.finish())],
+            None,
+        )?;
+        let offsets = std::mem::replace(&mut self.header_offsets, vec![0]);
+        let headers = ListArray::try_new(
+            Arc::new(Field::new("element", DataType::Struct(header_fields()), true)),
+            OffsetBuffer::new(offsets.into()),
+            Arc::new(items),
+            None,
+        )?;
+        let i32s = |v: &mut Vec<i32>| Arc::new(Int32Array::from(std::mem::take(v))) as ArrayRef;
+        let i64s = |v: &mut Vec<i64>| Arc::new(Int64Array::from(std::mem::take(v))) as ArrayRef;
+        let bools = |v: &mut Vec<bool>| Arc::new(BooleanArray::from(std::mem::take(v))) as ArrayRef;
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("offset", i64s(&mut self.offsets)),
+            ("timestamp", i64s(&mut self.timestamps)),
+            ("timestampType", i32s(&mut self.timestamp_types)),
+            ("key", Arc::new(self.keys.finish())),
+            ("value", Arc::new(self.values.finish())),
+            ("headers", Arc::new(headers)),
+            ("leaderEpoch", i32s(&mut self.leader_epochs)),
+            ("producerId", i64s(&mut self.producer_ids)),
+            ("producerEpoch", i32s(&mut self.producer_epochs)),
+            ("sequence", i32s(&mut self.sequences)),
+            ("isTransactional", bools(&mut self.transactional)),
+            ("isControl", bools(&mut self.control)),
+            ("magic", i32s(&mut self.magics)),
+            ("codec", Arc::new(self.codecs.finish())),
+            ("position", i64s(&mut self.positions)),
+            ("piece", i32s(&mut self.pieces)),
+        ];
+        let fields = Fields::from(
+            columns.iter().map(|(name, a)| Field::new(*name, a.data_type().clone(), true)).collect::<Vec<_>>(),
+        );
+        let arrays = columns.into_iter().map(|(_, a)| a).collect();
+        let array = StructArray::try_new(fields, arrays, None)?;
+        self.nbytes = 0;
+        Ok(array)
+    }
+}
+
+/// The sequence column: the record's sequence as Kafka derives it (`DefaultRecordBatch.incrementSequence`),
+/// -1 without a base sequence -- the same rule as `Record.sequence`.
+fn sequence(base_seq: i64, off_delta: i64) -> i32 {
+    if base_seq < 0 {
+        -1
+    } else {
+        crate::increment_sequence(base_seq, off_delta) as i32
+    }
+}
+
+#[pymethods]
+impl ArrowRecords {
+    /// `capacity`: about how many bytes of log entries will be added (buffers are sized for them once).
+    #[new]
+    #[pyo3(signature = (capacity=0))]
+    fn new(capacity: usize) -> Self {
+        Self::with_capacity(capacity)
+    }
+
+    fn __len__(&self) -> usize {
+        self.offsets.len()
+    }
+
+    /// Bytes of log entries added so far.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.nbytes
+    }
+
+    /// Add the records of one v2 batch (its whole entry, header included, at `position` of piece number
+    /// `piece`) as rows. A compressed batch needs its records section decompressed in `data`. `keep`
+    /// (optional `(lo_offset, hi_offset, lo_ts, hi_ts)`) keeps only rows in those half-open ranges.
+    /// Returns the number of rows added, or `None` (nothing added) when the batch is unusual in any way: the
+    /// caller then decodes it with the Python decoder (which reports the error, or gives rows for `add_rows`).
+    #[pyo3(signature = (batch, position, piece, keep=None, data=None))]
+    fn add_v2(
+        &mut self,
+        batch: &Bound<'_, PyAny>,
+        position: i64,
+        piece: i32,
+        keep: Option<(i128, i128, i128, i128)>,
+        data: Option<&Bound<'_, PyBytes>>,
+    ) -> PyResult<Option<usize>> {
+        let view = crate::buffer::ByteView::new(batch)?;
+        self.add_v2_bytes(view.as_slice(), position, piece, keep, data.map(|d| d.as_bytes()))
+            .map_err(PyValueError::new_err)
+    }
+
     /// Add rows decoded by Python (the careful decoder, legacy messages): `(offset, timestamp, key, value,
     /// headers)` tuples with their `sequences`, and the batch-level values of their batch: `meta` is
     /// `(timestampType, leaderEpoch, producerId, producerEpoch, isTransactional, isControl, magic, codec,
@@ -261,7 +322,7 @@ impl ArrowRecords {
         if sequences.len() != n {
             return Err(PyValueError::new_err("one sequence per row"));
         }
-        self.check_room(meta.9)?;
+        self.check_room(meta.9).map_err(PyValueError::new_err)?;
         let m = BatchMeta {
             timestamp_type: meta.0,
             leader_epoch: meta.1,
@@ -318,48 +379,7 @@ impl ArrowRecords {
     /// The rows as one Arrow struct array: the record columns of the data source but topic, partition and
     /// segment, which the caller expands from `piece`; the builder is empty afterwards.
     fn finish(&mut self) -> PyResult<ArrowChunk> {
-        let err = |e: arrow_schema::ArrowError| PyRuntimeError::new_err(e.to_string());
-        let items = StructArray::try_new(
-            header_fields(),
-            vec![Arc::new(self.header_keys.finish()) as ArrayRef, Arc::new(self.header_values.finish())],
-            None,
-        )
-        .map_err(err)?;
-        let offsets = std::mem::replace(&mut self.header_offsets, vec![0]);
-        let headers = ListArray::try_new(
-            Arc::new(Field::new("element", DataType::Struct(header_fields()), true)),
-            OffsetBuffer::new(offsets.into()),
-            Arc::new(items),
-            None,
-        )
-        .map_err(err)?;
-        let i32s = |v: &mut Vec<i32>| Arc::new(Int32Array::from(std::mem::take(v))) as ArrayRef;
-        let i64s = |v: &mut Vec<i64>| Arc::new(Int64Array::from(std::mem::take(v))) as ArrayRef;
-        let bools = |v: &mut Vec<bool>| Arc::new(BooleanArray::from(std::mem::take(v))) as ArrayRef;
-        let columns: Vec<(&str, ArrayRef)> = vec![
-            ("offset", i64s(&mut self.offsets)),
-            ("timestamp", i64s(&mut self.timestamps)),
-            ("timestampType", i32s(&mut self.timestamp_types)),
-            ("key", Arc::new(self.keys.finish())),
-            ("value", Arc::new(self.values.finish())),
-            ("headers", Arc::new(headers)),
-            ("leaderEpoch", i32s(&mut self.leader_epochs)),
-            ("producerId", i64s(&mut self.producer_ids)),
-            ("producerEpoch", i32s(&mut self.producer_epochs)),
-            ("sequence", i32s(&mut self.sequences)),
-            ("isTransactional", bools(&mut self.transactional)),
-            ("isControl", bools(&mut self.control)),
-            ("magic", i32s(&mut self.magics)),
-            ("codec", Arc::new(self.codecs.finish())),
-            ("position", i64s(&mut self.positions)),
-            ("piece", i32s(&mut self.pieces)),
-        ];
-        let fields = Fields::from(
-            columns.iter().map(|(name, a)| Field::new(*name, a.data_type().clone(), true)).collect::<Vec<_>>(),
-        );
-        let arrays = columns.into_iter().map(|(_, a)| a).collect();
-        let array = StructArray::try_new(fields, arrays, None).map_err(err)?;
-        self.nbytes = 0;
+        let array = self.finish_array().map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         Ok(ArrowChunk { array: Some(array) })
     }
 }

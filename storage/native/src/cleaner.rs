@@ -112,12 +112,12 @@ fn skip_headers(d: &[u8], mut p: usize, rec_end: usize) -> Option<usize> {
 /// Walk the records of a batch for the map pass: `put(key, offset)` for every keyed record, in order. `Ok(false)`
 /// when the batch needs the careful path (puts already made are harmless: they are idempotent in order).
 #[inline(always)]
-fn walk_keys(
+pub(crate) fn walk_keys<E>(
     d: &[u8],
     count: i64,
     base_offset: i64,
-    mut put: impl FnMut(&[u8], i64) -> PyResult<()>,
-) -> PyResult<bool> {
+    mut put: impl FnMut(&[u8], i64) -> Result<(), E>,
+) -> Result<bool, E> {
     let mut p = 0usize;
     for _ in 0..count.max(0) {
         // length (the record must end exactly there), then attributes
@@ -185,22 +185,22 @@ pub(crate) fn map_records(
 }
 
 /// One retained record: `(start, tail, end, timestamp, offset_delta, attributes, is_tombstone)`.
-type Kept = (usize, usize, usize, i64, i64, usize, bool);
+pub(crate) type Kept = (usize, usize, usize, i64, i64, usize, bool);
 
 /// Walk the records of a data batch applying `shouldRetainRecord` with `mapped(key)` (the map's offset for a
 /// key, -1 when absent). `Ok(None)` when the batch needs the careful path; else the retained records and the
 /// number of keyless records dropped.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn walk_retained(
+pub(crate) fn walk_retained<E>(
     d: &[u8],
     count: i64,
     base_offset: i64,
     base_ts: i64,
     latest: i64,
     keep_tombstones: bool,
-    mut mapped: impl FnMut(&[u8]) -> PyResult<i64>,
-) -> PyResult<Option<(Vec<Kept>, i64)>> {
+    mut mapped: impl FnMut(&[u8]) -> Result<i64, E>,
+) -> Result<Option<(Vec<Kept>, i64)>, E> {
     let end = d.len();
     let mut kept: Vec<Kept> = Vec::new();
     let mut invalid: i64 = 0;
@@ -368,6 +368,56 @@ impl OffsetMapCore {
         }
     }
 
+    /// `map_batches` on a byte slice.
+    pub(crate) fn map_batches_bytes(
+        &mut self,
+        d: &[u8],
+        pos: usize,
+        start: i64,
+        capacity: usize,
+    ) -> (usize, Option<i64>) {
+        let mut pos = pos;
+        let mut last_mapped = None;
+        while let Some(h) = d.get(pos..pos.saturating_add(61)) {
+            let size = i32::from_be_bytes(h[8..12].try_into().expect("4 bytes"));
+            if size < 49 || h[16] != 2 {
+                break;
+            }
+            let total = 12 + size as usize;
+            let Some(batch) = d.get(pos..pos + total) else { break };
+            let attributes = u16::from_be_bytes([h[21], h[22]]);
+            if attributes & 0x37 != 0 {
+                break; // compressed, transactional or control: the per-batch path
+            }
+            let base = i64::from_be_bytes(h[0..8].try_into().expect("8 bytes"));
+            let delta = i32::from_be_bytes(h[23..27].try_into().expect("4 bytes"));
+            let count = i32::from_be_bytes(h[57..61].try_into().expect("4 bytes"));
+            let stored = u32::from_be_bytes(h[17..21].try_into().expect("4 bytes"));
+            if crc32c::crc32c(&batch[21..]) != stored {
+                break;
+            }
+            let Some(last) = base.checked_add(delta as i64) else { break };
+            if last < start {
+                pos += total;
+                continue;
+            }
+            if base < start || count < 0 || self.index.len() + count as usize >= capacity {
+                break;
+            }
+            let records = &batch[61..];
+            let walked = walk_keys(records, count as i64, base, |key, offset| {
+                self.put_key(key, offset);
+                Ok::<(), std::convert::Infallible>(())
+            });
+            if !matches!(walked, Ok(true)) {
+                break; // puts already made for this batch are redone, in order, by the per-batch path
+            }
+            last_mapped = Some(last);
+            pos += total;
+        }
+        (pos, last_mapped)
+    }
+
     fn digest_of(digest: &[u8]) -> PyResult<[u8; 16]> {
         digest.try_into().map_err(|_| pyo3::exceptions::PyValueError::new_err("an MD5 digest is 16 bytes"))
     }
@@ -376,7 +426,7 @@ impl OffsetMapCore {
 #[pymethods]
 impl OffsetMapCore {
     #[new]
-    fn new(raw_max_keys: usize, raw_max_len: usize) -> Self {
+    pub(crate) fn new(raw_max_keys: usize, raw_max_len: usize) -> Self {
         OffsetMapCore {
             index: HashMap::default(),
             offsets: Vec::new(),
@@ -389,7 +439,7 @@ impl OffsetMapCore {
 
     /// Distinct hashes mapped.
     #[getter]
-    fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         self.index.len()
     }
 
@@ -486,46 +536,7 @@ impl OffsetMapCore {
         capacity: usize,
     ) -> PyResult<(usize, Option<i64>)> {
         let view = ByteView::new(data)?;
-        let d = view.as_slice();
-        let mut pos = pos;
-        let mut last_mapped = None;
-        while let Some(h) = d.get(pos..pos.saturating_add(61)) {
-            let size = i32::from_be_bytes(h[8..12].try_into().expect("4 bytes"));
-            if size < 49 || h[16] != 2 {
-                break;
-            }
-            let total = 12 + size as usize;
-            let Some(batch) = d.get(pos..pos + total) else { break };
-            let attributes = u16::from_be_bytes([h[21], h[22]]);
-            if attributes & 0x37 != 0 {
-                break; // compressed, transactional or control: the per-batch path
-            }
-            let base = i64::from_be_bytes(h[0..8].try_into().expect("8 bytes"));
-            let delta = i32::from_be_bytes(h[23..27].try_into().expect("4 bytes"));
-            let count = i32::from_be_bytes(h[57..61].try_into().expect("4 bytes"));
-            let stored = u32::from_be_bytes(h[17..21].try_into().expect("4 bytes"));
-            if crc32c::crc32c(&batch[21..]) != stored {
-                break;
-            }
-            let Some(last) = base.checked_add(delta as i64) else { break };
-            if last < start {
-                pos += total;
-                continue;
-            }
-            if base < start || count < 0 || self.index.len() + count as usize >= capacity {
-                break;
-            }
-            let records = &batch[61..];
-            if !walk_keys(records, count as i64, base, |key, offset| {
-                self.put_key(key, offset);
-                Ok(())
-            })? {
-                break; // puts already made for this batch are redone, in order, by the per-batch path
-            }
-            last_mapped = Some(last);
-            pos += total;
-        }
-        Ok((pos, last_mapped))
+        Ok(self.map_batches_bytes(view.as_slice(), pos, start, capacity))
     }
 
     /// `scan_retained` against this map.
@@ -541,7 +552,7 @@ impl OffsetMapCore {
         keep_tombstones: bool,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let r = walk_retained(data.as_bytes(), count, base_offset, base_ts, latest, keep_tombstones, |key| {
-            Ok(self.get_key(key))
+            Ok::<i64, PyErr>(self.get_key(key))
         })?;
         retained_tuple(py, r, count)
     }

@@ -23,34 +23,41 @@ const LZ4_DEFAULT_LEVEL: i32 = 9;
 #[pyfunction]
 pub(crate) fn lz4_block<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, level: i32) -> PyResult<Bound<'py, PyBytes>> {
     let view = ByteView::new(data)?;
-    let data = view.as_slice();
+    let out = lz4_block_bytes(view.as_slice(), level).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// `lz4_block` without Python.
+pub fn lz4_block_bytes(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
     let mode =
         if level == LZ4_DEFAULT_LEVEL { None } else { Some(lz4::block::CompressionMode::HIGHCOMPRESSION(level)) };
-    let out = lz4::block::compress(data, mode, false).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(PyBytes::new(py, &out))
+    lz4::block::compress(data, mode, false)
 }
 
 /// A zstd frame as `ZstdCompression.wrapForOutput` writes one: a streaming compression (no checksum) fed through a 16 KiB `BufferedOutputStream`, flushed and then ended when the stream closes.
 #[pyfunction]
 pub(crate) fn zstd_stream<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, level: i32) -> PyResult<Bound<'py, PyBytes>> {
     let view = ByteView::new(data)?;
-    let data = view.as_slice();
-    let err = |e: std::io::Error| PyValueError::new_err(e.to_string());
-    let mut enc = zstd::stream::Encoder::new(Vec::with_capacity(data.len() / 2 + 64), level).map_err(err)?;
-    enc.include_checksum(false).map_err(err)?;
+    let out = zstd_stream_bytes(view.as_slice(), level).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// `zstd_stream` without Python.
+pub fn zstd_stream_bytes(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
+    let mut enc = zstd::stream::Encoder::new(Vec::with_capacity(data.len() / 2 + 64), level)?;
+    enc.include_checksum(false)?;
     // libzstd's default content-size flag (on), as zstd-jni leaves it: a streamed frame's size is unknown when
     // its header is written, except for an empty input ended in one call (its header then says 0)
     for chunk in data.chunks(16 * 1024) {
-        enc.write_all(chunk).map_err(err)?;
+        enc.write_all(chunk)?;
     }
     // closing the stream flushes it first (`BufferedOutputStream.close` -> `ZstdOutputStream.flush`): the data
     // ends in a block that is not the last, and the end of the frame is an empty last block. With no data at
     // all nothing is flushed, and the end is the frame's first call (libzstd then writes the content size, 0).
     if !data.is_empty() {
-        enc.flush().map_err(err)?;
+        enc.flush()?;
     }
-    let out = enc.finish().map_err(err)?;
-    Ok(PyBytes::new(py, &out))
+    enc.finish()
 }
 
 extern "C" {
@@ -62,7 +69,12 @@ extern "C" {
 #[pyfunction]
 pub(crate) fn snappy_block<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     let view = ByteView::new(data)?;
-    let data = view.as_slice();
+    let out = snappy_block_bytes(view.as_slice()).map_err(PyValueError::new_err)?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// `snappy_block` without Python.
+pub fn snappy_block_bytes(data: &[u8]) -> Result<Vec<u8>, &'static str> {
     // SAFETY: the FFI boundary. MaxCompressedLength has no preconditions; RawCompress reads exactly `n` bytes
     // of `input` (a live slice of that length) and writes at most MaxCompressedLength(n) bytes to `out`, which
     // is that long; it returns how many it wrote.
@@ -70,9 +82,10 @@ pub(crate) fn snappy_block<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> Py
     let mut out = vec![0u8; max];
     let n = unsafe { kafkalog_snappy_raw_compress(data.as_ptr(), data.len(), out.as_mut_ptr()) };
     if n > max {
-        return Err(PyValueError::new_err("snappy wrote past its bound"));
+        return Err("snappy wrote past its bound");
     }
-    Ok(PyBytes::new(py, &out[..n]))
+    out.truncate(n);
+    Ok(out)
 }
 
 /// The versions of the compression libraries compiled in (lz4, zstd, snappy).

@@ -51,7 +51,7 @@ fn legacy_field(msg: &[u8], p: usize) -> Option<(Option<(usize, usize)>, usize)>
 /// value) with an intact CRC32: `(offset, magic, attributes, timestamp, key, value)`; `None` for anything else.
 #[allow(clippy::type_complexity)]
 #[inline(always)]
-fn plain_fields(e: &[u8]) -> Option<(i64, u8, u8, i64, Option<(usize, usize)>, Option<(usize, usize)>)> {
+pub(crate) fn plain_fields(e: &[u8]) -> Option<(i64, u8, u8, i64, Option<(usize, usize)>, Option<(usize, usize)>)> {
     let offset = be_i64(e, 0)?;
     let magic = *e.get(16)?;
     let attributes = *e.get(17)?;
@@ -73,7 +73,7 @@ fn plain_fields(e: &[u8]) -> Option<(i64, u8, u8, i64, Option<(usize, usize)>, O
 
 /// The next entry of `d[pos:end]` as a slice, when it is complete and its size field is at least 14.
 #[inline(always)]
-fn entry(d: &[u8], pos: usize, end: usize) -> Option<&[u8]> {
+pub(crate) fn entry(d: &[u8], pos: usize, end: usize) -> Option<&[u8]> {
     if pos + 17 >= end {
         return None;
     }
@@ -90,7 +90,7 @@ fn entry(d: &[u8], pos: usize, end: usize) -> Option<&[u8]> {
 
 /// One plain message (the entry `e`) as a v2 batch appended to `out`; `None` when the entry is not one this path
 /// takes. Returns `(last offset, max timestamp)`.
-fn plain_to_v2(e: &[u8], out: &mut Vec<u8>, body: &mut Vec<u8>) -> Option<(i64, i64)> {
+pub(crate) fn plain_to_v2(e: &[u8], out: &mut Vec<u8>, body: &mut Vec<u8>) -> Option<(i64, i64)> {
     let (offset, magic, attributes, ts, key, value) = plain_fields(e)?;
     let log_append = magic == 1 && attributes & 0x08 != 0;
     // the record: attributes 0, timestamp delta 0, offset delta 0, key, value, no headers
@@ -141,20 +141,38 @@ pub(crate) fn legacy_to_v2<'py>(
     max_bytes: usize,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyList>, usize)> {
     let view = ByteView::new(data)?;
-    let d = view.as_slice();
+    let (out, sizes, pos) = legacy_to_v2_bytes(view.as_slice(), pos, end, max_bytes);
+    let metas = PyList::empty(py);
+    for m in sizes {
+        metas.append(m)?;
+    }
+    Ok((PyBytes::new(py, &out), metas, pos))
+}
+
+/// `legacy_to_v2` on a byte slice: `(v2 batches, [(size, last offset, max timestamp)], position reached)`.
+#[allow(clippy::type_complexity)]
+pub(crate) fn legacy_to_v2_bytes(
+    d: &[u8],
+    pos: usize,
+    end: usize,
+    max_bytes: usize,
+) -> (Vec<u8>, Vec<(usize, i64, i64)>, usize) {
     let end = end.min(d.len());
     let mut pos = pos;
-    let mut out: Vec<u8> = Vec::with_capacity(max_bytes.min(1 << 24) + 4096);
+    // the output of the run is at most about 2.6 times its input (a 26-byte v0 message becomes a 68-byte batch):
+    // reserve for that, not for `max_bytes`, so that a short input never allocates the whole output budget
+    let reserve = max_bytes.min(1 << 24).min(end.saturating_sub(pos).saturating_mul(3));
+    let mut out: Vec<u8> = Vec::with_capacity(reserve + 4096);
     let mut body: Vec<u8> = Vec::new();
-    let metas = PyList::empty(py);
+    let mut metas = Vec::new();
     while out.len() < max_bytes {
         let Some(e) = entry(d, pos, end) else { break };
         let before = out.len();
         let Some((last, ts)) = plain_to_v2(e, &mut out, &mut body) else { break };
-        metas.append((out.len() - before, last, ts))?;
+        metas.push((out.len() - before, last, ts));
         pos += e.len();
     }
-    Ok((PyBytes::new(py, &out), metas, pos))
+    (out, metas, pos)
 }
 
 /// The run of plain v0/v1 messages with an intact CRC32 from `data[pos:end]` that `legacy_to_v2` would convert
@@ -162,7 +180,11 @@ pub(crate) fn legacy_to_v2<'py>(
 #[pyfunction]
 pub(crate) fn legacy_plain_run(data: &Bound<'_, PyAny>, pos: usize, end: usize) -> PyResult<(usize, usize, usize)> {
     let view = ByteView::new(data)?;
-    let d = view.as_slice();
+    Ok(legacy_plain_run_bytes(view.as_slice(), pos, end))
+}
+
+/// `legacy_plain_run` on a byte slice.
+pub(crate) fn legacy_plain_run_bytes(d: &[u8], pos: usize, end: usize) -> (usize, usize, usize) {
     let end = end.min(d.len());
     let (mut pos, start, mut n) = (pos, pos, 0usize);
     while let Some(e) = entry(d, pos, end) {
@@ -172,5 +194,5 @@ pub(crate) fn legacy_plain_run(data: &Bound<'_, PyAny>, pos: usize, end: usize) 
         n += 1;
         pos += e.len();
     }
-    Ok((n, pos - start, pos))
+    (n, pos - start, pos)
 }

@@ -16,6 +16,7 @@ mod buffer;
 mod cleaner;
 mod codec;
 mod convert;
+pub mod fuzzing;
 mod record;
 
 use record::Record;

@@ -1,0 +1,47 @@
+//! The v2 records decoder (`decode_records`, the fast path of `storage/records/batch.py`) on a batch-shaped
+//! input: no panic, and what it accepts is consistent (positions inside the data, offsets and timestamps as
+//! the header says, keys/values/headers slices of the input, the same rows when decoded from a shifted start).
+#![no_main]
+
+use _native::fuzzing::{decode_records, sequence};
+use libfuzzer_sys::fuzz_target;
+
+#[path = "common.rs"]
+mod common;
+
+fuzz_target!(|data: &[u8]| {
+    let Some(b) = common::batch(data) else {
+        // too short for a header: the records decoder on the raw bytes, one record at most
+        let _ = decode_records(data, 1, 0, 0, None, 0, false);
+        return;
+    };
+    let whole = decode_records(b.records, b.count, b.base_offset, b.base_ts, b.append_ts, 0, true);
+    let partial = decode_records(b.records, b.count, b.base_offset, b.base_ts, b.append_ts, 0, false);
+    if let Some((rows, pos)) = &whole {
+        assert_eq!(*pos, b.records.len());
+        assert_eq!(rows.len() as i64, b.count);
+        let (prows, ppos) = partial.as_ref().expect("accepted whole, so accepted as a prefix");
+        assert_eq!(prows, rows);
+        assert_eq!(*ppos, *pos);
+        for (offset, timestamp, key, value, headers) in rows {
+            assert!(*offset >= b.base_offset.min(b.base_offset.saturating_sub(1 << 31)));
+            if let Some(t) = b.append_ts {
+                assert_eq!(*timestamp, t);
+            }
+            for s in [key, value].into_iter().flatten() {
+                assert!(s.len() <= b.records.len());
+            }
+            assert!(headers.len() <= b.records.len());
+            let _ = sequence(b.base_seq, offset.wrapping_sub(b.base_offset));
+        }
+    }
+    if let Some((rows, pos)) = &partial {
+        assert!(*pos <= b.records.len());
+        assert_eq!(rows.len() as i64, b.count);
+        // the same section decoded from the whole input, starting at byte 61
+        let again = decode_records(data, b.count, b.base_offset, b.base_ts, b.append_ts, 61, false)
+            .expect("the same bytes at an offset decode the same");
+        assert_eq!(&again.0, rows);
+        assert_eq!(again.1, pos + 61);
+    }
+});

@@ -1,0 +1,121 @@
+"""Counted fuzz runs: every atheris target (``make fuzz``) or every cargo-fuzz target (``make fuzz-native``)
+for a number of inputs, one process at a time, with libFuzzer's limits; prints one table row per target
+(inputs run, crashes, hangs over the timeout, peak RSS) and appends them as JSON lines to ``--log``.
+
+    python tests/fuzz/run_fuzz.py atheris [--runs N | --seconds S] [--only T,...] [--log FILE]
+    python tests/fuzz/run_fuzz.py native  [--runs N | --seconds S] [--only T,...] [--log FILE]
+
+The limits: ``-timeout=1`` (an input taking over 1 s is a hang, reported as a failure), ``-max_len`` 1 MiB,
+``-rss_limit_mb`` and, for the native targets (built with AddressSanitizer, whose allocator libFuzzer hooks),
+``-malloc_limit_mb=64``: no single allocation above 64 MiB for an input of at most 1 MiB. A run stops at its
+first failure and leaves the input in ``artifacts/``; the exit status is non-zero if any target failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+NATIVE = ROOT / "storage" / "native" / "fuzz"
+NATIVE_TARGETS = ["records", "arrow", "cleaner", "convert", "codecs"]
+MAX_LEN = 1 << 20
+
+
+def atheris_targets() -> list[str]:
+    sys.path.insert(0, str(HERE))
+    from atheris_targets import TARGETS
+    return list(TARGETS)
+
+
+def native_binary(target: str) -> Path:
+    return NATIVE / "target" / "x86_64-unknown-linux-gnu" / "release" / target
+
+
+def build_native() -> None:
+    env = dict(os.environ, RUSTC_BOOTSTRAP="1")
+    subprocess.run(["cargo", "fuzz", "build", "-O"], cwd=NATIVE, env=env, check=True)
+
+
+def run_one(kind: str, target: str, corpus: Path, runs: int | None, seconds: int | None,
+            artifacts: Path) -> dict:
+    limits = ["-timeout=1", f"-max_len={MAX_LEN}", "-print_final_stats=1", f"-artifact_prefix={artifacts}/{target}-"]
+    if runs:
+        limits.append(f"-runs={runs}")
+    if seconds:
+        limits.append(f"-max_total_time={seconds}")
+    if kind == "native":
+        cmd = [str(native_binary(target)), str(corpus), "-rss_limit_mb=2048", "-malloc_limit_mb=64", *limits]
+    else:
+        cmd = [sys.executable, str(HERE / "atheris_targets.py"), target, str(corpus), "-rss_limit_mb=1024", *limits]
+    artifacts.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    elapsed = time.monotonic() - t0
+    out = p.stderr + p.stdout
+    stat = {k: int(v) for k, v in re.findall(r"stat::(\w+):\s+(\d+)", out)}
+    done = re.search(r"Done (\d+) runs in (\d+) second", out)
+    inputs = stat.get("number_of_executed_units") or (int(done.group(1)) if done else 0)
+    if not inputs:
+        m = re.findall(r"^#(\d+)\s", out, re.M)
+        inputs = int(m[-1]) if m else 0
+    timeouts = len(re.findall(r"ERROR: libFuzzer: timeout", out))
+    oom = len(re.findall(r"ERROR: libFuzzer: out-of-memory|malloc\(\d+\) exceeds|-malloc_limit_mb", out))
+    crashes = 0 if p.returncode == 0 else (1 if not (timeouts or oom) else 0)
+    row = {"kind": kind, "target": target, "inputs": inputs, "seconds": round(elapsed, 1),
+           "exec_per_s": round(inputs / elapsed) if elapsed else 0, "crashes": crashes, "hangs_over_1s": timeouts,
+           "oom": oom, "peak_rss_mb": stat.get("peak_rss_mb"), "slowest_unit_s": stat.get("slowest_unit_time_sec"),
+           "new_units": stat.get("new_units_added"), "returncode": p.returncode}
+    if p.returncode != 0:
+        row["tail"] = out[-3000:]
+    return row
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("kind", choices=["atheris", "native"])
+    ap.add_argument("--runs", type=int)
+    ap.add_argument("--seconds", type=int)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--log", type=Path)
+    ap.add_argument("--corpus", type=Path, help="corpus root (default: a fresh temporary one, seeded)")
+    ap.add_argument("--no-build", action="store_true")
+    a = ap.parse_args(argv)
+    if not a.runs and not a.seconds:
+        a.runs = 10_000_000
+    targets = NATIVE_TARGETS if a.kind == "native" else atheris_targets()
+    if a.only:
+        targets = [t for t in targets if t in a.only.split(",")]
+    if a.kind == "native" and not a.no_build:
+        build_native()
+    with tempfile.TemporaryDirectory(prefix="kafkalog-fuzz-") as tmp:
+        corpus = a.corpus or Path(tmp) / "corpus"
+        subprocess.run([sys.executable, str(HERE / "seed_corpus.py"), a.kind, str(corpus)], check=True,
+                       stdout=subprocess.DEVNULL)
+        artifacts = (NATIVE if a.kind == "native" else HERE) / "artifacts"
+        failed = 0
+        print(f"{'target':<20} {'inputs':>12} {'s':>8} {'exec/s':>8} {'crashes':>7} {'hangs>1s':>8} "
+              f"{'oom':>4} {'rss MB':>7}", flush=True)
+        for t in targets:
+            row = run_one(a.kind, t, corpus / t, a.runs, a.seconds, artifacts)
+            failed += row["returncode"] != 0
+            print(f"{t:<20} {row['inputs']:>12} {row['seconds']:>8} {row['exec_per_s']:>8} {row['crashes']:>7} "
+                  f"{row['hangs_over_1s']:>8} {row['oom']:>4} {row['peak_rss_mb']!s:>7}", flush=True)
+            if "tail" in row:
+                print(row["tail"], file=sys.stderr)
+            if a.log:
+                with a.log.open("a") as f:
+                    f.write(json.dumps(dict(row, when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

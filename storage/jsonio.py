@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
+import os
+import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -50,3 +53,16 @@ def b64_field(v: Any, field: str) -> bytes | None:
     if base64.b64encode(raw).decode("ascii") != v:
         raise ValueError(f"field {field!r}: not canonical base64 (stray bits or padding): {v[:40]!r}")
     return raw
+
+
+@contextlib.contextmanager
+def text_output(out: IO[str] | str | os.PathLike) -> Iterator[tuple[IO[str], str | None]]:
+    """Where JSON Lines go: a text stream as given, ``-`` for stdout, or a file path (created, closed at the end).
+    Yields ``(stream, path of the file written or None)``."""
+    if not isinstance(out, (str, os.PathLike)):
+        yield out, None
+    elif str(out) == "-":
+        yield sys.stdout, None
+    else:
+        with open(out, "w", encoding="utf-8") as stream:
+            yield stream, str(out)

@@ -240,6 +240,15 @@ def repair_dir(d: Path) -> None:
     apply(plan, backup=False)
 
 
+def sample_points(steps: int, sample: int | None) -> list[int]:
+    """The write steps 1..steps a campaign injects at: all of them, or ``sample`` spread evenly (first and last
+    included)."""
+    points = list(range(1, steps + 1))
+    if sample is not None and len(points) > sample:
+        points = sorted({points[round(i * (len(points) - 1) / (sample - 1))] for i in range(sample)})
+    return points
+
+
 def fault_campaign(tmp_path: Path, fixture: str, command: str, sample: int | None,
                    fault: Callable[[Path, int, int], None], *, rerun: bool = False) -> tuple[int, int]:
     """Apply ``command`` to damaged copies of ``fixture`` with a fault at its k-th file mutation, for a sample of
@@ -263,9 +272,7 @@ def fault_campaign(tmp_path: Path, fixture: str, command: str, sample: int | Non
     steps = count_mutations(lambda: apply(plan_for(command, after_dir), backup=False))
     repair_dir(after_dir)
     after = records(after_dir)
-    points = list(range(1, steps + 1))
-    if sample is not None and len(points) > sample:
-        points = sorted({points[round(i * (len(points) - 1) / (sample - 1))] for i in range(sample)})
+    points = sample_points(steps, sample)
     for k in points:
         d = tmp_path / f"k{k}"
         shutil.copytree(base, d)

@@ -297,27 +297,16 @@ def export_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.Pat
                  flt: ExportFilter | None = None, *, progress: Callable[[int], None] | None = None) -> ExportStats:
     """Write every record as one JSON object per line to ``out`` (a path, ``-`` for stdout, or a text stream).
     ``progress(bytes)`` is called with each segment's size once it is exported."""
-    stats = ExportStats(on_segment=progress)
-    close = False
-    if isinstance(out, (str, os.PathLike)):
-        if str(out) == "-":
-            import sys
+    from ..jsonio import text_output
 
-            stream: IO[str] = sys.stdout
-        else:
-            stream = open(out, "w", encoding="utf-8")
-            close = True
-            stats.files.append(str(out))
-    else:
-        stream = out
+    stats = ExportStats(on_segment=progress)
     dumps = json.JSONEncoder(separators=(",", ":")).encode
-    try:
+    with text_output(out) as (stream, written):
+        if written is not None:
+            stats.files.append(written)
         for row in iter_export_rows(paths, flt, stats):
             stream.write(dumps(row_to_json(row)))
             stream.write("\n")
-    finally:
-        if close:
-            stream.close()
     return stats
 
 

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import shutil
-import sys
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -255,27 +254,18 @@ def salvage_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.Pa
     order of the ``on_skipped`` calls are those of ``workers=1`` (a file's ranges are reported when its turn
     comes); ``progress`` then advances a file at a time. One file is always scanned by one process (resynchronising
     after damage is sequential)."""
+    from ..jsonio import text_output
+
     rep = SalvageReport()
-    close = False
-    if isinstance(out, (str, os.PathLike)):
-        if str(out) == "-":
-            stream: IO[str] = sys.stdout
-        else:
-            stream = open(out, "w", encoding="utf-8")
-            close = True
-            rep.outputs.append(str(out))
-    else:
-        stream = out
-    try:
+    with text_output(out) as (stream, written):
+        if written is not None:
+            rep.outputs.append(written)
         if workers <= 1:
             _write_rows(salvage_inputs(paths, rep, flt, topics=topics, on_skipped=on_skipped, progress=progress,
                                        include_invalid=include_invalid), stream)
         else:
             _salvage_parallel(paths, rep, stream, flt, topics, on_skipped, progress, include_invalid, workers,
-                              None if close is False else os.path.dirname(os.path.abspath(str(out))))
-    finally:
-        if close:
-            stream.close()
+                              None if written is None else os.path.dirname(os.path.abspath(written)))
     return rep
 
 

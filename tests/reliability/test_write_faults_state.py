@@ -35,6 +35,7 @@ from damage import (
     records,
     repair_dir,
     run_for,
+    sample_points,
     tree,
 )
 
@@ -144,9 +145,7 @@ def _campaign(tmp_path: Path, command: str, fault: str, sample: int | None) -> t
     shutil.copytree(base, after)
     steps = count_mutations(lambda: run_for(command, after))
     assert steps > 0, f"{command} changed nothing"
-    points = list(range(1, steps + 1))
-    if sample is not None and len(points) > sample:
-        points = sorted({points[round(i * (len(points) - 1) / (sample - 1))] for i in range(sample)})
+    points = sample_points(steps, sample)
     for k in points:
         d = tmp_path / f"k{k}"
         shutil.copytree(base, d)

@@ -63,7 +63,7 @@ fuzz-native:
 
 ## campaign: the full counted reliability campaigns (every fault injection point), not part of `make test`
 campaign:
-	$(PY) -m pytest -s -m campaign tests/reliability
+	$(PY) -m pytest -s -m campaign tests/reliability tests/storage/test_apply_crash.py
 
 bench:
 	$(PY) tests/benchmarks/run_all.py

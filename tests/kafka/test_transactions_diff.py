@@ -75,6 +75,17 @@ def run(module_broker_factory, tmp_path_factory):
         p.begin()
         p.send_all("txn-done", [Record(key=b"a", value=b"1", partition=0, timestamp=HOUR_AGO)])
         p.commit()
+    # EndTxn returns once PrepareCommit is written; the marker and CompleteCommit follow asynchronously. Wait for
+    # them, so that what the killed broker leaves (and what its restart reports) does not depend on that race
+    deadline = time.monotonic() + 120
+    while True:
+        open_rows = [r for r in _tool(bs, "describe-producers", "--topic", "txn-done", "--partition", "0")
+                     if r["CurrentTransactionStartOffset"] != "None"]
+        states = {r["TransactionalId"]: r["TransactionState"] for r in _tool(bs, "list")}
+        if not open_rows and states.get("committed") == "CompleteCommit":
+            break
+        assert time.monotonic() < deadline, f"the committed transaction did not complete: {open_rows} {states}"
+        time.sleep(0.5)
     broker.kill()  # the broker too: no producer snapshot at the log end, unflushed segments
     killed = tmp_path_factory.mktemp("killed") / "data"
     shutil.copytree(broker.data_dir, killed)

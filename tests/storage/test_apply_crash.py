@@ -1,5 +1,6 @@
 """Crash safety of apply: the process is killed before the N-th file mutation of an apply, for every N (a
-bounded sample by default, every step with ``-m slow``), on damaged copies of real-broker fixtures.
+bounded sample on each fixture by default (and in CI), every step with ``-m campaign``), on damaged copies of
+real-broker fixtures.
 
 A kill is ``os._exit`` from inside the library's I/O seam in a forked child: no cleanup handler runs, as with
 SIGKILL. After each kill the directory must load (``repair`` plans without errors and applies), and every
@@ -26,15 +27,21 @@ def _campaign(tmp_path: Path, fixture: str, command: str, sample: int | None) ->
     return fault_campaign(tmp_path, fixture, command, sample, kill)
 
 
+FIXTURES = ["kafka-3.9.2-zk-v1", "kafka-4.3.1-kraft", "kafka-4.3.1-kraft-killed"]
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
 @pytest.mark.parametrize("command", COMMANDS)
-def test_kill_during_apply(tmp_path, command):
-    steps, tried = _campaign(tmp_path, "kafka-4.3.1-kraft", command, SAMPLE)
-    print(f"{command}: {tried} of {steps} kill points tried, all loaded with nothing lost")
+def test_kill_during_apply(tmp_path, fixture, command):
+    steps, tried = _campaign(tmp_path, fixture, command, SAMPLE)
+    print(f"{fixture} {command}: {tried} of {steps} kill points tried, all loaded with nothing lost")
     assert tried >= min(steps, SAMPLE)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fixture", ["kafka-3.9.2-zk-v1", "kafka-4.3.1-kraft", "kafka-4.3.1-kraft-killed"])
+@pytest.mark.campaign
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("fixture", FIXTURES)
 @pytest.mark.parametrize("command", COMMANDS)
 def test_kill_at_every_step(tmp_path, fixture, command):
     steps, tried = _campaign(tmp_path, fixture, command, None)

@@ -9,10 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
-
-jsonschema = pytest.importorskip("jsonschema")
-referencing = pytest.importorskip("referencing")
+import referencing
 
 pytestmark = pytest.mark.spark
 

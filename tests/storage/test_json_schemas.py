@@ -13,11 +13,9 @@ import shutil
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
-
-jsonschema = pytest.importorskip("jsonschema")
-referencing = pytest.importorskip("referencing")
-
+import referencing
 from damage import damaged_copy, roll_active  # noqa: E402
 
 from kafkalog.compat.conformance import ScenarioResult  # noqa: E402

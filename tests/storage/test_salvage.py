@@ -229,7 +229,7 @@ def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 
 def test_export_salvage_cli_exit_codes_and_json(tmp_path):
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
     data = _copy_fixture(tmp_path)
     seg = sorted((data / "multi-segment-1").glob("*.log"))[0]
     clean = _cli("export", "--salvage", str(data / "multi-segment-0"), "--out", str(tmp_path / "c.jsonl"))
@@ -264,7 +264,7 @@ def test_export_salvage_cli_exit_codes_and_json(tmp_path):
 
 
 def test_dump_salvage_cli(tmp_path):
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
     data = _copy_fixture(tmp_path)
     seg = sorted((data / "multi-segment-1").glob("*.log"))[0]
     n = sum(1 for _ in iter_batches(seg.read_bytes()))

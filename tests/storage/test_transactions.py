@@ -163,7 +163,7 @@ def test_corrupt_partition_is_an_error_not_a_traceback(killed_copy: Path, capsys
 
 
 def test_json_schema(killed_copy: Path, tmp_path: Path, capsys) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
     schema = json.loads((ROOT / "docs" / "schemas" / "openTransaction.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     _append(killed_copy, "killed-1", tmp_path, {"producerId": 999, "producerEpoch": 0, "baseSequence": 0,

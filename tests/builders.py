@@ -19,6 +19,8 @@ Builders:
 * data dirs: :func:`write_data_dir_files` (meta.properties, checkpoints, .lock, clean-shutdown marker),
   :func:`three_segment_data_dir`, :func:`multi_partition_data_dir`, :func:`mixed_format_data_dir`,
   :func:`writer_data_dir` (through ``LogWriter``, as a broker appends);
+* internal topics: :func:`remote_log_metadata_values` (one value of each ``__remote_log_metadata`` record type),
+  :func:`remote_log_metadata_partition`;
 * generated data for the Spark tests (any size, through ``LogWriter``): :func:`generated_record`,
   :func:`generated_partition`, :func:`generated_data_dir`.
 """
@@ -336,3 +338,44 @@ def generated_data_dir(root: str | os.PathLike, layout: dict[str, int], n: int, 
         for p in range(parts):
             generated_partition(root / f"{topic}-{p}", n, **kw)
     return root
+
+
+# ------------------------------------------------------------------------------------------ internal topics
+
+RLM_SEGMENT_ID = "Zf3nTQk8QgGJ1Ji0aW4Kxw"
+
+
+def remote_log_metadata_values(topic: str = "tiered", topic_id: str = TOPIC_ID, partition: int = 0,
+                               segment_id: str = RLM_SEGMENT_ID) -> list[bytes]:
+    """``__remote_log_metadata`` record values as ``RemoteLogMetadataSerde`` writes them: a segment's
+    COPY_SEGMENT_STARTED metadata, its COPY_SEGMENT_FINISHED update, DELETE_PARTITION_MARKED, and a snapshot
+    record (api keys 0, 1, 2, 3)."""
+    from kafkalog.storage.decoders.common import kafka_str_to_uuid
+    from kafkalog.storage.decoders.remote_log_metadata import encode_remote_log_metadata
+
+    tip = {"name": topic, "id": kafka_str_to_uuid(topic_id), "partition": partition}
+    sid = {"topicIdPartition": tip, "id": kafka_str_to_uuid(segment_id)}
+    epochs = [{"leaderEpoch": 0, "offset": 0}, {"leaderEpoch": 2, "offset": 7}]
+    return [
+        encode_remote_log_metadata(0, {"remoteLogSegmentId": sid, "startOffset": 0, "endOffset": 9, "brokerId": 1,
+                                       "maxTimestampMs": TS + 9, "eventTimestampMs": TS + 100,
+                                       "segmentLeaderEpochs": epochs, "segmentSizeInBytes": 1234,
+                                       "customMetadata": None, "remoteLogSegmentState": 0, "txnIndexEmpty": True}),
+        encode_remote_log_metadata(1, {"remoteLogSegmentId": sid, "brokerId": 1, "eventTimestampMs": TS + 200,
+                                       "customMetadata": b"\x01\x02", "remoteLogSegmentState": 1}),
+        encode_remote_log_metadata(2, {"topicIdPartition": tip, "brokerId": 3000, "eventTimestampMs": TS + 300,
+                                       "remotePartitionDeleteState": 0}),
+        encode_remote_log_metadata(3, {"segmentId": kafka_str_to_uuid(segment_id), "startOffset": 0, "endOffset": 9,
+                                       "brokerId": 1, "maxTimestampMs": TS + 9, "eventTimestampMs": TS + 200,
+                                       "segmentLeaderEpochs": epochs, "segmentSizeInBytes": 1234,
+                                       "customMetadata": None, "remoteLogSegmentState": 1}),
+    ]
+
+
+def remote_log_metadata_partition(root: Path, partition: int, values: Sequence[bytes | None]) -> Path:
+    """``root/__remote_log_metadata-<partition>``: one null-key record per value from offset 0 (as the RLMM
+    produces them), indexes rebuilt."""
+    d = root / f"__remote_log_metadata-{partition}"
+    write_segment(d, 0, [build_batch([(i, TS + i, None, v)], base_offset=i) for i, v in enumerate(values)],
+                  rebuild_indexes=True)
+    return write_partition_files(d, epochs=[(0, 0)], topic_id=TOPIC_IDS[1])

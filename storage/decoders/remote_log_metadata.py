@@ -1,0 +1,235 @@
+"""Decoder for ``__remote_log_metadata`` records (tiered storage, KIP-405; docs/formats.md#internal-topics).
+
+``TopicBasedRemoteLogMetadataManager`` writes records with a null key and a value serialized by
+``RemoteLogMetadataSerde`` through ``BytesApiMessageSerde``: the same frame as KRaft metadata records
+(``uvarint frameVersion`` = 1, ``uvarint apiKey``, ``uvarint version``, then the generated message; nothing may
+follow it). The api keys are those of ``storage/src/main/resources/message/*.json`` (Kafka 4.3.1):
+
+* 0 ``RemoteLogSegmentMetadataRecord`` -> ``RemoteLogSegmentMetadata``
+* 1 ``RemoteLogSegmentMetadataUpdateRecord`` -> ``RemoteLogSegmentMetadataUpdate``
+* 2 ``RemotePartitionDeleteMetadataRecord`` -> ``RemotePartitionDeleteMetadata``
+* 3 ``RemoteLogSegmentMetadataSnapshotRecord`` -> ``RemoteLogSegmentMetadataSnapshot`` (only in the RLMM's
+  local snapshot files, never in the topic)
+
+:func:`decode_remote_log_metadata` gives every field under its camelCase schema name (UUIDs as Kafka's
+``Uuid.toString()``, bytes as base64, states by name); :func:`iter_remote_log_metadata` walks every ``__remote_log_metadata-N`` partition of some data dirs.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ..errors import CorruptRecordError, KafkaLogError
+from .cluster_metadata import parse_metadata_header
+from .common import b64, uuid_to_kafka_str
+from .schema import Field as F
+from .schema import Message
+
+__all__ = [
+    "REMOTE_LOG_METADATA_RECORDS",
+    "REMOTE_LOG_METADATA_TOPIC",
+    "REMOTE_LOG_SEGMENT_STATES",
+    "REMOTE_PARTITION_DELETE_STATES",
+    "decode_remote_log_metadata",
+    "encode_remote_log_metadata",
+    "iter_remote_log_metadata",
+    "parse_remote_log_metadata",
+]
+
+Buf = bytes | bytearray | memoryview
+
+REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
+
+#: ``RemoteLogSegmentState`` by id
+REMOTE_LOG_SEGMENT_STATES = ("COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED", "DELETE_SEGMENT_STARTED",
+                             "DELETE_SEGMENT_FINISHED")
+#: ``RemotePartitionDeleteState`` by id
+REMOTE_PARTITION_DELETE_STATES = ("DELETE_PARTITION_MARKED", "DELETE_PARTITION_STARTED", "DELETE_PARTITION_FINISHED")
+
+
+def _topic_id_partition() -> F:
+    return F("TopicIdPartition", "TopicIdPartitionEntry", "0+", fields=[
+        F("Name", "string", "0+"),
+        F("Id", "uuid", "0+"),
+        F("Partition", "int32", "0+"),
+    ])
+
+
+def _segment_id() -> F:
+    return F("RemoteLogSegmentId", "RemoteLogSegmentIdEntry", "0+", fields=[_topic_id_partition(), F("Id", "uuid", "0+")])
+
+
+def _leader_epochs() -> F:
+    return F("SegmentLeaderEpochs", "[]SegmentLeaderEpochEntry", "0+", fields=[
+        F("LeaderEpoch", "int32", "0+"),
+        F("Offset", "int64", "0+"),
+    ])
+
+
+def _custom_metadata() -> F:
+    return F("CustomMetadata", "bytes", "0+", nullable="0+", default=None)
+
+
+REMOTE_LOG_SEGMENT_METADATA = Message("RemoteLogSegmentMetadataRecord", "0", "0+", [
+    _segment_id(),
+    F("StartOffset", "int64", "0+"),
+    F("EndOffset", "int64", "0+"),
+    F("BrokerId", "int32", "0+"),
+    F("MaxTimestampMs", "int64", "0+"),
+    F("EventTimestampMs", "int64", "0+"),
+    _leader_epochs(),
+    F("SegmentSizeInBytes", "int32", "0+"),
+    _custom_metadata(),
+    F("RemoteLogSegmentState", "int8", "0+"),
+    F("TxnIndexEmpty", "bool", "0+", tagged="0+", tag=0),
+], api_key=0)
+
+REMOTE_LOG_SEGMENT_METADATA_UPDATE = Message("RemoteLogSegmentMetadataUpdateRecord", "0", "0+", [
+    _segment_id(),
+    F("BrokerId", "int32", "0+"),
+    F("EventTimestampMs", "int64", "0+"),
+    _custom_metadata(),
+    F("RemoteLogSegmentState", "int8", "0+"),
+], api_key=1)
+
+REMOTE_PARTITION_DELETE_METADATA = Message("RemotePartitionDeleteMetadataRecord", "0", "0+", [
+    _topic_id_partition(),
+    F("BrokerId", "int32", "0+"),
+    F("EventTimestampMs", "int64", "0+"),
+    F("RemotePartitionDeleteState", "int8", "0+"),
+], api_key=2)
+
+REMOTE_LOG_SEGMENT_METADATA_SNAPSHOT = Message("RemoteLogSegmentMetadataSnapshotRecord", "0", "0+", [
+    F("SegmentId", "uuid", "0+"),
+    F("StartOffset", "int64", "0+"),
+    F("EndOffset", "int64", "0+"),
+    F("BrokerId", "int32", "0+"),
+    F("MaxTimestampMs", "int64", "0+"),
+    F("EventTimestampMs", "int64", "0+"),
+    _leader_epochs(),
+    F("SegmentSizeInBytes", "int32", "0+"),
+    _custom_metadata(),
+    F("RemoteLogSegmentState", "int8", "0+"),
+    F("TxnIndexEmpty", "bool", "0+", tagged="0+", tag=0),
+], api_key=3)
+
+#: api key -> (message spec, the ``RemoteLogMetadata`` class it becomes)
+REMOTE_LOG_METADATA_RECORDS: dict[int, tuple[Message, str]] = {
+    0: (REMOTE_LOG_SEGMENT_METADATA, "RemoteLogSegmentMetadata"),
+    1: (REMOTE_LOG_SEGMENT_METADATA_UPDATE, "RemoteLogSegmentMetadataUpdate"),
+    2: (REMOTE_PARTITION_DELETE_METADATA, "RemotePartitionDeleteMetadata"),
+    3: (REMOTE_LOG_SEGMENT_METADATA_SNAPSHOT, "RemoteLogSegmentMetadataSnapshot"),
+}
+
+
+def parse_remote_log_metadata(value: Buf | None) -> tuple[int, int, dict[str, Any]]:
+    """``(api_key, version, raw fields)`` of one record value (see :mod:`.schema` for raw values).
+
+    Raises CorruptRecordError with Kafka's messages (``AbstractApiMessageSerde.read``) and the byte position."""
+    if value is None:
+        raise CorruptRecordError("__remote_log_metadata record without a value")
+    frame, api_key, version, pos = parse_metadata_header(value)
+    if frame == 0:
+        raise CorruptRecordError(
+            "Could not deserialize metadata record with frame version 0. Note that upgrades from the preview "
+            "release of KRaft in 2.8 to newer versions are not supported.", position=0)
+    spec = REMOTE_LOG_METADATA_RECORDS.get(api_key)
+    if spec is None:
+        raise CorruptRecordError(f"Unknown metadata id {api_key}", position=0)
+    try:
+        data, end = spec[0].read(value, version, pos)
+    except CorruptRecordError as e:
+        raise CorruptRecordError(f"Failed to deserialize record with type {api_key}: {e.reason}",
+                                 position=e.position) from None
+    if end != len(value):
+        raise CorruptRecordError(f"Found {len(value) - end} byte(s) of garbage after {api_key}", position=end)
+    return api_key, version, data
+
+
+def encode_remote_log_metadata(api_key: int, data: dict[str, Any], version: int = 0) -> bytes:
+    """The record value ``RemoteLogMetadataSerde.serialize`` writes for raw fields ``data`` (as
+    :func:`parse_remote_log_metadata` returns them; missing fields get their defaults)."""
+    from ..codec.varint import write_uvarint
+
+    out = bytearray()
+    for v in (1, api_key, version):
+        write_uvarint(v, out)
+    return bytes(out) + REMOTE_LOG_METADATA_RECORDS[api_key][0].write(data, version)
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, uuid.UUID):
+        return uuid_to_kafka_str(v)
+    if isinstance(v, bytes | bytearray | memoryview):
+        return b64(v)
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items() if not k.startswith("_")}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _state(names: tuple[str, ...], i: int) -> str:
+    return names[i] if 0 <= i < len(names) else f"UNKNOWN({i})"
+
+
+def decode_remote_log_metadata(key: Buf | None, value: Buf | None) -> dict[str, Any]:
+    """One ``__remote_log_metadata`` record as ``{"type": <RemoteLogMetadata class>, "version": v, ...fields}``.
+
+    ``type`` is ``RemoteLogSegmentMetadata``, ``RemoteLogSegmentMetadataUpdate``, ``RemotePartitionDeleteMetadata``
+    or ``RemoteLogSegmentMetadataSnapshot``; the other keys are the message's fields in schema order under their
+    camelCase names (``remoteLogSegmentId: {topicIdPartition: {name, id, partition}, id}``, ``startOffset``,
+    ...), every field present (``txnIndexEmpty`` too), UUIDs as Kafka's ``Uuid.toString()``, ``customMetadata``
+    as base64 or None, ``remoteLogSegmentState`` / ``remotePartitionDeleteState`` as the state's name
+    (``COPY_SEGMENT_FINISHED``, ``DELETE_PARTITION_MARKED``, ...; ``UNKNOWN(n)`` for an id Kafka does not have).
+    The key is ignored (Kafka writes none). Raises CorruptRecordError."""
+    del key
+    api_key, version, data = parse_remote_log_metadata(value)
+    out: dict[str, Any] = {"type": REMOTE_LOG_METADATA_RECORDS[api_key][1], "version": version}
+    out.update(_plain(data))
+    if "remoteLogSegmentState" in out:
+        out["remoteLogSegmentState"] = _state(REMOTE_LOG_SEGMENT_STATES, out["remoteLogSegmentState"])
+    if "remotePartitionDeleteState" in out:
+        out["remotePartitionDeleteState"] = _state(REMOTE_PARTITION_DELETE_STATES, out["remotePartitionDeleteState"])
+    return out
+
+
+def iter_remote_log_metadata(log_dirs: Iterable[str | os.PathLike]) -> Iterator[tuple[str, int, int, dict[str, Any]]]:
+    """``(partition dir name, partition, offset, decoded record)`` for every record of every
+    ``__remote_log_metadata-N`` partition in the data dirs ``log_dirs`` (partition dirs are accepted too), in
+    data dir order, then partition, then offset, from each partition's log start offset. Control records are
+    skipped. Raises :class:`KafkaLogError` with the segment file and byte position of a batch or record it cannot
+    read or decode."""
+    from ..log import parse_topic_partition_name
+    from ..logdir import is_partition_dir, list_partition_dirs, open_partition_log
+
+    for d in log_dirs:
+        p = os.fspath(d)
+        if is_partition_dir(p):
+            tp = parse_topic_partition_name(os.path.basename(os.path.normpath(p)))
+            dirs = [(p, tp.partition)] if tp.topic == REMOTE_LOG_METADATA_TOPIC else []
+        else:
+            dirs = [(str(path), tp.partition) for path, tp in list_partition_dirs(p)
+                    if tp.topic == REMOTE_LOG_METADATA_TOPIC]
+        for path, partition in dirs:
+            log = open_partition_log(path)
+            try:
+                start = log.log_start_offset
+                name = os.path.basename(os.path.normpath(path))
+                for _seg, b in log.iter_batches():
+                    if b.is_control or b.last_offset < start:
+                        continue
+                    for rec in b.records():
+                        if rec.offset < start:
+                            continue
+                        try:
+                            decoded = decode_remote_log_metadata(rec.key, rec.value)
+                        except KafkaLogError as e:
+                            raise CorruptRecordError(f"record at offset {rec.offset}: {e.reason}",
+                                                     path=str(b.path), position=b.position) from None
+                        yield name, partition, rec.offset, decoded
+            finally:
+                log.close()

@@ -173,7 +173,7 @@ class LocalTieredStorageLayout:
         # the .log by name)
         d = self._cache / f"{seg.topic}-{seg.partition}-{seg.topic_id}"
         d.mkdir(exist_ok=True)
-        for k, src in seg.files.items():
+        for src in seg.files.values():
             dst = d / os.path.basename(src)
             if not dst.exists():
                 fs = self._spec.filesystem()

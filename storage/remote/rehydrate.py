@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..dirview import Blob, WriteFile
+from ..engine.datadirs import read_data_dir
+from ..engine.migrate import InstallPartition, StagedFile, read_checkpoints
+from ..engine.plan import DataDirPlan, Loss, PartitionPlan, Plan
 from ..errors import ConfigError, LogDirError
 from ..files.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -47,9 +50,6 @@ from ..files.segment import Segment
 from ..leader_epoch_cache import LeaderEpochCache
 from ..log import partition_path
 from ..log_segment import recover_segment
-from ..engine.datadirs import read_data_dir
-from ..engine.migrate import InstallPartition, StagedFile, read_checkpoints
-from ..engine.plan import DataDirPlan, Loss, PartitionPlan, Plan
 from .inspect import read_remote_metadata, verify_remote_segment
 from .layout import LocalTieredStorageLayout, RemoteSegment
 

@@ -7,7 +7,6 @@ import json
 import shutil
 
 import pytest
-
 from builders import (
     TOPIC_ID,
     local_tiered_storage,
@@ -17,6 +16,7 @@ from builders import (
     write_partition_files,
     write_segment,
 )
+
 from kafkalog.storage.log import PartitionLog
 from kafkalog.storage.remote import open_remote_store
 from kafkalog.storage.remote.inspect import iter_remote_segments, list_remote, verify_remote

@@ -393,8 +393,12 @@ class Broker(KafkaBroker):
         heap: str = DEFAULT_HEAP,
         cluster_id: str | None = None,
         jvm_args: tuple[str, ...] = (),
+        extra_classpath: tuple[Path, ...] = (),
     ) -> None:
+        """``extra_classpath``: jars appended to the broker's classpath (e.g. :func:`jars.ensure_test_jars` for
+        ``LocalTieredStorage``, see :mod:`kafkalog.compat.tiered`)."""
         super().__init__(version, mode, data_dir, server_properties)
+        self.extra_classpath = tuple(Path(p) for p in extra_classpath)
         self.libs = jars.ensure_kafka(version)
         self.heap = heap
         self.jvm_args = jvm_args
@@ -454,7 +458,7 @@ class Broker(KafkaBroker):
             *extra,
             *self.jvm_args,
             "-cp",
-            jars.classpath(self.libs),
+            os.pathsep.join([jars.classpath(self.libs), *map(str, self.extra_classpath)]),
             main,
             *args,
         ]

@@ -176,6 +176,42 @@ def ensure_kafka(version: str, *, quiet: bool = True) -> Path:
     return libs
 
 
+#: Test jars some harness features need, as ``(artifactId, classifier)``: ``LocalTieredStorage`` (the
+#: RemoteStorageManager that stores on a local dir, in kafka-storage's test jar) and ``org.apache.kafka.test.TestUtils``
+#: it refers to (kafka-clients' test jar).
+TEST_JARS: tuple[tuple[str, str], ...] = (("kafka-storage", "test"), ("kafka-clients", "test"))
+TEST_MARKER = ".complete-test"
+
+
+def ensure_test_jars(version: str, *, quiet: bool = True) -> list[Path]:
+    """The :data:`TEST_JARS` of Kafka ``version`` (``~/.cache/kafkalog/kafka-<v>/test-libs/``, outside ``libs/`` so
+    the ordinary classpath does not change), fetched with ``mvn dependency:copy`` on first use."""
+    home = kafka_home(version)
+    out = home / "test-libs"
+    wanted = [out / f"{a}-{version}-{c}.jar" for a, c in TEST_JARS]
+    if (home / TEST_MARKER).is_file() and all(p.is_file() for p in wanted):
+        return wanted
+    ensure_kafka(version, quiet=quiet)
+    mvn = mvn_executable()
+    with _locked(home.with_name(home.name + ".lock")):
+        for (artifact, classifier), jar in zip(TEST_JARS, wanted, strict=True):
+            if jar.is_file():
+                continue
+            out.mkdir(parents=True, exist_ok=True)
+            # run outside any project: the cache's pom.xml configures the plugin's own output directory
+            cmd = [mvn, "-B", "--no-transfer-progress", "-Dstyle.color=never",
+                   f"-Dartifact=org.apache.kafka:{artifact}:{version}:jar:{classifier}", f"-DoutputDirectory={out}",
+                   "dependency:copy"]
+            if quiet:
+                cmd.insert(1, "-q")
+            proc = subprocess.run(cmd, capture_output=quiet, text=True, check=False, cwd=out)
+            if proc.returncode != 0 or not jar.is_file():
+                tail = "\n".join(((proc.stdout or "") + (proc.stderr or "")).strip().splitlines()[-15:])
+                raise KafkaResolveError(f"Maven could not fetch {artifact}-{version}-{classifier}.jar\n{tail}")
+        (home / TEST_MARKER).write_text("\n".join(p.name for p in wanted) + "\n")
+    return wanted
+
+
 def classpath(libs: Path) -> str:
     """A JVM ``-cp`` value for every jar of ``libs`` (plus extra dirs appended by callers)."""
     return str(libs / "*")

@@ -23,7 +23,8 @@ DumpLogSegments-style stdout lines and :meth:`FileDump.report_lines` its stderr 
 | KRaft ``<offset>-<epoch>.checkpoint`` / ``bootstrap.checkpoint`` | :func:`dump_kraft_snapshot` (a stream of batch dicts) |
 
 :func:`dump_file` dispatches on the file name. :func:`record_decoder` returns the hooks behind
-``--offsets-decoder``, ``--transaction-log-decoder`` and ``--cluster-metadata-decoder`` for
+``--offsets-decoder``, ``--transaction-log-decoder``, ``--cluster-metadata-decoder``,
+``--remote-log-metadata-decoder`` and ``--share-group-state-decoder`` for
 :func:`kafkalog.storage.records.dump.dump_log`: they add ``decoded`` (a dict), ``decodedText`` (the tool's
 ``key: ... payload: ...`` text) or ``decodeError`` to each record dict.
 
@@ -583,7 +584,7 @@ def dump_clean_shutdown(path: str | os.PathLike) -> FileDump:
 
 # ------------------------------------------------------------------------------------------- decoders
 
-RecordDecoderName = Literal["offsets", "transaction", "cluster-metadata"]
+RecordDecoderName = Literal["offsets", "transaction", "cluster-metadata", "remote-log-metadata", "share-group-state"]
 
 
 def _keyed_decoder(fmt: Callable, dec: Callable, dialect: Dialect) -> RecordDecoder:
@@ -630,17 +631,40 @@ def _metadata_decoder(dialect: Dialect) -> RecordDecoder:
     return decode
 
 
+def _remote_log_metadata_decoder(dialect: Dialect) -> RecordDecoder:
+    from .decoders.remote_log_metadata import decode_remote_log_metadata, format_remote_log_metadata
+
+    def decode(batch: dict, rec: dict) -> None:
+        key, value, offset = rec["key"], rec["value"], rec["offset"]
+        rec["decodedText"] = format_remote_log_metadata(value, offset)
+        try:
+            rec["decoded"] = decode_remote_log_metadata(key, value)
+        except CorruptRecordError as e:
+            rec["decodeError"] = e.reason
+
+    return decode
+
+
+def _share_group_state_decoder(dialect: Dialect) -> RecordDecoder:
+    from .decoders.share_group_state import decode_share_group_state_record, format_share_group_state_record
+
+    return _keyed_decoder(format_share_group_state_record, decode_share_group_state_record, dialect)
+
+
 DECODERS: dict[str, Callable[[Dialect], RecordDecoder]] = {
     "offsets": _offsets_decoder,
     "transaction": _transaction_decoder,
     "cluster-metadata": _metadata_decoder,
+    "remote-log-metadata": _remote_log_metadata_decoder,
+    "share-group-state": _share_group_state_decoder,
 }
 
 
 def record_decoder(name: str, dialect: Dialect = "4.3") -> RecordDecoder:
     """The per-record hook for ``dump_log(..., record_decoder=...)``: ``"offsets"``
-    (``--offsets-decoder``), ``"transaction"`` (``--transaction-log-decoder``) or ``"cluster-metadata"``
-    (``--cluster-metadata-decoder``). ``dialect`` picks the text of Kafka 4.3 or 3.9 where they differ."""
+    (``--offsets-decoder``), ``"transaction"`` (``--transaction-log-decoder``), ``"cluster-metadata"``
+    (``--cluster-metadata-decoder``), ``"remote-log-metadata"`` (``--remote-log-metadata-decoder``) or
+    ``"share-group-state"`` (``--share-group-state-decoder``). ``dialect`` picks the text of Kafka 4.3 or 3.9 where they differ."""
     try:
         return DECODERS[name](dialect)
     except KeyError:

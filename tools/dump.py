@@ -95,6 +95,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="decode records as __transaction_state (implies --print-data-log)")
     dec.add_argument("--cluster-metadata-decoder", dest="decoder", action="store_const",
                      const="cluster-metadata", help="decode records as __cluster_metadata (implies --print-data-log)")
+    dec.add_argument("--remote-log-metadata-decoder", dest="decoder", action="store_const",
+                     const="remote-log-metadata",
+                     help="decode records as __remote_log_metadata (tiered storage; implies --print-data-log)")
+    dec.add_argument("--share-group-state-decoder", dest="decoder", action="store_const",
+                     const="share-group-state",
+                     help="decode records as __share_group_state (share groups; implies --print-data-log)")
     add_output_arguments(parser, payload=True)
 
 

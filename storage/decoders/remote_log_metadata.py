@@ -12,7 +12,9 @@ follow it). The api keys are those of ``storage/src/main/resources/message/*.jso
   local snapshot files, never in the topic)
 
 :func:`decode_remote_log_metadata` gives every field under its camelCase schema name (UUIDs as Kafka's
-``Uuid.toString()``, bytes as base64, states by name); :func:`iter_remote_log_metadata` walks every ``__remote_log_metadata-N`` partition of some data dirs.
+``Uuid.toString()``, bytes as base64, states by name); :func:`format_remote_log_metadata` gives DumpLogSegments
+``--remote-log-metadata-decoder``'s text (the ``toString()`` of the Java objects ``RemoteLogMetadataSerde`` makes);
+:func:`iter_remote_log_metadata` walks every ``__remote_log_metadata-N`` partition of some data dirs.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ __all__ = [
     "REMOTE_PARTITION_DELETE_STATES",
     "decode_remote_log_metadata",
     "encode_remote_log_metadata",
+    "format_remote_log_metadata",
     "iter_remote_log_metadata",
     "parse_remote_log_metadata",
 ]
@@ -195,6 +198,88 @@ def decode_remote_log_metadata(key: Buf | None, value: Buf | None) -> dict[str, 
     if "remotePartitionDeleteState" in out:
         out["remotePartitionDeleteState"] = _state(REMOTE_PARTITION_DELETE_STATES, out["remotePartitionDeleteState"])
     return out
+
+
+def _tip(t: dict[str, Any]) -> str:
+    """``TopicIdPartition.toString()``: ``<topicId>:<topic>-<partition>``."""
+    return f"{uuid_to_kafka_str(t['id'])}:{t['name']}-{t['partition']}"
+
+
+def _segment_id_text(sid: dict[str, Any]) -> str:
+    return f"RemoteLogSegmentId{{topicIdPartition={_tip(sid['topicIdPartition'])}, id={uuid_to_kafka_str(sid['id'])}}}"
+
+
+def _custom(v: bytes | None) -> str:
+    return "Optional.empty" if v is None else f"Optional[CustomMetadata{{{len(v)} bytes}}]"
+
+
+def _epochs(entries: list[dict[str, Any]]) -> str:
+    """A ``TreeMap<Integer, Long>`` built by ``put`` in record order (a later duplicate epoch wins)."""
+    m: dict[int, int] = {}
+    for e in entries:
+        m[e["leaderEpoch"]] = e["offset"]
+    return "{" + ", ".join(f"{k}={m[k]}" for k in sorted(m)) + "}"
+
+
+def _java_state(names: tuple[str, ...], i: int) -> str:
+    if 0 <= i < len(names):
+        return names[i]
+    raise CorruptRecordError("state can not be null")
+
+
+def _bool(b: bool) -> str:
+    return "true" if b else "false"
+
+
+def _text(api_key: int, d: dict[str, Any]) -> str:
+    if api_key == 1:
+        state = _java_state(REMOTE_LOG_SEGMENT_STATES, d["remoteLogSegmentState"])
+        return (f"RemoteLogSegmentMetadataUpdate{{remoteLogSegmentId={_segment_id_text(d['remoteLogSegmentId'])}, "
+                f"customMetadata={_custom(d['customMetadata'])}, state={state}, "
+                f"eventTimestampMs={d['eventTimestampMs']}, brokerId={d['brokerId']}}}")
+    if api_key == 2:
+        state = _java_state(REMOTE_PARTITION_DELETE_STATES, d["remotePartitionDeleteState"])
+        return (f"RemotePartitionDeleteMetadata{{topicPartition={_tip(d['topicIdPartition'])}, state={state}, "
+                f"eventTimestampMs={d['eventTimestampMs']}, brokerId={d['brokerId']}}}")
+    state = _java_state(REMOTE_LOG_SEGMENT_STATES, d["remoteLogSegmentState"])
+    if d["startOffset"] < 0:
+        raise CorruptRecordError(f"Unexpected start offset = {d['startOffset']}. StartOffset for a remote segment "
+                                 "cannot be negative")
+    if d["endOffset"] < d["startOffset"]:
+        raise CorruptRecordError(f"Unexpected end offset = {d['endOffset']}. EndOffset for a remote segment cannot "
+                                 f"be less than start offset = {d['startOffset']}")
+    if not d["segmentLeaderEpochs"]:
+        raise CorruptRecordError("segmentLeaderEpochs can not be null or empty")
+    if api_key == 3:
+        return (f"RemoteLogSegmentMetadataSnapshot{{segmentId={uuid_to_kafka_str(d['segmentId'])}, "
+                f"startOffset={d['startOffset']}, endOffset={d['endOffset']}, maxTimestampMs={d['maxTimestampMs']}, "
+                f"segmentLeaderEpochs={_epochs(d['segmentLeaderEpochs'])}, "
+                f"segmentSizeInBytes={d['segmentSizeInBytes']}, customMetadata={_custom(d['customMetadata'])}, "
+                f"state={state}, txnIdxEmpty={_bool(d['txnIndexEmpty'])}}}")
+    return (f"RemoteLogSegmentMetadata{{remoteLogSegmentId={_segment_id_text(d['remoteLogSegmentId'])}, "
+            f"startOffset={d['startOffset']}, endOffset={d['endOffset']}, brokerId={d['brokerId']}, "
+            f"maxTimestampMs={d['maxTimestampMs']}, eventTimestampMs={d['eventTimestampMs']}, "
+            f"segmentLeaderEpochs={_epochs(d['segmentLeaderEpochs'])}, segmentSizeInBytes={d['segmentSizeInBytes']}, "
+            f"customMetadata={_custom(d['customMetadata'])}, state={state}, txnIdxEmpty={_bool(d['txnIndexEmpty'])}}}")
+
+
+def format_remote_log_metadata(value: Buf | None, offset: int = 0) -> str:
+    """DumpLogSegments ``--remote-log-metadata-decoder`` text for one record: ``payload: <toString()>`` of the
+    ``RemoteLogMetadata`` object (``RemoteLogSegmentMetadata{remoteLogSegmentId=RemoteLogSegmentId{...}, ...}``),
+    or ``payload: Error at offset <offset>, skipping. <message>`` with Kafka's message."""
+    try:
+        if value is None:
+            raise CorruptRecordError("null")
+        api_key, _, data = parse_remote_log_metadata(value)
+        text = _text(api_key, data)
+    except CorruptRecordError as e:
+        reason = e.reason
+        if reason.startswith(("Failed to deserialize", "Error while reading")):
+            reason = reason.split(": ", 1)[0]  # Kafka's message omits the cause
+        elif reason.startswith("Unknown metadata id"):
+            reason = "org.apache.kafka.common.errors.UnsupportedVersionException: " + reason
+        return f"payload: Error at offset {offset}, skipping. {reason}"
+    return f"payload: {text}"
 
 
 def iter_remote_log_metadata(log_dirs: Iterable[str | os.PathLike]) -> Iterator[tuple[str, int, int, dict[str, Any]]]:

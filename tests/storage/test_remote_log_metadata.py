@@ -9,6 +9,7 @@ import pytest
 
 from kafkalog.storage.decoders.remote_log_metadata import (
     decode_remote_log_metadata,
+    format_remote_log_metadata,
     iter_remote_log_metadata,
     parse_remote_log_metadata,
 )
@@ -103,3 +104,28 @@ def test_iter_error_names_file_and_position(tmp_path: Path) -> None:
     assert e.value.path is not None and e.value.path.endswith("00000000000000000000.log")
     assert e.value.position is not None and e.value.position > 0
     assert "offset 1" in str(e.value) and "Unknown metadata id 7" in str(e.value)
+
+
+def test_dump_log_segments_text() -> None:
+    """``RemoteLogMetadataSerde.deserialize(...).toString()`` as DumpLogSegments prints it (verified against Kafka
+    4.3.1 on real records by tests/kafka/test_tiered_storage.py and the fixture parity test)."""
+    seg, upd, dele, snap = remote_log_metadata_values()
+    sid = f"RemoteLogSegmentId{{topicIdPartition={TOPIC_ID}:tiered-0, id={RLM_SEGMENT_ID}}}"
+    assert format_remote_log_metadata(seg, 0) == (
+        f"payload: RemoteLogSegmentMetadata{{remoteLogSegmentId={sid}, startOffset=0, endOffset=9, brokerId=1, "
+        f"maxTimestampMs={TS + 9}, eventTimestampMs={TS + 100}, segmentLeaderEpochs={{0=0, 2=7}}, "
+        "segmentSizeInBytes=1234, customMetadata=Optional.empty, state=COPY_SEGMENT_STARTED, txnIdxEmpty=true}")
+    assert format_remote_log_metadata(upd, 1) == (
+        f"payload: RemoteLogSegmentMetadataUpdate{{remoteLogSegmentId={sid}, customMetadata=Optional[CustomMetadata"
+        f"{{2 bytes}}], state=COPY_SEGMENT_FINISHED, eventTimestampMs={TS + 200}, brokerId=1}}")
+    assert format_remote_log_metadata(dele, 2) == (
+        f"payload: RemotePartitionDeleteMetadata{{topicPartition={TOPIC_ID}:tiered-0, state=DELETE_PARTITION_MARKED, "
+        f"eventTimestampMs={TS + 300}, brokerId=3000}}")
+    assert format_remote_log_metadata(snap, 3).startswith(
+        f"payload: RemoteLogSegmentMetadataSnapshot{{segmentId={RLM_SEGMENT_ID}, startOffset=0, endOffset=9, ")
+    assert format_remote_log_metadata(bytes([1, 9, 0]), 5) == (
+        "payload: Error at offset 5, skipping. org.apache.kafka.common.errors.UnsupportedVersionException: "
+        "Unknown metadata id 9")
+    assert format_remote_log_metadata(bytes([1, 2, 0, 3]), 6) == (
+        "payload: Error at offset 6, skipping. Failed to deserialize record with type 2")
+    assert format_remote_log_metadata(None, 7) == "payload: Error at offset 7, skipping. null"

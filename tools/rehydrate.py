@@ -25,8 +25,12 @@ With __remote_log_metadata in DATA_DIR (or --metadata-dir), only COPY_SEGMENT_FI
 DELETE_SEGMENT_* segments are reported as lost (retention deleted them). A gap or overlap between segments
 (or with the local log) is an error before anything is written.
 
-The broker also needs the topic in its cluster metadata with the same topic id (a KRaft cluster that still has
-it, or a restored __cluster_metadata): rehydrate writes partition data, not cluster metadata.
+The broker also needs the topic in its cluster metadata, with the topic id of partition.metadata: rehydrate
+writes partition data, not cluster metadata. Into a new cluster: create the topic there (without
+remote.storage.enable), stop the broker, rehydrate with --topic-id set to the new topic's id, start it. (A
+cluster whose metadata still says remote.storage.enable=true refuses to start with tiered storage off:
+"You have to delete all topics with the property remote.storage.enable=true before disabling tiered storage
+cluster-wide".)
 
 Examples:
   kafkalog rehydrate /var/lib/kafka/tiered /var/lib/kafka/data --topic orders --dry-run
@@ -39,6 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("data_dir", metavar="DATA_DIR", help="the broker log dir to write the partitions into")
     p.add_argument("--topic", metavar="TOPIC", help="only this topic")
     p.add_argument("--partition", type=int, metavar="N", help="only this partition")
+    p.add_argument("--topic-id", metavar="ID", help="write this topic id into partition.metadata (the topic id of a "
+                   "new cluster's topic; default: the one of the remote segment ids)")
     p.add_argument("--metadata-dir", dest="metadata_dirs", action="append", default=[], metavar="DIR",
                    help="log dir(s) holding __remote_log_metadata (default: DATA_DIR)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
@@ -49,7 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from kafkalog.tools.remote import _options
 
-    opts = RehydrateOptions(topic=args.topic, partition=args.partition, metadata_dirs=args.metadata_dirs)
+    opts = RehydrateOptions(topic=args.topic, partition=args.partition, metadata_dirs=args.metadata_dirs,
+                            topic_id=args.topic_id)
     with open_remote_store(args.store, options=_options(args.option)) as store:
         plan = plan_rehydrate(store, args.data_dir, opts)
 

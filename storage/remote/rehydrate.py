@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..dirview import Blob, WriteFile
 from ..engine.datadirs import read_data_dir
-from ..engine.migrate import InstallPartition, StagedFile, read_checkpoints
+from ..engine.migrate import InstallPartition, check_topic_id, StagedFile, read_checkpoints
 from ..engine.plan import DataDirPlan, Loss, PartitionPlan, Plan
 from ..errors import ConfigError, LogDirError
 from ..files.checkpoints import (
@@ -60,6 +60,7 @@ class RehydrateOptions:
     partition: int | None = None
     metadata_dirs: list[str] = field(default_factory=list)  # data dirs holding __remote_log_metadata
     overwrite: bool = False
+    topic_id: str | None = None  # the destination cluster's topic id (default: the RemoteLogSegmentId's)
 
 
 def _index_ok(store: LocalTieredStorageLayout, seg: RemoteSegment) -> bool:
@@ -214,11 +215,12 @@ def _plan_partition(store: LocalTieredStorageLayout, pp: PartitionPlan, target: 
         cache.truncate_from_end(leo)
     cache.truncate_from_start(lso)  # type: ignore[arg-type]
     files.append(StagedFile(LEADER_EPOCH_CHECKPOINT, Blob(cache.to_bytes())))
-    files.append(StagedFile(PARTITION_METADATA_FILE, Blob(PartitionMetadata(topic_id).to_bytes())))
+    new_id = check_topic_id(opts.topic_id) if opts.topic_id else topic_id
+    files.append(StagedFile(PARTITION_METADATA_FILE, Blob(PartitionMetadata(new_id).to_bytes())))
     why = (f"{len(chosen)} remote segment(s) of {store.root}" + (f" before the {len(local_bases)} local one(s)"
                                                                    if local_bases else ""))
     pp.ops.append(InstallPartition(str(target), why, files, sorted(local_names)))
-    return {"topicId": topic_id, "remoteSegments": [f"{s.start_offset}-{s.segment_id}" for s, _ in chosen],
+    return {"topicId": new_id, "remoteTopicId": topic_id, "remoteSegments": [f"{s.start_offset}-{s.segment_id}" for s, _ in chosen],
             "localSegments": len(local_bases), "bytes": nbytes, "logStartOffset": lso,
             "logEndOffset": leo, "rebuiltIndexes": rebuilt}
 

@@ -71,7 +71,7 @@ def _ls(store, args) -> int:
     if args.json:
         out = JsonLines()
         for r in rows:
-            out.write({"type": "remoteSegment", **r.to_dict()})
+            out.write(r.to_dict())
         return 0
     render_table([r.to_dict() for r in rows], ["topic", "partition", "segmentId", "startOffset", "endOffset", "size",
                                                "state", "status"], formats={"size": human_size})
@@ -88,9 +88,9 @@ def _verify(store, args) -> int:
     if args.json:
         out = JsonLines()
         for f in rep.findings:
-            out.write({"type": "finding", **f.to_dict()})
-        out.write({"type": "remoteVerifySummary", "store": args.store, "segments": rep.segments,
-                   "bytes": rep.bytes, "errors": errors, "warnings": warnings})
+            out.write(f.to_dict())
+        out.write({"summary": {"store": args.store, "segments": rep.segments, "bytes": rep.bytes,
+                               "errors": errors, "warnings": warnings}})
     else:
         if rep.findings:
             render_table([f.to_dict() for f in rep.findings], ["severity", "kind", "file", "position", "message"])

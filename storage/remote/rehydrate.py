@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..dirview import Blob, WriteFile
 from ..engine.datadirs import read_data_dir
-from ..engine.migrate import InstallPartition, check_topic_id, StagedFile, read_checkpoints
+from ..engine.migrate import InstallPartition, StagedFile, check_topic_id, read_checkpoints
 from ..engine.plan import DataDirPlan, Loss, PartitionPlan, Plan
 from ..errors import ConfigError, LogDirError
 from ..files.checkpoints import (

@@ -29,7 +29,12 @@ from kafkalog.compat.clients import Record, consume, produce
 from kafkalog.compat.tiered import TIERED_TOPIC_CONFIG, remote_storage_dir, tiered_broker_kwargs
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.remote import open_remote_store
-from kafkalog.storage.remote.inspect import iter_remote_segments, list_remote, read_remote_metadata, verify_remote
+from kafkalog.storage.remote.inspect import (
+    iter_remote_segments,
+    list_remote,
+    read_remote_metadata,
+    verify_remote,
+)
 from kafkalog.storage.remote.rehydrate import RehydrateOptions, rehydrate
 
 pytestmark = pytest.mark.kafka

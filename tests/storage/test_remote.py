@@ -164,7 +164,7 @@ def test_cli(store, tmp_path, capsys):
     assert "TOPIC" in out and segs[0][0] in out
     assert main(["remote", "verify", str(root), "--json"]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert lines[-1]["type"] == "remoteVerifySummary" and lines[-1]["errors"] == 0
+    assert lines[-1]["summary"]["errors"] == 0 and lines[-1]["summary"]["segments"] == 3
     assert main(["remote", "dump", str(root), "--deep"]) == 0
     assert "baseOffset: 0" in capsys.readouterr().out
     data = tmp_path / "fresh"

@@ -214,3 +214,44 @@ def open_remote_store(root: str | os.PathLike, layout: str = "LocalTieredStorage
     if cls is None:
         raise LogDirError(f"unknown remote storage layout {layout!r} (known: {', '.join(LAYOUTS)})", os.fspath(root))
     return cls(root, options)
+
+
+def remote_partition_view(store: LocalTieredStorageLayout, root: str | os.PathLike, *, topic: str | None = None,
+                          partition: int | None = None, segment_ids: set[str] | None = None) -> Path:
+    """A read-only data dir view of the store under ``root`` (created; the caller removes it): per partition a
+    ``<topic>-<partition>`` dir whose ``<startOffset:020d>.log``/``.index``/``.timeindex``/``.txnindex`` are
+    hard links to the remote files (copies when ``root`` is on another filesystem; a URL store's files are
+    fetched into the local cache first) and a ``partition.metadata``,
+    so every reader of partition dirs (``export``, ``dump``, ``diff``) reads remote segments unchanged.
+    ``segment_ids`` keeps only those segments (e.g. the ``COPY_SEGMENT_FINISHED`` ones); a segment starting
+    below the end of the previous one (overlapping offsets after a leader change) is left out."""
+    from ..files.partition_metadata import PartitionMetadata
+    from ..files.segment import Segment
+
+    base = Path(root)
+    base.mkdir(parents=True, exist_ok=True)
+    for t, p, tid in store.partitions():
+        if (topic is not None and t != topic) or (partition is not None and p != partition):
+            continue
+        d = base / f"{t}-{p}"
+        d.mkdir(exist_ok=True)
+        (d / "partition.metadata").write_bytes(PartitionMetadata(tid).to_bytes())
+        nxt: int | None = None
+        for seg in store.segments(t, p, tid):
+            if "log" not in seg.files or (segment_ids is not None and seg.segment_id not in segment_ids):
+                continue
+            if nxt is not None and seg.start_offset < nxt:
+                continue
+            lp = store.local_path(seg, "log")
+            assert lp is not None
+            with Segment(lp, seg.start_offset) as s:
+                nxt = s.read_next_offset()
+            for kind in ("log", "index", "timeindex", "txnindex"):
+                src = store.local_path(seg, kind)
+                if src is not None:
+                    dst = d / f"{seg.start_offset:020d}{FILE_KINDS[kind]}"
+                    try:  # a hard link: kafkalog's readers follow no symlink out of a partition dir
+                        os.link(src, dst)
+                    except OSError:  # another filesystem: a copy
+                        shutil.copyfile(src, dst)
+    return base

@@ -188,3 +188,12 @@ def test_memory_filesystem(store):
         assert verify_remote(s).errors == []
     finally:
         s.close()
+
+
+def test_export_remote(store, tmp_path):
+    root, src, _segs = store
+    out = tmp_path / "out.jsonl"
+    assert main(["export", "--remote", str(root), "--out", str(out)]) == 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [(r["topic"], r["offset"]) for r in rows] == [("tiered", o) for o, _k, _v in _records([src]) if o < 30]
+    assert main(["export", "--out", str(out)]) == 2

@@ -139,9 +139,8 @@ def _plan_partition(store: LocalTieredStorageLayout, pp: PartitionPlan, target: 
     local_files: list[Path] = []
     local_bases: list[int] = []
     if target.is_dir():
-        if not opts.overwrite:
-            pass  # local segments are kept and completed below
-        local_files = sorted(p for p in target.iterdir() if p.is_file())
+        # files the broker was deleting (``.deleted``, left by a stop before its async delete) are not carried over
+        local_files = sorted(p for p in target.iterdir() if p.is_file() and not p.name.endswith(".deleted"))
         local_bases = sorted(int(p.name[:-4]) for p in local_files if p.name.endswith(".log")
                              and p.name[:-4].isdigit())
     local_base = local_bases[0] if local_bases else None

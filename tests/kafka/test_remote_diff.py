@@ -3,8 +3,9 @@
 
 One module-scoped run: a tiered broker (``remote.log.storage.system.enable=true``) gets a topic with
 ``remote.storage.enable=true``, 2 KiB segments and ``local.retention.bytes=1``; keyed records with headers are
-produced until ``RemoteLogManager`` has uploaded segments and the log retention deleted them locally. A consumer
-reads the topic from offset 0 through the broker (remote fetches included). Then:
+produced (with an aborted and a committed transaction between them) until ``RemoteLogManager`` has uploaded the
+segments past the transactions and the log retention deleted them locally. Consumers (read_uncommitted and
+read_committed) read the topic from offset 0 through the broker (remote fetches included). Then:
 
 * ``remote verify`` is clean and ``remote ls`` lists exactly the ``COPY_SEGMENT_FINISHED`` segments of
   ``__remote_log_metadata``;
@@ -12,9 +13,11 @@ reads the topic from offset 0 through the broker (remote fetches included). Then
   timestamp);
 * the partition rehydrated from the remote store alone, into a new cluster's broker with tiered storage off (the
   topic created there without ``remote.storage.enable``, ``--topic-id`` its id), is served to a consumer with the
-  same records at the same offsets. (The tiered cluster itself cannot be restarted with tiered storage off while
-  its metadata holds a topic with ``remote.storage.enable=true``: ``LogConfig.validateRemoteStorageOnlyIfSystemEnabled``
-  refuses it.)
+  same records at the same offsets, and a ``read_committed`` consumer still skips the aborted transaction.
+
+The tiered cluster itself cannot be restarted with tiered storage off while its metadata holds a topic with
+``remote.storage.enable=true``: ``LogConfig.validateRemoteStorageOnlyIfSystemEnabled`` refuses it ("You have to
+delete all topics with the property remote.storage.enable=true before disabling tiered storage cluster-wide").
 """
 
 from __future__ import annotations
@@ -59,19 +62,28 @@ def tiered(module_broker_factory, tmp_path_factory):
                                                                 "local.retention.bytes": "1"})
     records = [Record(b"v%d-" % i + b"x" * 90, key=b"k%d" % (i % 7), headers=(("h", b"%d" % i),))
                for i in range(N)]
-    produce(broker.bootstrap_servers, "tiered", records, flush_every=4)
+    bs = broker.bootstrap_servers
+    produce(bs, "tiered", records[:N // 2], flush_every=4)
+    # an aborted and a committed transaction (a .txnindex and control batches in the uploaded segments)
+    produce(bs, "tiered", records[:8], transactional_id="t1", transaction="abort", flush_every=4)
+    produce(bs, "tiered", records[8:16], transactional_id="t1", transaction="commit", flush_every=4)
+    produce(bs, "tiered", records[N // 2:], flush_every=4)
     pdir = broker.partition_dir("tiered")
     store = remote_storage_dir(remote)
-    broker.wait_until(lambda: len(list(store.glob("tiered-0-*/*.log"))) >= 3 and _local_bases(pdir)[0] > 0, 90,
-                      "upload segments and delete them locally")
-    consumed = consume(broker.bootstrap_servers, "tiered", count=N)
+    broker.wait_until(lambda: max((int(p.name.split("-")[0]) for p in store.glob("tiered-0-*/*.log")), default=0)
+                      > N // 2 + 20 and _local_bases(pdir)[0] > 0, 90,
+                      "upload the segments past the transactions and delete them locally")
+    total = N + 16
+    consumed = consume(bs, "tiered", count=total)
+    committed = consume(bs, "tiered", count=total - 8, isolation_level="read_committed")
     broker.stop()
-    return {"remote": remote, "broker": broker, "consumed": consumed, "pdir": pdir}
+    return {"remote": remote, "broker": broker, "consumed": consumed, "committed": committed, "pdir": pdir}
 
 
 def test_verify_clean_and_ls_matches_metadata(tiered):
     store = open_remote_store(tiered["remote"])
     data = tiered["broker"].data_dir
+    assert any(s.files.get("txnindex") for s in store.all_segments()), "the aborted transaction's .txnindex"
     rep = verify_remote(store, [data], deep=True)
     assert rep.errors == [], rep.errors
     assert [f for f in rep.findings if f.severity == "warning"] == []
@@ -111,7 +123,14 @@ def test_rehydrated_partition_is_served(tiered, module_broker_factory, tmp_path)
     leo = plan.partitions[0].facts["logEndOffset"]
     assert leo > 0
     broker.start()
-    served = consume(broker.bootstrap_servers, "tiered", count=leo)
-    broker.stop()
     want = [_row(c.offset, c.key, c.value, c.headers, c.timestamp) for c in tiered["consumed"] if c.offset < leo]
+    served = consume(broker.bootstrap_servers, "tiered", count=len(want))
+    want_committed = [_row(c.offset, c.key, c.value, c.headers, c.timestamp) for c in tiered["committed"]
+                      if c.offset < leo]
+    committed = consume(broker.bootstrap_servers, "tiered", count=len(want_committed),
+                        isolation_level="read_committed")
+    broker.stop()
     assert [_row(c.offset, c.key, c.value, c.headers, c.timestamp) for c in served] == want
+    # the aborted transaction stays aborted: the uploaded .txnindex came along
+    assert [_row(c.offset, c.key, c.value, c.headers, c.timestamp) for c in committed] == want_committed
+    assert len(want_committed) < len(want)

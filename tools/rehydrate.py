@@ -28,9 +28,8 @@ DELETE_SEGMENT_* segments are reported as lost (retention deleted them). A gap o
 The broker also needs the topic in its cluster metadata, with the topic id of partition.metadata: rehydrate
 writes partition data, not cluster metadata. Into a new cluster: create the topic there (without
 remote.storage.enable), stop the broker, rehydrate with --topic-id set to the new topic's id, start it. (A
-cluster whose metadata still says remote.storage.enable=true refuses to start with tiered storage off:
-"You have to delete all topics with the property remote.storage.enable=true before disabling tiered storage
-cluster-wide".)
+cluster whose metadata still says remote.storage.enable=true rejects that topic config with tiered storage off,
+per Kafka's LogConfig.validateRemoteStorageOnlyIfSystemEnabled.)
 
 Examples:
   kafkalog rehydrate /var/lib/kafka/tiered /var/lib/kafka/data --topic orders --dry-run

@@ -15,9 +15,10 @@ read_committed) read the topic from offset 0 through the broker (remote fetches 
   topic created there without ``remote.storage.enable``, ``--topic-id`` its id), is served to a consumer with the
   same records at the same offsets, and a ``read_committed`` consumer still skips the aborted transaction.
 
-The tiered cluster itself cannot be restarted with tiered storage off while its metadata holds a topic with
-``remote.storage.enable=true``: ``LogConfig.validateRemoteStorageOnlyIfSystemEnabled`` refuses it ("You have to
-delete all topics with the property remote.storage.enable=true before disabling tiered storage cluster-wide").
+The tiered cluster itself is not restarted with tiered storage off: while its metadata holds a topic with
+``remote.storage.enable=true``, ``LogConfig.validateRemoteStorageOnlyIfSystemEnabled`` rejects that config ("You
+have to delete all topics with the property remote.storage.enable=true before disabling tiered storage
+cluster-wide"; from Kafka's source, not exercised here).
 """
 
 from __future__ import annotations

@@ -14,6 +14,11 @@ Each fixture ``<out>/<name>/`` holds:
 * ``dumplogsegments.jsonl``  Kafka's own DumpLogSegments view of every .log file (deep, parsed by
                        :mod:`kafkalog.compat.tools`), so readers can be checked without a JVM;
 * ``manifest.json``    Kafka version, mode, broker settings, topics with their configs, groups, notes;
+* ``remote/``          (tiered fixtures) the ``dir`` of Kafka's ``LocalTieredStorage``: ``remote/kafka-tiered-storage/
+                       <topic>-<partition>-<topicId>/<offset>-<segmentId>.{log,index,...}`` (:mod:`kafkalog.compat.tiered`);
+* ``dumplogsegments-<decoder>.txt``  DumpLogSegments' text with ``--<decoder>`` for the internal topics it decodes
+                       (``remote-log-metadata-decoder`` for ``__remote_log_metadata``, ``share-group-state-decoder``
+                       for ``__share_group_state``), paths relative to ``data/``;
 * ``CAPTURE.md``       how it was made.
 
 Record content is deterministic (seeded per topic name) and timestamps are fixed (CreateTime topics), so
@@ -76,6 +81,19 @@ KRAFT_PROPS: dict[str, str] = {
     "metadata.log.max.snapshot.interval.ms": "3000",
 }
 
+#: Tiered fixture: one __remote_log_metadata and one __share_group_state partition, and a share-group snapshot
+#: every 3 updates (so both ShareSnapshot and ShareUpdate records appear).
+TIERED_PROPS: dict[str, str] = {
+    "share.coordinator.state.topic.num.partitions": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "share.coordinator.snapshot.update.records.per.snapshot": "3",
+}
+
+#: internal topics DumpLogSegments has a decoder for, beyond those of dumplogsegments.jsonl
+DECODED_TOPICS: dict[str, str] = {"__remote_log_metadata": "remote-log-metadata-decoder",
+                                  "__share_group_state": "share-group-state-decoder"}
+
 WORDS = (
     "kafka log segment offset index batch record header producer consumer partition leader epoch "
     "replica cleaner compaction tombstone timestamp sequence transaction marker snapshot checkpoint"
@@ -92,6 +110,7 @@ class FixtureSpec:
     scenarios: tuple[str, ...] = ()
     props: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    tiered: bool = False  # LocalTieredStorage + TopicBasedRemoteLogMetadataManager (kafkalog.compat.tiered)
 
 
 V2_SCENARIOS = ("codecs", "large", "idempotent", "transactions", "log_append_time", "broker_compression",
@@ -105,6 +124,10 @@ FIXTURES: dict[str, FixtureSpec] = {
                     description="newest 4.x, KRaft combined mode, clean shutdown"),
         FixtureSpec(f"kafka-{jars.LATEST_4}-kraft-killed", jars.LATEST_4, "kraft", 2, killed=True,
                     scenarios=("killed",), description="newest 4.x, SIGKILLed with an open transaction"),
+        FixtureSpec(f"kafka-{jars.LATEST_4}-tiered", jars.LATEST_4, "kraft", 2, scenarios=("tiered", "share_groups"),
+                    tiered=True, props=TIERED_PROPS,
+                    description="newest 4.x, tiered storage (LocalTieredStorage, __remote_log_metadata) and share "
+                                "groups (__share_group_state), clean shutdown"),
         FixtureSpec(f"kafka-{jars.LATEST_3}-kraft", jars.LATEST_3, "kraft", 2, scenarios=V2_SCENARIOS,
                     description="newest 3.9.x, KRaft combined mode, clean shutdown"),
         FixtureSpec(f"kafka-{jars.LATEST_3}-zk-v1", jars.LATEST_3, "zk", 1,
@@ -171,6 +194,7 @@ class Capture:
         self.notes: list[str] = []
         self.open_producers: list[ClientProducer] = []  # left open on purpose until the broker is killed
         self.log = log
+        self.remote_root = broker.work_dir / "remote"
 
     @property
     def v2(self) -> bool:
@@ -381,7 +405,63 @@ def scenario_killed(c: Capture) -> None:
     c.open_producers.append(p)
 
 
+def scenario_tiered(c: Capture) -> None:
+    """Two tiered partitions: 2 KiB segments, local.retention.bytes=1, so every rolled segment is uploaded to
+    LocalTieredStorage and then deleted locally (only the active segment stays local)."""
+    from kafkalog.compat.tiered import TIERED_TOPIC_CONFIG, remote_storage_dir
+
+    c.topic("tiered", 2, TIERED_TOPIC_CONFIG | {"local.retention.bytes": "1"}, segment_bytes=2048,
+            purpose="tiered (remote.storage.enable): rolled segments uploaded to remote/ and deleted locally")
+    c.send("tiered", make_records("tiered", 120, partitions=2, headers=False, value_size=(60, 120)),
+           client="kafka-python", flush_every=4)
+    store = remote_storage_dir(c.remote_root)
+
+    def done() -> bool:
+        for p in (0, 1):
+            logs = c.partition_logs("tiered", p)
+            if len(list(store.glob(f"tiered-{p}-*/*.log"))) < 3 or not logs or int(logs[0].stem) == 0:
+                return False
+        return True
+
+    c.broker.wait_until(done, 120, "upload the tiered segments and delete them locally")
+    c.notes.append("tiered-0 and tiered-1: the segments before the active one exist only in remote/ "
+                   "(local log start offset > 0; log-start-offset-checkpoint keeps the log start offset 0, and "
+                   "leader-epoch-checkpoint the epochs from it); their local copies may still be there as "
+                   "`.deleted` files (deleted file.delete.delay.ms after the local retention removed them)")
+
+
+def scenario_share_groups(c: Capture) -> None:
+    """A share group consuming with Kafka's ConsoleShareConsumer: accept, release, reject, accept again (each a
+    ShareUpdate or, every 3 updates, a ShareSnapshot in __share_group_state)."""
+    from kafkalog.compat.tools import run_tool
+
+    c.topic("shared", 1, purpose="consumed by share group share-g (accept, release, reject)")
+    c.send("shared", make_records("shared", 20, headers=False, value_size=(20, 40)), client="kafka-python",
+           flush_every=5)
+    group = "share-g"
+    r = run_tool(c.spec.version, "kafka.admin.ConfigCommand",
+                 ["--bootstrap-server", c.bootstrap, "--alter", "--entity-type", "groups", "--entity-name", group,
+                  "--add-config", "share.auto.offset.reset=earliest"], timeout=120)
+    if r.returncode != 0:
+        raise HarnessError(f"kafka-configs failed: {r.stderr[-800:]}")
+    for n, mode in ((5, None), (3, "--release"), (3, "--reject"), (4, None)):
+        args = ["--bootstrap-server", c.bootstrap, "--topic", "shared", "--group", group, "--max-messages", str(n),
+                "--timeout-ms", "20000"] + ([mode] if mode else [])
+        r = run_tool(c.spec.version, "org.apache.kafka.tools.consumer.ConsoleShareConsumer", args, timeout=120)
+        if r.returncode != 0:
+            raise HarnessError(f"ConsoleShareConsumer {' '.join(args)} failed: {r.stderr[-800:]}")
+        c.log(f"  share consumer {mode or '(accept)'}: {len(r.stdout.splitlines())} messages")
+    c.groups.append({"group": group, "topic": "shared", "client": "ConsoleShareConsumer", "protocol": "share",
+                     "consumed": "5 accepted, 3 released, 3 rejected, 4 accepted"})
+    c.notes.append("share group share-g (kafka-configs share.auto.offset.reset=earliest, then ConsoleShareConsumer "
+                   "--max-messages 5; 3 --release; 3 --reject; 4): __share_group_state-0 holds ShareSnapshot "
+                   "(type 0, every 3 updates) and ShareUpdate (type 1) records whose state batches are AVAILABLE "
+                   "(0), ACKNOWLEDGED (2) and ARCHIVED (4, the rejected ones)")
+
+
 SCENARIOS: dict[str, Callable[[Capture], None]] = {
+    "tiered": scenario_tiered,
+    "share_groups": scenario_share_groups,
     "codecs": scenario_codecs,
     "large": scenario_large,
     "idempotent": scenario_idempotent,
@@ -419,8 +499,14 @@ def capture(spec: FixtureSpec, out: Path, *, log: Callable[[str], None] = print)
             # the metadata log's indexes are preallocated to 10 MiB whatever log.index.size.max.bytes says:
             # keep that log out of the fixture (the clean fixtures have __cluster_metadata-0)
             props["metadata.log.dir"] = str(Path(tmp) / "metadata")
+        extra: dict[str, Any] = {}
+        if spec.tiered:
+            from kafkalog.compat.tiered import tiered_broker_kwargs
+
+            extra = tiered_broker_kwargs(spec.version, Path(tmp) / "remote")
+            props = extra.pop("server_properties") | props
         broker = Broker(spec.version, mode=spec.mode, data_dir=Path(tmp) / "data", server_properties=props,
-                        cluster_id=cluster_id_from(spec.name))  # fmt: skip
+                        cluster_id=cluster_id_from(spec.name), **extra)  # fmt: skip
         try:
             broker.start()
             log(f"[{spec.name}] Kafka {spec.version} ({spec.mode}) up after {time.monotonic() - started:.1f}s")
@@ -449,9 +535,12 @@ def capture(spec: FixtureSpec, out: Path, *, log: Callable[[str], None] = print)
             shutil.rmtree(target)
         target.mkdir(parents=True)
         shutil.copytree(broker.data_dir, target / "data", symlinks=True)
+        if spec.tiered:
+            shutil.copytree(Path(tmp) / "remote", target / "remote", symlinks=True)
     elapsed = time.monotonic() - started
     _write_expected(target, c.produced)
     _write_dump(target, spec.version)
+    _write_decoded_dumps(target, spec.version)
     _write_manifest(target, spec, c, props, elapsed)
     log(f"[{spec.name}] written to {target} in {elapsed:.1f}s ({_size(target) / 1024:.0f} KiB)")
     return target
@@ -479,15 +568,46 @@ def _write_expected(target: Path, produced: list[Produced]) -> None:
 
 
 def _write_dump(target: Path, version: str) -> None:
+    """``dumplogsegments.jsonl``: every ``data/*/*.log`` (``file`` relative to ``data/``), then every segment
+    of ``remote/`` (``file`` = ``remote/kafka-tiered-storage/<topic>-<partition>-<topicId>/<offset>-<id>.log``;
+    DumpLogSegments parses the base offset from the file name, so it dumps a copy named ``<offset>.log``)."""
     logs = sorted((target / "data").glob("*/*.log"))
     run = dump_log_segments(version, logs)
     root = str((target / "data").absolute()) + "/"
+    batches = [{**b, "file": b["file"].removeprefix(root)} for b in run.batches()]
+    remote_logs = sorted((target / "remote").glob("*/*/*.log"))
+    if remote_logs:
+        with tempfile.TemporaryDirectory(prefix="kafkalog-capture-remote-") as tmp:
+            alias: dict[str, str] = {}
+            for f in remote_logs:
+                d = Path(tmp) / f.parent.name
+                d.mkdir(exist_ok=True)
+                copy = d / (f.name.split("-", 1)[0] + ".log")
+                shutil.copyfile(f, copy)
+                alias[str(copy)] = str(f.relative_to(target))
+            batches += [{**b, "file": alias[b["file"]]} for b in dump_log_segments(version, list(map(Path, alias))).batches()]
     with open(target / "dumplogsegments.jsonl", "w") as fh:
-        for b in run.batches():
-            b = {**b, "file": b["file"].removeprefix(root)}
+        for b in batches:
             if "records" in b:
                 b["records"] = [{**r, "key": inline_b64(r["key"]), "value": inline_b64(r["value"])} for r in b["records"]]
             fh.write(_dumps(b))
+
+
+def _write_decoded_dumps(target: Path, version: str) -> None:
+    """``dumplogsegments-<decoder>.txt``: DumpLogSegments' own text with the decoder of each internal topic of
+    :data:`DECODED_TOPICS` present (``Dumping <path relative to data/>``)."""
+    from kafkalog.compat.tools import dump_class, run_tool
+
+    data = (target / "data").absolute()
+    for topic, option in DECODED_TOPICS.items():
+        logs = sorted(data.glob(f"{topic}-*/*.log"))
+        if not logs:
+            continue
+        r = run_tool(version, dump_class(version), [f"--{option}", "--files", ",".join(map(str, logs))])
+        if r.returncode != 0:
+            raise HarnessError(f"DumpLogSegments --{option} failed: {r.stderr[-800:]}")
+        (target / f"dumplogsegments-{option.removesuffix('-decoder')}.txt").write_text(
+            r.stdout.replace(str(data) + "/", ""))
 
 
 def _size(path: Path) -> int:
@@ -553,12 +673,21 @@ def _write_manifest(target: Path, spec: FixtureSpec, c: Capture, props: dict[str
             for t, d in c.topics.items()
         ],
         "",
-        *([f"Consumer groups (committed offsets in `__consumer_offsets`): {', '.join(g['group'] + ' (' + g['protocol'] + ')' for g in c.groups)}", ""] if c.groups else []),
+        *([f"Consumer groups (committed offsets in `__consumer_offsets`): {', '.join(g['group'] + ' (' + g['protocol'] + ')' for g in c.groups if g['protocol'] != 'share')}", ""] if any(g['protocol'] != 'share' for g in c.groups) else []),
+        *([f"Share groups (state in `__share_group_state`): {', '.join(g['group'] for g in c.groups if g['protocol'] == 'share')}", ""] if any(g['protocol'] == 'share' for g in c.groups) else []),
         *[f"* {n}" for n in c.notes],
         "",
         "Files: `data/` = the broker's log dir, untouched; `expected.jsonl` = what the producers sent and the",
         "broker acknowledged; `dumplogsegments.jsonl` = Kafka's DumpLogSegments (deep) of every `.log`, parsed;",
         "`manifest.json` = this page as data.",
+        *(["", "Tiered storage: `remote/` = the `dir` of Kafka's `LocalTieredStorage` (`rsm.config.dir`), in its own",
+           "layout: `remote/kafka-tiered-storage/<topic>-<partition>-<topicId>/<startOffset>-<segmentId>.<suffix>`",
+           "(`.log`, `.index`, `.timeindex`, `.snapshot`, `.leader_epoch_checkpoint`); the segments it holds are in",
+           "`dumplogsegments.jsonl` too (`file` = their path under the fixture). `__remote_log_metadata-0` holds the",
+           "RLMM's records for them (COPY_SEGMENT_STARTED/FINISHED per segment)."] if spec.tiered else []),
+        *([""] if spec.tiered else []),
+        *[f"`dumplogsegments-{o.removesuffix('-decoder')}.txt` = DumpLogSegments `--{o}` of `{t}-*`;"
+          for t, o in DECODED_TOPICS.items() if spec.tiered],
         "",
     ]  # fmt: skip
     (target / "CAPTURE.md").write_text("\n".join(lines))

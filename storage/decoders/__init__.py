@@ -1,5 +1,6 @@
 """Decoders for the payloads of Kafka's internal topics: ``__consumer_offsets``, ``__transaction_state``,
-``__cluster_metadata`` (and KRaft snapshots), and control records. See :mod:`.schema` for the generic
+``__cluster_metadata`` (and KRaft snapshots), ``__remote_log_metadata``, ``__share_group_state``, and control
+records. See :mod:`.schema` for the generic
 generated-message reader they share.
 
 ``parse_*`` return raw field values, ``decode_*`` the JSON-ready dicts DumpLogSegments' decoders print, and
@@ -29,6 +30,13 @@ from .consumer_offsets import (
 )
 from .coordinator import DIALECTS, Dialect
 from .kraft_control import ControlRecord, decode_control_record, format_control_record, parse_control_record
+from .remote_log_metadata import (
+    decode_remote_log_metadata,
+    format_remote_log_metadata,
+    iter_remote_log_metadata,
+    parse_remote_log_metadata,
+)
+from .share_group_state import decode_share_group_state_record, format_share_group_state_record
 from .transaction_state import (
     decode_transaction_record,
     format_transaction_record,
@@ -50,16 +58,22 @@ __all__ = [
     "decode_offsets_key",
     "decode_offsets_record",
     "decode_offsets_value",
+    "decode_remote_log_metadata",
+    "decode_share_group_state_record",
     "decode_transaction_record",
     "format_control_record",
     "format_metadata_record",
     "format_offsets_record",
+    "format_remote_log_metadata",
+    "format_share_group_state_record",
     "format_transaction_record",
+    "iter_remote_log_metadata",
     "kafka_str_to_uuid",
     "parse_control_record",
     "parse_metadata_record",
     "parse_offsets_key",
     "parse_offsets_value",
+    "parse_remote_log_metadata",
     "parse_transaction_key",
     "parse_transaction_value",
     "topic_configs",

@@ -13,7 +13,8 @@ import pytest
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/manifest.json"))
-INTERNAL = ("__consumer_offsets", "__transaction_state", "__cluster_metadata")
+INTERNAL = ("__consumer_offsets", "__transaction_state", "__cluster_metadata", "__remote_log_metadata",
+            "__share_group_state")
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -21,7 +22,11 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _topic_partition(file: str) -> tuple[str, int]:
-    topic, _, partition = file.split("/")[0].rpartition("-")
+    """Of ``<topic>-<partition>/<file>`` (under ``data/``) or, for a tiered fixture's uploaded segments,
+    ``remote/kafka-tiered-storage/<topic>-<partition>-<topicId>/<file>`` (LocalTieredStorage's layout)."""
+    parts = file.split("/")
+    name = parts[2][:-23] if parts[0] == "remote" else parts[0]  # "-" + the 22-character topic id
+    topic, _, partition = name.rpartition("-")
     return topic, int(partition)
 
 
@@ -50,7 +55,8 @@ def test_batches_tile_their_files_and_are_valid(name: str) -> None:
     for file, batches in by_file.items():
         assert all(b["isValid"] for b in batches), file
         assert [b["position"] for b in batches] == [sum(x["size"] for x in batches[:i]) for i in range(len(batches))]
-        assert sum(b["size"] for b in batches) == (data / file).stat().st_size, file
+        path = FIXTURES / name / file if file.startswith("remote/") else data / file
+        assert sum(b["size"] for b in batches) == path.stat().st_size, file
         offsets = [b["lastOffset"] for b in batches]
         assert offsets == sorted(offsets), file
 
@@ -94,7 +100,7 @@ def test_disk_matches_what_the_producers_sent(name: str) -> None:
     for e in latest.values():
         if e["value"] is not None:
             assert (e["topic"], e["partition"], e["offset"]) in found, f"latest value of {e['key']} cleaned away"
-    if manifest["message_format"] >= 2 and manifest["shutdown"] == "clean":
+    if manifest["message_format"] >= 2 and manifest["shutdown"] == "clean" and "transactions" in manifest["topics"]:
         markers = [
             r["control"].split()[1]
             for b in _jsonl(FIXTURES / name / "dumplogsegments.jsonl")

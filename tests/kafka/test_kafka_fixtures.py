@@ -14,6 +14,7 @@ import pytest
 from kafkalog.compat.capture import inline_b64
 from kafkalog.compat.clients import consume
 from kafkalog.compat.pytest_plugin import BrokerFactory
+from kafkalog.compat.tiered import tiered_broker_kwargs
 from kafkalog.compat.tools import dump_log_segments
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
@@ -38,14 +39,19 @@ def test_stored_dump_is_what_dump_log_segments_prints(name: str, kafka_libs: dic
          "records": [{**r, "key": inline_b64(r["key"]), "value": inline_b64(r["value"])} for r in b["records"]]}
         for b in run.batches()
     ]  # fmt: skip
-    assert live == _jsonl(FIXTURES / name / "dumplogsegments.jsonl")
+    # a tiered fixture's jsonl also has the segments of remote/ (dumped from copies named <offset>.log)
+    assert live == [b for b in _jsonl(FIXTURES / name / "dumplogsegments.jsonl") if not b["file"].startswith("remote/")]
 
 
 @pytest.mark.parametrize("name", RESTARTABLE)
 def test_broker_serves_a_copy_of_the_fixture(name: str, tmp_path: Path, broker_factory: BrokerFactory) -> None:
     manifest = MANIFESTS[name]
     shutil.copytree(FIXTURES / name / "data", tmp_path / "data", symlinks=True)
-    broker = broker_factory(manifest["kafka_version"], data_dir=tmp_path / "data")
+    kwargs: dict[str, Any] = {}
+    if (FIXTURES / name / "remote").is_dir():  # tiered: the broker reads the remote-only segments from remote/
+        shutil.copytree(FIXTURES / name / "remote", tmp_path / "remote", symlinks=True)
+        kwargs = tiered_broker_kwargs(manifest["kafka_version"], tmp_path / "remote")
+    broker = broker_factory(manifest["kafka_version"], data_dir=tmp_path / "data", **kwargs)
     expected = _jsonl(FIXTURES / name / "expected.jsonl")
     for topic, desc in manifest["topics"].items():
         if "compact" in desc["config"].get("cleanup.policy", ""):

@@ -379,3 +379,78 @@ def remote_log_metadata_partition(root: Path, partition: int, values: Sequence[b
     write_segment(d, 0, [build_batch([(i, TS + i, None, v)], base_offset=i) for i, v in enumerate(values)],
                   rebuild_indexes=True)
     return write_partition_files(d, epochs=[(0, 0)], topic_id=TOPIC_IDS[1])
+
+
+# ------------------------------------------------------------------------------------------- tiered storage
+
+
+def local_tiered_storage(root: Path, pdir: Path, *, topic: str | None = None, partition: int | None = None,
+                         topic_id: str = TOPIC_ID, segment_ids: Sequence[str] | None = None,
+                         skip_last: bool = True) -> list[tuple[str, int, int]]:
+    """Upload the segments of the partition dir ``pdir`` into a ``LocalTieredStorage`` tree under ``root``
+    (``root/kafka-tiered-storage/<topic>-<partition>-<topicId>/<start:020d>-<uuid>.<suffix>``), as
+    ``RemoteLogManager.copyLogSegment`` does: the ``.log``, its ``.index``/``.timeindex`` (rebuilt by the
+    recovery rule when absent), ``.txnindex`` if any, the epoch cache up to the segment's end as
+    ``.leader_epoch_checkpoint`` and an empty producer snapshot. The active (last) segment is not uploaded
+    unless ``skip_last`` is False. Returns ``(segment id, start offset, end offset)`` per uploaded segment."""
+    import base64
+    import uuid as _uuid
+
+    from kafkalog.storage.files.segment import Segment
+    from kafkalog.storage.leader_epoch_cache import LeaderEpochCache
+    from kafkalog.storage.log import parse_topic_partition_name
+
+    tp = parse_topic_partition_name(pdir.name)
+    topic = topic or tp.topic
+    partition = tp.partition if partition is None else partition
+    d = root / "kafka-tiered-storage" / f"{topic}-{partition}-{topic_id}"
+    d.mkdir(parents=True, exist_ok=True)
+    logs = sorted(p for p in pdir.iterdir() if p.name.endswith(".log"))
+    if skip_last:
+        logs = logs[:-1]
+    out = []
+    for i, lp in enumerate(logs):
+        sid = (segment_ids[i] if segment_ids else
+               base64.urlsafe_b64encode(_uuid.UUID(int=0x5E6 << 64 | i + 1).bytes).decode().rstrip("="))
+        with Segment(lp) as seg:
+            base, end = seg.base_offset, seg.read_next_offset() - 1
+            prefix = f"{base:020d}-{sid}"
+            data = lp.read_bytes()
+            (d / f"{prefix}.log").write_bytes(data)
+            for suffix in (".index", ".timeindex", ".txnindex"):
+                src = lp.with_suffix(suffix)
+                if src.exists():
+                    (d / f"{prefix}{suffix}").write_bytes(src.read_bytes())
+            if not lp.with_suffix(".index").exists():
+                r = recover_segment(data, base, on_overflow="stop")
+                (d / f"{prefix}.index").write_bytes(r.offset_index.to_bytes())
+                (d / f"{prefix}.timeindex").write_bytes(r.time_index.to_bytes())
+        cache = LeaderEpochCache.load(pdir, auto_flush=False) if (pdir / "leader-epoch-checkpoint").exists() \
+            else LeaderEpochCache(None, [], auto_flush=False)
+        cache.truncate_from_end(end + 1)
+        (d / f"{prefix}.leader_epoch_checkpoint").write_bytes(cache.to_bytes())
+        (d / f"{prefix}.snapshot").write_bytes(ProducerSnapshot().to_bytes())
+        out.append((sid, base, end))
+    return out
+
+
+def remote_segment_metadata_values(segments: Sequence[tuple[str, int, int]], *, topic: str = "tiered",
+                                   topic_id: str = TOPIC_ID, partition: int = 0,
+                                   final_state: int = 1) -> list[bytes]:
+    """For each ``(segment id, start, end)``: the ``RemoteLogSegmentMetadata`` (COPY_SEGMENT_STARTED) and an
+    update to ``final_state`` (1 COPY_SEGMENT_FINISHED, 3 DELETE_SEGMENT_FINISHED) as ``__remote_log_metadata``
+    values."""
+    from kafkalog.storage.decoders.common import kafka_str_to_uuid
+    from kafkalog.storage.decoders.remote_log_metadata import encode_remote_log_metadata
+
+    tip = {"name": topic, "id": kafka_str_to_uuid(topic_id), "partition": partition}
+    out = []
+    for sid, start, end in segments:
+        rid = {"topicIdPartition": tip, "id": kafka_str_to_uuid(sid)}
+        out.append(encode_remote_log_metadata(0, {
+            "remoteLogSegmentId": rid, "startOffset": start, "endOffset": end, "brokerId": 1,
+            "maxTimestampMs": TS, "eventTimestampMs": TS, "segmentLeaderEpochs": [{"leaderEpoch": 0, "offset": start}],
+            "segmentSizeInBytes": 0, "customMetadata": None, "remoteLogSegmentState": 0, "txnIndexEmpty": True}))
+        out.append(encode_remote_log_metadata(1, {"remoteLogSegmentId": rid, "brokerId": 1, "eventTimestampMs": TS,
+                                                  "customMetadata": None, "remoteLogSegmentState": final_state}))
+    return out

@@ -43,6 +43,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "groups": ("groups", "consumer groups, committed offsets and lag from __consumer_offsets (like kafka-consumer-groups --describe)"),
     "transactions": ("transactions", "open and hanging transactions per partition, with the kafka-transactions.sh abort commands"),
     "diff": ("diff", "compare two data dirs, partitions or segments (files, batches or records)"),
+    "remote": ("remote", "tiered storage: list, verify or dump the remote segments of a LocalTieredStorage store (KIP-405)"),
+    "rehydrate": ("rehydrate", "rebuild local partitions from a tiered-storage remote store so a broker serves them"),
     "spark": ("spark_cli", "run verify / export / convert / compact on Spark, distributed per partition (local[*] by default)"),
     "conformance": ("conformance", "run the differential scenarios against a real Apache Kafka broker and print pass/fail"),
     "completion": ("completion", "print a shell completion script (bash, zsh or fish)"),

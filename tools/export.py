@@ -91,7 +91,11 @@ def _time(s: str | None) -> int | None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="DIR", help="data dir(s) or partition dir(s)")
+    p.add_argument("paths", nargs="*", metavar="DIR", help="data dir(s) or partition dir(s)")
+    p.add_argument("--remote", action="append", default=[], metavar="STORE",
+                   help="also export the remote segments of a tiered-storage store (LocalTieredStorage layout: its "
+                        "dir or kafka-tiered-storage/, local or s3://...), as `kafkalog remote` reads them; "
+                        "without DIR, only them")
     p.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl", help="output format (jsonl)")
     p.add_argument("--out", required=True, metavar="PATH", help="output file (jsonl; - for stdout) or directory (parquet)")
     add_topics_argument(p)
@@ -136,6 +140,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.remote:
+        if not args.paths:
+            print("kafkalog export: error: give DIR(s) or --remote STORE", file=sys.stderr)
+            return 2
+        return _run(args)
+    import shutil
+    import tempfile
+
+    from kafkalog.storage.remote import open_remote_store
+    from kafkalog.storage.remote.layout import remote_partition_view
+
+    views = tempfile.mkdtemp(prefix="kafkalog-export-remote-")
+    stores = [open_remote_store(s) for s in args.remote]
+    try:
+        # a view of each store: partition dirs of hard links to (or copies of) the remote segments
+        extra = [str(remote_partition_view(st, os.path.join(views, str(i)))) for i, st in enumerate(stores)]
+        args.paths = [*args.paths, *extra]
+        return _run(args)
+    finally:
+        for st in stores:
+            st.close()
+        shutil.rmtree(views, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace) -> int:
     if getattr(args, "salvage", False):
         return _run_salvage(args)
     for flag, given in (("--include-invalid", getattr(args, "include_invalid", False)),

@@ -16,6 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import referencing
+from builders import local_tiered_storage, remote_log_metadata_partition, remote_segment_metadata_values  # noqa: E402
 from damage import damaged_copy, roll_active  # noqa: E402
 
 from kafkalog.compat.conformance import ScenarioResult  # noqa: E402
@@ -47,7 +48,8 @@ def validator(name: str):
 
 # --------------------------------------------------------------------------------------------- the record types
 
-PLAN_COMMANDS = {"repair", "flush", "reindex", "retain", "compact", "convert", "migrate", "topic-id", "checkpoints"}
+PLAN_COMMANDS = {"repair", "flush", "reindex", "retain", "compact", "convert", "migrate", "topic-id", "checkpoints",
+                 "rehydrate"}
 
 
 def record_type(command: str, obj: dict, argv: list[str]) -> str:
@@ -56,6 +58,12 @@ def record_type(command: str, obj: dict, argv: list[str]) -> str:
         return "finding"
     if command == "describe":
         return "partition"
+    if command == "remote":
+        if argv[1] == "ls":
+            return "remoteSegment"
+        if argv[1] == "verify":
+            return "remoteVerifySummary" if "summary" in obj else "finding"
+        return "dumpEvent" if "event" in obj else "batch"
     if command == "groups":
         return "group"
     if command == "dump":
@@ -210,6 +218,17 @@ def outputs(tmp_path_factory) -> Outputs:
     o.json(["checkpoints", "--json", "--dry-run", "--file", "recovery", "--set", "codec-none-0=1", str(d)])
     o.json(["checkpoints", "--json", "--no-backup", "--file", "recovery", "--set", "codec-none-0=1", str(d)])
     o.json(["conformance", "--list", "--json"])
+
+    # tiered storage: a LocalTieredStorage store laid out from a fixture partition, cross-checked with metadata
+    store = tmp / "remote"
+    segs = local_tiered_storage(store, d / "codec-none-0", skip_last=False)
+    remote_log_metadata_partition(tmp / "rlm", 0, remote_segment_metadata_values(segs, topic="codec-none"))
+    o.json(["remote", "ls", "--json", str(store), "--data-dir", str(tmp / "rlm")])
+    o.json(["remote", "verify", "--json", str(store), "--data-dir", str(tmp / "rlm")])
+    o.json(["remote", "dump", "--json", "--deep", str(store)])
+    (tmp / "rehydrated").mkdir()
+    o.json(["rehydrate", "--json", "--dry-run", str(store), str(tmp / "rehydrated")])
+    o.json(["rehydrate", "--json", str(store), str(tmp / "rehydrated")])
 
     # the round trips: what dump --json --deep prints, append reads; what export prints, import reads
     dumped = o.json(["dump", "--json", "--deep", *map(str, sorted((kraft / "idempotent-0").glob("*.log")))])

@@ -298,3 +298,19 @@ def test_compact_from_a_reset_clean_point(tmp_path, fixture):
         assert apply(plan_compact([d], now_ms=NOW)).operations == 0
         return
     _check(lambda: plan_compact([d], now_ms=NOW), [d], exact_plan=lambda: plan_compact([d], now_ms=NOW, exact=True))
+
+
+def test_rehydrate(tmp_path):
+    from builders import local_tiered_storage
+
+    from kafkalog.storage.remote import open_remote_store
+    from kafkalog.storage.remote.rehydrate import RehydrateOptions, plan_rehydrate
+
+    src = tmp_path / "src"
+    damaged_copy("kafka-4.3.1-kraft", src, ())
+    local_tiered_storage(tmp_path / "remote", src / "multi-segment-0")
+    d = tmp_path / "data"
+    damaged_copy("kafka-4.3.1-kraft", d, ())
+    shutil.rmtree(d / "multi-segment-0")
+    store = open_remote_store(tmp_path / "remote")
+    _check(lambda: plan_rehydrate(store, d, RehydrateOptions(topic="multi-segment")), [d], again=False)

@@ -3,6 +3,11 @@
 =====================  =========================================================================================
 ``path`` / ``paths``   data dirs, partition dirs or ``.log`` files (local paths or URIs such as ``s3://b/k``);
                        ``load(p)`` / ``load([p1, p2])`` set these; several may also be comma-separated
+``remote``             comma-separated tiered-storage remote stores (Kafka's ``LocalTieredStorage`` layout: its
+                       ``dir`` or ``kafka-tiered-storage/``, local or ``s3://``), read as ``kafkalog remote`` reads
+                       them: the driver makes a data dir view of each (hard links to the remote segments, or
+                       copies; a URL store's files fetched), which the executors must see (``local[*]`` or a
+                       shared filesystem)
 ``topics``             comma-separated topic names or glob patterns (``orders,audit-*``); default all
 ``partitions``         comma-separated partition numbers; default all
 ``level``              ``record`` (default: one row per record) or ``batch`` (one row per batch, no decoding)
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from kafkalog.storage.errors import ConfigError
 from kafkalog.storage.jsonio import loads
@@ -149,7 +155,28 @@ def parse_paths(opts: Mapping[str, str]) -> tuple[str, ...]:
             paths.extend(_list(raw))
     if opts.get("path"):
         paths.extend(_list(opts["path"]))
+    fs = {k: str(v) for k, v in opts.items() if k.startswith("s3.")}
+    for store in _list(opts.get("remote")):
+        paths.append(_remote_view(store, tuple(sorted(fs.items()))))
     return tuple(dict.fromkeys(paths))
+
+
+@lru_cache(maxsize=32)
+def _remote_view(store: str, fs_opts: tuple[tuple[str, str], ...]) -> str:
+    """A data dir view of a remote store (``storage.remote.layout.remote_partition_view``), kept until the
+    driver exits."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from kafkalog.storage.remote import open_remote_store
+    from kafkalog.storage.remote.layout import remote_partition_view
+
+    st = open_remote_store(store, options=dict(fs_opts))
+    view = tempfile.mkdtemp(prefix="kafkalog-spark-remote-")
+    atexit.register(shutil.rmtree, view, True)
+    atexit.register(st.close)
+    return str(remote_partition_view(st, view))
 
 
 def parse_read_options(options: Mapping[str, str]) -> ReadOptions:

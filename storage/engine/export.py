@@ -367,13 +367,16 @@ def export_bytes(paths: Iterable[str | os.PathLike], topics: set[str] | None = N
 
 
 def iter_parquet_rows(path: str | os.PathLike, batch_size: int = 8192) -> Iterator[dict[str, Any]]:
-    """Rows of a Parquet file written by :func:`export_parquet` (headers as ``[(key, value)]``)."""
+    """Rows of a Parquet file written by :func:`export_parquet` as the JSON Lines export has them: headers as
+    ``[(key, value)]`` (``[]`` where the file has null), ``timestamp`` the epoch ms (the file's ``timestampMs``;
+    its ``timestamp`` column is the same instant as a Parquet TIMESTAMP)."""
     import pyarrow.parquet as pq
 
     f = pq.ParquetFile(path)
     for rb in f.iter_batches(batch_size=batch_size):
         for row in rb.to_pylist():
             row["headers"] = [(h["key"], h["value"]) for h in row["headers"] or []]
+            row["timestamp"] = row.pop("timestampMs")
             yield row
 
 

@@ -33,7 +33,8 @@ from ..records.columns import arrow_schema as records_arrow_schema
 from ..records.control import control_type_name, parse_control_key
 
 EXPORT_COLUMNS = RECORD_COLUMNS  # the record schema of the Spark data source, defined once
-COLUMN_NAMES = [n for n, _ in EXPORT_COLUMNS]
+# the fields of a JSON Lines row: its ``timestamp`` is the epoch ms (Parquet's is a TIMESTAMP, with ``timestampMs``)
+COLUMN_NAMES = [n for n, _ in EXPORT_COLUMNS if n != "timestampMs"]
 DEFAULT_ROW_GROUP_ROWS = 64 * 1024
 DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
 

@@ -87,12 +87,14 @@ def test_real_kafka_fixtures_read_like_dump(spark):
     if not pdirs:
         assert os.environ.get("CI") != "true", "fixtures/ holds no captured broker dirs"
         return  # a checkout without fixtures: test_reads_exactly_what_dump_deep_reads covers generated data
-    read = spark.read.format("kafkalog").option("mode", "permissive").option("paths", ",".join(map(str, pdirs)))
-    df = read.option("includeControlRecords", "true").load().filter("_corrupt is null")
+    def read():  # (a DataFrameReader's option() changes it: a new one each time)
+        return spark.read.format("kafkalog").option("mode", "permissive").option("paths", ",".join(map(str, pdirs)))
+
+    df = read().option("includeControlRecords", "true").load().filter("_corrupt is null")
     want = reference_rows(pdirs)
     assert want and spark_rows(df) == want
     # by default, as format("kafka"): no control records
-    assert spark_rows(read.load().filter("_corrupt is null")) == [r for r in want if not r[13]]
+    assert spark_rows(read().load().filter("_corrupt is null")) == [r for r in want if not r[13]]
     assert any(r[13] for r in want)
 
 

@@ -129,7 +129,8 @@ def _spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
             assert row.n == n, (row.n, n)
         print(f"  {master}{'' if os.environ.get('KAFKALOG_NATIVE') != '0' else ' (pure Python)'}: input partitions "
               f"{df.rdd.getNumPartitions()}, wall {[round(x, 2) for x in times]} s, "
-              f"cpu {[round(x, 2) for x in cpus]} s (cpu/wall {statistics.median(cpus) / statistics.median(times):.2f})",
+              f"cpu {[round(x, 2) for x in cpus]} s (cpu/wall {statistics.median(cpus) / statistics.median(times):.2f}, "
+              f"{n / statistics.median(cpus) / 1e6:.3f} M records per CPU second)",
               flush=True, file=sys.stderr)
         return [n / x for x in times]
     finally:

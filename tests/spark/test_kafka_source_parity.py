@@ -56,13 +56,15 @@ def results(module_broker_factory, tmp_path_factory):
     b = module_broker_factory("4.3.1", mode="kraft")
     bs = b.bootstrap_servers
     create_topic(bs, TOPIC, partitions=3, config={"retention.ms": "-1"})  # BASE_TS is years ago
-    produce(bs, TOPIC, _records("plain", 30, 0), client="confluent", flush_every=10)
-    produce(bs, TOPIC, [Record(key=None, value=None, timestamp=BASE_TS + 99, partition=1)], client="confluent")
+    fast = {"linger.ms": 5}
+    produce(bs, TOPIC, _records("plain", 30, 0), client="confluent", flush_every=10, extra=fast)
+    produce(bs, TOPIC, [Record(key=None, value=None, timestamp=BASE_TS + 99, partition=1)], client="confluent",
+            extra=fast)
     for i, codec in enumerate(("gzip", "lz4", "zstd")):
-        produce(bs, TOPIC, _records(codec, 12, 100 * (i + 1)), client="confluent", compression=codec)
-    produce(bs, TOPIC, _records("committed", 9, 500), client="confluent", transactional_id="parity-c")
+        produce(bs, TOPIC, _records(codec, 12, 100 * (i + 1)), client="confluent", compression=codec, extra=fast)
+    produce(bs, TOPIC, _records("committed", 9, 500), client="confluent", transactional_id="parity-c", extra=fast)
     produce(bs, TOPIC, _records("aborted", 9, 600), client="confluent", transactional_id="parity-a",
-            transaction="abort")
+            transaction="abort", extra=fast)
     # every record + one marker per partition for each transaction: wait until the markers are in the log
     want = {p: 10 + (1 if p == 1 else 0) + 12 + 3 + 3 + 2 for p in range(3)}
     deadline = time.monotonic() + 30

@@ -11,18 +11,22 @@ close to the number of cores given means the cores were busy (and more would hel
 waited. ``--python`` adds local[1] with the pure-Python record decoder (``KAFKALOG_NATIVE=0``: the data
 source as it was before the compiled core), for the native/Python ratio.
 
-Figures (2-core shared machine, 2026-11-26, ``--scale 0.25 --runs 2 --reps 1 --python``, 2.25 M records, load
-average 12-16 from other jobs: every pinned run got only 20-26 % of its cores, so the wall figures say little):
+Figures (2-core machine, 2026-11-26 21:27 UTC, ``--scale 0.25 --runs 2 --reps 2 --python``, 2.25 M records,
+load average 1.9-2.5; medians of the 2 reps):
 
-=====================  ==============  ===========  ========  ==========================
-configuration          M records/s     CPU s/query  cpu/wall  M records per CPU second
-=====================  ==============  ===========  ========  ==========================
-local[1] native        0.112           3.55-4.36    0.20      0.57
-local[2] native        0.155 (1.38x)   3.56-4.07    0.26      0.59
-local[1] pure Python   0.060           7.88-9.48    0.23      0.26 (native: 2.2x)
-=====================  ==============  ===========  ========  ==========================
+=====================  ==========================  ===========  ========  ==========================
+configuration          M records/s                 CPU s/query  cpu/wall  M records per CPU second
+=====================  ==========================  ===========  ========  ==========================
+local[1] native        0.643                       3.3-3.6      0.98      0.62-0.68
+local[2] native        1.131 (1.76x; reps 1.82,    3.4-4.3      1.92      0.54-0.64
+                       1.70)
+local[1] pure Python   0.284 (native: 2.26x)       7.1-9.3      1.00      0.27-0.29
+in-process scan        4.04                        (1 core, no Spark)
+=====================  ==========================  ===========  ========  ==========================
 
-Earlier (less loaded): local[1] 0.67, local[2] 0.88 (1.31x), in-process scan 4.9 M records/s. local[2] does the
+Under load 12-16 from other jobs the same run gave local[1] 0.11, local[2] 0.16 M records/s with cpu/wall
+0.20-0.26: wall figures taken on a busy machine say little, the CPU columns still do.
+Before: local[1] 0.67, local[2] 0.88 (1.31x), in-process scan 4.9 M records/s. local[2] does the
 same CPU work as local[1] (no serial part of ours grows), so its speed-up is bounded by the cores the machine
 actually gives it; per CPU second, Spark's side (Arrow to rows in the JVM, the aggregation, the Python worker's
 transfer of all 19 columns: Python data sources get no column pruning) costs ~8x the in-process decode, which is

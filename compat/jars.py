@@ -212,6 +212,45 @@ def ensure_test_jars(version: str, *, quiet: bool = True) -> list[Path]:
     return wanted
 
 
+SPARK_KAFKA_POM = Path(__file__).with_name("maven") / "spark-kafka-pom.xml"
+#: Spark's Kafka connector (``format("kafka")``) used when the installed pyspark's own version is not on Maven
+#: Central (4.3.0 is not published there yet); the DataSource V2 API it uses is the same in 4.2 and 4.3.
+SPARK_KAFKA_FALLBACK = "4.2.0"
+
+
+def ensure_spark_kafka(spark_version: str, *, quiet: bool = True) -> list[Path]:
+    """The jars of Spark's own Kafka source (``spark-sql-kafka-0-10_2.13`` with kafka-clients, commons-pool2 and
+    spark-token-provider-kafka-0-10; Spark itself comes from pyspark) for pyspark ``spark_version``, resolved
+    with Maven into ``~/.cache/kafkalog/spark-kafka-VERSION/libs`` on first use (the connector of that version,
+    else of ``SPARK_KAFKA_FALLBACK``); later calls, offline too, read the cache."""
+    errors = []
+    candidates = tuple(dict.fromkeys((spark_version, SPARK_KAFKA_FALLBACK)))
+    for version in candidates:  # a cached one first: no Maven run (offline) once resolved
+        if (cache_root() / f"spark-kafka-{version}" / MARKER).is_file():
+            return sorted((cache_root() / f"spark-kafka-{version}" / "libs").glob("*.jar"))
+    for version in candidates:
+        home = cache_root() / f"spark-kafka-{version}"
+        libs = home / "libs"
+        if not (home / MARKER).is_file():
+            mvn = mvn_executable()
+            with _locked(home.with_name(home.name + ".lock")):
+                if not (home / MARKER).is_file():
+                    home.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(SPARK_KAFKA_POM, home / "pom.xml")
+                    cmd = [mvn, "-B", "--no-transfer-progress", "-Dstyle.color=never", "-f", str(home / "pom.xml"),
+                           f"-Dspark.version={version}", f"-Dlibs.dir={libs}", "dependency:copy-dependencies"]
+                    if quiet:
+                        cmd.insert(1, "-q")
+                    proc = subprocess.run(cmd, capture_output=quiet, text=True, check=False)
+                    if proc.returncode != 0 or not any(libs.glob("spark-sql-kafka-*.jar")):
+                        tail = "\n".join(((proc.stdout or "") + (proc.stderr or "")).strip().splitlines()[-5:])
+                        errors.append(f"{version}: {tail}")
+                        continue
+                    (home / MARKER).write_text("\n".join(sorted(p.name for p in libs.glob("*.jar"))) + "\n")
+        return sorted(libs.glob("*.jar"))
+    raise KafkaResolveError("Maven could not resolve Spark's Kafka connector from Maven Central\n" + "\n".join(errors))
+
+
 def classpath(libs: Path) -> str:
     """A JVM ``-cp`` value for every jar of ``libs`` (plus extra dirs appended by callers)."""
     return str(libs / "*")

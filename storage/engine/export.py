@@ -33,7 +33,8 @@ from ..records.columns import arrow_schema as records_arrow_schema
 from ..records.control import control_type_name, parse_control_key
 
 EXPORT_COLUMNS = RECORD_COLUMNS  # the record schema of the Spark data source, defined once
-COLUMN_NAMES = [n for n, _ in EXPORT_COLUMNS]
+# the fields of a JSON Lines row: its ``timestamp`` is the epoch ms (Parquet's is a TIMESTAMP, with ``timestampMs``)
+COLUMN_NAMES = [n for n, _ in EXPORT_COLUMNS if n != "timestampMs"]
 DEFAULT_ROW_GROUP_ROWS = 64 * 1024
 DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
 
@@ -367,13 +368,16 @@ def export_bytes(paths: Iterable[str | os.PathLike], topics: set[str] | None = N
 
 
 def iter_parquet_rows(path: str | os.PathLike, batch_size: int = 8192) -> Iterator[dict[str, Any]]:
-    """Rows of a Parquet file written by :func:`export_parquet` (headers as ``[(key, value)]``)."""
+    """Rows of a Parquet file written by :func:`export_parquet` as the JSON Lines export has them: headers as
+    ``[(key, value)]`` (``[]`` where the file has null), ``timestamp`` the epoch ms (the file's ``timestampMs``;
+    its ``timestamp`` column is the same instant as a Parquet TIMESTAMP)."""
     import pyarrow.parquet as pq
 
     f = pq.ParquetFile(path)
     for rb in f.iter_batches(batch_size=batch_size):
         for row in rb.to_pylist():
             row["headers"] = [(h["key"], h["value"]) for h in row["headers"] or []]
+            row["timestamp"] = row.pop("timestampMs")
             yield row
 
 

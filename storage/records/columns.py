@@ -21,15 +21,21 @@ from .reader import iter_batches
 BYTES_PER_CHUNK = 8 << 20  # iter_arrow starts a new Arrow batch after this many bytes of log entries (small
 # chunks reuse memory that is already mapped: faster than one big one)
 
+# The first eight columns are Spark's own Kafka source's (``format("kafka")`` with ``includeHeaders=true``), in
+# its order and with its types, so a job moves between the two by changing the format name; kafkalog's own
+# columns follow. As Spark shows them: ``timestamp`` is the record's epoch-ms timestamp as a TIMESTAMP
+# (-1, "no timestamp", is 1969-12-31 23:59:59.999 UTC), ``timestampType`` is -1 none, 0 CreateTime,
+# 1 LogAppendTime, and ``headers`` is null for a record without headers. ``timestampMs`` is the raw epoch ms.
 RECORD_COLUMNS: list[tuple[str, str]] = [
+    ("key", "binary"),
+    ("value", "binary"),
     ("topic", "string"),
     ("partition", "int"),
     ("offset", "bigint"),
-    ("timestamp", "bigint"),
+    ("timestamp", "timestamp"),
     ("timestampType", "int"),
-    ("key", "binary"),
-    ("value", "binary"),
     ("headers", "array<struct<key:string,value:binary>>"),
+    ("timestampMs", "bigint"),
     ("leaderEpoch", "int"),
     ("producerId", "bigint"),
     ("producerEpoch", "int"),
@@ -42,11 +48,53 @@ RECORD_COLUMNS: list[tuple[str, str]] = [
     ("position", "bigint"),
 ]
 
+# epoch ms beyond which a timestamp has no TIMESTAMP (microseconds in an int64): such rows get a null timestamp
+_MAX_MS = (1 << 63) // 1000 - 1
+
 
 def HEADERS_TYPE():  # noqa: N802 - a type constant, built lazily (pyarrow is optional for the library)
     import pyarrow as pa
 
     return pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
+
+
+def TIMESTAMP_TYPE():  # noqa: N802 - as HEADERS_TYPE
+    """Spark's TIMESTAMP in Arrow (what Spark's own ``to_arrow_schema`` gives with the UTC session time zone)."""
+    import pyarrow as pa
+
+    return pa.timestamp("us", tz="UTC")
+
+
+def timestamp_columns(ms):
+    """``(timestamp, timestampMs)`` from an int64 Arrow array of epoch ms: vectorised casts, no Python per row
+    (ms values too large for microseconds give null timestamps instead of an error)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        ts = ms.cast(pa.timestamp("ms", tz="UTC")).cast(TIMESTAMP_TYPE())
+    except pa.ArrowInvalid:  # overflow: null those, as Spark cannot show them either
+        fits = pc.less_equal(pc.abs(ms), _MAX_MS)
+        ts = pc.if_else(fits, ms, pa.scalar(None, pa.int64())).cast(pa.timestamp("ms", tz="UTC")).cast(TIMESTAMP_TYPE())
+    return ts, ms
+
+
+def null_empty_headers(headers):
+    """The headers column as Spark's Kafka source has it: null (not an empty list) for a record without
+    headers. One vectorised pass over the list lengths."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(headers, pa.ChunkedArray):
+        headers = headers.combine_chunks()
+    empty = pc.equal(pc.list_value_length(headers), 0)
+    if not pc.any(empty).as_py():
+        return headers
+    offsets = headers.offsets
+    if headers.offset:  # a slice: rebase (from_arrays needs offsets starting where the values do)
+        headers = pa.concat_arrays([headers])
+        offsets = headers.offsets
+    return pa.ListArray.from_arrays(offsets, headers.values, type=headers.type, mask=pc.or_kleene(empty, headers.is_null()))
 
 
 def arrow_schema(columns: list[tuple[str, str]], extra: tuple[str, ...] = ()):
@@ -55,7 +103,7 @@ def arrow_schema(columns: list[tuple[str, str]], extra: tuple[str, ...] = ()):
     import pyarrow as pa
 
     simple = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "binary": pa.binary(),
-              "boolean": pa.bool_()}
+              "boolean": pa.bool_(), "timestamp": TIMESTAMP_TYPE()}
     fields = [pa.field(name, simple[t]) if t in simple else pa.field(name, HEADERS_TYPE()) for name, t in columns]
     fields += [pa.field(name, pa.string()) for name in extra]
     return pa.schema(fields)
@@ -199,6 +247,8 @@ class RecordColumns:
             cols["topic"] = pc.take(pa.array([t for t, _, _ in names], pa.string()), piece)
             cols["partition"] = pc.take(pa.array([p for _, p, _ in names], pa.int32()), piece)
             cols["segment"] = pc.take(pa.array([s for _, _, s in names], pa.string()), piece)
+            cols["timestamp"], cols["timestampMs"] = timestamp_columns(rb.column("timestamp"))
+            cols["headers"] = null_empty_headers(rb.column("headers"))
             self._clear()
             return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
         take = pa.array(self.take, pa.int32())
@@ -210,11 +260,11 @@ class RecordColumns:
             "topic": expand(self.b_topic, pa.string()),
             "partition": expand(self.b_part, pa.int32()),
             "offset": pa.array(self.offsets, pa.int64()),
-            "timestamp": pa.array(self.timestamps, pa.int64()),
+            "timestampMs": pa.array(self.timestamps, pa.int64()),
             "timestampType": expand(self.b_tstype, pa.int32()),
             "key": pa.array(self.keys, pa.binary()),
             "value": pa.array(self.values, pa.binary()),
-            "headers": self._headers_array(pa),
+            "headers": null_empty_headers(self._headers_array(pa)),
             "leaderEpoch": expand(self.b_epoch, pa.int32()),
             "producerId": expand(self.b_pid, pa.int64()),
             "producerEpoch": expand(self.b_pepoch, pa.int32()),
@@ -226,6 +276,7 @@ class RecordColumns:
             "segment": expand(self.b_seg, pa.string()),
             "position": expand(self.b_pos, pa.int64()),
         }
+        cols["timestamp"], _ = timestamp_columns(cols["timestampMs"])
         self._clear()
         return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
 

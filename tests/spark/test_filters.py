@@ -10,6 +10,7 @@ take the filters it claims to take (the reader is asked directly).
 
 from __future__ import annotations
 
+import datetime
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,17 @@ RECORD_QUERIES = [
     "NOT partition = 0", "partition <=> 0",
     # offset and timestamp: through the indexes
     "offset = 5", "offset > 10", "offset >= 10 AND offset < 20", "offset <= 3", "offset IN (1, 7, 30)",
-    "offset <=> 4", "NOT offset = 2", "offset < 0", "timestamp > 0", "timestamp <= 1",
+    "offset <=> 4", "NOT offset = 2", "offset < 0",
+    "timestamp > timestamp_millis(0)", "timestamp <= timestamp_millis(1)",
+    # TIMESTAMP literals (pushed as datetimes) against ms timestamps: whole ms, and between two ms
+    "timestamp = timestamp_millis(1750000038000)", "timestamp <=> timestamp_millis(1750000038000)",
+    "timestamp = timestamp_micros(1750000038000500)", "timestamp > timestamp_millis(1750000038000)",
+    "timestamp >= timestamp_millis(1750000038000)", "timestamp < timestamp_millis(1750000038000)",
+    "timestamp <= timestamp_millis(1750000038000)", "timestamp > timestamp_micros(1750000037999500)",
+    "timestamp >= timestamp_micros(1750000037999500)", "timestamp < timestamp_micros(1750000038000500)",
+    "timestamp <= timestamp_micros(1750000037999500)", "timestamp >= '2025-06-15 15:07:18'",
+    "timestamp IN (timestamp_millis(1750000038000), timestamp_millis(1750000001000))",
+    "timestampMs >= 1750000038000",
     "offset > 5 AND topic = 'multi-segment' AND NOT isControl",
     # batch header fields
     "producerId = -1", "producerId > 0 AND producerEpoch = 0", "codec = 'zstd'", "codec IN ('lz4', 'snappy')",
@@ -80,7 +91,8 @@ def _compare(spark, load, queries, cols) -> dict[str, int]:
 
 def test_every_filter_class_gives_spark_s_rows(spark):
     def load():
-        return spark.read.format("kafkalog").option("pushFilters", "true").load(str(DATA))
+        return (spark.read.format("kafkalog").option("pushFilters", "true").option("includeControlRecords", "true")
+                .load(str(DATA)))
 
     counts = _compare(spark, load, RECORD_QUERIES, KEY_COLUMNS)
     total = load().count()
@@ -90,6 +102,9 @@ def test_every_filter_class_gives_spark_s_rows(spark):
     assert 0 < counts["topic LIKE 'codec-%'"] < total and counts["topic = 'no-such-topic'"] == 0
     assert 0 < counts["key IS NULL"] < total and 0 < counts["offset IN (1, 7, 30)"]
     assert counts["isControl IS NULL"] == 0 and counts["topic IS NOT NULL"] == total
+    assert 0 < counts["timestamp = timestamp_millis(1750000038000)"] < total
+    assert counts["timestamp = timestamp_micros(1750000038000500)"] == 0
+    assert counts["timestamp >= timestamp_micros(1750000037999500)"] == counts["timestamp >= timestamp_millis(1750000038000)"]
 
 
 def test_batch_level_filters(spark):
@@ -159,14 +174,15 @@ def test_the_reader_takes_what_it_can_apply_exactly_and_never_raises():
         EqualTo(("topic",), "t"), In(("topic",), ("a", "b")), Not(In(("partition",), (0,))),
         GreaterThan(("partition",), 0), GreaterThanOrEqual(("producerId",), 1), LessThan(("leaderEpoch",), 5),
         LessThanOrEqual(("magic",), 1), StringStartsWith(("topic",), "a"), StringEndsWith(("codec",), "4"),
-        StringContains(("segment",), "000"), EqualTo(("offset",), 3), GreaterThan(("timestamp",), 10),
+        StringContains(("segment",), "000"), EqualTo(("offset",), 3),
+        GreaterThan(("timestamp",), datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)),
         EqualNullSafe(("offset",), 4), And(EqualTo(c, True), Not(EqualTo(("partition",), 1))),
         Or(EqualTo(c, True), EqualTo(("topic",), "x")),
     ]
     handed_back = [
         In(("offset",), (1, 5)), Not(EqualTo(("offset",), 3)), IsNull(("key",)), EqualTo(("value",), b"x"),
         GreaterThan(("sequence",), 1), EqualTo(("topic",), 5), EqualTo(("partition",), "0"), EqualTo(c, 1),
-        GreaterThan(c, False), StringStartsWith(("partition",), "1"), EqualTo(("headers", "key"), "h"),
+        GreaterThan(c, False), GreaterThan(("timestamp",), 10), StringStartsWith(("partition",), "1"), EqualTo(("headers", "key"), "h"),
         EqualTo(("nosuch",), 1), Unheard(("topic",), "t"), Not(Unheard(("topic",), "t")),
         And(EqualTo(c, True), IsNull(("key",))), Or(EqualTo(c, True), EqualTo(("offset",), 3)), object(),
     ]

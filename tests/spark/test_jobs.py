@@ -78,7 +78,7 @@ def test_export_parquet_and_json(spark, tmp_path):
     assert report.summary["records"] == 1400
     assert sorted(p.name for p in (tmp_path / "out.parquet").iterdir() if p.is_dir()) == ["topic=e"]
     back = spark.read.parquet(str(tmp_path / "out.parquet")).filter("partition = 1").orderBy("offset").collect()
-    assert [r.offset for r in back] == list(range(700)) and back[10].timestamp == BASE_TS + 100
+    assert [r.offset for r in back] == list(range(700)) and back[10].timestampMs == BASE_TS + 100
     report = jobs.export(spark, [str(root / "f-0")], str(tmp_path / "out.json"), fmt="json")
     assert report.summary["records"] == 700
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 from pathlib import Path
 
@@ -42,14 +43,14 @@ def reference_rows(pdirs: list[Path]) -> list[tuple]:
 
 def spark_rows(df) -> list[tuple]:
     rows = df.select(*COLUMNS).collect()
-    out = [(r.topic, r.partition, r.offset, r.timestamp, r.timestampType, r.key and bytes(r.key),
-            r.value and bytes(r.value), [(h.key, h.value and bytes(h.value)) for h in r.headers], r.leaderEpoch,
+    out = [(r.topic, r.partition, r.offset, r.timestampMs, r.timestampType, r.key and bytes(r.key),
+            r.value and bytes(r.value), [(h.key, h.value and bytes(h.value)) for h in r.headers or []], r.leaderEpoch,
             r.producerId, r.producerEpoch, r.sequence, r.isTransactional, r.isControl, r.magic, r.codec,
             r.segment, r.position) for r in rows]
     return sorted(out, key=lambda t: (t[0], t[1], t[2], t[16]))
 
 
-COLUMNS = ["topic", "partition", "offset", "timestamp", "timestampType", "key", "value", "headers", "leaderEpoch",
+COLUMNS = ["topic", "partition", "offset", "timestampMs", "timestampType", "key", "value", "headers", "leaderEpoch",
            "producerId", "producerEpoch", "sequence", "isTransactional", "isControl", "magic", "codec", "segment",
            "position"]
 
@@ -72,7 +73,8 @@ def mixed_dir(tmp_path_factory) -> Path:
 
 
 def test_reads_exactly_what_dump_deep_reads(spark, mixed_dir):
-    df = spark.read.format("kafkalog").option("maxPartitionBytes", str(512 * 1024)).load(str(mixed_dir))
+    df = (spark.read.format("kafkalog").option("maxPartitionBytes", str(512 * 1024))
+          .option("includeControlRecords", "true").load(str(mixed_dir)))
     assert df.rdd.getNumPartitions() > 2  # the 1 MiB segments were split
     got = spark_rows(df)
     assert len(got) == 2 * 4000 + 4 * 1500 + 15
@@ -85,16 +87,24 @@ def test_real_kafka_fixtures_read_like_dump(spark):
     if not pdirs:
         assert os.environ.get("CI") != "true", "fixtures/ holds no captured broker dirs"
         return  # a checkout without fixtures: test_reads_exactly_what_dump_deep_reads covers generated data
-    df = (spark.read.format("kafkalog").option("mode", "permissive").option("paths", ",".join(map(str, pdirs)))
-          .load().filter("_corrupt is null"))
+    def read():  # (a DataFrameReader's option() changes it: a new one each time)
+        return spark.read.format("kafkalog").option("mode", "permissive").option("paths", ",".join(map(str, pdirs)))
+
+    df = read().option("includeControlRecords", "true").load().filter("_corrupt is null")
     want = reference_rows(pdirs)
     assert want and spark_rows(df) == want
+    # by default, as format("kafka"): no control records
+    assert spark_rows(read().load().filter("_corrupt is null")) == [r for r in want if not r[13]]
+    assert any(r[13] for r in want)
 
 
 def test_producer_fields_and_schema(spark, mixed_dir):
     df = spark.read.format("kafkalog").option("topics", "plain").load(str(mixed_dir))
-    assert [f.name for f in df.schema.fields][:8] == ["topic", "partition", "offset", "timestamp",
-                                                       "timestampType", "key", "value", "headers"]
+    # format("kafka")'s columns first, with its types; then kafkalog's own
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields][:9] == [
+        ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"), ("offset", "bigint"),
+        ("timestamp", "timestamp"), ("timestampType", "int"), ("headers", "array<struct<key:string,value:binary>>"),
+        ("timestampMs", "bigint")]
     r = df.filter("partition = 1 and offset = 123").collect()
     assert len(r) == 1
     r = r[0]
@@ -102,8 +112,12 @@ def test_producer_fields_and_schema(spark, mixed_dir):
     legacy = spark.read.format("kafkalog").option("topics", "leg*").load(str(mixed_dir)).orderBy("offset").collect()
     assert [x.magic for x in legacy] == [0] * 5 + [1] * 10
     assert [x.offset for x in legacy] == list(range(15))
-    assert legacy[0].timestamp == -1 and legacy[0].timestampType == -1
-    assert legacy[5].timestamp == BASE_TS and legacy[5].timestampType == 0
+    assert legacy[0].timestampMs == -1 and legacy[0].timestampType == -1
+    assert legacy[5].timestampMs == BASE_TS and legacy[5].timestampType == 0
+    # as format("kafka") shows them (PySpark collects local naive datetimes): -1 is one ms before the epoch
+    assert legacy[0].timestamp == datetime.datetime.fromtimestamp(-1 / 1000)
+    assert legacy[5].timestamp == datetime.datetime.fromtimestamp(BASE_TS / 1000)
+    assert legacy[0].headers is None
 
 
 def test_batch_level(spark, mixed_dir):
@@ -122,7 +136,7 @@ def test_offset_and_time_pushdown(spark, mixed_dir):
            .option("startingOffset", "3990").load(str(mixed_dir)))
     assert sorted(r.offset for r in opt.collect()) == list(range(3990, 4000))
     t0 = BASE_TS + 3000 * 10
-    by_time = base.filter(f"partition = 1 and timestamp >= {t0}").collect()
+    by_time = base.filter(f"partition = 1 and timestamp >= timestamp_millis({t0})").collect()
     want = [r for r in reference_rows(partition_dirs(mixed_dir)) if r[0] == "plain" and r[1] == 1 and r[3] >= t0]
     assert sorted(r.offset for r in by_time) == [r[2] for r in want]
 
@@ -175,3 +189,36 @@ def test_torn_tail_is_reported(spark, tmp_path):
     bad = df.filter("_corrupt is not null").collect()
     assert len(bad) == 1 and bad[0].position == size and "torn tail" in bad[0]._corrupt
     assert df.count() == 101
+
+
+@pytest.mark.skipif(os.environ.get("CI") != "true" and not __import__("kafkalog.storage.records.native",
+                    fromlist=["core"]).core, reason="the compiled record core is not built")
+def test_partitions_yield_the_native_core_s_arrow_batches(spark, mixed_dir, monkeypatch):
+    """The default read path: each input partition yields the Arrow record batches the compiled core built,
+    already in the schema Spark expects (no cast, no Python object per record)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from kafkalog.storage.records import RecordColumns
+    from kafkalog.tools.spark.options import parse_read_options
+    from kafkalog.tools.spark.source import KafkaLogDataSource, KafkaLogReader
+
+    built = []
+    to_arrow = RecordColumns.to_arrow
+
+    def spy(self):
+        rb = to_arrow(self)
+        built.append((self._core is not None, rb))
+        return rb
+
+    monkeypatch.setattr(RecordColumns, "to_arrow", spy)
+    options = {"path": str(mixed_dir), "topics": "plain,zstd"}
+    schema = spark.read.format("kafkalog").options(**options).load().schema
+    assert schema.simpleString() == spark.createDataFrame([], KafkaLogDataSource(options).schema()).schema.simpleString()
+    reader = KafkaLogReader(schema, parse_read_options(options))
+    out = [rb for part in reader.partitions() for rb in reader.read(part)]
+    assert sum(rb.num_rows for rb in out) == 2 * 4000 + 1500
+    assert built and all(native for native, _ in built)
+    assert [id(rb) for rb in out] == [id(rb) for _, rb in built]  # yielded as built
+    assert all(isinstance(rb, pa.RecordBatch) and rb.schema.equals(to_arrow_schema(schema, timezone="UTC"))
+               for rb in out)

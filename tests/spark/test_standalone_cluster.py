@@ -60,7 +60,7 @@ def test_data_source_reads_the_same_records(cluster, tmp_path):
     shutil.copytree(FIXTURES / "kafka-3.9.2-zk-v1" / "data", tmp_path / "data")
     script = ("import sys; from kafkalog.tools.spark import session\n"
               "s = session(sys.argv[1])\n"
-              "rows = s.read.format('kafkalog').load('data').select('topic', 'partition', 'offset', 'value')"
+              "rows = s.read.format('kafkalog').option('includeControlRecords', 'true').load('data').select('topic', 'partition', 'offset', 'value')"
               ".collect()\n"
               "print(len(rows), sum(hash((r.topic, r.partition, r.offset, bytes(r.value or b''))) for r in rows))\n"
               "s.stop()\n")

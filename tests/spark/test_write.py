@@ -15,7 +15,7 @@ COLS = ["topic", "partition", "key", "value", "headers", "timestamp"]
 
 def _content(df):
     return sorted((r.topic, r.partition, r.offset, r.timestamp, r.key and bytes(r.key), r.value and bytes(r.value),
-                   [(h.key, h.value and bytes(h.value)) for h in r.headers])
+                   [(h.key, h.value and bytes(h.value)) for h in r.headers or []])
                   for r in df.select("offset", *COLS).collect())
 
 

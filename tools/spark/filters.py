@@ -14,6 +14,7 @@ not evaluate it again.
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,7 +26,8 @@ _COMPARE = {
     "StringEndsWith": "endswith", "StringContains": "contains",
 }
 _STRING_OPS = ("startswith", "endswith", "contains")
-_PY_TYPES = {"string": (str,), "int": (int,), "bigint": (int,), "boolean": (bool,), "binary": (bytes, bytearray)}
+_PY_TYPES = {"string": (str,), "int": (int,), "bigint": (int,), "boolean": (bool,), "binary": (bytes, bytearray),
+             "timestamp": (_dt.datetime,)}
 
 
 def _column(f) -> str | None:
@@ -140,6 +142,11 @@ def offset_range(node: Node) -> tuple[int | None, int | None] | None:
     """The ``[lo, hi)`` range of integer values ``node`` admits on its column, when it is a plain comparison,
     equality or IN list of integers (None otherwise): used to narrow reads through the offset and time indexes."""
     op = node[0]
+    if op in ("eq", "eqns", "gt", "ge", "lt", "le") and isinstance(node[2], _dt.datetime):
+        return _ms_range(op, epoch_us(node[2]))
+    if op == "in" and any(isinstance(v, _dt.datetime) for v in node[2]):
+        us = [epoch_us(v) for v in node[2] if isinstance(v, _dt.datetime)]
+        return (-(-min(us) // 1000), max(us) // 1000 + 1)
     if op in ("eq", "eqns", "gt", "ge", "lt", "le"):
         v = node[2]
         if not isinstance(v, int) or isinstance(v, bool):
@@ -152,3 +159,20 @@ def offset_range(node: Node) -> tuple[int | None, int | None] | None:
             return (0, 0)  # only nulls (or nothing): no row can match
         return (min(ints), max(ints) + 1)
     return None
+
+
+def epoch_us(t: _dt.datetime) -> int:
+    """Microseconds since the epoch of a TIMESTAMP literal as Spark hands it over (aware; a naive one is in the
+    local time zone, as ``datetime.fromtimestamp`` makes it)."""
+    if t.tzinfo is None:
+        t = t.astimezone()  # local wall time -> aware
+    delta = t - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _ms_range(op: str, us: int) -> tuple[int | None, int | None]:
+    """The ``[lo, hi)`` epoch-ms range of records (timestamp = ms * 1000 us) that ``timestamp OP us`` keeps."""
+    floor, ceil = us // 1000, -(-us // 1000)
+    if op in ("eq", "eqns"):
+        return (floor, floor + 1) if us % 1000 == 0 else (floor, floor)
+    return {"gt": (floor + 1, None), "ge": (ceil, None), "lt": (None, ceil), "le": (None, floor + 1)}[op]

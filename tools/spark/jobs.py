@@ -76,10 +76,12 @@ def verify(spark, paths: list[str], *, deep: bool = False, independent: bool = F
 # ------------------------------------------------------------------------------------------------ export
 def export(spark, paths: list[str], out: str, *, fmt: str = "parquet", options: dict[str, str] | None = None,
            mode: str = "errorifexists") -> JobReport:
-    """Read with the data source and write Parquet (partitioned by topic, partition) or JSON Lines."""
+    """Read with the data source and write Parquet (partitioned by topic, partition) or JSON Lines. Control
+    records are included, as ``kafkalog export`` includes them (``options={"includeControlRecords": "false"}``
+    leaves them out, as ``format("kafka")`` does)."""
     paths = _driver_paths(paths)
     out = _driver_paths([out])[0]
-    reader = spark.read.format("kafkalog")
+    reader = spark.read.format("kafkalog").option("includeControlRecords", "true")
     for k, v in (options or {}).items():
         reader = reader.option(k, v)
     df = reader.option("paths", ",".join(paths)).load()

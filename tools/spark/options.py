@@ -13,6 +13,12 @@
 ``level``              ``record`` (default: one row per record) or ``batch`` (one row per batch, no decoding)
 ``mode``               ``failfast`` (default: a corrupt batch fails the job with file and byte position) or
                        ``permissive`` (adds a ``_corrupt`` column; corrupt batches become rows describing them)
+``includeControlRecords``  ``false`` (default): control records (transaction commit/abort markers) are not rows,
+                       as Spark's ``format("kafka")`` never shows them (Kafka's consumer drops them); ``true``
+                       adds them (``isControl`` true; their key and value are the marker's bytes). Records of
+                       aborted transactions are rows either way, as ``format("kafka")`` with Kafka's default
+                       ``isolation.level=read_uncommitted`` shows them. Record level only (batch level lists
+                       every batch)
 ``verifyCrc``          ``true`` (default) checks every batch's CRC; ``false`` skips it
 ``startingOffset``     first offset to read (inclusive), found through the offset index
 ``endingOffset``       offset to stop at (exclusive)
@@ -68,6 +74,7 @@ class ReadOptions:
     level: str = "record"
     permissive: bool = False
     verify_crc: bool = True
+    include_control: bool = False  # record level: control records (transaction markers) as rows
     start_offset: int | None = None
     end_offset: int | None = None  # exclusive
     start_timestamp: int | None = None
@@ -200,6 +207,7 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         level=level,
         permissive=mode == "permissive",
         verify_crc=_bool(opts, "verifyCrc", True),
+        include_control=_bool(opts, "includeControlRecords", False),
         start_offset=_int(opts, "startingOffset", None),
         end_offset=_int(opts, "endingOffset", None),
         start_timestamp=_int(opts, "startingTimestamp", None),

@@ -144,6 +144,8 @@ def scan_records(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
                         continue
                 magic = b.magic
                 try:
+                    if not opts.include_control and magic >= 2 and b.is_control:
+                        continue  # as format("kafka"): Kafka's consumer never returns control records
                     if batch_filters and not keeps(batch_filters, _header_values(piece, b)):
                         continue
                     if filtering:

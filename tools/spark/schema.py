@@ -1,13 +1,23 @@
 """The documented, stable schemas of the ``kafkalog`` Spark data source.
 
-Record level (default, one row per record)::
+Record level (default, one row per record); the first eight columns are those of Spark's own Kafka source
+(``format("kafka")`` with ``includeHeaders=true``), in its order, with its types and values::
 
-    topic string, partition int, offset bigint, timestamp bigint (epoch ms, -1 = none),
-    timestampType int (-1 none/v0, 0 CreateTime, 1 LogAppendTime), key binary, value binary,
-    headers array<struct<key:string,value:binary>>, leaderEpoch int (partition leader epoch, -1 for v0/v1),
+    key binary, value binary, topic string, partition int, offset bigint,
+    timestamp timestamp (the record's epoch ms; -1, "none", shows as 1969-12-31 23:59:59.999 UTC as in Spark),
+    timestampType int (-1 none/v0, 0 CreateTime, 1 LogAppendTime),
+    headers array<struct<key:string,value:binary>> (null for a record without headers),
+
+then kafkalog's own::
+
+    timestampMs bigint (the raw epoch ms), leaderEpoch int (partition leader epoch, -1 for v0/v1),
     producerId bigint, producerEpoch int, sequence int (-1 when none), isTransactional boolean,
     isControl boolean, magic int, codec string (none/gzip/snappy/lz4/zstd), segment string (the .log file),
     position bigint (byte position of the record's batch in that file)
+
+Control records (transaction markers) are rows only with ``option("includeControlRecords", "true")``.
+The schema is defined once, in :data:`kafkalog.storage.records.columns.RECORD_COLUMNS` (also ``kafkalog export``'s
+Parquet schema); every reader (batch and streaming) takes it from here.
 
 Batch level (``option("level", "batch")``, one row per batch, records are not decoded)::
 

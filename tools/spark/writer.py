@@ -1,8 +1,9 @@
 """``df.write.format("kafkalog").save(DIR)``: records into a Kafka data dir, through the write path.
 
 Columns used (others are ignored): ``topic`` (or option ``topic``), ``partition`` (default 0), ``key``,
-``value`` (binary or string), ``headers`` (array<struct<key:string,value:binary>>), ``timestamp`` (epoch ms;
-null/missing = the job's start time), ``offset`` (with ``offsets=keep`` only).
+``value`` (binary or string), ``headers`` (array<struct<key:string,value:binary>>), ``timestamp``
+(TIMESTAMP, as ``format("kafkalog")`` and ``format("kafka")`` read it, or bigint epoch ms; without it
+``timestampMs``; null/missing = the job's start time; sub-millisecond digits are dropped), ``offset`` (with ``offsets=keep`` only).
 
 Options:
 
@@ -205,6 +206,24 @@ def _as_bytes(v):
     return bytes(v)
 
 
+def _epoch_ms(rb, n: int) -> list:
+    """The rows' timestamps as epoch ms (None where null): from ``timestamp`` (TIMESTAMP or bigint epoch ms) or
+    else ``timestampMs``; a TIMESTAMP is floored to whole ms, as Kafka stores them."""
+    import pyarrow as pa
+
+    for name in ("timestamp", "timestampMs"):
+        if name in rb.schema.names:
+            c = rb.column(name)
+            if not pa.types.is_timestamp(c.type):
+                return c.to_pylist()
+            per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[c.type.unit]
+            raw = c.cast(pa.int64()).to_pylist()
+            if per_ms is None:
+                return [None if v is None else v * 1000 for v in raw]
+            return [None if v is None else v // per_ms for v in raw]
+    return [None] * n
+
+
 def stage_rows(wo: WriteOptions, batches: Iterator, task: int) -> list[Staged]:
     """Turn Arrow batches of rows into staged v2 batches, one staging file per topic partition."""
     directory = staging_root(wo) / wo.job
@@ -222,7 +241,7 @@ def stage_rows(wo: WriteOptions, batches: Iterator, task: int) -> list[Staged]:
             topics = col("topic", wo.topic)
             parts = col("partition", 0)
             keys, values, headers = col("key"), col("value"), col("headers")
-            stamps = col("timestamp")
+            stamps = _epoch_ms(rb, n)
             offsets = col("offset") if wo.keep_offsets else [None] * n
             if wo.keep_offsets and "offset" not in names:
                 raise ConfigError("offsets=keep needs an offset column")
@@ -239,8 +258,6 @@ def stage_rows(wo: WriteOptions, batches: Iterator, task: int) -> list[Staged]:
                 hs = headers[i]
                 hs = [(h["key"], _as_bytes(h["value"])) for h in hs] if hs else []
                 ts = stamps[i] if stamps[i] is not None else wo.now_ms
-                if not isinstance(ts, int):  # a TimestampType column
-                    ts = int(ts.timestamp() * 1000)
                 st.add((offsets[i], ts, _as_bytes(keys[i]), _as_bytes(values[i]), hs))
         return [s.close() for s in stagers.values()]
     except BaseException:

@@ -4,13 +4,17 @@ tails, restarts from the Spark checkpoint, data loss."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
 import pytest
 from builders import batch_at, generated_partition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from kafkalog.storage.errors import ConfigError
 from kafkalog.storage.records.dump import dump_log
+from kafkalog.tools.spark.stream import DataLossError, KafkaLogStreamReader, rate_limit
 
 pytestmark = pytest.mark.spark
 
@@ -64,56 +68,6 @@ def exactly_once(rows: list, expected: set) -> None:
     assert set(rows) == expected
 
 
-def test_grown_between_runs_restart_from_checkpoint(spark, tmp_path):
-    root = tmp_path / "data"
-    generated_partition(root / "orders-0", 120, batch_records=10, segment_bytes=2000)
-    generated_partition(root / "orders-1", 30, batch_records=10)
-    run = Run(spark, root, tmp_path / "ckpt", maxOffsetsPerTrigger="40")
-    first = run.available_now()
-    assert len(first) >= 4 and all(len(b) <= 40 + 2 for b in first)  # Spark Kafka's rounding: + partitions
-    exactly_once(run.rows, log_offsets(root))
-    # the broker goes on (a segment roll included) and a new partition appears: a new query, same checkpoint
-    generated_partition(root / "orders-0", 55, batch_records=10, segment_bytes=2000, first=120)
-    generated_partition(root / "orders-2", 7, batch_records=3)
-    run.available_now()
-    exactly_once(run.rows, log_offsets(root))
-    assert run.available_now() == []  # nothing new: no micro-batch
-    offsets = json.loads((tmp_path / "ckpt" / "offsets" / str(len(run.batches) - 1)).read_text().splitlines()[-1])
-    assert offsets == {"orders": {"0": 175, "1": 30, "2": 7}}
-
-
-def test_torn_tail_waits_for_the_whole_batch(spark, tmp_path):
-    root = tmp_path / "data"
-    pdir = root / "t-0"
-    generated_partition(pdir, 20, batch_records=5)
-    run = Run(spark, root, tmp_path / "ckpt")
-    run.available_now()
-    whole = batch_at(20, n=5)
-    log = next(pdir.glob("*.log"))
-    with open(log, "ab") as f:  # a broker in the middle of an append
-        f.write(whole[: len(whole) // 2])
-    assert run.available_now() == []
-    with open(log, "ab") as f:
-        f.write(whole[len(whole) // 2:])
-    run.available_now()
-    assert sorted(o for _, _, o in run.rows) == list(range(25))
-
-
-def test_starting_offsets(spark, tmp_path):
-    root = tmp_path / "data"
-    generated_partition(root / "a-0", 30, batch_records=4)
-    generated_partition(root / "a-1", 10, batch_records=4)
-    latest = Run(spark, root, tmp_path / "c1", startingOffsets="latest")
-    assert latest.available_now() == []
-    exact = Run(spark, root, tmp_path / "c2", startingOffsets=json.dumps({"a": {"0": 25, "1": -2}}))
-    exact.available_now()
-    generated_partition(root / "a-0", 5, batch_records=4, first=30)
-    latest.available_now()
-    exact.available_now()
-    assert sorted(latest.rows) == [("a", 0, o) for o in range(30, 35)]
-    exactly_once(exact.rows, {("a", 0, o) for o in range(25, 35)} | {("a", 1, o) for o in range(10)})
-
-
 def _delete_first_segment(pdir: Path) -> int:
     """What retention does (the broker's delete of the oldest segment): returns the new log start offset."""
     logs = sorted(pdir.glob("*.log"))
@@ -122,39 +76,111 @@ def _delete_first_segment(pdir: Path) -> int:
     return int(logs[1].name[:-4])
 
 
-@pytest.mark.parametrize("fail", [True, False])
-def test_data_loss(spark, tmp_path, fail):
+def _tear(pdir: Path, base: int) -> bytes:
+    """Half of a batch at ``base`` written at the end of the active segment (a broker in the middle of an append);
+    returns the other half."""
+    whole = batch_at(base, n=5)
+    with open(sorted(pdir.glob("*.log"))[-1], "ab") as f:
+        f.write(whole[: len(whole) // 2])
+    return whole[len(whole) // 2:]
+
+
+def _finish(pdir: Path, rest: bytes) -> None:
+    with open(sorted(pdir.glob("*.log"))[-1], "ab") as f:
+        f.write(rest)
+
+
+# ------------------------------------------------------------------------------------- the reader, without Spark
+def reader(root: Path, **options) -> KafkaLogStreamReader:
+    return KafkaLogStreamReader(None, {"path": str(root), **options})
+
+
+def test_offsets(tmp_path):
+    root = tmp_path / "data"
+    generated_partition(root / "a-0", 30, batch_records=4)
+    generated_partition(root / "a-1", 10, batch_records=4)
+    assert reader(root).initialOffset() == {"a": {"0": 0, "1": 0}}
+    assert reader(root, startingOffsets="latest").initialOffset() == {"a": {"0": 30, "1": 10}}
+    exact = reader(root, startingOffsets='{"a": {"0": 25, "1": -1}}')
+    assert exact.initialOffset() == {"a": {"0": 25, "1": 10}}
+    r = reader(root, maxOffsetsPerTrigger="8")
+    start = r.initialOffset()
+    assert r.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 30, "1": 10}}
+    assert r.latestOffset(start, r.getDefaultReadLimit()) == {"a": {"0": 6, "1": 2}}  # 8 * 30/40, 8 * 10/40
+    assert rate_limit(10, {("a", 0): 0, ("a", 1): 0}, {("a", 0): 1000, ("a", 1): 1}) == {("a", 0): 9, ("a", 1): 1}
+    r.prepareForTriggerAvailableNow()  # availableNow: what is there now, nothing later
+    rest = _tear(root / "a-0", 30)
+    assert r.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 30, "1": 10}}  # the torn batch is not complete
+    _finish(root / "a-0", rest)
+    generated_partition(root / "a-2", 3)
+    assert r.latestOffset(start, ReadMaxRows(100)) == {"a": {"0": 30, "1": 10}}
+    assert reader(root).latestOffset(start, ReadAllAvailable()) == {"a": {"0": 35, "1": 10, "2": 3}}
+    with pytest.raises(ConfigError, match="startingOffsets"):
+        reader(root, startingOffsets="{oops")
+    with pytest.raises(ConfigError, match="for batch reads"):
+        reader(root, startingOffset="3")
+
+
+def test_data_loss_rule(tmp_path, caplog):
+    root = tmp_path / "data"
+    generated_partition(root / "t-0", 60, batch_records=10, segment_bytes=1500)
+    generated_partition(root / "t-1", 5)
+    start = {"t": {"0": 10, "1": 0}}
+    new_start = _delete_first_segment(root / "t-0")
+    end = reader(root).latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 60, "1": 5}}
+    with pytest.raises(DataLossError, match=f'offsets 10 to {new_start} of t-0 .*"failOnDataLoss" to "false"'):
+        reader(root).partitions(start, end)
+    with caplog.at_level(logging.WARNING, "kafkalog.spark.stream"):
+        parts = reader(root, failOnDataLoss="false").partitions(start, end)
+    assert "failOnDataLoss" in caplog.text
+    assert {p.window for part in parts for p in part.pieces} == {(new_start, 60), (0, 5)}
+    shutil.rmtree(root / "t-1")
+    with pytest.raises(DataLossError, match="t-1 is gone"):
+        reader(root).partitions(start, reader(root).latestOffset(start, ReadAllAvailable()))
+
+
+# ------------------------------------------------------------------------------------- through Spark
+def test_grown_between_runs_restart_from_checkpoint(spark, tmp_path):
+    """Rate-limited micro-batches; the broker goes on (a segment roll, a torn batch, a new partition) while the
+    query is stopped; a new query from the same checkpoint reads exactly the rest, the torn batch once whole."""
+    root = tmp_path / "data"
+    generated_partition(root / "orders-0", 90, batch_records=10, segment_bytes=2000)
+    generated_partition(root / "orders-1", 30, batch_records=10)
+    run = Run(spark, root, tmp_path / "ckpt", maxOffsetsPerTrigger="60")
+    first = run.available_now()
+    assert len(first) == 2 and all(len(b) <= 60 for b in first)
+    exactly_once(run.rows, log_offsets(root))
+    generated_partition(root / "orders-0", 55, batch_records=10, segment_bytes=2000, first=90)
+    generated_partition(root / "orders-2", 7, batch_records=3)
+    rest = _tear(root / "orders-1", 30)
+    run.available_now()
+    exactly_once(run.rows, log_offsets(root))  # the torn batch is not in log_offsets either
+    _finish(root / "orders-1", rest)
+    run.available_now()
+    exactly_once(run.rows, log_offsets(root))
+    offsets = json.loads(max((tmp_path / "ckpt" / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+                         .read_text().splitlines()[-1])
+    assert offsets == {"orders": {"0": 145, "1": 35, "2": 7}}
+
+
+def test_data_loss_fails_the_query_then_goes_on(spark, tmp_path):
     root = tmp_path / "data"
     pdir = root / "t-0"
     generated_partition(pdir, 60, batch_records=10, segment_bytes=1500)
-    run = Run(spark, root, tmp_path / "ckpt", maxOffsetsPerTrigger="10", failOnDataLoss=str(fail).lower())
-    q = run.start(processingTime="10 seconds")  # one micro-batch, then stopped
+    run = Run(spark, root, tmp_path / "ckpt", maxOffsetsPerTrigger="10")
+    q = run.start(processingTime="1 hour")  # one micro-batch, then stopped
     while not run.batches:
         q.awaitTermination(0.2)
     q.stop()
-    read = {o for _, _, o in run.rows}
-    assert read == set(range(10))
+    assert {o for _, _, o in run.rows} == set(range(10))
     new_start = _delete_first_segment(pdir)
-    assert new_start > 10
     generated_partition(pdir, 10, batch_records=10, segment_bytes=1500, first=60)
-    if fail:
-        q = run.start()
-        with pytest.raises(Exception) as e:  # noqa: B017 - a StreamingQueryException wrapping the Python error
-            q.awaitTermination(120)
-        msg = str(e.value)
-        assert "failOnDataLoss" in msg and f"offsets 10 to {new_start} of t-0" in msg, msg
-        return
+    run.options = {}
+    q = run.start()
+    with pytest.raises(Exception) as e:  # noqa: B017 - a StreamingQueryException wrapping the Python error
+        q.awaitTermination(120)
+    assert "failOnDataLoss" in str(e.value) and f"offsets 10 to {new_start} of t-0" in str(e.value)
+    run.options = {"failOnDataLoss": "false"}
     run.available_now()
     exactly_once(run.rows, {("t", 0, o) for o in [*range(10), *range(new_start, 70)]})
-
-
-def test_partition_dir_deleted(spark, tmp_path):
-    root = tmp_path / "data"
-    generated_partition(root / "t-0", 10)
-    generated_partition(root / "t-1", 10)
-    run = Run(spark, root, tmp_path / "ckpt", failOnDataLoss="false")
-    run.available_now()
-    shutil.rmtree(root / "t-1")
-    generated_partition(root / "t-0", 5, first=10)
-    run.available_now()
-    exactly_once(run.rows, {("t", 0, o) for o in range(15)} | {("t", 1, o) for o in range(10)})

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -33,14 +35,23 @@ def log_offsets(root: Path) -> set[tuple[str, int, int]]:
 class Run:
     """One streaming query over ``root`` collecting (topic, partition, offset) per micro-batch."""
 
-    def __init__(self, spark, root: Path, checkpoint: Path, **options):
+    def __init__(self, spark, root: Path, checkpoint: Path, columns=("topic", "partition", "offset"), **options):
         self.spark, self.root, self.checkpoint, self.options = spark, root, checkpoint, options
-        self.batches: list[list[tuple[str, int, int]]] = []
+        self.columns = list(columns)
+        self.by_id: dict[int, list[tuple]] = {}
+        self.replayed: list[bool] = []
 
     def _collect(self, df, batch_id):
-        rows = [(r.topic, r.partition, r.offset) for r in df.select("topic", "partition", "offset").collect()]
+        rows = [tuple(r) for r in df.select(*self.columns).collect()]
+        if batch_id in self.by_id:  # a query stopped before its commit: Spark runs the batch again, same offsets
+            self.replayed.append(sorted(self.by_id[batch_id]) == sorted(rows))
         if rows:  # a new query's first micro-batch may be empty
-            self.batches.append(rows)
+            self.by_id[batch_id] = rows
+
+    @property
+    def batches(self) -> list[list[tuple]]:
+        """The micro-batches with rows, once each (foreachBatch is at-least-once: keyed by batch id)."""
+        return [self.by_id[k] for k in sorted(self.by_id)]
 
     def start(self, **trigger):
         reader = self.spark.readStream.format("kafkalog")
@@ -184,3 +195,60 @@ def test_data_loss_fails_the_query_then_goes_on(spark, tmp_path):
     run.options = {"failOnDataLoss": "false"}
     run.available_now()
     exactly_once(run.rows, {("t", 0, o) for o in [*range(10), *range(new_start, 70)]})
+
+
+# ------------------------------------------------------------------------------------- a live broker
+@pytest.mark.kafka
+def test_live_broker(spark, broker_factory, tmp_path):
+    """A producer writes to a 2-partition topic (segments rolling every second) while a stream with a 500 ms
+    trigger reads the broker's data dir; the stream is restarted in the middle; at the end it holds exactly
+    what a consumer reads."""
+    from kafkalog.compat import jars
+    from kafkalog.compat.clients import Record, consume, producer
+
+    b = broker_factory(jars.LATEST_4, server_properties={"log.roll.ms": "1000", "log.segment.delete.delay.ms": "1000"})
+    b.create_topic("live", partitions=2, config={"segment.ms": "1000"})
+    b.wait_until(lambda: all((b.partition_dir("live", p) / "partition.metadata").exists() for p in (0, 1)), 30,
+                 "the topic's partition dirs")
+    n, chunk = 1600, 40
+    errors: list[BaseException] = []
+    restarted = threading.Event()  # the second half is produced while the restarted query runs
+
+    def produce() -> None:
+        try:
+            with producer(b.bootstrap_servers) as p:
+                for i in range(0, n, chunk):
+                    if i == n // 2:
+                        restarted.wait(120)
+                    p.send_all("live", [Record(f"v{j}".encode() * 8, f"k{j}".encode(), partition=j % 2)
+                                        for j in range(i, i + chunk)], 30)
+                    time.sleep(0.1)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    run = Run(spark, b.data_dir, tmp_path / "ckpt", columns=("partition", "offset", "key", "value"), topics="live")
+
+    def wait_rows(q, at_least: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while len(run.rows) < at_least:
+            assert q.exception() is None, q.exception()
+            assert time.monotonic() < deadline, f"{len(run.rows)} rows after {timeout} s"
+            time.sleep(0.2)
+
+    q = run.start(processingTime="500 milliseconds")
+    wait_rows(q, 1)
+    q.stop()  # in the middle of production
+    q = run.start(processingTime="500 milliseconds")
+    restarted.set()
+    thread.join(120)
+    assert not errors, errors
+    wait_rows(q, n)
+    q.stop()
+    got = consume(b.bootstrap_servers, "live", count=n, timeout=60)
+    want = {(c.partition, c.offset, c.key, c.value) for c in got}
+    rows = [(p, o, bytes(k), bytes(v)) for p, o, k, v in run.rows]
+    assert len(want) == n
+    exactly_once(rows, want)
+    assert all(run.replayed)

@@ -126,6 +126,12 @@ def test_offsets(tmp_path):
     generated_partition(root / "a-2", 3)
     assert r.latestOffset(start, ReadMaxRows(100)) == {"a": {"0": 30, "1": 10}}
     assert reader(root).latestOffset(start, ReadAllAvailable()) == {"a": {"0": 35, "1": 10, "2": 3}}
+    bad = bytearray(batch_at(35, n=5))
+    bad[-3] ^= 0xFF  # a last batch failing its CRC: being written, as far as a reader can tell
+    _finish(root / "a-0", bytes(bad))
+    assert reader(root).latestOffset(start, ReadAllAvailable())["a"]["0"] == 35
+    _finish(root / "a-0", batch_at(40, n=5))  # a whole batch after it: the bad one is corruption, for the scan
+    assert reader(root).latestOffset(start, ReadAllAvailable())["a"]["0"] == 45
     with pytest.raises(ConfigError, match="startingOffsets"):
         reader(root, startingOffsets="{oops")
     with pytest.raises(ConfigError, match="for batch reads"):

@@ -135,9 +135,10 @@ class PartitionState:
 
 
 def complete_end(seg: Segment, position: int, next_offset: int, opts: ReadOptions) -> tuple[int, int]:
-    """``(position, next offset)`` after the last whole batch (valid CRC when ``verifyCrc``) of ``seg`` from
-    ``position`` (a batch boundary whose next offset is ``next_offset``): a batch being appended, a torn tail or
-    garbage ends the scan."""
+    """``(position, next offset)`` after the last whole batch of ``seg`` from ``position`` (a batch boundary whose
+    next offset is ``next_offset``): a batch being appended (a torn tail, or a last batch failing its CRC with
+    ``verifyCrc``) or garbage ends the scan. A batch failing its CRC with whole batches after it is corruption,
+    not an append in progress: it is included, for the scan to report (failfast) or show (permissive)."""
     with SegmentFile(seg.spec, seg.path) as f:
         if f.size <= position:
             return position, next_offset
@@ -145,11 +146,17 @@ def complete_end(seg: Segment, position: int, next_offset: int, opts: ReadOption
         try:
             scanner = LogScanner(buf, 0, len(buf), path=seg.name, position_base=position,
                                  max_batch_size=opts.max_batch_size)
+            pending = None  # the last batch failed its CRC: still being written, unless another batch follows
             try:
                 for b in scanner:
+                    cur = (b.position + b.size, b.next_offset)
+                    if pending is not None:  # corrupt, not in progress: read it (failfast reports it, with its place)
+                        position, next_offset = pending
+                        pending = None
                     if opts.verify_crc and not b.is_valid():
-                        break
-                    position, next_offset = b.position + b.size, b.next_offset
+                        pending = cur
+                    else:
+                        position, next_offset = cur
                     del b
             except (CorruptRecordError, KafkaLogError):
                 pass

@@ -4,9 +4,9 @@ The stream's offsets are Spark's Kafka source's: JSON ``{"topic": {"partition": 
 lists the partitions under the paths and takes, per partition, the offset after the last *complete* batch on
 disk (a broker appending to the active segment may leave a torn batch at its end: never read past the last
 whole batch with a valid CRC), optionally bounded by the high watermark of ``replication-offset-checkpoint``, and
-rate-limited like Spark's Kafka source. A micro-batch ``[start, end)`` is planned on the driver with the batch
-reader's planner (the offset index finds where ``start`` is) and read on the executors with the batch reader's
-scan: the same schema, options and Arrow path.
+rate-limited like Spark's Kafka source. A micro-batch is one input partition per topic-partition ``[start, end)``,
+planned on the executor with the batch reader's planner (the offset index finds where ``start`` is) and read with
+the batch reader's scan: the same schema, options and Arrow path.
 
 Stream options (besides the read options of :mod:`.options`, which apply as in a batch read, except the offset and
 timestamp ranges, which ``startingOffsets`` replaces)::
@@ -36,11 +36,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from kafkalog.storage.errors import ConfigError, CorruptRecordError, KafkaLogError
+from kafkalog.storage.errors import ConfigError, CorruptRecordError, KafkaLogError, LogDirError
 from kafkalog.storage.files.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -48,9 +48,9 @@ from kafkalog.storage.files.checkpoints import (
 )
 from kafkalog.storage.records import LogScanner
 
-from .fs import SegmentFile
+from .fs import SegmentFile, display
 from .options import ReadOptions, _bool, _int, parse_read_options
-from .plan import Segment, _partition_dir, discover, offset_index_entries, pack, plan_pieces
+from .plan import Segment, _partition_dir, discover, offset_index_entries, plan_pieces
 
 log = logging.getLogger("kafkalog.spark.stream")
 
@@ -249,6 +249,16 @@ def rate_limit(limit: int, start: Mapping[TP, int], until: Mapping[TP, int]) -> 
 
 
 # --------------------------------------------------------------------------------------------- the reader
+class StreamPartition(InputPartition):
+    """One topic-partition's offsets ``[lo, hi)`` of a micro-batch; ``tail_path`` was its last segment when the
+    driver looked, complete up to byte ``tail_end``."""
+
+    def __init__(self, topic: str, partition: int, path: str, lo: int, hi: int, tail_path: str, tail_end: int):
+        super().__init__((topic, partition, lo, hi))
+        self.topic, self.partition, self.path = topic, partition, path
+        self.lo, self.hi, self.tail_path, self.tail_end = lo, hi, tail_path, tail_end
+
+
 class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("kafkalog")``: see the module's docstring for the options."""
 
@@ -303,7 +313,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             capped = {}
             for tp, end in until.items():
                 if tp in self._target:
-                    capped[tp] = min(end, self._target[tp])
+                    capped[tp] = min(end, max(self._target[tp], begin.get(tp, self._target[tp])))
                 elif tp in begin:
                     capped[tp] = begin[tp]
             until = capped
@@ -319,8 +329,6 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # ---- planning ----------------------------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> list:
-        from .source import KafkaLogPartition
-
         begin, until = from_json_offsets(start), from_json_offsets(end)
         states = self.view.partitions()
         for tp in sorted(set(begin) - set(until)):
@@ -352,27 +360,45 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 hi = state.end
             if lo >= hi:
                 continue
-            out.extend(KafkaLogPartition(g) for g in self._plan(state, lo, hi))
+            out.extend(self._plan(state, lo, hi))
         return out
 
-    def _plan(self, state: PartitionState, lo: int, hi: int) -> list[list]:
-        """The batch reader's pieces of ``[lo, hi)``; the last segment cut at its last complete batch."""
-        opts = self.opts.narrowed(start_offset=lo, end_offset=hi)
+    def _plan(self, state: PartitionState, lo: int, hi: int) -> list:
         last = state.segments[-1]
+        return [StreamPartition(last.topic, last.partition, display(last.spec, _partition_dir(last)), lo, hi,
+                                last.path, state.end_position)]
+
+    # ---- reading (on the executors) ----------------------------------------------------------------------
+    def read(self, partition: StreamPartition) -> Iterator:
+        """The partition's ``[lo, hi)``: planned here, at read time (a segment the cleaner replaced or retention
+        deleted since the driver looked is seen as it is now), with the batch reader's planner and read by its
+        scan; the last segment the driver saw is read up to its last complete batch then."""
+        from .source import KafkaLogPartition, KafkaLogReader
+
+        part = partition
+        opts = replace(self.opts, paths=(part.path,)).narrowed(start_offset=part.lo, end_offset=part.hi)
+        try:
+            segments = discover(opts)
+        except LogDirError:
+            segments = []
+        first = segments[0].base_offset if segments else None
+        if first is None or first > part.lo:
+            self._data_loss(f"offsets {part.lo} to {part.hi if first is None else min(first, part.hi)} of "
+                            f"{part.topic}-{part.partition} were deleted before they were read")
         pieces = []
-        for p in plan_pieces(list(state.segments), opts):
-            if p.path == last.path:
-                if p.start >= state.end_position:
+        for p in plan_pieces(segments, opts):
+            if p.path == part.tail_path:
+                if p.start >= part.tail_end:
                     continue
-                p = replace(p, end=min(p.end, state.end_position), file_size=state.end_position)
-            pieces.append(replace(p, window=(lo, hi)))
-        return pack(pieces, opts)
-
-    # ---- reading -----------------------------------------------------------------------------------------
-    def read(self, partition) -> Iterator:
-        from .source import KafkaLogReader
-
-        return KafkaLogReader(self.schema, self.opts).read(partition)
+                p = replace(p, end=min(p.end, part.tail_end), file_size=min(p.file_size, part.tail_end))
+            pieces.append(replace(p, window=(part.lo, part.hi)))
+        reader = KafkaLogReader(self.schema, self.opts)
+        for piece in pieces:
+            try:
+                yield from reader.read(KafkaLogPartition([piece]))
+            except FileNotFoundError:  # deleted by retention between planning and opening (nothing of it read)
+                self._data_loss(f"{piece.name} (offsets from {piece.base_offset} of {part.topic}-{part.partition}) "
+                                "was deleted before it was read")
 
     def commit(self, end: dict) -> None:
         """Nothing: the files are the broker's."""

@@ -312,16 +312,17 @@ def generated_record(i: int, *, headers: bool, value_size: int = 40) -> tuple:
 
 def generated_partition(pdir: str | os.PathLike, n: int, *, batch_records: int = 50, codec: int = 0,
                         segment_bytes: int | None = None, headers: bool = True, value_size: int = 40,
-                        producer_id: int = -1) -> None:
+                        producer_id: int = -1, first: int = 0) -> None:
     """``n`` :func:`generated_record` s in batches of ``batch_records``, appended as a leader (epoch 3) would;
-    ``producer_id``: idempotent batches with sequences."""
+    ``producer_id``: idempotent batches with sequences; ``first``: the records from ``first`` on, appended to
+    what the partition holds (a partition grown by calls with ``first`` = the records so far)."""
     props = {"segment.bytes": str(segment_bytes)} if segment_bytes else {}
     cfg = LogConfig.from_topic_props(props) if props else LogConfig()
     with LogWriter(pdir, cfg, leader_epoch=3, now_ms=BASE_TS, fsync=False) as w:
-        seq = 0
-        for start in range(0, n, batch_records):
+        seq = first
+        for start in range(first, first + n, batch_records):
             recs = [generated_record(i, headers=headers, value_size=value_size)
-                    for i in range(start, min(n, start + batch_records))]
+                    for i in range(start, min(first + n, start + batch_records))]
             kw = {}
             if producer_id >= 0:
                 kw = {"producer_id": producer_id, "producer_epoch": 0, "base_sequence": seq}

@@ -40,6 +40,11 @@ class KafkaLogDataSource(DataSource):
     def reader(self, schema: StructType) -> KafkaLogReader:
         return KafkaLogReader(schema, parse_read_options(self.options))
 
+    def streamReader(self, schema: StructType):  # noqa: N802 - Spark's name
+        from .stream import KafkaLogStreamReader
+
+        return KafkaLogStreamReader(schema, dict(self.options))
+
     def writer(self, schema: StructType, overwrite: bool):
         from .writer import KafkaLogWriter
 

@@ -1,0 +1,404 @@
+"""Streaming: ``spark.readStream.format("kafkalog")`` over live data dirs (a ``DataSourceStreamReader``).
+
+The stream's offsets are Spark's Kafka source's: JSON ``{"topic": {"partition": nextOffset}}``. Each trigger
+lists the partitions under the paths and takes, per partition, the offset after the last *complete* batch on
+disk (a broker appending to the active segment may leave a torn batch at its end: never read past the last
+whole batch with a valid CRC), optionally bounded by the high watermark of ``replication-offset-checkpoint``, and
+rate-limited like Spark's Kafka source. A micro-batch is one input partition per topic-partition ``[start, end)``,
+planned on the executor with the batch reader's planner (the offset index finds where ``start`` is) and read with
+the batch reader's scan: the same schema, options and Arrow path.
+
+Stream options (besides the read options of :mod:`.options`, which apply as in a batch read, except the offset and
+timestamp ranges, which ``startingOffsets`` replaces)::
+
+    startingOffsets         earliest (default), latest, or JSON {"t": {"0": 23, "1": -2}} (-2 earliest, -1 latest;
+                            partitions left out start at the earliest); only for a new query: a restarted query
+                            continues from its checkpoint
+    maxOffsetsPerTrigger    at most this many offsets per trigger over all partitions, spread in proportion to
+                            what each has ready (Spark's Kafka source's rule: a small share is rounded up, so the
+                            total may exceed it by up to the number of partitions); alias maxRecordsPerTrigger
+    failOnDataLoss          true (default): fail the query when offsets it has not read are gone (segments deleted
+                            by retention, a partition dir deleted, offsets going backwards); false: warn and go on
+                            from what is there
+    boundedByHighWatermark  false (default); true: never beyond the partition's high watermark as the broker last
+                            checkpointed it (``replication-offset-checkpoint``, every
+                            ``replication.high.watermark.checkpoint.interval.ms``, 5 s by default): what a
+                            consumer could read at that time; partitions without an entry are not bounded
+
+``commit`` changes nothing: the files are the broker's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from kafkalog.storage.errors import ConfigError, CorruptRecordError, KafkaLogError, LogDirError
+from kafkalog.storage.files.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    read_offset_checkpoint,
+)
+from kafkalog.storage.records import LogScanner
+
+from .fs import SegmentFile, display
+from .options import ReadOptions, _bool, _int, parse_read_options
+from .plan import Segment, _partition_dir, discover, offset_index_entries, plan_pieces
+
+log = logging.getLogger("kafkalog.spark.stream")
+
+TP = tuple[str, int]
+EARLIEST, LATEST = -2, -1
+
+DATA_LOSS_FAIL = ("Some data may have been lost because they are not available in Kafka any more; either the data "
+                  "was aged out by Kafka or the topic may have been deleted before all the data in the topic was "
+                  "processed. If you don't want your streaming query to fail on such cases, set the source option "
+                  "\"failOnDataLoss\" to \"false\".")
+DATA_LOSS_WARN = ("Some data may have been lost because they are not available in Kafka any more; either the data "
+                  "was aged out by Kafka or the topic may have been deleted before all the data in the topic was "
+                  "processed. If you want your streaming query to fail on such cases, set the source option "
+                  "\"failOnDataLoss\" to \"true\".")
+
+
+class DataLossError(KafkaLogError):
+    """Offsets the stream has not read are no longer on disk (and ``failOnDataLoss`` is true)."""
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    starting: str | dict[TP, int] = "earliest"
+    max_offsets: int | None = None
+    fail_on_data_loss: bool = True
+    bounded_by_hw: bool = False
+
+
+def parse_starting_offsets(text: str) -> str | dict[TP, int]:
+    s = text.strip()
+    if s.lower() in ("earliest", "latest"):
+        return s.lower()
+    try:
+        raw = json.loads(s)
+        return {(str(t), int(p)): int(o) for t, parts in raw.items() for p, o in parts.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise ConfigError(f"option startingOffsets: expected earliest, latest or JSON such as "
+                          f"{{\"topic\": {{\"0\": 23}}}}, got {text!r}") from None
+
+
+def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
+    opts = {str(k).lower(): v for k, v in dict(options).items()}
+    for name in ("startingOffset", "endingOffset", "startingTimestamp", "endingTimestamp", "offset", "endingOffsets"):
+        if opts.get(name.lower()) not in (None, ""):
+            raise ConfigError(f"option {name} is for batch reads; a stream starts at startingOffsets and never ends")
+    max_offsets = _int(opts, "maxOffsetsPerTrigger", None)
+    if max_offsets is None:
+        max_offsets = _int(opts, "maxRecordsPerTrigger", None)
+    if max_offsets is not None and max_offsets <= 0:
+        raise ConfigError("option maxOffsetsPerTrigger must be positive")
+    return StreamOptions(
+        starting=parse_starting_offsets(str(opts.get("startingoffsets") or "earliest")),
+        max_offsets=max_offsets,
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        bounded_by_hw=_bool(opts, "boundedByHighWatermark", False),
+    )
+
+
+# --------------------------------------------------------------------------------------------- offsets JSON
+def to_json_offsets(offsets: Mapping[TP, int]) -> dict:
+    """``{topic: {partition: offset}}`` in a stable order (Spark compares offsets as JSON text)."""
+    out: dict[str, dict[str, int]] = {}
+    for (t, p) in sorted(offsets):
+        out.setdefault(t, {})[str(p)] = int(offsets[(t, p)])
+    return out
+
+
+def from_json_offsets(d: Mapping | None) -> dict[TP, int]:
+    return {(str(t), int(p)): int(o) for t, parts in (d or {}).items() for p, o in parts.items()}
+
+
+# --------------------------------------------------------------------------------------------- the log on disk
+@dataclass(frozen=True)
+class PartitionState:
+    """One partition as a trigger sees it: its segments, log start, complete end and high watermark."""
+
+    segments: tuple[Segment, ...]
+    log_start: int
+    end: int  # offset after the last complete batch with a valid CRC
+    end_position: int  # byte position after that batch in the last segment
+    high_watermark: int | None
+
+
+def complete_end(seg: Segment, position: int, next_offset: int, opts: ReadOptions) -> tuple[int, int]:
+    """``(position, next offset)`` after the last whole batch of ``seg`` from ``position`` (a batch boundary whose
+    next offset is ``next_offset``): a batch being appended (a torn tail, or a last batch failing its CRC with
+    ``verifyCrc``) or garbage ends the scan. A batch failing its CRC with whole batches after it is corruption,
+    not an append in progress: it is included, for the scan to report (failfast) or show (permissive)."""
+    with SegmentFile(seg.spec, seg.path) as f:
+        if f.size <= position:
+            return position, next_offset
+        buf = f.view(position, f.size - position)
+        try:
+            scanner = LogScanner(buf, 0, len(buf), path=seg.name, position_base=position,
+                                 max_batch_size=opts.max_batch_size)
+            pending = None  # the last batch failed its CRC: still being written, unless another batch follows
+            try:
+                for b in scanner:
+                    cur = (b.position + b.size, b.next_offset)
+                    if pending is not None:  # corrupt, not in progress: read it (failfast reports it, with its place)
+                        position, next_offset = pending
+                        pending = None
+                    if opts.verify_crc and not b.is_valid():
+                        pending = cur
+                    else:
+                        position, next_offset = cur
+                    del b
+            except (CorruptRecordError, KafkaLogError):
+                pass
+        finally:
+            del scanner
+            buf.release()
+    return position, next_offset
+
+
+def _checkpoint(data_dir: str, name: str, cache: dict) -> dict[TP, int]:
+    key = (data_dir, name)
+    if key not in cache:
+        try:
+            p = Path(data_dir) / name
+            cache[key] = read_offset_checkpoint(p).to_dict() if p.is_file() else {}
+        except (OSError, KafkaLogError):
+            cache[key] = {}  # being rewritten by the broker, or damaged: as if absent this trigger
+    return cache[key]
+
+
+class LogView:
+    """The partitions under the stream's paths, re-listed at each trigger; the scan of each active segment resumes
+    where the previous trigger's ended."""
+
+    def __init__(self, opts: ReadOptions):
+        self.opts = opts
+        self._tails: dict[str, tuple[int, int]] = {}  # segment path -> (position, next offset) of a complete end
+
+    def partitions(self) -> dict[TP, PartitionState]:
+        by_tp: dict[TP, list[Segment]] = {}
+        for seg in discover(self.opts):
+            if seg.topic is None or seg.partition is None:
+                continue
+            by_tp.setdefault((seg.topic, seg.partition), []).append(seg)
+        cache: dict = {}
+        out = {}
+        for tp, segs in by_tp.items():
+            last = segs[-1]
+            pos, nxt = self._tail(last)
+            log_start, hw = segs[0].base_offset, None
+            if last.spec.is_local:
+                data_dir = str(Path(_partition_dir(last)).parent)
+                ckpt = _checkpoint(data_dir, LOG_START_OFFSET_CHECKPOINT, cache).get(tp)
+                if ckpt is not None:
+                    log_start = max(log_start, min(ckpt, nxt))
+                hw = _checkpoint(data_dir, REPLICATION_OFFSET_CHECKPOINT, cache).get(tp)
+            out[tp] = PartitionState(tuple(segs), log_start, nxt, pos, hw)
+        self._tails = {k: v for k, v in self._tails.items() if any(k == s.segments[-1].path for s in out.values())}
+        return out
+
+    def _tail(self, seg: Segment) -> tuple[int, int]:
+        cached = self._tails.get(seg.path)
+        if cached is not None and cached[0] <= seg.size:
+            pos, nxt = cached
+        else:
+            pos, nxt = 0, seg.base_offset
+            entries = offset_index_entries(seg)  # a live broker's index is preallocated: zero entries are dropped
+            if entries:
+                p, n = complete_end(seg, entries[-1][1], -1, self.opts)
+                if n >= 0:  # the last index entry points at a whole batch: scan on from there
+                    pos, nxt = p, n
+        pos, nxt = complete_end(seg, pos, nxt, self.opts)
+        self._tails[seg.path] = (pos, nxt)
+        return pos, nxt
+
+
+def available(state: PartitionState, bounded_by_hw: bool) -> int:
+    if bounded_by_hw and state.high_watermark is not None:
+        return min(state.end, state.high_watermark)
+    return state.end
+
+
+def rate_limit(limit: int, start: Mapping[TP, int], until: Mapping[TP, int]) -> dict[TP, int]:
+    """Spark's ``KafkaMicroBatchStream.rateLimit``: ``limit`` offsets shared in proportion to each partition's
+    ready offsets (a share below 1 is rounded up, so that small partitions are not starved)."""
+    sizes = {tp: end - start[tp] for tp, end in until.items() if tp in start and end - start[tp] > 0}
+    total = float(sum(sizes.values()))
+    if total < 1:
+        return dict(until)
+    out = {}
+    for tp, end in until.items():
+        size = sizes.get(tp)
+        if size is None:
+            out[tp] = end
+            continue
+        prorate = limit * (size / total)
+        step = int(-(-prorate // 1)) if prorate < 1 else int(prorate // 1)
+        out[tp] = min(end, start[tp] + step)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- the reader
+class StreamPartition(InputPartition):
+    """One topic-partition's offsets ``[lo, hi)`` of a micro-batch; ``tail_path`` was its last segment when the
+    driver looked, complete up to byte ``tail_end``."""
+
+    def __init__(self, topic: str, partition: int, path: str, lo: int, hi: int, tail_path: str, tail_end: int):
+        super().__init__((topic, partition, lo, hi))
+        self.topic, self.partition, self.path = topic, partition, path
+        self.lo, self.hi, self.tail_path, self.tail_end = lo, hi, tail_path, tail_end
+
+
+class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("kafkalog")``: see the module's docstring for the options."""
+
+    def __init__(self, schema: StructType, options: Mapping[str, str]):
+        self.schema = schema
+        self.sopts = parse_stream_options(options)
+        self.opts = parse_read_options(options)
+        self.view = LogView(self.opts)
+        self._target: dict[TP, int] | None = None
+
+    # ---- data loss (Spark's Kafka source's reportDataLoss) ----------------------------------------------
+    def _data_loss(self, message: str) -> None:
+        if self.sopts.fail_on_data_loss:
+            raise DataLossError(f"{message}. {DATA_LOSS_FAIL}")
+        log.warning("%s. %s", message, DATA_LOSS_WARN)
+
+    # ---- offsets -----------------------------------------------------------------------------------------
+    def _available(self, states: Mapping[TP, PartitionState]) -> dict[TP, int]:
+        return {tp: available(s, self.sopts.bounded_by_hw) for tp, s in states.items()}
+
+    def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
+        states = self.view.partitions()
+        avail = self._available(states)
+        start = self.sopts.starting
+        if start == "latest":
+            return to_json_offsets(avail)
+        out = {tp: s.log_start for tp, s in states.items()}
+        if isinstance(start, dict):
+            for tp, o in start.items():
+                if o == LATEST:
+                    out[tp] = avail.get(tp, 0)
+                elif o == EARLIEST:
+                    out[tp] = states[tp].log_start if tp in states else 0
+                else:
+                    out[tp] = o
+        return to_json_offsets(out)
+
+    def getDefaultReadLimit(self):  # noqa: N802 - Spark's name
+        return ReadAllAvailable() if self.sopts.max_offsets is None else ReadMaxRows(self.sopts.max_offsets)
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
+        self._target = self._available(self.view.partitions())
+
+    def latestOffset(self, start: dict, limit) -> dict:  # noqa: N802 - Spark's name
+        begin = from_json_offsets(start)
+        states = self.view.partitions()
+        until = self._available(states)
+        for tp, o in begin.items():  # a high watermark checkpointed behind the stream is no reason to go back
+            if tp in until and states[tp].end >= o:
+                until[tp] = max(until[tp], o)
+        if self._target is not None:  # availableNow: nothing written after the query started
+            capped = {}
+            for tp, end in until.items():
+                if tp in self._target:
+                    capped[tp] = min(end, max(self._target[tp], begin.get(tp, self._target[tp])))
+                elif tp in begin:
+                    capped[tp] = begin[tp]
+            until = capped
+        if isinstance(limit, ReadMaxRows):
+            frm = {tp: begin.get(tp, states[tp].log_start) for tp in until}
+            frm = {tp: max(o, states[tp].log_start) if states[tp].log_start <= until[tp] else o
+                   for tp, o in frm.items()}
+            until = rate_limit(limit.max_rows, frm, until)
+        return to_json_offsets(until)
+
+    def reportLatestOffset(self):  # noqa: N802 - Spark's name
+        return to_json_offsets(self._available(self.view.partitions()))
+
+    # ---- planning ----------------------------------------------------------------------------------------
+    def partitions(self, start: dict, end: dict) -> list:
+        begin, until = from_json_offsets(start), from_json_offsets(end)
+        states = self.view.partitions()
+        for tp in sorted(set(begin) - set(until)):
+            self._data_loss(f"{tp[0]}-{tp[1]} is gone (its partition dir is no longer under the paths); offsets "
+                            f"from {begin[tp]} were not read")
+        out = []
+        for tp in sorted(until):
+            hi = until[tp]
+            state = states.get(tp)
+            lo = begin.get(tp)
+            if lo is not None and hi < lo:
+                self._data_loss(f"{tp[0]}-{tp[1]}'s offset was changed from {lo} to {hi}, some data may have been "
+                                "missed")
+                continue
+            if state is None:
+                if lo is None or hi > lo:
+                    self._data_loss(f"{tp[0]}-{tp[1]} is gone (its partition dir is no longer under the paths); "
+                                    f"offsets {lo if lo is not None else 'from its start'} to {hi} were not read")
+                continue
+            if lo is None:
+                lo = state.log_start  # a partition that appeared: from its start
+            elif lo < state.log_start:
+                self._data_loss(f"offsets {lo} to {state.log_start} of {tp[0]}-{tp[1]} are no longer on disk "
+                                f"(its log now starts at {state.log_start})")
+                lo = state.log_start
+            if hi > state.end:
+                self._data_loss(f"offsets {max(lo, state.end)} to {hi} of {tp[0]}-{tp[1]} are no longer on disk "
+                                f"(its log now ends at {state.end})")
+                hi = state.end
+            if lo >= hi:
+                continue
+            out.extend(self._plan(state, lo, hi))
+        return out
+
+    def _plan(self, state: PartitionState, lo: int, hi: int) -> list:
+        last = state.segments[-1]
+        return [StreamPartition(last.topic, last.partition, display(last.spec, _partition_dir(last)), lo, hi,
+                                last.path, state.end_position)]
+
+    # ---- reading (on the executors) ----------------------------------------------------------------------
+    def read(self, partition: StreamPartition) -> Iterator:
+        """The partition's ``[lo, hi)``: planned here, at read time (a segment the cleaner replaced or retention
+        deleted since the driver looked is seen as it is now), with the batch reader's planner and read by its
+        scan; the last segment the driver saw is read up to its last complete batch then."""
+        from .source import KafkaLogPartition, KafkaLogReader
+
+        part = partition
+        opts = replace(self.opts, paths=(part.path,)).narrowed(start_offset=part.lo, end_offset=part.hi)
+        try:
+            segments = discover(opts)
+        except LogDirError:
+            segments = []
+        first = segments[0].base_offset if segments else None
+        if first is None or first > part.lo:
+            self._data_loss(f"offsets {part.lo} to {part.hi if first is None else min(first, part.hi)} of "
+                            f"{part.topic}-{part.partition} were deleted before they were read")
+        pieces = []
+        for p in plan_pieces(segments, opts):
+            if p.path == part.tail_path:
+                if p.start >= part.tail_end:
+                    continue
+                p = replace(p, end=min(p.end, part.tail_end), file_size=min(p.file_size, part.tail_end))
+            pieces.append(replace(p, window=(part.lo, part.hi)))
+        reader = KafkaLogReader(self.schema, self.opts)
+        for piece in pieces:
+            try:
+                yield from reader.read(KafkaLogPartition([piece]))
+            except FileNotFoundError:  # deleted by retention between planning and opening (nothing of it read)
+                self._data_loss(f"{piece.name} (offsets from {piece.base_offset} of {part.topic}-{part.partition}) "
+                                "was deleted before it was read")
+
+    def commit(self, end: dict) -> None:
+        """Nothing: the files are the broker's."""

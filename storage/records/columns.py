@@ -16,7 +16,7 @@ from itertools import accumulate, chain
 
 from .batch import RecordBatch, increment_sequence
 from .native import core
-from .reader import iter_batches
+from .reader import LogScanner, iter_batches
 
 BYTES_PER_CHUNK = 8 << 20  # iter_arrow starts a new Arrow batch after this many bytes of log entries (small
 # chunks reuse memory that is already mapped: faster than one big one)
@@ -192,15 +192,11 @@ class RecordColumns:
 
         schema = arrow_schema(RECORD_COLUMNS)
         if self._core is not None:
-            rb = pa.record_batch(self._core.finish())
-            piece = rb.column("piece")
-            names = list(self._pieces)
-            cols = {name: rb.column(name) for name in rb.schema.names}
-            cols["topic"] = pc.take(pa.array([t for t, _, _ in names], pa.string()), piece)
-            cols["partition"] = pc.take(pa.array([p for _, p, _ in names], pa.int32()), piece)
-            cols["segment"] = pc.take(pa.array([s for _, _, s in names], pa.string()), piece)
+            # the core builds every column (topic, partition and segment from the piece names) and hands them
+            # over through the Arrow C data interface, without a copy
+            rb = pa.record_batch(self._core.finish(list(self._pieces)))
             self._clear()
-            return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
+            return pa.RecordBatch.from_arrays(rb.columns, schema=schema)
         take = pa.array(self.take, pa.int32())
 
         def expand(values, typ):
@@ -258,10 +254,26 @@ def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", 
     about ``rows`` rows (or ``BYTES_PER_CHUNK`` bytes of entries), with the data source's record schema. Raises KafkaLogError at the first
     batch that cannot be decoded (the byte position is in the error)."""
     cols = RecordColumns(native, min(len(buf), BYTES_PER_CHUNK))
-    for b in iter_batches(buf, path=segment or None, position_base=position_base):
-        cols.add_batch(b, topic, partition, segment)
-        if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
-            yield cols.to_arrow()  # and cols is empty again
+    if cols._core is None:
+        for b in iter_batches(buf, path=segment or None, position_base=position_base):
+            cols.add_batch(b, topic, partition, segment)
+            if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
+                yield cols.to_arrow()  # and cols is empty again
+    else:
+        # the core adds runs of plain (uncompressed v2) entries in one call; any other entry (compressed,
+        # legacy, unusual, the end) goes through the records layer, one entry at a time, as above
+        mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+        core_cols, piece, pos, end = cols._core, (topic, partition, segment), 0, len(mv)
+        while True:
+            pos, _ = core_cols.add_entries(mv, pos, end, position_base, cols._piece(piece), rows, BYTES_PER_CHUNK)
+            if len(cols) < rows and cols.nbytes < BYTES_PER_CHUNK:
+                b = next(iter(LogScanner(mv, pos, path=segment or None, position_base=position_base)), None)
+                if b is None:
+                    break
+                cols.add_batch(b, topic, partition, segment)
+                pos += b.size
+            if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
+                yield cols.to_arrow()
     if len(cols):
         yield cols.to_arrow()
 

@@ -267,11 +267,11 @@ def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", 
         while True:
             pos, _ = core_cols.add_entries(mv, pos, end, position_base, cols._piece(piece), rows, BYTES_PER_CHUNK)
             if len(cols) < rows and cols.nbytes < BYTES_PER_CHUNK:
-                b = next(iter(LogScanner(mv, pos, path=segment or None, position_base=position_base)), None)
-                if b is None:
+                entry = next(iter(LogScanner(mv, pos, path=segment or None, position_base=position_base)), None)
+                if entry is None:
                     break
-                cols.add_batch(b, topic, partition, segment)
-                pos += b.size
+                cols.add_batch(entry, topic, partition, segment)
+                pos += entry.size
             if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
                 yield cols.to_arrow()
     if len(cols):

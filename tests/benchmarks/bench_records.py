@@ -184,6 +184,28 @@ def kafka_python_deep(mv) -> int:
     return n
 
 
+def kafkalog_parquet(path: Path, out: Path, native: bool) -> int:
+    """``export_parquet`` of a one-segment partition holding ``path`` (hard-linked), with the compiled core or
+    on the pure-Python path (what KAFKALOG_NATIVE=0 runs)."""
+    from kafkalog.storage.engine.export import export_parquet
+    from kafkalog.storage.records import batch as batch_mod
+    from kafkalog.storage.records import columns as columns_mod
+    from kafkalog.storage.records.record import PyRecord
+
+    pdir = out / "bench-0"
+    seg = pdir / "00000000000000000000.log"
+    if not seg.exists():
+        pdir.mkdir(parents=True, exist_ok=True)
+        os.link(path, seg)
+    saved = batch_mod._native, batch_mod.Record, columns_mod.core
+    if not native:
+        batch_mod._native, batch_mod.Record, columns_mod.core = None, PyRecord, None
+    try:
+        return export_parquet([pdir], out / ("native" if native else "python")).records
+    finally:
+        batch_mod._native, batch_mod.Record, columns_mod.core = saved
+
+
 def _paired(fns: dict, runs: int) -> tuple[dict, dict, dict]:
     """Run the ``fns`` interleaved ``runs`` times (so load changes hit all of them alike); return the median
     time per name, the last result per name, and the median of the per-run time ratios to the first name."""
@@ -252,6 +274,16 @@ def bench_file(path: Path, codec: str, runs: int, deep_only: bool) -> list[dict]
                 "tuples_vs_aiokafka": ratio["aiokafka"],
                 "arrow_vs_aiokafka": ratio["aiokafka"] / ratio["arrow"],
             })
+            if not deep_only:
+                import tempfile
+
+                with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+                    t, res, ratio = _paired({"kafkalog": lambda: kafkalog_parquet(path, Path(tmp), True),
+                                             "python": lambda: kafkalog_parquet(path, Path(tmp), False)}, runs)
+                assert res["kafkalog"] == res["python"] == n, res
+                rows.append({"work": "parquet", "codec": codec, "bytes": size, "records": n,
+                             "kafkalog_records_per_s": n / t["kafkalog"], "python_records_per_s": n / t["python"],
+                             "ratio_vs_python": ratio["python"]})
         finally:
             mv.release()
     return rows
@@ -302,6 +334,10 @@ def _print_row(r: dict) -> None:
               f"kafkalog-python {r['kafkalog_python_records_per_s'] / 1e6:>6.2f}  "
               f"kafka-python {r['kafka_python_records_per_s'] / 1e6:>6.2f} M rec/s  => {r['ratio_vs_aiokafka']:.2f}x "
               f"aiokafka, {r['ratio_vs_kafkalog_python']:.2f}x pure Python, {r['ratio_vs_kafka_python']:.2f}x kafka-python",
+              flush=True)
+    elif r["work"] == "parquet":
+        print(f"parquet   {r['codec']:<6} {r['records']:>9} records  kafkalog {r['kafkalog_records_per_s'] / 1e6:>6.2f} M rec/s  "
+              f"pure Python {r['python_records_per_s'] / 1e6:>6.2f} M rec/s  => {r['ratio_vs_python']:.2f}x pure Python",
               flush=True)
     else:
         print(f"tuples    {r['codec']:<6} {r['records']:>9} records  tuples {r['tuples_records_per_s'] / 1e6:>6.2f} M rec/s  "

@@ -18,10 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import numbered_batches
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from builders import numbered_batches
 
 from kafkalog.compat.pytest_plugin import require_modules
 from kafkalog.storage.errors import KafkaLogError

@@ -10,7 +10,6 @@ use std::borrow::Cow;
 use std::ffi::CString;
 use std::sync::Arc;
 
-use arrow_array::builder::{ArrayBuilder, BinaryBuilder, StringBuilder};
 use arrow_array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Int32Array, Int64Array, ListArray, StringArray, StructArray,
 };
@@ -88,6 +87,19 @@ impl BinCol {
         self.offsets.push(self.data.len() as i32);
     }
 
+    /// Where the column ends now, for `truncate`.
+    fn mark(&self) -> (usize, usize, usize) {
+        (self.valid.len(), self.data.len(), self.nulls)
+    }
+
+    /// Take back everything pushed since `mark`.
+    fn truncate(&mut self, (rows, bytes, nulls): (usize, usize, usize)) {
+        self.valid.truncate(rows);
+        self.offsets.truncate(rows + 1);
+        self.data.truncate(bytes);
+        self.nulls = nulls;
+    }
+
     fn nulls(valid: Vec<bool>, nulls: usize) -> Option<NullBuffer> {
         (nulls > 0).then(|| NullBuffer::from(valid))
     }
@@ -117,8 +129,8 @@ pub struct ArrowRecords {
     keys: BinCol,
     values: BinCol,
     header_offsets: Vec<i32>,
-    header_keys: StringBuilder,
-    header_values: BinaryBuilder,
+    header_keys: BinCol,
+    header_values: BinCol,
     sequences: Vec<i32>,
     runs: Vec<Run>,
     nbytes: usize,
@@ -146,13 +158,10 @@ impl ArrowRecords {
         self.keys.push(raw.key.map(|(a, b)| &d[a..b]));
         self.values.push(raw.value.map(|(a, b)| &d[a..b]));
         for ((ka, kb), v) in raw.headers(d) {
-            self.header_keys.append_value(std::str::from_utf8(&d[ka..kb]).unwrap_or_default());
-            match v {
-                Some((a, b)) => self.header_values.append_value(&d[a..b]),
-                None => self.header_values.append_null(),
-            }
+            self.header_keys.push(Some(&d[ka..kb])); // UTF-8: checked by parse_record
+            self.header_values.push(v.map(|(a, b)| &d[a..b]));
         }
-        self.header_offsets.push(self.header_keys.len() as i32);
+        self.header_offsets.push(self.header_keys.valid.len() as i32);
     }
 
     fn check_room(&self, more: usize) -> Result<(), &'static str> {
@@ -176,13 +185,31 @@ impl ArrowRecords {
                 v.push(0);
                 v
             },
-            header_keys: StringBuilder::with_capacity(rows / 8, capacity / 64),
-            header_values: BinaryBuilder::with_capacity(rows / 8, capacity / 32),
+            header_keys: BinCol::with_capacity(rows / 8, capacity / 64),
+            header_values: BinCol::with_capacity(rows / 8, capacity / 32),
             sequences: Vec::with_capacity(rows),
             runs: Vec::with_capacity(capacity / 1024),
             nbytes: 0,
             capacity,
         }
+    }
+
+    /// Where every per-row column ends now, for `truncate`.
+    fn mark(&self) -> [(usize, usize, usize); 5] {
+        let rows = self.offsets.len();
+        [self.keys.mark(), self.values.mark(), self.header_keys.mark(), self.header_values.mark(), (rows, 0, 0)]
+    }
+
+    /// Take back the rows added since `mark` (a batch that turned out unusual half-way).
+    fn truncate(&mut self, [k, v, hk, hv, (rows, _, _)]: [(usize, usize, usize); 5]) {
+        self.keys.truncate(k);
+        self.values.truncate(v);
+        self.header_keys.truncate(hk);
+        self.header_values.truncate(hv);
+        self.offsets.truncate(rows);
+        self.timestamps.truncate(rows);
+        self.sequences.truncate(rows);
+        self.header_offsets.truncate(rows + 1);
     }
 
     /// Room for `rows` more rows, reserved once per batch (the byte columns start at the chunk's capacity).
@@ -226,16 +253,6 @@ impl ArrowRecords {
         let base_ts = be_i64(b, 27);
         let append_ts = if attributes & 0x08 != 0 { Some(be_i64(b, 35)) } else { None };
         let base_seq = be_i32(b, 53) as i64;
-        let mut raws = Vec::with_capacity(count as usize);
-        let mut p = 0usize;
-        for _ in 0..count {
-            let Some(raw) = parse_record(d, &mut p, end) else { return Ok(None) };
-            let Some(ot) = raw.offset_timestamp(base_offset, base_ts, append_ts) else { return Ok(None) };
-            raws.push((raw, ot));
-        }
-        if p != end {
-            return Ok(None);
-        }
         let meta = BatchMeta {
             timestamp_type: i32::from(append_ts.is_some()),
             leader_epoch: be_i32(b, 12),
@@ -247,18 +264,33 @@ impl ArrowRecords {
             position,
             piece,
         };
-        self.reserve(raws.len());
+        // one pass, straight into the columns; anything unusual takes the whole batch back
+        self.reserve(count as usize);
+        let mark = self.mark();
         let mut added = 0;
-        for (raw, (offset, timestamp)) in &raws {
+        let mut p = 0usize;
+        for _ in 0..count {
+            let Some(raw) = parse_record(d, &mut p, end) else {
+                self.truncate(mark);
+                return Ok(None);
+            };
+            let Some((offset, timestamp)) = raw.offset_timestamp(base_offset, base_ts, append_ts) else {
+                self.truncate(mark);
+                return Ok(None);
+            };
             if let Some((lo_o, hi_o, lo_t, hi_t)) = keep {
-                let (o, t) = (*offset as i128, *timestamp as i128);
+                let (o, t) = (offset as i128, timestamp as i128);
                 if !(lo_o <= o && o < hi_o && lo_t <= t && t < hi_t) {
                     continue;
                 }
             }
-            self.push(d, raw, *offset, *timestamp);
+            self.push(d, &raw, offset, timestamp);
             self.sequences.push(sequence(base_seq, raw.off_delta));
             added += 1;
+        }
+        if p != end {
+            self.truncate(mark);
+            return Ok(None);
         }
         self.push_run(meta, CODEC_NAMES[codec], added);
         self.nbytes += b.len();
@@ -280,7 +312,10 @@ impl ArrowRecords {
     ) -> Result<StructArray, arrow_schema::ArrowError> {
         let items = StructArray::try_new(
             header_fields(),
-            vec![Arc::new(self.header_keys.finish()) as ArrayRef, Arc::new(self.header_values.finish())],
+            vec![
+                std::mem::replace(&mut self.header_keys, BinCol::with_capacity(0, 0)).finish_utf8()?,
+                std::mem::replace(&mut self.header_values, BinCol::with_capacity(0, 0)).finish_binary()?,
+            ],
             None,
         )?;
         let offsets = std::mem::replace(&mut self.header_offsets, vec![0]);
@@ -529,13 +564,10 @@ impl ArrowRecords {
             self.keys.push(key.as_deref());
             self.values.push(value.as_deref());
             for (k, v) in headers {
-                self.header_keys.append_value(k);
-                match v {
-                    Some(v) => self.header_values.append_value(v),
-                    None => self.header_values.append_null(),
-                }
+                self.header_keys.push(Some(k.as_bytes()));
+                self.header_values.push(v.as_deref());
             }
-            self.header_offsets.push(self.header_keys.len() as i32);
+            self.header_offsets.push(self.header_keys.valid.len() as i32);
             self.sequences.push(seq);
         }
         self.push_run(m, &meta.7, n);

@@ -13,7 +13,8 @@ Work measured over an mmap of the file (page cache warm): the tools run interlea
 rates are from the median times, ratios are the medians of the per-run ratios (robust to load changes on a
 shared machine):
 
-* ``scan``: shallow iteration + CRC32C verification of every batch; the ceiling is ``crc32c`` over the
+* ``scan``: shallow iteration + CRC32C verification of every batch (``scan_crc``: one native pass, columnar
+  result; also ``iter_batches`` + ``is_valid()``, an object per batch); the ceiling is ``crc32c`` over the
   whole mmap in one call.
 * ``deep``: every record decoded to ``Record`` objects and every field read (offset, timestamp, key, value,
   headers), through the public API; peers: aiokafka's Cython reader (``aiokafka.record._crecords``, the
@@ -21,6 +22,8 @@ shared machine):
 * ``tuples``: the same as ``(offset, timestamp, key, value, headers)`` tuples (``record_tuples``).
 * ``arrow``: every record into Arrow columns with the data source's schema (``iter_arrow``), against aiokafka
   reading every field.
+* ``parquet`` (uncompressed file only): ``export_parquet`` of the file as a one-segment partition, with the
+  compiled core against the pure-Python path (what ``KAFKALOG_NATIVE=0`` runs).
 """
 
 from __future__ import annotations

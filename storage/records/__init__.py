@@ -11,11 +11,12 @@ from .batch import (
 from .builder import build_batch, build_end_txn_marker, build_legacy, build_legacy_message, rebuild
 from .columns import RECORD_COLUMNS, RecordColumns, iter_arrow, to_arrow
 from .legacy import LegacyBatch
-from .reader import PARTIAL_BATCH, TORN_TAIL, Batch, LogScanner, batch_at, iter_batches
+from .reader import PARTIAL_BATCH, TORN_TAIL, Batch, BatchScan, LogScanner, batch_at, iter_batches, scan_crc
 from .record import Record
 
 __all__ = [
     "Batch",
+    "BatchScan",
     "CREATE_TIME",
     "LOG_APPEND_TIME",
     "LegacyBatch",
@@ -37,5 +38,6 @@ __all__ = [
     "iter_arrow",
     "iter_batches",
     "rebuild",
+    "scan_crc",
     "to_arrow",
 ]

@@ -16,7 +16,7 @@ from itertools import accumulate, chain
 
 from .batch import RecordBatch, increment_sequence
 from .native import core
-from .reader import iter_batches
+from .reader import LogScanner, iter_batches
 
 BYTES_PER_CHUNK = 8 << 20  # iter_arrow starts a new Arrow batch after this many bytes of log entries (small
 # chunks reuse memory that is already mapped: faster than one big one)
@@ -240,13 +240,10 @@ class RecordColumns:
 
         schema = arrow_schema(RECORD_COLUMNS)
         if self._core is not None:
-            rb = pa.record_batch(self._core.finish())
-            piece = rb.column("piece")
-            names = list(self._pieces)
+            # the core builds every column (topic, partition and segment from the piece names) and hands them
+            # over through the Arrow C data interface, without a copy; the timestamp becomes Spark's type here
+            rb = pa.record_batch(self._core.finish(list(self._pieces)))
             cols = {name: rb.column(name) for name in rb.schema.names}
-            cols["topic"] = pc.take(pa.array([t for t, _, _ in names], pa.string()), piece)
-            cols["partition"] = pc.take(pa.array([p for _, p, _ in names], pa.int32()), piece)
-            cols["segment"] = pc.take(pa.array([s for _, _, s in names], pa.string()), piece)
             cols["timestamp"], cols["timestampMs"] = timestamp_columns(rb.column("timestamp"))
             cols["headers"] = null_empty_headers(rb.column("headers"))
             self._clear()
@@ -309,10 +306,26 @@ def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", 
     about ``rows`` rows (or ``BYTES_PER_CHUNK`` bytes of entries), with the data source's record schema. Raises KafkaLogError at the first
     batch that cannot be decoded (the byte position is in the error)."""
     cols = RecordColumns(native, min(len(buf), BYTES_PER_CHUNK))
-    for b in iter_batches(buf, path=segment or None, position_base=position_base):
-        cols.add_batch(b, topic, partition, segment)
-        if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
-            yield cols.to_arrow()  # and cols is empty again
+    if cols._core is None:
+        for b in iter_batches(buf, path=segment or None, position_base=position_base):
+            cols.add_batch(b, topic, partition, segment)
+            if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
+                yield cols.to_arrow()  # and cols is empty again
+    else:
+        # the core adds runs of plain (uncompressed v2) entries in one call; any other entry (compressed,
+        # legacy, unusual, the end) goes through the records layer, one entry at a time, as above
+        mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+        core_cols, piece, pos, end = cols._core, (topic, partition, segment), 0, len(mv)
+        while True:
+            pos, _ = core_cols.add_entries(mv, pos, end, position_base, cols._piece(piece), rows, BYTES_PER_CHUNK)
+            if len(cols) < rows and cols.nbytes < BYTES_PER_CHUNK:
+                entry = next(iter(LogScanner(mv, pos, path=segment or None, position_base=position_base)), None)
+                if entry is None:
+                    break
+                cols.add_batch(entry, topic, partition, segment)
+                pos += entry.size
+            if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
+                yield cols.to_arrow()
     if len(cols):
         yield cols.to_arrow()
 

@@ -8,12 +8,14 @@
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Iterator
 
 from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT
 from ..errors import CorruptRecordError
 from .batch import RecordBatch
 from .legacy import LegacyBatch
+from .native import core as _core
 
 HEADER_SIZE_UP_TO_MAGIC = 17
 LOG_OVERHEAD = 12
@@ -112,3 +114,57 @@ def batch_at(buf, position: int, *, path: str | None = None) -> Batch:
     if 2 <= mv[position + 16] < 128:
         return RecordBatch(view, position, path)
     return LegacyBatch(view, position, path)
+
+
+class BatchScan:
+    """What :func:`scan_crc` found: per entry its ``position`` and whether it ``is_valid()`` (columnar, no
+    object per batch); ``stop_position``/``stop_reason`` as :class:`LogScanner` reports them."""
+
+    __slots__ = ("positions", "valid", "stop_position", "stop_reason")
+
+    def __init__(self) -> None:
+        self.positions = array("q")
+        self.valid = bytearray()  # 1: valid, 0: not
+        self.stop_position = 0
+        self.stop_reason: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @property
+    def invalid(self) -> int:
+        """How many entries are not valid."""
+        return len(self.valid) - sum(self.valid)
+
+
+def scan_crc(buf, start: int = 0, end: int | None = None, *, path: str | None = None, position_base: int = 0,
+             max_batch_size: int | None = None, native: bool = True) -> BatchScan:
+    """Shallow scan of ``buf[start:end]`` with every entry's ``is_valid()`` (CRC32C for v2, CRC32 for v0/v1),
+    as :class:`LogScanner` and the batch classes give them, raising the same errors at the same positions.
+    With the compiled core, runs of complete v2 entries are scanned and checked in one native pass (GIL
+    released); every other entry goes through :class:`LogScanner`."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    end = len(mv) if end is None else min(end, len(mv))
+    out = BatchScan()
+    core = _core if native else None
+    pos = start
+    while True:
+        if core is not None:
+            positions, flags, pos = core.scan_crc(mv, pos, end, max_batch_size)
+            if flags:
+                got = array("q")
+                got.frombytes(positions)
+                if position_base:
+                    got = array("q", [p + position_base for p in got])
+                out.positions.extend(got)
+                out.valid += flags
+        scanner = LogScanner(mv, pos, end, path=path, position_base=position_base, max_batch_size=max_batch_size)
+        for b in scanner:
+            out.positions.append(b.position)
+            out.valid.append(1 if b.is_valid() else 0)
+            pos = b.position - position_base + b.size
+            if core is not None:
+                break  # back to the native pass after this entry
+        else:
+            out.stop_position, out.stop_reason = scanner.stop_position, scanner.stop_reason
+            return out

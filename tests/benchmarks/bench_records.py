@@ -13,7 +13,8 @@ Work measured over an mmap of the file (page cache warm): the tools run interlea
 rates are from the median times, ratios are the medians of the per-run ratios (robust to load changes on a
 shared machine):
 
-* ``scan``: shallow iteration + CRC32C verification of every batch; the ceiling is ``crc32c`` over the
+* ``scan``: shallow iteration + CRC32C verification of every batch (``scan_crc``: one native pass, columnar
+  result; also ``iter_batches`` + ``is_valid()``, an object per batch); the ceiling is ``crc32c`` over the
   whole mmap in one call.
 * ``deep``: every record decoded to ``Record`` objects and every field read (offset, timestamp, key, value,
   headers), through the public API; peers: aiokafka's Cython reader (``aiokafka.record._crecords``, the
@@ -21,6 +22,8 @@ shared machine):
 * ``tuples``: the same as ``(offset, timestamp, key, value, headers)`` tuples (``record_tuples``).
 * ``arrow``: every record into Arrow columns with the data source's schema (``iter_arrow``), against aiokafka
   reading every field.
+* ``parquet`` (uncompressed file only): ``export_parquet`` of the file as a one-segment partition, with the
+  compiled core against the pure-Python path (what ``KAFKALOG_NATIVE=0`` runs).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from kafkalog.storage.codec.compression import CODEC_IDS, CODEC_NAMES
-from kafkalog.storage.records import build_batch, iter_batches
+from kafkalog.storage.records import build_batch, iter_batches, scan_crc
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 #: time.perf_counter (wall) or time.process_time (CPU time of this process: fair on a loaded shared machine)
@@ -91,6 +94,13 @@ def generate(path: Path, codec: int, total: int, seed: int = 42) -> None:
 
 
 def kafkalog_scan(mv) -> tuple[int, int]:
+    """``scan_crc``: the batch framing and every batch's CRC, one native pass (columnar result)."""
+    s = scan_crc(mv)
+    return len(s), s.invalid
+
+
+def kafkalog_scan_batches(mv) -> tuple[int, int]:
+    """The same with a batch object per entry (``iter_batches`` + ``is_valid()``)."""
     n = bad = 0
     for b in iter_batches(mv):
         n += 1
@@ -177,6 +187,28 @@ def kafka_python_deep(mv) -> int:
     return n
 
 
+def kafkalog_parquet(path: Path, out: Path, native: bool) -> int:
+    """``export_parquet`` of a one-segment partition holding ``path`` (hard-linked), with the compiled core or
+    on the pure-Python path (what KAFKALOG_NATIVE=0 runs)."""
+    from kafkalog.storage.engine.export import export_parquet
+    from kafkalog.storage.records import batch as batch_mod
+    from kafkalog.storage.records import columns as columns_mod
+    from kafkalog.storage.records.record import PyRecord
+
+    pdir = out / "bench-0"
+    seg = pdir / "00000000000000000000.log"
+    if not seg.exists():
+        pdir.mkdir(parents=True, exist_ok=True)
+        os.link(path, seg)
+    saved = batch_mod._native, batch_mod.Record, columns_mod.core
+    if not native:
+        batch_mod._native, batch_mod.Record, columns_mod.core = None, PyRecord, None
+    try:
+        return export_parquet([pdir], out / ("native" if native else "python")).records
+    finally:
+        batch_mod._native, batch_mod.Record, columns_mod.core = saved
+
+
 def _paired(fns: dict, runs: int) -> tuple[dict, dict, dict]:
     """Run the ``fns`` interleaved ``runs`` times (so load changes hit all of them alike); return the median
     time per name, the last result per name, and the median of the per-run time ratios to the first name."""
@@ -206,15 +238,18 @@ def bench_file(path: Path, codec: str, runs: int, deep_only: bool) -> list[dict]
             crc32c(mv)  # warm the page cache
             if not deep_only:
                 t, res, ratio = _paired({"kafkalog": lambda: kafkalog_scan(mv), "crc32c": lambda: crc32c(mv),
+                                         "iter_batches": lambda: kafkalog_scan_batches(mv),
                                          "kafka-python": lambda: kafka_python_scan(mv)}, runs)
                 batches, bad = res["kafkalog"]
-                assert res["kafka-python"] == (batches, bad) and bad == 0, (res, bad)
+                assert res["kafka-python"] == res["iter_batches"] == (batches, bad) and bad == 0, (res, bad)
                 rows.append({
                     "work": "scan+crc", "codec": codec, "bytes": size, "batches": batches,
                     "kafkalog_MBps": size / t["kafkalog"] / 1e6, "kafkalog_batches_per_s": batches / t["kafkalog"],
                     "kafka_python_MBps": size / t["kafka-python"] / 1e6,
                     "crc32c_ceiling_MBps": size / t["crc32c"] / 1e6,
                     "ratio_vs_ceiling": ratio["crc32c"], "ratio_vs_kafka_python": ratio["kafka-python"],
+                    "iter_batches_MBps": size / t["iter_batches"] / 1e6,
+                    "iter_batches_vs_ceiling": ratio["crc32c"] / ratio["iter_batches"],
                 })
             data = bytes(mv)  # aiokafka's reader takes bytes
             t, res, ratio = _paired({"kafkalog": lambda: kafkalog_deep(mv), "aiokafka": lambda: aiokafka_deep(data),
@@ -242,6 +277,16 @@ def bench_file(path: Path, codec: str, runs: int, deep_only: bool) -> list[dict]
                 "tuples_vs_aiokafka": ratio["aiokafka"],
                 "arrow_vs_aiokafka": ratio["aiokafka"] / ratio["arrow"],
             })
+            if not deep_only:
+                import tempfile
+
+                with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+                    t, res, ratio = _paired({"kafkalog": lambda: kafkalog_parquet(path, Path(tmp), True),
+                                             "python": lambda: kafkalog_parquet(path, Path(tmp), False)}, runs)
+                assert res["kafkalog"] == res["python"] == n, res
+                rows.append({"work": "parquet", "codec": codec, "bytes": size, "records": n,
+                             "kafkalog_records_per_s": n / t["kafkalog"], "python_records_per_s": n / t["python"],
+                             "ratio_vs_python": ratio["python"]})
         finally:
             mv.release()
     return rows
@@ -284,13 +329,18 @@ def _print_row(r: dict) -> None:
         print(f"scan+crc  {r['codec']:<6} {r['batches']:>9} batches  kafkalog {r['kafkalog_MBps']:>8.0f} MB/s "
               f"({r['kafkalog_batches_per_s']:>9.0f} batches/s)  kafka-python {r['kafka_python_MBps']:>8.0f} MB/s  "
               f"crc32c ceiling {r['crc32c_ceiling_MBps']:>8.0f} MB/s  => {r['ratio_vs_ceiling']:.0%} of ceiling, "
-              f"{r['ratio_vs_kafka_python']:.2f}x kafka-python", flush=True)
+              f"{r['ratio_vs_kafka_python']:.2f}x kafka-python (iter_batches+is_valid {r['iter_batches_MBps']:.0f} MB/s, "
+              f"{r['iter_batches_vs_ceiling']:.0%} of ceiling)", flush=True)
     elif r["work"] == "deep":
         print(f"deep      {r['codec']:<6} {r['records']:>9} records  kafkalog {r['kafkalog_records_per_s'] / 1e6:>6.2f} M rec/s "
               f"({r['kafkalog_MBps']:>6.0f} MB/s)  aiokafka {r['aiokafka_records_per_s'] / 1e6:>6.2f}  "
               f"kafkalog-python {r['kafkalog_python_records_per_s'] / 1e6:>6.2f}  "
               f"kafka-python {r['kafka_python_records_per_s'] / 1e6:>6.2f} M rec/s  => {r['ratio_vs_aiokafka']:.2f}x "
               f"aiokafka, {r['ratio_vs_kafkalog_python']:.2f}x pure Python, {r['ratio_vs_kafka_python']:.2f}x kafka-python",
+              flush=True)
+    elif r["work"] == "parquet":
+        print(f"parquet   {r['codec']:<6} {r['records']:>9} records  kafkalog {r['kafkalog_records_per_s'] / 1e6:>6.2f} M rec/s  "
+              f"pure Python {r['python_records_per_s'] / 1e6:>6.2f} M rec/s  => {r['ratio_vs_python']:.2f}x pure Python",
               flush=True)
     else:
         print(f"tuples    {r['codec']:<6} {r['records']:>9} records  tuples {r['tuples_records_per_s'] / 1e6:>6.2f} M rec/s  "

@@ -108,6 +108,22 @@ def scan_target(data: bytes) -> None:
     except KafkaLogError as e:
         _check(e)
     assert scanner.stop_position <= len(data)
+    _scan_crc_same(data)
+
+
+def _scan_crc_same(data: bytes) -> None:
+    """scan_crc with the compiled core (one native pass) and without (LogScanner + is_valid): same outcome."""
+    from kafkalog.storage.records import scan_crc
+
+    def outcome(native: bool):
+        try:
+            s = scan_crc(data, path="fuzz.log", native=native)
+            return list(s.positions), bytes(s.valid), s.stop_position, s.stop_reason
+        except KafkaLogError as e:
+            _check(e)
+            return type(e).__name__, str(e)
+
+    assert outcome(True) == outcome(False)
 
 
 def decompress_target(codec: int, magic: int, data: bytes) -> None:

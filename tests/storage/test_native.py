@@ -18,12 +18,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import numbered_batches
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog.compat.pytest_plugin import require_modules
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.records import RecordBatch, build_batch, iter_batches
+from kafkalog.storage.records import RecordBatch, build_batch, build_legacy, iter_batches
 from kafkalog.storage.records import batch as batch_mod
 from kafkalog.storage.records.native import core
 from kafkalog.storage.records.record import PyRecord, Record
@@ -292,3 +293,70 @@ def test_parquet_export_equals_the_row_export(tmp_path, monkeypatch, window, nat
         assert (st.records, st.batches) == (stats.records, stats.batches) == (len(got), st.batches)
         total += len(got)
     assert total > (1000 if not window or "include_control" in window else 100), total
+
+
+def _scan_outcome(data, native: bool, **kw):
+    from kafkalog.storage.records import scan_crc
+
+    try:
+        s = scan_crc(data, native=native, **kw)
+        return list(s.positions), bytes(s.valid), s.stop_position, s.stop_reason
+    except KafkaLogError as e:
+        return ("error", type(e).__name__, str(e))
+
+
+@needs_core
+def test_scan_crc_is_the_same_with_and_without_the_core():
+    """The one-pass native scan + CRC32C against LogScanner + is_valid() per entry: every fixture segment
+    (legacy entries included), then mutated bytes (bad CRCs, bad sizes, torn tails, partial entries): the same
+    positions, validity, stop position and reason, or the same error."""
+    rng = random.Random(12)
+    logs = sorted(FIXTURES.rglob("*.log"))
+    entries = 0
+    for log in logs:
+        data = log.read_bytes()
+        want = _scan_outcome(data, False, path=str(log), position_base=7)
+        assert _scan_outcome(data, True, path=str(log), position_base=7) == want, log
+        entries += len(want[0]) if want[0] != "error" else 0
+    assert entries > 100
+    base = b"".join(numbered_batches(0, 6)) + build_legacy([(0, TS, b"k", b"v")], magic=1) + b"".join(
+        numbered_batches(10, 3))
+    for _ in range(600):
+        data = bytearray(base if rng.random() < 0.5 else logs[rng.randrange(len(logs))].read_bytes()[:4096])
+        for _ in range(rng.randint(1, 3) if data else 0):
+            i = rng.randrange(len(data))
+            data[i] = rng.choice([0, 0xFF, 13, 2, 1, rng.randrange(256)])
+        if rng.random() < 0.3:
+            data = data[: rng.randrange(len(data) + 1)]
+        kw = {"max_batch_size": rng.choice([None, 100, 1 << 20])}
+        assert _scan_outcome(bytes(data), True, **kw) == _scan_outcome(bytes(data), False, **kw)
+
+
+@needs_core
+def test_iter_arrow_chunks_are_the_same_with_and_without_the_core():
+    """iter_arrow's native runs of plain entries and its records-layer steps (compressed, legacy, unusual
+    entries) at every chunk boundary: the same Arrow batches, or the same error, on fixtures and mutations."""
+    require_modules("pyarrow", extra="spark")
+    import pyarrow as pa
+
+    from kafkalog.storage.records import iter_arrow
+
+    def outcome(data, native, rows):
+        try:
+            parts = list(iter_arrow(data, topic="t", partition=3, segment="s.log", position_base=5, rows=rows,
+                                    native=native))
+            return [p.num_rows for p in parts], pa.Table.from_batches(parts) if parts else None
+        except KafkaLogError as e:
+            return ("error", type(e).__name__, str(e)), None
+
+    rng = random.Random(5)
+    logs = sorted(FIXTURES.rglob("*.log"))
+    for i in range(120):
+        data = bytearray(logs[i % len(logs)].read_bytes()[:20000])
+        if i >= len(logs) and data:
+            for _ in range(rng.randint(1, 2)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        rows = rng.choice([1, 7, 100, 65536])
+        got, want = outcome(bytes(data), True, rows), outcome(bytes(data), False, rows)
+        assert got[0] == want[0], logs[i % len(logs)]
+        assert (got[1] is None and want[1] is None) or got[1].equals(want[1])

@@ -6,15 +6,17 @@
 //! or not at all: it is parsed and checked first, and anything unusual leaves the builder untouched for the
 //! caller's careful path.
 
+use std::borrow::Cow;
 use std::ffi::CString;
 use std::sync::Arc;
 
-use arrow_array::builder::{ArrayBuilder, BinaryBuilder, StringBuilder};
-use arrow_array::{Array, ArrayRef, BooleanArray, Int32Array, Int64Array, ListArray, StructArray};
-use arrow_buffer::OffsetBuffer;
+use arrow_array::{
+    Array, ArrayRef, BinaryArray, BooleanArray, Int32Array, Int64Array, ListArray, StringArray, StructArray,
+};
+use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer};
 use arrow_data::ffi::FFI_ArrowArray;
 use arrow_schema::ffi::FFI_ArrowSchema;
-use arrow_schema::{DataType, Field, Fields};
+use arrow_schema::{ArrowError, DataType, Field, Fields};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PySequence, PyString, PyTuple};
@@ -54,63 +56,112 @@ fn be_i16(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes(b[at..at + 2].try_into().unwrap_or_default())
 }
 
+/// A binary column written straight into its buffers (offsets, bytes, validity): a batch that turns out to be
+/// unusual is taken back by truncating them.
+struct BinCol {
+    offsets: Vec<i32>,
+    data: Vec<u8>,
+    valid: Vec<bool>,
+    nulls: usize,
+}
+
+impl BinCol {
+    fn with_capacity(rows: usize, bytes: usize) -> Self {
+        let mut offsets = Vec::with_capacity(rows + 1);
+        offsets.push(0);
+        BinCol { offsets, data: Vec::with_capacity(bytes), valid: Vec::with_capacity(rows), nulls: 0 }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, v: Option<&[u8]>) {
+        match v {
+            Some(v) => {
+                self.data.extend_from_slice(v);
+                self.valid.push(true);
+            }
+            None => {
+                self.valid.push(false);
+                self.nulls += 1;
+            }
+        }
+        self.offsets.push(self.data.len() as i32);
+    }
+
+    /// Where the column ends now, for `truncate`.
+    fn mark(&self) -> (usize, usize, usize) {
+        (self.valid.len(), self.data.len(), self.nulls)
+    }
+
+    /// Take back everything pushed since `mark`.
+    fn truncate(&mut self, (rows, bytes, nulls): (usize, usize, usize)) {
+        self.valid.truncate(rows);
+        self.offsets.truncate(rows + 1);
+        self.data.truncate(bytes);
+        self.nulls = nulls;
+    }
+
+    fn nulls(valid: Vec<bool>, nulls: usize) -> Option<NullBuffer> {
+        (nulls > 0).then(|| NullBuffer::from(valid))
+    }
+
+    fn finish_binary(self) -> Result<ArrayRef, ArrowError> {
+        let nulls = Self::nulls(self.valid, self.nulls);
+        Ok(Arc::new(BinaryArray::try_new(OffsetBuffer::new(self.offsets.into()), Buffer::from_vec(self.data), nulls)?))
+    }
+
+    fn finish_utf8(self) -> Result<ArrayRef, ArrowError> {
+        let nulls = Self::nulls(self.valid, self.nulls);
+        Ok(Arc::new(StringArray::try_new(OffsetBuffer::new(self.offsets.into()), Buffer::from_vec(self.data), nulls)?))
+    }
+}
+
+/// Rows of one batch in a row: the batch-level columns are these values repeated `rows` times.
+struct Run {
+    meta: BatchMeta,
+    codec: Cow<'static, str>,
+    rows: usize,
+}
+
 #[pyclass(module = "kafkalog.storage._native")]
 pub struct ArrowRecords {
     offsets: Vec<i64>,
     timestamps: Vec<i64>,
-    keys: BinaryBuilder,
-    values: BinaryBuilder,
+    keys: BinCol,
+    values: BinCol,
     header_offsets: Vec<i32>,
-    header_keys: StringBuilder,
-    header_values: BinaryBuilder,
+    header_keys: BinCol,
+    header_values: BinCol,
     sequences: Vec<i32>,
-    timestamp_types: Vec<i32>,
-    leader_epochs: Vec<i32>,
-    producer_ids: Vec<i64>,
-    producer_epochs: Vec<i32>,
-    transactional: Vec<bool>,
-    control: Vec<bool>,
-    magics: Vec<i32>,
-    codecs: StringBuilder,
-    positions: Vec<i64>,
-    pieces: Vec<i32>,
+    runs: Vec<Run>,
     nbytes: usize,
+    /// the byte capacity asked for: every chunk's buffers start that large (a finished chunk's buffers go to
+    /// Arrow, so without it each later chunk would grow from nothing, reallocating and faulting pages in)
+    capacity: usize,
 }
 
 impl ArrowRecords {
-    fn push_meta(&mut self, m: &BatchMeta, codec: &str, sequence: i32) {
-        self.sequences.push(sequence);
-        self.timestamp_types.push(m.timestamp_type);
-        self.leader_epochs.push(m.leader_epoch);
-        self.producer_ids.push(m.producer_id);
-        self.producer_epochs.push(m.producer_epoch);
-        self.transactional.push(m.transactional);
-        self.control.push(m.control);
-        self.magics.push(m.magic);
-        self.codecs.append_value(codec);
-        self.positions.push(m.position);
-        self.pieces.push(m.piece);
+    /// The batch-level values of the next `rows` rows.
+    fn push_run(&mut self, meta: BatchMeta, codec: &str, rows: usize) {
+        if rows == 0 {
+            return;
+        }
+        let codec = match CODEC_NAMES.iter().find(|c| **c == codec) {
+            Some(c) => Cow::Borrowed(*c),
+            None => Cow::Owned(codec.to_owned()),
+        };
+        self.runs.push(Run { meta, codec, rows });
     }
 
     fn push(&mut self, d: &[u8], raw: &Raw, offset: i64, timestamp: i64) {
         self.offsets.push(offset);
         self.timestamps.push(timestamp);
-        match raw.key {
-            Some((a, b)) => self.keys.append_value(&d[a..b]),
-            None => self.keys.append_null(),
-        }
-        match raw.value {
-            Some((a, b)) => self.values.append_value(&d[a..b]),
-            None => self.values.append_null(),
-        }
+        self.keys.push(raw.key.map(|(a, b)| &d[a..b]));
+        self.values.push(raw.value.map(|(a, b)| &d[a..b]));
         for ((ka, kb), v) in raw.headers(d) {
-            self.header_keys.append_value(std::str::from_utf8(&d[ka..kb]).unwrap_or_default());
-            match v {
-                Some((a, b)) => self.header_values.append_value(&d[a..b]),
-                None => self.header_values.append_null(),
-            }
+            self.header_keys.push(Some(&d[ka..kb])); // UTF-8: checked by parse_record
+            self.header_values.push(v.map(|(a, b)| &d[a..b]));
         }
-        self.header_offsets.push(self.header_keys.len() as i32);
+        self.header_offsets.push(self.header_keys.valid.len() as i32);
     }
 
     fn check_room(&self, more: usize) -> Result<(), &'static str> {
@@ -127,24 +178,50 @@ impl ArrowRecords {
         ArrowRecords {
             offsets: Vec::with_capacity(rows),
             timestamps: Vec::with_capacity(rows),
-            keys: BinaryBuilder::with_capacity(rows, capacity / 8),
-            values: BinaryBuilder::with_capacity(rows, capacity),
-            header_offsets: vec![0],
-            header_keys: StringBuilder::new(),
-            header_values: BinaryBuilder::new(),
-            sequences: Vec::new(),
-            timestamp_types: Vec::new(),
-            leader_epochs: Vec::new(),
-            producer_ids: Vec::new(),
-            producer_epochs: Vec::new(),
-            transactional: Vec::new(),
-            control: Vec::new(),
-            magics: Vec::new(),
-            codecs: StringBuilder::new(),
-            positions: Vec::new(),
-            pieces: Vec::new(),
+            keys: BinCol::with_capacity(rows, capacity / 8),
+            values: BinCol::with_capacity(rows, capacity),
+            header_offsets: {
+                let mut v = Vec::with_capacity(rows + 1);
+                v.push(0);
+                v
+            },
+            header_keys: BinCol::with_capacity(rows / 8, capacity / 64),
+            header_values: BinCol::with_capacity(rows / 8, capacity / 32),
+            sequences: Vec::with_capacity(rows),
+            runs: Vec::with_capacity(capacity / 1024),
             nbytes: 0,
+            capacity,
         }
+    }
+
+    /// Where every per-row column ends now, for `truncate`.
+    fn mark(&self) -> [(usize, usize, usize); 5] {
+        let rows = self.offsets.len();
+        [self.keys.mark(), self.values.mark(), self.header_keys.mark(), self.header_values.mark(), (rows, 0, 0)]
+    }
+
+    /// Take back the rows added since `mark` (a batch that turned out unusual half-way).
+    fn truncate(&mut self, [k, v, hk, hv, (rows, _, _)]: [(usize, usize, usize); 5]) {
+        self.keys.truncate(k);
+        self.values.truncate(v);
+        self.header_keys.truncate(hk);
+        self.header_values.truncate(hv);
+        self.offsets.truncate(rows);
+        self.timestamps.truncate(rows);
+        self.sequences.truncate(rows);
+        self.header_offsets.truncate(rows + 1);
+    }
+
+    /// Room for `rows` more rows, reserved once per batch (the byte columns start at the chunk's capacity).
+    fn reserve(&mut self, rows: usize) {
+        self.offsets.reserve(rows);
+        self.timestamps.reserve(rows);
+        self.header_offsets.reserve(rows);
+        self.sequences.reserve(rows);
+        self.keys.offsets.reserve(rows);
+        self.keys.valid.reserve(rows);
+        self.values.offsets.reserve(rows);
+        self.values.valid.reserve(rows);
     }
 
     /// `add_v2` on byte slices (`data`: the decompressed records section of a compressed batch).
@@ -176,16 +253,6 @@ impl ArrowRecords {
         let base_ts = be_i64(b, 27);
         let append_ts = if attributes & 0x08 != 0 { Some(be_i64(b, 35)) } else { None };
         let base_seq = be_i32(b, 53) as i64;
-        let mut raws = Vec::with_capacity(count as usize);
-        let mut p = 0usize;
-        for _ in 0..count {
-            let Some(raw) = parse_record(d, &mut p, end) else { return Ok(None) };
-            let Some(ot) = raw.offset_timestamp(base_offset, base_ts, append_ts) else { return Ok(None) };
-            raws.push((raw, ot));
-        }
-        if p != end {
-            return Ok(None);
-        }
         let meta = BatchMeta {
             timestamp_type: i32::from(append_ts.is_some()),
             leader_epoch: be_i32(b, 12),
@@ -197,27 +264,58 @@ impl ArrowRecords {
             position,
             piece,
         };
+        // one pass, straight into the columns; anything unusual takes the whole batch back
+        self.reserve(count as usize);
+        let mark = self.mark();
         let mut added = 0;
-        for (raw, (offset, timestamp)) in &raws {
+        let mut p = 0usize;
+        for _ in 0..count {
+            let Some(raw) = parse_record(d, &mut p, end) else {
+                self.truncate(mark);
+                return Ok(None);
+            };
+            let Some((offset, timestamp)) = raw.offset_timestamp(base_offset, base_ts, append_ts) else {
+                self.truncate(mark);
+                return Ok(None);
+            };
             if let Some((lo_o, hi_o, lo_t, hi_t)) = keep {
-                let (o, t) = (*offset as i128, *timestamp as i128);
+                let (o, t) = (offset as i128, timestamp as i128);
                 if !(lo_o <= o && o < hi_o && lo_t <= t && t < hi_t) {
                     continue;
                 }
             }
-            self.push(d, raw, *offset, *timestamp);
-            self.push_meta(&meta, CODEC_NAMES[codec], sequence(base_seq, raw.off_delta));
+            self.push(d, &raw, offset, timestamp);
+            self.sequences.push(sequence(base_seq, raw.off_delta));
             added += 1;
         }
+        if p != end {
+            self.truncate(mark);
+            return Ok(None);
+        }
+        self.push_run(meta, CODEC_NAMES[codec], added);
         self.nbytes += b.len();
         Ok(Some(added))
     }
 
-    /// `finish` without Python: the rows as one struct array; the builder is empty afterwards.
+    /// `finish` without Python: the rows as one struct array (a `piece` column where the data source has
+    /// topic, partition and segment); the builder is empty afterwards.
     pub fn finish_array(&mut self) -> Result<StructArray, arrow_schema::ArrowError> {
+        self.finish_with(None)
+    }
+
+    /// The rows as one struct array. With `names` (topic, partition and segment of each piece number) the
+    /// columns are exactly the data source's record columns, in order (`RECORD_COLUMNS`); without, `piece`
+    /// stands for those three.
+    pub fn finish_with(
+        &mut self,
+        names: Option<&[(String, i32, String)]>,
+    ) -> Result<StructArray, arrow_schema::ArrowError> {
         let items = StructArray::try_new(
             header_fields(),
-            vec![Arc::new(self.header_keys.finish()) as ArrayRef, Arc::new(self.header_values.finish())],
+            vec![
+                std::mem::replace(&mut self.header_keys, BinCol::with_capacity(0, 0)).finish_utf8()?,
+                std::mem::replace(&mut self.header_values, BinCol::with_capacity(0, 0)).finish_binary()?,
+            ],
             None,
         )?;
         let offsets = std::mem::replace(&mut self.header_offsets, vec![0]);
@@ -227,33 +325,98 @@ impl ArrowRecords {
             Arc::new(items),
             None,
         )?;
-        let i32s = |v: &mut Vec<i32>| Arc::new(Int32Array::from(std::mem::take(v))) as ArrayRef;
-        let i64s = |v: &mut Vec<i64>| Arc::new(Int64Array::from(std::mem::take(v))) as ArrayRef;
-        let bools = |v: &mut Vec<bool>| Arc::new(BooleanArray::from(std::mem::take(v))) as ArrayRef;
-        let columns: Vec<(&str, ArrayRef)> = vec![
-            ("offset", i64s(&mut self.offsets)),
-            ("timestamp", i64s(&mut self.timestamps)),
-            ("timestampType", i32s(&mut self.timestamp_types)),
-            ("key", Arc::new(self.keys.finish())),
-            ("value", Arc::new(self.values.finish())),
-            ("headers", Arc::new(headers)),
-            ("leaderEpoch", i32s(&mut self.leader_epochs)),
-            ("producerId", i64s(&mut self.producer_ids)),
-            ("producerEpoch", i32s(&mut self.producer_epochs)),
-            ("sequence", i32s(&mut self.sequences)),
-            ("isTransactional", bools(&mut self.transactional)),
-            ("isControl", bools(&mut self.control)),
-            ("magic", i32s(&mut self.magics)),
-            ("codec", Arc::new(self.codecs.finish())),
-            ("position", i64s(&mut self.positions)),
-            ("piece", i32s(&mut self.pieces)),
-        ];
+        let runs = std::mem::take(&mut self.runs);
+        let rows = self.offsets.len();
+        // a batch-level column: each run's value repeated over its rows
+        fn expand<T: Copy>(runs: &[Run], rows: usize, f: impl Fn(&BatchMeta) -> T) -> Vec<T> {
+            let mut v = Vec::with_capacity(rows);
+            for r in runs {
+                v.extend(std::iter::repeat_n(f(&r.meta), r.rows));
+            }
+            v
+        }
+        fn codecs(runs: &[Run], rows: usize) -> Result<ArrayRef, ArrowError> {
+            let mut col = BinCol::with_capacity(rows, 0);
+            for r in runs {
+                let s = r.codec.as_bytes();
+                col.data.reserve(s.len() * r.rows);
+                for _ in 0..r.rows {
+                    col.data.extend_from_slice(s);
+                    col.offsets.push(col.data.len() as i32);
+                }
+            }
+            if col.data.len() > i32::MAX as usize {
+                return Err(ArrowError::InvalidArgumentError("string column too large".into()));
+            }
+            col.finish_utf8()
+        }
+        let i32s = |v: Vec<i32>| Arc::new(Int32Array::from(v)) as ArrayRef;
+        let i64s = |v: Vec<i64>| Arc::new(Int64Array::from(v)) as ArrayRef;
+        let bools = |v: Vec<bool>| Arc::new(BooleanArray::from(v)) as ArrayRef;
+        let mut named: Option<[ArrayRef; 3]> = None;
+        if let Some(names) = names {
+            let mut pieces = Vec::with_capacity(runs.len());
+            for r in &runs {
+                let Some(n) = names.get(r.meta.piece as usize) else {
+                    return Err(ArrowError::InvalidArgumentError(format!("no name for piece {}", r.meta.piece)));
+                };
+                pieces.push(n);
+            }
+            let mut partitions = Vec::with_capacity(rows);
+            for (r, n) in runs.iter().zip(&pieces) {
+                partitions.extend(std::iter::repeat_n(n.1, r.rows));
+            }
+            let mut tcol = BinCol::with_capacity(rows, 0);
+            let mut scol = BinCol::with_capacity(rows, 0);
+            for (r, n) in runs.iter().zip(&pieces) {
+                for _ in 0..r.rows {
+                    tcol.data.extend_from_slice(n.0.as_bytes());
+                    tcol.offsets.push(tcol.data.len() as i32);
+                    scol.data.extend_from_slice(n.2.as_bytes());
+                    scol.offsets.push(scol.data.len() as i32);
+                }
+            }
+            if tcol.data.len().max(scol.data.len()) > i32::MAX as usize {
+                return Err(ArrowError::InvalidArgumentError("string column too large".into()));
+            }
+            named = Some([tcol.finish_utf8()?, i32s(partitions), scol.finish_utf8()?]);
+        }
+        let keys = std::mem::replace(&mut self.keys, BinCol::with_capacity(0, 0));
+        let values = std::mem::replace(&mut self.values, BinCol::with_capacity(0, 0));
+        let mut columns: Vec<(&str, ArrayRef)> = Vec::with_capacity(18);
+        if let Some([topic, partition, _]) = &named {
+            columns.push(("topic", topic.clone()));
+            columns.push(("partition", partition.clone()));
+        }
+        columns.extend([
+            ("offset", i64s(std::mem::take(&mut self.offsets))),
+            ("timestamp", i64s(std::mem::take(&mut self.timestamps))),
+            ("timestampType", i32s(expand(&runs, rows, |m| m.timestamp_type))),
+            ("key", keys.finish_binary()?),
+            ("value", values.finish_binary()?),
+            ("headers", Arc::new(headers) as ArrayRef),
+            ("leaderEpoch", i32s(expand(&runs, rows, |m| m.leader_epoch))),
+            ("producerId", i64s(expand(&runs, rows, |m| m.producer_id))),
+            ("producerEpoch", i32s(expand(&runs, rows, |m| m.producer_epoch))),
+            ("sequence", i32s(std::mem::take(&mut self.sequences))),
+            ("isTransactional", bools(expand(&runs, rows, |m| m.transactional))),
+            ("isControl", bools(expand(&runs, rows, |m| m.control))),
+            ("magic", i32s(expand(&runs, rows, |m| m.magic))),
+            ("codec", codecs(&runs, rows)?),
+        ]);
+        if let Some([_, _, segment]) = &named {
+            columns.push(("segment", segment.clone()));
+        }
+        columns.push(("position", i64s(expand(&runs, rows, |m| m.position))));
+        if named.is_none() {
+            columns.push(("piece", i32s(expand(&runs, rows, |m| m.piece))));
+        }
         let fields = Fields::from(
             columns.iter().map(|(name, a)| Field::new(*name, a.data_type().clone(), true)).collect::<Vec<_>>(),
         );
         let arrays = columns.into_iter().map(|(_, a)| a).collect();
         let array = StructArray::try_new(fields, arrays, None)?;
-        self.nbytes = 0;
+        *self = Self::with_capacity(self.capacity);
         Ok(array)
     }
 }
@@ -306,6 +469,49 @@ impl ArrowRecords {
             .map_err(PyValueError::new_err)
     }
 
+    /// Add the records of the log entries of `buf[start:end]`, one after the other, while they are complete,
+    /// uncompressed v2 batches that decode without anything unusual, and until `max_rows` rows or `max_bytes`
+    /// bytes of entries are held (checked after each batch, as `iter_arrow` does). The GIL is released
+    /// meanwhile. Returns `(position, rows)`: where the first entry not added starts (the caller reads that one
+    /// through the records layer: framing, compression, legacy messages, errors) and the rows added.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (buf, start, end, position_base, piece, max_rows, max_bytes))]
+    fn add_entries(
+        &mut self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        start: usize,
+        end: usize,
+        position_base: i64,
+        piece: i32,
+        max_rows: usize,
+        max_bytes: usize,
+    ) -> PyResult<(usize, usize)> {
+        let view = crate::buffer::ByteView::new(buf)?;
+        let d = view.as_slice();
+        let end = end.min(d.len());
+        Ok(py.allow_threads(|| {
+            let mut pos = start;
+            let mut added = 0usize;
+            while pos < end && end - pos > 17 && self.offsets.len() < max_rows && self.nbytes < max_bytes {
+                let size = be_i32(d, pos + 8);
+                if size < 14 || (size as usize) > end - pos - 12 {
+                    break;
+                }
+                let entry = &d[pos..pos + 12 + size as usize];
+                if entry[16] != 2 || entry.len() < 61 || be_i16(entry, 21) & 0x07 != 0 {
+                    break;
+                }
+                match self.add_v2_bytes(entry, position_base + pos as i64, piece, None, None) {
+                    Ok(Some(n)) => added += n,
+                    _ => break,
+                }
+                pos += entry.len();
+            }
+            (pos, added)
+        }))
+    }
+
     /// Add rows decoded by Python (the careful decoder, legacy messages): `(offset, timestamp, key, value,
     /// headers)` tuples with their `sequences`, and the batch-level values of their batch: `meta` is
     /// `(timestampType, leaderEpoch, producerId, producerEpoch, isTransactional, isControl, magic, codec,
@@ -335,7 +541,8 @@ impl ArrowRecords {
             piece,
         };
         // extract everything first: a row that is not what it should be adds nothing
-        let mut parsed = Vec::with_capacity(n);
+        let mut parsed: Vec<(i64, i64, Option<Vec<u8>>, Option<Vec<u8>>, Vec<(String, Option<Vec<u8>>)>)> =
+            Vec::with_capacity(n);
         for i in 0..n {
             let row = rows.get_item(i)?;
             let row = row.downcast::<PyTuple>()?;
@@ -354,32 +561,28 @@ impl ArrowRecords {
         for ((offset, timestamp, key, value, headers), seq) in parsed.into_iter().zip(sequences) {
             self.offsets.push(offset);
             self.timestamps.push(timestamp);
-            match key {
-                Some(k) => self.keys.append_value(k),
-                None => self.keys.append_null(),
-            }
-            match value {
-                Some(v) => self.values.append_value(v),
-                None => self.values.append_null(),
-            }
+            self.keys.push(key.as_deref());
+            self.values.push(value.as_deref());
             for (k, v) in headers {
-                self.header_keys.append_value(k);
-                match v {
-                    Some(v) => self.header_values.append_value(v),
-                    None => self.header_values.append_null(),
-                }
+                self.header_keys.push(Some(k.as_bytes()));
+                self.header_values.push(v.as_deref());
             }
-            self.header_offsets.push(self.header_keys.len() as i32);
-            self.push_meta(&m, &meta.7, seq);
+            self.header_offsets.push(self.header_keys.valid.len() as i32);
+            self.sequences.push(seq);
         }
+        self.push_run(m, &meta.7, n);
         self.nbytes += meta.9;
         Ok(())
     }
 
-    /// The rows as one Arrow struct array: the record columns of the data source but topic, partition and
-    /// segment, which the caller expands from `piece`; the builder is empty afterwards.
-    fn finish(&mut self) -> PyResult<ArrowChunk> {
-        let array = self.finish_array().map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    /// The rows as one Arrow struct array: the record columns of the data source, in order, given `names`
+    /// (the `(topic, partition, segment)` of each piece number); without `names`, a `piece` column stands for
+    /// those three. The builder is empty afterwards.
+    #[pyo3(signature = (names=None))]
+    fn finish(&mut self, py: Python<'_>, names: Option<Vec<(String, i32, String)>>) -> PyResult<ArrowChunk> {
+        let array = py
+            .allow_threads(|| self.finish_with(names.as_deref()))
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         Ok(ArrowChunk { array: Some(array) })
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! This is the crate's only `unsafe`, at the FFI boundary: the slice borrows memory that the held
 //! `PyBuffer` keeps exported (the exporter cannot resize or free it while the view exists, by the buffer
-//! protocol), and it is used only while the GIL is held, so no Python code runs meanwhile.
+//! protocol). It is used while the GIL is held, except by the two whole-buffer passes (`scan_crc`,
+//! `ArrowRecords.add_entries`), which release it to read segment bytes that nothing writes meanwhile.
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
@@ -28,7 +29,9 @@ impl ByteView {
             return &[];
         }
         // SAFETY: the buffer is C-contiguous and `len` bytes long; `self.buf` keeps it exported (not freed
-        // or resized) for the lifetime of the returned slice, and callers hold the GIL while they use it.
+        // or resized) for the lifetime of the returned slice. Most callers hold the GIL while they use it;
+        // `scan_crc` and `ArrowRecords.add_entries` release it while they read a segment's bytes (an mmap or
+        // bytes: kafkalog never writes a buffer it is scanning), and every index they use is bounds-checked.
         unsafe { std::slice::from_raw_parts(self.buf.buf_ptr() as *const u8, len) }
     }
 }

@@ -18,6 +18,7 @@ mod codec;
 mod convert;
 pub mod fuzzing;
 mod record;
+mod scan;
 
 use record::Record;
 
@@ -331,6 +332,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::zstd_stream, m)?)?;
     m.add_function(wrap_pyfunction!(codec::snappy_block, m)?)?;
     m.add_function(wrap_pyfunction!(codec::codec_versions, m)?)?;
+    m.add_function(wrap_pyfunction!(scan::scan_crc, m)?)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())
 }

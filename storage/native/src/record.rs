@@ -20,7 +20,7 @@ const FIELDS: [&str; 11] = [
     "crc",
 ];
 
-#[pyclass(module = "kafkalog.storage.records.record", name = "Record", get_all, frozen, freelist = 1024)]
+#[pyclass(module = "kafkalog.storage.records.record", name = "Record", get_all, frozen)]
 pub struct Record {
     // read in every hot loop: Python objects, so reads are plain member slots
     offset: PyObject,

@@ -147,7 +147,28 @@ def _lz4_compress(data, magic: int, level: int | None) -> bytes:
 
 
 def decompress(codec: int, data, *, magic: int = 2, limit: int = DEFAULT_DECOMPRESS_LIMIT) -> bytes:
-    """Decompress a Kafka payload. Raises :class:`CompressionError` (position relative to ``data``)."""
+    """Decompress a Kafka payload. Raises :class:`CompressionError` (position relative to ``data``).
+
+    With the compiled core, its decompressors (the same framings and checks, ``codec.rs``) run first; they hand
+    anything this module would reject back to it, which gives the error."""
+    core = _CORE[0] if _CORE else _load_core()
+    if core is not None and codec:
+        got = core.decompress(codec, data, magic, limit)
+        if got is not None:
+            return got
+    return decompress_python(codec, data, magic=magic, limit=limit)
+
+
+_CORE: list = []
+
+
+def _load_core():
+    _CORE.append(_core())
+    return _CORE[0]
+
+
+def decompress_python(codec: int, data, *, magic: int = 2, limit: int = DEFAULT_DECOMPRESS_LIMIT) -> bytes:
+    """:func:`decompress` by the Python packages only: the reference the compiled core is tested against."""
     try:
         if codec == GZIP:
             return _gzip_decompress(data, limit)

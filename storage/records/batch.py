@@ -262,8 +262,14 @@ class _Slow(Exception):
 
 def _decode(batch: RecordBatch, count: int, full: bool) -> list:
     h = batch._header()
-    data = batch.decompressed_payload()
     append_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else None
+    codec = h[5] & CODEC_MASK
+    if _native is not None and 0 < codec <= 4:  # decompressed and decoded natively (codec.rs), else as below
+        got = _native.decode_compressed(batch.buf[HEADER_SIZE:], codec, 2, batch.decompress_limit, count, h[0],
+                                        h[7], append_ts, h[11], full)
+        if got is not None:
+            return got[0]
+    data = batch.decompressed_payload()
     if _native is not None:  # reads the buffer in place
         got = _native.decode_records(data, count, h[0], h[7], append_ts, h[11], full)
         if got is not None:

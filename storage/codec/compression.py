@@ -159,12 +159,17 @@ def decompress(codec: int, data, *, magic: int = 2, limit: int = DEFAULT_DECOMPR
     return decompress_python(codec, data, magic=magic, limit=limit)
 
 
-_CORE: list = []
+_CORE: list = []  # [the compiled core, or None]: filled on first use; [None] switches native decompression off
 
 
 def _load_core():
     _CORE.append(_core())
     return _CORE[0]
+
+
+def native_codec():
+    """The compiled core when it decompresses (``None``: the Python codec packages do)."""
+    return _CORE[0] if _CORE else _load_core()
 
 
 def decompress_python(codec: int, data, *, magic: int = 2, limit: int = DEFAULT_DECOMPRESS_LIMIT) -> bytes:

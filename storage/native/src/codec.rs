@@ -165,6 +165,34 @@ pub(crate) fn decode_compressed<'py>(
     })
 }
 
+/// `ArrowRecords.add_v2` for a compressed batch (its whole entry `batch`): the records section decompressed
+/// natively into this thread's reused buffer and added from there. `None` (nothing added) when the decompression
+/// or the batch is unusual: the caller then decompresses through the Python path (its errors) and goes on as
+/// without the core.
+#[pyfunction]
+#[pyo3(signature = (builder, batch, position, piece, limit, keep=None))]
+pub(crate) fn arrow_add_compressed(
+    builder: &Bound<'_, crate::arrow::ArrowRecords>,
+    batch: &Bound<'_, PyAny>,
+    position: i64,
+    piece: i32,
+    limit: usize,
+    keep: Option<(i128, i128, i128, i128)>,
+) -> PyResult<Option<usize>> {
+    let view = ByteView::new(batch)?;
+    let b = view.as_slice();
+    if b.len() < 61 || b[16] != 2 {
+        return Ok(None);
+    }
+    let codec = b[22] & 0x07;
+    with_buffer(|out| match decompress_into(codec, &b[61..], 2, limit, out) {
+        Some(()) => {
+            builder.borrow_mut().add_v2_bytes(b, position, piece, keep, Some(out)).map_err(PyValueError::new_err)
+        }
+        None => Ok(None),
+    })
+}
+
 thread_local! {
     /// Per thread: the output buffer (reused between calls) and the zstd decompression context.
     static DECOMPRESSED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -487,7 +515,7 @@ fn zstd_frame(frame: &[u8], bound: usize, out: &mut Vec<u8>) -> Option<()> {
 }
 
 /// xxHash32 (seed 0): the lz4 frame's header and block checksums.
-pub(crate) fn xxh32(data: &[u8]) -> u32 {
+pub fn xxh32(data: &[u8]) -> u32 {
     const P1: u32 = 2654435761;
     const P2: u32 = 2246822519;
     const P3: u32 = 3266489917;

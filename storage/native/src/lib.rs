@@ -349,6 +349,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::codec_versions, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decompress, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_compressed, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::arrow_add_compressed, m)?)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())
 }

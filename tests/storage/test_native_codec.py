@@ -222,3 +222,34 @@ def test_zstd_frames_declaring_huge_sizes(declared):
              + ((5 << 3) | 1).to_bytes(3, "little") + b"hello")
     _same(C.ZSTD, frame)
     _same(C.ZSTD, bytes.fromhex("28b52ffdd40bdc28b52ffd0000025b4855ffffffff00"), 2, 1 << 20)
+
+
+def test_to_arrow_decompresses_natively_with_the_same_rows_and_errors(tmp_path):
+    """to_arrow over every fixture: compressed batches decompressed natively into the Arrow builder
+    (``arrow_add_compressed``) give the columns the Python codec packages give; a bomb the same error."""
+    from kafkalog.storage.records import to_arrow
+
+    def without_native_decompression(fn):
+        saved = list(C._CORE)
+        C._CORE[:] = [None]
+        try:
+            return fn()
+        finally:
+            C._CORE[:] = saved
+
+    for log in sorted(FIXTURES.rglob("*.log")):
+        data = log.read_bytes()
+        got = to_arrow(data, topic="t", partition=0, segment=log.name)
+        want = without_native_decompression(lambda: to_arrow(data, topic="t", partition=0, segment=log.name))
+        assert got.equals(want), log
+    bomb = build_batch([(0, TS, None, b"x")], codec=C.ZSTD, compressed_payload=C.compress(C.ZSTD, bytes(300 << 20)),
+                       records_count=1)
+
+    def outcome():
+        try:
+            return to_arrow(bomb, topic="t", partition=0, segment="s").num_rows
+        except KafkaLogError as e:
+            return _error(e)
+
+    assert outcome() == without_native_decompression(outcome)
+    assert outcome()[0] == "error"

@@ -14,7 +14,9 @@ kafkalog recompresses is byte for byte the broker's; without it, by the Python p
 records, and for lz4, snappy and zstd often other bytes).
 
 Decompression is bounded: every decoder stops with :class:`CompressionError` once the output would exceed
-``limit`` bytes, so a decompression bomb costs at most ``limit`` bytes of memory.
+``limit`` bytes, so a decompression bomb costs at most ``limit`` bytes of memory. With the compiled core,
+``codec.rs`` decompresses first with the same framings, checks and bound, and hands anything the decoders here
+would reject back to them (``decompress_python``, the reference), so errors are the same either way.
 """
 
 from __future__ import annotations

@@ -110,15 +110,18 @@ def kafkalog_deep(mv) -> int:
 
 def kafkalog_python_deep(mv) -> int:
     """The pure-Python reference decoder (what KAFKALOG_NATIVE=0 runs)."""
+    from kafkalog.storage.codec import compression
     from kafkalog.storage.records import batch as batch_mod
     from kafkalog.storage.records.record import PyRecord
 
-    saved = batch_mod._native, batch_mod.Record
+    saved = batch_mod._native, batch_mod.Record, list(compression._CORE)
     batch_mod._native, batch_mod.Record = None, PyRecord
+    compression._CORE[:] = [None]  # and the Python codec packages decompress
     try:
         return kafkalog_deep(mv)
     finally:
-        batch_mod._native, batch_mod.Record = saved
+        batch_mod._native, batch_mod.Record = saved[:2]
+        compression._CORE[:] = saved[2]
 
 
 def python_decompression(fn):

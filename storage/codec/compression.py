@@ -14,7 +14,9 @@ kafkalog recompresses is byte for byte the broker's; without it, by the Python p
 records, and for lz4, snappy and zstd often other bytes).
 
 Decompression is bounded: every decoder stops with :class:`CompressionError` once the output would exceed
-``limit`` bytes, so a decompression bomb costs at most ``limit`` bytes of memory.
+``limit`` bytes, so a decompression bomb costs at most ``limit`` bytes of memory. With the compiled core,
+``codec.rs`` decompresses first with the same framings, checks and bound, and hands anything the decoders here
+would reject back to them (``decompress_python``, the reference), so errors are the same either way.
 """
 
 from __future__ import annotations
@@ -147,7 +149,33 @@ def _lz4_compress(data, magic: int, level: int | None) -> bytes:
 
 
 def decompress(codec: int, data, *, magic: int = 2, limit: int = DEFAULT_DECOMPRESS_LIMIT) -> bytes:
-    """Decompress a Kafka payload. Raises :class:`CompressionError` (position relative to ``data``)."""
+    """Decompress a Kafka payload. Raises :class:`CompressionError` (position relative to ``data``).
+
+    With the compiled core, its decompressors (the same framings and checks, ``codec.rs``) run first; they hand
+    anything this module would reject back to it, which gives the error."""
+    core = _CORE[0] if _CORE else _load_core()
+    if core is not None and codec:
+        got = core.decompress(codec, data, magic, limit)
+        if got is not None:
+            return got
+    return decompress_python(codec, data, magic=magic, limit=limit)
+
+
+_CORE: list = []  # [the compiled core, or None]: filled on first use; [None] switches native decompression off
+
+
+def _load_core():
+    _CORE.append(_core())
+    return _CORE[0]
+
+
+def native_codec():
+    """The compiled core when it decompresses (``None``: the Python codec packages do)."""
+    return _CORE[0] if _CORE else _load_core()
+
+
+def decompress_python(codec: int, data, *, magic: int = 2, limit: int = DEFAULT_DECOMPRESS_LIMIT) -> bytes:
+    """:func:`decompress` by the Python packages only: the reference the compiled core is tested against."""
     try:
         if codec == GZIP:
             return _gzip_decompress(data, limit)

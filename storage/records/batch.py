@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from crc32c import crc32c as _crc32c
 
-from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress
+from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress, native_codec
 from ..codec.crc import crc32c
 from ..codec.varint import read_uvarint, read_uvarlong, read_varint, read_varlong
 from ..errors import CompressionError, CorruptRecordError
@@ -262,8 +262,15 @@ class _Slow(Exception):
 
 def _decode(batch: RecordBatch, count: int, full: bool) -> list:
     h = batch._header()
-    data = batch.decompressed_payload()
     append_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else None
+    codec = h[5] & CODEC_MASK
+    nc = native_codec() if 0 < codec <= 4 else None
+    if nc is not None:  # decompressed and decoded natively (codec.rs), else as below
+        got = nc.decode_compressed(batch.buf[HEADER_SIZE:], codec, 2, batch.decompress_limit, count, h[0],
+                                        h[7], append_ts, h[11], full)
+        if got is not None:
+            return got[0]
+    data = batch.decompressed_payload()
     if _native is not None:  # reads the buffer in place
         got = _native.decode_records(data, count, h[0], h[7], append_ts, h[11], full)
         if got is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import accumulate, chain
 
+from ..codec.compression import native_codec
 from .batch import RecordBatch, increment_sequence
 from .native import core
 from .reader import LogScanner, iter_batches
@@ -216,7 +217,12 @@ class RecordColumns:
         assert self._core is not None  # (only called with the native core)
         if isinstance(b, RecordBatch):
             data = None
-            if b.codec:  # decompressed by the records layer (its limits and errors)
+            nc = native_codec() if b.codec else None
+            if nc is not None:  # decompressed natively into the builder (else by the records layer: its errors)
+                n = nc.arrow_add_compressed(self._core, b.buf, b.position, pi, b.decompress_limit, keep)
+                if n is not None:
+                    return n
+            if b.codec:
                 data = b.decompressed_payload()
             n = self._core.add_v2(b.buf, b.position, pi, keep, data)
             if n is not None:

@@ -120,15 +120,33 @@ def kafkalog_deep(mv) -> int:
 
 def kafkalog_python_deep(mv) -> int:
     """The pure-Python reference decoder (what KAFKALOG_NATIVE=0 runs)."""
+    from kafkalog.storage.codec import compression
     from kafkalog.storage.records import batch as batch_mod
     from kafkalog.storage.records.record import PyRecord
 
-    saved = batch_mod._native, batch_mod.Record
+    saved = batch_mod._native, batch_mod.Record, list(compression._CORE)
     batch_mod._native, batch_mod.Record = None, PyRecord
+    compression._CORE[:] = [None]  # and the Python codec packages decompress
     try:
         return kafkalog_deep(mv)
     finally:
-        batch_mod._native, batch_mod.Record = saved
+        batch_mod._native, batch_mod.Record = saved[:2]
+        compression._CORE[:] = saved[2]
+
+
+def python_decompression(fn):
+    """``fn`` as it ran before native decompression: the native decoder, the Python codec packages
+    decompressing (``compression.decompress_python``), the decompressed bytes a Python object."""
+    from kafkalog.storage.codec import compression as C
+
+    def run():
+        saved = list(C._CORE)
+        C._CORE[:] = [None]
+        try:
+            return fn()
+        finally:
+            C._CORE[:] = saved
+    return run
 
 
 def kafkalog_tuples(mv) -> int:
@@ -252,11 +270,18 @@ def bench_file(path: Path, codec: str, runs: int, deep_only: bool) -> list[dict]
                     "iter_batches_vs_ceiling": ratio["crc32c"] / ratio["iter_batches"],
                 })
             data = bytes(mv)  # aiokafka's reader takes bytes
-            t, res, ratio = _paired({"kafkalog": lambda: kafkalog_deep(mv), "aiokafka": lambda: aiokafka_deep(data),
-                                     "kafkalog-python": lambda: kafkalog_python_deep(mv),
-                                     "kafka-python": lambda: kafka_python_deep(mv)}, runs)
+            fns = {"kafkalog": lambda: kafkalog_deep(mv), "aiokafka": lambda: aiokafka_deep(data),
+                   "kafkalog-python": lambda: kafkalog_python_deep(mv), "kafka-python": lambda: kafka_python_deep(mv)}
+            if deep_only:  # compressed: the same with Python decompression (before native decompression)
+                fns["python-decompression"] = python_decompression(lambda: kafkalog_deep(mv))
+            t, res, ratio = _paired(fns, runs)
             n = res["kafkalog"]
             assert res["aiokafka"] == res["kafka-python"] == res["kafkalog-python"] == n, (n, res)
+            extra = {}
+            if deep_only:
+                assert res["python-decompression"] == n
+                extra = {"python_decompression_records_per_s": n / t["python-decompression"],
+                         "native_decompression_speedup": ratio["python-decompression"]}
             rows.append({
                 "work": "deep", "codec": codec, "bytes": size, "records": n,
                 "kafkalog_records_per_s": n / t["kafkalog"], "kafkalog_MBps": size / t["kafkalog"] / 1e6,
@@ -265,17 +290,26 @@ def bench_file(path: Path, codec: str, runs: int, deep_only: bool) -> list[dict]
                 "kafka_python_records_per_s": n / t["kafka-python"], "kafka_python_MBps": size / t["kafka-python"] / 1e6,
                 "ratio_vs_aiokafka": ratio["aiokafka"],
                 "ratio_vs_kafkalog_python": ratio["kafkalog-python"],
-                "ratio_vs_kafka_python": ratio["kafka-python"],
+                "ratio_vs_kafka_python": ratio["kafka-python"], **extra,
             })
-            t, res, ratio = _paired({"kafkalog": lambda: kafkalog_tuples(mv), "arrow": lambda: kafkalog_arrow(mv),
-                                     "aiokafka": lambda: aiokafka_deep(data)}, runs)
+            fns = {"kafkalog": lambda: kafkalog_tuples(mv), "arrow": lambda: kafkalog_arrow(mv),
+                   "aiokafka": lambda: aiokafka_deep(data)}
+            if deep_only:
+                fns["arrow-python-decompression"] = python_decompression(lambda: kafkalog_arrow(mv))
+            t, res, ratio = _paired(fns, runs)
             assert res["arrow"] == res["aiokafka"] == n, res
+            extra = {}
+            if deep_only:
+                assert res["arrow-python-decompression"] == n
+                extra = {"arrow_python_decompression_records_per_s": n / t["arrow-python-decompression"],
+                         "arrow_native_decompression_speedup":
+                             ratio["arrow-python-decompression"] / ratio["arrow"]}
             rows.append({
                 "work": "tuples+arrow", "codec": codec, "bytes": size, "records": n,
                 "tuples_records_per_s": n / t["kafkalog"], "arrow_records_per_s": n / t["arrow"],
                 "aiokafka_records_per_s": n / t["aiokafka"],
                 "tuples_vs_aiokafka": ratio["aiokafka"],
-                "arrow_vs_aiokafka": ratio["aiokafka"] / ratio["arrow"],
+                "arrow_vs_aiokafka": ratio["aiokafka"] / ratio["arrow"], **extra,
             })
             if not deep_only:
                 import tempfile
@@ -336,7 +370,9 @@ def _print_row(r: dict) -> None:
               f"({r['kafkalog_MBps']:>6.0f} MB/s)  aiokafka {r['aiokafka_records_per_s'] / 1e6:>6.2f}  "
               f"kafkalog-python {r['kafkalog_python_records_per_s'] / 1e6:>6.2f}  "
               f"kafka-python {r['kafka_python_records_per_s'] / 1e6:>6.2f} M rec/s  => {r['ratio_vs_aiokafka']:.2f}x "
-              f"aiokafka, {r['ratio_vs_kafkalog_python']:.2f}x pure Python, {r['ratio_vs_kafka_python']:.2f}x kafka-python",
+              f"aiokafka, {r['ratio_vs_kafkalog_python']:.2f}x pure Python, {r['ratio_vs_kafka_python']:.2f}x kafka-python"
+              + (f"; Python decompression {r['python_decompression_records_per_s'] / 1e6:.2f} M rec/s "
+                 f"(native {r['native_decompression_speedup']:.2f}x)" if "native_decompression_speedup" in r else ""),
               flush=True)
     elif r["work"] == "parquet":
         print(f"parquet   {r['codec']:<6} {r['records']:>9} records  kafkalog {r['kafkalog_records_per_s'] / 1e6:>6.2f} M rec/s  "
@@ -345,7 +381,10 @@ def _print_row(r: dict) -> None:
     else:
         print(f"tuples    {r['codec']:<6} {r['records']:>9} records  tuples {r['tuples_records_per_s'] / 1e6:>6.2f} M rec/s  "
               f"arrow {r['arrow_records_per_s'] / 1e6:>6.2f} M rec/s  aiokafka {r['aiokafka_records_per_s'] / 1e6:>6.2f} "
-              f"M rec/s  => tuples {r['tuples_vs_aiokafka']:.2f}x, arrow {r['arrow_vs_aiokafka']:.2f}x aiokafka",
+              f"M rec/s  => tuples {r['tuples_vs_aiokafka']:.2f}x, arrow {r['arrow_vs_aiokafka']:.2f}x aiokafka"
+              + (f"; arrow with Python decompression {r['arrow_python_decompression_records_per_s'] / 1e6:.2f} M rec/s "
+                 f"(native {r['arrow_native_decompression_speedup']:.2f}x)"
+                 if "arrow_native_decompression_speedup" in r else ""),
               flush=True)
 
 if __name__ == "__main__":

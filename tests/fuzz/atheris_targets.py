@@ -174,15 +174,18 @@ def _outcome(fn):
 
 def _both(fn):
     """``fn`` with the native core, then with the Python decoders only (the reference)."""
+    from kafkalog.storage.codec import compression
     from kafkalog.storage.records import batch as batch_mod
     from kafkalog.storage.records.record import PyRecord
     native = _outcome(fn)
-    saved = batch_mod._native, batch_mod.Record
+    saved = batch_mod._native, batch_mod.Record, list(compression._CORE)
     batch_mod._native, batch_mod.Record = None, PyRecord
+    compression._CORE[:] = [None]  # the Python codec packages decompress too
     try:
         python = _outcome(fn)
     finally:
-        batch_mod._native, batch_mod.Record = saved
+        batch_mod._native, batch_mod.Record = saved[:2]
+        compression._CORE[:] = saved[2]
     return native, python
 
 

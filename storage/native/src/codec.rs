@@ -1,9 +1,10 @@
 //! Compression as Kafka's producer and broker compress, byte for byte: the same C libraries at the versions
 //! Kafka 3.9 and 4.x bundle (liblz4 1.10.0 as in lz4-java 1.10, libzstd 1.5.6 as in zstd-jni 1.5.6, C++ snappy
 //! giving snappy-java 1.1.10's bytes: 1.1.9, vendored under `snappy/`), called the way Kafka's
-//! `Lz4BlockOutputStream`, `ZstdCompression` and `SnappyOutputStream` call them. The framings (Kafka's lz4
-//! frame, xerial's snappy framing, gzip's, whose zlib output already matches) stay in
-//! `storage/codec/compression.py`.
+//! `Lz4BlockOutputStream`, `ZstdCompression` and `SnappyOutputStream` call them. The framings on write
+//! (Kafka's lz4 frame, xerial's snappy framing, gzip's, whose zlib output already matches) stay in
+//! `storage/codec/compression.py`; decompression (below) reads all four framings natively, following that
+//! module's decoders check for check.
 //! `tests/kafka/test_compression_parity.py` compresses the same bytes through Kafka's own classes on the JDK.
 
 use std::io::Write;
@@ -96,4 +97,467 @@ pub(crate) fn codec_versions() -> (String, String, String) {
     let l = lz4::version();
     let lz4 = format!("{}.{}.{}", l / 10000, l / 100 % 100, l % 100);
     (lz4, zstd, "1.1.9".to_string())
+}
+
+// ------------------------------------------------------------------------------------------- decompress
+//
+// The decompressors of `storage/codec/compression.py`, step for step: the same framings, the same checks in the
+// same order, the same bound on the output (`limit`). They follow the core's contract: the decompressed bytes
+// when the Python path would return exactly them, or `None` when it would raise -- the Python path then runs
+// and gives the verdict (its `CompressionError`, byte position and reason), so errors are the same either way.
+// Output never grows past `limit + 1` bytes, so a decompression bomb costs at most `limit` bytes here too.
+
+/// Kafka's lz4 frame magic.
+const LZ4_MAGIC: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
+const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
+const ZSTD_BLOCK_MAX: u64 = 128 * 1024;
+
+/// Decompress `data` (codec ids as Kafka's: 1 gzip, 2 snappy, 3 lz4, 4 zstd) into `out` (cleared first).
+/// `None`: the Python path raises for these bytes.
+pub fn decompress_into(codec: u8, data: &[u8], magic: u8, limit: usize, out: &mut Vec<u8>) -> Option<()> {
+    out.clear();
+    match codec {
+        1 => gzip(data, limit, out),
+        2 => snappy(data, limit, out),
+        3 => lz4_frame(data, magic, limit, out),
+        4 if magic >= 2 => zstd_frames(data, limit, out),
+        _ => None,
+    }
+}
+
+/// `decompress_into` for Python: `bytes`, or `None` for the Python path to decompress (and give its error).
+#[pyfunction]
+pub(crate) fn decompress<'py>(
+    py: Python<'py>,
+    codec: u8,
+    data: &Bound<'py, PyAny>,
+    magic: u8,
+    limit: usize,
+) -> PyResult<PyObject> {
+    let view = ByteView::new(data)?;
+    with_buffer(|out| match decompress_into(codec, view.as_slice(), magic, limit, out) {
+        Some(()) => Ok(PyBytes::new(py, out).into_any().unbind()),
+        None => Ok(py.None()),
+    })
+}
+
+/// `decode_records` over a compressed records section: decompressed into this thread's reused buffer and
+/// decoded there, so the decompressed bytes never become a Python object. `None` when the decompression or the
+/// decoding meets anything the Python path must judge (it then runs both, and raises its error).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_compressed<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    codec: u8,
+    magic: u8,
+    limit: usize,
+    count: i64,
+    base_offset: i64,
+    base_ts: i64,
+    append_ts: Option<i64>,
+    base_seq: i64,
+    full: bool,
+) -> PyResult<PyObject> {
+    let view = ByteView::new(data)?;
+    with_buffer(|out| match decompress_into(codec, view.as_slice(), magic, limit, out) {
+        Some(()) => crate::decode_slice(py, out, count, base_offset, base_ts, append_ts, base_seq, full, 0, true),
+        None => Ok(py.None()),
+    })
+}
+
+/// `ArrowRecords.add_v2` for a compressed batch (its whole entry `batch`): the records section decompressed
+/// natively into this thread's reused buffer and added from there. `None` (nothing added) when the decompression
+/// or the batch is unusual: the caller then decompresses through the Python path (its errors) and goes on as
+/// without the core.
+#[pyfunction]
+#[pyo3(signature = (builder, batch, position, piece, limit, keep=None))]
+pub(crate) fn arrow_add_compressed(
+    builder: &Bound<'_, crate::arrow::ArrowRecords>,
+    batch: &Bound<'_, PyAny>,
+    position: i64,
+    piece: i32,
+    limit: usize,
+    keep: Option<(i128, i128, i128, i128)>,
+) -> PyResult<Option<usize>> {
+    let view = ByteView::new(batch)?;
+    let b = view.as_slice();
+    if b.len() < 61 || b[16] != 2 {
+        return Ok(None);
+    }
+    let codec = b[22] & 0x07;
+    with_buffer(|out| match decompress_into(codec, &b[61..], 2, limit, out) {
+        Some(()) => {
+            builder.borrow_mut().add_v2_bytes(b, position, piece, keep, Some(out)).map_err(PyValueError::new_err)
+        }
+        None => Ok(None),
+    })
+}
+
+thread_local! {
+    /// Per thread: the output buffer (reused between calls) and the zstd decompression context.
+    static DECOMPRESSED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    static ZSTD_DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Keep a reused buffer from pinning a huge allocation after one big payload.
+pub(crate) fn shrink(out: &mut Vec<u8>) {
+    if out.capacity() > 8 << 20 {
+        *out = Vec::new();
+    }
+}
+
+/// Run `f` on a reusable output buffer of this thread (the native decode paths decompress into it).
+pub(crate) fn with_buffer<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    DECOMPRESSED.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut out) => {
+            let r = f(&mut out);
+            shrink(&mut out);
+            r
+        }
+        Err(_) => f(&mut Vec::new()), // re-entered (never in practice): a fresh buffer
+    })
+}
+
+/// Grow `out` so that it can take more output, never past `limit + 1` bytes in all.
+fn grow(out: &mut Vec<u8>, limit: usize) -> bool {
+    let cap = out.capacity();
+    if cap > limit {
+        return false;
+    }
+    let want = cap.max(64 * 1024).min(limit + 1 - cap);
+    out.reserve_exact(want.max(1));
+    true
+}
+
+/// `_gzip_decompress`: every gzip member (trailing bytes that are not a member are ignored).
+fn gzip(d: &[u8], limit: usize, out: &mut Vec<u8>) -> Option<()> {
+    use flate2::{Decompress, FlushDecompress, Status};
+    let n = d.len();
+    let mut pos = 0;
+    let mut first = true;
+    if out.capacity() == 0 {
+        // the ISIZE trailer of a single member is a good first guess (bounded by the limit)
+        let hint = if n >= 4 { u32::from_le_bytes(d[n - 4..].try_into().ok()?) as usize } else { 0 };
+        out.reserve_exact(hint.max(1024).min(limit.saturating_add(1)));
+    }
+    while pos < n {
+        if n - pos < 2 || d[pos] != 0x1f || d[pos + 1] != 0x8b {
+            if first {
+                return None;
+            }
+            break;
+        }
+        first = false;
+        let mut z = Decompress::new_gzip(15);
+        loop {
+            if out.len() == out.capacity() && !grow(out, limit) {
+                return None;
+            }
+            let in_before = z.total_in();
+            let out_before = out.len();
+            let at = pos + z.total_in() as usize;
+            let status = z.decompress_vec(d.get(at..)?, out, FlushDecompress::None).ok()?;
+            if out.len() > limit {
+                return None;
+            }
+            if status == Status::StreamEnd {
+                break;
+            }
+            let consumed_all = pos + z.total_in() as usize >= n;
+            if consumed_all && out.len() < out.capacity() {
+                return None; // truncated deflate stream
+            }
+            if z.total_in() == in_before && out.len() == out_before && out.len() < out.capacity() {
+                return None; // no progress
+            }
+        }
+        pos += z.total_in() as usize;
+    }
+    if out.len() > limit {
+        return None;
+    }
+    Some(())
+}
+
+/// `_snappy_raw`: one raw snappy block, appended.
+fn snappy_raw(block: &[u8], limit: usize, out: &mut Vec<u8>) -> Option<()> {
+    let n = snap::raw::decompress_len(block).ok()?;
+    if n.checked_add(out.len())? > limit || n > 32 * block.len() + 64 {
+        return None;
+    }
+    let start = out.len();
+    out.resize(start + n, 0);
+    let got = snap::raw::Decoder::new().decompress(block, &mut out[start..]).ok()?;
+    if got != n {
+        return None;
+    }
+    Some(())
+}
+
+fn be_i32(d: &[u8], p: usize) -> Option<i32> {
+    Some(i32::from_be_bytes(d.get(p..p + 4)?.try_into().ok()?))
+}
+
+fn le_u32(d: &[u8], p: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(d.get(p..p + 4)?.try_into().ok()?))
+}
+
+/// `_snappy_decompress`: a xerial stream (`SnappyInputStream`), else one raw block.
+fn snappy(d: &[u8], limit: usize, out: &mut Vec<u8>) -> Option<()> {
+    if d.is_empty() {
+        return None;
+    }
+    if d.len() < 16 || d[..8] != XERIAL_MAGIC {
+        return snappy_raw(d, limit, out);
+    }
+    if be_i32(d, 8)? < 1 {
+        return None;
+    }
+    let end = d.len();
+    let mut pos = 16;
+    while end - pos >= 4 {
+        let n = be_i32(d, pos)?;
+        if d[pos..pos + 4] == XERIAL_MAGIC[..4] {
+            if end - pos < 16 || d[pos..pos + 8] != XERIAL_MAGIC {
+                return None;
+            }
+            pos += 16;
+            continue;
+        }
+        pos += 4;
+        if n < 0 || n as usize > end - pos {
+            return None;
+        }
+        snappy_raw(&d[pos..pos + n as usize], limit, out)?;
+        pos += n as usize;
+    }
+    Some(())
+}
+
+/// `_lz4_decompress`: Kafka's lz4 frame (`Lz4BlockInputStream`), with the magic-0 header checksum quirk
+/// (KAFKA-3160: not checked for magic 0), independent blocks, optional block checksums, and the content
+/// checksum read but not verified.
+fn lz4_frame(d: &[u8], magic: u8, limit: usize, out: &mut Vec<u8>) -> Option<()> {
+    let end = d.len();
+    if end < 7 || d[..4] != LZ4_MAGIC {
+        return None;
+    }
+    let (flg, bd) = (d[4], d[5]);
+    if flg & 0x03 != 0 || (flg >> 6) != 1 || flg & 0x20 == 0 {
+        return None;
+    }
+    let block_max: usize = match (bd >> 4) & 7 {
+        4 => 64 * 1024,
+        5 => 256 * 1024,
+        6 => 1024 * 1024,
+        7 => 4 * 1024 * 1024,
+        _ => return None,
+    };
+    if bd & 0x8f != 0 {
+        return None;
+    }
+    let mut pos = 6;
+    if flg & 0x08 != 0 {
+        pos += 8;
+    }
+    if pos >= end {
+        return None;
+    }
+    if magic != 0 && d[pos] as u32 != (xxh32(&d[4..pos]) >> 8) & 0xff {
+        return None;
+    }
+    pos += 1;
+    let block_checksum = flg & 0x10 != 0;
+    loop {
+        let word = le_u32(d, pos)?;
+        pos += 4;
+        let raw = word & 0x8000_0000 != 0;
+        let size = (word & 0x7fff_ffff) as usize;
+        if size == 0 {
+            break;
+        }
+        if size > block_max || size > end - pos {
+            return None;
+        }
+        let block = &d[pos..pos + size];
+        pos += size;
+        let start = out.len();
+        if raw {
+            if start + size > limit {
+                return None;
+            }
+            out.extend_from_slice(block);
+        } else {
+            let cap = block_max.min(255 * size + 64);
+            // the Python path decompresses the block whole, then checks the limit: a block that decodes but
+            // overruns the limit is its error too, so the room here only needs to hold what is legal
+            let room = cap.min(limit.saturating_sub(start).saturating_add(1));
+            out.resize(start + room, 0);
+            match lz4::block::decompress_to_buffer(block, Some(room as i32), &mut out[start..]) {
+                Ok(k) if start + k <= limit => out.truncate(start + k),
+                _ => return None, // corrupt, or past the limit (or not fitting the room below `cap`: too big)
+            }
+        }
+        if block_checksum {
+            if le_u32(d, pos)? != xxh32(block) {
+                return None;
+            }
+            pos += 4;
+        }
+    }
+    if flg & 0x04 != 0 && end - pos < 4 {
+        return None;
+    }
+    Some(())
+}
+
+/// `_zstd_decompress`: every zstd frame (skippable frames skipped), each bounded by its block count.
+fn zstd_frames(d: &[u8], limit: usize, out: &mut Vec<u8>) -> Option<()> {
+    let n = d.len();
+    if n == 0 {
+        return None;
+    }
+    let mut pos = 0;
+    while pos < n {
+        let magic = le_u32(d, pos)?;
+        if magic & 0xffff_fff0 == 0x184d_2a50 {
+            let size = le_u32(d, pos + 4)? as usize;
+            if size > n - pos - 8 {
+                return None;
+            }
+            pos += 8 + size;
+            continue;
+        }
+        if magic != 0xfd2f_b528 || n - pos < 5 {
+            return None;
+        }
+        let start = pos;
+        let fhd = d[pos + 4];
+        let single = (fhd >> 5) & 1 == 1;
+        let checksum = (fhd >> 2) & 1 == 1;
+        let dict_id_size = [0usize, 1, 2, 4][(fhd & 3) as usize];
+        let fcs_size = [if single { 1usize } else { 0 }, 2, 4, 8][(fhd >> 6) as usize];
+        let mut p = pos + 5 + usize::from(!single) + dict_id_size;
+        if p + fcs_size > n {
+            return None;
+        }
+        let mut content_size: Option<u64> = None;
+        if fcs_size > 0 {
+            let mut v = 0u64;
+            for (i, b) in d[p..p + fcs_size].iter().enumerate() {
+                v |= (*b as u64) << (8 * i);
+            }
+            content_size = Some(v + if fcs_size == 2 { 256 } else { 0 });
+        }
+        p += fcs_size;
+        let mut blocks = 0u64;
+        loop {
+            if n - p < 3 {
+                return None;
+            }
+            let bh = d[p] as u32 | (d[p + 1] as u32) << 8 | (d[p + 2] as u32) << 16;
+            let btype = (bh >> 1) & 3;
+            if btype == 3 {
+                return None;
+            }
+            p += 3 + if btype == 1 { 1 } else { (bh >> 3) as usize };
+            if p > n {
+                return None;
+            }
+            blocks += 1;
+            if bh & 1 == 1 {
+                break;
+            }
+        }
+        if checksum {
+            p += 4;
+            if p > n {
+                return None;
+            }
+        }
+        pos = p;
+        let room = (limit - out.len()) as u64;
+        if let Some(cs) = content_size {
+            if cs > room || cs > blocks * ZSTD_BLOCK_MAX {
+                return None;
+            }
+            if cs == 0 {
+                continue; // python-zstandard returns b"" for a frame that declares 0 bytes
+            }
+        }
+        let bound = content_size.unwrap_or(blocks * ZSTD_BLOCK_MAX).min(room) as usize;
+        zstd_frame(&d[start..p], bound, out)?;
+        if out.len() > limit {
+            return None;
+        }
+    }
+    Some(())
+}
+
+/// Decompress one zstd frame, appending at most `bound` bytes, with this thread's reused context.
+fn zstd_frame(frame: &[u8], bound: usize, out: &mut Vec<u8>) -> Option<()> {
+    ZSTD_DCTX.with_borrow_mut(|slot| {
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Decompressor::new().ok()?);
+        }
+        let dctx = slot.as_mut()?;
+        if out.is_empty() {
+            out.reserve_exact(bound);
+            dctx.decompress_to_buffer(frame, out).ok()?;
+        } else {
+            let mut tmp = Vec::with_capacity(bound);
+            dctx.decompress_to_buffer(frame, &mut tmp).ok()?;
+            out.extend_from_slice(&tmp);
+        }
+        Some(())
+    })
+}
+
+/// xxHash32 (seed 0): the lz4 frame's header and block checksums.
+pub fn xxh32(data: &[u8]) -> u32 {
+    const P1: u32 = 2654435761;
+    const P2: u32 = 2246822519;
+    const P3: u32 = 3266489917;
+    const P4: u32 = 668265263;
+    const P5: u32 = 374761393;
+    let round = |v: u32, lane: u32| v.wrapping_add(lane.wrapping_mul(P2)).rotate_left(13).wrapping_mul(P1);
+    let n = data.len();
+    let mut i = 0;
+    let mut h: u32;
+    if n >= 16 {
+        let (mut v1, mut v2, mut v3, mut v4) = (P1.wrapping_add(P2), P2, 0u32, 0u32.wrapping_sub(P1));
+        while i + 16 <= n {
+            let lane = |k: usize| u32::from_le_bytes(data[i + k..i + k + 4].try_into().unwrap_or_default());
+            v1 = round(v1, lane(0));
+            v2 = round(v2, lane(4));
+            v3 = round(v3, lane(8));
+            v4 = round(v4, lane(12));
+            i += 16;
+        }
+        h = v1
+            .rotate_left(1)
+            .wrapping_add(v2.rotate_left(7))
+            .wrapping_add(v3.rotate_left(12))
+            .wrapping_add(v4.rotate_left(18));
+    } else {
+        h = P5;
+    }
+    h = h.wrapping_add(n as u32);
+    while i + 4 <= n {
+        let k = u32::from_le_bytes(data[i..i + 4].try_into().unwrap_or_default());
+        h = h.wrapping_add(k.wrapping_mul(P3)).rotate_left(17).wrapping_mul(P4);
+        i += 4;
+    }
+    while i < n {
+        h = h.wrapping_add((data[i] as u32).wrapping_mul(P5)).rotate_left(11).wrapping_mul(P1);
+        i += 1;
+    }
+    h ^= h >> 15;
+    h = h.wrapping_mul(P2);
+    h ^= h >> 13;
+    h = h.wrapping_mul(P3);
+    h ^= h >> 16;
+    h
 }

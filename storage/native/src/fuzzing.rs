@@ -4,7 +4,7 @@
 //! instead of Python objects. Nothing here is used by the extension module itself.
 
 pub use crate::arrow::ArrowRecords;
-pub use crate::codec::{lz4_block_bytes, snappy_block_bytes, zstd_stream_bytes};
+pub use crate::codec::{decompress_into, lz4_block_bytes, snappy_block_bytes, xxh32, zstd_stream_bytes};
 
 /// A decoded record: `(offset, timestamp, key, value, headers)`, as the tuples of `decode_records(full=False)`.
 pub type Row<'a> = (i64, i64, Option<&'a [u8]>, Option<&'a [u8]>, Vec<(&'a str, Option<&'a [u8]>)>);
@@ -110,4 +110,27 @@ pub fn legacy_to_v2(d: &[u8], pos: usize, end: usize, max_bytes: usize) -> (Vec<
 /// `legacy_plain_run`: `(entries, bytes, position reached)`.
 pub fn legacy_plain_run(d: &[u8], pos: usize, end: usize) -> (usize, usize, usize) {
     crate::convert::legacy_plain_run_bytes(d, pos, end)
+}
+
+/// A decoded record with owned key and value: `(offset, timestamp, key, value, header count)`.
+pub type OwnedRow = (i64, i64, Option<Vec<u8>>, Option<Vec<u8>>, usize);
+
+/// `decode_compressed`: the records section `d` decompressed natively (codec, magic, limit), then decoded as
+/// `decode_records` decodes it; `None` where it returns `None`.
+#[allow(clippy::too_many_arguments)]
+pub fn decode_compressed(
+    d: &[u8],
+    codec: u8,
+    limit: usize,
+    count: i64,
+    base_offset: i64,
+    base_ts: i64,
+    append_ts: Option<i64>,
+) -> Option<Vec<OwnedRow>> {
+    let mut out = Vec::new();
+    decompress_into(codec, d, 2, limit, &mut out)?;
+    let (rows, _) = decode_records(&out, count, base_offset, base_ts, append_ts, 0, true)?;
+    Some(
+        rows.into_iter().map(|(o, t, k, v, h)| (o, t, k.map(<[u8]>::to_vec), v.map(<[u8]>::to_vec), h.len())).collect(),
+    )
 }

@@ -287,7 +287,23 @@ fn decode_records<'py>(
     last: bool,
 ) -> PyResult<PyObject> {
     let view = buffer::ByteView::new(data)?;
-    let d = view.as_slice();
+    decode_slice(py, view.as_slice(), count, base_offset, base_ts, append_ts, base_seq, full, p, last)
+}
+
+/// `decode_records` on a byte slice (also what `codec::decode_compressed` runs on the decompressed records).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_slice(
+    py: Python<'_>,
+    d: &[u8],
+    count: i64,
+    base_offset: i64,
+    base_ts: i64,
+    append_ts: Option<i64>,
+    base_seq: i64,
+    full: bool,
+    p: usize,
+    last: bool,
+) -> PyResult<PyObject> {
     let end = d.len();
     if count < 0 || p > end {
         return Ok(py.None());
@@ -333,6 +349,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::snappy_block, m)?)?;
     m.add_function(wrap_pyfunction!(codec::codec_versions, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_crc, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::decompress, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::decode_compressed, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::arrow_add_compressed, m)?)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())
 }

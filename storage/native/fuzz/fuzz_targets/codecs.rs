@@ -1,16 +1,66 @@
-//! The core's compressors (`lz4_block`, `zstd_stream`, `snappy_block`; it has no decompressor: decompression
-//! is Python's, see `storage/codec/compression.py`) on arbitrary bytes: each output decompresses, with an
-//! independent decoder, back to the input.
+//! The core's compressors (`lz4_block`, `zstd_stream`, `snappy_block`) and decompressors (`decompress_into`:
+//! gzip, xerial/raw snappy, Kafka's lz4 frame, zstd) on arbitrary bytes: each compressor's output, framed as
+//! Kafka frames it, decompresses back to the input (with the core and with an independent decoder); the
+//! decompressors never panic on hostile bytes and never return more than their limit.
 #![no_main]
 
-use _native::fuzzing::{lz4_block_bytes, snappy_block_bytes, zstd_stream_bytes};
+use std::io::Write;
+
+use _native::fuzzing::{decompress_into, lz4_block_bytes, snappy_block_bytes, zstd_stream_bytes};
 use libfuzzer_sys::fuzz_target;
+
+const LIMIT: usize = 1 << 20;
+
+/// Kafka's lz4 frame (FLG 0x60, BD 0x40, 64 KiB blocks; the header checksum of magic 1/2 or KAFKA-3160's).
+fn lz4_frame(data: &[u8], level: i32, magic0: bool) -> Vec<u8> {
+    let mut f = vec![0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, if magic0 { 0x1a } else { 0x82 }];
+    for raw in data.chunks(64 * 1024) {
+        let block = lz4_block_bytes(raw, level).expect("lz4 compresses anything");
+        if block.len() >= raw.len() {
+            f.extend_from_slice(&(raw.len() as u32 | 0x8000_0000).to_le_bytes());
+            f.extend_from_slice(raw);
+        } else {
+            f.extend_from_slice(&(block.len() as u32).to_le_bytes());
+            f.extend_from_slice(&block);
+        }
+    }
+    f.extend_from_slice(&[0, 0, 0, 0]);
+    f
+}
+
+/// xerial's snappy framing (`SnappyOutputStream`, 32 KiB chunks).
+fn xerial(data: &[u8]) -> Vec<u8> {
+    let mut f = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01".to_vec();
+    for chunk in data.chunks(32 * 1024) {
+        let b = snappy_block_bytes(chunk).expect("snappy stays within its bound");
+        f.extend_from_slice(&(b.len() as i32).to_be_bytes());
+        f.extend_from_slice(&b);
+    }
+    f
+}
+
+fn native(codec: u8, d: &[u8], magic: u8) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let r = decompress_into(codec, d, magic, LIMIT, &mut out);
+    assert!(out.len() <= LIMIT + 1);
+    r.map(|()| {
+        assert!(out.len() <= LIMIT);
+        out
+    })
+}
 
 fuzz_target!(|data: &[u8]| {
     let (level, data) = match data.split_first() {
         Some((l, rest)) => (*l, rest),
         None => (0, data),
     };
+    // hostile bytes, as every codec and magic: no panic, bounded output
+    for codec in 1..=5u8 {
+        for magic in [0u8, 1, 2] {
+            let _ = native(codec, data, magic);
+        }
+    }
+    // round trips
     let lz4_level = if level & 1 == 0 { 9 } else { (level >> 1) as i32 % 17 };
     let c = lz4_block_bytes(data, lz4_level).expect("lz4 compresses anything");
     let back = lz4::block::decompress(&c, Some(data.len() as i32)).expect("lz4 round trip");
@@ -19,4 +69,17 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(zstd::decode_all(&z[..]).expect("zstd round trip"), data);
     let s = snappy_block_bytes(data).expect("snappy stays within its bound");
     assert_eq!(snap::raw::Decoder::new().decompress_vec(&s).expect("snappy round trip"), data);
+    if data.len() <= LIMIT {
+        assert_eq!(native(4, &z, 2).expect("native zstd round trip"), data);
+        assert_eq!(native(2, &xerial(data), 2).expect("native snappy (xerial) round trip"), data);
+        if !data.is_empty() {
+            assert_eq!(native(2, &s, 2).expect("native raw snappy round trip"), data);
+        }
+        assert_eq!(native(3, &lz4_frame(data, lz4_level, false), 2).expect("native lz4 round trip"), data);
+        assert_eq!(native(3, &lz4_frame(data, lz4_level, true), 0).expect("native lz4 magic 0"), data);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new((level % 10) as u32));
+        gz.write_all(data).expect("gzip");
+        let gz = gz.finish().expect("gzip");
+        assert_eq!(native(1, &gz, 2).expect("native gzip round trip"), data);
+    }
 });

@@ -3,7 +3,7 @@
 //! the header says, keys/values/headers slices of the input, the same rows when decoded from a shifted start).
 #![no_main]
 
-use _native::fuzzing::{decode_records, sequence};
+use _native::fuzzing::{decode_compressed, decode_records, sequence};
 use libfuzzer_sys::fuzz_target;
 
 #[path = "common.rs"]
@@ -15,6 +15,18 @@ fuzz_target!(|data: &[u8]| {
         let _ = decode_records(data, 1, 0, 0, None, 0, false);
         return;
     };
+    // a compressed batch: decompressed natively, then decoded; the same records as decompressing first
+    let codec = (b.attributes & 7) as u8;
+    if (1..=4).contains(&codec) {
+        let got = decode_compressed(b.records, codec, 1 << 20, b.count, b.base_offset, b.base_ts, b.append_ts);
+        let mut out = Vec::new();
+        if _native::fuzzing::decompress_into(codec, b.records, 2, 1 << 20, &mut out).is_some() {
+            let want = decode_records(&out, b.count, b.base_offset, b.base_ts, b.append_ts, 0, true);
+            assert_eq!(got.as_ref().map(Vec::len), want.as_ref().map(|(r, _)| r.len()));
+        } else {
+            assert!(got.is_none());
+        }
+    }
     let whole = decode_records(b.records, b.count, b.base_offset, b.base_ts, b.append_ts, 0, true);
     let partial = decode_records(b.records, b.count, b.base_offset, b.base_ts, b.append_ts, 0, false);
     if let Some((rows, pos)) = &whole {

@@ -9,6 +9,7 @@ Probes (each in its own copy):
   ``replication-offset-checkpoint`` are expected, and of ``/dev/null`` as a ``.log``;
 * ``long``: a partition dir of the longest legal topic (249 characters, dir name 251), one of a 253-character
   topic (not a legal topic, dir name 255) and a 255-character file name in a partition dir;
+* ``sparse``: a 3 GiB sparse ``.log`` (past Kafka's 2 GiB segment limit) and a 2 GiB sparse ``.timeindex``;
 * ``unicode``: a partition dir with a Unicode topic (``ünïcødé-0``: not a legal Kafka topic), one whose partition
   number is an Arabic-Indic digit (``codec-none-٣``, which Python's ``int`` would read as 3), a segment named with
   full-width digits (``int`` reads them as an offset) and a Unicode file name in a partition dir.
@@ -99,7 +100,17 @@ def probe_unicode(d: Path) -> list[Path]:
     return made + [seg, f]
 
 
-PROBES = {"socket": probe_socket, "chardev": probe_chardev, "long": probe_long, "unicode": probe_unicode}
+def probe_sparse(d: Path) -> list[Path]:
+    """A 3 GiB sparse ``.log`` (zeros past its batches: more than a segment can hold, Kafka's FileRecords refuses
+    it) and a 2 GiB sparse ``.timeindex``."""
+    log = d / "codec-none-0" / f"{SEG0}.log"
+    os.truncate(log, 3 << 30)
+    ti = d / "codec-gzip-0" / f"{SEG0}.timeindex"
+    os.truncate(ti, 2 << 30)
+    return [log, ti]
+
+
+PROBES = {"sparse": probe_sparse, "socket": probe_socket, "chardev": probe_chardev, "long": probe_long, "unicode": probe_unicode}
 
 #: command -> argv ({d}: the data dir, {tmp}: a scratch dir beside it, {out}: the command's output path)
 COMMANDS = {

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafkalog.storage.errors import KafkaLogError
 

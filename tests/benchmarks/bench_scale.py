@@ -3,7 +3,7 @@
 showed progress on a terminal.
 
     python tests/benchmarks/bench_scale.py                          # 100,000 partitions and a 20 GB segment
-    python tests/benchmarks/bench_scale.py --partitions 5000 --segment-gb 0.2
+    python tests/benchmarks/bench_scale.py --scale 0.05                # 5,000 partitions and a 1 GB segment
 
 The memory bound (asserted with ``--check``, and by ``tests/reliability/test_scale.py`` on 5,000 partitions and
 a 200 MB segment): a command's peak anonymous memory (PSS over its process tree: heap and buffers; not the page
@@ -140,11 +140,16 @@ def run(inputs: dict[str, tuple[Path, int]], *, check: bool) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--partitions", type=int, default=100_000)
-    ap.add_argument("--segment-gb", type=float, default=20.0)
+    ap.add_argument("--scale", type=float, default=1.0, help="1 = 100,000 partitions and a 20 GB segment")
+    ap.add_argument("--partitions", type=int, default=None, help="partitions (default: 100,000 x scale)")
+    ap.add_argument("--segment-gb", type=float, default=None, help="segment size in GB (default: 20 x scale)")
     ap.add_argument("--dir", default=None, help="where to build the inputs (default: a temporary dir)")
     ap.add_argument("--check", action="store_true", help="fail when a command exceeds the memory bound")
     args = ap.parse_args(argv)
+    if args.partitions is None:
+        args.partitions = max(1, round(100_000 * args.scale))
+    if args.segment_gb is None:
+        args.segment_gb = 20.0 * args.scale
     root = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=args.dir))
     try:
         t = time.perf_counter()

@@ -63,7 +63,8 @@ fuzz-native:
 
 ## campaign: the full counted reliability campaigns (every fault injection point), not part of `make test`
 campaign:
-	$(PY) -m pytest -s -m campaign tests/reliability tests/storage/test_apply_crash.py
+	$(PY) -m pytest -s -m campaign tests/reliability tests/storage/test_apply_crash.py \
+		tests/spark/test_write_faults_spark.py tests/kafka/test_write_faults_broker.py
 
 bench:
 	$(PY) tests/benchmarks/run_all.py

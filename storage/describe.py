@@ -145,4 +145,4 @@ def describe_paths(paths: list[str | os.PathLike], *, scan: bool = True) -> Iter
                     yield {"dataDir": str(p), "dir": log.path.name, "topic": log.topic, "partition": log.partition,
                            "errors": [str(e)]}
                 finally:
-                    log.close()
+                    ddir.release(log)

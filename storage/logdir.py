@@ -283,8 +283,16 @@ class DataDir:
 
     # ---- checkpoints -------------------------------------------------------------------------------------
     def _map(self, name: str) -> dict[tuple[str, int], int]:
+        """The checkpoint as a map, built once per checkpoint read (readers ask once per partition: rebuilding it
+        each time made a 100,000-partition dir quadratic). Shared: callers copy it before changing it."""
         c = self.checkpoints.get(name)
-        return {} if c is None else c.to_dict()
+        if c is None:
+            return {}
+        cache = self.__dict__.setdefault("_maps", {})
+        hit = cache.get(name)
+        if hit is None or hit[0] is not c:
+            hit = cache[name] = (c, c.to_dict())
+        return hit[1]
 
     @property
     def recovery_points(self) -> dict[tuple[str, int], int]:
@@ -328,6 +336,12 @@ class DataDir:
             )
             self._logs[path] = log
         return log
+
+    def release(self, log: PartitionLog) -> None:
+        """Close ``log`` and forget it (a reader that goes through every partition once keeps one open at a
+        time: 100,000 partitions kept would hold about a gigabyte)."""
+        log.close()
+        self._logs.pop(log.path, None)
 
     def partitions(self, *, include_metadata: bool = True) -> Iterator[PartitionLog]:
         """Every partition directory (live, -delete, -future, -stray), opened lazily."""

@@ -455,3 +455,72 @@ def remote_segment_metadata_values(segments: Sequence[tuple[str, int, int]], *, 
         out.append(encode_remote_log_metadata(1, {"remoteLogSegmentId": rid, "brokerId": 1, "eventTimestampMs": TS,
                                                   "customMetadata": None, "remoteLogSegmentState": final_state}))
     return out
+
+# ------------------------------------------------------------------------------------------------ scale
+def _scale_topic_id(i: int) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(b"scale" + i.to_bytes(11, "big")).rstrip(b"=").decode()
+
+
+def many_partitions_data_dir(root: str | os.PathLike, partitions: int, *, per_topic: int = 100) -> Path:
+    """A KRaft data dir of ``partitions`` small healthy partitions (``scale-NNNNN-P``, ``per_topic`` per topic):
+    one segment of one batch of 5 records each, with its indexes, leader epoch, topic id and checkpoint entries,
+    as a cleanly shut-down broker leaves them. Fast to build (the files of one partition are computed once and
+    copied): 100,000 partitions take about a minute."""
+    import tempfile
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    log = build_batch([(i, TS + i, b"k%d" % i, b"v" * 100) for i in range(5)], base_offset=0, partition_leader_epoch=0)
+    with tempfile.TemporaryDirectory() as t:  # one partition through the library's writers; its bytes copied
+        proto = Path(t)
+        write_segment(proto, 0, log, rebuild_indexes=True, trim=True)
+        write_partition_files(proto, epochs=[(0, 0)], snapshots=(5,))
+        files = {p.name: p.read_bytes() for p in proto.iterdir()}
+        write_partition_metadata(proto / "partition.metadata", TOPIC_ID)
+        meta = (proto / "partition.metadata").read_bytes()
+    ends = {}
+    topics = (partitions + per_topic - 1) // per_topic
+    for t in range(topics):
+        topic = f"scale-{t:05d}"
+        tmeta = meta.replace(TOPIC_ID.encode(), _scale_topic_id(t).encode())
+        for p in range(min(per_topic, partitions - t * per_topic)):
+            pdir = root / f"{topic}-{p}"
+            pdir.mkdir()
+            for name, data in files.items():
+                (pdir / name).write_bytes(data)
+            (pdir / "partition.metadata").write_bytes(tmeta)
+            ends[(topic, p)] = 5
+    return write_data_dir_files(root, meta=KRAFT_META, recovery=ends, log_start={}, replication=ends, cleaner={},
+                                clean_shutdown=b'{"version":0,"brokerEpoch":5}')
+
+
+def big_segment_data_dir(root: str | os.PathLike, size: int, *, record_bytes: int = 8192,
+                         batch_records: int = 64) -> Path:
+    """A KRaft data dir with one partition ``big-0`` whose only segment holds about ``size`` bytes of v2 batches
+    (uncompressed records of ``record_bytes``): one batch is built, its copies get new base offsets (outside the
+    CRC) and are written in large chunks, about 1 GB/s. No indexes (positions past 2 GiB do not fit Kafka's int32
+    index entries: a segment this size is out of spec, which a broker never writes but a tool must survive)."""
+    import random
+
+    root = Path(root)
+    pdir = root / "big-0"
+    pdir.mkdir(parents=True)
+    rnd = random.Random(17)
+    value = bytes(rnd.getrandbits(8) for _ in range(record_bytes))
+    batch = build_batch([(i, TS + i, b"key-%d" % i, value) for i in range(batch_records)], base_offset=0,
+                        partition_leader_epoch=0)
+    per_chunk = max(1, (64 << 20) // len(batch))
+    count = max(1, size // len(batch))
+    offset = 0
+    with open(pdir / log_file_name(0), "wb") as f:
+        while count:
+            k = min(per_chunk, count)
+            f.write(b"".join((offset + j * batch_records).to_bytes(8, "big") + batch[8:] for j in range(k)))
+            offset += k * batch_records
+            count -= k
+    write_partition_files(pdir, epochs=[(0, 0)], topic_id=TOPIC_ID)
+    return write_data_dir_files(root, meta=KRAFT_META, recovery={("big", 0): offset}, log_start={},
+                                replication={("big", 0): offset}, cleaner={},
+                                clean_shutdown=b'{"version":0,"brokerEpoch":5}')

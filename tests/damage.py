@@ -228,8 +228,71 @@ def run_for(command: str, d: Path) -> None:
         from kafkalog.storage.engine.writer import append_to_partition
 
         append_to_partition(d, "codec-none-0", append_batches(), now_ms=NOW)
+    elif command == "import":
+        from kafkalog.storage.engine.import_ import import_files
+
+        import_files([import_rows(d)], d)
+    elif command == "migrate-in":
+        from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate
+
+        meta = dict(line.split("=", 1) for line in (d / "meta.properties").read_text().splitlines() if "=" in line)
+        apply(plan_for_migrate_in(d, plan_migrate, MigrateOptions(cluster_id=meta["cluster.id"],
+                                                                  node_id=int(meta["node.id"]))), backup=False)
+    elif command == "topic-id-restore":
+        from kafkalog.storage.engine.migrate import plan_topic_id
+
+        apply(plan_topic_id(sorted(d.glob("multi-segment-*")), restored_topic_id(d)), backup=False)
     else:
         apply(plan_for(command, d), backup=False)
+
+
+# ------------------------------------------------------------------ commands a real broker can load after
+# The plain ``import``/``migrate``/``topic-id`` of the campaigns make topics (and ids) the KRaft metadata of the
+# fixture does not know, which a broker would not serve; these variants put back what the metadata knows.
+#: ``prepare_for(command, base)`` makes the before-state of these commands in a copy of the fixture, and the
+#: inputs beside it (shared by every copy of ``base`` in the same folder)
+BROKER_LOADABLE = ("import", "migrate-in", "topic-id-restore")
+
+
+def import_rows(d: Path) -> Path:
+    """The JSON Lines the campaigns' ``import`` reads: ``codec-none-0`` exported (made by :func:`prepare_for`)."""
+    return d.parent / "import-rows.jsonl"
+
+
+def plan_for_migrate_in(d: Path, plan_migrate, opts):
+    """``migrate`` of a pristine ``multi-segment-0`` (beside ``d``) back into ``d``, which lacks it."""
+    return plan_migrate(d.parent / "migrate-src" / "multi-segment-0", d, opts)
+
+
+def restored_topic_id(d: Path) -> str:
+    return (d.parent / "topic-id.txt").read_text()
+
+
+def prepare_for(command: str, base: Path) -> None:
+    """The before-state of ``command`` in ``base`` (a copy of a fixture) and its inputs beside it: ``import``
+    re-imports an export of ``codec-none-0`` into a dir without that partition; ``migrate-in`` copies
+    ``multi-segment-0`` back into a dir without it; ``topic-id-restore`` writes the topic id the metadata knows
+    into ``multi-segment-*`` partitions that lost their ``partition.metadata``. (A broker creates an empty
+    partition, or writes the id, for what is missing: the before-states load too.)"""
+    if command == "import":
+        from kafkalog.storage.engine.export import ExportFilter, export_jsonl
+
+        export_jsonl([base / "codec-none-0"], import_rows(base), ExportFilter(topics={"codec-none"}))
+        shutil.rmtree(base / "codec-none-0")
+    elif command == "migrate-in":
+        src = base.parent / "migrate-src"
+        src.mkdir()
+        shutil.copytree(base / "multi-segment-0", src / "multi-segment-0")
+        shutil.rmtree(base / "multi-segment-0")
+    elif command == "topic-id-restore":
+        from kafkalog.storage.files.partition_metadata import read_partition_metadata
+
+        pm = read_partition_metadata(base / "multi-segment-0" / "partition.metadata")
+        (base.parent / "topic-id.txt").write_text(pm.topic_id)
+        for p in base.glob("multi-segment-*"):
+            (p / "partition.metadata").unlink()
+    elif command == "compact":
+        roll_active(base)
 
 
 def repair_dir(d: Path) -> None:
@@ -324,6 +387,39 @@ def _kill_child(command: str, d: str, k: int) -> None:  # pragma: no cover - run
 
     with fileops.observe(kill):
         run_for(command, Path(d))
+
+
+def run_with_fault(command: str, d: Path, k: int, fault: str) -> str:
+    """Run ``command`` (:func:`run_for`) on ``d`` with ``fault`` at its k-th file mutation: ``ENOSPC``/``EIO``
+    raised through the I/O seam (the command must fail naming the file), or ``kill`` (:func:`killed_at`).
+    Returns what happened, in a few words."""
+    import errno
+
+    from kafkalog.storage import fileops
+    from kafkalog.storage.errors import KafkaLogError
+
+    if fault == "kill":
+        assert killed_at(command, d, k) == 137, f"{command}: the kill before step {k} never came"
+        return "killed"
+    code = getattr(errno, fault)
+    n = [0]
+
+    def inject(kind, path, _target):
+        if kind in MUTATIONS:
+            n[0] += 1
+            if n[0] == k:
+                raise OSError(code, f"{fault} (injected)", path)
+
+    with fileops.observe(inject):
+        try:
+            run_for(command, d)
+        except OSError as e:
+            assert e.errno == code and e.filename, f"{command}: step {k}: {e!r} names no file"
+            return f"{fault}: {e.filename}"
+        except KafkaLogError as e:
+            assert e.path and fault in e.reason, f"{command}: step {k}: {e} is not clear"
+            return f"{fault}: {e.path}"
+    raise AssertionError(f"{command}: step {k} never came, or the fault was swallowed")
 
 
 def roll_active(d: Path) -> None:

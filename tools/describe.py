@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from kafkalog.storage.describe import describe_paths
 
-from .output import JsonLines, add_epoch_argument, human_size, render_table, time_format
+from .output import JsonLines, add_epoch_argument, human_size, progress, render_table, time_format
 
 DESCRIPTION = """\
 Describe the partitions of Kafka data dirs (or single partition dirs) without a broker: the offline
@@ -54,16 +54,23 @@ HEADERS = ["PARTITION", "SIZE", "SEGMENTS", "START", "END", "RECOVERY", "HW", "C
 
 def run(args: argparse.Namespace) -> int:
     ok = True
-    descriptions = describe_paths(args.paths, scan=not args.fast)
-    if args.json:
-        out = JsonLines(sys.stdout)
-        for d in descriptions:
-            ok &= "errors" not in d
-            out.write(d)
-    else:
-        ok = print_descriptions(descriptions, sys.stdout, segments=args.segments, epoch=args.epoch)
+    with progress(None, "describe", unit_bytes=False) as bar:  # partitions read (shown on a terminal only)
+        descriptions = _counted(describe_paths(args.paths, scan=not args.fast), bar.advance)
+        if args.json:
+            out = JsonLines(sys.stdout)
+            for d in descriptions:
+                ok &= "errors" not in d
+                out.write(d)
+        else:
+            ok = print_descriptions(descriptions, sys.stdout, segments=args.segments, epoch=args.epoch)
     sys.stdout.flush()
     return 0 if ok else 1
+
+
+def _counted(items: Iterable[dict[str, Any]], advance) -> Iterator[dict[str, Any]]:
+    for d in items:
+        advance(1)
+        yield d
 
 
 def _row(d: dict[str, Any]) -> dict[str, Any]:

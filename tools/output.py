@@ -240,6 +240,9 @@ def render_table(rows: Sequence[dict], columns: Sequence[str], stream: IO[str] |
             _is_number(r.get(c)) for r in rows)
         justify = getattr(formats.get(c), "justify", "right" if right else "left")
         table.add_column(title, justify=justify, no_wrap=True, overflow="crop")
+    if not color and len(rows) > PLAIN_TABLE_ROWS:
+        _plain_table(rows, columns, titles, [col.justify for col in table.columns], formats, out)
+        return
     for r in rows:
         cells = []
         for c in columns:
@@ -254,6 +257,31 @@ def render_table(rows: Sequence[dict], columns: Sequence[str], stream: IO[str] |
     with con.capture() as cap:
         con.print(table)
     out.write("".join(line.rstrip() + "\n" for line in cap.get().splitlines()))
+
+
+#: above this many rows a plain (uncoloured) table is laid out directly, with the same text as rich's: rich
+#: spends about 1 ms and 10 KB per row (100,000 partitions under ``describe``: minutes and a gigabyte)
+PLAIN_TABLE_ROWS = 2000
+
+
+def _plain_table(rows: Sequence[dict], columns: Sequence[str], titles: Sequence[str], justify: Sequence[str],
+                 formats: dict[str, Callable[[Any], str]], out: IO[str]) -> None:
+    from rich.cells import cell_len
+
+    cells = [[formats[c](r.get(c)) if c in formats else ("-" if r.get(c) is None else str(r.get(c))) for c in columns]
+             for r in rows]
+    widths = [max([cell_len(t)] + [cell_len(row[i]) for row in cells]) for i, t in enumerate(titles)]
+
+    def line(values: Sequence[str]) -> str:
+        parts = []
+        for v, w, j in zip(values, widths, justify, strict=True):
+            pad = " " * (w - cell_len(v))
+            parts.append(pad + v if j == "right" else v + pad)
+        return "  ".join(parts).rstrip() + "\n"
+
+    out.write(line(titles))
+    for row in cells:
+        out.write(line(row))
 
 
 def render_kv(pairs: Sequence[tuple[str, Any]], stream: IO[str] | None = None) -> None:

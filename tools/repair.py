@@ -9,6 +9,7 @@ import time
 
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.topic_configs import ConfigResolver
+from kafkalog.tools.output import progress
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     now = args.now if args.now is not None else int(time.time() * 1000)
     resolver = ConfigResolver(args.server_properties, args.topic_config, args.config, data_dirs=args.data_dirs)
-    plan = plan_repair(args.data_dirs, now_ms=now, resolver=resolver, strict_indexes=not args.kafka_exact,
-                       topic_ids=topic_ids, full=args.full, workers=args.workers or 1)
+    with progress(None, "repair: planning", unit_bytes=False) as bar:  # partitions planned (a terminal only)
+        plan = plan_repair(args.data_dirs, now_ms=now, resolver=resolver, strict_indexes=not args.kafka_exact,
+                           topic_ids=topic_ids, full=args.full, workers=args.workers or 1, progress=bar.advance)
     return run_plan(args, plan, exit_code=lambda p: 1 if p.changes or p.losses else 0)

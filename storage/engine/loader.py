@@ -41,6 +41,7 @@ from ..leader_epoch_cache import LeaderEpochCache
 from ..log import PartitionLog
 from ..log_segment import RecoveredSegment, recover_segment, tail_loss, trim_indexes
 from ..producer_state import ProducerStateManager, rebuild_producer_state
+from ..verify.segment import MAX_SEGMENT_BYTES
 from .plan import Loss
 from .split import split_overflowed_segment
 from .swap import recover_swap_files
@@ -205,6 +206,10 @@ class _Loader:
         view, out = self.view, self.out
         segs = self.segments()
         seg = next(s for s in segs if s.base_offset == base)
+        if len(seg.buf) > MAX_SEGMENT_BYTES:  # FileRecords.open throws before anything is read
+            raise KafkaLogError(f"log file of {len(seg.buf)} bytes exceeds {MAX_SEGMENT_BYTES} bytes: Kafka cannot "
+                                "open it (FileRecords), so the broker cannot load this partition; nothing to recover "
+                                "in place (`kafkalog dump` and `export` read it)", str(seg.path))
         psm = ProducerStateManager(view, producer_id_expiration_ms=self.expiration)
         rebuild_producer_state(psm, segs, self.log_start, base, self.now, False)
         rec = recover_segment(seg.buf, base, index_interval_bytes=self.cfg.index_interval_bytes,

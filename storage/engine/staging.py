@@ -20,6 +20,9 @@ from pathlib import Path
 from .. import fileops
 from ..log import DELETE_DIR_SUFFIX
 
+#: :meth:`PartitionStaging.keep` of a path that is neither absent nor a regular file
+_SPECIAL = b"<special file>"
+
 
 class _Existing:
     def __init__(self, pdir: Path) -> None:
@@ -93,8 +96,14 @@ class PartitionStaging:
 
     def keep(self, path: Path) -> None:
         """Record a data-dir file (a checkpoint) the operation rewrites, to write it back on failure."""
-        if path not in self.kept:
-            self.kept[path] = path.read_bytes() if path.is_file() else None
+        if path in self.kept:
+            return
+        if not os.path.lexists(path):
+            self.kept[path] = None  # absent: a failure removes what the operation created
+        elif path.is_file():
+            self.kept[path] = path.read_bytes()
+        else:
+            self.kept[path] = _SPECIAL  # a FIFO, socket, device or dir: the operation refuses it; never removed
 
     def commit(self) -> None:
         """Publish the staged partitions (rename, then fsync the data dir); if that fails, those already renamed
@@ -120,6 +129,8 @@ class PartitionStaging:
         for e in self.existing.values():
             e.restore()
         for path, data in self.kept.items():
+            if data is _SPECIAL:
+                continue
             if data is None:
                 fileops.unlink(path)
             elif not path.is_file() or path.read_bytes() != data:

@@ -104,6 +104,11 @@ PartitionResult = tuple[list[Finding], int, int, str | None]  # findings, segmen
 PartitionRunner = Callable[[list[tuple[str, dict[str, int | None] | None, bool]]], list[PartitionResult]]
 
 
+def _partition_tasks(items: list[tuple[str, dict[str, int | None] | None]], deep: bool) -> list:
+    """:func:`partition_task` for a chunk of partitions (one pool task)."""
+    return [partition_task(path, ck, deep) for path, ck in items]
+
+
 def partition_task(path: str, checkpoints: dict[str, int | None] | None, deep: bool
                    ) -> tuple[list[Finding], int, int, str | None]:
     """Worker: verify one partition dir; (findings, segments, bytes, topic id).
@@ -252,10 +257,15 @@ def verify_paths(
             ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
             # biggest first so one large partition does not start last
             order = sorted(tasks, key=lambda t: -sizes[t[0]])
+            # small partitions go in chunks: one future per partition made 100,000 partitions crawl (the pool's
+            # bookkeeping per future dominated a sub-millisecond task)
+            per = max(1, min(64, len(order) // (n_workers * 16)))
+            chunks = [order[i:i + per] for i in range(0, len(order), per)]
             with ProcessPoolExecutor(max_workers=min(n_workers, len(tasks)), mp_context=ctx) as pool:
-                futs = {pool.submit(partition_task, path, ck, deep): s for s, path, ck in order}
+                futs = {pool.submit(_partition_tasks, [(path, ck) for _, path, ck in c], deep): c for c in chunks}
                 for fut in as_completed(futs):
-                    collect(futs[fut], fut.result())
+                    for (s, _, _), res in zip(futs[fut], fut.result(), strict=True):
+                        collect(s, res)
         else:
             for s, path, task_ck in tasks:
                 collect(s, partition_task(path, task_ck, deep))

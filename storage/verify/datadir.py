@@ -44,7 +44,7 @@ def _verify_data_dir(ddir: DataDir, deep: bool, out: list[Finding]) -> None:
         except KafkaLogError:
             tid = None
         _topic_id_check(topic_ids, log.topic, log.dir_kind, tid, log.path, out)
-        log.close()
+        ddir.release(log)
     _recovery_point_membership(ddir, out)
 
 

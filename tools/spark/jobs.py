@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafkalog.storage.errors import KafkaLogError
 
@@ -97,12 +98,51 @@ def export(spark, paths: list[str], out: str, *, fmt: str = "parquet", options: 
 
 
 # ------------------------------------------------------------------------------- plan/apply on Spark
-def spark_runner(spark):
+def spark_runner(spark, fence_parent: str | None = None):
     """A partition runner for :mod:`kafkalog.storage.engine.plan`: each partition's planning or applying is a
-    Spark task (results in input order)."""
+    Spark task (results in input order).
+
+    When the Spark job fails (a task's write error, a crashed worker), Spark returns to the driver while the
+    job's other tasks may still be running in the executors' Python workers, writing (issue 17: a faulted
+    convert went on for 135 write steps after the driver had returned and released the data dir's lock). The
+    runner fences them: every task takes a lock of its own (``flock`` on a file in a folder under
+    ``fence_parent``, which the executors see as the driver does) and starts its partition only while the
+    folder's ``running`` marker exists; on failure the driver removes the marker, so no partition starts any
+    more, then takes every task's lock in turn, so it returns only once the partitions in progress are done
+    (a killed worker's lock is released by the kernel)."""
 
     def run(fn, items: list) -> list:
-        return _run_per_item(spark, items, lambda item: [fn(item)])
+        if fence_parent is None:
+            return _run_per_item(spark, items, lambda item: [fn(item)])
+        import shutil
+        import tempfile
+
+        fence = tempfile.mkdtemp(prefix=".kafkalog-spark-tasks-", dir=fence_parent)
+        running = os.path.join(fence, "running")
+        open(running, "w").close()  # noqa: SIM115 - an empty marker
+
+        def task(indexed: tuple[int, Any]) -> list:
+            import fcntl
+
+            i, item = indexed
+            with open(os.path.join(fence, f"{i}.lock"), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not os.path.exists(running):
+                    raise KafkaLogError("not started: the job failed in another task", fence)
+                return [fn(item)]
+
+        try:
+            return _run_per_item(spark, list(enumerate(items)), task)
+        except BaseException:
+            import fcntl
+
+            os.unlink(running)
+            for i in range(len(items)):  # wait for the partitions in progress (their tasks hold the lock)
+                with open(os.path.join(fence, f"{i}.lock"), "a") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+            raise
+        finally:
+            shutil.rmtree(fence, ignore_errors=True)
 
     return run
 
@@ -121,7 +161,7 @@ def convert(spark, paths: list[str], opts=None, *, topics: set[str] | None = Non
     from kafkalog.storage.engine.convert import ConvertOptions, SegmentResult, plan_convert
     from kafkalog.storage.engine.plan import apply
 
-    runner = spark_runner(spark)
+    runner = spark_runner(spark, os.path.dirname(paths[0]) if paths else None)
     plan = plan_convert(paths, opts or ConvertOptions(), topics=topics, runner=runner)
     plan.check()
     segments = sum(len(p.ops) for p in plan.partitions)
@@ -148,7 +188,7 @@ def compact(spark, paths: list[str], *, now: int, dry_run: bool = False, force: 
     from kafkalog.storage.topic_configs import ConfigResolver
 
     resolver = ConfigResolver(server_properties, topic_config, overrides or {}, data_dirs=paths)
-    runner = spark_runner(spark)
+    runner = spark_runner(spark, os.path.dirname(paths[0]) if paths else None)
     plan = plan_compact(paths, now_ms=now, resolver=resolver, force=force, kafka_version=kafka_version,
                         exact=dry_run, map_workers=1, runner=runner)
     plan.check()

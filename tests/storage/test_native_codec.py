@@ -240,7 +240,7 @@ def test_to_arrow_decompresses_natively_with_the_same_rows_and_errors(tmp_path):
     for log in sorted(FIXTURES.rglob("*.log")):
         data = log.read_bytes()
         got = to_arrow(data, topic="t", partition=0, segment=log.name)
-        want = without_native_decompression(lambda: to_arrow(data, topic="t", partition=0, segment=log.name))
+        want = without_native_decompression(lambda data=data, log=log: to_arrow(data, topic="t", partition=0, segment=log.name))
         assert got.equals(want), log
     bomb = build_batch([(0, TS, None, b"x")], codec=C.ZSTD, compressed_payload=C.compress(C.ZSTD, bytes(300 << 20)),
                        records_count=1)

@@ -528,6 +528,12 @@ class LogConfig:
         return self.values["segment.bytes"] if internal is None else internal
 
     @property
+    def remote_log_enabled(self) -> bool:
+        """``remote.storage.enable``: the topic is tiered (its log may start in the remote store, below the first
+        local segment)."""
+        return bool(self.values["remote.storage.enable"])
+
+    @property
     def compact(self) -> bool:
         return "compact" in self.values["cleanup.policy"]
 

@@ -212,6 +212,32 @@ def partition_path_for(data_dir: str | os.PathLike, name: str) -> Path:
     return partition_path(data_dir, topic, part)
 
 
+def log_start_offset(checkpoint: int | None, first_base_offset: int | None, remote_log_enabled: bool = False) -> int:
+    """The log start offset the broker loads (``LogLoader.load``): ``max(checkpoint, first segment base)``; for a
+    topic with tiered storage (``remote.storage.enable``) the checkpoint alone, even below the first local segment
+    (the log starts in the remote store); the checkpoint alone when there is no segment."""
+    if first_base_offset is None:
+        return checkpoint or 0
+    if checkpoint is None:
+        return first_base_offset
+    return checkpoint if remote_log_enabled else max(checkpoint, first_base_offset)
+
+
+def checkpoints_log_start(log_start: int, first_base_offset: int, remote_log_enabled: bool = False) -> bool:
+    """Whether a clean shutdown writes the partition into ``log-start-offset-checkpoint``
+    (``LogManager.checkpointLogStartOffsetsInDir``): a tiered partition always, others when the log start offset is
+    above the first segment's base offset."""
+    return remote_log_enabled or log_start > first_base_offset
+
+
+def log_start_checkpoint(partitions) -> dict[tuple[str, int], int]:
+    """The ``log-start-offset-checkpoint`` entries of a data dir's planned partitions (their facts
+    ``logStartOffset``, ``firstBaseOffset`` and ``remoteLogEnabled``), by :func:`checkpoints_log_start`."""
+    return {(p.topic, p.partition): p.facts["logStartOffset"] for p in partitions
+            if checkpoints_log_start(p.facts["logStartOffset"], p.facts["firstBaseOffset"],
+                                     p.facts.get("remoteLogEnabled", False))}
+
+
 class PartitionLog:
     """A partition directory, loaded read-only (from a path, or as a :class:`DirView` has it).
 
@@ -227,6 +253,7 @@ class PartitionLog:
         recovery_point: int | None = None,
         high_watermark: int | None = None,
         clean_point: int | None = None,
+        remote_log_enabled: bool = False,
     ):
         if isinstance(path, DirView):
             self.view = path
@@ -240,6 +267,7 @@ class PartitionLog:
         self.recovery_point = recovery_point
         self._high_watermark = high_watermark
         self.clean_point = clean_point
+        self.remote_log_enabled = remote_log_enabled
         self.findings: list[Finding] = []
         self.segments: list[Segment] = []
         self.snapshot_files: list[tuple[int, Path]] = []
@@ -395,12 +423,9 @@ class PartitionLog:
     # ---- offsets -----------------------------------------------------------------------------------------
     @property
     def log_start_offset(self) -> int:
-        """``max(checkpoint, first segment base)``; the checkpoint alone when there is no segment."""
-        first = self.segments[0].base_offset if self.segments else None
-        ckpt = self.log_start_offset_checkpoint
-        if first is None:
-            return ckpt or 0
-        return first if ckpt is None else max(ckpt, first)
+        """The log start offset the broker loads (:func:`log_start_offset`)."""
+        return log_start_offset(self.log_start_offset_checkpoint,
+                                self.segments[0].base_offset if self.segments else None, self.remote_log_enabled)
 
     @property
     def log_end_offset(self) -> int:

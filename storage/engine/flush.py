@@ -20,7 +20,7 @@ from ..dirview import Delete, DirView, Sync
 from ..errors import CorruptRecordError, KafkaLogError
 from ..files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker, read_clean_shutdown
-from ..log import PartitionLog
+from ..log import PartitionLog, log_start_checkpoint
 from ..log_segment import trim_indexes
 from ..producer_state import ProducerStateManager, rebuild_producer_state
 from ..topic_configs import ConfigResolver
@@ -50,10 +50,10 @@ def verify_from(log: PartitionLog, recovery_point: int) -> tuple[int, str | None
 
 
 def _plan_partition(task: tuple) -> PartitionPlan:
-    data_dir, pdir, topic, part, rp, lso_ckpt, now, expiration, clean = task
+    data_dir, pdir, topic, part, rp, lso_ckpt, now, expiration, clean, tiered = task
     pp = PartitionPlan(data_dir, pdir, topic, part)
     with pp.planning(), DirView(pdir) as view:
-        log = PartitionLog(view, log_start_offset_checkpoint=lso_ckpt)
+        log = PartitionLog(view, log_start_offset_checkpoint=lso_ckpt, remote_log_enabled=tiered)
         if not log.segments:
             pp.notes.append(f"{pdir}: no segments: NOT flushed; run repair")
             pp.facts = {"verified": False, "recoveryPoint": rp, "logEndOffset": rp, "logStartOffset": lso_ckpt,
@@ -64,6 +64,8 @@ def _plan_partition(task: tuple) -> PartitionPlan:
         pp.facts = {"verified": problem is None, "recoveryPoint": leo if problem is None else min(rp, leo),
                     "logEndOffset": leo, "logStartOffset": lso, "firstBaseOffset": log.segments[0].base_offset,
                     "problem": problem}
+        if tiered:
+            pp.facts["remoteLogEnabled"] = True
         if problem is not None:
             pp.notes.append(f"{pdir}: NOT flushed: {problem}; its recovery point stays {min(rp, leo)}: run "
                             "repair first")
@@ -92,7 +94,8 @@ def plan_flush(data_dirs: Iterable[str | os.PathLike], *, now_ms: int, resolver:
     def task(t: Target) -> tuple:
         st = t.state
         return (str(t.data_dir), str(t.path), t.topic, t.partition, st.recovery_points.get(t.key, 0),
-                st.log_start_offsets.get(t.key, 0), now_ms, t.broker.producer_id_expiration_ms, st.clean_shutdown)
+                st.log_start_offsets.get(t.key, 0), now_ms, t.broker.producer_id_expiration_ms, st.clean_shutdown,
+                t.config.remote_log_enabled)
 
     return plan_partitions(Plan("flush", now=now_ms), groups, resolver, runner or default_runner(workers, progress),
                            _plan_partition, task, notes=False,
@@ -102,8 +105,7 @@ def plan_flush(data_dirs: Iterable[str | os.PathLike], *, now_ms: int, resolver:
 def _dir_ops(dp, st, write_marker: bool, broker_epoch: int | None) -> None:
     view = DirView(st.path)
     rp = {(p.topic, p.partition): p.facts["recoveryPoint"] for p in dp.partitions}
-    ls = {(p.topic, p.partition): p.facts["logStartOffset"] for p in dp.partitions
-          if p.facts["logStartOffset"] > p.facts["firstBaseOffset"]}
+    ls = log_start_checkpoint(dp.partitions)
     if RECOVERY_POINT_CHECKPOINT in st.unreadable or rp != st.recovery_points or \
             not view.exists(RECOVERY_POINT_CHECKPOINT):
         view.write(RECOVERY_POINT_CHECKPOINT, checkpoint_bytes(rp), "each partition's recovery point: its log end "

@@ -38,7 +38,7 @@ from ..files.names import (
 )
 from ..files.segment import Segment
 from ..leader_epoch_cache import LeaderEpochCache
-from ..log import PartitionLog
+from ..log import PartitionLog, log_start_offset
 from ..log_segment import RecoveredSegment, recover_segment, tail_loss, trim_indexes
 from ..producer_state import ProducerStateManager, rebuild_producer_state
 from ..verify.segment import MAX_SEGMENT_BYTES
@@ -268,7 +268,7 @@ class _Loader:
                        "broker creates it for an empty log")
             segs = self.segments()
             leo = self.log_start
-        lso = max(self.log_start, segs[0].base_offset)
+        lso = log_start_offset(self.log_start, segs[0].base_offset, self.cfg.remote_log_enabled)
         out.log_end_offset, out.log_start_offset = leo, lso
         epochs = self.epochs
         epochs.truncate_from_end(leo)

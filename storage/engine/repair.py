@@ -25,7 +25,7 @@ from ..errors import KafkaLogError
 from ..files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker, read_clean_shutdown
 from ..files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
-from ..log import PartitionLog
+from ..log import PartitionLog, log_start_checkpoint
 from ..topic_configs import METADATA_DIR, ConfigResolver
 from .datadirs import DataDirState, Target, checkpoint_bytes, plan_partitions, whole_data_dirs
 from .loader import load_partition, startup_error
@@ -53,6 +53,8 @@ def _plan_partition(task: tuple) -> PartitionPlan:
                     "segmentsRecovered": len(loaded.recovered),
                     "bytesTruncated": sum(r.truncated_bytes for r in loaded.recovered),
                     "bytesScanned": sum(r.log_size for r in loaded.recovered)}
+        if cfg.remote_log_enabled:
+            pp.facts["remoteLogEnabled"] = True
         if startup:
             pp.facts["startupErrors"] = startup
     return pp
@@ -150,8 +152,7 @@ def _dir_ops(dp, st) -> None:
         return
     view = DirView(st.path)
     rp = {(p.topic, p.partition): p.facts["logEndOffset"] for p in dp.partitions}
-    ls = {(p.topic, p.partition): p.facts["logStartOffset"] for p in dp.partitions
-          if p.facts["logStartOffset"] > p.facts["firstBaseOffset"]}
+    ls = log_start_checkpoint(dp.partitions)
     current = {RECOVERY_POINT_CHECKPOINT: st.recovery_points, LOG_START_OFFSET_CHECKPOINT: st.log_start_offsets}
     for name, offsets in ((RECOVERY_POINT_CHECKPOINT, rp), (LOG_START_OFFSET_CHECKPOINT, ls)):
         if name in st.unreadable or not view.exists(name) or current[name] != offsets:

@@ -76,6 +76,13 @@ def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cl
     if not log.segments:
         pp.notes.append(f"{log.path}: no segments (run repair): nothing retained or deleted")
         return
+    if cfg.remote_log_enabled:
+        # Kafka deletes a tiered partition's local segments only once they are in the remote store
+        # (UnifiedLog.deleteOldSegments: local.retention.* up to the highest offset uploaded); that is known to the
+        # broker's RemoteLogManager, not from the local files: never delete a segment that may exist nowhere else
+        pp.notes.append(f"{log.path}: a tiered-storage topic (remote.storage.enable): its local segments are "
+                        "deleted by the broker once uploaded to the remote store; nothing retained or deleted")
+        return
     old_start = log_start = log.log_start_offset
     pp.facts = {"oldLogStartOffset": old_start, "newLogStartOffset": old_start,
                 "firstBaseOffset": log.segments[0].base_offset, "segmentsDeleted": 0, "rolledAt": None}

@@ -270,13 +270,10 @@ def test_commands_on_every_pristine_fixture(tmp_path, fixture, capsys):
     assert "ERROR" not in capsys.readouterr().out
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: for a remote.storage.enable topic Kafka 4.3.1 takes the log "
-                   "start offset from log-start-offset-checkpoint alone (LogLoader: isRemoteLogEnabled ? checkpoint : "
-                   "max(checkpoint, first segment)) and checkpoints it even below the local log start; kafkalog's "
-                   "engines use the local start, so repair drops the tiered entries from the checkpoint and deletes "
-                   "the producer snapshot at the local log start")
 def test_repair_keeps_a_tiered_partitions_log_start(tmp_path, capsys):
-    """`repair` on the tiered fixture as the broker left it (clean shutdown) changes nothing."""
+    """`repair` on the tiered fixture as the broker left it (clean shutdown) changes nothing: for a
+    remote.storage.enable topic Kafka 4.3.1 takes the log start offset from log-start-offset-checkpoint alone
+    (LogLoader: isRemoteLogEnabled ? checkpoint : max(checkpoint, first segment)), below the local log start."""
     from kafkalog.tools.cli import main
 
     d = tmp_path / "data"
@@ -314,3 +311,23 @@ def test_rehydrate(tmp_path):
     shutil.rmtree(d / "multi-segment-0")
     store = open_remote_store(tmp_path / "remote")
     _check(lambda: plan_rehydrate(store, d, RehydrateOptions(topic="multi-segment")), [d], again=False)
+
+
+def test_flush_and_retain_keep_a_tiered_partitions_log_start_and_segments(tmp_path, capsys):
+    """`flush` keeps a tiered partition's checkpointed log start (below its first local segment), as the broker's
+    clean shutdown writes it (LogManager.checkpointLogStartOffsetsInDir: remoteLogEnabled || start > first base);
+    `retain` never deletes a tiered partition's local segments (the broker does, once they are uploaded)."""
+    from kafkalog.tools.cli import main
+
+    d = tmp_path / "data"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-tiered" / "data", d)
+    ckpt = (d / "log-start-offset-checkpoint").read_bytes()
+    assert b"tiered 0 0" in ckpt
+    assert main(["flush", str(d), "--no-backup"]) == 0
+    assert (d / "log-start-offset-checkpoint").read_bytes() == ckpt
+    tiered = {p: sorted(x.name for x in (d / p).iterdir()) for p in ("tiered-0", "tiered-1")}
+    assert main(["retain", str(d), "--no-backup", "--now", str(NOW)]) == 0
+    out = capsys.readouterr().out
+    assert "a tiered-storage topic (remote.storage.enable)" in out
+    assert {p: sorted(x.name for x in (d / p).iterdir()) for p in tiered} == tiered
+    assert b"tiered 0 0" in (d / "log-start-offset-checkpoint").read_bytes()

@@ -20,7 +20,6 @@ promised state. A bounded sample of steps runs with the suite (and in CI); every
 
 from __future__ import annotations
 
-import errno
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -28,51 +27,22 @@ from pathlib import Path
 import pytest
 from damage import (
     FIXTURES,
-    MUTATIONS,
     count_mutations,
-    killed_at,
     migrate_dest,
     records,
     repair_dir,
     run_for,
+    run_with_fault,
     sample_points,
     tree,
 )
 
-from kafkalog.storage import fileops
-from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.checkpoints import read_offset_checkpoint
 
 FIXTURE = "kafka-4.3.1-kraft"
 COMMANDS = ("checkpoints", "topic-id", "migrate", "append")
 FAULTS = ("ENOSPC", "EIO", "kill")
 SAMPLE = 4  # fault points per command and fault in the default run
-
-
-def _fault(command: str, d: Path, k: int, fault: str) -> None:
-    """Run ``command`` on ``d`` with ``fault`` at its k-th file mutation; check how it failed."""
-    if fault == "kill":
-        assert killed_at(command, d, k) == 137, f"{command}: the kill before step {k} never came"
-        return
-    code = getattr(errno, fault)
-    n = [0]
-
-    def inject(kind, path, _target):
-        if kind in MUTATIONS:
-            n[0] += 1
-            if n[0] == k:
-                raise OSError(code, f"{fault} (injected)", path)
-
-    with fileops.observe(inject):
-        try:
-            run_for(command, d)
-        except OSError as e:
-            assert e.errno == code and e.filename, f"{command}: step {k}: {e!r} names no file"
-            return
-        except KafkaLogError as e:
-            assert e.path and fault in e.reason, f"{command}: step {k}: {e} is not clear"
-            return
-    raise AssertionError(f"{command}: step {k} never came, or the fault was swallowed")
 
 
 def _files(d: Path, names: Callable[[str], bool]) -> dict[str, bytes]:
@@ -150,7 +120,7 @@ def _campaign(tmp_path: Path, command: str, fault: str, sample: int | None) -> t
         d = tmp_path / f"k{k}"
         shutil.copytree(base, d)
         where = f"{command}, {fault} at step {k}/{steps}"
-        _fault(command, d, k, fault)
+        run_with_fault(command, d, k, fault)
         _check_between(command, d, base, after, where)
         _check_loads_and_finishes(command, d, base, after, where)
         shutil.rmtree(d)

@@ -20,7 +20,9 @@ TS_TYPES = {"CreateTime": 0, "LogAppendTime": 1, "NoTimestampType": -1}
 
 
 def partition_dirs(root: Path) -> list[Path]:
-    return sorted({log.parent for log in root.rglob("*.log")})
+    """The broker's partition dirs (not a tiered fixture's remote store: its dirs are named
+    ``<topic>-<partition>-<topicId>``, read through ``option("remote", ...)``)."""
+    return sorted({log.parent for log in root.rglob("*.log") if "kafka-tiered-storage" not in log.parts})
 
 
 def reference_rows(pdirs: list[Path]) -> list[tuple]:

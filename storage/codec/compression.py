@@ -21,6 +21,7 @@ would reject back to them (``decompress_python``, the reference), so errors are 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import struct
 import threading
@@ -167,6 +168,18 @@ _CORE: list = []  # [the compiled core, or None]: filled on first use; [None] sw
 def _load_core():
     _CORE.append(_core())
     return _CORE[0]
+
+
+@contextlib.contextmanager
+def python_decompression():
+    """For the block, the Python codec packages decompress (the compiled core's decompressors are off): the
+    reference the native ones are held to."""
+    saved = list(_CORE)
+    _CORE[:] = [None]
+    try:
+        yield
+    finally:
+        _CORE[:] = saved
 
 
 def native_codec():

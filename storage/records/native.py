@@ -9,7 +9,9 @@ errors (byte position and reason) are the same either way.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from types import ModuleType
 
 core: ModuleType | None = None
@@ -29,3 +31,20 @@ def describe() -> str:
     if core is not None:
         return core.build_info()
     return REASON or "off"
+
+
+@contextlib.contextmanager
+def python_reference() -> Iterator[None]:
+    """For the block, no native code at all: the pure-Python record decoder and the Python codec packages (what
+    ``KAFKALOG_NATIVE=0`` runs), the reference the core is tested and measured against."""
+    from ..codec.compression import python_decompression
+    from . import batch as batch_mod
+    from .record import PyRecord
+
+    saved = batch_mod._native, batch_mod.Record
+    batch_mod._native, batch_mod.Record = None, PyRecord  # type: ignore[misc]  # swapped back below
+    try:
+        with python_decompression():
+            yield
+    finally:
+        batch_mod._native, batch_mod.Record = saved  # type: ignore[misc]

@@ -120,18 +120,10 @@ def kafkalog_deep(mv) -> int:
 
 def kafkalog_python_deep(mv) -> int:
     """The pure-Python reference decoder (what KAFKALOG_NATIVE=0 runs)."""
-    from kafkalog.storage.codec import compression
-    from kafkalog.storage.records import batch as batch_mod
-    from kafkalog.storage.records.record import PyRecord
+    from kafkalog.storage.records.native import python_reference
 
-    saved = batch_mod._native, batch_mod.Record, list(compression._CORE)
-    batch_mod._native, batch_mod.Record = None, PyRecord
-    compression._CORE[:] = [None]  # and the Python codec packages decompress
-    try:
+    with python_reference():  # and the Python codec packages decompress
         return kafkalog_deep(mv)
-    finally:
-        batch_mod._native, batch_mod.Record = saved[:2]
-        compression._CORE[:] = saved[2]
 
 
 def python_decompression(fn):
@@ -140,12 +132,8 @@ def python_decompression(fn):
     from kafkalog.storage.codec import compression as C
 
     def run():
-        saved = list(C._CORE)
-        C._CORE[:] = [None]
-        try:
+        with C.python_decompression():
             return fn()
-        finally:
-            C._CORE[:] = saved
     return run
 
 

@@ -174,18 +174,11 @@ def _outcome(fn):
 
 def _both(fn):
     """``fn`` with the native core, then with the Python decoders only (the reference)."""
-    from kafkalog.storage.codec import compression
-    from kafkalog.storage.records import batch as batch_mod
-    from kafkalog.storage.records.record import PyRecord
+    from kafkalog.storage.records.native import python_reference
+
     native = _outcome(fn)
-    saved = batch_mod._native, batch_mod.Record, list(compression._CORE)
-    batch_mod._native, batch_mod.Record = None, PyRecord
-    compression._CORE[:] = [None]  # the Python codec packages decompress too
-    try:
+    with python_reference():  # the Python codec packages decompress too
         python = _outcome(fn)
-    finally:
-        batch_mod._native, batch_mod.Record = saved[:2]
-        compression._CORE[:] = saved[2]
     return native, python
 
 

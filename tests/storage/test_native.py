@@ -23,11 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog.compat.pytest_plugin import require_modules
-from kafkalog.storage.codec import compression
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.records import RecordBatch, build_batch, build_legacy, iter_batches
-from kafkalog.storage.records import batch as batch_mod
-from kafkalog.storage.records.native import core
+from kafkalog.storage.records.native import core, python_reference
 from kafkalog.storage.records.record import PyRecord, Record
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -55,14 +53,8 @@ def _fields(r) -> tuple:
 
 def _python(batch: RecordBatch, full: bool, chunk: int | None = None):
     """The pure-Python decoder's outcome: the records' fields, or the error text."""
-    saved = batch_mod._native, batch_mod.Record, list(compression._CORE)
-    batch_mod._native, batch_mod.Record = None, PyRecord
-    compression._CORE[:] = [None]  # and the Python codec packages decompress
-    try:
+    with python_reference():
         return _outcome(batch, full, chunk)
-    finally:
-        batch_mod._native, batch_mod.Record = saved[:2]
-        compression._CORE[:] = saved[2]
 
 
 def _outcome(batch: RecordBatch, full: bool, chunk: int | None = None):

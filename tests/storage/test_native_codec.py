@@ -21,10 +21,8 @@ from hypothesis import strategies as st
 from kafkalog.storage.codec import compression as C
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.records import RecordBatch, build_batch, build_legacy, iter_batches
-from kafkalog.storage.records import batch as batch_mod
 from kafkalog.storage.records.legacy import LegacyBatch
-from kafkalog.storage.records.native import core
-from kafkalog.storage.records.record import PyRecord
+from kafkalog.storage.records.native import core, python_reference
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TS = 1_700_000_000_000
@@ -67,14 +65,8 @@ def _same(codec: int, data, magic: int = 2, limit: int = C.DEFAULT_DECOMPRESS_LI
 
 def _python_records(batch):
     """The records of ``batch`` with no native code at all (decoder nor decompressor)."""
-    saved = batch_mod._native, batch_mod.Record, list(C._CORE)
-    batch_mod._native, batch_mod.Record = None, PyRecord
-    C._CORE[:] = [None]
-    try:
+    with python_reference():
         return _records(batch)
-    finally:
-        batch_mod._native, batch_mod.Record = saved[0], saved[1]
-        C._CORE[:] = saved[2]
 
 
 def _records(batch):
@@ -230,12 +222,8 @@ def test_to_arrow_decompresses_natively_with_the_same_rows_and_errors(tmp_path):
     from kafkalog.storage.records import to_arrow
 
     def without_native_decompression(fn):
-        saved = list(C._CORE)
-        C._CORE[:] = [None]
-        try:
+        with C.python_decompression():
             return fn()
-        finally:
-            C._CORE[:] = saved
 
     for log in sorted(FIXTURES.rglob("*.log")):
         data = log.read_bytes()

@@ -2,27 +2,10 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from builders import generated_data_dir
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    from moto.server import ThreadedMotoServer
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
 
 
 def test_s3_read_equals_local_read(spark, s3_endpoint, tmp_path, monkeypatch):

@@ -192,37 +192,25 @@ def test_memory_filesystem(store):
         s.close()
 
 
-def test_s3_store(store, tmp_path, monkeypatch):
+def test_s3_store(store, tmp_path, monkeypatch, s3_endpoint):
     """An ``s3://`` store (a local moto S3 server on 127.0.0.1): listed, verified and rehydrated like the local
     copy of the same files."""
-    import socket
-
     import pyarrow.fs as pafs
-    from moto.server import ThreadedMotoServer
 
     root, src, segs = store
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    fs = pafs.S3FileSystem(endpoint_override=s3_endpoint.removeprefix("http://"), scheme="http", access_key="test",
+                           secret_key="test", region="us-east-1", allow_bucket_creation=True)
+    fs.create_dir("tiered")
+    pafs.copy_files(str(root), "tiered/store", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+    opts = {"s3.endpoint": s3_endpoint, "s3.accessKey": "test", "s3.secretKey": "test", "s3.region": "us-east-1"}
+    s = open_remote_store("s3://tiered/store", options=opts)
     try:
-        fs = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="test",
-                               secret_key="test", region="us-east-1", allow_bucket_creation=True)
-        fs.create_dir("tiered")
-        pafs.copy_files(str(root), "tiered/store", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
-        opts = {"s3.endpoint": f"http://127.0.0.1:{port}", "s3.accessKey": "test", "s3.secretKey": "test",
-                "s3.region": "us-east-1"}
-        s = open_remote_store("s3://tiered/store", options=opts)
-        try:
-            assert [x.segment_id for x in s.segments("tiered", 0, TOPIC_ID)] == [x[0] for x in segs]
-            assert verify_remote(s).errors == []
-            assert [r for r in _records_of_store(s, tmp_path / "view")] == [r for r in _records([src]) if r[0] < 30]
-        finally:
-            s.close()
+        assert [x.segment_id for x in s.segments("tiered", 0, TOPIC_ID)] == [x[0] for x in segs]
+        assert verify_remote(s).errors == []
+        assert [r for r in _records_of_store(s, tmp_path / "view")] == [r for r in _records([src]) if r[0] < 30]
     finally:
-        server.stop()
+        s.close()
 
 
 def _records_of_store(s, view):

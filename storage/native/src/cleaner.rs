@@ -393,7 +393,7 @@ impl OffsetMapCore {
             let delta = i32::from_be_bytes(h[23..27].try_into().expect("4 bytes"));
             let count = i32::from_be_bytes(h[57..61].try_into().expect("4 bytes"));
             let stored = u32::from_be_bytes(h[17..21].try_into().expect("4 bytes"));
-            if crc32c::crc32c(&batch[21..]) != stored {
+            if crate::checksum::crc32c(&batch[21..]) != stored {
                 break;
             }
             let Some(last) = base.checked_add(delta as i64) else { break };

@@ -124,7 +124,7 @@ pub(crate) fn plain_to_v2(e: &[u8], out: &mut Vec<u8>, body: &mut Vec<u8>) -> Op
     h[51..53].copy_from_slice(&(-1i16).to_be_bytes()); // producer epoch
     h[53..57].copy_from_slice(&(-1i32).to_be_bytes()); // base sequence
     h[57..61].copy_from_slice(&1i32.to_be_bytes()); // records
-    let crc = crc32c::crc32c(&out[start + 21..]);
+    let crc = crate::checksum::crc32c(&out[start + 21..]);
     out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
     Some((offset, ts))
 }

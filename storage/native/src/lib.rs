@@ -13,6 +13,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 mod arrow;
 mod buffer;
+mod checksum;
 mod cleaner;
 mod codec;
 mod convert;

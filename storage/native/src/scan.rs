@@ -44,7 +44,7 @@ pub fn scan(d: &[u8], start: usize, end: usize, max_batch_size: Option<i64>) -> 
         let entry = &d[pos..pos + 12 + size as usize];
         let valid = entry.len() >= 61 && {
             let stored = u32::from_be_bytes([entry[17], entry[18], entry[19], entry[20]]);
-            stored == crc32c::crc32c(&entry[21..])
+            stored == crate::checksum::crc32c(&entry[21..])
         };
         positions.extend_from_slice(&(pos as i64).to_ne_bytes());
         flags.push(u8::from(valid));

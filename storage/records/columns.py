@@ -323,7 +323,7 @@ def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", 
         mv = buf if isinstance(buf, memoryview) else memoryview(buf)
         core_cols, piece, pos, end = cols._core, (topic, partition, segment), 0, len(mv)
         while True:
-            pos, _ = core_cols.add_entries(mv, pos, end, position_base, cols._piece(piece), rows, BYTES_PER_CHUNK)
+            pos, _, _ = core_cols.add_entries(mv, pos, end, position_base, cols._piece(piece), rows, BYTES_PER_CHUNK)
             if len(cols) < rows and cols.nbytes < BYTES_PER_CHUNK:
                 entry = next(iter(LogScanner(mv, pos, path=segment or None, position_base=position_base)), None)
                 if entry is None:

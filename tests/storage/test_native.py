@@ -355,3 +355,53 @@ def test_iter_arrow_chunks_are_the_same_with_and_without_the_core():
         got, want = outcome(bytes(data), True, rows), outcome(bytes(data), False, rows)
         assert got[0] == want[0], logs[i % len(logs)]
         assert (got[1] is None and want[1] is None) or got[1].equals(want[1])
+
+
+@needs_core
+@pytest.mark.parametrize("include_control", [True, False])
+def test_parquet_export_native_runs_stop_where_the_records_layer_judges(tmp_path, monkeypatch, include_control):
+    """The export's native runs (plain v2 batches taken without a Python object, their CRC checked) stop at any
+    damage, so the outcome is the pure-Python path's: the same rows up to it, the same error (class, text,
+    position); an empty batch and row groups filling mid-run are counted the same."""
+    require_modules("pyarrow", extra="spark")
+    import shutil
+
+    from builders import generated_partition
+
+    from kafkalog.storage.engine.export import ExportFilter, export_parquet, iter_parquet_rows
+
+    src = tmp_path / "src" / "t-0"
+    generated_partition(src, 900, batch_records=30)
+    log = next(src.glob("*.log"))
+    size = log.stat().st_size
+    rng = random.Random(7)
+    cases = [None] + [("flip", rng.randrange(size)) for _ in range(12)] + [("cut", rng.randrange(size))
+                                                                            for _ in range(4)]
+
+    def outcome(native: bool, case, i: int):
+        d = tmp_path / f"{'n' if native else 'p'}{i}" / "t-0"
+        shutil.copytree(src, d)
+        data = bytearray(log.read_bytes())
+        if case is not None and case[0] == "flip":
+            data[case[1]] ^= 0x5A
+        elif case is not None:
+            del data[case[1]:]
+        (d / log.name).write_bytes(bytes(data))
+        if not native:
+            monkeypatch.setattr("kafkalog.storage.records.columns.core", None)
+        try:
+            out = d.parent / "out"
+            st = export_parquet([d], out, ExportFilter(include_control=include_control), row_group_rows=100)
+            return ("ok", st.records, st.batches,
+                    [r for f in sorted(out.glob("*.parquet")) for r in iter_parquet_rows(f)])
+        except KafkaLogError as e:
+            return ("error", type(e).__name__, str(e).replace(str(d.parent), "<dir>"))
+        finally:
+            monkeypatch.undo()
+
+    kinds = set()
+    for i, case in enumerate(cases):
+        a, b = outcome(True, case, i), outcome(False, case, i)
+        assert a == b, case
+        kinds.add(a[0])
+    assert kinds == {"ok", "error"}

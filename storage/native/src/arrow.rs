@@ -472,10 +472,14 @@ impl ArrowRecords {
     /// Add the records of the log entries of `buf[start:end]`, one after the other, while they are complete,
     /// uncompressed v2 batches that decode without anything unusual, and until `max_rows` rows or `max_bytes`
     /// bytes of entries are held (checked after each batch, as `iter_arrow` does). The GIL is released
-    /// meanwhile. Returns `(position, rows)`: where the first entry not added starts (the caller reads that one
-    /// through the records layer: framing, compression, legacy messages, errors) and the rows added.
+    /// meanwhile. With `verify` a batch must have its stored CRC32C (Kafka's `isValid`); a batch with any of
+    /// `stop_attributes` set (default: a codec) or declaring more than `max_count` records is not added either.
+    /// Returns `(position, rows, batches)`: where the first entry not added starts (the caller reads that one
+    /// through the records layer: framing, compression, legacy messages, errors), the rows added and the
+    /// batches that added rows.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (buf, start, end, position_base, piece, max_rows, max_bytes))]
+    #[pyo3(signature = (buf, start, end, position_base, piece, max_rows, max_bytes, verify=false,
+                        stop_attributes=0x07, max_count=i32::MAX))]
     fn add_entries(
         &mut self,
         py: Python<'_>,
@@ -486,29 +490,43 @@ impl ArrowRecords {
         piece: i32,
         max_rows: usize,
         max_bytes: usize,
-    ) -> PyResult<(usize, usize)> {
+        verify: bool,
+        stop_attributes: i16,
+        max_count: i32,
+    ) -> PyResult<(usize, usize, usize)> {
         let view = crate::buffer::ByteView::new(buf)?;
         let d = view.as_slice();
         let end = end.min(d.len());
+        let stop_attributes = stop_attributes | 0x07;
         Ok(py.allow_threads(|| {
             let mut pos = start;
             let mut added = 0usize;
+            let mut batches = 0usize;
             while pos < end && end - pos > 17 && self.offsets.len() < max_rows && self.nbytes < max_bytes {
                 let size = be_i32(d, pos + 8);
                 if size < 14 || (size as usize) > end - pos - 12 {
                     break;
                 }
                 let entry = &d[pos..pos + 12 + size as usize];
-                if entry[16] != 2 || entry.len() < 61 || be_i16(entry, 21) & 0x07 != 0 {
+                if entry[16] != 2 || entry.len() < 61 || be_i16(entry, 21) & stop_attributes != 0 {
+                    break;
+                }
+                if be_i32(entry, 57) > max_count {
+                    break;
+                }
+                if verify && be_i32(entry, 17) as u32 != crate::checksum::crc32c(&entry[21..]) {
                     break;
                 }
                 match self.add_v2_bytes(entry, position_base + pos as i64, piece, None, None) {
-                    Ok(Some(n)) => added += n,
+                    Ok(Some(n)) => {
+                        added += n;
+                        batches += usize::from(n > 0); // (an empty batch adds no row: not counted)
+                    }
                     _ => break,
                 }
                 pos += entry.len();
             }
-            (pos, added)
+            (pos, added, batches)
         }))
     }
 

@@ -246,12 +246,11 @@ class RecordColumns:
 
         schema = arrow_schema(RECORD_COLUMNS)
         if self._core is not None:
-            # the core builds every column (topic, partition and segment from the piece names) and hands them
-            # over through the Arrow C data interface, without a copy; the timestamp becomes Spark's type here
+            # the core builds every column (topic, partition and segment from the piece names, Spark's timestamp
+            # beside timestampMs, null headers for a record without any) and hands them over through the Arrow
+            # C data interface, without a copy
             rb = pa.record_batch(self._core.finish(list(self._pieces)))
             cols = {name: rb.column(name) for name in rb.schema.names}
-            cols["timestamp"], cols["timestampMs"] = timestamp_columns(rb.column("timestamp"))
-            cols["headers"] = null_empty_headers(rb.column("headers"))
             self._clear()
             return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
         take = pa.array(self.take, pa.int32())

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use arrow_array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Int32Array, Int64Array, ListArray, StringArray, StructArray,
+    TimestampMicrosecondArray,
 };
 use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer};
 use arrow_data::ffi::FFI_ArrowArray;
@@ -319,11 +320,14 @@ impl ArrowRecords {
             None,
         )?;
         let offsets = std::mem::replace(&mut self.header_offsets, vec![0]);
+        // a record without headers has null headers, as Spark's Kafka source (`KafkaRecordToRowConverter`)
+        let no_headers = offsets.windows(2).filter(|w| w[1] == w[0]).count();
+        let header_nulls = (no_headers > 0).then(|| NullBuffer::from_iter(offsets.windows(2).map(|w| w[1] > w[0])));
         let headers = ListArray::try_new(
             Arc::new(Field::new("element", DataType::Struct(header_fields()), true)),
             OffsetBuffer::new(offsets.into()),
             Arc::new(items),
-            None,
+            header_nulls,
         )?;
         let runs = std::mem::take(&mut self.runs);
         let rows = self.offsets.len();
@@ -388,9 +392,16 @@ impl ArrowRecords {
             columns.push(("topic", topic.clone()));
             columns.push(("partition", partition.clone()));
         }
+        let timestamps = std::mem::take(&mut self.timestamps);
+        if named.is_some() {
+            // Spark's TIMESTAMP (microseconds, UTC) beside the epoch ms; ms past what microseconds hold: null
+            columns.push(("timestampMs", i64s(timestamps.clone())));
+            columns.push(("timestamp", spark_timestamps(timestamps)?));
+        } else {
+            columns.push(("timestamp", i64s(timestamps)));
+        }
         columns.extend([
             ("offset", i64s(std::mem::take(&mut self.offsets))),
-            ("timestamp", i64s(std::mem::take(&mut self.timestamps))),
             ("timestampType", i32s(expand(&runs, rows, |m| m.timestamp_type))),
             ("key", keys.finish_binary()?),
             ("value", values.finish_binary()?),
@@ -419,6 +430,16 @@ impl ArrowRecords {
         *self = Self::with_capacity(self.capacity);
         Ok(array)
     }
+}
+
+/// Epoch ms as Spark's TIMESTAMP (microseconds, UTC); null where the microseconds overflow an i64 (as
+/// `columns.timestamp_columns`: Spark could not show those either).
+fn spark_timestamps(ms: Vec<i64>) -> Result<ArrayRef, ArrowError> {
+    const MAX_MS: i64 = i64::MAX / 1000 - 1;
+    let fits = |t: &i64| t.unsigned_abs() <= MAX_MS as u64;
+    let nulls = (!ms.iter().all(fits)).then(|| NullBuffer::from_iter(ms.iter().map(fits)));
+    let us: Vec<i64> = ms.iter().map(|t| if fits(t) { t * 1000 } else { 0 }).collect();
+    Ok(Arc::new(TimestampMicrosecondArray::try_new(us.into(), nulls)?.with_timezone("UTC")))
 }
 
 /// The sequence column: the record's sequence as Kafka derives it (`DefaultRecordBatch.incrementSequence`),

@@ -11,6 +11,12 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+/// mimalloc reuses the memory of a finished chunk's buffers (handed to Arrow, freed by pyarrow) for the next chunk,
+/// where the system allocator returns it to the kernel and faults zeroed pages in again.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod arrow;
 mod buffer;
 mod checksum;

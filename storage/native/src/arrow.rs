@@ -339,21 +339,24 @@ impl ArrowRecords {
             }
             v
         }
-        fn codecs(runs: &[Run], rows: usize) -> Result<ArrayRef, ArrowError> {
-            let mut col = BinCol::with_capacity(rows, 0);
+        // a string column: each run's string repeated over its rows, built in bulk
+        fn repeated<'a>(runs: &'a [Run], rows: usize, f: impl Fn(&'a Run) -> &'a str) -> Result<ArrayRef, ArrowError> {
+            let mut offsets: Vec<i32> = Vec::with_capacity(rows + 1);
+            offsets.push(0);
+            let mut data: Vec<u8> = Vec::new();
             for r in runs {
-                let s = r.codec.as_bytes();
-                col.data.reserve(s.len() * r.rows);
-                for _ in 0..r.rows {
-                    col.data.extend_from_slice(s);
-                    col.offsets.push(col.data.len() as i32);
+                let s = f(r).as_bytes();
+                if data.len() + s.len() * r.rows > i32::MAX as usize {
+                    return Err(ArrowError::InvalidArgumentError("string column too large".into()));
                 }
+                let at = data.len() as i32;
+                let n = s.len() as i32;
+                offsets.extend((1..=r.rows as i32).map(|i| at + i * n));
+                data.extend(std::iter::repeat_n(s, r.rows).flatten());
             }
-            if col.data.len() > i32::MAX as usize {
-                return Err(ArrowError::InvalidArgumentError("string column too large".into()));
-            }
-            col.finish_utf8()
+            Ok(Arc::new(StringArray::try_new(OffsetBuffer::new(offsets.into()), Buffer::from_vec(data), None)?))
         }
+        let codecs = |runs: &[Run], rows: usize| repeated(runs, rows, |r| r.codec.as_ref());
         let i32s = |v: Vec<i32>| Arc::new(Int32Array::from(v)) as ArrayRef;
         let i64s = |v: Vec<i64>| Arc::new(Int64Array::from(v)) as ArrayRef;
         let bools = |v: Vec<bool>| Arc::new(BooleanArray::from(v)) as ArrayRef;
@@ -370,20 +373,10 @@ impl ArrowRecords {
             for (r, n) in runs.iter().zip(&pieces) {
                 partitions.extend(std::iter::repeat_n(n.1, r.rows));
             }
-            let mut tcol = BinCol::with_capacity(rows, 0);
-            let mut scol = BinCol::with_capacity(rows, 0);
-            for (r, n) in runs.iter().zip(&pieces) {
-                for _ in 0..r.rows {
-                    tcol.data.extend_from_slice(n.0.as_bytes());
-                    tcol.offsets.push(tcol.data.len() as i32);
-                    scol.data.extend_from_slice(n.2.as_bytes());
-                    scol.offsets.push(scol.data.len() as i32);
-                }
-            }
-            if tcol.data.len().max(scol.data.len()) > i32::MAX as usize {
-                return Err(ArrowError::InvalidArgumentError("string column too large".into()));
-            }
-            named = Some([tcol.finish_utf8()?, i32s(partitions), scol.finish_utf8()?]);
+            let piece = |r: &Run| &names[r.meta.piece as usize];
+            let topics = repeated(&runs, rows, |r| piece(r).0.as_str())?;
+            let segments = repeated(&runs, rows, |r| piece(r).2.as_str())?;
+            named = Some([topics, i32s(partitions), segments]);
         }
         let keys = std::mem::replace(&mut self.keys, BinCol::with_capacity(0, 0));
         let values = std::mem::replace(&mut self.values, BinCol::with_capacity(0, 0));

@@ -35,6 +35,15 @@ const INT32_MAX: i64 = 2_147_483_647;
 /// `ByteUtils.readUnsignedVarint` and `storage/codec/varint.read_uvarint`. `None` past `end` or when too long.
 #[inline(always)]
 fn uvarint(d: &[u8], p: &mut usize, end: usize) -> Option<u32> {
+    // one byte: most lengths, deltas and counts of a record
+    if *p < end {
+        if let Some(&b) = d.get(*p) {
+            if b & 0x80 == 0 {
+                *p += 1;
+                return Some(b as u32);
+            }
+        }
+    }
     let mut value: u32 = 0;
     let mut shift = 0u32;
     loop {
@@ -60,6 +69,14 @@ fn uvarint(d: &[u8], p: &mut usize, end: usize) -> Option<u32> {
 /// Kafka's unsigned varlong (at most 10 bytes, bits past 64 dropped), as `read_uvarlong`.
 #[inline(always)]
 fn uvarlong(d: &[u8], p: &mut usize, end: usize) -> Option<u64> {
+    if *p < end {
+        if let Some(&b) = d.get(*p) {
+            if b & 0x80 == 0 {
+                *p += 1;
+                return Some(b as u64);
+            }
+        }
+    }
     let mut value: u64 = 0;
     let mut shift = 0u32;
     loop {

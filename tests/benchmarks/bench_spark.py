@@ -34,7 +34,7 @@ why the native/Python ratio is ~2x end to end while the decoders alone differ fa
 
 ``--ceiling`` adds local[1] over Arrow batches decoded once and then cached in the Python worker: what Spark
 itself costs per record for this full-schema query (the Python data source API has no column pruning: every one
-of the 19 columns goes from the worker to the JVM and into rows). 2026-11-26 23:45 UTC, ``--scale 0.25 --runs 2
+of the 19 columns goes from the worker to the JVM and into rows). 2026-11-26 23:40 UTC, ``--scale 0.25 --runs 2
 --python --ceiling`` (load 6-7, CPU columns): native 0.776 M records/s (0.82 M per CPU second), pure Python 0.296
 (0.30), ceiling 0.795 (0.86): the native source runs at 98 % of the ceiling, and no decoder can be more than
 0.795 / 0.296 = 2.69x the pure-Python source end to end on this query, so the issue's ">= 5x" is out of reach

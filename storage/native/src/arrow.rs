@@ -385,16 +385,16 @@ impl ArrowRecords {
             columns.push(("topic", topic.clone()));
             columns.push(("partition", partition.clone()));
         }
+        columns.push(("offset", i64s(std::mem::take(&mut self.offsets))));
         let timestamps = std::mem::take(&mut self.timestamps);
         if named.is_some() {
             // Spark's TIMESTAMP (microseconds, UTC) beside the epoch ms; ms past what microseconds hold: null
-            columns.push(("timestampMs", i64s(timestamps.clone())));
-            columns.push(("timestamp", spark_timestamps(timestamps)?));
+            columns.push(("timestamp", spark_timestamps(timestamps.clone())?));
+            columns.push(("timestampMs", i64s(timestamps)));
         } else {
             columns.push(("timestamp", i64s(timestamps)));
         }
         columns.extend([
-            ("offset", i64s(std::mem::take(&mut self.offsets))),
             ("timestampType", i32s(expand(&runs, rows, |m| m.timestamp_type))),
             ("key", keys.finish_binary()?),
             ("value", values.finish_binary()?),

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import accumulate, chain
 
-from ..codec.compression import native_codec
+from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, native_codec
 from .batch import RecordBatch, increment_sequence
+from .legacy import LegacyBatch
 from .native import core
 from .reader import LogScanner, iter_batches
 
@@ -227,6 +228,11 @@ class RecordColumns:
             n = self._core.add_v2(b.buf, b.position, pi, keep, data)
             if n is not None:
                 return n
+        elif isinstance(b, LegacyBatch) and (not b.codec or native_codec() is not None):
+            # a plain message or a wrapper (decompressed natively) straight into the columns (legacy.rs)
+            n = self._core.add_legacy(b.buf, b.position, pi, keep, b.decompress_limit)
+            if n is not None:
+                return n
         recs = self._decode(b, keep)
         if recs:
             self._add_rows(b, recs, pi)
@@ -318,12 +324,15 @@ def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", 
             if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
                 yield cols.to_arrow()  # and cols is empty again
     else:
-        # the core adds runs of plain (uncompressed v2) entries in one call; any other entry (compressed,
-        # legacy, unusual, the end) goes through the records layer, one entry at a time, as above
+        # the core adds runs of uncompressed v2 entries and v0/v1 entries (plain, and wrappers when the core
+        # decompresses) in one call; any other entry (compressed v2, unusual, the end) goes through the records
+        # layer, one entry at a time, as above
         mv = buf if isinstance(buf, memoryview) else memoryview(buf)
         core_cols, piece, pos, end = cols._core, (topic, partition, segment), 0, len(mv)
+        legacy_limit = DEFAULT_DECOMPRESS_LIMIT if native_codec() is not None else 0  # 0: plain messages only
         while True:
-            pos, _ = core_cols.add_entries(mv, pos, end, position_base, cols._piece(piece), rows, BYTES_PER_CHUNK)
+            pos, _ = core_cols.add_entries(mv, pos, end, position_base, cols._piece(piece), rows, BYTES_PER_CHUNK,
+                                           legacy_limit)
             if len(cols) < rows and cols.nbytes < BYTES_PER_CHUNK:
                 entry = next(iter(LogScanner(mv, pos, path=segment or None, position_base=position_base)), None)
                 if entry is None:

@@ -18,6 +18,7 @@ mod cleaner;
 mod codec;
 mod convert;
 pub mod fuzzing;
+mod legacy;
 mod record;
 mod scan;
 
@@ -353,6 +354,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::decompress, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_compressed, m)?)?;
     m.add_function(wrap_pyfunction!(codec::arrow_add_compressed, m)?)?;
+    m.add_function(wrap_pyfunction!(legacy::legacy_records, m)?)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())
 }

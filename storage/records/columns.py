@@ -324,18 +324,22 @@ def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", 
             if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
                 yield cols.to_arrow()  # and cols is empty again
     else:
-        # the core adds runs of uncompressed v2 entries and v0/v1 entries (plain, and wrappers when the core
-        # decompresses) in one call; any other entry (compressed v2, unusual, the end) goes through the records
-        # layer, one entry at a time, as above
+        # the core adds runs of plain (uncompressed v2) entries in one call; any other entry (compressed,
+        # legacy, unusual, the end) goes through the records layer, one entry at a time, as above
         mv = buf if isinstance(buf, memoryview) else memoryview(buf)
         core_cols, piece, pos, end = cols._core, (topic, partition, segment), 0, len(mv)
-        legacy_limit = DEFAULT_DECOMPRESS_LIMIT if native_codec() is not None else 0  # 0: plain messages only
         while True:
-            pos, _ = core_cols.add_entries(mv, pos, end, position_base, cols._piece(piece), rows, BYTES_PER_CHUNK,
-                                           legacy_limit)
+            pos, _ = core_cols.add_entries(mv, pos, end, position_base, cols._piece(piece), rows, BYTES_PER_CHUNK)
             if len(cols) < rows and cols.nbytes < BYTES_PER_CHUNK:
-                entry = next(iter(LogScanner(mv, pos, path=segment or None, position_base=position_base)), None)
+                # and runs of v0/v1 entries (legacy.rs; wrappers when the core decompresses): the records layer
+                # takes the next entry only when neither run moved
+                start, (pos, _) = pos, core_cols.add_legacy_entries(mv, pos, end, position_base, cols._piece(piece),
+                                                                    rows, BYTES_PER_CHUNK, _legacy_limit())
+                entry = None if pos != start else next(iter(LogScanner(mv, pos, path=segment or None,
+                                                                       position_base=position_base)), None)
                 if entry is None:
+                    if pos != start:
+                        continue
                     break
                 cols.add_batch(entry, topic, partition, segment)
                 pos += entry.size
@@ -343,6 +347,12 @@ def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", 
                 yield cols.to_arrow()
     if len(cols):
         yield cols.to_arrow()
+
+
+def _legacy_limit() -> int:
+    """How large a v0/v1 wrapper's value the core decompresses in ``iter_arrow`` (0 when the Python codec packages
+    decompress: then only plain messages)."""
+    return DEFAULT_DECOMPRESS_LIMIT if native_codec() is not None else 0
 
 
 def to_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", position_base: int = 0,

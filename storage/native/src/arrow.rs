@@ -530,33 +530,13 @@ impl ArrowRecords {
             .map_err(PyValueError::new_err)
     }
 
-    /// Add the messages of one v0/v1 shallow entry (a plain message or a compressed wrapper, decompressed
-    /// natively within `limit` bytes; its whole entry at `position` of piece number `piece`) as rows, with the
-    /// batch-level values `LegacyBatch` has. `keep` as for `add_v2`. Returns the number of rows added, or `None`
-    /// (nothing added) where `LegacyBatch` would raise or anything is unusual (the caller's records layer then
-    /// decodes it and reports the error).
-    #[pyo3(signature = (entry, position, piece, keep=None, limit=0))]
-    fn add_legacy(
-        &mut self,
-        entry: &Bound<'_, PyAny>,
-        position: i64,
-        piece: i32,
-        keep: Option<(i128, i128, i128, i128)>,
-        limit: usize,
-    ) -> PyResult<Option<usize>> {
-        let view = crate::buffer::ByteView::new(entry)?;
-        self.add_legacy_bytes(view.as_slice(), position, piece, keep, limit, &mut Vec::new())
-            .map_err(PyValueError::new_err)
-    }
-
     /// Add the records of the log entries of `buf[start:end]`, one after the other, while they are complete,
     /// uncompressed v2 batches that decode without anything unusual, and until `max_rows` rows or `max_bytes`
     /// bytes of entries are held (checked after each batch, as `iter_arrow` does). The GIL is released
-    /// meanwhile. With `legacy_limit`, v0/v1 entries are added too (`add_legacy`, wrappers decompressed within
-    /// that limit). Returns `(position, rows)`: where the first entry not added starts (the caller reads that one
-    /// through the records layer: framing, compression, errors) and the rows added.
+    /// meanwhile. Returns `(position, rows)`: where the first entry not added starts (the caller reads that one
+    /// through the records layer: framing, compression, legacy messages, errors) and the rows added.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (buf, start, end, position_base, piece, max_rows, max_bytes, legacy_limit=None))]
+    #[pyo3(signature = (buf, start, end, position_base, piece, max_rows, max_bytes))]
     fn add_entries(
         &mut self,
         py: Python<'_>,
@@ -567,7 +547,6 @@ impl ArrowRecords {
         piece: i32,
         max_rows: usize,
         max_bytes: usize,
-        legacy_limit: Option<usize>,
     ) -> PyResult<(usize, usize)> {
         let view = crate::buffer::ByteView::new(buf)?;
         let d = view.as_slice();
@@ -575,22 +554,12 @@ impl ArrowRecords {
         Ok(py.allow_threads(|| {
             let mut pos = start;
             let mut added = 0usize;
-            let mut msgs = Vec::new();
             while pos < end && end - pos > 17 && self.offsets.len() < max_rows && self.nbytes < max_bytes {
                 let size = be_i32(d, pos + 8);
                 if size < 14 || (size as usize) > end - pos - 12 {
                     break;
                 }
                 let entry = &d[pos..pos + 12 + size as usize];
-                if let (Some(limit), 0 | 1) = (legacy_limit, entry[16]) {
-                    // a v0/v1 entry (plain or a wrapper), with `legacy_limit` for a wrapper's decompression
-                    match self.add_legacy_bytes(entry, position_base + pos as i64, piece, None, limit, &mut msgs) {
-                        Ok(Some(n)) => added += n,
-                        _ => break,
-                    }
-                    pos += entry.len();
-                    continue;
-                }
                 if entry[16] != 2 || entry.len() < 61 || be_i16(entry, 21) & 0x07 != 0 {
                     break;
                 }
@@ -665,6 +634,66 @@ impl ArrowRecords {
         self.push_run(m, &meta.7, n);
         self.nbytes += meta.9;
         Ok(())
+    }
+
+    /// Add the messages of one v0/v1 shallow entry (a plain message or a compressed wrapper, decompressed
+    /// natively within `limit` bytes; its whole entry at `position` of piece number `piece`) as rows, with the
+    /// batch-level values `LegacyBatch` has. `keep` as for `add_v2`. Returns the number of rows added, or `None`
+    /// (nothing added) where `LegacyBatch` would raise or anything is unusual (the caller's records layer then
+    /// decodes it and reports the error).
+    #[pyo3(signature = (entry, position, piece, keep=None, limit=0))]
+    fn add_legacy(
+        &mut self,
+        entry: &Bound<'_, PyAny>,
+        position: i64,
+        piece: i32,
+        keep: Option<(i128, i128, i128, i128)>,
+        limit: usize,
+    ) -> PyResult<Option<usize>> {
+        let view = crate::buffer::ByteView::new(entry)?;
+        self.add_legacy_bytes(view.as_slice(), position, piece, keep, limit, &mut Vec::new())
+            .map_err(PyValueError::new_err)
+    }
+
+    /// `add_entries` for v0/v1 entries: add the messages of the entries of `buf[start:end]`, one after the other,
+    /// while they are complete v0/v1 entries (plain messages, or wrappers decompressed natively within `limit`
+    /// bytes) that `add_legacy` takes, and until `max_rows` rows or `max_bytes` bytes of entries are held
+    /// (checked before each entry). The GIL is released meanwhile. Returns `(position, rows)`: where the first
+    /// entry not added starts (the caller reads that one through the records layer) and the rows added.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (buf, start, end, position_base, piece, max_rows, max_bytes, limit))]
+    fn add_legacy_entries(
+        &mut self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        start: usize,
+        end: usize,
+        position_base: i64,
+        piece: i32,
+        max_rows: usize,
+        max_bytes: usize,
+        limit: usize,
+    ) -> PyResult<(usize, usize)> {
+        let view = crate::buffer::ByteView::new(buf)?;
+        let d = view.as_slice();
+        let end = end.min(d.len());
+        Ok(py.allow_threads(|| {
+            let (mut pos, mut added) = (start, 0usize);
+            let mut msgs = Vec::new();
+            while pos < end && end - pos > 17 && self.offsets.len() < max_rows && self.nbytes < max_bytes {
+                let size = be_i32(d, pos + 8);
+                if size < 14 || (size as usize) > end - pos - 12 {
+                    break;
+                }
+                let entry = &d[pos..pos + 12 + size as usize];
+                match self.add_legacy_bytes(entry, position_base + pos as i64, piece, None, limit, &mut msgs) {
+                    Ok(Some(n)) => added += n,
+                    _ => break,
+                }
+                pos += entry.len();
+            }
+            (pos, added)
+        }))
     }
 
     /// The rows as one Arrow struct array: the record columns of the data source, in order, given `names`

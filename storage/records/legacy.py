@@ -262,6 +262,17 @@ class LegacyBatch:
             return None
         return core.legacy_records(self.buf, self.decompress_limit, full)
 
+    def message_fields(self) -> list[tuple]:
+        """``(offset, timestamp, key, value, magic, crc, valid)`` per message (``valid``: its own CRC32 check),
+        what ``dump --deep`` shows; by the compiled core when it is on (as :meth:`records`)."""
+        core = _batch._native
+        if (core is not None and self._inner is None and self.size > 17
+                and not (self.buf[17] & LEGACY_CODEC_MASK and native_codec() is None)):
+            got = core.legacy_messages(self.buf, self.decompress_limit)
+            if got is not None:
+                return got
+        return [(m.offset, m.timestamp, m.key, m.value, m.magic, m.crc, m.is_valid()) for m in self.inner_messages()]
+
     def records(self) -> list[Record]:
         # timestamps: v0 -> -1; v1 -> its own, or the wrapper's when the wrapper is LogAppendTime (already
         # applied by inner_messages), as LegacyRecord.timestamp() with a wrapper timestamp type

@@ -6,7 +6,8 @@ the Python decoder gives, or hands the entry back, and the Python decoder raises
 message, file and byte position are identical with and without the core. Checked on every v0/v1 entry of the
 broker fixtures, on generated sets of every codec (LogAppendTime wrappers, wrapper offset 0, v0 inside v1), on
 hypothesis round trips and on more than a thousand mutated and truncated entries (plain messages, compressed
-payloads, and wrappers around mutated inner messages).
+payloads, and wrappers around mutated inner messages). ``dump --deep``'s per-message fields (with each message's
+own CRC check) likewise.
 """
 
 from __future__ import annotations
@@ -57,20 +58,24 @@ def _entries(data: bytes, path: str | None = None, position_base: int = 0) -> li
     return out
 
 
-def _outcome(b, full: bool):
+def _outcome(b, full: bool | None):
     if isinstance(b, tuple):
         return b
     try:
+        if full is None:  # what dump --deep shows, with each message's own CRC check
+            return b.message_fields() if isinstance(b, LegacyBatch) else None
         return [_fields(r) for r in (b.records() if full else b.record_tuples())]
     except KafkaLogError as e:
         return _error(e)
 
 
 def _both(data: bytes, path: str | None = None, position_base: int = 0) -> tuple[list, list]:
-    """Per entry of ``data``, records and tuples: the core's outcomes, then the pure-Python reference's."""
-    got = [(_outcome(b, True), _outcome(b, False)) for b in _entries(data, path, position_base)]
+    """Per entry of ``data``, records, tuples and dump's message fields: the core's outcomes, then the pure-Python
+    reference's."""
+    got = [(_outcome(b, True), _outcome(b, False), _outcome(b, None)) for b in _entries(data, path, position_base)]
     with python_reference():
-        want = [(_outcome(b, True), _outcome(b, False)) for b in _entries(data, path, position_base)]
+        want = [(_outcome(b, True), _outcome(b, False), _outcome(b, None))
+                for b in _entries(data, path, position_base)]
     return got, want
 
 
@@ -109,6 +114,7 @@ def test_the_core_decodes_plain_messages_and_wrappers():
         for b in _entries(entry):
             assert core.legacy_records(b.buf, b.decompress_limit, True) is not None, b
             assert core.legacy_records(b.buf, b.decompress_limit, False) is not None, b
+            assert core.legacy_messages(b.buf, b.decompress_limit) is not None, b
             assert type(b.records()[0]) is not PyRecord
     with python_reference():
         b = _entries(legacy_message_sets()[0])[0]
@@ -136,7 +142,7 @@ def test_generated_sets_decode_the_same(rows):
     assert got == want
     assert all(isinstance(g[0], list) and g[0] for g in got)
     # the wrapper rules themselves: LogAppendTime inner timestamps, the offset-0 wrapper, v0 inside v1
-    by_first = {recs[0][0]: recs for recs, _ in got}
+    by_first = {recs[0][0]: recs for recs, _, _ in got}
     assert {r[1] for r in by_first[210]} == {TS + 999}  # LogAppendTime gzip wrapper
     assert [r[0] for r in by_first[0]] == [0, 1, 2, 3]  # wrapper offset 0: inner offsets as they are
     assert [r[0] for r in by_first[400]] == [400, 401, 402] and {r[9] for r in by_first[400]} == {0}

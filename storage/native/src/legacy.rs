@@ -35,6 +35,8 @@ pub(crate) struct Msg {
     pub timestamp: i64,
     pub key: Option<(usize, usize)>,
     pub value: Option<(usize, usize)>,
+    /// the bytes its CRC32 covers (magic .. end of the message)
+    pub raw: (usize, usize),
 }
 
 #[inline(always)]
@@ -93,7 +95,7 @@ pub(crate) fn parse_message(d: &[u8], pos: usize, size: usize, offset: i64) -> O
     };
     let key = bytes_field(d, &mut p, end)?;
     let value = bytes_field(d, &mut p, end)?;
-    Some(Msg { offset, crc, magic, attributes, timestamp, key, value })
+    Some(Msg { offset, crc, magic, attributes, timestamp, key, value, raw: (pos + 4, end) })
 }
 
 /// The inner messages of a wrapper's decompressed value `data` (into `msgs`, cleared first), as
@@ -248,6 +250,39 @@ pub(crate) fn legacy_records<'py>(
                 )?;
                 out.push(t.into_any().unbind());
             }
+        }
+        Ok(PyList::new(py, out)?.into_any().unbind())
+    });
+    match got {
+        Some(r) => r,
+        None => Ok(py.None()),
+    }
+}
+
+/// What `kafkalog dump --deep` shows of each message of the shallow entry `entry` (`LegacyBatch.message_fields`):
+/// `(offset, timestamp, key, value, magic, crc, valid)` tuples, `valid` its own CRC32 check
+/// (`LegacyMessage.is_valid`); `None` for the Python decoder to judge.
+#[pyfunction]
+pub(crate) fn legacy_messages<'py>(py: Python<'py>, entry: &Bound<'py, PyAny>, limit: usize) -> PyResult<PyObject> {
+    let view = ByteView::new(entry)?;
+    let mut msgs = Vec::new();
+    let got = with_entry(view.as_slice(), limit, &mut msgs, |d, msgs| -> PyResult<PyObject> {
+        let mut out: Vec<PyObject> = Vec::with_capacity(msgs.len());
+        for m in msgs {
+            let valid = crc32fast::hash(&d[m.raw.0..m.raw.1]) == m.crc;
+            let t = PyTuple::new(
+                py,
+                [
+                    m.offset.into_pyobject(py)?.into_any(),
+                    m.timestamp.into_pyobject(py)?.into_any(),
+                    bytes_or_none(py, d, m.key).into_bound(py),
+                    bytes_or_none(py, d, m.value).into_bound(py),
+                    m.magic.into_pyobject(py)?.into_any(),
+                    m.crc.into_pyobject(py)?.into_any(),
+                    pyo3::types::PyBool::new(py, valid).to_owned().into_any(),
+                ],
+            )?;
+            out.push(t.into_any().unbind());
         }
         Ok(PyList::new(py, out)?.into_any().unbind())
     });

@@ -355,6 +355,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::decode_compressed, m)?)?;
     m.add_function(wrap_pyfunction!(codec::arrow_add_compressed, m)?)?;
     m.add_function(wrap_pyfunction!(legacy::legacy_records, m)?)?;
+    m.add_function(wrap_pyfunction!(legacy::legacy_messages, m)?)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())
 }

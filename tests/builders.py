@@ -11,7 +11,8 @@ Test files do not define their own ``write_segment``/``make_partition``/``make_d
 Builders:
 
 * batches: :func:`numbered_batches`, :func:`kv_batch`, :func:`offset_batches`, :func:`batch_at`,
-  :func:`single_record_batches`, :func:`every_kind_of_batch`;
+  :func:`single_record_batches`, :func:`every_kind_of_batch`, :func:`legacy_message_sets`,
+  :func:`legacy_segment_bytes` (v0/v1);
 * one segment: :func:`write_segment` (a ``.log``, optionally with rebuilt or given indexes, a temp suffix, an
   mtime), :func:`indexed_segment` (n batches of ``per`` records and where each batch is), :func:`single_record_segment`;
 * partition dirs: :func:`write_partition_files` (leader epochs, topic id, snapshots), :func:`three_segment_partition`,
@@ -31,6 +32,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from kafkalog.storage.codec.compression import compress
 from kafkalog.storage.config import LogConfig
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.files.checkpoints import write_offset_checkpoint
@@ -104,6 +106,43 @@ def every_kind_of_batch(ts: int = TS) -> list[bytes]:
         build_legacy([(6, ts, None, b"a"), (7, ts, b"b", b"c")], magic=1, codec=1),
         build_legacy([(8, -1, None, b"v0")], magic=0),
     ]
+
+
+def legacy_message_sets(ts: int = TS) -> list[bytes]:
+    """v0/v1 entries of every shape the decoders meet, each a message set of its own: for magic 0 and 1 plain
+    messages and wrappers of every codec (gzip, snappy, lz4) with null and empty keys and values, LogAppendTime
+    plain messages and wrappers, a wrapper at offset 0 (inner offsets taken as they are), a v1 wrapper holding
+    v0 messages."""
+    recs = [(None, ts + i, k, v) for i, (k, v) in enumerate([(b"k0", b"v0"), (None, b"x" * 40), (b"", None),
+                                                              (b"key", b"")])]
+    out = []
+    for magic in (0, 1):
+        for codec in (0, 1, 2, 3):
+            out.append(build_legacy(recs, magic=magic, codec=codec, base_offset=100 + 10 * codec))
+    for codec in (0, 1, 2, 3):
+        out.append(build_legacy(recs, magic=1, codec=codec, base_offset=200 + 10 * codec, timestamp_type=1,
+                                log_append_time=ts + 999))
+    out.append(build_legacy(recs, magic=1, codec=2, base_offset=0, wrapper_offset=0))
+    out.append(build_legacy(recs, magic=1, codec=1, base_offset=300, wrapper_offset=0, timestamp_type=1,
+                            log_append_time=ts + 5))
+    v0_inner = b"".join(build_legacy([(i, -1, b"a", b"b")], magic=0) for i in range(3))
+    out.append(build_legacy([], magic=1, codec=1, wrapper_offset=402, wrapper_timestamp=ts,
+                            compressed_payload=compress(1, v0_inner, magic=1)))
+    return out
+
+
+def legacy_segment_bytes(n: int, *, magic: int = 1, codec: int = 0, per: int = 1, value_size: int = 100,
+                         ts0: int = TS) -> bytes:
+    """``n`` records of message format ``magic`` as one segment's bytes: plain messages (``codec`` 0) or
+    wrappers of ``per`` messages each (keys ``key-<i>``, values of ``value_size`` bytes, half random)."""
+    import random
+
+    rng = random.Random(n * 31 + codec)
+    recs = [(i, ts0 + i, b"key-%06d" % i, rng.randbytes(value_size // 2).ljust(value_size, b"."))
+            for i in range(n)]
+    if codec == 0:
+        return build_legacy(recs, magic=magic)
+    return b"".join(build_legacy(recs[i:i + per], magic=magic, codec=codec) for i in range(0, n, per))
 
 
 # ------------------------------------------------------------------------------------------------ segments

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import accumulate, chain
 
-from ..codec.compression import native_codec
+from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, native_codec
 from .batch import RecordBatch, increment_sequence
+from .legacy import LegacyBatch
 from .native import core
 from .reader import LogScanner, iter_batches
 
@@ -227,6 +228,11 @@ class RecordColumns:
             n = self._core.add_v2(b.buf, b.position, pi, keep, data)
             if n is not None:
                 return n
+        elif isinstance(b, LegacyBatch) and (not b.codec or native_codec() is not None):
+            # a plain message or a wrapper (decompressed natively) straight into the columns (legacy.rs)
+            n = self._core.add_legacy(b.buf, b.position, pi, keep, b.decompress_limit)
+            if n is not None:
+                return n
         recs = self._decode(b, keep)
         if recs:
             self._add_rows(b, recs, pi)
@@ -324,8 +330,15 @@ def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", 
         while True:
             pos, _, _ = core_cols.add_entries(mv, pos, end, position_base, cols._piece(piece), rows, BYTES_PER_CHUNK)
             if len(cols) < rows and cols.nbytes < BYTES_PER_CHUNK:
-                entry = next(iter(LogScanner(mv, pos, path=segment or None, position_base=position_base)), None)
+                # and runs of v0/v1 entries (legacy.rs; wrappers when the core decompresses): the records layer
+                # takes the next entry only when neither run moved
+                start, (pos, _) = pos, core_cols.add_legacy_entries(mv, pos, end, position_base, cols._piece(piece),
+                                                                    rows, BYTES_PER_CHUNK, _legacy_limit())
+                entry = None if pos != start else next(iter(LogScanner(mv, pos, path=segment or None,
+                                                                       position_base=position_base)), None)
                 if entry is None:
+                    if pos != start:
+                        continue
                     break
                 cols.add_batch(entry, topic, partition, segment)
                 pos += entry.size
@@ -333,6 +346,12 @@ def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", 
                 yield cols.to_arrow()
     if len(cols):
         yield cols.to_arrow()
+
+
+def _legacy_limit() -> int:
+    """How large a v0/v1 wrapper's value the core decompresses in ``iter_arrow`` (0 when the Python codec packages
+    decompress: then only plain messages)."""
+    return DEFAULT_DECOMPRESS_LIMIT if native_codec() is not None else 0
 
 
 def to_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", position_base: int = 0,

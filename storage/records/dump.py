@@ -256,10 +256,10 @@ def _control(rd: dict, key, value) -> None:
 
 def _legacy_records(b: LegacyBatch, d: dict, decoder: RecordDecoder | None) -> list[dict]:
     out = []
-    for m in b.inner_messages():
-        rd = {"offset": m.offset, "timestamp": m.timestamp, "key": m.key, "value": m.value, "headers": [],
-              "keySize": -1 if m.key is None else len(m.key), "valueSize": -1 if m.value is None else len(m.value),
-              "magic": m.magic, "crc": m.crc, "isValid": m.is_valid()}
+    for offset, timestamp, key, value, magic, crc, valid in b.message_fields():
+        rd = {"offset": offset, "timestamp": timestamp, "key": key, "value": value, "headers": [],
+              "keySize": -1 if key is None else len(key), "valueSize": -1 if value is None else len(value),
+              "magic": magic, "crc": crc, "isValid": valid}
         if decoder is not None:
             decoder(d, rd)
         out.append(rd)

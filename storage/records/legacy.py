@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import struct
 
-from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress
+from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress, native_codec
 from ..codec.crc import crc32
 from ..errors import CompressionError, CorruptRecordError
+from . import batch as _batch
 from .batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, NO_TIMESTAMP_TYPE
 from .record import Record
 
@@ -251,14 +252,44 @@ class LegacyBatch:
             return self.last_offset
         return self.inner_messages()[0].offset
 
+    def _native_records(self, full: bool) -> list | None:
+        """The records decoded by the compiled core (``legacy.rs``), or ``None``: no core (or the pure-Python
+        reference, ``records.native.python_reference``), or bytes the core leaves to :meth:`inner_messages`
+        (which then gives the records or raises its error). A wrapper is decompressed natively only when the
+        core decompresses (``codec.compression.native_codec``)."""
+        core = _batch._native
+        if core is None or self._inner is not None or (self.buf[17] & LEGACY_CODEC_MASK and native_codec() is None):
+            return None
+        return core.legacy_records(self.buf, self.decompress_limit, full)
+
+    def message_fields(self) -> list[tuple]:
+        """``(offset, timestamp, key, value, magic, crc, valid)`` per message (``valid``: its own CRC32 check),
+        what ``dump --deep`` shows; by the compiled core when it is on (as :meth:`records`)."""
+        core = _batch._native
+        if (core is not None and self._inner is None and self.size > 17
+                and not (self.buf[17] & LEGACY_CODEC_MASK and native_codec() is None)):
+            got = core.legacy_messages(self.buf, self.decompress_limit)
+            if got is not None:
+                return got
+        return [(m.offset, m.timestamp, m.key, m.value, m.magic, m.crc, m.is_valid()) for m in self.inner_messages()]
+
     def records(self) -> list[Record]:
         # timestamps: v0 -> -1; v1 -> its own, or the wrapper's when the wrapper is LogAppendTime (already
         # applied by inner_messages), as LegacyRecord.timestamp() with a wrapper timestamp type
-        return [Record(m.offset, m.timestamp, m.key, m.value, [], m.attributes, None, None, -1, m.magic, m.crc)
+        if self.size > 17:
+            got = self._native_records(True)
+            if got is not None:
+                return got
+        record = _batch.Record
+        return [record(m.offset, m.timestamp, m.key, m.value, [], m.attributes, None, None, -1, m.magic, m.crc)
                 for m in self.inner_messages()]
 
     def record_tuples(self) -> list[tuple]:
         """``(offset, timestamp, key, value, headers=())`` per record, as :meth:`RecordBatch.record_tuples`."""
+        if self.size > 17:
+            got = self._native_records(False)
+            if got is not None:
+                return got
         return [(m.offset, m.timestamp, m.key, m.value, ()) for m in self.inner_messages()]
 
     def iter_record_tuples(self):

@@ -24,6 +24,10 @@ shared machine):
   reading every field.
 * ``parquet`` (uncompressed file only): ``export_parquet`` of the file as a one-segment partition, with the
   compiled core against the pure-Python path (what ``KAFKALOG_NATIVE=0`` runs).
+* ``legacy`` (``--legacy``, message format v1: plain messages, gzip and lz4 wrappers of 50 messages, 256 MiB
+  each): every record through the public API (``records()``, ``record_tuples()``, ``iter_arrow``) with the
+  compiled core (``legacy.rs``) against the pure-Python path (``python_reference()``), and aiokafka's Cython
+  reader, which reads v0/v1 too.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from kafkalog.storage.codec.compression import CODEC_IDS, CODEC_NAMES
-from kafkalog.storage.records import build_batch, iter_batches, scan_crc
+from kafkalog.storage.records import build_batch, build_legacy, iter_batches, scan_crc
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 #: time.perf_counter (wall) or time.process_time (CPU time of this process: fair on a loaded shared machine)
@@ -91,6 +95,71 @@ def generate(path: Path, codec: int, total: int, seed: int = 42) -> None:
             offset += last_delta + 1
             i += 1
     os.replace(tmp, path)
+
+
+def generate_legacy(path: Path, codec: int, total: int, seed: int = 7) -> None:
+    """Write ``total`` bytes (rounded up) of message format v1: plain messages (``codec`` 0) or wrappers of 50
+    messages, the records as the v2 files'."""
+    if path.exists() and path.stat().st_size >= total:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed + codec)
+    per = 1 if codec == 0 else 50
+    templates = []
+    for _ in range(32):
+        recs = [(i, ts, k, v) for i, (_, ts, k, v, _) in enumerate(_records(rng, 0, 8000))][:per]
+        templates.append(bytearray(build_legacy(recs, magic=1, codec=codec, base_offset=0)))
+    tmp = path.with_suffix(".tmp")
+    written = offset = i = 0
+    with open(tmp, "wb") as f:
+        while written < total:
+            t = templates[i % len(templates)]
+            n = per if codec else 1
+            struct.pack_into(">q", t, 0, offset + n - 1)  # a wrapper's offset (its last), outside the CRC
+            f.write(t)
+            written += len(t)
+            offset += n
+            i += 1
+    os.replace(tmp, path)
+
+
+def bench_legacy(path: Path, codec: str, runs: int) -> dict:
+    """The ``legacy`` row: v1 records deep, as tuples and into Arrow, native against pure Python and aiokafka."""
+    from kafkalog.storage.records import iter_arrow
+    from kafkalog.storage.records.native import python_reference
+
+    size = path.stat().st_size
+
+    def reference(fn):
+        def run():
+            with python_reference():
+                return fn()
+        return run
+
+    def arrow(mv, native=True):
+        return sum(rb.num_rows for rb in iter_arrow(mv, native=native))
+
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        mv = memoryview(mm)
+        try:
+            data = bytes(mv)
+            t, res, ratio = _paired({
+                "deep": lambda: kafkalog_deep(mv), "deep-python": reference(lambda: kafkalog_deep(mv)),
+                "tuples": lambda: kafkalog_tuples(mv), "tuples-python": reference(lambda: kafkalog_tuples(mv)),
+                "arrow": lambda: arrow(mv), "arrow-python": reference(lambda: arrow(mv, False)),
+                "aiokafka": lambda: aiokafka_deep(data)}, runs)
+        finally:
+            mv.release()
+    n = res["deep"]
+    assert set(res.values()) == {n}, res
+    return {
+        "work": "legacy", "codec": codec, "bytes": size, "records": n,
+        **{f"{k.replace('-', '_')}_records_per_s": n / v for k, v in t.items()},
+        "deep_vs_python": ratio["deep-python"], "deep_vs_aiokafka": ratio["aiokafka"],
+        "tuples_vs_python": ratio["tuples-python"] / ratio["tuples"],
+        "tuples_vs_aiokafka": ratio["aiokafka"] / ratio["tuples"],
+        "arrow_vs_python": ratio["arrow-python"] / ratio["arrow"], "arrow_vs_aiokafka": ratio["aiokafka"] / ratio["arrow"],
+    }
 
 
 def kafkalog_scan(mv) -> tuple[int, int]:
@@ -324,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="fraction of the default sizes (1 GiB / 256 MiB)")
     ap.add_argument("--runs", type=int, default=3, help="runs per measurement (median reported)")
     ap.add_argument("--codecs", default="none,gzip,snappy,lz4,zstd", help="comma-separated codec names")
+    ap.add_argument("--legacy", default="none,gzip,lz4",
+                    help="comma-separated codecs of the message format v1 files ('' for none)")
     ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
     ap.add_argument("--json", action="store_true", help="print JSON Lines instead of a table")
     ap.add_argument("--cpu-time", action="store_true",
@@ -334,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# clock: {'CPU time' if args.cpu_time else 'wall time'}, median of {args.runs} interleaved runs",
           file=sys.stderr)
     rows = []
-    for name in args.codecs.split(","):
+    for name in filter(None, args.codecs.split(",")):
         codec = CODEC_IDS[name]
         total = int((GIB if codec == 0 else 256 * MIB) * args.scale)
         path = args.data_dir / f"v2-{CODEC_NAMES[codec]}-{total}.log"
@@ -348,6 +419,18 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(row), flush=True)
             else:
                 _print_row(row)
+    for name in filter(None, args.legacy.split(",")):
+        codec = CODEC_IDS[name]
+        total = int(256 * MIB * args.scale)
+        path = args.data_dir / f"v1-{CODEC_NAMES[codec]}-{total}.log"
+        generate_legacy(path, codec, total)
+        print(f"# {path.name}: {path.stat().st_size / 1e6:.0f} MB", file=sys.stderr)
+        row = bench_legacy(path, name, args.runs)
+        rows.append(row)
+        if args.json:
+            print(json.dumps(row), flush=True)
+        else:
+            _print_row(row)
     return 0
 
 
@@ -367,6 +450,14 @@ def _print_row(r: dict) -> None:
               + (f"; Python decompression {r['python_decompression_records_per_s'] / 1e6:.2f} M rec/s "
                  f"(native {r['native_decompression_speedup']:.2f}x)" if "native_decompression_speedup" in r else ""),
               flush=True)
+    elif r["work"] == "legacy":
+        print(f"legacy    {r['codec']:<6} {r['records']:>9} records  deep {r['deep_records_per_s'] / 1e6:>6.2f} M rec/s "
+              f"(pure Python {r['deep_python_records_per_s'] / 1e6:.2f})  tuples {r['tuples_records_per_s'] / 1e6:>6.2f} "
+              f"({r['tuples_python_records_per_s'] / 1e6:.2f})  arrow {r['arrow_records_per_s'] / 1e6:>6.2f} "
+              f"({r['arrow_python_records_per_s'] / 1e6:.2f})  aiokafka {r['aiokafka_records_per_s'] / 1e6:>6.2f} M rec/s"
+              f"  => deep {r['deep_vs_python']:.2f}x pure Python, {r['deep_vs_aiokafka']:.2f}x aiokafka; tuples "
+              f"{r['tuples_vs_python']:.2f}x, {r['tuples_vs_aiokafka']:.2f}x; arrow {r['arrow_vs_python']:.2f}x, "
+              f"{r['arrow_vs_aiokafka']:.2f}x", flush=True)
     elif r["work"] == "parquet":
         print(f"parquet   {r['codec']:<6} {r['records']:>9} records  kafkalog {r['kafkalog_records_per_s'] / 1e6:>6.2f} M rec/s  "
               f"pure Python {r['python_records_per_s'] / 1e6:>6.2f} M rec/s  => {r['ratio_vs_python']:.2f}x pure Python",

@@ -189,7 +189,8 @@ _V2 = struct.Struct(">qiiBIhiqqqhii")
 def differential(data: bytes) -> None:
     """Native vs Python on the same bytes: every v2 batch's records (whole, as tuples, in chunks), the native
     records decoder against the careful one on the records section, the cleaner's loops against their Python
-    twins, and the legacy converter against ``plain_legacy_to_v2``."""
+    twins, the v0/v1 decoder (records, tuples, Arrow rows) and the legacy converter against
+    ``plain_legacy_to_v2``."""
     from kafkalog.storage.engine import cleaner_records as cr
     from kafkalog.storage.engine.cleaner_map import OffsetMap
     from kafkalog.storage.engine.cleaner_records import Slow
@@ -233,7 +234,16 @@ def _differential_batch(b, data, core, cr, OffsetMap, Slow, plain_legacy_to_v2, 
             # the cleaner's loops, native and Python, on the same section: the same verdict
             if h[12] >= 0:
                 _cleaner(cr, OffsetMap, Slow, core, section, h[12], h[0], h[7])
-    elif isinstance(b, LegacyBatch) and b.codec == 0:
+    if isinstance(b, LegacyBatch):
+        # v0/v1 entries (plain and wrappers): the core's records and tuples (legacy.rs) against legacy.py's,
+        # and the Arrow builder takes exactly the entries the decoder takes, with as many rows
+        for fn in (b.records, b.record_tuples):
+            native, python = _both(fn)
+            assert native == python, f"native {native!r} != python {python!r}"
+        got = core.legacy_records(b.buf, ft.LIMIT, False)
+        rows = core.ArrowRecords().add_legacy(b.buf, b.position, 0, None, ft.LIMIT)
+        assert (rows is None) == (got is None) and (got is None or rows == len(got)), (rows, got)
+    if isinstance(b, LegacyBatch) and b.codec == 0:
         entry = bytes(data[b.position:b.position + b.size])
         chunk, metas, pos = core.legacy_to_v2(entry, 0, len(entry), 1 << 20)
         n, nbytes, pos2 = core.legacy_plain_run(entry, 0, len(entry))

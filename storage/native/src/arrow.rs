@@ -298,6 +298,67 @@ impl ArrowRecords {
         Ok(Some(added))
     }
 
+    /// `add_legacy` on a byte slice, with a scratch vector for the messages.
+    pub(crate) fn add_legacy_bytes(
+        &mut self,
+        e: &[u8],
+        position: i64,
+        piece: i32,
+        keep: Option<(i128, i128, i128, i128)>,
+        limit: usize,
+        msgs: &mut Vec<crate::legacy::Msg>,
+    ) -> Result<Option<usize>, &'static str> {
+        if e.len() < 18 || e[16] > 1 {
+            return Ok(None);
+        }
+        let (magic, attributes) = (e[16], e[17]);
+        let codec = (attributes & 0x07) as usize;
+        let meta = BatchMeta {
+            timestamp_type: crate::legacy::timestamp_type(magic, attributes),
+            leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            transactional: false,
+            control: false,
+            magic: magic as i32,
+            position,
+            piece,
+        };
+        let got = crate::legacy::with_entry(e, limit, msgs, |d, msgs| -> Result<usize, &'static str> {
+            self.check_room(e.len().max(d.len()))?;
+            self.reserve(msgs.len());
+            let mut added = 0;
+            for m in msgs {
+                if let Some((lo_o, hi_o, lo_t, hi_t)) = keep {
+                    let (o, t) = (m.offset as i128, m.timestamp as i128);
+                    if !(lo_o <= o && o < hi_o && lo_t <= t && t < hi_t) {
+                        continue;
+                    }
+                }
+                self.offsets.push(m.offset);
+                self.timestamps.push(m.timestamp);
+                self.keys.push(m.key.map(|(a, b)| &d[a..b]));
+                self.values.push(m.value.map(|(a, b)| &d[a..b]));
+                self.header_offsets.push(self.header_keys.valid.len() as i32);
+                self.sequences.push(-1);
+                added += 1;
+            }
+            Ok(added)
+        });
+        match got {
+            None => Ok(None),
+            Some(Err(e)) => Err(e),
+            Some(Ok(added)) => {
+                // as the records layer's rows (`add_rows`): a batch none of whose rows is kept adds no bytes
+                if added > 0 {
+                    self.push_run(meta, CODEC_NAMES[codec], added);
+                    self.nbytes += e.len();
+                }
+                Ok(Some(added))
+            }
+        }
+    }
+
     /// `finish` without Python: the rows as one struct array (a `piece` column where the data source has
     /// topic, partition and segment); the builder is empty afterwards.
     pub fn finish_array(&mut self) -> Result<StructArray, arrow_schema::ArrowError> {
@@ -605,6 +666,66 @@ impl ArrowRecords {
         self.push_run(m, &meta.7, n);
         self.nbytes += meta.9;
         Ok(())
+    }
+
+    /// Add the messages of one v0/v1 shallow entry (a plain message or a compressed wrapper, decompressed
+    /// natively within `limit` bytes; its whole entry at `position` of piece number `piece`) as rows, with the
+    /// batch-level values `LegacyBatch` has. `keep` as for `add_v2`. Returns the number of rows added, or `None`
+    /// (nothing added) where `LegacyBatch` would raise or anything is unusual (the caller's records layer then
+    /// decodes it and reports the error).
+    #[pyo3(signature = (entry, position, piece, keep=None, limit=0))]
+    fn add_legacy(
+        &mut self,
+        entry: &Bound<'_, PyAny>,
+        position: i64,
+        piece: i32,
+        keep: Option<(i128, i128, i128, i128)>,
+        limit: usize,
+    ) -> PyResult<Option<usize>> {
+        let view = crate::buffer::ByteView::new(entry)?;
+        self.add_legacy_bytes(view.as_slice(), position, piece, keep, limit, &mut Vec::new())
+            .map_err(PyValueError::new_err)
+    }
+
+    /// `add_entries` for v0/v1 entries: add the messages of the entries of `buf[start:end]`, one after the other,
+    /// while they are complete v0/v1 entries (plain messages, or wrappers decompressed natively within `limit`
+    /// bytes) that `add_legacy` takes, and until `max_rows` rows or `max_bytes` bytes of entries are held
+    /// (checked before each entry). The GIL is released meanwhile. Returns `(position, rows)`: where the first
+    /// entry not added starts (the caller reads that one through the records layer) and the rows added.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (buf, start, end, position_base, piece, max_rows, max_bytes, limit))]
+    fn add_legacy_entries(
+        &mut self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        start: usize,
+        end: usize,
+        position_base: i64,
+        piece: i32,
+        max_rows: usize,
+        max_bytes: usize,
+        limit: usize,
+    ) -> PyResult<(usize, usize)> {
+        let view = crate::buffer::ByteView::new(buf)?;
+        let d = view.as_slice();
+        let end = end.min(d.len());
+        Ok(py.allow_threads(|| {
+            let (mut pos, mut added) = (start, 0usize);
+            let mut msgs = Vec::new();
+            while pos < end && end - pos > 17 && self.offsets.len() < max_rows && self.nbytes < max_bytes {
+                let size = be_i32(d, pos + 8);
+                if size < 14 || (size as usize) > end - pos - 12 {
+                    break;
+                }
+                let entry = &d[pos..pos + 12 + size as usize];
+                match self.add_legacy_bytes(entry, position_base + pos as i64, piece, None, limit, &mut msgs) {
+                    Ok(Some(n)) => added += n,
+                    _ => break,
+                }
+                pos += entry.len();
+            }
+            (pos, added)
+        }))
     }
 
     /// The rows as one Arrow struct array: the record columns of the data source, in order, given `names`

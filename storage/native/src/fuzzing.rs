@@ -134,3 +134,12 @@ pub fn decode_compressed(
         rows.into_iter().map(|(o, t, k, v, h)| (o, t, k.map(<[u8]>::to_vec), v.map(<[u8]>::to_vec), h.len())).collect(),
     )
 }
+
+/// `legacy_records(full=False)` of one v0/v1 shallow entry (`legacy.rs`): `(offset, timestamp, key, value,
+/// (magic, attributes, crc))` per message, or `None` where the Python decoder judges.
+pub use crate::legacy::decode_entry as decode_legacy;
+
+/// `ArrowRecords.add_legacy` of one v0/v1 shallow entry (no `keep`): the rows added, or `None`.
+pub fn arrow_add_legacy(builder: &mut ArrowRecords, e: &[u8], limit: usize) -> Option<usize> {
+    builder.add_legacy_bytes(e, 0, 0, None, limit, &mut Vec::new()).ok().flatten()
+}

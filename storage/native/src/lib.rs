@@ -24,6 +24,7 @@ mod cleaner;
 mod codec;
 mod convert;
 pub mod fuzzing;
+mod legacy;
 mod record;
 mod scan;
 
@@ -376,6 +377,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::decompress, m)?)?;
     m.add_function(wrap_pyfunction!(codec::decode_compressed, m)?)?;
     m.add_function(wrap_pyfunction!(codec::arrow_add_compressed, m)?)?;
+    m.add_function(wrap_pyfunction!(legacy::legacy_records, m)?)?;
+    m.add_function(wrap_pyfunction!(legacy::legacy_messages, m)?)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;
     Ok(())
 }

@@ -161,3 +161,33 @@ impl Record {
         PyTuple::new(py, [slf.get_type().into_any(), args.into_any()])
     }
 }
+
+impl Record {
+    /// A v0/v1 message as `LegacyBatch.records()` has it: no headers, no deltas, sequence -1, its own magic and
+    /// CRC (`storage/native/src/legacy.rs`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_legacy(
+        py: Python<'_>,
+        offset: i64,
+        timestamp: i64,
+        key: PyObject,
+        value: PyObject,
+        attributes: i64,
+        magic: i64,
+        crc: i64,
+    ) -> PyResult<Self> {
+        Ok(Record {
+            offset: offset.into_pyobject(py)?.into_any().unbind(),
+            timestamp: timestamp.into_pyobject(py)?.into_any().unbind(),
+            key,
+            value,
+            headers: PyList::empty(py).into_any().unbind(),
+            attributes,
+            timestamp_delta: None,
+            offset_delta: None,
+            sequence: -1,
+            magic,
+            crc: Some(crc),
+        })
+    }
+}

@@ -11,9 +11,10 @@
 //! runs and raises its own error (class, file, byte position, reason).
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyList, PyTuple};
 
 use crate::buffer::ByteView;
+use crate::bytes_or_none;
 use crate::record::Record;
 
 /// The offset and size header of an entry.
@@ -197,14 +198,6 @@ pub(crate) fn timestamp_type(magic: u8, attributes: u8) -> i32 {
         -1
     } else {
         i32::from(attributes & TIMESTAMP_TYPE_MASK != 0)
-    }
-}
-
-#[inline(always)]
-fn bytes_or_none(py: Python<'_>, d: &[u8], r: Option<(usize, usize)>) -> PyObject {
-    match r {
-        None => py.None(),
-        Some((a, b)) => PyBytes::new(py, &d[a..b]).into_any().unbind(),
     }
 }
 

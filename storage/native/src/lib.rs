@@ -132,7 +132,7 @@ fn field(len: i64, p: &mut usize, rec_end: usize) -> Option<Option<(usize, usize
 }
 
 #[inline(always)]
-fn bytes_or_none(py: Python<'_>, d: &[u8], r: Option<(usize, usize)>) -> PyObject {
+pub(crate) fn bytes_or_none(py: Python<'_>, d: &[u8], r: Option<(usize, usize)>) -> PyObject {
     match r {
         None => py.None(),
         Some((a, b)) => PyBytes::new(py, &d[a..b]).into_any().unbind(),

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT
 from ..errors import ConfigError, KafkaLogError, LogDirError
 from ..files.names import segment_log_files
 from ..jsonio import b64_field
@@ -356,10 +357,16 @@ def _native_runs(cols: RecordColumns, w, stats: ExportStats, include_control: bo
             piece = cols._piece((topic, partition, name))
             pos, rows, batches = core.add_entries(buf, pos, end, 0, piece, row_group_rows, row_group_bytes, True,
                                                   stop, RECORD_CHUNK)
+            if not rows and end - pos > 17 and not 2 <= buf[pos + 16] < 128:  # plain v0/v1 messages, CRC32 checked
+                pos, rows = core.add_legacy_entries(buf, pos, end, 0, piece, row_group_rows, row_group_bytes,
+                                                    DEFAULT_DECOMPRESS_LIMIT, True, True)
+                batches = rows  # (one message, one entry)
             stats.batches += batches
             stats.records += rows
             if len(cols) < row_group_rows and cols.nbytes < row_group_bytes:
-                return pos
+                if not rows:
+                    return pos
+                continue
             n = len(cols)
             w.write_batch(cols.to_arrow(), row_group_size=max(n, row_group_rows))
     return run
@@ -432,9 +439,11 @@ def export_parquet(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLik
             if cols._core is not None and window is None and pflt.key is None:
                 run = _native_runs(cols, w, stats, pflt.include_control, row_group_rows, row_group_bytes)
             for topic, partition, name, b in _selected_batches(pdir, pflt, stats, run):
-                if pflt.key is None and b.records_count is not None and b.records_count <= RECORD_CHUNK:
+                # a v2 batch declaring at most a chunk of records, or a plain v0/v1 message (one record)
+                whole = b.records_count <= RECORD_CHUNK if b.records_count is not None else not b.is_compressed
+                if pflt.key is None and whole:
                     n = cols.add_batch(b, topic, partition, name, window)  # straight into Arrow columns
-                else:  # legacy entries, and batches declaring more records than a chunk: bounded chunks
+                else:  # legacy wrappers, and batches declaring more records than a chunk: bounded chunks
                     n = 0
                     for recs in _record_chunks(b, window, pflt):
                         cols.add_records(b, recs, topic, partition, name)

@@ -358,20 +358,28 @@ def test_iter_arrow_chunks_are_the_same_with_and_without_the_core():
 
 
 @needs_core
+@pytest.mark.parametrize("legacy", [False, True], ids=["v2", "legacy"])
 @pytest.mark.parametrize("include_control", [True, False])
-def test_parquet_export_native_runs_stop_where_the_records_layer_judges(tmp_path, monkeypatch, include_control):
-    """The export's native runs (plain v2 batches taken without a Python object, their CRC checked) stop at any
-    damage, so the outcome is the pure-Python path's: the same rows up to it, the same error (class, text,
-    position); an empty batch and row groups filling mid-run are counted the same."""
+def test_parquet_export_native_runs_stop_where_the_records_layer_judges(tmp_path, monkeypatch, include_control,
+                                                                        legacy):
+    """The export's native runs (plain v2 batches and plain v0/v1 messages taken without a Python object, their
+    CRC checked) stop at any damage, so the outcome is the pure-Python path's: the same rows up to it, the same
+    error (class, text, position); an empty batch and row groups filling mid-run are counted the same."""
     require_modules("pyarrow", extra="spark")
     import shutil
 
-    from builders import generated_partition
+    from builders import generated_partition, legacy_segment_bytes
 
     from kafkalog.storage.engine.export import ExportFilter, export_parquet, iter_parquet_rows
 
     src = tmp_path / "src" / "t-0"
-    generated_partition(src, 900, batch_records=30)
+    if legacy:  # v0 and v1 plain messages, a run of gzip wrappers, then more plain v1 messages
+        src.mkdir(parents=True)
+        data = (legacy_segment_bytes(150, magic=0) + legacy_segment_bytes(120, magic=1, codec=1, per=6)
+                + legacy_segment_bytes(300, magic=1))
+        (src / "00000000000000000000.log").write_bytes(data)
+    else:
+        generated_partition(src, 900, batch_records=30)
     log = next(src.glob("*.log"))
     size = log.stat().st_size
     rng = random.Random(7)

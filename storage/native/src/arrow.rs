@@ -693,7 +693,12 @@ impl ArrowRecords {
     /// (checked before each entry). The GIL is released meanwhile. Returns `(position, rows)`: where the first
     /// entry not added starts (the caller reads that one through the records layer) and the rows added.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (buf, start, end, position_base, piece, max_rows, max_bytes, limit))]
+    ///
+    /// With `verify` an entry must have its stored CRC32 (`LegacyBatch.is_valid`); with `plain_only` a compressed
+    /// wrapper is not added either (its message count is not known before decompressing: the caller's records
+    /// layer reads it in bounded chunks).
+    #[pyo3(signature = (buf, start, end, position_base, piece, max_rows, max_bytes, limit, verify=false,
+                        plain_only=false))]
     fn add_legacy_entries(
         &mut self,
         py: Python<'_>,
@@ -705,6 +710,8 @@ impl ArrowRecords {
         max_rows: usize,
         max_bytes: usize,
         limit: usize,
+        verify: bool,
+        plain_only: bool,
     ) -> PyResult<(usize, usize)> {
         let view = crate::buffer::ByteView::new(buf)?;
         let d = view.as_slice();
@@ -718,6 +725,12 @@ impl ArrowRecords {
                     break;
                 }
                 let entry = &d[pos..pos + 12 + size as usize];
+                if plain_only && entry[17] & 0x07 != 0 {
+                    break;
+                }
+                if verify && be_i32(entry, 12) as u32 != crc32fast::hash(&entry[16..]) {
+                    break;
+                }
                 match self.add_legacy_bytes(entry, position_base + pos as i64, piece, None, limit, &mut msgs) {
                     Ok(Some(n)) => added += n,
                     _ => break,

@@ -17,6 +17,7 @@ import base64
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
@@ -378,11 +379,10 @@ class _RowGroupWriter:
     At most one group is in flight; its error (a full disk) is raised by the next call or on leaving."""
 
     def __init__(self, writer) -> None:
-        from concurrent.futures import ThreadPoolExecutor
 
         self._writer = writer
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="kafkalog-parquet")
-        self._pending = None
+        self._pending: Future[Any] | None = None
 
     def write_batch(self, batch, **kw) -> None:
         self._wait()

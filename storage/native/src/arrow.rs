@@ -294,12 +294,18 @@ impl ArrowRecords {
             self.keys.push(raw.key.map(|(a, b)| &d[a..b]));
             self.values.push(raw.value.map(|(a, b)| &d[a..b]));
             self.header_offsets.push(self.header_keys.len() as i32);
-            self.sequences.push(sequence(base_seq, raw.off_delta));
+            if base_seq >= 0 {
+                self.sequences.push(sequence(base_seq, raw.off_delta));
+            }
             added += 1;
         }
         if p != end {
             self.truncate(mark);
             return Ok(None);
+        }
+        if base_seq < 0 {
+            // without a base sequence every row's is -1: filled once for the batch
+            self.sequences.resize(self.offsets.len(), -1);
         }
         self.push_run(meta, CODEC_NAMES[codec], added);
         self.nbytes += b.len();
@@ -435,7 +441,14 @@ impl ArrowRecords {
         let codecs = |runs: &[Run], rows: usize| repeated(runs, rows, |r| r.codec.as_ref());
         let i32s = |v: Vec<i32>| Arc::new(Int32Array::from(v)) as ArrayRef;
         let i64s = |v: Vec<i64>| Arc::new(Int64Array::from(v)) as ArrayRef;
-        let bools = |v: Vec<bool>| Arc::new(BooleanArray::from(v)) as ArrayRef;
+        // a batch-level flag: each run's value repeated over its rows, straight into the bitmap
+        let bools = |f: fn(&BatchMeta) -> bool| {
+            let mut bits = BooleanBufferBuilder::new(rows);
+            for r in &runs {
+                bits.append_n(r.rows, f(&r.meta));
+            }
+            Arc::new(BooleanArray::new(bits.finish(), None)) as ArrayRef
+        };
         let mut named: Option<[ArrayRef; 3]> = None;
         if let Some(names) = names {
             let mut pieces = Vec::with_capacity(runs.len());
@@ -479,8 +492,8 @@ impl ArrowRecords {
             ("producerId", i64s(expand(&runs, rows, |m| m.producer_id))),
             ("producerEpoch", i32s(expand(&runs, rows, |m| m.producer_epoch))),
             ("sequence", i32s(std::mem::take(&mut self.sequences))),
-            ("isTransactional", bools(expand(&runs, rows, |m| m.transactional))),
-            ("isControl", bools(expand(&runs, rows, |m| m.control))),
+            ("isTransactional", bools(|m| m.transactional)),
+            ("isControl", bools(|m| m.control)),
             ("magic", i32s(expand(&runs, rows, |m| m.magic))),
             ("codec", codecs(&runs, rows)?),
         ]);

@@ -14,7 +14,7 @@ use arrow_array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Int32Array, Int64Array, ListArray, StringArray, StructArray,
     TimestampMicrosecondArray,
 };
-use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer};
+use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer, OffsetBuffer};
 use arrow_data::ffi::FFI_ArrowArray;
 use arrow_schema::ffi::FFI_ArrowSchema;
 use arrow_schema::{ArrowError, DataType, Field, Fields};
@@ -22,7 +22,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PySequence, PyString, PyTuple};
 
-use crate::{parse_record, Raw};
+use crate::parse_record_with;
 
 /// Arrow's 32-bit offsets: a chunk's keys, values or header bytes must stay below this.
 const MAX_BYTES: usize = (i32::MAX as usize) / 2;
@@ -57,61 +57,70 @@ fn be_i16(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes(b[at..at + 2].try_into().unwrap_or_default())
 }
 
-/// A binary column written straight into its buffers (offsets, bytes, validity): a batch that turns out to be
-/// unusual is taken back by truncating them.
+/// A binary column written straight into its buffers (offsets, bytes, and the rows that are null: the validity
+/// bitmap is built at finish, only when a null occurred): a batch that turns out to be unusual is taken back by
+/// truncating them.
 struct BinCol {
     offsets: Vec<i32>,
     data: Vec<u8>,
-    valid: Vec<bool>,
-    nulls: usize,
+    /// the null rows, ascending
+    null_rows: Vec<usize>,
 }
 
 impl BinCol {
     fn with_capacity(rows: usize, bytes: usize) -> Self {
         let mut offsets = Vec::with_capacity(rows + 1);
         offsets.push(0);
-        BinCol { offsets, data: Vec::with_capacity(bytes), valid: Vec::with_capacity(rows), nulls: 0 }
+        BinCol { offsets, data: Vec::with_capacity(bytes), null_rows: Vec::new() }
+    }
+
+    /// The rows pushed so far.
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.offsets.len() - 1
     }
 
     #[inline(always)]
     fn push(&mut self, v: Option<&[u8]>) {
         match v {
-            Some(v) => {
-                self.data.extend_from_slice(v);
-                self.valid.push(true);
-            }
-            None => {
-                self.valid.push(false);
-                self.nulls += 1;
-            }
+            Some(v) => self.data.extend_from_slice(v),
+            None => self.null_rows.push(self.len()),
         }
         self.offsets.push(self.data.len() as i32);
     }
 
     /// Where the column ends now, for `truncate`.
     fn mark(&self) -> (usize, usize, usize) {
-        (self.valid.len(), self.data.len(), self.nulls)
+        (self.len(), self.data.len(), self.null_rows.len())
     }
 
     /// Take back everything pushed since `mark`.
     fn truncate(&mut self, (rows, bytes, nulls): (usize, usize, usize)) {
-        self.valid.truncate(rows);
         self.offsets.truncate(rows + 1);
         self.data.truncate(bytes);
-        self.nulls = nulls;
+        self.null_rows.truncate(nulls);
     }
 
-    fn nulls(valid: Vec<bool>, nulls: usize) -> Option<NullBuffer> {
-        (nulls > 0).then(|| NullBuffer::from(valid))
+    /// The validity bitmap: `None` without a null row.
+    fn nulls(&self) -> Option<NullBuffer> {
+        if self.null_rows.is_empty() {
+            return None;
+        }
+        let mut valid = BooleanBufferBuilder::new(self.len());
+        valid.append_n(self.len(), true);
+        for &i in &self.null_rows {
+            valid.set_bit(i, false);
+        }
+        Some(NullBuffer::new(valid.finish()))
     }
 
     fn finish_binary(self) -> Result<ArrayRef, ArrowError> {
-        let nulls = Self::nulls(self.valid, self.nulls);
+        let nulls = self.nulls();
         Ok(Arc::new(BinaryArray::try_new(OffsetBuffer::new(self.offsets.into()), Buffer::from_vec(self.data), nulls)?))
     }
 
     fn finish_utf8(self) -> Result<ArrayRef, ArrowError> {
-        let nulls = Self::nulls(self.valid, self.nulls);
+        let nulls = self.nulls();
         Ok(Arc::new(StringArray::try_new(OffsetBuffer::new(self.offsets.into()), Buffer::from_vec(self.data), nulls)?))
     }
 }
@@ -151,18 +160,6 @@ impl ArrowRecords {
             None => Cow::Owned(codec.to_owned()),
         };
         self.runs.push(Run { meta, codec, rows });
-    }
-
-    fn push(&mut self, d: &[u8], raw: &Raw, offset: i64, timestamp: i64) {
-        self.offsets.push(offset);
-        self.timestamps.push(timestamp);
-        self.keys.push(raw.key.map(|(a, b)| &d[a..b]));
-        self.values.push(raw.value.map(|(a, b)| &d[a..b]));
-        for ((ka, kb), v) in raw.headers(d) {
-            self.header_keys.push(Some(&d[ka..kb])); // UTF-8: checked by parse_record
-            self.header_values.push(v.map(|(a, b)| &d[a..b]));
-        }
-        self.header_offsets.push(self.header_keys.valid.len() as i32);
     }
 
     fn check_room(&self, more: usize) -> Result<(), &'static str> {
@@ -220,9 +217,7 @@ impl ArrowRecords {
         self.header_offsets.reserve(rows);
         self.sequences.reserve(rows);
         self.keys.offsets.reserve(rows);
-        self.keys.valid.reserve(rows);
         self.values.offsets.reserve(rows);
-        self.values.valid.reserve(rows);
     }
 
     /// `add_v2` on byte slices (`data`: the decompressed records section of a compressed batch).
@@ -271,7 +266,15 @@ impl ArrowRecords {
         let mut added = 0;
         let mut p = 0usize;
         for _ in 0..count {
-            let Some(raw) = parse_record(d, &mut p, end) else {
+            touch(d, p + TOUCH_AHEAD);
+            // the headers go straight into their columns as parse_record_with checks them (taken back with the
+            // batch, or with the record when `keep` drops it)
+            let header_mark = keep.map(|_| (self.header_keys.mark(), self.header_values.mark()));
+            let (hk, hv) = (&mut self.header_keys, &mut self.header_values);
+            let Some(raw) = parse_record_with(d, &mut p, end, |(ka, kb), v| {
+                hk.push(Some(&d[ka..kb]));
+                hv.push(v.map(|(a, b)| &d[a..b]));
+            }) else {
                 self.truncate(mark);
                 return Ok(None);
             };
@@ -279,19 +282,31 @@ impl ArrowRecords {
                 self.truncate(mark);
                 return Ok(None);
             };
-            if let Some((lo_o, hi_o, lo_t, hi_t)) = keep {
+            if let (Some((lo_o, hi_o, lo_t, hi_t)), Some((hk, hv))) = (keep, header_mark) {
                 let (o, t) = (offset as i128, timestamp as i128);
                 if !(lo_o <= o && o < hi_o && lo_t <= t && t < hi_t) {
+                    self.header_keys.truncate(hk);
+                    self.header_values.truncate(hv);
                     continue;
                 }
             }
-            self.push(d, &raw, offset, timestamp);
-            self.sequences.push(sequence(base_seq, raw.off_delta));
+            self.offsets.push(offset);
+            self.timestamps.push(timestamp);
+            self.keys.push(raw.key.map(|(a, b)| &d[a..b]));
+            self.values.push(raw.value.map(|(a, b)| &d[a..b]));
+            self.header_offsets.push(self.header_keys.len() as i32);
+            if base_seq >= 0 {
+                self.sequences.push(sequence(base_seq, raw.off_delta));
+            }
             added += 1;
         }
         if p != end {
             self.truncate(mark);
             return Ok(None);
+        }
+        if base_seq < 0 {
+            // without a base sequence every row's is -1: filled once for the batch
+            self.sequences.resize(self.offsets.len(), -1);
         }
         self.push_run(meta, CODEC_NAMES[codec], added);
         self.nbytes += b.len();
@@ -339,7 +354,7 @@ impl ArrowRecords {
                 self.timestamps.push(m.timestamp);
                 self.keys.push(m.key.map(|(a, b)| &d[a..b]));
                 self.values.push(m.value.map(|(a, b)| &d[a..b]));
-                self.header_offsets.push(self.header_keys.valid.len() as i32);
+                self.header_offsets.push(self.header_keys.len() as i32);
                 self.sequences.push(-1);
                 added += 1;
             }
@@ -382,8 +397,8 @@ impl ArrowRecords {
         )?;
         let offsets = std::mem::replace(&mut self.header_offsets, vec![0]);
         // a record without headers has null headers, as Spark's Kafka source (`KafkaRecordToRowConverter`)
-        let no_headers = offsets.windows(2).filter(|w| w[1] == w[0]).count();
-        let header_nulls = (no_headers > 0).then(|| NullBuffer::from_iter(offsets.windows(2).map(|w| w[1] > w[0])));
+        let has_headers = BooleanBuffer::collect_bool(offsets.len() - 1, |i| offsets[i + 1] > offsets[i]);
+        let header_nulls = Some(NullBuffer::new(has_headers)).filter(|n| n.null_count() > 0);
         let headers = ListArray::try_new(
             Arc::new(Field::new("element", DataType::Struct(header_fields()), true)),
             OffsetBuffer::new(offsets.into()),
@@ -413,14 +428,28 @@ impl ArrowRecords {
                 let at = data.len() as i32;
                 let n = s.len() as i32;
                 offsets.extend((1..=r.rows as i32).map(|i| at + i * n));
-                data.extend(std::iter::repeat_n(s, r.rows).flatten());
+                // the string once, then doubled in place (a few memcpy, not a byte at a time)
+                let (start, total) = (data.len(), s.len() * r.rows);
+                data.reserve(total);
+                data.extend_from_slice(s);
+                while data.len() - start < total {
+                    let have = data.len() - start;
+                    data.extend_from_within(start..start + have.min(total - have));
+                }
             }
             Ok(Arc::new(StringArray::try_new(OffsetBuffer::new(offsets.into()), Buffer::from_vec(data), None)?))
         }
         let codecs = |runs: &[Run], rows: usize| repeated(runs, rows, |r| r.codec.as_ref());
         let i32s = |v: Vec<i32>| Arc::new(Int32Array::from(v)) as ArrayRef;
         let i64s = |v: Vec<i64>| Arc::new(Int64Array::from(v)) as ArrayRef;
-        let bools = |v: Vec<bool>| Arc::new(BooleanArray::from(v)) as ArrayRef;
+        // a batch-level flag: each run's value repeated over its rows, straight into the bitmap
+        let bools = |f: fn(&BatchMeta) -> bool| {
+            let mut bits = BooleanBufferBuilder::new(rows);
+            for r in &runs {
+                bits.append_n(r.rows, f(&r.meta));
+            }
+            Arc::new(BooleanArray::new(bits.finish(), None)) as ArrayRef
+        };
         let mut named: Option<[ArrayRef; 3]> = None;
         if let Some(names) = names {
             let mut pieces = Vec::with_capacity(runs.len());
@@ -450,7 +479,7 @@ impl ArrowRecords {
         let timestamps = std::mem::take(&mut self.timestamps);
         if named.is_some() {
             // Spark's TIMESTAMP (microseconds, UTC) beside the epoch ms; ms past what microseconds hold: null
-            columns.push(("timestamp", spark_timestamps(timestamps.clone())?));
+            columns.push(("timestamp", spark_timestamps(&timestamps)?));
             columns.push(("timestampMs", i64s(timestamps)));
         } else {
             columns.push(("timestamp", i64s(timestamps)));
@@ -464,8 +493,8 @@ impl ArrowRecords {
             ("producerId", i64s(expand(&runs, rows, |m| m.producer_id))),
             ("producerEpoch", i32s(expand(&runs, rows, |m| m.producer_epoch))),
             ("sequence", i32s(std::mem::take(&mut self.sequences))),
-            ("isTransactional", bools(expand(&runs, rows, |m| m.transactional))),
-            ("isControl", bools(expand(&runs, rows, |m| m.control))),
+            ("isTransactional", bools(|m| m.transactional)),
+            ("isControl", bools(|m| m.control)),
             ("magic", i32s(expand(&runs, rows, |m| m.magic))),
             ("codec", codecs(&runs, rows)?),
         ]);
@@ -486,13 +515,24 @@ impl ArrowRecords {
     }
 }
 
+/// How far ahead of the record being parsed `touch` reads.
+const TOUCH_AHEAD: usize = 192;
+
+/// Read the two cache lines at `d[at..]` (when in the slice) for nothing but to have them on their way: the
+/// parse's reads are a chain (each varint says where the next field is), and the first read of each record's
+/// bytes past its value otherwise waits on memory. Loads nothing depends on do not hold the loop up.
+#[inline(always)]
+fn touch(d: &[u8], at: usize) {
+    std::hint::black_box((d.get(at).copied(), d.get(at + 64).copied()));
+}
+
 /// Epoch ms as Spark's TIMESTAMP (microseconds, UTC); null where the microseconds overflow an i64 (as
 /// `columns.timestamp_columns`: Spark could not show those either).
-fn spark_timestamps(ms: Vec<i64>) -> Result<ArrayRef, ArrowError> {
+fn spark_timestamps(ms: &[i64]) -> Result<ArrayRef, ArrowError> {
     const MAX_MS: i64 = i64::MAX / 1000 - 1;
     let fits = |t: &i64| t.unsigned_abs() <= MAX_MS as u64;
-    let nulls = (!ms.iter().all(fits)).then(|| NullBuffer::from_iter(ms.iter().map(fits)));
     let us: Vec<i64> = ms.iter().map(|t| if fits(t) { t * 1000 } else { 0 }).collect();
+    let nulls = (!ms.iter().all(fits)).then(|| NullBuffer::from_iter(ms.iter().map(fits)));
     Ok(Arc::new(TimestampMicrosecondArray::try_new(us.into(), nulls)?.with_timezone("UTC")))
 }
 
@@ -660,7 +700,7 @@ impl ArrowRecords {
                 self.header_keys.push(Some(k.as_bytes()));
                 self.header_values.push(v.as_deref());
             }
-            self.header_offsets.push(self.header_keys.valid.len() as i32);
+            self.header_offsets.push(self.header_keys.len() as i32);
             self.sequences.push(seq);
         }
         self.push_run(m, &meta.7, n);

@@ -156,6 +156,19 @@ pub(crate) struct Raw {
 /// surrogateescape). Allocates nothing.
 #[inline(always)]
 pub(crate) fn parse_record(d: &[u8], p: &mut usize, end: usize) -> Option<Raw> {
+    parse_record_with(d, p, end, |_, _| ())
+}
+
+/// `parse_record`, handing each header's `(key, value)` byte ranges to `on_header` as it is checked (the key is
+/// valid UTF-8): one walk over the headers for a caller that stores them. On `None` some headers of the record
+/// may have been handed over already.
+#[inline(always)]
+pub(crate) fn parse_record_with(
+    d: &[u8],
+    p: &mut usize,
+    end: usize,
+    mut on_header: impl FnMut((usize, usize), Option<(usize, usize)>),
+) -> Option<Raw> {
     let length = varint(d, p, end)?;
     if length < 0 {
         return None;
@@ -182,7 +195,7 @@ pub(crate) fn parse_record(d: &[u8], p: &mut usize, end: usize) -> Option<Raw> {
         }
         let (a, b) = field(hk, p, rec_end)??;
         std::str::from_utf8(&d[a..b]).ok()?;
-        field(varint(d, p, rec_end)?, p, rec_end)?;
+        on_header((a, b), field(varint(d, p, rec_end)?, p, rec_end)?);
     }
     if *p != rec_end {
         return None;

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kafkalog.storage.dirview import Truncate
-from kafkalog.storage.engine.plan import ApplyResult, Plan, apply
+from kafkalog.storage.engine.plan import ApplyResult, Plan, apply, concurrent_writer
 from kafkalog.tools.output import add_epoch_argument, human_size, humanize, positive_int, progress
 
 
@@ -156,6 +156,10 @@ def run_plan(args: argparse.Namespace, plan: Plan, *, progress_label: str | None
     ``exit_code(plan)`` (default 0)."""
     render_plan(plan, as_json=args.json, dry_run=args.dry_run, epoch=getattr(args, "epoch", False))
     if plan.errors:
+        busy = concurrent_writer(plan)  # the errors may be another writer's changes, made while planning
+        if busy is not None:
+            print(f"kafkalog {plan.operation}: {busy}", file=sys.stderr)
+            return 1
         print(f"kafkalog {plan.operation}: nothing was changed: {len(plan.errors)} partition(s) could not be "
               "planned (see ERROR above)", file=sys.stderr)
         return 1

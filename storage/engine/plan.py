@@ -336,6 +336,28 @@ def _run(op: Op, backup: Backup | None) -> Any:
         raise KafkaLogError(f"{op.kind} failed: {e.strerror or e}", e.filename or op.path) from None
 
 
+def concurrent_writer(plan: Plan) -> str | None:
+    """Why a plan with errors may be another writer's doing, or None: a data dir of the plan whose ``.lock`` a
+    live process holds now (a broker, another kafkalog applying a plan: it changed files while this plan read
+    them), or files the plan read that changed since. The caller reports that instead of the errors."""
+    from ..lock import lock_status
+
+    for d in plan.data_dirs:
+        try:
+            st = lock_status(d.path)
+        except KafkaLogError:
+            continue
+        if st.held:
+            who = ", ".join(f"pid {h.pid} ({h.command})" if h.pid else h.kind for h in st.holders) or "unknown"
+            return (f"nothing was changed: {d.path}/.lock is held by {who}, which changed the dir while this plan "
+                    "was made; plan again once it is done")
+    try:
+        _check_fresh(plan.data_dirs)
+    except PlanError as e:
+        return e.reason
+    return None
+
+
 def _check_fresh(dirs: list[DataDirPlan]) -> None:
     changed = []
     for d in dirs:
@@ -418,4 +440,4 @@ def data_dir_lock(data_dir: str | os.PathLike):
 
 
 __all__ = ["ApplyResult", "Backup", "DataDirPlan", "Loss", "PartitionPlan", "Plan", "PlanError", "apply",
-           "data_dir_lock", "default_runner"]
+           "concurrent_writer", "data_dir_lock", "default_runner"]

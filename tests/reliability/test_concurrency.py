@@ -146,3 +146,27 @@ def test_two_processes_racing_end_as_one_run(tmp_path: Path, command: str) -> No
         assert {k: v for k, v in tree(d).items() if not k.endswith("-checkpoint")} == \
             {k: v for k, v in tree(single).items() if not k.endswith("-checkpoint")}
     print(f"{command}: 3 races of 2 processes: {outcomes}")
+
+
+def test_a_plan_made_while_another_writer_holds_the_dir_names_it(tmp_path: Path) -> None:
+    """A plan whose partitions another writer changed while they were read fails to plan; the command then says
+    who holds the dir (a broker, another kafkalog applying its plan) instead of only the errors it caused; with
+    nobody holding it and files changed since they were read, it says the plan is stale."""
+    from kafkalog.storage.engine.flush import plan_flush
+    from kafkalog.storage.engine.plan import concurrent_writer
+    from kafkalog.storage.lock import DirLock
+
+    d = tmp_path / "data"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", d)
+    plan = plan_flush([d], now_ms=int(time.time() * 1000))
+    assert concurrent_writer(plan) is None
+    with DirLock(d):  # another open file description: conflicts as another process's lock would
+        why = concurrent_writer(plan)
+    assert why is not None and ".lock is held by" in why and "plan again" in why, why
+    read = [Path(pp.dir) / n for pp in plan.partitions for n in pp.fingerprints]
+    read += [Path(dd.path) / n for dd in plan.data_dirs for n in dd.fingerprints]
+    victim = next(p for p in sorted(read) if p.is_file())
+    with victim.open("ab") as f:  # a file the plan read, changed since
+        f.write(b"\n")
+    why = concurrent_writer(plan)
+    assert why is not None and "changed since the plan was made" in why, why

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::buffer::ByteView;
+use crate::legacy::be_i32;
 
 /// Kafka's default lz4 level: `Lz4BlockOutputStream` then uses lz4-java's fast compressor.
 const LZ4_DEFAULT_LEVEL: i32 = 9;
@@ -294,10 +295,6 @@ fn snappy_raw(block: &[u8], limit: usize, out: &mut Vec<u8>) -> Option<()> {
         return None;
     }
     Some(())
-}
-
-fn be_i32(d: &[u8], p: usize) -> Option<i32> {
-    Some(i32::from_be_bytes(d.get(p..p + 4)?.try_into().ok()?))
 }
 
 fn le_u32(d: &[u8], p: usize) -> Option<u32> {

@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use crate::buffer::ByteView;
+use crate::legacy::{be_i32, be_i64};
 
 /// Kafka's zig-zag varint of a 32-bit value, appended to `out`.
 #[inline(always)]
@@ -22,53 +23,18 @@ fn write_varint(v: i64, out: &mut Vec<u8>) {
     out.push(u as u8);
 }
 
-#[inline(always)]
-fn be_i32(d: &[u8], p: usize) -> Option<i32> {
-    Some(i32::from_be_bytes(d.get(p..p + 4)?.try_into().ok()?))
-}
-
-#[inline(always)]
-fn be_i64(d: &[u8], p: usize) -> Option<i64> {
-    Some(i64::from_be_bytes(d.get(p..p + 8)?.try_into().ok()?))
-}
-
-/// A length-prefixed field of a legacy message in `msg` at `p`: `Some((Some(range) | None for null, next))`.
-#[inline(always)]
-fn legacy_field(msg: &[u8], p: usize) -> Option<(Option<(usize, usize)>, usize)> {
-    let n = be_i32(msg, p)?;
-    let p = p + 4;
-    if n < 0 {
-        return Some((None, p));
-    }
-    let end = p.checked_add(n as usize)?;
-    if end > msg.len() {
-        return None;
-    }
-    Some((Some((p, end)), end))
-}
-
 /// The fields of one plain v0/v1 message (the entry `e`: offset, size, crc, magic, attributes, [timestamp], key,
 /// value) with an intact CRC32: `(offset, magic, attributes, timestamp, key, value)`; `None` for anything else.
+/// The message is read by the one legacy message parser (`legacy::parse_message`).
 #[allow(clippy::type_complexity)]
 #[inline(always)]
 pub(crate) fn plain_fields(e: &[u8]) -> Option<(i64, u8, u8, i64, Option<(usize, usize)>, Option<(usize, usize)>)> {
     let offset = be_i64(e, 0)?;
-    let magic = *e.get(16)?;
-    let attributes = *e.get(17)?;
-    if magic > 1 || attributes & 0x07 != 0 {
+    let m = crate::legacy::parse_message(e, 12, e.len().checked_sub(12)?, offset)?;
+    if m.attributes & 0x07 != 0 || crc32fast::hash(&e[m.raw.0..m.raw.1]) != m.crc {
         return None;
     }
-    if e.len() - 12 < if magic == 1 { 22 } else { 14 } {
-        return None;
-    }
-    let stored = u32::from_be_bytes(e.get(12..16)?.try_into().ok()?);
-    if crc32fast::hash(&e[16..]) != stored {
-        return None;
-    }
-    let (ts, p) = if magic == 1 { (be_i64(e, 18)?, 26) } else { (-1, 18) };
-    let (key, p) = legacy_field(e, p)?;
-    let (value, _) = legacy_field(e, p)?;
-    Some((offset, magic, attributes, ts, key, value))
+    Some((offset, m.magic, m.attributes, m.timestamp, m.key, m.value))
 }
 
 /// The next entry of `d[pos:end]` as a slice, when it is complete and its size field is at least 14.

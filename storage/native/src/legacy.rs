@@ -40,13 +40,14 @@ pub(crate) struct Msg {
     pub raw: (usize, usize),
 }
 
+/// Big-endian integers at `p`, `None` past the end (also convert.rs and codec.rs).
 #[inline(always)]
-fn be_i32(d: &[u8], p: usize) -> Option<i32> {
+pub(crate) fn be_i32(d: &[u8], p: usize) -> Option<i32> {
     Some(i32::from_be_bytes(d.get(p..p.checked_add(4)?)?.try_into().ok()?))
 }
 
 #[inline(always)]
-fn be_i64(d: &[u8], p: usize) -> Option<i64> {
+pub(crate) fn be_i64(d: &[u8], p: usize) -> Option<i64> {
     Some(i64::from_be_bytes(d.get(p..p.checked_add(8)?)?.try_into().ok()?))
 }
 

@@ -6,17 +6,12 @@
 //! with its byte position and reason). Every read is bounds-checked (`slice::get`), so hostile bytes never
 //! panic; arithmetic that could overflow an `i64` is checked and sends the batch to the careful decoder.
 //! `unsafe` appears only at FFI boundaries: `buffer.rs` reads a Python buffer in place, and `codec.rs` calls the
-//! vendored C++ snappy.
+//! vendored C++ snappy, and `alloc.rs` sets a mimalloc option.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-/// mimalloc reuses the memory of a finished chunk's buffers (handed to Arrow, freed by pyarrow) for the next chunk,
-/// where the system allocator returns it to the kernel and faults zeroed pages in again.
-#[cfg(feature = "mimalloc")]
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
+mod alloc;
 mod arrow;
 mod buffer;
 mod checksum;
@@ -373,6 +368,7 @@ fn build_info() -> String {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    alloc::configure();
     m.add_class::<Record>()?;
     m.add_class::<arrow::ArrowRecords>()?;
     m.add_class::<arrow::ArrowChunk>()?;

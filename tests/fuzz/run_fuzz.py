@@ -9,6 +9,12 @@ The limits: ``-timeout=1`` (an input taking over 1 s is a hang, reported as a fa
 ``-rss_limit_mb`` and, for the native targets (built with AddressSanitizer, whose allocator libFuzzer hooks),
 ``-malloc_limit_mb=64``: no single allocation above 64 MiB for an input of at most 1 MiB. A run stops at its
 first failure and leaves the input in ``artifacts/``; the exit status is non-zero if any target failed.
+
+libFuzzer's ``-timeout`` is wall-clock time: on a loaded machine a fuzzer starved of CPU for a second reports an
+input that runs in milliseconds as a hang and stops. For long runs on a shared machine, ``--hang-seconds 10``
+stops a run only at 10 s, and saves every input over 1 s as it goes (``-report_slow_units=1``, artifacts
+``slow-unit-*``); after the run each of those is run again alone with ``-timeout=1``: one that takes over 1 s
+again is counted as a hang (the run fails), one that does not is reported as starved (``slow_units_starved``).
 """
 
 from __future__ import annotations
@@ -45,9 +51,18 @@ def build_native() -> None:
     subprocess.run(["cargo", "fuzz", "build", "-O"], cwd=NATIVE, env=env, check=True)
 
 
+def _alone(kind: str, cmd: list[str], unit: str) -> subprocess.CompletedProcess:
+    """Run one saved input again, alone, with the 1 s limit."""
+    return subprocess.run([*cmd[:3], "-timeout=1", unit] if kind == "atheris" else [cmd[0], "-timeout=1", unit],
+                          capture_output=True, text=True, errors="replace")
+
+
 def run_one(kind: str, target: str, corpus: Path, runs: int | None, seconds: int | None,
-            artifacts: Path) -> dict:
-    limits = ["-timeout=1", f"-max_len={MAX_LEN}", "-print_final_stats=1", f"-artifact_prefix={artifacts}/{target}-"]
+            artifacts: Path, hang_seconds: int = 1) -> dict:
+    limits = [f"-timeout={hang_seconds}", f"-max_len={MAX_LEN}", "-print_final_stats=1",
+              f"-artifact_prefix={artifacts}/{target}-"]
+    if hang_seconds > 1:
+        limits.append("-report_slow_units=1")
     if runs:
         limits.append(f"-runs={runs}")
     if seconds:
@@ -57,6 +72,7 @@ def run_one(kind: str, target: str, corpus: Path, runs: int | None, seconds: int
     else:
         cmd = [sys.executable, str(HERE / "atheris_targets.py"), target, str(corpus), "-rss_limit_mb=1024", *limits]
     artifacts.mkdir(parents=True, exist_ok=True)
+    slow_before = set(artifacts.glob(f"{target}-slow-unit-*"))
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
     elapsed = time.monotonic() - t0
@@ -73,16 +89,23 @@ def run_one(kind: str, target: str, corpus: Path, runs: int | None, seconds: int
     if timeouts and m:
         # libFuzzer's -timeout is wall-clock: a fuzzer starved of CPU on a loaded machine reports an input that
         # runs in milliseconds. Run the input alone: a real hang hangs again
-        again = subprocess.run([*cmd[:3], "-timeout=1", m.group(1)] if kind == "atheris" else
-                               [cmd[0], "-timeout=1", m.group(1)], capture_output=True, text=True, errors="replace")
-        if again.returncode == 0:
+        if _alone(kind, cmd, m.group(1)).returncode == 0:
             starved = m.group(1)
+    slow = sorted(set(artifacts.glob(f"{target}-slow-unit-*")) - slow_before)
+    slow_hangs = [str(u) for u in slow if _alone(kind, cmd, str(u)).returncode != 0]
     oom = len(re.findall(r"ERROR: libFuzzer: out-of-memory|malloc\(\d+\) exceeds|-malloc_limit_mb", out))
     crashes = 0 if p.returncode == 0 else (1 if not (timeouts or oom) else 0)
     row = {"kind": kind, "target": target, "inputs": inputs, "seconds": round(elapsed, 1),
            "exec_per_s": round(inputs / elapsed) if elapsed else 0, "crashes": crashes, "hangs_over_1s": timeouts,
            "oom": oom, "peak_rss_mb": stat.get("peak_rss_mb"), "slowest_unit_s": stat.get("slowest_unit_time_sec"),
            "new_units": stat.get("new_units_added"), "returncode": p.returncode}
+    if hang_seconds > 1:
+        row["timeout_s"] = hang_seconds
+        row["slow_units_starved"] = len(slow) - len(slow_hangs)
+        if slow_hangs:  # over 1 s again when run alone: a hang
+            row["hangs_over_1s"] += len(slow_hangs)
+            row["slow_unit_hangs"] = slow_hangs
+            row["returncode"] = row["returncode"] or 1
     if starved:  # not a hang: the run stopped early, the input is fine
         row["hangs_over_1s"] = 0
         row["false_timeout"] = f"{starved} runs within the limit alone (the fuzzer was starved of CPU)"
@@ -100,6 +123,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--log", type=Path)
     ap.add_argument("--corpus", type=Path, help="corpus root (default: a fresh temporary one, seeded)")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--hang-seconds", type=int, default=1,
+                    help="stop a run at an input over this many seconds (wall clock); above 1, inputs over 1 s are "
+                         "saved and run again alone afterwards (for long runs on a loaded machine)")
     a = ap.parse_args(argv)
     if not a.runs and not a.seconds:
         a.runs = 10_000_000
@@ -117,7 +143,7 @@ def main(argv: list[str]) -> int:
         print(f"{'target':<20} {'inputs':>12} {'s':>8} {'exec/s':>8} {'crashes':>7} {'hangs>1s':>8} "
               f"{'oom':>4} {'rss MB':>7}", flush=True)
         for t in targets:
-            row = run_one(a.kind, t, corpus / t, a.runs, a.seconds, artifacts)
+            row = run_one(a.kind, t, corpus / t, a.runs, a.seconds, artifacts, a.hang_seconds)
             failed += row["returncode"] != 0
             print(f"{t:<20} {row['inputs']:>12} {row['seconds']:>8} {row['exec_per_s']:>8} {row['crashes']:>7} "
                   f"{row['hangs_over_1s']:>8} {row['oom']:>4} {row['peak_rss_mb']!s:>7}", flush=True)

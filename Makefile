@@ -47,7 +47,8 @@ lint:
 FUZZ_RUNS ?= 10000000
 FUZZ_SECONDS ?=
 FUZZ_LOG ?= fuzz-runs.jsonl
-FUZZ_LIMIT = $(if $(FUZZ_SECONDS),--seconds $(FUZZ_SECONDS),--runs $(FUZZ_RUNS))
+FUZZ_ARGS ?=
+FUZZ_LIMIT = $(if $(FUZZ_SECONDS),--seconds $(FUZZ_SECONDS),--runs $(FUZZ_RUNS)) $(FUZZ_ARGS)
 fuzz:
 	$(PY) -m pytest -m slow tests/fuzz
 	$(MAKE) fuzz-native fuzz-atheris

@@ -131,7 +131,7 @@ def main(argv: list[str]) -> int:
         a.runs = 10_000_000
     targets = NATIVE_TARGETS if a.kind == "native" else atheris_targets()
     if a.only:
-        targets = [t for t in targets if t in a.only.split(",")]
+        targets = [t for t in a.only.split(",") if t in targets]  # in the order given
     if a.kind == "native" and not a.no_build:
         build_native()
     with tempfile.TemporaryDirectory(prefix="kafkalog-fuzz-") as tmp:

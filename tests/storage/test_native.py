@@ -36,6 +36,18 @@ needs_core = pytest.mark.skipif(core is None and os.environ.get("CI") != "true",
                                 reason="the compiled record core is not built")
 
 
+@needs_core
+def test_the_cores_allocator_purges_by_reset_unless_told():
+    """alloc.rs: mimalloc's purges reset memory (MADV_FREE) instead of decommitting it, so a decode after other
+    work reuses its pages without a fault each; MIMALLOC_PURGE_DECOMMITS in the environment wins."""
+    if "MIMALLOC_PURGE_DECOMMITS" not in os.environ:
+        assert core.allocator() == ("mimalloc", False)
+    code = "from kafkalog.storage import _native; print(_native.allocator())"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "MIMALLOC_PURGE_DECOMMITS": "1"},
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "('mimalloc', True)"
+
+
 def test_the_core_is_built_under_ci():
     """`pip install -e .` builds the core where cargo is present (as on CI): a silent fallback to Python there
     would leave the fast path untested."""

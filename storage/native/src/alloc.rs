@@ -22,6 +22,7 @@ mod ffi {
 
     extern "C" {
         pub fn mi_option_set(option: c_int, value: c_long);
+        pub fn mi_option_get(option: c_int) -> c_long;
     }
 }
 
@@ -33,4 +34,17 @@ pub fn configure() {
         // takes effect at the next purge and may be called at any time from any thread.
         unsafe { ffi::mi_option_set(ffi::OPTION_PURGE_DECOMMITS, 0) };
     }
+}
+
+/// The allocator and its purge mode, for `kafkalog --version` and the tests: `("mimalloc", decommits)` or
+/// `("system", false)`.
+pub fn describe() -> (&'static str, bool) {
+    #[cfg(feature = "mimalloc")]
+    {
+        // SAFETY: mimalloc's documented option getter, with an option index of its enum.
+        let decommits = unsafe { ffi::mi_option_get(ffi::OPTION_PURGE_DECOMMITS) } != 0;
+        ("mimalloc", decommits)
+    }
+    #[cfg(not(feature = "mimalloc"))]
+    ("system", false)
 }

@@ -366,9 +366,16 @@ fn build_info() -> String {
     format!("kafkalog-native {} (Rust, PyO3 {})", env!("CARGO_PKG_VERSION"), "0.25")
 }
 
+/// The core's allocator and whether its purges decommit memory (`alloc.rs`).
+#[pyfunction]
+fn allocator() -> (&'static str, bool) {
+    alloc::describe()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     alloc::configure();
+    m.add_function(wrap_pyfunction!(allocator, m)?)?;
     m.add_class::<Record>()?;
     m.add_class::<arrow::ArrowRecords>()?;
     m.add_class::<arrow::ArrowChunk>()?;

@@ -15,6 +15,7 @@ input that runs in milliseconds as a hang and stops. For long runs on a shared m
 stops a run only at 10 s, and saves every input over 1 s as it goes (``-report_slow_units=1``, artifacts
 ``slow-unit-*``); after the run each of those is run again alone with ``-timeout=1``: one that takes over 1 s
 again is counted as a hang (the run fails), one that does not is reported as starved (``slow_units_starved``).
+``kill -INT`` on a fuzzer stops its run early: the row is logged with ``interrupted`` (not a crash).
 """
 
 from __future__ import annotations
@@ -94,7 +95,9 @@ def run_one(kind: str, target: str, corpus: Path, runs: int | None, seconds: int
     slow = sorted(set(artifacts.glob(f"{target}-slow-unit-*")) - slow_before)
     slow_hangs = [str(u) for u in slow if _alone(kind, cmd, str(u)).returncode != 0]
     oom = len(re.findall(r"ERROR: libFuzzer: out-of-memory|malloc\(\d+\) exceeds|-malloc_limit_mb", out))
-    crashes = 0 if p.returncode == 0 else (1 if not (timeouts or oom) else 0)
+    # SIGINT (Ctrl-C, or `kill -INT` to stop a long run): libFuzzer prints its stats and exits 72; not a crash
+    interrupted = "libFuzzer: run interrupted" in out
+    crashes = 0 if p.returncode == 0 or interrupted else (1 if not (timeouts or oom) else 0)
     row = {"kind": kind, "target": target, "inputs": inputs, "seconds": round(elapsed, 1),
            "exec_per_s": round(inputs / elapsed) if elapsed else 0, "crashes": crashes, "hangs_over_1s": timeouts,
            "oom": oom, "peak_rss_mb": stat.get("peak_rss_mb"), "slowest_unit_s": stat.get("slowest_unit_time_sec"),
@@ -109,7 +112,9 @@ def run_one(kind: str, target: str, corpus: Path, runs: int | None, seconds: int
     if starved:  # not a hang: the run stopped early, the input is fine
         row["hangs_over_1s"] = 0
         row["false_timeout"] = f"{starved} runs within the limit alone (the fuzzer was starved of CPU)"
-    if p.returncode != 0:
+    if interrupted:
+        row["interrupted"] = True
+    if p.returncode != 0 and not interrupted:
         row["tail"] = out[-3000:]
     return row
 
@@ -144,7 +149,7 @@ def main(argv: list[str]) -> int:
               f"{'oom':>4} {'rss MB':>7}", flush=True)
         for t in targets:
             row = run_one(a.kind, t, corpus / t, a.runs, a.seconds, artifacts, a.hang_seconds)
-            failed += row["returncode"] != 0
+            failed += row["returncode"] != 0 and not row.get("interrupted")
             print(f"{t:<20} {row['inputs']:>12} {row['seconds']:>8} {row['exec_per_s']:>8} {row['crashes']:>7} "
                   f"{row['hangs_over_1s']:>8} {row['oom']:>4} {row['peak_rss_mb']!s:>7}", flush=True)
             if "tail" in row:

@@ -52,6 +52,11 @@ class LockStatus:
         return self.held
 
 
+def describe_holders(holders: list[LockHolder], unknown: str = "unknown") -> str:
+    """The holders of a lock for a message: ``pid 123 (java)``, or the lock kind where the kernel gives no pid."""
+    return ", ".join(f"pid {h.pid} ({h.command})" if h.pid else h.kind for h in holders) or unknown
+
+
 def _lock_path(path: str | os.PathLike) -> Path:
     p = Path(path)
     return p / LOCK_FILE_NAME if p.is_dir() else p
@@ -178,8 +183,8 @@ class DirLock:
             os.close(fd)
             if e.errno in (errno.EACCES, errno.EAGAIN):
                 holders = proc_lock_holders(self.path)
-                who = ", ".join(f"pid {h.pid} ({h.command})" if h.pid else h.kind for h in holders) or "unknown"
-                err = LockedError(f"Failed to acquire lock on file .lock: held by {who}", str(self.path))
+                err = LockedError(f"Failed to acquire lock on file .lock: held by {describe_holders(holders)}",
+                                  str(self.path))
                 err.holders = holders  # type: ignore[attr-defined]
                 raise err from None
             raise LogDirError(f"cannot lock: {e.strerror}", str(self.path)) from None

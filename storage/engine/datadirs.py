@@ -19,7 +19,7 @@ from ..files.checkpoints import (
     OffsetCheckpoint,
 )
 from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE
-from ..lock import LockStatus, lock_status
+from ..lock import LockStatus, describe_holders, lock_status
 from ..log import parse_topic_partition_name
 from ..logdir import partition_dirs, read_checkpoint_or_empty, resolve_partition_dirs
 from ..topic_configs import ConfigResolver
@@ -52,8 +52,7 @@ class DataDirState:
     def new_plan(self) -> DataDirPlan:
         dp = DataDirPlan(str(self.path), notes=list(self.notes), fingerprints=self.fingerprints())
         if self.lock is not None and self.lock.held:
-            who = ", ".join(f"pid {h.pid} ({h.command})" if h.pid else h.kind for h in self.lock.holders) or \
-                "a live process"
+            who = describe_holders(self.lock.holders, "a live process")
             dp.notes.append(f"{self.path}: its .lock is held by {who} (a running broker?): applying this plan "
                             "will be refused until it stops")
         return dp

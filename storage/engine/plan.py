@@ -340,7 +340,7 @@ def concurrent_writer(plan: Plan) -> str | None:
     """Why a plan with errors may be another writer's doing, or None: a data dir of the plan whose ``.lock`` a
     live process holds now (a broker, another kafkalog applying a plan: it changed files while this plan read
     them), or files the plan read that changed since. The caller reports that instead of the errors."""
-    from ..lock import lock_status
+    from ..lock import describe_holders, lock_status
 
     for d in plan.data_dirs:
         try:
@@ -348,9 +348,8 @@ def concurrent_writer(plan: Plan) -> str | None:
         except KafkaLogError:
             continue
         if st.held:
-            who = ", ".join(f"pid {h.pid} ({h.command})" if h.pid else h.kind for h in st.holders) or "unknown"
-            return (f"nothing was changed: {d.path}/.lock is held by {who}, which changed the dir while this plan "
-                    "was made; plan again once it is done")
+            return (f"nothing was changed: {d.path}/.lock is held by {describe_holders(st.holders)}, which changed "
+                    "the dir while this plan was made; plan again once it is done")
     try:
         _check_fresh(plan.data_dirs)
     except PlanError as e:

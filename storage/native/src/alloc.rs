@@ -36,7 +36,7 @@ pub fn configure() {
     }
 }
 
-/// The allocator and its purge mode, for `kafkalog --version` and the tests: `("mimalloc", decommits)` or
+/// The allocator and its purge mode (`_native.allocator()`, held by a test): `("mimalloc", decommits)` or
 /// `("system", false)`.
 pub fn describe() -> (&'static str, bool) {
     #[cfg(feature = "mimalloc")]

@@ -241,6 +241,38 @@ def test_to_arrow_is_the_same_with_and_without_the_core():
 
 
 @needs_core
+def test_arrow_batch_level_string_columns_one_value_or_many():
+    """topic, segment and codec repeat one value per batch: a chunk where every batch has the same one (Arrow's
+    repeat, unchecked) and one where they differ (built run by run) give each row its own batch's value."""
+    require_modules("pyarrow", extra="spark")
+    import pyarrow as pa
+
+    from kafkalog.storage.codec.compression import decompress
+
+    plain = build_batch([(i, TS + i, b"k", b"v%d" % i, []) for i in range(3)])
+    packed = build_batch([(i, TS + i, b"k", b"v%d" % i, []) for i in range(2)], codec=1)  # gzip
+    names = [("orders", 0, "00000000000000000000.log"), ("t", 7, "00000000000000000042.log")]
+
+    def chunk(pieces):
+        cols = core.ArrowRecords(1 << 16)
+        for batch, piece in pieces:
+            codec = batch[22] & 0x07
+            data = decompress(codec, bytes(batch[61:])) if codec else None
+            assert cols.add_v2(batch, 0, piece, None, data) is not None
+        return pa.record_batch(cols.finish(names)).to_pydict()
+
+    same = chunk([(plain, 0), (plain, 0)])
+    assert same["topic"] == ["orders"] * 6 and same["segment"] == [names[0][2]] * 6
+    assert same["codec"] == ["none"] * 6 and same["partition"] == [0] * 6
+    mixed = chunk([(plain, 0), (packed, 1), (plain, 0)])
+    assert mixed["topic"] == ["orders"] * 3 + ["t"] * 2 + ["orders"] * 3
+    assert mixed["segment"] == [names[0][2]] * 3 + [names[1][2]] * 2 + [names[0][2]] * 3
+    assert mixed["codec"] == ["none"] * 3 + ["gzip"] * 2 + ["none"] * 3
+    assert mixed["partition"] == [0] * 3 + [7] * 2 + [0] * 3
+    assert mixed["value"] == [b"v0", b"v1", b"v2", b"v0", b"v1", b"v0", b"v1", b"v2"]
+
+
+@needs_core
 def test_arrow_filters_and_bad_batches_are_the_same():
     """The pushed-down offset/timestamp window, and a batch that fails to decode: the same rows, the same
     error (and nothing added by the failed batch)."""

@@ -53,6 +53,9 @@ def java_split_ws(line: str) -> list[str]:
     return parts
 
 
+_LINE_RE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|)")
+
+
 def read_lines(text: str) -> list[tuple[str, int, str]]:
     """Split like ``BufferedReader.readLine``: terminators ``\\n``, ``\\r``, ``\\r\\n`` only.
 
@@ -61,16 +64,12 @@ def read_lines(text: str) -> list[tuple[str, int, str]]:
     out: list[tuple[str, int, str]] = []
     i = 0
     n = len(text)
+    match = _LINE_RE.match
     while i < n:
-        j = i
-        while j < n and text[j] not in "\r\n":
-            j += 1
-        if j >= n:
-            out.append((text[i:], i, ""))
-            break
-        term = "\r\n" if text[j] == "\r" and j + 1 < n and text[j + 1] == "\n" else text[j]
-        out.append((text[i:j], i, term))
-        i = j + len(term)
+        m = match(text, i)
+        assert m is not None  # the pattern matches the empty string too
+        out.append((m[1], i, m[2]))
+        i = m.end()
     return out
 
 

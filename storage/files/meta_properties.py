@@ -18,6 +18,7 @@ ISO-8859-1 (what ``Properties.load(InputStream)`` does) and encoded back the sam
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -44,87 +45,78 @@ RESERVED_DIRECTORY_IDS = (DIRECTORY_ID_MIGRATING, DIRECTORY_ID_UNASSIGNED, DIREC
 _WS = " \t\f"
 
 
+_HEX = frozenset("0123456789abcdefABCDEF")
+_UNESCAPE = {"t": "\t", "r": "\r", "n": "\n", "f": "\f"}
+
+
 def _load_convert(s: str, path, pos: int) -> str:
-    out = []
-    i = 0
+    """``Properties.loadConvert``: ``\\uXXXX`` and the one-letter escapes; any other escaped char is itself."""
+    i = s.find("\\")
+    if i < 0:
+        return s
+    out = [s[:i]]
     n = len(s)
-    while i < n:
-        c = s[i]
+    while i >= 0:
         i += 1
-        if c != "\\":
-            out.append(c)
-            continue
         if i >= n:  # a lone trailing backslash is dropped by LineReader
             break
         c = s[i]
         i += 1
         if c == "u":
             hexd = s[i : i + 4]
-            if len(hexd) != 4 or any(h not in "0123456789abcdefABCDEF" for h in hexd):
+            if len(hexd) != 4 or not _HEX.issuperset(hexd):
                 raise CorruptCheckpointError("malformed \\uxxxx encoding", path, pos)
             out.append(chr(int(hexd, 16)))
             i += 4
         else:
-            out.append({"t": "\t", "r": "\r", "n": "\n", "f": "\f"}.get(c, c))
+            out.append(_UNESCAPE.get(c, c))
+        j = s.find("\\", i)
+        out.append(s[i:] if j < 0 else s[i:j])
+        i = j
     return "".join(out)
+
+
+# what Properties.saveConvert escapes, and any char past latin-1
+_SAVE_SPECIAL = re.compile("[ \t\n\r\f=:#!\\\\]|[^\x00-\xff]")
+_SAVE_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}
 
 
 def _save_convert(s: str, escape_space: bool) -> str:
     """``Properties.saveConvert`` with ``escUnicode=false`` (the Writer variant of ``store``)."""
-    out = []
-    for i, c in enumerate(s):
+
+    def one(m: re.Match) -> str:
+        c = m[0]
         if c == " ":
-            out.append("\\ " if i == 0 or escape_space else " ")
-        elif c == "\t":
-            out.append("\\t")
-        elif c == "\n":
-            out.append("\\n")
-        elif c == "\r":
-            out.append("\\r")
-        elif c == "\f":
-            out.append("\\f")
-        elif c in "=:#!\\":
-            out.append("\\" + c)
-        elif ord(c) > 0xFF:
+            return "\\ " if escape_space or m.start() == 0 else " "
+        if c in _SAVE_ESCAPES:
+            return _SAVE_ESCAPES[c]
+        if ord(c) > 0xFF:
             # not latin-1 (only a \uXXXX escape read back makes one): written back as its escape(s), which
             # every Properties.load reads as the same character, as store(OutputStream) writes it
             b = c.encode("utf-16-be", "surrogatepass")
-            out.extend(f"\\u{b[j] << 8 | b[j + 1]:04X}" for j in range(0, len(b), 2))
-        else:
-            out.append(c)
-    return "".join(out)
+            return "".join(f"\\u{b[j] << 8 | b[j + 1]:04X}" for j in range(0, len(b), 2))
+        return "\\" + c  # = : # ! \\
+
+    return _SAVE_SPECIAL.sub(one, s)
+
+
+# Properties.load0 on one logical line: the key runs to the first unescaped separator or whitespace; then
+# whitespace, at most one separator (if the key did not end at one), whitespace
+_KEY = re.compile(r"(?:[^\\=: \t\f]|\\.|\\\Z)*", re.DOTALL)
+_AFTER_KEY_SEP = re.compile(r"[ \t\f]*")
+_AFTER_KEY_WS = re.compile(r"[ \t\f]*(?:[=:][ \t\f]*)?")
 
 
 def _split_key_value(line: str) -> tuple[str, str]:
     """``Properties.load0`` on one logical line (escapes still present)."""
-    n = len(line)
-    i = 0
-    key_end = n
-    has_sep = False
-    backslash = False
-    while i < n:
-        c = line[i]
-        if (c == "=" or c == ":") and not backslash:
-            key_end = i
-            has_sep = True
-            break
-        if c in _WS and not backslash:
-            key_end = i
-            break
-        backslash = (not backslash) if c == "\\" else False
-        i += 1
-    if key_end == n:
+    key = _KEY.match(line)
+    assert key is not None  # the patterns match the empty string too
+    key_end = key.end()
+    if key_end == len(line):
         return line, ""
-    v = key_end + 1
-    while v < n:
-        c = line[v]
-        if c not in _WS:
-            if not has_sep and c in "=:":
-                has_sep = True
-            else:
-                break
-        v += 1
-    return line[:key_end], line[v:]
+    after = (_AFTER_KEY_SEP if line[key_end] in "=:" else _AFTER_KEY_WS).match(line, key_end + 1)
+    assert after is not None
+    return line[:key_end], line[after.end() :]
 
 
 @dataclass
@@ -187,16 +179,22 @@ class MetaProperties:
                 lines.append(line)
                 i += 1
                 continue
-            logical = stripped
-            # continuation: an odd number of trailing backslashes joins the next natural line
-            while (len(logical) - len(logical.rstrip("\\"))) % 2 == 1:
-                logical = logical[:-1]
+            # continuation: an odd number of trailing backslashes (of the lines joined so far) joins the next
+            # natural line, without its leading whitespace
+            parts = [stripped]
+            trail = len(stripped) - len(stripped.rstrip("\\"))
+            while trail % 2 == 1:
+                parts[-1] = parts[-1][:-1]  # the last part ends with a backslash while trail is odd
+                trail -= 1
                 i += 1
                 if i >= len(natural):
                     break
-                logical += natural[i][0].lstrip(_WS)
+                piece = natural[i][0].lstrip(_WS)
+                parts.append(piece)
+                t = len(piece) - len(piece.rstrip("\\"))
+                trail = t if t < len(piece) else trail + t
             i += 1
-            k, v = _split_key_value(logical)
+            k, v = _split_key_value("".join(parts))
             lines.append((_load_convert(k, p, start), _load_convert(v, p, start)))
         return cls(lines, newline, p, data)
 

@@ -297,6 +297,26 @@ def test_meta_properties_java_properties_syntax():
 
 
 @pytest.mark.parametrize(
+    "data,lines,newline",
+    [
+        (b"a\\\\\\\n   b\n", [("a\\b", "")], "\n"),  # odd run of backslashes: one continues, the pair escapes
+        (b"k=v\\\n\nx=y\n", [("k", "v"), ("x", "y")], "\n"),  # continued into a blank line: it ends there
+        (b"k\\\n\\\n\\\\\n=1\n", [("k\\", ""), ("", "1")], "\n"),  # backslashes counted across joined lines
+        (b"k \t = \t v = w\r\nz\\", [("k", "v = w"), ("z", "")], "\r\n"),  # whitespace, one separator, whitespace
+        (b"\\=\\:\\ k:v\rnext=\\u00e9\\u4e2d", [("=: k", "v"), ("next", "\u00e9\u4e2d")], "\r"),
+        (b"k=\\\n  \\\n  tail\n", [("k", "tail")], "\n"),
+        (b"  #c\\\nk=v\n", ["  #c\\", ("k", "v")], "\n"),  # a comment is never continued
+        (b"a:b\\\r\n c", [("a", "bc")], "\r\n"),
+    ],
+)
+def test_meta_properties_lines_continuations_and_escapes(data, lines, newline):
+    """``Properties.load``'s line rules on the cases that joined lines and escapes make hard."""
+    m = MetaProperties.from_bytes(data)
+    assert m.lines == lines and m.newline == newline
+    assert MetaProperties.from_bytes(m.to_bytes()).lines == lines
+
+
+@pytest.mark.parametrize(
     "data,problem",
     [
         (b"version=2\n", "unknown meta.properties version"),

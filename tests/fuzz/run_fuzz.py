@@ -16,6 +16,11 @@ stops a run only at 10 s, and saves every input over 1 s as it goes (``-report_s
 ``slow-unit-*``); after the run each of those is run again alone with ``-timeout=1``: one that takes over 1 s
 again is counted as a hang (the run fails), one that does not is reported as starved (``slow_units_starved``).
 ``kill -INT`` on a fuzzer stops its run early: the row is logged with ``interrupted`` (not a crash).
+
+A campaign longer than one sitting is run in slices over one kept corpus: ``--corpus DIR`` (for example under
+``~/.cache/kafkalog/fuzz-corpus/``) is seeded again (a no-op for seeds it has) and grown by each slice, and every
+row names its corpus and how many inputs the corpus held when the slice started. The slices of one corpus add
+up the way libFuzzer's own ``-fork`` mode adds the runs of its jobs, each of which starts from the merged corpus.
 """
 
 from __future__ import annotations
@@ -74,6 +79,8 @@ def run_one(kind: str, target: str, corpus: Path, runs: int | None, seconds: int
         cmd = [sys.executable, str(HERE / "atheris_targets.py"), target, str(corpus), "-rss_limit_mb=1024", *limits]
     artifacts.mkdir(parents=True, exist_ok=True)
     slow_before = set(artifacts.glob(f"{target}-slow-unit-*"))
+    corpus.mkdir(parents=True, exist_ok=True)
+    corpus_before = sum(1 for _ in corpus.iterdir())
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
     elapsed = time.monotonic() - t0
@@ -101,7 +108,8 @@ def run_one(kind: str, target: str, corpus: Path, runs: int | None, seconds: int
     row = {"kind": kind, "target": target, "inputs": inputs, "seconds": round(elapsed, 1),
            "exec_per_s": round(inputs / elapsed) if elapsed else 0, "crashes": crashes, "hangs_over_1s": timeouts,
            "oom": oom, "peak_rss_mb": stat.get("peak_rss_mb"), "slowest_unit_s": stat.get("slowest_unit_time_sec"),
-           "new_units": stat.get("new_units_added"), "returncode": p.returncode}
+           "new_units": stat.get("new_units_added"), "returncode": p.returncode,
+           "corpus": str(corpus), "corpus_units_before": corpus_before}
     if hang_seconds > 1:
         row["timeout_s"] = hang_seconds
         row["slow_units_starved"] = len(slow) - len(slow_hangs)

@@ -408,7 +408,14 @@ impl ArrowRecords {
         let runs = std::mem::take(&mut self.runs);
         let rows = self.offsets.len();
         // a batch-level column: each run's value repeated over its rows
-        fn expand<T: Copy>(runs: &[Run], rows: usize, f: impl Fn(&BatchMeta) -> T) -> Vec<T> {
+        fn expand<T: Copy + PartialEq>(runs: &[Run], rows: usize, f: impl Fn(&BatchMeta) -> T) -> Vec<T> {
+            // one value for the whole chunk (the common case for most of these columns): a plain fill
+            if let Some(first) = runs.first() {
+                let x = f(&first.meta);
+                if runs.iter().all(|r| f(&r.meta) == x) {
+                    return vec![x; rows];
+                }
+            }
             let mut v = Vec::with_capacity(rows);
             for r in runs {
                 v.extend(std::iter::repeat_n(f(&r.meta), r.rows));
@@ -545,9 +552,19 @@ fn touch(d: &[u8], at: usize) {
 fn spark_timestamps(ms: &[i64]) -> Result<ArrayRef, ArrowError> {
     const MAX_MS: i64 = i64::MAX / 1000 - 1;
     let fits = |t: &i64| t.unsigned_abs() <= MAX_MS as u64;
-    let us: Vec<i64> = ms.iter().map(|t| if fits(t) { t * 1000 } else { 0 }).collect();
-    // whether any does not fit, without stopping early (a branch-free pass the compiler vectorises)
-    let all_fit = ms.iter().fold(true, |ok, t| ok & fits(t));
+    let mut all_fit = true;
+    let us: Vec<i64> = ms
+        .iter()
+        .map(|t| {
+            let ok = fits(t);
+            all_fit &= ok;
+            if ok {
+                t * 1000
+            } else {
+                0
+            }
+        })
+        .collect();
     let nulls = (!all_fit).then(|| NullBuffer::from_iter(ms.iter().map(fits)));
     Ok(Arc::new(TimestampMicrosecondArray::try_new(us.into(), nulls)?.with_timezone("UTC")))
 }

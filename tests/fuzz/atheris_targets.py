@@ -339,7 +339,52 @@ def _instrument(atheris) -> int:
     return done
 
 
+# ------------------------------------------------------------------------------ memory, replaying a corpus
+MEMORY_PER_INPUT_BYTE = 64  # the native runs' bound (-malloc_limit_mb=64 for inputs up to 1 MiB)
+
+
+def memory_bound(size: int) -> int:
+    """The Python allocations one input may peak at: 64 times its size (as the native runs' malloc limit),
+    plus twice the decompression limit (a decompressed section and what is decoded from it)."""
+    return MEMORY_PER_INPUT_BYTE * size + 2 * ft.LIMIT
+
+
+def replay_memory(name: str, corpus: Path) -> dict:
+    """Every input of a corpus run once more, uninstrumented, with ``tracemalloc``: the peak of the Python
+    allocations each makes (above what was held before it; one-time caches are warmed by a first pass), the
+    worst, and how many exceed ``memory_bound``. atheris has no allocation hook on CPython, so this is the Python
+    targets' measure; the compiled core's allocations are bounded in its own (cargo-fuzz) runs."""
+    import tracemalloc
+
+    fn = TARGETS[name]
+    units = sorted(p for p in corpus.iterdir() if p.is_file())
+    for u in units:
+        fn(u.read_bytes())
+    tracemalloc.start()
+    worst = {"peak": 0, "size": 0, "unit": None}
+    over = []
+    try:
+        for u in units:
+            data = u.read_bytes()
+            tracemalloc.reset_peak()
+            held = tracemalloc.get_traced_memory()[0]
+            fn(data)
+            peak = tracemalloc.get_traced_memory()[1] - held
+            if peak > worst["peak"]:
+                worst = {"peak": peak, "size": len(data), "unit": u.name}
+            if peak > memory_bound(len(data)):
+                over.append(u.name)
+    finally:
+        tracemalloc.stop()
+    return {"replay_units": len(units), "replay_peak_bytes": worst["peak"], "replay_peak_input_bytes": worst["size"],
+            "replay_peak_unit": worst["unit"], "replay_over_bound": len(over), "replay_over_bound_units": over[:10]}
+
+
 def main(argv: list[str]) -> None:
+    if len(argv) == 4 and argv[1] == "--replay-memory":
+        import json
+        print(json.dumps(replay_memory(argv[2], Path(argv[3]))))
+        return
     import atheris
     if len(argv) < 2 or argv[1] not in TARGETS:
         sys.exit(f"usage: {argv[0]} TARGET [libFuzzer args]; targets: {', '.join(TARGETS)}")

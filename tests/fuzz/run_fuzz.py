@@ -17,6 +17,11 @@ stops a run only at 10 s, and saves every input over 1 s as it goes (``-report_s
 again is counted as a hang (the run fails), one that does not is reported as starved (``slow_units_starved``).
 ``kill -INT`` on a fuzzer stops its run early: the row is logged with ``interrupted`` (not a crash).
 
+atheris cannot bound single allocations on CPython (no malloc hooks without a sanitizer build), so after a Python
+run its final corpus is replayed under ``tracemalloc``: the row gets the peak Python allocation of any input and
+the count of inputs over ``atheris_targets.memory_bound`` (64 times the input, as the native malloc limit, plus
+twice the decompression limit); a count above 0 fails the run.
+
 A campaign longer than one sitting is run in slices over one kept corpus: ``--corpus DIR`` (for example under
 ``~/.cache/kafkalog/fuzz-corpus/``) is seeded again (a no-op for seeds it has) and grown by each slice, and every
 row names its corpus and how many inputs the corpus held when the slice started. The slices of one corpus add
@@ -61,6 +66,16 @@ def _alone(kind: str, cmd: list[str], unit: str) -> subprocess.CompletedProcess:
     """Run one saved input again, alone, with the 1 s limit."""
     return subprocess.run([*cmd[:3], "-timeout=1", unit] if kind == "atheris" else [cmd[0], "-timeout=1", unit],
                           capture_output=True, text=True, errors="replace")
+
+
+def replay_memory(target: str, corpus: Path) -> dict:
+    """The corpus a Python run ends with, replayed under ``tracemalloc`` (``atheris_targets.replay_memory``):
+    the peak Python allocation of an input, and how many inputs exceed the memory bound."""
+    p = subprocess.run([sys.executable, str(HERE / "atheris_targets.py"), "--replay-memory", target, str(corpus)],
+                       capture_output=True, text=True, errors="replace")
+    if p.returncode != 0:
+        return {"replay_error": (p.stderr or p.stdout)[-2000:]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def run_one(kind: str, target: str, corpus: Path, runs: int | None, seconds: int | None,
@@ -122,6 +137,8 @@ def run_one(kind: str, target: str, corpus: Path, runs: int | None, seconds: int
         row["false_timeout"] = f"{starved} runs within the limit alone (the fuzzer was starved of CPU)"
     if interrupted:
         row["interrupted"] = True
+    if kind == "atheris":
+        row.update(replay_memory(target, corpus))
     if p.returncode != 0 and not interrupted:
         row["tail"] = out[-3000:]
     return row
@@ -157,7 +174,8 @@ def main(argv: list[str]) -> int:
               f"{'oom':>4} {'rss MB':>7}", flush=True)
         for t in targets:
             row = run_one(a.kind, t, corpus / t, a.runs, a.seconds, artifacts, a.hang_seconds)
-            failed += row["returncode"] != 0 and not row.get("interrupted")
+            failed += ((row["returncode"] != 0 and not row.get("interrupted")) or row.get("replay_over_bound", 0) > 0
+                       or "replay_error" in row)
             print(f"{t:<20} {row['inputs']:>12} {row['seconds']:>8} {row['exec_per_s']:>8} {row['crashes']:>7} "
                   f"{row['hangs_over_1s']:>8} {row['oom']:>4} {row['peak_rss_mb']!s:>7}", flush=True)
             if "tail" in row:

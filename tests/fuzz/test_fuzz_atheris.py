@@ -90,6 +90,20 @@ def test_atheris_bounded_run(tmp_path):
     runs = int(re.search(r"stat::number_of_executed_units:\s+(\d+)", out).group(1))
     assert runs >= 1000, f"only {runs} inputs ran:\n{out[-2000:]}"
     assert not list(tmp_path.glob("crash-*")) and not list(tmp_path.glob("timeout-*"))
+    # the corpus it ends with, replayed under tracemalloc: no input's Python allocations over the bound
+    mem = run_fuzz.replay_memory("all", corpus / "all")
+    assert mem.get("replay_over_bound") == 0 and mem["replay_units"] >= 10, mem
+
+
+def test_memory_replay_counts_an_input_over_the_bound(tmp_path, monkeypatch):
+    """The replay's check can fail: a target that holds 8 MiB for a 1-byte input is over the bound, one that
+    holds its input's size is not."""
+    (tmp_path / "a").write_bytes(b"x")
+    (tmp_path / "b").write_bytes(b"y" * 5000)
+    monkeypatch.setitem(at.TARGETS, "hog", lambda data: bytearray(8 << 20) if len(data) == 1 else bytes(data * 2))
+    got = at.replay_memory("hog", tmp_path)
+    assert got["replay_units"] == 2 and got["replay_over_bound"] == 1 and got["replay_over_bound_units"] == ["a"]
+    assert got["replay_peak_bytes"] >= 8 << 20 and at.memory_bound(1) < 8 << 20
 
 
 def test_native_targets_are_defined():

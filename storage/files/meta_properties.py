@@ -119,6 +119,10 @@ def _split_key_value(line: str) -> tuple[str, str]:
     return line[:key_end], line[after.end() :]
 
 
+def _trailing_backslashes(s: str) -> int:
+    return len(s) - len(s.rstrip("\\"))
+
+
 @dataclass
 class MetaProperties:
     """Lines in file order: ``str`` for a verbatim comment/blank line, ``(key, value)`` for an entry."""
@@ -182,7 +186,7 @@ class MetaProperties:
             # continuation: an odd number of trailing backslashes (of the lines joined so far) joins the next
             # natural line, without its leading whitespace
             parts = [stripped]
-            trail = len(stripped) - len(stripped.rstrip("\\"))
+            trail = _trailing_backslashes(stripped)
             while trail % 2 == 1:
                 parts[-1] = parts[-1][:-1]  # the last part ends with a backslash while trail is odd
                 trail -= 1
@@ -191,7 +195,7 @@ class MetaProperties:
                     break
                 piece = natural[i][0].lstrip(_WS)
                 parts.append(piece)
-                t = len(piece) - len(piece.rstrip("\\"))
+                t = _trailing_backslashes(piece)
                 trail = t if t < len(piece) else trail + t
             i += 1
             k, v = _split_key_value("".join(parts))

@@ -5,7 +5,8 @@
   and files (in-process, no fuzzer needed);
 * atheris runs the ``all`` target -- every Python parser and the native-vs-Python differential, picked by the
   first byte -- for a bounded number of inputs (about 20 s) with libFuzzer's limits (-timeout=1,
-  -rss_limit_mb): no crash, no hang, no memory blow-up;
+  -rss_limit_mb): no crash, no hang, no memory blow-up; its final corpus is then replayed under tracemalloc,
+  with no input's Python allocations over ``atheris_targets.memory_bound``;
 * the cargo-fuzz targets are not built here (an AddressSanitizer build of the core takes minutes): their
   sources must at least name every target ``make fuzz-native`` runs, and the native core is exercised through
   the differential target.

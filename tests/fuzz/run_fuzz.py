@@ -15,7 +15,8 @@ input that runs in milliseconds as a hang and stops. For long runs on a shared m
 stops a run only at 10 s, and saves every input over 1 s as it goes (``-report_slow_units=1``, artifacts
 ``slow-unit-*``); after the run each of those is run again alone with ``-timeout=1``: one that takes over 1 s
 again is counted as a hang (the run fails), one that does not is reported as starved (``slow_units_starved``).
-``kill -INT`` on a fuzzer stops its run early: the row is logged with ``interrupted`` (not a crash).
+``kill -INT`` on a fuzzer stops its run early: the row is logged with ``interrupted`` (not a crash). A run's
+libFuzzer output is written as it goes to ``artifacts/<target>.out`` (watch a long run with ``tail -f``).
 
 atheris cannot bound single allocations on CPython (no malloc hooks without a sanitizer build), so after a Python
 run its final corpus is replayed under ``tracemalloc``: the row gets the peak Python allocation of any input and
@@ -96,10 +97,13 @@ def run_one(kind: str, target: str, corpus: Path, runs: int | None, seconds: int
     slow_before = set(artifacts.glob(f"{target}-slow-unit-*"))
     corpus.mkdir(parents=True, exist_ok=True)
     corpus_before = sum(1 for _ in corpus.iterdir())
+    # libFuzzer's output goes to a file as it runs, so a long run can be watched (`tail -f`) while it goes
+    live = artifacts / f"{target}.out"
     t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    with live.open("wb") as sink:
+        p = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT)
     elapsed = time.monotonic() - t0
-    out = p.stderr + p.stdout
+    out = live.read_text(errors="replace")
     stat = {k: int(v) for k, v in re.findall(r"stat::(\w+):\s+(\d+)", out)}
     done = re.search(r"Done (\d+) runs in (\d+) second", out)
     inputs = stat.get("number_of_executed_units") or (int(done.group(1)) if done else 0)

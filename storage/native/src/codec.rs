@@ -8,6 +8,7 @@
 //! `tests/kafka/test_compression_parity.py` compresses the same bytes through Kafka's own classes on the JDK.
 
 use std::io::Write;
+use std::os::raw::{c_char, c_int, c_void};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -15,6 +16,9 @@ use pyo3::types::PyBytes;
 
 use crate::buffer::ByteView;
 use crate::legacy::be_i32;
+
+/// A real address for an empty input handed to C (a Rust empty slice points at 0x1).
+static NOTHING: [u8; 1] = [0];
 
 /// Kafka's default lz4 level: `Lz4BlockOutputStream` then uses lz4-java's fast compressor.
 const LZ4_DEFAULT_LEVEL: i32 = 9;
@@ -29,11 +33,63 @@ pub(crate) fn lz4_block<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, level: i
     Ok(PyBytes::new(py, &out))
 }
 
-/// `lz4_block` without Python.
+/// `lz4_block` without Python. The high compressor runs in a state kept per thread: `LZ4_compress_HC` is
+/// `LZ4_compress_HC_extStateHC` in a 256 KiB state it allocates for each block; the state is fully initialised
+/// by every call, so the block is the same bytes.
 pub fn lz4_block_bytes(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
-    let mode =
-        if level == LZ4_DEFAULT_LEVEL { None } else { Some(lz4::block::CompressionMode::HIGHCOMPRESSION(level)) };
-    lz4::block::compress(data, mode, false)
+    // an empty slice's pointer is dangling (0x1): lz4's optimal parser (levels 10-12) computes `end - 12` from it,
+    // wrapped around and read wild memory (a segfault, before). Nothing is read through this one: it only has to be
+    // a real address.
+    let data = if data.is_empty() { &NOTHING[..0] } else { data };
+    if level == LZ4_DEFAULT_LEVEL {
+        return lz4::block::compress(data, None, false);
+    }
+    let bound = lz4::block::compress_bound(data.len())?; // also refuses inputs over i32::MAX
+    let mut out = vec![0u8; bound];
+    let written = LZ4_HC_STATE.with(|cell| {
+        let mut fresh = Vec::new();
+        let mut kept = cell.try_borrow_mut();
+        let state: &mut Vec<u64> = match kept.as_mut() {
+            Ok(state) => state,
+            Err(_) => &mut fresh, // re-entered (never in practice): a fresh state
+        };
+        // SAFETY: LZ4_sizeofStateHC has no preconditions.
+        let size = unsafe { LZ4_sizeofStateHC() } as usize;
+        if state.len() * 8 < size {
+            *state = vec![0u64; size.div_ceil(8)];
+        }
+        // SAFETY: the FFI boundary. `state` holds at least LZ4_sizeofStateHC() bytes, 8-aligned (the alignment of
+        // LZ4_streamHC_t), and the call initialises it before use; `src` is a live slice of `data.len()` bytes
+        // (at most i32::MAX, checked by compress_bound); `dst` has `bound` writable bytes and the call writes at
+        // most `bound` (its capacity argument), returning how many, or 0 on failure.
+        unsafe {
+            LZ4_compress_HC_extStateHC(
+                state.as_mut_ptr().cast(),
+                data.as_ptr().cast(),
+                out.as_mut_ptr().cast(),
+                data.len() as c_int,
+                bound as c_int,
+                level,
+            )
+        }
+    });
+    if written <= 0 || written as usize > bound {
+        return Err(std::io::Error::other("lz4 compression failed"));
+    }
+    out.truncate(written as usize);
+    Ok(out)
+}
+
+extern "C" {
+    fn LZ4_sizeofStateHC() -> c_int;
+    fn LZ4_compress_HC_extStateHC(
+        state: *mut c_void,
+        src: *const c_char,
+        dst: *mut c_char,
+        src_size: c_int,
+        max_dst_size: c_int,
+        level: c_int,
+    ) -> c_int;
 }
 
 /// A zstd frame as `ZstdCompression.wrapForOutput` writes one: a streaming compression (no checksum) fed through a 16 KiB `BufferedOutputStream`, flushed and then ended when the stream closes.
@@ -44,9 +100,26 @@ pub(crate) fn zstd_stream<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, level:
     Ok(PyBytes::new(py, &out))
 }
 
-/// `zstd_stream` without Python.
+/// `zstd_stream` without Python. Each thread keeps one compression context: a fresh one maps and clears 1-2 MiB
+/// of match tables for every frame. It is reset, parameters and all, before each frame, so a frame is the same
+/// bytes as from a new context (the JVM differential tests compare them with zstd-jni's).
 pub fn zstd_stream_bytes(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
-    let mut enc = zstd::stream::Encoder::new(Vec::with_capacity(data.len() / 2 + 64), level)?;
+    use zstd::zstd_safe::{CParameter, ResetDirective};
+    let out = Vec::with_capacity(data.len() / 2 + 64);
+    let zstd_error = |code: usize| std::io::Error::other(zstd::zstd_safe::get_error_name(code));
+    ZSTD_CCTX.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => {
+            let cctx = slot.get_or_insert_with(zstd::zstd_safe::CCtx::create);
+            cctx.reset(ResetDirective::SessionAndParameters).map_err(zstd_error)?;
+            cctx.set_parameter(CParameter::CompressionLevel(level)).map_err(zstd_error)?;
+            zstd_write_frame(zstd::stream::Encoder::with_context(out, cctx), data)
+        }
+        Err(_) => zstd_write_frame(zstd::stream::Encoder::new(out, level)?, data), // re-entered: a fresh context
+    })
+}
+
+/// One frame through `enc` (its level set), as `ZstdCompression.wrapForOutput` writes it.
+fn zstd_write_frame(mut enc: zstd::stream::Encoder<'_, Vec<u8>>, data: &[u8]) -> std::io::Result<Vec<u8>> {
     enc.include_checksum(false)?;
     // libzstd's default content-size flag (on), as zstd-jni leaves it: a streamed frame's size is unknown when
     // its header is written, except for an empty input ended in one call (its header then says 0)
@@ -77,6 +150,7 @@ pub(crate) fn snappy_block<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> Py
 
 /// `snappy_block` without Python.
 pub fn snappy_block_bytes(data: &[u8]) -> Result<Vec<u8>, &'static str> {
+    let data = if data.is_empty() { &NOTHING[..0] } else { data };
     // SAFETY: the FFI boundary. MaxCompressedLength has no preconditions; RawCompress reads exactly `n` bytes
     // of `input` (a live slice of that length) and writes at most MaxCompressedLength(n) bytes to `out`, which
     // is that long; it returns how many it wrote.
@@ -199,6 +273,11 @@ thread_local! {
     /// Per thread: the output buffer (reused between calls) and the zstd decompression context.
     static DECOMPRESSED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     static ZSTD_DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+    /// Per thread: lz4's high-compression state (`lz4_block_bytes`).
+    static LZ4_HC_STATE: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Per thread: the zstd compression context (`zstd_stream_bytes`).
+    static ZSTD_CCTX: std::cell::RefCell<Option<zstd::zstd_safe::CCtx<'static>>> =
         const { std::cell::RefCell::new(None) };
 }
 

@@ -290,3 +290,27 @@ def test_compression_state_reuse_gives_a_fresh_states_bytes(codec):
             assert C.decompress(C.ZSTD, got) == d
         else:
             assert lz4.block.decompress(got, uncompressed_size=len(d)) == d
+
+
+def test_a_high_zstd_levels_context_is_not_kept():
+    """A thread keeps its zstd compression context only up to level 9 (a few MiB): at level 20 the context's
+    tables and window are about 190 MiB, freed after the frame instead of held for the thread's lifetime. The
+    resident size of a fresh process, after one small frame at each level, says which were kept."""
+    import subprocess
+    import sys
+
+    code = """
+import re
+from kafkalog.storage.records.native import core
+def rss():
+    return int(re.search(r"VmRSS:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) >> 10
+base = rss()
+core.zstd_stream(b"x" * 1000, 3)
+kept3 = rss() - base
+core.zstd_stream(b"x" * 1000, 20)
+print(kept3, rss() - base)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    kept3, kept20 = map(int, r.stdout.split())
+    assert kept3 < 16 and kept20 < 32, (kept3, kept20)  # MiB; level 20 held would be about 190

@@ -17,8 +17,17 @@ use pyo3::types::PyBytes;
 use crate::buffer::ByteView;
 use crate::legacy::be_i32;
 
-/// A real address for an empty input handed to C (a Rust empty slice points at 0x1).
-static NOTHING: [u8; 1] = [0];
+/// `data`, or for an empty input an empty slice at a real address, for handing to C: a Rust empty slice points
+/// at 0x1, and lz4's optimal parser (levels 10-12) computes `end - 12` from its pointer, which wrapped around and
+/// read wild memory (a segfault, before). Nothing is read through the address: it only has to be real.
+fn for_c(data: &[u8]) -> &[u8] {
+    static NOTHING: [u8; 1] = [0];
+    if data.is_empty() {
+        &NOTHING[..0]
+    } else {
+        data
+    }
+}
 
 /// Kafka's default lz4 level: `Lz4BlockOutputStream` then uses lz4-java's fast compressor.
 const LZ4_DEFAULT_LEVEL: i32 = 9;
@@ -37,10 +46,7 @@ pub(crate) fn lz4_block<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, level: i
 /// `LZ4_compress_HC_extStateHC` in a 256 KiB state it allocates for each block; the state is fully initialised
 /// by every call, so the block is the same bytes.
 pub fn lz4_block_bytes(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
-    // an empty slice's pointer is dangling (0x1): lz4's optimal parser (levels 10-12) computes `end - 12` from it,
-    // wrapped around and read wild memory (a segfault, before). Nothing is read through this one: it only has to be
-    // a real address.
-    let data = if data.is_empty() { &NOTHING[..0] } else { data };
+    let data = for_c(data);
     if level == LZ4_DEFAULT_LEVEL {
         return lz4::block::compress(data, None, false);
     }
@@ -159,7 +165,7 @@ pub(crate) fn snappy_block<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> Py
 
 /// `snappy_block` without Python.
 pub fn snappy_block_bytes(data: &[u8]) -> Result<Vec<u8>, &'static str> {
-    let data = if data.is_empty() { &NOTHING[..0] } else { data };
+    let data = for_c(data);
     // SAFETY: the FFI boundary. MaxCompressedLength has no preconditions; RawCompress reads exactly `n` bytes
     // of `input` (a live slice of that length) and writes at most MaxCompressedLength(n) bytes to `out`, which
     // is that long; it returns how many it wrote.

@@ -12,7 +12,7 @@ Builders:
 
 * batches: :func:`numbered_batches`, :func:`kv_batch`, :func:`offset_batches`, :func:`batch_at`,
   :func:`single_record_batches`, :func:`every_kind_of_batch`, :func:`legacy_message_sets`,
-  :func:`legacy_segment_bytes` (v0/v1);
+  :func:`legacy_segment_bytes` (v0/v1), :func:`zstd_window_batches` (zstd frames asking for large windows);
 * one segment: :func:`write_segment` (a ``.log``, optionally with rebuilt or given indexes, a temp suffix, an
   mtime), :func:`indexed_segment` (n batches of ``per`` records and where each batch is), :func:`single_record_segment`;
 * partition dirs: :func:`write_partition_files` (leader epochs, topic id, snapshots), :func:`three_segment_partition`,
@@ -106,6 +106,26 @@ def every_kind_of_batch(ts: int = TS) -> list[bytes]:
         build_legacy([(6, ts, None, b"a"), (7, ts, b"b", b"c")], magic=1, codec=1),
         build_legacy([(8, -1, None, b"v0")], magic=0),
     ]
+
+
+def zstd_window_batches(ts: int = TS) -> dict[str, tuple[bytes, bool]]:
+    """zstd batches whose frame asks for a large window, each with whether Kafka decodes it (its zstd reader
+    refuses a window above 2^27 bytes unless the frame declares a content size of at most 16 KiB: see
+    ``_ZSTD_WINDOW_MAX`` in ``storage/codec/compression.py``). The frame is kafkalog's own (Kafka's: no content
+    size), its window descriptor byte rewritten, or a content size put in."""
+    out = {}
+    for name, n, wd, fcs, ok in [("no content size, window 2^27", 100, 0x88, False, True),
+                                 ("no content size, window 2^28", 100, 0x90, False, False),
+                                 ("no content size, window 1.5 GiB", 100, 0xA4, False, False),
+                                 ("content size 5030, window 2^28", 20, 0x90, True, True),
+                                 ("content size 25262, window 2^28", 100, 0x90, True, False)]:
+        recs = [(i, ts + i, b"k%d" % i, (b"v%03d" % i) * 60, []) for i in range(n)]
+        plain = build_batch(recs)[61:]
+        frame = compress(4, plain)
+        assert frame[4] == 0x00  # no content size, no checksum: the window descriptor is byte 5
+        head = bytes([0x80, wd]) + len(plain).to_bytes(4, "little") if fcs else bytes([0x00, wd])
+        out[name] = (build_batch(recs, codec=4, compressed_payload=frame[:4] + head + frame[6:], records_count=n), ok)
+    return out
 
 
 def legacy_message_sets(ts: int = TS) -> list[bytes]:

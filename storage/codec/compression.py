@@ -374,7 +374,7 @@ def _zstd_decompress(data, limit: int) -> bytes:
     frames = _zstd_frames(mv)
     out = []
     total = 0
-    for start, end, blocks, content_size in frames:
+    for start, end, blocks, content_size, window in frames:
         if blocks == 0:  # skippable frame
             continue
         room = limit - total
@@ -387,6 +387,10 @@ def _zstd_decompress(data, limit: int) -> bytes:
             raise CompressionError(f"zstd payload cannot be decompressed: the frame declares {content_size} "
                                    f"bytes but its {blocks} block(s) hold at most {blocks * _ZSTD_BLOCK_MAX}",
                                    position=start)
+        if window > _ZSTD_WINDOW_MAX and not (0 <= content_size <= _ZSTD_ONE_PASS and end - start <= _ZSTD_IN_MAX):
+            raise CompressionError(f"zstd payload cannot be decompressed: the frame asks for a {window}-byte window, "
+                                   f"above the {_ZSTD_WINDOW_MAX} bytes Kafka's zstd reader accepts (Frame requires "
+                                   "too much memory for decoding)", position=start)
         bound = blocks * _ZSTD_BLOCK_MAX if content_size < 0 else content_size
         frame = mv[start:end]
         chunk = None
@@ -421,11 +425,21 @@ def _zstd() -> zstandard.ZstdDecompressor:
 
 _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_BLOCK_MAX = 128 * 1024
+# Kafka reads zstd through zstd-jni's stream decoder, which refuses a frame whose window is above libzstd's default
+# limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT, 2^27 bytes): "Frame requires too much memory for decoding". libzstd skips
+# that check when it can decode the whole frame in one pass: the frame declares its content size, that size fits
+# the caller's output (Kafka reads through a 16 KiB buffer, ZstdCompression.decompressionOutputSize) and the whole
+# frame is in the decoder's input (zstd-jni reads ZSTD_DStreamInSize(), 128 KiB + 3, at a time). Proven on Kafka's
+# DumpLogSegments: tests/kafka/test_compression_parity.py::test_zstd_window_limit_is_kafkas. A frame after the first
+# in one payload (producers write one) is judged as if it were first.
+_ZSTD_WINDOW_MAX = 1 << 27
+_ZSTD_ONE_PASS = 16 * 1024
+_ZSTD_IN_MAX = _ZSTD_BLOCK_MAX + 3
 
 
-def _zstd_frames(mv: memoryview) -> list[tuple[int, int, int, int]]:
-    """``(start, end, block count, content size or -1)`` per frame (RFC 8878 §3.1); skippable frames have 0
-    blocks. Raises CompressionError for a truncated frame or bytes that are not a frame."""
+def _zstd_frames(mv: memoryview) -> list[tuple[int, int, int, int, int]]:
+    """``(start, end, block count, content size or -1, window size)`` per frame (RFC 8878 §3.1); skippable
+    frames have 0 blocks. Raises CompressionError for a truncated frame or bytes that are not a frame."""
     n = len(mv)
     pos = 0
     frames = []
@@ -441,7 +455,7 @@ def _zstd_frames(mv: memoryview) -> list[tuple[int, int, int, int]]:
             size = _U32LE.unpack_from(mv, pos + 4)[0]
             if size > n - pos - 8:
                 raise CompressionError("zstd: truncated skippable frame", position=pos)
-            frames.append((pos, pos + 8 + size, 0, 0))
+            frames.append((pos, pos + 8 + size, 0, 0, 0))
             pos += 8 + size
             continue
         if magic != _ZSTD_MAGIC:
@@ -461,6 +475,11 @@ def _zstd_frames(mv: memoryview) -> list[tuple[int, int, int, int]]:
         content_size = -1
         if fcs_size:
             content_size = int.from_bytes(mv[p:p + fcs_size], "little") + (256 if fcs_size == 2 else 0)
+        if single:  # the window is the content (RFC 8878 §3.1.1.1.2)
+            window = content_size
+        else:
+            wd = mv[pos + 5]
+            window = (1 << (10 + (wd >> 3))) + ((1 << (10 + (wd >> 3))) >> 3) * (wd & 7)
         p += fcs_size
         blocks = 0
         while True:
@@ -482,7 +501,7 @@ def _zstd_frames(mv: memoryview) -> list[tuple[int, int, int, int]]:
             p += 4
             if p > n:
                 raise CompressionError("zstd: truncated source (content checksum)", position=p - 4)
-        frames.append((start, p, blocks, content_size))
+        frames.append((start, p, blocks, content_size, window))
         pos = p
     return frames
 

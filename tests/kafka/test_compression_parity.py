@@ -80,3 +80,45 @@ def test_compression_is_byte_identical_to_kafkas(kafka_version, tmp_path):
         assert os.environ.get("CI") != "true", "the compiled core is not built"
         differ = [d for d in differ if d.startswith(("gzip", "snappy"))]
     assert not differ, differ
+
+
+def test_zstd_window_limit_is_kafkas(kafka_version, tmp_path):
+    """Decompression: Kafka's zstd reader (zstd-jni's stream) refuses a frame asking for a window above 2^27
+    bytes, unless the frame declares a content size small enough (16 KiB, Kafka's read buffer) for libzstd to
+    decode it in one pass. DumpLogSegments on each batch of ``zstd_window_batches`` against kafkalog's reading of
+    the same batch, with and without the compiled core: the same batches decode, the same are refused."""
+    from builders import zstd_window_batches
+
+    from kafkalog.compat.errors import ToolError
+    from kafkalog.compat.tools import dump_log_segments
+    from kafkalog.storage.errors import CompressionError
+    from kafkalog.storage.records.native import python_reference
+
+    def ours(raw: bytes) -> int | str:
+        try:
+            return sum(1 for _ in next(iter_batches(memoryview(raw))).records())
+        except CompressionError as e:
+            return str(e)
+
+    seen = []
+    for i, (name, (raw, ok)) in enumerate(zstd_window_batches().items()):
+        log = tmp_path / str(i) / "00000000000000000000.log"
+        log.parent.mkdir()
+        log.write_bytes(raw)
+        try:
+            theirs: int | str = len(dump_log_segments(kafka_version, [log]).files[0].batches[0]["records"])
+        except ToolError as e:
+            assert "Frame requires too much memory for decoding" in str(e), (name, str(e)[-800:])
+            theirs = "refused"
+        native = ours(raw)
+        with python_reference():
+            python = ours(raw)
+        seen.append((name, theirs, native))
+        assert (theirs != "refused") == ok, (name, theirs)
+        assert native == python, (name, native, python)
+        assert (theirs == "refused") == isinstance(native, str), (name, theirs, native)
+        if isinstance(native, int):
+            assert native == theirs, (name, native, theirs)
+        else:
+            assert "window" in native, native
+    print(f"Kafka {kafka_version}: zstd windows " + "; ".join(f"{n}: {t}" for n, t, _ in seen))

@@ -15,6 +15,7 @@ import random
 from pathlib import Path
 
 import pytest
+from builders import zstd_window_batches
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -214,6 +215,20 @@ def test_zstd_frames_declaring_huge_sizes(declared):
              + ((5 << 3) | 1).to_bytes(3, "little") + b"hello")
     _same(C.ZSTD, frame)
     _same(C.ZSTD, bytes.fromhex("28b52ffdd40bdc28b52ffd0000025b4855ffffffff00"), 2, 1 << 20)
+
+
+def test_zstd_window_above_kafkas_limit_is_refused_by_both():
+    """A frame asking for a window above 2^27 bytes, with no content size (or one over 16 KiB), is refused as
+    Kafka's zstd reader refuses it (found by the differential fuzz target: the native one-shot decompression
+    decoded it, python-zstandard's stream refused it). Native and Python agree on each, records and errors."""
+    for name, (raw, ok) in zstd_window_batches().items():
+        payload = raw[61:]
+        got = _same(C.ZSTD, payload)
+        assert isinstance(got, bytes) == ok, (name, got)
+        if not ok:
+            assert "window" in got[2] and "Kafka's zstd reader" in got[2], got
+        b = RecordBatch(memoryview(raw), 0, "00000000000000000000.log", 1 << 20)
+        assert _records(b) == _python_records(b)
 
 
 def test_to_arrow_decompresses_natively_with_the_same_rows_and_errors(tmp_path):

@@ -201,6 +201,11 @@ pub(crate) fn codec_versions() -> (String, String, String) {
 const LZ4_MAGIC: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
 const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
 const ZSTD_BLOCK_MAX: u64 = 128 * 1024;
+/// Kafka's zstd reader (zstd-jni's stream): the largest window, and the one-pass exception to it (see
+/// `_ZSTD_WINDOW_MAX` in `storage/codec/compression.py`).
+const ZSTD_WINDOW_MAX: u64 = 1 << 27;
+const ZSTD_ONE_PASS: u64 = 16 * 1024;
+const ZSTD_IN_MAX: usize = 128 * 1024 + 3;
 
 /// Decompress `data` (codec ids as Kafka's: 1 gzip, 2 snappy, 3 lz4, 4 zstd) into `out` (cleared first).
 /// `None`: the Python path raises for these bytes.
@@ -542,6 +547,14 @@ fn zstd_frames(d: &[u8], limit: usize, out: &mut Vec<u8>) -> Option<()> {
             }
             content_size = Some(v + if fcs_size == 2 { 256 } else { 0 });
         }
+        // the window (RFC 8878 §3.1.1.1.2): a single-segment frame's is its content
+        let window = if single {
+            content_size.unwrap_or(0)
+        } else {
+            let wd = d[pos + 5];
+            let base = 1u64 << (10 + (wd >> 3));
+            base + (base >> 3) * u64::from(wd & 7)
+        };
         p += fcs_size;
         let mut blocks = 0u64;
         loop {
@@ -569,6 +582,12 @@ fn zstd_frames(d: &[u8], limit: usize, out: &mut Vec<u8>) -> Option<()> {
             }
         }
         pos = p;
+        // Kafka's zstd reader refuses a window above 2^27 bytes unless libzstd can decode the frame in one pass
+        // (`_ZSTD_WINDOW_MAX` in compression.py); a one-shot decompression here would not check it
+        let one_pass = content_size.is_some_and(|cs| cs <= ZSTD_ONE_PASS) && p - start <= ZSTD_IN_MAX;
+        if window > ZSTD_WINDOW_MAX && !one_pass {
+            return None;
+        }
         let room = (limit - out.len()) as u64;
         if let Some(cs) = content_size {
             if cs > room || cs > blocks * ZSTD_BLOCK_MAX {

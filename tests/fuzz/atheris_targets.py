@@ -357,15 +357,21 @@ def replay_memory(name: str, corpus: Path) -> dict:
     import tracemalloc
 
     fn = TARGETS[name]
-    units = sorted(p for p in corpus.iterdir() if p.is_file())
-    for u in units:
-        fn(u.read_bytes())
+    # read once, up front: a fuzzer still running on the same corpus (libFuzzer's -jobs, or a second process)
+    # replaces the inputs it reduces, so a file listed here may be gone a moment later
+    units = []
+    for p in sorted(corpus.iterdir()):
+        try:
+            units.append((p, p.read_bytes()))
+        except (FileNotFoundError, IsADirectoryError):
+            continue
+    for _, data in units:
+        fn(data)
     tracemalloc.start()
     worst = {"peak": 0, "size": 0, "unit": None}
     over = []
     try:
-        for u in units:
-            data = u.read_bytes()
+        for u, data in units:
             tracemalloc.reset_peak()
             held = tracemalloc.get_traced_memory()[0]
             fn(data)

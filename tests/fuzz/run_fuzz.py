@@ -27,6 +27,9 @@ A campaign longer than one sitting is run in slices over one kept corpus: ``--co
 ``~/.cache/kafkalog/fuzz-corpus/``) is seeded again (a no-op for seeds it has) and grown by each slice, and every
 row names its corpus and how many inputs the corpus held when the slice started. The slices of one corpus add
 up the way libFuzzer's own ``-fork`` mode adds the runs of its jobs, each of which starts from the merged corpus.
+Several fuzzers may share one corpus at once, as libFuzzer's ``-jobs`` do (each reloads the inputs the others
+add); give each its own ``--artifacts`` dir. The memory replay of a run that ends while another still fuzzes
+reads the corpus as it is then; the last run to end replays the final one.
 """
 
 from __future__ import annotations
@@ -156,6 +159,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--only", default="")
     ap.add_argument("--log", type=Path)
     ap.add_argument("--corpus", type=Path, help="corpus root (default: a fresh temporary one, seeded)")
+    ap.add_argument("--artifacts", type=Path,
+                    help="where crashes, slow inputs and the live output go (default: artifacts/ next to the "
+                         "targets); give each of several fuzzers on one corpus its own")
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--hang-seconds", type=int, default=1,
                     help="stop a run at an input over this many seconds (wall clock); above 1, inputs over 1 s are "
@@ -172,7 +178,7 @@ def main(argv: list[str]) -> int:
         corpus = a.corpus or Path(tmp) / "corpus"
         subprocess.run([sys.executable, str(HERE / "seed_corpus.py"), a.kind, str(corpus)], check=True,
                        stdout=subprocess.DEVNULL)
-        artifacts = (NATIVE if a.kind == "native" else HERE) / "artifacts"
+        artifacts = a.artifacts or (NATIVE if a.kind == "native" else HERE) / "artifacts"
         failed = 0
         print(f"{'target':<20} {'inputs':>12} {'s':>8} {'exec/s':>8} {'crashes':>7} {'hangs>1s':>8} "
               f"{'oom':>4} {'rss MB':>7}", flush=True)

@@ -19,8 +19,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
 
 import fuzz_targets as ft  # noqa: E402
+from builders import zstd_window_batches  # noqa: E402
 
 FIXTURES = HERE.parents[1] / "fixtures"
 MAX_SEED = 1 << 20
@@ -85,7 +87,8 @@ def atheris_seeds() -> dict[str, list[bytes]]:
     seeds = {
         "records": v2,
         "legacy": legacy,
-        "differential": v2 + legacy,
+        # and the frames that once split the native and Python paths (a zstd window above Kafka's limit)
+        "differential": v2 + legacy + [raw for raw, _ in zstd_window_batches().values()],
         "decompress": compressed,
         "varint": [b"\x00", b"\x7f", b"\x80\x01", b"\xff\xff\xff\xff\x0f", b"\xff" * 10 + b"\x01"],
         "index": files(".index"),

@@ -1,5 +1,6 @@
 """Faults at every write step of the commands whose promise is about files, not only records: ``checkpoints
---set``, ``topic-id --set``, ``migrate`` and ``append`` (issue 17), on copies of the real 4.3.1 fixture.
+--set``, ``topic-id --set``, ``migrate``, ``append`` and ``import`` (issue 17), on copies of the real 4.3.1
+fixture.
 
 Each is run with ``ENOSPC``, ``EIO`` (raised at the k-th file mutation through the I/O seam,
 :func:`kafkalog.storage.fileops.observe`) and a kill (``os._exit`` before the k-th mutation in a separate
@@ -11,7 +12,10 @@ process, as SIGKILL: no cleanup runs). After each fault, before anything else to
   promised, and the source is untouched;
 * ``append``: after ``ENOSPC``/``EIO`` the data dir is exactly as it was (``append`` undoes a failed append);
   after a kill (no undo runs) the partition, once loaded, holds its records plus a prefix of the appended
-  batches, whole batches in order, as a broker killed mid-produce leaves it.
+  batches, whole batches in order, as a broker killed mid-produce leaves it;
+* ``import`` (an export of ``codec-none-0`` into the dir without it): after ``ENOSPC``/``EIO`` the data dir is
+  exactly as it was (all or nothing); after a kill, once loaded, the partition is absent or empty, or holds
+  exactly the imported records, never a part of them.
 
 Then the dir loads (``repair`` plans without errors and applies) and running the command again reaches the
 promised state. A bounded sample of steps runs with the suite (and in CI); every step is ``pytest -m campaign``
@@ -29,6 +33,7 @@ from damage import (
     FIXTURES,
     count_mutations,
     migrate_dest,
+    prepare_for,
     records,
     repair_dir,
     run_for,
@@ -40,7 +45,7 @@ from damage import (
 from kafkalog.storage.files.checkpoints import read_offset_checkpoint
 
 FIXTURE = "kafka-4.3.1-kraft"
-COMMANDS = ("checkpoints", "topic-id", "migrate", "append")
+COMMANDS = ("checkpoints", "topic-id", "migrate", "append", "import")
 FAULTS = ("ENOSPC", "EIO", "kill")
 SAMPLE = 4  # fault points per command and fault in the default run
 
@@ -70,6 +75,16 @@ def _check_between(command: str, d: Path, base: Path, after: Path, where: str) -
         if moved.exists():
             repair_dir(dest)
             assert records(dest) == records(promised), f"{where}: the destination holds a partial partition"
+    elif command == "import" and not where.startswith("import, kill"):
+        assert tree(d) == tree(base), f"{where}: a failed import changed the data dir"
+    elif command == "import":
+        # killed: no undo ran; once loaded, the partition holds nothing or everything imported
+        probe = d.with_name(d.name + "-loaded")
+        shutil.copytree(d, probe)
+        repair_dir(probe)
+        got = records(probe).get("codec-none-0", set())
+        shutil.rmtree(probe)
+        assert got in (set(), records(after)["codec-none-0"]), f"{where}: {len(got)} records: a partial import"
     elif command == "append" and not where.startswith("append, kill"):
         assert tree(d) == tree(base), f"{where}: a failed append changed the data dir"
     elif command == "append":
@@ -95,6 +110,9 @@ def _check_loads_and_finishes(command: str, d: Path, base: Path, after: Path, wh
             return
     if command == "append" and records(d) != records(base):
         return  # a killed append left a prefix: appending again would add the batches twice, as a producer would
+    if command == "import" and records(d).get("codec-none-0"):
+        assert records(d) == records(after), f"{where}: the import arrived, but not as promised"
+        return  # the partition arrived whole: the import is done
     run_for(command, d)  # the same command again reaches the promised state
     if command == "checkpoints":  # the entries it sets (the repair below rewrites recovery points)
         got = read_offset_checkpoint(d / "recovery-point-offset-checkpoint").to_dict()
@@ -111,6 +129,8 @@ def _check_loads_and_finishes(command: str, d: Path, base: Path, after: Path, wh
 def _campaign(tmp_path: Path, command: str, fault: str, sample: int | None) -> tuple[int, int]:
     base = tmp_path / "base"
     shutil.copytree(FIXTURES / FIXTURE / "data", base)
+    if command == "import":
+        prepare_for(command, base)  # codec-none-0 exported beside the dir, and taken out of it
     after = tmp_path / "after"
     shutil.copytree(base, after)
     steps = count_mutations(lambda: run_for(command, after))

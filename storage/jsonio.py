@@ -38,6 +38,47 @@ def iter_lines(stream: IO[str], limit: int = MAX_LINE_BYTES) -> Iterator[tuple[i
         yield n, line
 
 
+#: the signed widths of Kafka's record fields, by the bits they are written in
+INT64, INT32, INT16 = 64, 32, 16
+
+
+def int_field(v: Any, field: str, bits: int = INT64, *, null: bool = False) -> int | None:
+    """An integer field of a JSON line that must fit Kafka's signed ``bits``-bit field (``null`` allowed only if
+    ``null``); anything else (text, a boolean, a float, out of range) is a ``ValueError`` that names the field."""
+    if v is None and null:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"field {field!r}: expected an integer{' or null' if null else ''}, got {json.dumps(v)[:40]}")
+    if not -(1 << (bits - 1)) <= v < 1 << (bits - 1):
+        raise ValueError(f"field {field!r}: {v} does not fit a {bits}-bit signed integer")
+    return v
+
+
+def typed_field(v: Any, field: str, kind: type, *, null: bool = False) -> Any:
+    """A text (``str``) or ``bool`` field of a JSON line, or ``null`` if allowed; otherwise a ``ValueError``."""
+    if (v is None and null) or type(v) is kind:
+        return v
+    what = {str: "text", bool: "true or false"}.get(kind, kind.__name__)
+    raise ValueError(f"field {field!r}: expected {what}{' or null' if null else ''}, got {json.dumps(v)[:40]}")
+
+
+def header_fields(v: Any, decode, where: str = "") -> list[tuple[str, bytes | None]]:
+    """The ``headers`` of a JSON line: a list of ``{"key": text, "value": ...}`` (``decode(value, field)`` reads
+    the value), or null/absent for none."""
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ValueError(f"field '{where}headers': expected a list, got {json.dumps(v)[:40]}")
+    out = []
+    for i, h in enumerate(v):
+        if not isinstance(h, dict) or "key" not in h:
+            raise ValueError(f"field '{where}headers[{i}]': expected {{\"key\": ..., \"value\": ...}}, "
+                             f"got {json.dumps(h)[:40]}")
+        out.append((typed_field(h["key"], f"{where}headers[{i}].key", str),
+                    decode(h.get("value"), f"{where}headers[{i}].value")))
+    return out
+
+
 def b64_field(v: Any, field: str) -> bytes | None:
     """A base64 field of a JSON line (``null`` stays ``None``), decoded strictly: only the standard alphabet,
     correct padding, and the canonical encoding of its bytes (so that decoding and encoding again gives the

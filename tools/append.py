@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -12,7 +11,16 @@ import time
 from kafkalog.storage.codec.compression import CODEC_IDS
 from kafkalog.storage.engine.writer import append_to_partition, preview_append
 from kafkalog.storage.errors import ConfigError
-from kafkalog.storage.jsonio import b64_field, iter_lines, loads
+from kafkalog.storage.jsonio import (
+    INT16,
+    INT32,
+    b64_field,
+    header_fields,
+    int_field,
+    iter_lines,
+    loads,
+    typed_field,
+)
 from kafkalog.storage.log import live_topic_partition
 from kafkalog.storage.records import build_batch
 from kafkalog.storage.topic_configs import ConfigResolver
@@ -53,12 +61,6 @@ def _decode(v, payload: str, field: str) -> bytes | None:
     return None if v is None else v.encode("utf-8", "surrogateescape")
 
 
-def _int_field(v, field: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f"field {field!r}: expected an integer, got {json.dumps(v)[:40]}")
-    return v
-
-
 _CAMEL = re.compile(r"[a-z][a-zA-Z0-9]*")
 
 
@@ -77,28 +79,35 @@ def batch_from_json(obj: dict, payload: str = "base64") -> bytes:
     batch = isinstance(obj, dict) and isinstance(obj.get("records"), list)
     for i, r in enumerate(obj["records"] if batch else [obj]):
         _camel_keys(r, f"records[{i}]: " if batch else "")
-        for j, h in enumerate(r.get("headers") or () if isinstance(r, dict) else ()):
+        hs = r.get("headers") if isinstance(r, dict) else None
+        for j, h in enumerate(hs if isinstance(hs, list) else ()):  # not a list: header_fields says so
             _camel_keys(h, f"{f'records[{i}].' if batch else ''}headers[{j}]: ")
     recs_in = obj.get("records")
     if recs_in is None:
         recs_in, obj = [obj], {}
+    if not isinstance(recs_in, list) or not all(isinstance(r, dict) for r in recs_in):
+        raise ValueError("field 'records': expected a list of objects")
+    base = int_field(obj.get("baseOffset", 0), "baseOffset")
     recs = []
     for i, r in enumerate(recs_in):
-        headers = [(h["key"], _decode(h.get("value"), payload, f"headers[{j}].value"))
-                   for j, h in enumerate(r.get("headers") or [])]
-        off = r.get("offset")
-        recs.append((off if off is not None else obj.get("baseOffset", 0) + i,
-                     _int_field(r.get("timestamp", int(time.time() * 1000)), "timestamp"),
-                     _decode(r.get("key"), payload, "key"),
-                     _decode(r.get("value"), payload, "value"), headers))
+        at = f"records[{i}]." if obj else ""
+        headers = header_fields(r.get("headers"), lambda v, f: _decode(v, payload, f), at)
+        off = int_field(r.get("offset"), f"{at}offset", null=True)
+        recs.append((off if off is not None else base + i,
+                     int_field(r.get("timestamp", int(time.time() * 1000)), f"{at}timestamp"),
+                     _decode(r.get("key"), payload, f"{at}key"),
+                     _decode(r.get("value"), payload, f"{at}value"), headers))
     codec = obj.get("codec", "none")
-    if codec not in CODEC_IDS:
+    if not isinstance(codec, str) or codec not in CODEC_IDS:
         raise ConfigError(f"unknown codec {codec!r}")
-    return build_batch(recs, base_offset=obj.get("baseOffset", recs[0][0] if recs else 0),
-                       codec=CODEC_IDS[codec], producer_id=obj.get("producerId", -1),
-                       producer_epoch=obj.get("producerEpoch", -1), base_sequence=obj.get("baseSequence", -1),
-                       is_transactional=bool(obj.get("isTransactional")), is_control=bool(obj.get("isControl")),
-                       partition_leader_epoch=obj.get("partitionLeaderEpoch", -1))
+    return build_batch(recs, base_offset=int_field(obj.get("baseOffset", recs[0][0] if recs else 0), "baseOffset"),
+                       codec=CODEC_IDS[codec], producer_id=int_field(obj.get("producerId", -1), "producerId"),
+                       producer_epoch=int_field(obj.get("producerEpoch", -1), "producerEpoch", INT16),
+                       base_sequence=int_field(obj.get("baseSequence", -1), "baseSequence", INT32),
+                       is_transactional=typed_field(obj.get("isTransactional", False), "isTransactional", bool),
+                       is_control=typed_field(obj.get("isControl", False), "isControl", bool),
+                       partition_leader_epoch=int_field(obj.get("partitionLeaderEpoch", -1), "partitionLeaderEpoch",
+                                                        INT32))
 
 
 def _batches(src, args: argparse.Namespace):

@@ -25,7 +25,7 @@ from typing import IO, Any
 from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT
 from ..errors import ConfigError, KafkaLogError, LogDirError
 from ..files.names import segment_log_files
-from ..jsonio import b64_field
+from ..jsonio import b64_field, header_fields
 from ..log import PartitionLog
 from ..logdir import live_partition_name, resolve_partition_dirs
 from ..offset_spec import OffsetSpec
@@ -320,8 +320,7 @@ def row_from_json(obj: dict[str, Any]) -> dict[str, Any]:
     row = dict(obj)
     for k in ("key", "value"):
         row[k] = b64_field(obj.get(k), k)
-    row["headers"] = [(h["key"], b64_field(h.get("value"), f"headers[{i}].value"))
-                      for i, h in enumerate(obj.get("headers") or [])]
+    row["headers"] = header_fields(obj.get("headers"), b64_field)
     return row
 
 

@@ -22,7 +22,7 @@ from ..codec.compression import CODEC_IDS
 from ..errors import ConfigError, CorruptRecordError, LogDirError
 from ..files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from ..files.names import segment_log_files
-from ..jsonio import iter_lines, loads
+from ..jsonio import INT16, INT32, INT64, int_field, iter_lines, loads, typed_field
 from ..log import partition_path, validate_topic
 from ..records import CREATE_TIME, LOG_APPEND_TIME, build_batch
 from ..records.record import Record
@@ -49,12 +49,42 @@ class ImportStats:
 REQUIRED = ("topic", "partition", "offset", "timestamp", "key", "value")
 
 
+#: the fields of an exported record that import reads, with their types (docs/schemas/exportRecord.schema.json):
+#: integers by the signed width Kafka writes them in, or ``str``/``bool``; ``None`` after the type: may be null
+_INTS = {"partition": (INT32, False), "offset": (INT64, False), "timestamp": (INT64, False),
+         "timestampType": (INT16, False), "leaderEpoch": (INT32, False), "producerId": (INT64, False),
+         "producerEpoch": (INT16, False), "sequence": (INT32, True), "position": (INT64, True),
+         "magic": (INT16, False)}
+_TYPED = {"topic": (str, False), "codec": (str, True), "segment": (str, True), "isTransactional": (bool, False),
+          "isControl": (bool, False)}
+
+
 def _checked(where: str, path: str, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with every field import reads checked for its type and range (a crafted line gets a clear error
+    naming its field, never an exception from deep in the batch builder)."""
+    if not isinstance(row, dict):
+        raise CorruptRecordError(f"{where}: not an exported record (a JSON object is expected)", path)
     missing = [k for k in REQUIRED if k not in row]
-    if missing or not isinstance(row.get("offset"), int) or not isinstance(row.get("partition"), int):
-        what = f"missing {', '.join(missing)}" if missing else "offset/partition must be integers"
-        raise CorruptRecordError(f"{where}: not an exported record ({what})", path)
-    row.setdefault("headers", [])
+    if missing:
+        raise CorruptRecordError(f"{where}: not an exported record (missing {', '.join(missing)})", path)
+    try:
+        for k, (bits, null) in _INTS.items():
+            if k in row:
+                int_field(row[k], k, bits, null=null)
+        for k, (kind, null) in _TYPED.items():
+            if k in row:
+                typed_field(row[k], k, kind, null=null)
+        headers = row.get("headers") or []
+        if not isinstance(headers, list) or not all(
+                isinstance(h, tuple | list) and len(h) == 2 and isinstance(h[0], str)
+                and (h[1] is None or isinstance(h[1], bytes)) for h in headers):
+            raise ValueError("field 'headers': expected a list of {key: text, value: bytes or null}")
+        for k in ("key", "value"):
+            if row[k] is not None and not isinstance(row[k], bytes):
+                raise ValueError(f"field {k!r}: expected bytes or null, got {type(row[k]).__name__}")
+    except ValueError as e:
+        raise CorruptRecordError(f"{where}: not an exported record ({e})", path) from None
+    row["headers"] = headers
     row.setdefault("segment", None)
     row.setdefault("position", None)
     return row
@@ -82,7 +112,10 @@ def iter_rows(path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
             if not line.strip():
                 continue
             try:
-                row = row_from_json(loads(line))
+                obj = loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError("a JSON object is expected")
+                row = row_from_json(obj)
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 raise CorruptRecordError(f"line {n}: not an exported record ({e})", p) from None
             yield f"{p}:{n}", _checked(f"line {n}", p, row)

@@ -147,6 +147,55 @@ def test_append_never_writes_outside_the_data_dir(tmp_path, data):
     assert tree(tmp_path) - before == {"outside", "a/b/data/link-0"}  # only what the test itself made
 
 
+_ROW = {"topic": "t", "partition": 0, "offset": 0, "timestamp": 1, "key": None, "value": None}
+#: crafted export rows: a field of the wrong type or out of its Kafka width (each once made `import` exit 3, or
+#: was taken silently), and the field the error must name
+CRAFTED_ROWS = [
+    ({"timestamp": "x"}, "timestamp"),
+    ({"offset": 1 << 70}, "offset"),
+    ({"producerEpoch": 70000}, "producerEpoch"),
+    ({"sequence": "a"}, "sequence"),
+    ({"leaderEpoch": 1 << 40}, "leaderEpoch"),
+    ({"segment": 5}, "segment"),
+    ({"timestampType": "x"}, "timestampType"),
+    ({"isControl": "yes"}, "isControl"),
+    ({"headers": [{"key": 5, "value": None}]}, "headers[0].key"),
+    ({"headers": [1]}, "headers[0]"),
+    ({"headers": 5}, "headers"),
+    ({"partition": True}, "partition"),
+]
+
+
+@pytest.mark.parametrize("change,field", CRAFTED_ROWS, ids=[f for _, f in CRAFTED_ROWS])
+def test_import_of_a_crafted_row_names_the_field(tmp_path, change, field):
+    src = tmp_path / "rows.jsonl"
+    src.write_text(json.dumps(_ROW) + "\n" + json.dumps({**_ROW, "offset": 1, **change}) + "\n")
+    r = kafkalog("import", src, tmp_path / "target")
+    assert r.returncode == 1 and INTERNAL not in r.stderr, r.stderr
+    assert "line 2" in r.stderr and repr(field) in r.stderr, r.stderr
+    assert not (tmp_path / "target").exists()
+
+
+@pytest.mark.parametrize("line,field", [
+    ({"records": [{"offset": 1 << 70, "timestamp": 1}]}, "records[0].offset"),
+    ({"baseOffset": "x", "records": []}, "baseOffset"),
+    ({"records": [{"offset": 0, "timestamp": 1}], "producerEpoch": 70000}, "producerEpoch"),
+    ({"records": [{"offset": 0, "timestamp": 1}], "baseSequence": 1 << 31}, "baseSequence"),
+    ({"records": [{"offset": 0, "timestamp": 1}], "isControl": "yes"}, "isControl"),
+    ({"records": [{"offset": 0, "timestamp": 1, "headers": [{"key": 5}]}]}, "records[0].headers[0].key"),
+    ({"records": [{"offset": 0, "timestamp": 1, "headers": 5}]}, "records[0].headers"),
+    ({"records": 5}, "records"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_append_of_a_crafted_line_names_the_field(tmp_path, data, line, field):
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(line) + "\n")
+    before = {p: p.read_bytes() for p in (data / "compacted-0").iterdir()}
+    r = kafkalog("append", data, "compacted-0", "--from", src, "--keep-offsets")
+    assert r.returncode == 1 and INTERNAL not in r.stderr, r.stderr
+    assert "line 1" in r.stderr and repr(field) in r.stderr, r.stderr
+    assert {p: p.read_bytes() for p in (data / "compacted-0").iterdir()} == before
+
+
 def test_migrate_topic_is_validated_before_anything_is_written(tmp_path, data):
     dst = tmp_path / "a" / "dst"
     before = tree(tmp_path)

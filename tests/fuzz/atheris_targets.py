@@ -290,6 +290,49 @@ def _cleaner(cr, OffsetMap, Slow, core, section: bytes, count: int, base: int, b
                 assert a == b, ("retained", results)
 
 
+# ------------------------------------------------------------------------- the JSON Lines commands read
+def _lines_file() -> Path:
+    """A file of this process for the line readers (which take a path), on tmpfs where there is one."""
+    import atexit
+    import os
+    import tempfile
+
+    f = Path("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()) / f"kafkalog-fuzz-{os.getpid()}.jsonl"
+    atexit.register(lambda: f.unlink(missing_ok=True))
+    return f
+
+
+_LINES_FILE = _lines_file()
+
+
+@target("input-lines")
+def input_lines(data: bytes) -> None:
+    """The JSON Lines that ``import`` (exported rows) and ``append`` (``dump --json`` batches or single records)
+    read, as each reads them (the file opened as UTF-8): every row checked, grouped into batches and each batch
+    built; every append line built into a batch (base64 or, if the first byte is odd, utf8 payloads). Only a
+    ``KafkaLogError`` may come out: a crafted line once made both exit 3."""
+    import types
+
+    from kafkalog.storage.engine.import_ import _build, _group, iter_rows
+    from kafkalog.tools.append import _batches
+
+    if not data:
+        return
+    payload, data = ("utf8" if data[0] & 1 else "base64"), data[1:]
+    _LINES_FILE.write_bytes(data)
+    def rows() -> None:
+        for _where, batch_rows in _group(iter_rows(_LINES_FILE)):
+            _build(batch_rows)
+
+    def batches() -> None:
+        with open(_LINES_FILE, encoding="utf-8") as src:
+            for _ in _batches(src, types.SimpleNamespace(source=str(_LINES_FILE), payload=payload)):
+                pass
+
+    _contract(rows)  # errors name the file and line (no byte position: these are text lines)
+    _contract(batches)
+
+
 # ------------------------------------------------------------------------------------ all, for the CI slice
 def _all(data: bytes) -> None:
     """Every target in one process (the bounded CI slice): the first byte picks the target."""
@@ -304,7 +347,7 @@ TARGETS["all"] = _all
 
 
 # -------------------------------------------------------------------------------------------------- main
-INSTRUMENT = ("kafkalog.storage",)
+INSTRUMENT = ("kafkalog.storage", "kafkalog.tools.append")
 
 
 def _instrument(atheris) -> int:
@@ -406,6 +449,7 @@ def main(argv: list[str]) -> None:
     import kafkalog.storage.engine.convert  # noqa: F401
     import kafkalog.storage.files  # noqa: F401
     import kafkalog.storage.records  # noqa: F401
+    import kafkalog.tools.append  # noqa: F401
     _instrument(atheris)
 
     def one(data: bytes) -> None:

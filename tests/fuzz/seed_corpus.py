@@ -94,12 +94,35 @@ def atheris_seeds() -> dict[str, list[bytes]]:
         "index": files(".index"),
         "timeindex": files(".timeindex"),
         "txnindex": files(".txnindex") + files(".txnindex.deleted"),
+        "input-lines": input_line_seeds(),
         "decoders": [bytes([min(len(e) - 62, 255) if len(e) > 62 else 0]) + e[61:] for e in v2[:100]],
         **small,
     }
     from atheris_targets import ALL_ORDER
     # the "all" target: each target's seeds behind its number (a few of each)
     seeds["all"] = [bytes([i]) + s for i, t in enumerate(ALL_ORDER) for s in seeds[t][:40]]
+    return seeds
+
+
+def input_line_seeds() -> list[bytes]:
+    """Seeds of ``input-lines`` (a payload byte, then lines): exported rows of every fixture partition of the
+    4.3.1 data dir, a few at a time, and append lines (a batch object, a single record, utf8 payloads)."""
+    import io
+    import json
+
+    from kafkalog.storage.engine.export import export_jsonl
+
+    out = io.StringIO()
+    export_jsonl([FIXTURES / "kafka-4.3.1-kraft" / "data"], out)
+    lines = out.getvalue().splitlines()
+    seeds = [b"\x00" + "\n".join(lines[i:i + 3]).encode() + b"\n" for i in range(0, min(len(lines), 600), 20)]
+    batch = {"baseOffset": 5, "codec": "gzip", "producerId": 7, "producerEpoch": 1, "baseSequence": 0,
+             "isTransactional": True, "partitionLeaderEpoch": 2,
+             "records": [{"offset": 5, "timestamp": 1, "key": "aw==", "value": "dg==", "headers": [{"key": "h", "value": None}]},
+                         {"timestamp": 2, "key": None, "value": "eHl6"}]}
+    seeds += [b"\x00" + json.dumps(batch).encode() + b"\n",
+              b"\x01" + json.dumps({"key": "k", "value": "v", "timestamp": 3, "headers": [{"key": "a", "value": "b"}]}).encode(),
+              b"\x00" + json.dumps({"key": None, "value": "dmFsdWU=", "timestamp": 1}).encode() + b"\n\n"]
     return seeds
 
 

@@ -128,7 +128,16 @@ def _batch_key(row: dict[str, Any]) -> tuple:
     return (row["topic"], row["partition"], row["segment"], row["position"])
 
 
-def _build(rows: list[dict[str, Any]]) -> bytes:
+def _build(rows: list[dict[str, Any]], where: str) -> bytes:
+    """The v2 batch of one exported batch's rows; rows the format cannot hold (offsets more than a 32-bit delta
+    apart, ...) are a ``CorruptRecordError`` naming the first row's line."""
+    try:
+        return _build_batch(rows)
+    except ValueError as e:
+        raise CorruptRecordError(f"{where}: cannot be written as a batch: {e}") from None
+
+
+def _build_batch(rows: list[dict[str, Any]]) -> bytes:
     first = rows[0]
     codec_name = first.get("codec") or "none"
     if codec_name not in CODEC_IDS:
@@ -228,7 +237,7 @@ def preview_import(files: Iterable[str | os.PathLike], data_dir: str | os.PathLi
     for f in files:
         for where, batch_rows in _group(iter_rows(f)):
             name, _pdir, offs = checks.batch(where, batch_rows)
-            _build(batch_rows)  # the batch must build (codec, fields) as it would on import
+            _build(batch_rows, where)  # the batch must build (codec, fields) as it would on import
             stats.batches += 1
             stats.records += len(batch_rows)
             stats.partitions[name] = offs[-1] + 1
@@ -281,7 +290,7 @@ def _import(files: Iterable[str | os.PathLike], ddir: Path, topic: str | None, t
                             name in last_segment or w.active.size == 0):
                         w.roll(base)
                 last_segment[name] = seg
-                w.append(_build(batch_rows), assign_offsets=False)
+                w.append(_build(batch_rows, where), assign_offsets=False)
                 stats.batches += 1
                 stats.records += len(batch_rows)
                 stats.partitions[name] = offs[-1] + 1

@@ -127,6 +127,7 @@ def build_batch(
         max_timestamp = max((r.timestamp for r in recs), default=NO_TIMESTAMP)
     if last_offset_delta is None:
         last_offset_delta = (recs[-1].offset - base_offset) if recs else 0
+    _check_widths(recs, base_offset, base_timestamp, keep_deltas)
     attributes = codec & 0x07
     if timestamp_type == LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_MASK
@@ -159,6 +160,27 @@ def build_batch(
     out += payload
     _U32.pack_into(out, 17, crc32c(memoryview(out)[21:]))
     return bytes(out)
+
+
+_SPAN64 = 1 << 63
+_SPAN32 = 1 << 31
+
+
+def _check_widths(recs: Sequence[Record], base_offset: int, base_timestamp: int, keep_deltas: bool) -> None:
+    """Every offset and timestamp of a batch fits the field Kafka writes it in: offsets int64, a record's offset
+    delta int32 (``MemoryRecordsBuilder``: "Maximum offset delta exceeded"), timestamp deltas int64. A
+    ``ValueError`` naming the record otherwise (callers building from input report it; nothing half-built)."""
+    if not -_SPAN64 <= base_offset < _SPAN64:
+        raise ValueError(f"base offset {base_offset} does not fit 64 bits")
+    for i, r in enumerate(recs):
+        if keep_deltas and r.timestamp_delta is not None and r.offset_delta is not None:
+            continue
+        if not -_SPAN64 <= r.offset < _SPAN64 or not -_SPAN32 <= r.offset - base_offset < _SPAN32:
+            raise ValueError(f"record {i}: offset {r.offset} is not within a batch's 32-bit offset delta of its "
+                             f"base offset {base_offset} (or does not fit 64 bits)")
+        if not -_SPAN64 <= r.timestamp - base_timestamp < _SPAN64:
+            raise ValueError(f"record {i}: timestamp {r.timestamp} is more than a 64-bit delta from the batch's "
+                             f"first timestamp {base_timestamp}")
 
 
 def _signed16(v: int) -> int:

@@ -321,8 +321,8 @@ def input_lines(data: bytes) -> None:
     payload, data = ("utf8" if data[0] & 1 else "base64"), data[1:]
     _LINES_FILE.write_bytes(data)
     def rows() -> None:
-        for _where, batch_rows in _group(iter_rows(_LINES_FILE)):
-            _build(batch_rows)
+        for where, batch_rows in _group(iter_rows(_LINES_FILE)):
+            _build(batch_rows, where)
 
     def batches() -> None:
         with open(_LINES_FILE, encoding="utf-8") as src:

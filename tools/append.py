@@ -100,14 +100,15 @@ def batch_from_json(obj: dict, payload: str = "base64") -> bytes:
     codec = obj.get("codec", "none")
     if not isinstance(codec, str) or codec not in CODEC_IDS:
         raise ConfigError(f"unknown codec {codec!r}")
-    return build_batch(recs, base_offset=int_field(obj.get("baseOffset", recs[0][0] if recs else 0), "baseOffset"),
+    return build_batch(recs, base_offset=base if "baseOffset" in obj else (recs[0][0] if recs else 0),
                        codec=CODEC_IDS[codec], producer_id=int_field(obj.get("producerId", -1), "producerId"),
                        producer_epoch=int_field(obj.get("producerEpoch", -1), "producerEpoch", INT16),
                        base_sequence=int_field(obj.get("baseSequence", -1), "baseSequence", INT32),
                        is_transactional=typed_field(obj.get("isTransactional", False), "isTransactional", bool),
                        is_control=typed_field(obj.get("isControl", False), "isControl", bool),
                        partition_leader_epoch=int_field(obj.get("partitionLeaderEpoch", -1), "partitionLeaderEpoch",
-                                                        INT32))
+                                                        INT32),
+                       strict=True)
 
 
 def _batches(src, args: argparse.Namespace):

@@ -479,7 +479,8 @@ def _zstd_frames(mv: memoryview) -> list[tuple[int, int, int, int, int]]:
             window = content_size
         else:
             wd = mv[pos + 5]
-            window = (1 << (10 + (wd >> 3))) + ((1 << (10 + (wd >> 3))) >> 3) * (wd & 7)
+            base = 1 << (10 + (wd >> 3))
+            window = base + (base >> 3) * (wd & 7)
         p += fcs_size
         blocks = 0
         while True:

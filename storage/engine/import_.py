@@ -159,6 +159,7 @@ def _build_batch(rows: list[dict[str, Any]]) -> bytes:
         partition_leader_epoch=first.get("leaderEpoch", -1),
         is_transactional=bool(first.get("isTransactional")),
         is_control=bool(first.get("isControl")),
+        strict=True,  # input: every offset and timestamp must read back as given
     )
 
 

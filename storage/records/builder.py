@@ -98,8 +98,14 @@ def build_batch(
     records_count: int | None = None,
     level: int | None = None,
     attributes_high_byte: int = 0,
+    strict: bool = False,
 ) -> bytes:
     """Build one v2 record batch.
+
+    * A record whose offset is more than a 32-bit delta from ``base_offset`` is a ``ValueError``
+      (``MemoryRecordsBuilder``: "Maximum offset delta exceeded"). ``strict`` (records from user input, which must
+      read back as given) also refuses an offset past 64 bits and a timestamp more than a 64-bit delta from the
+      first; a rebuild of parsed records does not (Kafka's long arithmetic wraps there).
 
     * ``base_offset`` defaults to the first record's offset (0 for an empty batch).
     * ``base_timestamp`` defaults to the delete horizon when one is given, else the first record's timestamp
@@ -127,7 +133,6 @@ def build_batch(
         max_timestamp = max((r.timestamp for r in recs), default=NO_TIMESTAMP)
     if last_offset_delta is None:
         last_offset_delta = (recs[-1].offset - base_offset) if recs else 0
-    _check_widths(recs, base_offset, base_timestamp, keep_deltas)
     attributes = codec & 0x07
     if timestamp_type == LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_MASK
@@ -144,14 +149,19 @@ def build_batch(
         count = records_count if records_count is not None else len(recs)
     else:
         raw = bytearray()
-        for r in recs:
+        for i, r in enumerate(recs):
             if keep_deltas and r.timestamp_delta is not None and r.offset_delta is not None:
                 encode_record(raw, r.attributes, r.timestamp_delta, r.offset_delta, r.key, r.value, r.headers)
             else:
-                encode_record(raw, r.attributes if keep_deltas else 0, r.timestamp - base_timestamp,
-                              r.offset - base_offset, r.key, r.value, r.headers)
+                od, td = r.offset - base_offset, r.timestamp - base_timestamp
+                if not -_SPAN32 <= od < _SPAN32 or (strict and not (-_SPAN64 <= td < _SPAN64 and r.offset < _SPAN64)):
+                    raise ValueError(_width_error(i, r, base_offset, base_timestamp))
+                encode_record(raw, r.attributes if keep_deltas else 0, td, od, r.key, r.value, r.headers)
         count = records_count if records_count is not None else len(recs)
         payload = compress(codec, raw, magic=2, level=level) if (codec and recs) else bytes(raw)
+    if not (-_SPAN64 <= base_offset < _SPAN64 and -_SPAN32 <= last_offset_delta < _SPAN32):
+        raise ValueError(f"base offset {base_offset} with last offset delta {last_offset_delta} does not fit a "
+                         "batch header (64-bit offset, 32-bit delta)")
     batch_length = HEADER_SIZE - 12 + len(payload)
     out = bytearray(HEADER_SIZE)
     HEADER.pack_into(out, 0, base_offset, batch_length, partition_leader_epoch, 2, 0,
@@ -162,25 +172,18 @@ def build_batch(
     return bytes(out)
 
 
+# The widths a batch writes offsets and timestamps in: offsets int64, a record's offset delta int32, timestamp
+# deltas int64 (``build_batch``'s ``strict``). Checked where each delta is computed.
 _SPAN64 = 1 << 63
 _SPAN32 = 1 << 31
 
 
-def _check_widths(recs: Sequence[Record], base_offset: int, base_timestamp: int, keep_deltas: bool) -> None:
-    """Every offset and timestamp of a batch fits the field Kafka writes it in: offsets int64, a record's offset
-    delta int32 (``MemoryRecordsBuilder``: "Maximum offset delta exceeded"), timestamp deltas int64. A
-    ``ValueError`` naming the record otherwise (callers building from input report it; nothing half-built)."""
-    if not -_SPAN64 <= base_offset < _SPAN64:
-        raise ValueError(f"base offset {base_offset} does not fit 64 bits")
-    for i, r in enumerate(recs):
-        if keep_deltas and r.timestamp_delta is not None and r.offset_delta is not None:
-            continue
-        if not -_SPAN64 <= r.offset < _SPAN64 or not -_SPAN32 <= r.offset - base_offset < _SPAN32:
-            raise ValueError(f"record {i}: offset {r.offset} is not within a batch's 32-bit offset delta of its "
-                             f"base offset {base_offset} (or does not fit 64 bits)")
-        if not -_SPAN64 <= r.timestamp - base_timestamp < _SPAN64:
-            raise ValueError(f"record {i}: timestamp {r.timestamp} is more than a 64-bit delta from the batch's "
-                             f"first timestamp {base_timestamp}")
+def _width_error(i: int, r: Record, base_offset: int, base_timestamp: int) -> str:
+    if not -_SPAN64 <= r.timestamp - base_timestamp < _SPAN64:
+        return (f"record {i}: timestamp {r.timestamp} is more than a 64-bit delta from the batch's first timestamp "
+                f"{base_timestamp}")
+    return (f"record {i}: offset {r.offset} is not within a batch's 32-bit offset delta of its base offset "
+            f"{base_offset} (or does not fit 64 bits)")
 
 
 def _signed16(v: int) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kafkalog.compat.capture import inline_b64
+from kafkalog.compat.capture import CAPTURE_PROPS, inline_b64
 from kafkalog.compat.clients import consume
 from kafkalog.compat.pytest_plugin import BrokerFactory
 from kafkalog.compat.tiered import tiered_broker_kwargs
@@ -47,10 +47,13 @@ def test_stored_dump_is_what_dump_log_segments_prints(name: str, kafka_libs: dic
 def test_broker_serves_a_copy_of_the_fixture(name: str, tmp_path: Path, broker_factory: BrokerFactory) -> None:
     manifest = MANIFESTS[name]
     shutil.copytree(FIXTURES / name / "data", tmp_path / "data", symlinks=True)
-    kwargs: dict[str, Any] = {}
+    # the settings the fixture was captured with: above all log.retention.ms=-1, as its records carry fixed 2025
+    # timestamps that the default 7 days would expire (a tiered broker's expiration task deletes the remote-only
+    # segments within a second of starting, racing the consumer)
+    kwargs: dict[str, Any] = {"server_properties": CAPTURE_PROPS}
     if (FIXTURES / name / "remote").is_dir():  # tiered: the broker reads the remote-only segments from remote/
         shutil.copytree(FIXTURES / name / "remote", tmp_path / "remote", symlinks=True)
-        kwargs = tiered_broker_kwargs(manifest["kafka_version"], tmp_path / "remote")
+        kwargs = tiered_broker_kwargs(manifest["kafka_version"], tmp_path / "remote", server_properties=CAPTURE_PROPS)
     broker = broker_factory(manifest["kafka_version"], data_dir=tmp_path / "data", **kwargs)
     expected = _jsonl(FIXTURES / name / "expected.jsonl")
     for topic, desc in manifest["topics"].items():

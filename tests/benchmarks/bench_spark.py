@@ -117,7 +117,7 @@ def _tree_cpu(root_pid: int) -> float:
 
 
 def spark_rate(root: Path, master: str, runs: int, n: int, pin: bool = True, native: bool = True,
-               ceiling: bool = False) -> list[float]:
+               ceiling: bool = False, jvm: bool = False, query: str = "value", cached: bool = False) -> list[float]:
     """Records/s of a full-schema scan on ``master``, measured in a fresh process (PySpark keeps one gateway
     JVM per Python process, so each master needs its own). With ``pin``, that process, its Spark JVM and the
     Python workers are confined to as many cores as the master has task slots (``taskset``): unpinned, the
@@ -126,7 +126,9 @@ def spark_rate(root: Path, master: str, runs: int, n: int, pin: bool = True, nat
     cmd = [sys.executable, __file__, "--child", master, str(root), str(runs), str(n)]
     if pin and cores:
         cmd = ["taskset", "-c", ",".join(str(c) for c in sorted(os.sched_getaffinity(0))[:cores]), *cmd]
-    env = dict(os.environ, KAFKALOG_NATIVE="1" if native else "0", BENCH_SPARK_CEILING="1" if ceiling else "0")
+    env = dict(os.environ, KAFKALOG_NATIVE="1" if native else "0", BENCH_SPARK_CEILING="1" if ceiling else "0",
+               BENCH_SPARK_JVM="1" if jvm else "0", BENCH_SPARK_QUERY=query,
+               BENCH_SPARK_CACHED="1" if cached else "0")
     p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env)
     if p.returncode != 0:
         raise SystemExit(f"spark run on {master} failed (exit {p.returncode})")
@@ -166,16 +168,37 @@ def _spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
 
     from kafkalog.tools.spark import session
 
-    spark = session(master, conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
+    jvm = os.environ.get("BENCH_SPARK_JVM") == "1"
+    spark = session(master, conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"}, jvm_scan=jvm)
     spark.sparkContext.setLogLevel("ERROR")
     fmt = "kafkalog"
     if os.environ.get("BENCH_SPARK_CEILING") == "1":
         spark.dataSource.register(_ceiling_source())
         fmt = "kafkalog-ceiling"
     try:
+        cached = None
+        if os.environ.get("BENCH_SPARK_CACHED") == "1":  # Spark's own cost: the query over rows it keeps in memory
+            cached = spark.read.format(fmt).load(str(root)).cache()
+            assert cached.count() == n
+
         def query(i: int):
             # a fresh DataFrame per run: re-collecting one would reuse its shuffle output and skip the scan
-            df = spark.read.format(fmt).option("benchRun", str(i)).load(str(root))
+            if cached is not None:
+                df = cached
+            elif jvm:
+                from kafkalog.tools.spark.jvm import has_scan, load
+
+                assert has_scan(spark)
+                df = load(spark, str(root), {"benchRun": str(i)})
+            else:
+                df = spark.read.format(fmt).option("benchRun", str(i)).load(str(root))
+            if os.environ.get("BENCH_SPARK_QUERY") == "full":  # every one of the 19 columns
+                return df, df.agg(F.count("*").alias("n"), F.sum(F.length("value")), F.sum(F.length("key")),
+                                  F.max("offset"), F.max("topic"), F.max("partition"), F.max("timestamp"),
+                                  F.max("timestampType"), F.sum(F.size("headers")), F.max("timestampMs"),
+                                  F.max("leaderEpoch"), F.max("producerId"), F.max("producerEpoch"), F.max("sequence"),
+                                  F.max(F.col("isTransactional").cast("int")), F.max(F.col("isControl").cast("int")),
+                                  F.max("magic"), F.max("codec"), F.max("segment"), F.max("position"))
             return df, df.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes"), F.max("offset"))
 
         query(-1)[1].collect()  # warm-up: Python workers, imports, page cache
@@ -191,6 +214,8 @@ def _spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
             assert row.n == n, (row.n, n)
         label = " (pure Python)" if os.environ.get("KAFKALOG_NATIVE") == "0" else ""
         label = " (ceiling: cached batches, no decoding)" if fmt != "kafkalog" else label
+        label = " (JVM segment scan, column pruning)" if jvm else label
+        label = " (Spark's cached rows: the query alone)" if cached is not None else label
         print(f"  {master}{label}: input partitions "
               f"{df.rdd.getNumPartitions()}, wall {[round(x, 2) for x in times]} s, "
               f"cpu {[round(x, 2) for x in cpus]} s (cpu/wall {statistics.median(cpus) / statistics.median(times):.2f}, "
@@ -240,6 +265,15 @@ def main() -> int:
     ap.add_argument("--ceiling", action="store_true",
                     help="also local[1] over batches decoded once and cached (Spark's own cost: the bound on any "
                          "decoder's end-to-end rate)")
+    ap.add_argument("--jvm", action="store_true",
+                    help="also local[1] through the JVM segment scan (kafkalog.tools.spark.jvm.load: the same plan, "
+                         "decoded in the JVM with column pruning)")
+    ap.add_argument("--spark-cached", action="store_true",
+                    help="also local[1] over rows Spark caches in memory first (df.cache()): the query's own cost, "
+                         "the bound on any source")
+    ap.add_argument("--query", choices=("value", "full"), default="value",
+                    help="value: count, sum(length(value)), max(offset) (the default); full: an aggregate over every "
+                         "one of the 19 columns (nothing for column pruning to drop)")
     ap.add_argument("--dir", help="where to generate (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the generated dir")
     ap.add_argument("--skip-dump", action="store_true", help="skip the kafkalog dump figure")
@@ -264,14 +298,17 @@ def main() -> int:
         size = sum(p.stat().st_size for p in root.rglob("*.log"))
         print(f"generated {n:,} records, {size / 1e9:.2f} GB in {time.perf_counter() - t:.1f} s ({root})", flush=True)
         print(f"cores: {'pinned (local[N] gets N cores)' if args.pin else 'not pinned'}", flush=True)
-        figs: dict[str, list[float]] = {"local[1]": [], "local[2]": [], "python": [], "ceiling": []}
-        names = ["local[1]", "local[2]"] + ["python"] * args.python + ["ceiling"] * args.ceiling
+        figs: dict[str, list[float]] = {"local[1]": [], "local[2]": [], "python": [], "ceiling": [], "jvm": [],
+                                        "cached": []}
+        names = (["local[1]", "local[2]"] + ["python"] * args.python + ["ceiling"] * args.ceiling
+                 + ["jvm"] * args.jvm + ["cached"] * args.spark_cached)
         for rep in range(args.reps):
             for name in names:
                 load = loadavg()
                 master = name if name.startswith("local") else "local[1]"
                 r = statistics.median(spark_rate(root, master, args.runs, n, args.pin, native=name != "python",
-                                                 ceiling=name == "ceiling"))
+                                                 ceiling=name == "ceiling", jvm=name == "jvm", query=args.query,
+                                                 cached=name == "cached"))
                 figs[name].append(r)
                 print(f"rep {rep + 1} {name}: {r / 1e6:.3f} M records/s (load before: {load:.2f}, after: "
                       f"{loadavg():.2f})", flush=True)
@@ -289,6 +326,15 @@ def main() -> int:
                 line += (f"; the most any decoder can give over the pure-Python one end to end: "
                          f"{rc / statistics.median(figs['python']):.2f}x")
             print(line)
+        if args.jvm:
+            rj = statistics.median(figs["jvm"])
+            line = f"spark local[1] JVM segment scan: {rj / 1e6:.3f} M records/s; JVM scan / native Python source = {rj / r1:.2f}x"
+            if args.python:
+                line += f"; JVM scan / pure-Python source = {rj / statistics.median(figs['python']):.2f}x (goal >= 5x)"
+            print(line)
+        if args.spark_cached:
+            print(f"spark local[1] over its cached rows (the query alone, no source): "
+                  f"{statistics.median(figs['cached']) / 1e6:.3f} M records/s")
         rin = statistics.median(inprocess_rate(root, args.runs, n))
         print(f"in-process scan (1 core, no Spark): {rin / 1e6:.3f} M records/s ({rin * size / n / 1e6:.0f} MB/s)")
         print(f"spark local[1]: {r1 / 1e6:.3f} M records/s ({r1 * size / n / 1e6:.0f} MB/s)")

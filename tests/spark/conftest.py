@@ -41,7 +41,16 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector):
 def spark():
     from kafkalog.tools.spark import session
 
-    s = session("local[2]", conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-                                  "spark.driver.memory": "1g"})
+    conf = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.driver.memory": "1g"}
+    try:  # with the JVM segment scan (test_jvm_scan.py): it needs a JDK and kafka-clients
+        from kafkalog.tools.spark.jvm import scan_jars
+
+        scan_jars()
+        jvm_scan = True
+    except Exception:
+        if in_ci():
+            raise
+        jvm_scan = False
+    s = session("local[2]", conf=conf, jvm_scan=jvm_scan)
     yield s
     s.stop()

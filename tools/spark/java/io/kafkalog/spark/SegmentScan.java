@@ -1,0 +1,495 @@
+package io.kafkalog.spark;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.record.internal.FileLogInputStream.FileChannelRecordBatch;
+import org.apache.kafka.common.record.internal.FileRecords;
+import org.apache.kafka.common.record.internal.Record;
+import org.apache.kafka.common.record.internal.RecordBatch;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.catalog.TableProvider;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * kafkalog's JVM scan: decodes the pieces of segments that kafkalog planned (in Python, {@code
+ * kafkalog.tools.spark.plan}) into Spark column vectors, reading only the columns the query asks for (column
+ * pruning, which Spark's Python data source API does not offer). Batches are decoded by Kafka's own record classes
+ * (kafka-clients' {@code FileRecords}), so every value is the broker's reading of the bytes.
+ *
+ * <p>Option {@code pieces}: one line per input partition, pieces separated by tab characters, each piece
+ * {@code path|topic|partition|segment|start|end|loOffset|hiOffset|loTimestamp|hiTimestamp} (the record filter of
+ * the partition's resolved offset window; Long.MIN_VALUE..Long.MAX_VALUE for none). Option {@code schema}: the
+ * record schema as Spark's DDL (kafkalog's {@code RECORD_COLUMNS}). Option {@code verifyCrc}, {@code
+ * includeControlRecords}: as the Python source's.
+ */
+public final class SegmentScan implements TableProvider {
+    static final int ROWS = 4096;
+    /** Epoch ms beyond which a timestamp has no Spark TIMESTAMP (microseconds in a long): null, as in kafkalog. */
+    static final long MAX_MS = Long.MAX_VALUE / 1000 - 1;
+
+    @Override
+    public StructType inferSchema(CaseInsensitiveStringMap options) {
+        return StructType.fromDDL(options.get("schema"));
+    }
+
+    @Override
+    public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+        return new ScanTable(schema);
+    }
+
+    @Override
+    public boolean supportsExternalMetadata() {
+        return true;
+    }
+
+    static final class ScanTable implements Table, SupportsRead {
+        private final StructType schema;
+
+        ScanTable(StructType schema) {
+            this.schema = schema;
+        }
+
+        @Override
+        public String name() {
+            return "kafkalog-scan";
+        }
+
+        @Override
+        public StructType schema() {
+            return schema;
+        }
+
+        @Override
+        public Set<TableCapability> capabilities() {
+            return Set.of(TableCapability.BATCH_READ);
+        }
+
+        @Override
+        public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+            return new Builder(schema, options);
+        }
+    }
+
+    static final class Builder implements ScanBuilder, SupportsPushDownRequiredColumns, Scan, Batch {
+        private StructType required;
+        private final CaseInsensitiveStringMap options;
+
+        Builder(StructType schema, CaseInsensitiveStringMap options) {
+            this.required = schema;
+            this.options = options;
+        }
+
+        @Override
+        public void pruneColumns(StructType requiredSchema) {
+            this.required = requiredSchema;
+        }
+
+        @Override
+        public Scan build() {
+            return this;
+        }
+
+        @Override
+        public StructType readSchema() {
+            return required;
+        }
+
+        @Override
+        public String description() {
+            return "kafkalog segment scan " + String.join(",", required.fieldNames());
+        }
+
+        @Override
+        public Batch toBatch() {
+            return this;
+        }
+
+        @Override
+        public InputPartition[] planInputPartitions() {
+            List<InputPartition> out = new ArrayList<>();
+            String all = options.getOrDefault("pieces", "");
+            for (String line : all.split("\n", -1)) {
+                if (!line.isEmpty()) {
+                    out.add(new Pieces(line));
+                }
+            }
+            if (out.isEmpty()) {
+                out.add(new Pieces(""));
+            }
+            return out.toArray(new InputPartition[0]);
+        }
+
+        @Override
+        public PartitionReaderFactory createReaderFactory() {
+            return new Factory(required, options.getBoolean("verifyCrc", true),
+                    options.getBoolean("includeControlRecords", false));
+        }
+    }
+
+    static final class Pieces implements InputPartition {
+        private static final long serialVersionUID = 1L;
+        final String spec;
+
+        Pieces(String spec) {
+            this.spec = spec;
+        }
+    }
+
+    static final class Factory implements PartitionReaderFactory {
+        private static final long serialVersionUID = 1L;
+        final StructType schema;
+        final boolean verifyCrc;
+        final boolean includeControl;
+
+        Factory(StructType schema, boolean verifyCrc, boolean includeControl) {
+            this.schema = schema;
+            this.verifyCrc = verifyCrc;
+            this.includeControl = includeControl;
+        }
+
+        @Override
+        public PartitionReader<InternalRow> createReader(InputPartition partition) {
+            throw new UnsupportedOperationException("kafkalog's segment scan reads columnar batches only");
+        }
+
+        @Override
+        public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+            return new Reader(schema, ((Pieces) partition).spec, verifyCrc, includeControl);
+        }
+
+        @Override
+        public boolean supportColumnarReads(InputPartition partition) {
+            return true;
+        }
+    }
+
+    /** One planned piece: bytes [start, end) of a segment and the record filter of its partition's window. */
+    static final class Piece {
+        final String path;
+        final String topic;
+        final int partition;
+        final String segment;
+        final int start;
+        final int end;
+        final long loOffset;
+        final long hiOffset;
+        final long loTimestamp;
+        final long hiTimestamp;
+
+        Piece(String spec) {
+            String[] f = spec.split("\\|", -1);
+            if (f.length != 10) {
+                throw new IllegalArgumentException("kafkalog segment scan: a piece needs 10 fields: " + spec);
+            }
+            path = unescape(f[0]);
+            topic = unescape(f[1]);
+            partition = Integer.parseInt(f[2]);
+            segment = unescape(f[3]);
+            start = Integer.parseInt(f[4]);
+            end = Integer.parseInt(f[5]);
+            loOffset = Long.parseLong(f[6]);
+            hiOffset = Long.parseLong(f[7]);
+            loTimestamp = Long.parseLong(f[8]);
+            hiTimestamp = Long.parseLong(f[9]);
+        }
+
+        boolean filtering() {
+            return loOffset != Long.MIN_VALUE || hiOffset != Long.MAX_VALUE || loTimestamp != Long.MIN_VALUE
+                    || hiTimestamp != Long.MAX_VALUE;
+        }
+
+        /** Paths and names are percent-escaped for the separators (see kafkalog.tools.spark.jvm._escape). */
+        static String unescape(String s) {
+            if (s.indexOf('%') < 0) {
+                return s;
+            }
+            return java.net.URLDecoder.decode(s.replace("+", "%2B"), StandardCharsets.UTF_8);
+        }
+    }
+
+    /** The columns of the record schema, by name: what the reader writes into each required column. */
+    enum Col {
+        KEY, VALUE, TOPIC, PARTITION, OFFSET, TIMESTAMP, TIMESTAMP_TYPE, HEADERS, TIMESTAMP_MS, LEADER_EPOCH,
+        PRODUCER_ID, PRODUCER_EPOCH, SEQUENCE, IS_TRANSACTIONAL, IS_CONTROL, MAGIC, CODEC, SEGMENT, POSITION;
+
+        static final Map<String, Col> BY_NAME = new HashMap<>();
+
+        static {
+            String[] names = {"key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
+                "timestampMs", "leaderEpoch", "producerId", "producerEpoch", "sequence", "isTransactional",
+                "isControl", "magic", "codec", "segment", "position"};
+            for (int i = 0; i < names.length; i++) {
+                BY_NAME.put(names[i], values()[i]);
+            }
+        }
+    }
+
+    static final class Reader implements PartitionReader<ColumnarBatch> {
+        private final Col[] cols;
+        private final OnHeapColumnVector[] vectors;
+        private final ColumnarBatch batch;
+        private final List<Piece> pieces = new ArrayList<>();
+        private final boolean verifyCrc;
+        private final boolean includeControl;
+        private int pieceIndex = 0;
+        private FileRecords file;
+        private Piece piece;
+        private Iterator<FileChannelRecordBatch> batches;
+        private RecordBatch current;
+        private Iterator<Record> records;
+        private byte[] topicBytes;
+        private byte[] segmentBytes;
+        private byte[] codecBytes;
+        private int headerCount;
+        /** Where the next batch of the piece starts: its end when every byte was a batch. */
+        private long nextPosition;
+        private long batchPosition;
+
+        Reader(StructType schema, String spec, boolean verifyCrc, boolean includeControl) {
+            StructField[] fields = schema.fields();
+            cols = new Col[fields.length];
+            vectors = new OnHeapColumnVector[fields.length];
+            for (int i = 0; i < fields.length; i++) {
+                Col c = Col.BY_NAME.get(fields[i].name());
+                if (c == null) {
+                    throw new IllegalArgumentException("kafkalog segment scan: unknown column " + fields[i].name());
+                }
+                cols[i] = c;
+                DataType t = fields[i].dataType();
+                vectors[i] = new OnHeapColumnVector(ROWS, t);
+            }
+            batch = new ColumnarBatch(vectors);
+            for (String p : spec.split("\t", -1)) {
+                if (!p.isEmpty()) {
+                    pieces.add(new Piece(p));
+                }
+            }
+            this.verifyCrc = verifyCrc;
+            this.includeControl = includeControl;
+        }
+
+        /** An error naming the segment and the byte position (as the Python source's errors do). */
+        private IOException where(long position, String what, Throwable cause) {
+            return new IOException("kafkalog: " + what + " (" + piece.segment + ", at byte " + position + ")", cause);
+        }
+
+        /** The next record to emit, or null at the end of every piece. */
+        private Record nextRecord() throws IOException {
+            while (true) {
+                if (records != null) {
+                    try {
+                        while (records.hasNext()) {
+                            Record r = records.next();
+                            if (piece.filtering()) {
+                                long o = r.offset();
+                                long t = r.timestamp();
+                                if (o < piece.loOffset || o >= piece.hiOffset || t < piece.loTimestamp
+                                        || t >= piece.hiTimestamp) {
+                                    continue;
+                                }
+                            }
+                            return r;
+                        }
+                    } catch (RuntimeException e) {
+                        throw where(batchPosition, "the records of the batch cannot be decoded: " + e.getMessage(), e);
+                    }
+                    records = null;
+                }
+                if (batches != null && batches.hasNext()) {
+                    FileChannelRecordBatch b;
+                    try {
+                        b = batches.next();
+                    } catch (RuntimeException e) {
+                        throw where(nextPosition, "the batch cannot be read: " + e.getMessage(), e);
+                    }
+                    current = b;
+                    batchPosition = b.position();
+                    nextPosition = batchPosition + b.sizeInBytes();
+                    if (verifyCrc && !b.isValid()) {
+                        throw where(batchPosition, "record batch is corrupt (stored crc = 0x"
+                                + Long.toHexString(b.checksum()) + ", its records do not match it)", null);
+                    }
+                    byte magic = b.magic();
+                    if (!includeControl && magic >= 2 && b.isControlBatch()) {
+                        continue;
+                    }
+                    if (piece.filtering()) {
+                        if (b.lastOffset() < piece.loOffset) {
+                            continue;
+                        }
+                        if (magic >= 2) {
+                            if (b.baseOffset() >= piece.hiOffset) {
+                                batches = null;
+                                continue;
+                            }
+                            if (b.maxTimestamp() < piece.loTimestamp) {
+                                continue;
+                            }
+                        }
+                    }
+                    codecBytes = b.compressionType().name.getBytes(StandardCharsets.UTF_8);
+                    records = b.iterator();
+                    continue;
+                }
+                if (file != null) {
+                    file.closeHandlers();
+                    file = null;
+                    if (batches != null && nextPosition < piece.end) {
+                        // FileRecords stops quietly before an entry that does not fit: the Python source's error
+                        throw where(nextPosition, (piece.end - nextPosition) + " bytes at the end of the segment are "
+                                + "a torn tail or a partial batch, not a complete batch", null);
+                    }
+                }
+                batches = null;
+                if (pieceIndex >= pieces.size()) {
+                    return null;
+                }
+                piece = pieces.get(pieceIndex++);
+                topicBytes = piece.topic.getBytes(StandardCharsets.UTF_8);
+                segmentBytes = piece.segment.getBytes(StandardCharsets.UTF_8);
+                file = FileRecords.open(new File(piece.path), false);
+                nextPosition = piece.start;
+                batches = file.slice(piece.start, piece.end - piece.start).batches().iterator();
+            }
+        }
+
+        @Override
+        public boolean next() throws IOException {
+            for (OnHeapColumnVector v : vectors) {
+                v.reset();
+            }
+            headerCount = 0;
+            int n = 0;
+            while (n < ROWS) {
+                Record r = nextRecord();
+                if (r == null) {
+                    break;
+                }
+                put(n++, r);
+            }
+            batch.setNumRows(n);
+            return n > 0;
+        }
+
+        private static void putBuffer(WritableColumnVector v, int row, ByteBuffer b) {
+            if (b == null) {
+                v.putNull(row);
+                return;
+            }
+            if (b.hasArray()) {
+                v.putByteArray(row, b.array(), b.arrayOffset() + b.position(), b.remaining());
+            } else {
+                byte[] a = new byte[b.remaining()];
+                b.duplicate().get(a);
+                v.putByteArray(row, a, 0, a.length);
+            }
+        }
+
+        private void put(int row, Record r) {
+            RecordBatch b = current;
+            for (int i = 0; i < cols.length; i++) {
+                OnHeapColumnVector v = vectors[i];
+                switch (cols[i]) {
+                    case KEY -> putBuffer(v, row, r.key());
+                    case VALUE -> putBuffer(v, row, r.value());
+                    case TOPIC -> v.putByteArray(row, topicBytes, 0, topicBytes.length);
+                    case PARTITION -> v.putInt(row, piece.partition);
+                    case OFFSET -> v.putLong(row, r.offset());
+                    case TIMESTAMP -> {
+                        long t = r.timestamp();
+                        if (t > MAX_MS || t < -MAX_MS) {
+                            v.putNull(row);
+                        } else {
+                            v.putLong(row, t * 1000);
+                        }
+                    }
+                    case TIMESTAMP_TYPE -> v.putInt(row, b.timestampType().id);
+                    case HEADERS -> putHeaders(v, row, r.headers());
+                    case TIMESTAMP_MS -> v.putLong(row, r.timestamp());
+                    case LEADER_EPOCH -> v.putInt(row, b.partitionLeaderEpoch());
+                    case PRODUCER_ID -> v.putLong(row, b.producerId());
+                    case PRODUCER_EPOCH -> v.putInt(row, b.producerEpoch());
+                    case SEQUENCE -> v.putInt(row, r.sequence());
+                    case IS_TRANSACTIONAL -> v.putBoolean(row, b.isTransactional());
+                    case IS_CONTROL -> v.putBoolean(row, b.isControlBatch());
+                    case MAGIC -> v.putInt(row, b.magic());
+                    case CODEC -> v.putByteArray(row, codecBytes, 0, codecBytes.length);
+                    case SEGMENT -> v.putByteArray(row, segmentBytes, 0, segmentBytes.length);
+                    case POSITION -> v.putLong(row, ((FileChannelRecordBatch) b).position());
+                    default -> throw new IllegalStateException(cols[i].name());
+                }
+            }
+        }
+
+        private void putHeaders(OnHeapColumnVector v, int row, Header[] headers) {
+            if (headers == null || headers.length == 0) {
+                v.putNull(row);
+                return;
+            }
+            WritableColumnVector structs = v.arrayData();
+            WritableColumnVector keys = structs.getChild(0);
+            WritableColumnVector values = structs.getChild(1);
+            int base = headerCount;
+            structs.reserve(base + headers.length);
+            keys.reserve(base + headers.length);
+            values.reserve(base + headers.length);
+            for (int j = 0; j < headers.length; j++) {
+                Header h = headers[j];
+                int at = base + j;
+                structs.putNotNull(at);
+                byte[] k = h.key().getBytes(StandardCharsets.UTF_8);
+                keys.putByteArray(at, k, 0, k.length);
+                byte[] val = h.value();
+                if (val == null) {
+                    values.putNull(at);
+                } else {
+                    values.putByteArray(at, val, 0, val.length);
+                }
+            }
+            v.putArray(row, base, headers.length);
+            headerCount += headers.length;
+        }
+
+        @Override
+        public ColumnarBatch get() {
+            return batch;
+        }
+
+        @Override
+        public void close() throws IOException {
+            batch.close();
+            if (file != null) {
+                file.closeHandlers();
+                file = null;
+            }
+        }
+
+    }
+}

@@ -1,0 +1,151 @@
+"""The JVM segment scan: kafkalog's plan, read in the JVM with column pruning.
+
+Spark's Python data source API moves every column of every row from the Python worker into the JVM: a query
+that reads two columns pays for nineteen (``docs/performance.md``). :func:`load` plans the read exactly as the
+``kafkalog`` format does (:func:`kafkalog.tools.spark.plan.plan`, the same pieces and the same resolved offset
+windows), then hands the pieces to a DataSource V2 scan in the JVM (``java/io/kafkalog/spark/SegmentScan.java``)
+that decodes batches with Kafka's own record classes (kafka-clients) into Spark column vectors, only the columns
+the query uses. The rows are those of ``format("kafkalog")`` (``tests/spark/test_jvm_scan.py`` compares them on
+every fixture).
+
+It needs a JDK (``javac``; the scan is compiled on first use into ``~/.cache/kafkalog/spark-scan/``) and
+kafka-clients (from Maven Central, through :mod:`kafkalog.compat.jars`). :func:`scan_jars` gives the jars for
+``spark.jars``; :func:`kafkalog.tools.spark.session` adds them with ``jvm_scan=True``.
+
+What it reads: local segments at record level, ``mode`` failfast, with every read option that only plans
+(``topics``, ``partitions``, ``offset``, ``startingOffset`` and the other ranges, ``verifyCrc``,
+``includeControlRecords``). Anything else (``level=batch``, ``mode=permissive``, remote file systems, pushed
+filters) is read by ``format("kafkalog")``: :func:`load` falls back to it, and says why in :func:`jvm_scan_refusal`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import quote
+
+from kafkalog.storage.errors import ConfigError
+
+from .options import ReadOptions, parse_read_options
+from .plan import Piece, plan
+from .schema import RECORD_SCHEMA_DDL
+
+CLASS = "io.kafkalog.spark.SegmentScan"
+SOURCE = Path(__file__).with_name("java") / "io" / "kafkalog" / "spark" / "SegmentScan.java"
+#: the kafka-clients whose record classes (``org.apache.kafka.common.record.internal``) the scan is written for
+KAFKA_CLIENTS = "4.3.1"
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _spark_jars() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def kafka_clients_jar() -> Path:
+    from kafkalog.compat import jars
+
+    libs = jars.ensure_kafka(KAFKA_CLIENTS)
+    return libs / f"kafka-clients-{KAFKA_CLIENTS}.jar"
+
+
+def scan_jar() -> Path:
+    """The compiled scan (built with ``javac`` against this pyspark and kafka-clients on first use)."""
+    from kafkalog.compat import jars
+
+    src = SOURCE.read_bytes()
+    import pyspark
+
+    key = hashlib.sha256(src + pyspark.__version__.encode() + KAFKA_CLIENTS.encode()).hexdigest()[:12]
+    out = jars.cache_root() / "spark-scan" / f"kafkalog-spark-scan-{key}.jar"
+    if out.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        cp = f"{_spark_jars()}/*:{kafka_clients_jar()}"
+        proc = subprocess.run([jars.javac_executable(), "-nowarn", "--release", "17", "-cp", cp, "-d", tmp, str(SOURCE)],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        if proc.returncode != 0:
+            raise ConfigError(f"javac failed for the JVM segment scan: {proc.stderr.strip()[-1500:]}")
+        part = Path(tmp) / "scan.jar"
+        with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
+            for f in sorted(Path(tmp).rglob("*.class")):
+                z.write(f, f.relative_to(tmp).as_posix())
+        part.replace(out)
+    return out
+
+
+def scan_jars() -> list[Path]:
+    """The jars the JVM scan needs on Spark's classpath (``spark.jars``)."""
+    return [scan_jar(), kafka_clients_jar()]
+
+
+def jvm_scan_refusal(opts: ReadOptions) -> str | None:
+    """Why :func:`load` reads ``opts`` through ``format("kafkalog")`` instead (None: the JVM scan reads it)."""
+    if opts.batch_level:
+        return "level=batch"
+    if opts.permissive:
+        return "mode=permissive"
+    if opts.push_filters:
+        return "pushFilters"
+    if opts.fs_opts or any("://" in p and not p.startswith("file://") for p in opts.paths):
+        return "a remote file system"
+    return None
+
+
+def _escape(s: str) -> str:
+    return quote(s, safe="/:@-._~ ")
+
+
+def _range(lo: int | None, hi: int | None) -> tuple[int, int]:
+    return (_LONG_MIN if lo is None else lo, _LONG_MAX if hi is None else hi)
+
+
+def encode_pieces(groups: list[list[Piece]], opts: ReadOptions) -> str:
+    """The ``pieces`` option of the JVM scan: one line per input partition (see ``SegmentScan.java``)."""
+    lines = []
+    for group in groups:
+        out = []
+        for p in group:
+            if not p.spec.is_local:
+                raise ConfigError(f"the JVM segment scan reads local segments only: {p.name}")
+            w = opts.in_window(p.window)
+            lo_o, hi_o = _range(w.start_offset, w.end_offset)
+            lo_t, hi_t = _range(w.start_timestamp, w.end_timestamp)
+            out.append("|".join([_escape(p.path), _escape(p.topic or ""), str(p.partition if p.partition is not None
+                                 else -1), _escape(p.name), str(p.start), str(p.end), str(lo_o), str(hi_o),
+                                 str(lo_t), str(hi_t)]))  # fmt: skip
+        lines.append("\t".join(out))
+    return "\n".join(lines)
+
+
+def load(spark, path: str | None = None, options: Mapping[str, str] | None = None):
+    """A DataFrame of the records under ``path`` with ``format("kafkalog")``'s rows and record schema: read by
+    the JVM scan when this session has its jars (``session(..., jvm_scan=True)``) and the options allow it,
+    otherwise by ``format("kafkalog")``."""
+    opts_map = {str(k): str(v) for k, v in dict(options or {}).items()}
+    if path is not None:
+        opts_map["path"] = path
+    opts = parse_read_options(opts_map)
+    if jvm_scan_refusal(opts) is None and has_scan(spark):
+        groups = plan(opts)
+        return (spark.read.format(CLASS).option("schema", RECORD_SCHEMA_DDL)
+                .option("verifyCrc", str(opts.verify_crc).lower())
+                .option("includeControlRecords", str(opts.include_control).lower())
+                .option("pieces", encode_pieces(groups, opts)).load())  # fmt: skip
+    return spark.read.format("kafkalog").options(**opts_map).load()
+
+
+def has_scan(spark) -> bool:
+    """Whether ``spark``'s JVM can load the scan class (its jars are on the classpath)."""
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.java.lang.Class.forName(CLASS, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+        return True
+    except Exception:  # noqa: BLE001 - py4j raises Py4JJavaError (ClassNotFoundException)
+        return False

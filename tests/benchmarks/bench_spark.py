@@ -40,6 +40,13 @@ of the 19 columns goes from the worker to the JVM and into rows). 2026-11-26 23:
 0.795 / 0.296 = 2.69x the pure-Python source end to end on this query, so the issue's ">= 5x" is out of reach
 of any Python data source; the decoders alone differ ~20x (in-process scan 6.4 M records/s).
 
+``--jvm`` adds local[1] through the JVM segment scan (``kafkalog.tools.spark.load``: the same plan, decoded in
+the JVM with column pruning). 2026-11-27 20:00 UTC, ``--scale 0.25 --runs 2 --python --jvm --ceiling``: JVM scan
+2.774 M records/s, native Python source 0.748, pure Python 0.257, ceiling 0.876: the JVM scan is 10.8x the
+pure-Python source. ``--query full`` aggregates every one of the 19 columns and ``--spark-cached`` adds Spark over
+rows it cached first (the query's own cost): JVM scan 0.789, pure Python 0.254, Spark's cached rows 1.181
+(3.1x; no source can pass 4.65x on that query).
+
 The data dir (``--scale`` GiB over 4 partitions, ~16 KiB uncompressed batches of 100-byte values, 1 GiB
 segments with offset indexes) is written through the write path (LogWriter), reusing a few prebuilt batches so
 generation is I/O bound. Each figure is the median of ``--runs`` runs, data in page cache; the scaling ratio is

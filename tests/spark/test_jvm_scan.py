@@ -7,7 +7,7 @@ import datetime
 
 import pytest
 from builders import BASE_TS, generated_partition
-from test_read import FIXTURES, partition_dirs, spark_rows
+from test_read import FIXTURES, partition_dirs, spark_rows, torn_tail_partition
 from test_read import mixed_dir as mixed_dir  # the module-scoped fixture: all codecs, v0/v1, producer ids
 
 from kafkalog.compat.pytest_plugin import in_ci
@@ -117,11 +117,7 @@ def test_a_corrupt_batch_fails_naming_segment_and_byte(jvm, tmp_path):
 def test_a_torn_tail_fails_as_in_the_python_source(jvm, tmp_path):
     from kafkalog.tools.spark.jvm import load
 
-    generated_partition(tmp_path / "t-0", 100, batch_records=10)
-    log = tmp_path / "t-0" / "00000000000000000000.log"
-    size = log.stat().st_size
-    with open(log, "ab") as f:
-        f.write(b"\x00" * 9)
+    _, size = torn_tail_partition(tmp_path)
     for df in (load(jvm, str(tmp_path)), jvm.read.format("kafkalog").load(str(tmp_path))):
         with pytest.raises(Exception) as ei:
             df.count()

@@ -181,12 +181,18 @@ def test_corrupt_batch_failfast_and_permissive(spark, tmp_path):
     assert all(r.crcValid and r._corrupt is None for i, r in enumerate(rows) if i != 3)
 
 
-def test_torn_tail_is_reported(spark, tmp_path):
-    generated_partition(tmp_path / "t-0", 100, batch_records=10)
-    log = tmp_path / "t-0" / "00000000000000000000.log"
+def torn_tail_partition(root: Path) -> tuple[Path, int]:
+    """``root/t-0``: 100 records, then 9 zero bytes (a torn tail); its log and the tail's position."""
+    generated_partition(root / "t-0", 100, batch_records=10)
+    log = root / "t-0" / "00000000000000000000.log"
     size = log.stat().st_size
     with open(log, "ab") as f:
         f.write(b"\x00" * 9)
+    return log, size
+
+
+def test_torn_tail_is_reported(spark, tmp_path):
+    log, size = torn_tail_partition(tmp_path)
     df = spark.read.format("kafkalog").option("mode", "permissive").load(str(log))
     bad = df.filter("_corrupt is not null").collect()
     assert len(bad) == 1 and bad[0].position == size and "torn tail" in bad[0]._corrupt

@@ -24,7 +24,7 @@ Jobs:
 Examples:
   kafkalog spark verify /var/lib/kafka/data --deep --json > findings.jsonl
   kafkalog spark export /var/lib/kafka/data --out /tmp/orders.parquet --topics orders
-  kafkalog spark export /var/lib/kafka/data --out /tmp/last.parquet --topics orders -o -1000
+  kafkalog spark export /var/lib/kafka/data --out /tmp/last.parquet --topics orders -o -1000 --jvm-scan
   kafkalog spark export s3://bucket/broker-1/data --out /tmp/x.json --format json --option s3.region=eu-west-1
   kafkalog spark convert /var/lib/kafka/data --codec zstd --master local[2] --dry-run
   kafkalog spark compact /var/lib/kafka/data --all --now 1732200000000
@@ -60,6 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="data source read option (level=batch, startingOffset=..., s3.endpoint=...)")
     g.add_argument("--overwrite", action="store_true", help="replace an existing export output")
+    g.add_argument("--jvm-scan", action="store_true",
+                   help="read through the JVM segment scan (the same rows, decoded by Kafka's record classes in the "
+                        "JVM): needs a JDK, compiled on first use; without one, a note and the data source")
     g = p.add_argument_group("convert / compact")
     g.add_argument("--codec", choices=["none", "gzip", "snappy", "lz4", "zstd"], help="convert: target codec")
     g.add_argument("--now", type=int, metavar="MS", help="compact: cleaning time in epoch ms (default: wall clock)")
@@ -97,7 +100,17 @@ def run(args: argparse.Namespace) -> int:
             return 1
     conf = {"spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false"}
     t0 = time.time()
-    spark = session(args.master, app_name=f"kafkalog spark {args.job}", conf=conf)
+    jvm_scan = False
+    if args.job == "export" and args.jvm_scan:
+        from kafkalog.tools.spark.jvm import scan_jars
+
+        try:
+            scan_jars()
+            jvm_scan = True
+        except Exception as e:  # noqa: BLE001 - no JDK, no Maven, javac failed: the data source reads it
+            print(f"kafkalog spark export: the JVM segment scan is not available ({e}); reading through "
+                  f"format(\"kafkalog\")", file=sys.stderr)
+    spark = session(args.master, app_name=f"kafkalog spark {args.job}", conf=conf, jvm_scan=jvm_scan)
     spark.sparkContext.setLogLevel("ERROR")
     from pyspark.errors import PySparkException
 

@@ -18,6 +18,7 @@ from kafkalog.storage.records import build_legacy, iter_batches
 from kafkalog.storage.topic_configs import ConfigResolver
 from kafkalog.storage.verify import verify_partition, verify_paths
 from kafkalog.tools.spark import jobs
+from kafkalog.tools.spark.jvm import has_scan
 
 pytestmark = pytest.mark.spark
 
@@ -76,6 +77,9 @@ def test_export_parquet_and_json(spark, tmp_path):
     root = generated_data_dir(tmp_path / "d", {"e": 2, "f": 1}, 700)
     report = jobs.export(spark, [str(root)], str(tmp_path / "out.parquet"), options={"topics": "e"})
     assert report.summary["records"] == 1400
+    assert report.summary["reader"] == ("jvm segment scan" if has_scan(spark) else
+                                        "format(\"kafkalog\") (the session has not the scan's jars "
+                                        "(session(..., jvm_scan=True)))")
     assert sorted(p.name for p in (tmp_path / "out.parquet").iterdir() if p.is_dir()) == ["topic=e"]
     back = spark.read.parquet(str(tmp_path / "out.parquet")).filter("partition = 1").orderBy("offset").collect()
     assert [r.offset for r in back] == list(range(700)) and back[10].timestampMs == BASE_TS + 100
@@ -216,10 +220,13 @@ def test_export_offset_spec_resolved_per_partition(spark, tmp_path):
     assert got[0] == got[1] == list(range(60, 249))
     # the CLI: -o, and a bad spec refused before Spark starts
     p = subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", "spark", "export", str(root), "--out",
-                        str(tmp_path / "cli"), "-o", "+650", "--master", "local[1]", "--json"],
+                        str(tmp_path / "cli"), "-o", "+650", "--master", "local[1]", "--json", "--jvm-scan"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert json.loads(p.stdout.splitlines()[-1])["summary"]["records"] == 50  # e-0: 650..699, e-1: nothing
+    summary = json.loads(p.stdout.splitlines()[-1])["summary"]
+    assert summary["records"] == 50  # e-0: 650..699, e-1: nothing
+    if has_scan(spark):  # (the scan's jars are there: the CLI's session gets them too)
+        assert summary["reader"] == "jvm segment scan"
     p = subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", "spark", "export", str(root), "--out",
                         str(tmp_path / "bad"), "-o", "5:x"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 1 and "'x' is not an offset" in p.stderr

@@ -130,3 +130,22 @@ def test_paths_with_separators_and_unicode(jvm, tmp_path):
     a, b = _both(jvm, str(root))
     assert _same(a, b) == 30
     assert {r.segment for r in a.select("segment").collect()} == {str(root / "t-0" / "00000000000000000000.log")}
+
+
+def test_what_the_scan_refuses_is_said(mixed_dir):
+    """No Spark needed: the reasons :func:`load` reads through ``format("kafkalog")`` instead."""
+    import dataclasses
+
+    from kafkalog.tools.spark.jvm import jvm_scan_refusal, pieces_refusal
+    from kafkalog.tools.spark.options import parse_read_options
+    from kafkalog.tools.spark.plan import plan
+
+    opts = parse_read_options({"path": str(mixed_dir)})
+    assert jvm_scan_refusal(opts) is None
+    assert jvm_scan_refusal(parse_read_options({"path": str(mixed_dir), "level": "batch"})) == "level=batch"
+    assert jvm_scan_refusal(parse_read_options({"path": str(mixed_dir), "mode": "permissive"})) == "mode=permissive"
+    assert jvm_scan_refusal(parse_read_options({"path": "s3://bucket/data"})) == "a remote file system"
+    groups = plan(opts)
+    assert pieces_refusal(groups) is None
+    big = [[dataclasses.replace(groups[0][0], end=1 << 31)]]
+    assert pieces_refusal(big) == f"a segment larger than 2 GiB ({groups[0][0].name})"

@@ -80,12 +80,12 @@ def export(spark, paths: list[str], out: str, *, fmt: str = "parquet", options: 
     """Read with the data source and write Parquet (partitioned by topic, partition) or JSON Lines. Control
     records are included, as ``kafkalog export`` includes them (``options={"includeControlRecords": "false"}``
     leaves them out, as ``format("kafka")`` does)."""
+    from .jvm import load_why
+
     paths = _driver_paths(paths)
     out = _driver_paths([out])[0]
-    reader = spark.read.format("kafkalog").option("includeControlRecords", "true")
-    for k, v in (options or {}).items():
-        reader = reader.option(k, v)
-    df = reader.option("paths", ",".join(paths)).load()
+    # through the JVM segment scan when the session has it (the same rows; see kafkalog.tools.spark.jvm)
+    df, why = load_why(spark, None, {"includeControlRecords": "true", **(options or {}), "paths": ",".join(paths)})
     w = df.write.mode(mode)
     if fmt == "parquet":
         w.partitionBy("topic", "partition").parquet(out)
@@ -94,7 +94,8 @@ def export(spark, paths: list[str], out: str, *, fmt: str = "parquet", options: 
     else:
         raise KafkaLogError(f"unknown export format {fmt!r} (parquet or json)")
     written = spark.read.parquet(out).count() if fmt == "parquet" else spark.read.json(out).count()
-    return JobReport("export", [], {"records": written, "format": fmt, "out": out})
+    reader = "jvm segment scan" if why is None else f"format(\"kafkalog\") ({why})"
+    return JobReport("export", [], {"records": written, "format": fmt, "out": out, "reader": reader})
 
 
 # ------------------------------------------------------------------------------- plan/apply on Spark

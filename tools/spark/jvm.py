@@ -15,7 +15,8 @@ kafka-clients (from Maven Central, through :mod:`kafkalog.compat.jars`). :func:`
 What it reads: local segments at record level, ``mode`` failfast, with every read option that only plans
 (``topics``, ``partitions``, ``offset``, ``startingOffset`` and the other ranges, ``verifyCrc``,
 ``includeControlRecords``). Anything else (``level=batch``, ``mode=permissive``, remote file systems, pushed
-filters) is read by ``format("kafkalog")``: :func:`load` falls back to it, and says why in :func:`jvm_scan_refusal`.
+filters, segments past 2 GiB) is read by ``format("kafkalog")``: :func:`load` falls back to it, and
+:func:`jvm_scan_refusal` and :func:`pieces_refusal` say why.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ SOURCE = Path(__file__).with_name("java") / "io" / "kafkalog" / "spark" / "Segme
 #: the kafka-clients whose record classes (``org.apache.kafka.common.record.internal``) the scan is written for
 KAFKA_CLIENTS = "4.3.1"
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+_INT_MAX = (1 << 31) - 1
 
 
 def _spark_jars() -> Path:
@@ -98,6 +100,19 @@ def jvm_scan_refusal(opts: ReadOptions) -> str | None:
     return None
 
 
+def pieces_refusal(groups: list[list[Piece]]) -> str | None:
+    """Why the planned ``groups`` go to ``format("kafkalog")`` instead (None: the JVM scan reads them): Kafka's
+    ``FileRecords`` addresses a segment with an int, so a byte past 2 GiB (a segment Kafka never writes, but a
+    hand-made one may be larger) is read by the Python source."""
+    for group in groups:
+        for p in group:
+            if not p.spec.is_local:
+                return f"a remote segment ({p.name})"
+            if p.end > _INT_MAX:
+                return f"a segment larger than 2 GiB ({p.name})"
+    return None
+
+
 def _escape(s: str) -> str:
     return quote(s, safe="/:@-._~ ")
 
@@ -107,13 +122,12 @@ def _range(lo: int | None, hi: int | None) -> tuple[int, int]:
 
 
 def encode_pieces(groups: list[list[Piece]], opts: ReadOptions) -> str:
-    """The ``pieces`` option of the JVM scan: one line per input partition (see ``SegmentScan.java``)."""
+    """The ``pieces`` option of the JVM scan: one line per input partition (see ``SegmentScan.java``); for
+    groups :func:`pieces_refusal` accepts."""
     lines = []
     for group in groups:
         out = []
         for p in group:
-            if not p.spec.is_local:
-                raise ConfigError(f"the JVM segment scan reads local segments only: {p.name}")
             w = opts.in_window(p.window)
             lo_o, hi_o = _range(w.start_offset, w.end_offset)
             lo_t, hi_t = _range(w.start_timestamp, w.end_timestamp)
@@ -128,17 +142,27 @@ def load(spark, path: str | None = None, options: Mapping[str, str] | None = Non
     """A DataFrame of the records under ``path`` with ``format("kafkalog")``'s rows and record schema: read by
     the JVM scan when this session has its jars (``session(..., jvm_scan=True)``) and the options allow it,
     otherwise by ``format("kafkalog")``."""
+    return load_why(spark, path, options)[0]
+
+
+def load_why(spark, path: str | None = None, options: Mapping[str, str] | None = None):
+    """:func:`load`, and why the JVM scan does not read it (None when it does)."""
     opts_map = {str(k): str(v) for k, v in dict(options or {}).items()}
     if path is not None:
         opts_map["path"] = path
     opts = parse_read_options(opts_map)
-    if jvm_scan_refusal(opts) is None and has_scan(spark):
+    why = jvm_scan_refusal(opts)
+    if why is None and not has_scan(spark):
+        why = "the session has not the scan's jars (session(..., jvm_scan=True))"
+    if why is None:
         groups = plan(opts)
-        return (spark.read.format(CLASS).option("schema", RECORD_SCHEMA_DDL)
-                .option("verifyCrc", str(opts.verify_crc).lower())
-                .option("includeControlRecords", str(opts.include_control).lower())
-                .option("pieces", encode_pieces(groups, opts)).load())  # fmt: skip
-    return spark.read.format("kafkalog").options(**opts_map).load()
+        why = pieces_refusal(groups)
+        if why is None:
+            return (spark.read.format(CLASS).option("schema", RECORD_SCHEMA_DDL)
+                    .option("verifyCrc", str(opts.verify_crc).lower())
+                    .option("includeControlRecords", str(opts.include_control).lower())
+                    .option("pieces", encode_pieces(groups, opts)).load()), None  # fmt: skip
+    return spark.read.format("kafkalog").options(**opts_map).load(), why
 
 
 def has_scan(spark) -> bool:

@@ -78,7 +78,7 @@ def test_export_parquet_and_json(spark, tmp_path):
     report = jobs.export(spark, [str(root)], str(tmp_path / "out.parquet"), options={"topics": "e"})
     assert report.summary["records"] == 1400
     assert report.summary["reader"] == ("jvm segment scan" if has_scan(spark) else
-                                        "format(\"kafkalog\") (the session has not the scan's jars "
+                                        "format(\"kafkalog\") (the session does not have the scan's jars "
                                         "(session(..., jvm_scan=True)))")
     assert sorted(p.name for p in (tmp_path / "out.parquet").iterdir() if p.is_dir()) == ["topic=e"]
     back = spark.read.parquet(str(tmp_path / "out.parquet")).filter("partition = 1").orderBy("offset").collect()

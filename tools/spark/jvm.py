@@ -153,7 +153,7 @@ def load_why(spark, path: str | None = None, options: Mapping[str, str] | None =
     opts = parse_read_options(opts_map)
     why = jvm_scan_refusal(opts)
     if why is None and not has_scan(spark):
-        why = "the session has not the scan's jars (session(..., jvm_scan=True))"
+        why = "the session does not have the scan's jars (session(..., jvm_scan=True))"
     if why is None:
         groups = plan(opts)
         why = pieces_refusal(groups)

@@ -18,7 +18,7 @@ from kafkalog.storage.records import build_legacy, iter_batches
 from kafkalog.storage.topic_configs import ConfigResolver
 from kafkalog.storage.verify import verify_partition, verify_paths
 from kafkalog.tools.spark import jobs
-from kafkalog.tools.spark.jvm import has_scan
+from kafkalog.tools.spark.jvm import NO_SCAN, has_scan
 
 pytestmark = pytest.mark.spark
 
@@ -77,9 +77,7 @@ def test_export_parquet_and_json(spark, tmp_path):
     root = generated_data_dir(tmp_path / "d", {"e": 2, "f": 1}, 700)
     report = jobs.export(spark, [str(root)], str(tmp_path / "out.parquet"), options={"topics": "e"})
     assert report.summary["records"] == 1400
-    assert report.summary["reader"] == ("jvm segment scan" if has_scan(spark) else
-                                        "format(\"kafkalog\") (the session does not have the scan's jars "
-                                        "(session(..., jvm_scan=True)))")
+    assert report.summary["reader"] == ("jvm segment scan" if has_scan(spark) else f'format("kafkalog") ({NO_SCAN})')
     assert sorted(p.name for p in (tmp_path / "out.parquet").iterdir() if p.is_dir()) == ["topic=e"]
     back = spark.read.parquet(str(tmp_path / "out.parquet")).filter("partition = 1").orderBy("offset").collect()
     assert [r.offset for r in back] == list(range(700)) and back[10].timestampMs == BASE_TS + 100
@@ -225,8 +223,8 @@ def test_export_offset_spec_resolved_per_partition(spark, tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     summary = json.loads(p.stdout.splitlines()[-1])["summary"]
     assert summary["records"] == 50  # e-0: 650..699, e-1: nothing
-    if has_scan(spark):  # (the scan's jars are there: the CLI's session gets them too)
-        assert summary["reader"] == "jvm segment scan"
+    # (the shared session has the scan's jars, always under CI=true: the CLI's session gets them too)
+    assert summary["reader"] == ("jvm segment scan" if has_scan(spark) else f'format("kafkalog") ({NO_SCAN})')
     p = subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", "spark", "export", str(root), "--out",
                         str(tmp_path / "bad"), "-o", "5:x"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 1 and "'x' is not an offset" in p.stderr

@@ -31,15 +31,19 @@ from urllib.parse import quote
 
 from kafkalog.storage.errors import ConfigError
 
+from .fs import split_uri
 from .options import ReadOptions, parse_read_options
 from .plan import Piece, plan
+from .scan import record_filter
 from .schema import RECORD_SCHEMA_DDL
 
 CLASS = "io.kafkalog.spark.SegmentScan"
 SOURCE = Path(__file__).with_name("java") / "io" / "kafkalog" / "spark" / "SegmentScan.java"
 #: the kafka-clients whose record classes (``org.apache.kafka.common.record.internal``) the scan is written for
 KAFKA_CLIENTS = "4.3.1"
-_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+_LONG_MAX = (1 << 63) - 1
+#: why :func:`load_why` did not use the scan on a session without its jars
+NO_SCAN = "the session does not have the scan's jars (session(..., jvm_scan=True))"
 _INT_MAX = (1 << 31) - 1
 
 
@@ -95,7 +99,7 @@ def jvm_scan_refusal(opts: ReadOptions) -> str | None:
         return "mode=permissive"
     if opts.push_filters:
         return "pushFilters"
-    if opts.fs_opts or any("://" in p and not p.startswith("file://") for p in opts.paths):
+    if any(not split_uri(p)[0].is_local for p in opts.paths):
         return "a remote file system"
     return None
 
@@ -117,10 +121,6 @@ def _escape(s: str) -> str:
     return quote(s, safe="/:@-._~ ")
 
 
-def _range(lo: int | None, hi: int | None) -> tuple[int, int]:
-    return (_LONG_MIN if lo is None else lo, _LONG_MAX if hi is None else hi)
-
-
 def encode_pieces(groups: list[list[Piece]], opts: ReadOptions) -> str:
     """The ``pieces`` option of the JVM scan: one line per input partition (see ``SegmentScan.java``); for
     groups :func:`pieces_refusal` accepts."""
@@ -128,9 +128,8 @@ def encode_pieces(groups: list[list[Piece]], opts: ReadOptions) -> str:
     for group in groups:
         out = []
         for p in group:
-            w = opts.in_window(p.window)
-            lo_o, hi_o = _range(w.start_offset, w.end_offset)
-            lo_t, hi_t = _range(w.start_timestamp, w.end_timestamp)
+            # the Python scan's bounds; its open upper end, 2^63, is Long.MAX_VALUE in the JVM
+            lo_o, hi_o, lo_t, hi_t = (min(x, _LONG_MAX) for x in record_filter(opts.in_window(p.window)))
             out.append("|".join([_escape(p.path), _escape(p.topic or ""), str(p.partition if p.partition is not None
                                  else -1), _escape(p.name), str(p.start), str(p.end), str(lo_o), str(hi_o),
                                  str(lo_t), str(hi_t)]))  # fmt: skip
@@ -153,7 +152,7 @@ def load_why(spark, path: str | None = None, options: Mapping[str, str] | None =
     opts = parse_read_options(opts_map)
     why = jvm_scan_refusal(opts)
     if why is None and not has_scan(spark):
-        why = "the session does not have the scan's jars (session(..., jvm_scan=True))"
+        why = NO_SCAN
     if why is None:
         groups = plan(opts)
         why = pieces_refusal(groups)

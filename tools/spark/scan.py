@@ -99,7 +99,9 @@ def _valid(b) -> str | None:
 
 
 # ----------------------------------------------------------------------------------- record level
-def _record_filter(opts: ReadOptions):
+def record_filter(opts: ReadOptions):
+    """``(lo_o, hi_o, lo_t, hi_t)``: a record is read when ``lo_o <= offset < hi_o and lo_t <= timestamp < hi_t``
+    (+-2^63 where ``opts`` sets no bound)."""
     so, eo, st, et = opts.start_offset, opts.end_offset, opts.start_timestamp, opts.end_timestamp
     lo_o = so if so is not None else -(1 << 63)
     hi_o = eo if eo is not None else 1 << 63
@@ -130,7 +132,7 @@ def scan_records(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
     for piece in pieces:
         popts = opts.in_window(piece.window)  # the partition's resolved `offset` option
         filtering = popts.has_record_filter
-        lo_o, hi_o, lo_t, hi_t = _record_filter(popts)
+        lo_o, hi_o, lo_t, hi_t = record_filter(popts)
         keep = (lo_o, hi_o, lo_t, hi_t) if filtering else None
         with SegmentFile(piece.spec, piece.path) as f:
             for b in iter_piece(piece, f, opts.max_batch_size):
@@ -193,7 +195,7 @@ def scan_batches(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
     names = [n for n, _ in BATCH_COLUMNS]
     rows: list[tuple] = []
     for piece in pieces:
-        lo_o, hi_o, _, _ = _record_filter(opts.in_window(piece.window))
+        lo_o, hi_o, _, _ = record_filter(opts.in_window(piece.window))
         with SegmentFile(piece.spec, piece.path) as f:
             for b in iter_piece(piece, f, opts.max_batch_size):
                 if isinstance(b, Corrupt):

@@ -15,7 +15,6 @@ import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.record.internal.FileLogInputStream.FileChannelRecordBatch;
 import org.apache.kafka.common.record.internal.FileRecords;
 import org.apache.kafka.common.record.internal.Record;
-import org.apache.kafka.common.record.internal.RecordBatch;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
@@ -202,6 +201,8 @@ public final class SegmentScan implements TableProvider {
         final long hiOffset;
         final long loTimestamp;
         final long hiTimestamp;
+        /** Whether any bound is set (Long.MIN_VALUE..Long.MAX_VALUE everywhere: no record filter). */
+        final boolean filtering;
 
         Piece(String spec) {
             String[] f = spec.split("\\|", -1);
@@ -218,10 +219,7 @@ public final class SegmentScan implements TableProvider {
             hiOffset = Long.parseLong(f[7]);
             loTimestamp = Long.parseLong(f[8]);
             hiTimestamp = Long.parseLong(f[9]);
-        }
-
-        boolean filtering() {
-            return loOffset != Long.MIN_VALUE || hiOffset != Long.MAX_VALUE || loTimestamp != Long.MIN_VALUE
+            filtering = loOffset != Long.MIN_VALUE || hiOffset != Long.MAX_VALUE || loTimestamp != Long.MIN_VALUE
                     || hiTimestamp != Long.MAX_VALUE;
         }
 
@@ -262,7 +260,7 @@ public final class SegmentScan implements TableProvider {
         private FileRecords file;
         private Piece piece;
         private Iterator<FileChannelRecordBatch> batches;
-        private RecordBatch current;
+        private FileChannelRecordBatch current;
         private Iterator<Record> records;
         private byte[] topicBytes;
         private byte[] segmentBytes;
@@ -307,7 +305,7 @@ public final class SegmentScan implements TableProvider {
                     try {
                         while (records.hasNext()) {
                             Record r = records.next();
-                            if (piece.filtering()) {
+                            if (piece.filtering) {
                                 long o = r.offset();
                                 long t = r.timestamp();
                                 if (o < piece.loOffset || o >= piece.hiOffset || t < piece.loTimestamp
@@ -340,7 +338,7 @@ public final class SegmentScan implements TableProvider {
                     if (!includeControl && magic >= 2 && b.isControlBatch()) {
                         continue;
                     }
-                    if (piece.filtering()) {
+                    if (piece.filtering) {
                         if (b.lastOffset() < piece.loOffset) {
                             continue;
                         }
@@ -413,7 +411,7 @@ public final class SegmentScan implements TableProvider {
         }
 
         private void put(int row, Record r) {
-            RecordBatch b = current;
+            FileChannelRecordBatch b = current;
             for (int i = 0; i < cols.length; i++) {
                 OnHeapColumnVector v = vectors[i];
                 switch (cols[i]) {
@@ -442,7 +440,7 @@ public final class SegmentScan implements TableProvider {
                     case MAGIC -> v.putInt(row, b.magic());
                     case CODEC -> v.putByteArray(row, codecBytes, 0, codecBytes.length);
                     case SEGMENT -> v.putByteArray(row, segmentBytes, 0, segmentBytes.length);
-                    case POSITION -> v.putLong(row, ((FileChannelRecordBatch) b).position());
+                    case POSITION -> v.putLong(row, batchPosition);
                     default -> throw new IllegalStateException(cols[i].name());
                 }
             }

@@ -41,7 +41,7 @@ from typing import IO, Any, Literal, Self
 
 from kafkalog.compat import jars
 from kafkalog.compat.errors import BrokerError, HarnessError
-from kafkalog.storage.files._java import uuid_to_string
+from kafkalog.storage.files.java import uuid_to_string
 
 Mode = Literal["kraft", "zk"]
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, LogDirError
-from .files._io import mapped
 from .files.names import offset_from_file_name, segment_log_files
+from .io.local import mapped
 from .log import PartitionLog
 from .logdir import is_partition_dir, resolve_partition_dirs
 from .offset_spec import OffsetSpec

@@ -387,7 +387,7 @@ class DirView:
         self.read_names.add(disk)
         cached = self._maps.get(disk)
         if cached is None:
-            from .files._io import open_regular
+            from .io.local import open_regular
 
             fd = open_regular(self.path / disk, LogDirError)
             try:

@@ -44,7 +44,7 @@ from .engine.datadirs import whole_data_dirs
 from .engine.plan import Plan
 from .engine.repair import plan_repair
 from .errors import KafkaLogError, LogDirError
-from .files._java import uuid_from_string, uuid_to_string
+from .files.java import uuid_from_string, uuid_to_string
 from .files.meta_properties import directory_id_reserved
 from .files.names import is_index_file
 from .files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata

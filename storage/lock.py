@@ -66,7 +66,7 @@ def _open_lock_file(path: Path, flags: int) -> int:
     """Open ``.lock`` without blocking (a FIFO would block a plain open) and refuse anything but a regular file."""
     import stat
 
-    from .files._io import file_kind
+    from .io.local import file_kind
 
     fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
     st = os.fstat(fd)

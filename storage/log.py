@@ -26,8 +26,8 @@ from pathlib import Path
 
 from .dirview import DANGLING, DIR, FILE, SPECIAL, SYMLINK_OUT, DirView
 from .errors import CorruptCheckpointError, KafkaLogError, LogDirError
-from .files._java import parse_java_int
 from .files.findings import Finding, error, info, warning
+from .files.java import parse_java_int
 from .files.leader_epoch import (
     LEADER_EPOCH_CHECKPOINT,
     EpochEntry,

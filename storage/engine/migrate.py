@@ -31,7 +31,6 @@ from typing import ClassVar
 from .. import fileops
 from ..dirview import Blob, DirView, Op, WriteFile
 from ..errors import ConfigError, KafkaLogError, LogDirError
-from ..files._java import ZERO_UUID, uuid_from_string, uuid_to_string
 from ..files.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     DATA_DIR_CHECKPOINTS,
@@ -43,6 +42,7 @@ from ..files.checkpoints import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from ..files.java import ZERO_UUID, uuid_from_string, uuid_to_string
 from ..files.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from ..files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
 from ..files.names import offset_file_name, offset_from_file_name

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import CorruptRecordError, KafkaLogError, LogDirError
-from ..files._io import map_regular
+from ..io.local import map_regular
 from ..log import parse_topic_partition_name
 from ..logdir import classify_path, list_partition_dirs
 from ..records.salvage import SalvageStats, SkippedRange, salvage_scan

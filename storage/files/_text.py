@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 from ..errors import CorruptCheckpointError
-from ._java import parse_java_int, read_lines
+from .java import parse_java_int, read_lines
 
 T = TypeVar("T")
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from ..errors import CorruptCheckpointError
 from ..fileops import atomic_write, tmp_path
-from ._io import read_bounded
-from ._java import INT32_MAX, INT64_MAX, java_split_ws, parse_java_int
+from ..io.local import read_bounded
 from ._text import Form, format_checkpoint, parse_checkpoint
+from .java import INT32_MAX, INT64_MAX, java_split_ws, parse_java_int
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"

@@ -9,9 +9,9 @@ import os
 from dataclasses import dataclass, field
 
 from ..fileops import atomic_write
-from ._java import java_split_ws, parse_java_int
 from ._text import Form, format_checkpoint, parse_checkpoint
 from .checkpoints import read_bytes_bounded
+from .java import java_split_ws, parse_java_int
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 CURRENT_VERSION = 0

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 from ..errors import CorruptCheckpointError
 from ..fileops import atomic_write
-from ._java import parse_java_int, read_lines, uuid_from_string
 from .checkpoints import read_bytes_bounded
+from .java import parse_java_int, read_lines, uuid_from_string
 
 META_PROPERTIES_FILE = "meta.properties"
 MAX_BYTES = 1 << 20

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..errors import CorruptIndexError
 from ..fileops import atomic_write
-from ._index import INT32_MAX, FixedIndex
+from .index import INT32_MAX, FixedIndex
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
 

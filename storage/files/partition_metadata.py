@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from ..errors import CorruptCheckpointError
 from ..fileops import atomic_write
-from ._java import ZERO_UUID, parse_java_int, read_lines, uuid_from_string, uuid_to_string
 from .checkpoints import read_bytes_bounded
+from .java import ZERO_UUID, parse_java_int, read_lines, uuid_from_string, uuid_to_string
 
 PARTITION_METADATA_FILE = "partition.metadata"
 CURRENT_VERSION = 0

@@ -21,9 +21,9 @@ import os
 from dataclasses import dataclass, field
 
 from ..errors import CorruptCheckpointError, KafkaLogError
+from ..io.local import read_bounded
 from ..jsonio import loads
-from ._io import read_bounded
-from ._java import uuid_from_string
+from .java import uuid_from_string
 
 QUORUM_STATE_FILE = "quorum-state"
 MAX_BYTES = 1 << 20

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import CorruptIndexError, CorruptRecordError, LogDirError
 from ..records import Batch, LogScanner, batch_at
 from ..records.batch import HEADER_SIZE as V2_HEADER_SIZE
-from ._index import map_file
+from .index import map_file
 from .names import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..errors import CorruptIndexError
 from ..fileops import atomic_write
-from ._index import base_offset_for, map_file
+from .index import base_offset_for, map_file
 
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = ENTRY.size  # 34

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 
 from ..codec.compression import CODEC_NAMES, DEFAULT_DECOMPRESS_LIMIT
 from ..errors import CorruptRecordError, KafkaLogError
-from ..files._io import map_regular
+from ..io.local import map_regular
 from .batch import HEADER_SIZE, RECORD_CHUNK, TIMESTAMP_TYPE_NAMES, RecordBatch
 from .control import ABORT, COMMIT, control_type_name, parse_control_key, parse_end_txn_marker
 from .legacy import LegacyBatch

@@ -19,7 +19,7 @@ def verify_kraft_snapshot(path: str | os.PathLike, deep: bool = False) -> tuple[
 
     name = os.fspath(path)
     out: list[Finding] = []
-    from ..files._index import map_file
+    from ..files.index import map_file
 
     try:
         mm, _ = map_file(name, CorruptRecordError)

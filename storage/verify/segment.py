@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..errors import CorruptRecordError, KafkaLogError
-from ..files._index import INT32_MAX
 from ..files.findings import Finding, Severity, error, info, warning
+from ..files.index import INT32_MAX
 from ..files.segment import Segment
 from ..records.batch import RecordBatch
 from ..records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker

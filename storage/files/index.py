@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import CorruptIndexError, KafkaLogError
-from ._io import map_regular
+from ..io.local import map_regular
 from .names import offset_from_file_name
 
 INT32_MAX = (1 << 31) - 1

@@ -269,7 +269,7 @@ def _offset_window(path: str, args: argparse.Namespace) -> tuple[int, tuple[int,
 
 
 def dump_other_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
-    """.index, .timeindex, .txnindex, .snapshot and the checkpoint/metadata files (storage/dumpers.py)."""
+    """.index, .timeindex, .txnindex, .snapshot and the checkpoint/metadata files (storage/dumpers/)."""
     fd = dumpers.dump_file(path, verify_index_only=args.verify_index_only,
                            index_sanity_check=args.index_sanity_check,
                            max_message_size=args.max_message_size or dumpers.DEFAULT_MAX_MESSAGE_SIZE)

@@ -1,4 +1,4 @@
-"""storage/dumpers.py: DumpLogSegments-style dumps of .index/.timeindex/.txnindex/.snapshot, the text and
+"""storage/dumpers/: DumpLogSegments-style dumps of .index/.timeindex/.txnindex/.snapshot, the text and
 metadata files, KRaft snapshots and the internal-topic record decoders."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import pytest
 from builders import indexed_segment
 
 from kafkalog.storage.dumpers import (
-    INT32_MAX,
     FileDump,
     decrement_sequence,
     dump_file,
@@ -23,6 +22,7 @@ from kafkalog.storage.dumpers import (
     dump_txn_index,
     record_decoder,
 )
+from kafkalog.storage.dumpers.snapshot import INT32_MAX
 from kafkalog.storage.files.checkpoints import write_offset_checkpoint
 from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
 from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_properties

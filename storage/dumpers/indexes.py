@@ -1,0 +1,229 @@
+"""The index dumps (``.index``, ``.timeindex``, ``.txnindex``), each entry checked against the companion
+``.log`` as DumpLogSegments checks it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kafkalog.storage.errors import CorruptRecordError, KafkaLogError, LogDirError
+from kafkalog.storage.files.names import LOG_FILE_SUFFIX
+from kafkalog.storage.files.offset_index import OffsetIndex
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex
+from kafkalog.storage.files.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
+from kafkalog.storage.files.txn_index import TransactionIndex
+
+from .file_dump import DEFAULT_MAX_MESSAGE_SIZE, FileDump, sanity_check
+
+
+def _base_and_log(path: str) -> tuple[int, Path]:
+    """``file.getName.split("\\.")(0).toLong`` and the companion ``.log`` (DumpLogSegments' rules)."""
+    p = Path(path)
+    prefix = p.name.split(".", 1)[0]
+    try:
+        base = int(prefix)
+    except ValueError:
+        raise LogDirError(f"cannot derive a base offset from the file name {p.name!r}", path) from None
+    return base, p.absolute().parent / (prefix + LOG_FILE_SUFFIX)
+
+
+def _max_record_timestamp(batch) -> int:
+    """Max timestamp over the records (DumpLogSegments iterates the batch deeply)."""
+    ts = NO_TIMESTAMP
+    for r in batch.iter_record_tuples():
+        if r[1] > ts:
+            ts = r[1]
+    return ts
+
+
+def _preallocated_only(idx) -> bool:
+    """An index file of zeros only: preallocated by a running (or killed) broker before its first entry.
+    DumpLogSegments reads slot 0 as an entry ``(baseOffset, 0)`` and crashes or reports a mismatch; it is
+    reported as empty here (``info["slots"]`` keeps the slot count)."""
+    return idx.length > 0 and idx.valid_entries == 0 and idx.padding_is_zero()
+
+
+def _companion(path: Path, base: int) -> tuple[Segment | None, str | None]:
+    """The companion ``.log`` as a :class:`Segment` (mmapped read-only on open), or why it cannot be read."""
+    if not path.exists():
+        return None, f"the companion log file {path.name} does not exist"
+    seg = Segment(path, base)
+    try:
+        seg.buf  # noqa: B018 (maps the file now, so that an unreadable .log is reported here)
+    except KafkaLogError as e:
+        return None, f"the companion log file {path.name} cannot be read: {e.reason}"
+    except OSError as e:
+        return None, f"the companion log file {path.name} cannot be read: {e.strerror or e}"
+    return seg, None
+
+
+# ------------------------------------------------------------------------------------------- .index
+
+
+def dump_offset_index(
+    path: str | os.PathLike,
+    *,
+    verify_index_only: bool = False,
+    index_sanity_check: bool = False,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+) -> FileDump:
+    """DumpLogSegments ``dumpIndex``: every slot until the zero padding, each checked against the first batch
+    at its position in the companion ``.log`` (a mismatch when that batch's last offset differs; entries of
+    multi-batch follower/cleaner appends legitimately mismatch). An entry with no complete batch within
+    ``max_message_size`` bytes of its position is a problem (the tool crashes there)."""
+    name = os.fspath(path)
+    out = FileDump(name, "index")
+    base, log_path = _base_and_log(name)
+    with OffsetIndex.open(name, base) as idx:
+        out.info = {"baseOffset": base, "length": idx.length, "slots": idx.entries, "entries": idx.valid_entries}
+        if idx.entries == 0 or _preallocated_only(idx):
+            out.empty = True
+            out.lines.append(f"{name} is empty.")
+            return out
+        if index_sanity_check:
+            sanity_check(out, idx)
+            return out
+        log, error = _companion(log_path, base)
+        try:
+            if error is not None:
+                out.problem(None, error)
+            for i in range(idx.entries):
+                e = idx.entry(i)
+                if e.offset == base and i > 0:
+                    break  # zero padding of a preallocated file
+                if log is not None:
+                    _check_index_entry(out, log, i, e.offset, e.position, max_message_size)
+                if not verify_index_only:
+                    out.entries.append({"offset": e.offset, "position": e.position})
+                    out.lines.append(f"offset: {e.offset} position: {e.position}")
+        finally:
+            if log is not None:
+                log.close()
+    return out
+
+
+def _check_index_entry(out: FileDump, log: Segment, slot: int, offset: int, position: int, max_size: int) -> None:
+    where = slot * 8
+    if not 0 <= position < log.size:
+        out.problem(where, f"entry {slot} ({offset}, {position}): position is beyond the end of "
+                           f"{log.path.name} ({log.size} bytes)")
+        return
+    scanner = log.scanner(position, position + max_size)
+    try:
+        batch = next(iter(scanner), None)
+    except CorruptRecordError as e:
+        out.problem(where, f"entry {slot} ({offset}, {position}): {e.reason} at position {e.position} of "
+                           f"{log.path.name}")
+        return
+    if batch is None:
+        out.problem(where, f"entry {slot} ({offset}, {position}): no complete batch within "
+                           f"{max_size} bytes (--max-message-size) at position {position} of {log.path.name}")
+        return
+    last = batch.last_offset
+    if last != offset:
+        out.index_mismatches.append((offset, last))
+
+
+# ------------------------------------------------------------------------------------------- .timeindex
+
+
+def dump_time_index(
+    path: str | os.PathLike,
+    *,
+    verify_index_only: bool = False,
+    index_sanity_check: bool = False,
+) -> FileDump:
+    """DumpLogSegments ``dumpTimeIndex``: each entry's offset is looked up through the ``.index`` and the
+    batches after it; the first batch whose last offset reaches it must end exactly there (else "not found")
+    and its max record timestamp must equal the entry's (else "mismatch"); timestamps must increase."""
+    name = os.fspath(path)
+    out = FileDump(name, "timeindex")
+    base, log_path = _base_and_log(name)
+    index_path = log_path.with_name(log_path.name[: -len(LOG_FILE_SUFFIX)] + ".index")
+    with TimeIndex.open(name, base) as tidx:
+        out.info = {"baseOffset": base, "length": tidx.length, "slots": tidx.entries, "entries": tidx.valid_entries}
+        if not index_sanity_check and _preallocated_only(tidx):
+            out.empty = True
+            out.lines.append(f"{name} is empty.")
+            return out
+        if index_sanity_check:
+            sanity_check(out, tidx)
+            return out
+        log, error = _companion(log_path, base)
+        oidx = OffsetIndex.open(index_path, base) if index_path.exists() else OffsetIndex(b"", base)
+        try:
+            if error is not None:
+                out.problem(None, error)
+            prev_ts = NO_TIMESTAMP
+            for i in range(tidx.entries):
+                e = tidx.entry(i)
+                if e.offset == base and i > 0:
+                    break
+                if log is not None:
+                    _check_time_entry(out, log, oidx, i, e.timestamp, e.offset, prev_ts)
+                if not verify_index_only:
+                    out.entries.append({"timestamp": e.timestamp, "offset": e.offset})
+                    out.lines.append(f"timestamp: {e.timestamp} offset: {e.offset}")
+                prev_ts = e.timestamp
+        finally:
+            oidx.close()
+            if log is not None:
+                log.close()
+    return out
+
+
+def _check_time_entry(out: FileDump, log: Segment, oidx: OffsetIndex, slot: int, ts: int, offset: int,
+                      prev_ts: int) -> None:
+    pos = oidx.lookup(offset).position
+    if not 0 <= pos < log.size:
+        pos = 0
+    found = None
+    try:
+        for b in log.scanner(pos):
+            if b.last_offset >= offset:
+                found = b
+                break
+    except CorruptRecordError as e:
+        out.problem(slot * 12, f"entry {slot} ({ts}, {offset}): {e.reason} at position {e.position} of "
+                               f"{log.path.name}")
+        return
+    if found is None:
+        out.offsets_not_found.append((offset, -1))
+        return
+    if found.last_offset != offset:
+        out.offsets_not_found.append((offset, found.last_offset))
+        return
+    try:
+        max_ts = _max_record_timestamp(found)
+    except KafkaLogError as e:
+        out.problem(slot * 12, f"entry {slot} ({ts}, {offset}): the batch at position {found.position} cannot be "
+                               f"decoded: {e.reason}")
+        return
+    if max_ts != ts:
+        out.timestamp_mismatches.append((ts, max_ts))
+    if prev_ts >= ts:
+        out.out_of_order_timestamps.append((ts, prev_ts))
+
+
+# ------------------------------------------------------------------------------------------- .txnindex
+
+
+def dump_txn_index(path: str | os.PathLike) -> FileDump:
+    """DumpLogSegments ``dumpTxnIndex``: one entry per aborted transaction."""
+    name = os.fspath(path)
+    out = FileDump(name, "txnindex")
+    base, _ = _base_and_log(name)
+    with TransactionIndex.open(name, base) as idx:
+        out.info = {"baseOffset": base, "length": idx.length, "entries": idx.entries}
+        try:
+            for t in idx:
+                out.entries.append({"version": t.version, "producerId": t.producer_id, "firstOffset": t.first_offset,
+                                    "lastOffset": t.last_offset, "lastStableOffset": t.last_stable_offset})
+                out.lines.append(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
+                                 f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}")
+        except KafkaLogError as e:
+            out.problem(e.position, e.reason)
+        if idx.length % TXN_ENTRY_SIZE:
+            out.info["trailingBytes"] = idx.length % TXN_ENTRY_SIZE
+    return out

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
 from .codec.compression import codec_name
 from .errors import KafkaLogError
-from .log import PartitionLog
+from .log import PartitionLog, parse_topic_partition_name
 from .logdir import open_partition_log
 
 
@@ -58,7 +58,7 @@ def describe_partition(
                 batches = 0
                 next_offset = None
                 try:
-                    for b in seg.iter_batches():
+                    for b in log.segment_batches(seg):  # (a torn batch in a closed segment is an error)
                         batches += 1
                         magics.add(b.magic)
                         codecs.add(b.codec)
@@ -105,7 +105,8 @@ def describe_partition(
             "codecs": [_codec(c) for c in sorted(codecs)],
         }
         if errors:
-            out["errors"] = errors
+            out["errors"] = list(dict.fromkeys(errors))  # one line per error (the active segment's scan and the
+            # log end offset read the same bytes)
         if log.unfinished_swap:
             out["warnings"] = [log.unfinished_swap]
         return out
@@ -114,15 +115,37 @@ def describe_partition(
             log.close()
 
 
-def describe_paths(paths: list[str | os.PathLike], *, scan: bool = True) -> Iterator[dict[str, Any]]:
-    """``kafkalog describe``: one description per partition (:func:`describe_partition`) of every data dir or
-    partition dir in ``paths``, in directory order. A path that is neither gives an object with ``dataDir``,
-    ``dir`` and ``errors`` only."""
-    from .logdir import DataDir, classify_path
+def _topic_of(name: str) -> str | None:
+    try:
+        return parse_topic_partition_name(name).topic
+    except KafkaLogError:
+        return None
 
+
+def describe_paths(paths: list[str | os.PathLike], *, scan: bool = True,
+                   topics: Collection[str] | None = None) -> Iterator[dict[str, Any]]:
+    """``kafkalog describe``: one description per partition (:func:`describe_partition`) of every data dir or
+    partition dir in ``paths``, a data dir's partitions in :func:`~kafkalog.storage.logdir.partition_order` (by
+    topic, then partition number). ``topics`` keeps only those topics (a name with no partition is an error
+    listing the topics there, :func:`~kafkalog.storage.logdir.check_topics`). A path that is neither gives an
+    object with ``dataDir``, ``dir`` and ``errors`` only."""
+    from .logdir import DataDir, check_topics, classify_path, list_partition_dirs, partition_order
+
+    if topics is not None:
+        present = set()
+        for raw in paths:
+            p = Path(raw)
+            if p.is_dir() and classify_path(p) == "partition":
+                present.add(_topic_of(p.name))
+            elif p.is_dir():
+                kinds = ("live", "future", "delete", "stray")
+                present.update(tp.topic for _, tp in list_partition_dirs(p, kinds=kinds))
+        check_topics(topics, {t for t in present if t is not None}, ", ".join(map(str, paths)))
     for raw in paths:
         p = Path(raw)
         kind = classify_path(p) if p.is_dir() else "file"
+        if kind == "partition" and topics is not None and _topic_of(p.name) not in topics:
+            continue
         if kind == "partition":
             try:
                 yield describe_partition(p, scan=scan)
@@ -138,7 +161,10 @@ def describe_paths(paths: list[str | os.PathLike], *, scan: bool = True) -> Iter
             yield {"dataDir": str(p), "dir": None, "errors": [str(e)]}
             continue
         with ddir:
-            for log in ddir.partitions():
+            for pp, tp in sorted(ddir.partition_dirs.items(), key=partition_order):
+                if topics is not None and tp.topic not in topics:
+                    continue
+                log = ddir.open_partition(pp)
                 try:
                     yield describe_partition(log, scan=scan)
                 except KafkaLogError as e:

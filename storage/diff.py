@@ -28,10 +28,10 @@ from typing import Any
 from .errors import ConfigError, LogDirError
 from .files.names import offset_from_file_name, segment_log_files
 from .io.local import mapped
-from .log import PartitionLog
+from .log import PartitionLog, segment_end_error
 from .logdir import is_partition_dir, resolve_partition_dirs
 from .offset_spec import OffsetSpec
-from .records import iter_batches
+from .records import Batch, LogScanner
 
 LEVELS = ("bytes", "batches", "records")
 _CHUNK = 1 << 20
@@ -105,12 +105,15 @@ def offset_window(partition_dir: str | os.PathLike, spec: OffsetSpec) -> Window:
     return spec.resolve_in_dir(partition_dir)
 
 
-def _segments_in(partition_dir: str | os.PathLike, window: Window | None) -> list[tuple[Path, int]]:
-    """``(.log file, start position)`` of the segments to read: every one from 0, or, for ``[lo, hi)``, from the
-    batch the broker would read ``lo`` at (floor segment, offset index) until the segment starting at ``hi``."""
+def _segments_in(partition_dir: str | os.PathLike, window: Window | None) -> list[tuple[Path, int, int | None]]:
+    """``(.log file, start position, next segment's base offset or None for the active segment)`` of the segments
+    to read: every one from 0, or, for ``[lo, hi)``, from the batch the broker would read ``lo`` at (floor
+    segment, offset index) until the segment starting at ``hi``."""
     segs = segment_log_files(partition_dir)
+    bases = [offset_from_file_name(s.name) for s in segs]
+    nexts: list[int | None] = [*bases[1:], None]
     if window is None:
-        return [(s, 0) for s in segs]
+        return [(s, 0, nxt) for s, nxt in zip(segs, nexts, strict=True)]
     lo, hi = window
     if lo >= hi:
         return []
@@ -119,15 +122,25 @@ def _segments_in(partition_dir: str | os.PathLike, window: Window | None) -> lis
         if found is None:
             return []
         first, pos = found[0].path.name, found[1].position
-    out: list[tuple[Path, int]] = []
-    for s in segs:
+    out: list[tuple[Path, int, int | None]] = []
+    for s, base, nxt in zip(segs, bases, nexts, strict=True):
         if out:
-            if offset_from_file_name(s.name) >= hi:
+            if base >= hi:
                 break
-            out.append((s, 0))
+            out.append((s, 0, nxt))
         elif s.name == first:
-            out.append((s, pos))
+            out.append((s, pos, nxt))
     return out
+
+
+def _segment_batches(seg: Path, mm, start: int, nxt: int | None) -> Iterator[Batch]:
+    """The batches of one mapped segment from ``start``; where they end short of its end is judged by the one
+    rule (:func:`~kafkalog.storage.log.segment_end_error`: only the active segment may end in a torn batch)."""
+    scanner = LogScanner(mm, start, path=str(seg))
+    yield from scanner
+    err = segment_end_error(seg, scanner, len(mm), active=nxt is None, next_base_offset=nxt)
+    if err is not None:
+        raise err
 
 
 def _in_window(b, window: Window | None) -> int:
@@ -150,9 +163,9 @@ def _last_in(b, window: Window | None) -> bool:
 def iter_partition_batches(partition_dir: str | os.PathLike, window: Window | None = None) -> Iterator[BatchInfo]:
     """Every complete batch of every segment (copied out of the mmap, so nothing outlives it); with ``window``
     only the batches holding offsets in ``[lo, hi)``."""
-    for seg, start in _segments_in(partition_dir, window):
+    for seg, start, nxt in _segments_in(partition_dir, window):
         with mapped(seg) as mm:
-            for b in iter_batches(mm, start, path=str(seg)):
+            for b in _segment_batches(seg, mm, start, nxt):
                 where = _in_window(b, window)
                 if where:
                     if where > 0:
@@ -173,9 +186,9 @@ def iter_partition_records(partition_dir: str | os.PathLike, window: Window | No
     """``(offset, timestamp, key, value, headers, segment, position)`` for every record (control records too);
     with ``window`` only the records with offsets in ``[lo, hi)``."""
     lo, hi = window if window is not None else (-1, 1 << 63)
-    for seg, start in _segments_in(partition_dir, window):
+    for seg, start, nxt in _segments_in(partition_dir, window):
         with mapped(seg) as mm:
-            for b in iter_batches(mm, start, path=str(seg)):
+            for b in _segment_batches(seg, mm, start, nxt):
                 where = _in_window(b, window)
                 if where:
                     if where > 0:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .dirview import DANGLING, DIR, FILE, SPECIAL, SYMLINK_OUT, DirView
-from .errors import CorruptCheckpointError, KafkaLogError, LogDirError
+from .errors import CorruptCheckpointError, CorruptRecordError, KafkaLogError, LogDirError
 from .files.findings import Finding, error, info, warning
 from .files.java import parse_java_int
 from .files.leader_epoch import (
@@ -49,7 +49,7 @@ from .files.producer_snapshot import ProducerSnapshot
 from .files.quorum_state import QUORUM_STATE_FILE
 from .files.segment import LogOffsetPosition, Segment
 from .files.txn_index import AbortedTxn
-from .records import Batch
+from .records import Batch, LogScanner
 
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
@@ -236,6 +236,28 @@ def log_start_checkpoint(partitions) -> dict[tuple[str, int], int]:
     return {(p.topic, p.partition): p.facts["logStartOffset"] for p in partitions
             if checkpoints_log_start(p.facts["logStartOffset"], p.facts["firstBaseOffset"],
                                      p.facts.get("remoteLogEnabled", False))}
+
+
+def segment_end_error(path: str | os.PathLike, scanner: LogScanner, size: int, *, active: bool,
+                      next_base_offset: int | None = None) -> CorruptRecordError | None:
+    """Where a partition's batches may end short of a segment's end: the one rule every reader follows.
+
+    A scan stops early at a torn tail (fewer than 17 bytes left) or a partial batch (an entry running past the
+    file's end). At the end of the *active* (last) segment that is a write the broker had not finished, and the
+    log simply ends there (``FileLogInputStream.nextBatch`` returns null). Anywhere else it is a hole: the
+    offsets after the last complete batch of that segment, up to the next segment's base offset, are gone, and
+    a reader that went on to the next segment would skip them silently. So it is corruption: the error names
+    the file and the byte where the complete batches end. ``None`` when the scan ended cleanly or at the end of
+    the active segment."""
+    reason = scanner.stop_reason
+    if reason is None or active:
+        return None
+    stop = scanner.stop_position
+    upto = "" if next_base_offset is None else f" up to offset {next_base_offset - 1}"
+    return CorruptRecordError(
+        f"{reason}: the last {size - stop} bytes of a segment that is not the active one are not a complete "
+        f"batch; the records from here{upto} are lost (`kafkalog export --salvage` reads around it)",
+        os.fspath(path), stop)
 
 
 class PartitionLog:
@@ -473,23 +495,44 @@ class PartitionLog:
         return None
 
     def iter_batches(self, start_offset: int | None = None) -> Iterator[tuple[Segment, Batch]]:
-        """Batches of every segment in order, from the batch holding ``start_offset`` when given."""
+        """Batches of every segment in order, from the batch holding ``start_offset`` when given. A segment
+        other than the active one that ends in a torn or partial batch raises (:meth:`segment_batches`)."""
         if start_offset is None:
             for seg in self.segments:
-                for b in seg.iter_batches():
+                for b in self.segment_batches(seg):
                     yield seg, b
             return
         found = self.lookup(start_offset)
         if found is None:
             return
         seg0, pos = found
-        for b in seg0.iter_batches(pos.position):
+        for b in self.segment_batches(seg0, pos.position):
             yield seg0, b
         s = self.higher_segment(seg0)
         while s is not None:
-            for b in s.iter_batches():
+            for b in self.segment_batches(s):
                 yield s, b
             s = self.higher_segment(s)
+
+    def is_active(self, segment: Segment) -> bool:
+        """``segment`` is the active (last) segment of this log."""
+        return bool(self.segments) and segment.base_offset == self.segments[-1].base_offset
+
+    def segment_end_error(self, segment: Segment, scanner: LogScanner) -> CorruptRecordError | None:
+        """:func:`segment_end_error` for a scan of one of this log's segments that has ended."""
+        nxt = self.higher_segment(segment)
+        return segment_end_error(segment.path, scanner, segment.size, active=self.is_active(segment),
+                                 next_base_offset=None if nxt is None else nxt.base_offset)
+
+    def segment_batches(self, segment: Segment, start_position: int = 0) -> Iterator[Batch]:
+        """The shallow batches of one of this log's segments from ``start_position``, as every reader sees them:
+        a torn or partial batch ends the log at the end of the active segment and raises
+        :class:`CorruptRecordError` anywhere else (:func:`segment_end_error`)."""
+        scanner = segment.scanner(start_position)
+        yield from scanner
+        err = self.segment_end_error(segment, scanner)
+        if err is not None:
+            raise err
 
     # ---- transactions and producers ----------------------------------------------------------------------
     def collect_aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
@@ -524,7 +567,7 @@ class PartitionLog:
         for s in self.segments:
             if s.read_next_offset() <= start:
                 continue
-            for b in s.iter_batches():
+            for b in self.segment_batches(s):  # (a hole in a closed segment raises: the state would miss it)
                 if b.last_offset >= start and b.magic >= 2:
                     psm.replay(b)
                 del b

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT
-from ..errors import ConfigError, KafkaLogError, LogDirError
+from ..errors import ConfigError, KafkaLogError, LogDirError, require
 from ..files.names import segment_log_files
 from ..jsonio import b64_field, header_fields
 from ..log import PartitionLog
@@ -158,7 +158,8 @@ def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
                     start = 0
             name = seg.path.name
             try:
-                for b in (seg.iter_batches(start) if run is None else _entries(seg, start, run, topic, partition)):
+                for b in (plog.segment_batches(seg, start) if run is None
+                          else _entries(plog, seg, start, run, topic, partition)):
                     if lo is not None and b.last_offset < lo:
                         continue
                     if hi is not None and b.magic >= 2 and b.base_offset >= hi:
@@ -183,13 +184,18 @@ def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
                 stats.on_segment(seg_size)
 
 
-def _entries(seg, start: int, run: RunSink, topic: str, partition: int) -> Iterator[Any]:
-    """The segment's entries from ``start`` that ``run`` does not take (see :func:`_selected_batches`)."""
+def _entries(plog: PartitionLog, seg, start: int, run: RunSink, topic: str, partition: int) -> Iterator[Any]:
+    """The segment's entries from ``start`` that ``run`` does not take (see :func:`_selected_batches`); where
+    they end is judged as :meth:`PartitionLog.segment_batches` judges it."""
     pos, end, name = start, seg.size, seg.path.name
     while True:
         pos = run(topic, partition, name, seg.buf, pos, end)
-        b = next(iter(seg.iter_batches(pos)), None)
+        scanner = seg.scanner(pos)
+        b = next(iter(scanner), None)
         if b is None:
+            err = plog.segment_end_error(seg, scanner)
+            if err is not None:
+                raise err
             return
         yield b
         pos = b.position + b.size
@@ -303,15 +309,16 @@ def control_type(key: bytes | None) -> str:
         return "UNKNOWN"
 
 
-def row_to_json(row: dict[str, Any]) -> dict[str, Any]:
-    """JSON-ready row: key/value/header values base64 (null stays null), headers ``[{key, value}]``; a control
-    record also has ``controlType`` (COMMIT or ABORT for transaction markers)."""
+def row_to_json(row: dict[str, Any], render: Callable[[bytes | None], str | None] = _b64) -> dict[str, Any]:
+    """JSON-ready row: key/value/header values base64 (null stays null; ``render`` writes them another way,
+    as ``export --payload`` asks), headers ``[{key, value}]``; a control record also has ``controlType``
+    (COMMIT or ABORT for transaction markers)."""
     out = dict(row)
     if row.get("isControl"):
         out["controlType"] = control_type(row["key"])
-    out["key"] = _b64(row["key"])
-    out["value"] = _b64(row["value"])
-    out["headers"] = [{"key": k, "value": _b64(v)} for k, v in row["headers"]]
+    out["key"] = render(row["key"])
+    out["value"] = render(row["value"])
+    out["headers"] = [{"key": k, "value": render(v)} for k, v in row["headers"]]
     return out
 
 
@@ -325,9 +332,11 @@ def row_from_json(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def export_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.PathLike,
-                 flt: ExportFilter | None = None, *, progress: Callable[[int], None] | None = None) -> ExportStats:
+                 flt: ExportFilter | None = None, *, progress: Callable[[int], None] | None = None,
+                 render: Callable[[bytes | None], str | None] = _b64) -> ExportStats:
     """Write every record as one JSON object per line to ``out`` (a path, ``-`` for stdout, or a text stream).
-    ``progress(bytes)`` is called with each segment's size once it is exported."""
+    ``progress(bytes)`` is called with each segment's size once it is exported; ``render`` writes keys, values
+    and header values (base64 by default: what ``import`` reads)."""
     from ..jsonio import text_output
 
     stats = ExportStats(on_segment=progress)
@@ -336,7 +345,7 @@ def export_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.Pat
         if written is not None:
             stats.files.append(written)
         for row in iter_export_rows(paths, flt, stats):
-            stream.write(dumps(row_to_json(row)))
+            stream.write(dumps(row_to_json(row, render)))
             stream.write("\n")
     return stats
 
@@ -417,7 +426,7 @@ def export_parquet(paths: Iterable[str | os.PathLike], out_dir: str | os.PathLik
     ``row_group_rows`` rows / about ``row_group_bytes`` bytes of payload, pages compressed with ``compression``
     (snappy, as Spark writes Parquet by default). A row group is written by a second thread while the next one
     is decoded (memory is bounded by two groups)."""
-    import pyarrow.parquet as pq
+    pq = require("pyarrow.parquet", feature="Parquet")  # optional dependency
 
     flt = flt or ExportFilter()
     out = Path(out_dir)
@@ -471,7 +480,7 @@ def iter_parquet_rows(path: str | os.PathLike, batch_size: int = 8192) -> Iterat
     """Rows of a Parquet file written by :func:`export_parquet` as the JSON Lines export has them: headers as
     ``[(key, value)]`` (``[]`` where the file has null), ``timestamp`` the epoch ms (the file's ``timestampMs``;
     its ``timestamp`` column is the same instant as a Parquet TIMESTAMP)."""
-    import pyarrow.parquet as pq
+    pq = require("pyarrow.parquet", feature="Parquet")  # optional dependency
 
     f = pq.ParquetFile(path)
     for rb in f.iter_batches(batch_size=batch_size):

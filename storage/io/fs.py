@@ -1,4 +1,11 @@
-"""Where the bytes come from: local paths (mmap) or any ``pyarrow.fs`` / fsspec filesystem: ``s3://`` (pyarrow),
+"""The one filesystem seam at the bottom of storage: where the bytes come from.
+
+Local paths are memory-mapped; ``s3://``, ``gs://``, ``hdfs://`` and a tiered store's URL are read in bounded
+windows (:data:`REMOTE_WINDOW`) through ``pyarrow.fs`` or fsspec. Every reader that may meet a URL (the Spark
+source and stream, tiered storage in :mod:`kafkalog.storage.remote`) lists and opens files here. pyarrow and
+fsspec are optional dependencies: they are imported only when a URL is read.
+
+Filesystems: local paths (mmap) or any ``pyarrow.fs`` / fsspec filesystem: ``s3://`` (pyarrow),
 ``gs://`` and ``hdfs://`` (pyarrow, where it was built with them), and every other scheme fsspec has a filesystem
 for once its package is installed (``abfs://`` with adlfs, ``gs://`` with gcsfs, ...).
 
@@ -11,12 +18,13 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlparse
 
-from kafkalog.storage.errors import LogDirError
+from ..errors import LogDirError
 
 #: remote reads come in windows of this size (a batch larger than this gets a window of its own size)
 REMOTE_WINDOW = 16 * 1024 * 1024
@@ -65,7 +73,7 @@ def display(spec: FsSpec, fspath: str) -> str:
 
 @lru_cache(maxsize=16)
 def _filesystem(spec: FsSpec):
-    import pyarrow.fs as pafs
+    import pyarrow.fs as pafs  # optional dependency: only a URL needs it
 
     if spec.is_local:
         return pafs.LocalFileSystem()
@@ -90,8 +98,8 @@ def _filesystem(spec: FsSpec):
         fs, _ = pafs.FileSystem.from_uri(f"{spec.scheme}://x/")
         return fs
     except Exception:  # noqa: BLE001 - fall back to fsspec for everything else
-        import fsspec
-        from pyarrow.fs import FSSpecHandler, PyFileSystem
+        import fsspec  # optional dependency: the schemes pyarrow has no filesystem for
+        from pyarrow.fs import FSSpecHandler, PyFileSystem  # optional dependency (as above)
 
         return PyFileSystem(FSSpecHandler(fsspec.filesystem(spec.scheme)))
 
@@ -110,10 +118,8 @@ def info(spec: FsSpec, path: str) -> Entry | None:
             st = os.stat(path)
         except FileNotFoundError:
             return None
-        import stat
-
         return Entry(os.path.basename(path), path, stat.S_ISDIR(st.st_mode), st.st_size)
-    import pyarrow.fs as pafs
+    import pyarrow.fs as pafs  # optional dependency: only a URL needs it
 
     fi = spec.filesystem().get_file_info(path)
     if fi.type == pafs.FileType.NotFound:
@@ -133,7 +139,7 @@ def listdir(spec: FsSpec, path: str) -> list[Entry]:
                     continue
                 out.append(Entry(e.name, e.path, is_dir, size))
         return out
-    import pyarrow.fs as pafs
+    import pyarrow.fs as pafs  # optional dependency: only a URL needs it
 
     infos = spec.filesystem().get_file_info(pafs.FileSelector(path, recursive=False))
     return [Entry(fi.base_name, fi.path, fi.type == pafs.FileType.Directory, fi.size or 0) for fi in infos]
@@ -150,6 +156,19 @@ def read_bytes(spec: FsSpec, path: str, limit: int) -> bytes:
     if len(data) > limit:
         raise LogDirError(f"file is larger than {limit} bytes", display(spec, path))
     return bytes(data)
+
+
+def fetch(spec: FsSpec, path: str, dst: str | os.PathLike) -> None:
+    """Copy a file to the local path ``dst`` in windows of :data:`REMOTE_WINDOW` bytes (a remote segment for a
+    reader that maps local files)."""
+    if spec.is_local:
+        with open(path, "rb") as src, open(dst, "wb") as out:
+            while chunk := src.read(REMOTE_WINDOW):
+                out.write(chunk)
+        return
+    with spec.filesystem().open_input_stream(path) as src, open(dst, "wb") as out:
+        while chunk := src.read(REMOTE_WINDOW):
+            out.write(chunk)
 
 
 class SegmentFile:

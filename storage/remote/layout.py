@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import LogDirError
+from ..io import fs
 
 #: file kind -> suffix (``RemoteLogSegmentFileType``)
 FILE_KINDS: dict[str, str] = {
@@ -87,7 +88,7 @@ class RemoteLayout(Protocol):
 
 class LocalTieredStorageLayout:
     """Kafka's ``LocalTieredStorage`` layout, on a local directory or a URL (``s3://bucket/prefix``,
-    ``memory://...``: the filesystems of :mod:`kafkalog.tools.spark.fs`). ``root`` is the plugin's ``dir``
+    ``memory://...``: the filesystems of :mod:`kafkalog.storage.io.fs`). ``root`` is the plugin's ``dir``
     (holding ``kafka-tiered-storage/``) or that ``kafka-tiered-storage`` directory itself."""
 
     name = "LocalTieredStorage"
@@ -95,14 +96,7 @@ class LocalTieredStorageLayout:
     def __init__(self, root: str | os.PathLike, options: dict[str, str] | None = None):
         self.root = os.fspath(root)
         self._cache: Path | None = None
-        if "://" in self.root and not self.root.startswith("file://"):
-            from kafkalog.tools.spark import fs as _fs
-
-            self._fs = _fs
-            self._spec, base = _fs.split_uri(self.root, options or {})
-        else:
-            self._fs = None
-            base = self.root[len("file://"):] if self.root.startswith("file://") else self.root
+        self._spec, base = fs.split_uri(self.root, options or {})  # a local path, file:// or a URL alike
         sub = self._join(base, ROOT_STORAGE_DIR_NAME)
         if self._isdir(sub):
             base = sub
@@ -111,28 +105,19 @@ class LocalTieredStorageLayout:
                               self.root)
         self.base = base
 
-    # --- filesystem access
+    # --- filesystem access (the one seam: kafkalog.storage.io.fs)
     def _join(self, a: str, b: str) -> str:
         return a.rstrip("/") + "/" + b
 
     def _isdir(self, p: str) -> bool:
-        if self._fs is None:
-            return os.path.isdir(p)
-        e = self._fs.info(self._spec, p)
+        e = fs.info(self._spec, p)
         return e is not None and e.is_dir
 
     def _list(self, p: str) -> list[tuple[str, str, bool, int]]:
-        if self._fs is None:
-            out = []
-            with os.scandir(p) as it:
-                for e in it:
-                    is_dir = e.is_dir()
-                    out.append((e.name, e.path, is_dir, 0 if is_dir else e.stat().st_size))
-            return out
-        return [(e.name, e.path, e.is_dir, e.size) for e in self._fs.listdir(self._spec, p)]
+        return [(e.name, e.path, e.is_dir, e.size) for e in fs.listdir(self._spec, p)]
 
     def display(self, p: str) -> str:
-        return p if self._fs is None else self._fs.display(self._spec, p)
+        return fs.display(self._spec, p)
 
     # --- the layout
     def partitions(self) -> list[tuple[str, int, str]]:
@@ -165,7 +150,7 @@ class LocalTieredStorageLayout:
     def local_path(self, seg: RemoteSegment, kind: str) -> Path | None:
         if kind not in seg.files:
             return None
-        if self._fs is None:
+        if self._spec.is_local:
             return Path(seg.files[kind])
         if self._cache is None:
             self._cache = Path(tempfile.mkdtemp(prefix="kafkalog-remote-"))
@@ -176,9 +161,7 @@ class LocalTieredStorageLayout:
         for src in seg.files.values():
             dst = d / os.path.basename(src)
             if not dst.exists():
-                fs = self._spec.filesystem()
-                with fs.open_input_stream(src) as f, open(dst, "wb") as out:
-                    shutil.copyfileobj(f, out, 8 << 20)
+                fs.fetch(self._spec, src, dst)
         return d / os.path.basename(seg.files[kind])
 
     def close(self) -> None:

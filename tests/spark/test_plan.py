@@ -6,9 +6,9 @@ import pytest
 from builders import generated_data_dir, generated_partition
 
 from kafkalog.storage.files.offset_index import OffsetIndex
+from kafkalog.storage.io.fs import FsSpec
 from kafkalog.storage.records import build_batch
 from kafkalog.tools.spark import scan as scan_mod
-from kafkalog.tools.spark.fs import FsSpec
 from kafkalog.tools.spark.options import parse_read_options
 from kafkalog.tools.spark.plan import Piece, discover, plan
 from kafkalog.tools.spark.scan import scan

@@ -30,8 +30,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 from kafkalog.storage.errors import ConfigError
+from kafkalog.storage.io.fs import split_uri
 
-from .fs import split_uri
 from .options import ReadOptions, parse_read_options
 from .plan import Piece, plan
 from .scan import record_filter

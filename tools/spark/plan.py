@@ -21,11 +21,11 @@ from kafkalog.storage.errors import ConfigError, KafkaLogError, LogDirError
 from kafkalog.storage.files.names import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, offset_from_file_name
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.files.time_index import TimeIndex
+from kafkalog.storage.io.fs import FsSpec, SegmentFile, display, info, listdir, read_bytes, split_uri
 from kafkalog.storage.log import parse_topic_partition_name, unfinished_swap
 from kafkalog.storage.logdir import check_topics
 
 from .filters import columns, keeps
-from .fs import FsSpec, display, info, listdir, read_bytes, split_uri
 from .options import ReadOptions
 
 MAX_INDEX_BYTES = 64 * 1024 * 1024
@@ -103,6 +103,25 @@ def _segments_of(spec: FsSpec, pdir: str, topic: str | None, partition: int | No
         nxt = logs[i + 1][0] if i + 1 < len(logs) else None
         out.append(Segment(spec, e.path, topic, partition, base, e.size, nxt))
     return out
+
+
+def partition_segments(spec: FsSpec, pdir: str) -> list[Segment]:
+    """The segments of one partition dir, as they are now: what a stream's executor reads of a partition the
+    driver chose (the query's topic and partition options were applied when it was chosen; applying them again to
+    the partition's own dir would refuse it). A partition dir that is gone has no segments; a dir that cannot be
+    read as a partition (an unfinished swap, a name that is not a partition's) raises :class:`LogDirError`."""
+    e = info(spec, pdir)
+    if e is None:
+        return []
+    if not e.is_dir:
+        raise LogDirError("not a partition directory", display(spec, pdir))
+    tp = parse_partition_dir(e.name)
+    if tp is None:
+        raise LogDirError("not a live partition directory (<topic>-<partition>)", display(spec, pdir))
+    try:
+        return _segments_of(spec, pdir, *tp)
+    except FileNotFoundError:  # deleted while listing
+        return []
 
 
 _DIR_COLUMNS = {"topic", "partition"}
@@ -217,8 +236,6 @@ def time_index_skip_offset(seg: Segment, start_ts: int) -> int | None:
 
 def header_boundaries(seg: Segment, start: int, end: int) -> list[int]:
     """Batch start positions in (start, end) by hopping over entry headers (local files only)."""
-    from .fs import SegmentFile
-
     out = []
     with SegmentFile(seg.spec, seg.path) as f:
         if not f.is_mapped:

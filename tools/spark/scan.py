@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError
+from kafkalog.storage.io.fs import REMOTE_WINDOW, SegmentFile
 from kafkalog.storage.records import PARTIAL_BATCH, LogScanner, RecordBatch, RecordColumns
 
 from .filters import columns as filter_columns
 from .filters import keeps
-from .fs import REMOTE_WINDOW, SegmentFile
 from .options import ReadOptions
 from .plan import Piece
 from .schema import BATCH_COLUMNS, CORRUPT_COLUMN, RECORD_COLUMNS, arrow_schema, batch_constant_columns

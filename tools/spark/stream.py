@@ -40,17 +40,17 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from kafkalog.storage.errors import ConfigError, CorruptRecordError, KafkaLogError, LogDirError
+from kafkalog.storage.errors import ConfigError, CorruptRecordError, KafkaLogError
 from kafkalog.storage.files.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     read_offset_checkpoint,
 )
+from kafkalog.storage.io.fs import SegmentFile, display, split_uri
 from kafkalog.storage.records import LogScanner
 
-from .fs import SegmentFile, display
 from .options import ReadOptions, _bool, _int, parse_read_options
-from .plan import Segment, _partition_dir, discover, offset_index_entries, plan_pieces
+from .plan import Segment, _partition_dir, discover, offset_index_entries, partition_segments, plan_pieces
 
 log = logging.getLogger("kafkalog.spark.stream")
 
@@ -376,11 +376,12 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from .source import KafkaLogPartition, KafkaLogReader
 
         part = partition
-        opts = replace(self.opts, paths=(part.path,)).narrowed(start_offset=part.lo, end_offset=part.hi)
-        try:
-            segments = discover(opts)
-        except LogDirError:
-            segments = []
+        # the driver chose this partition with the query's topic and partition options: its own dir is listed
+        # here, not discovered again with them (a topic option applied to one partition's dir refuses it)
+        opts = replace(self.opts, paths=(part.path,), topics=None, topic_in=None,
+                       partitions=None).narrowed(start_offset=part.lo, end_offset=part.hi)
+        spec, pdir = split_uri(part.path, self.opts.fs_options())
+        segments = partition_segments(spec, pdir)  # a dir that cannot be read raises: never taken for data loss
         first = segments[0].base_offset if segments else None
         if first is None or first > part.lo:
             self._data_loss(f"offsets {part.lo} to {part.hi if first is None else min(first, part.hi)} of "

@@ -1,14 +1,96 @@
 """kafkalog: read, verify, repair, compact and migrate Apache Kafka broker log directories offline.
 
-The library is :mod:`kafkalog.storage`, the command line :mod:`kafkalog.tools` (``kafkalog`` or
-``python -m kafkalog``), the differential-test harness :mod:`kafkalog.compat`. This package's own files live in
-``tools/package/`` of the repository (``package-dir`` in ``pyproject.toml``): the top level holds only the
-``storage/``, ``tools/`` and ``compat/`` folders.
+Everything a program needs is here: ``kafkalog.open(paths)`` opens the log dirs of one broker (one data dir,
+several: JBOD, or partition dirs) as a :class:`LogDirs`; its :class:`Partition` objects have Kafka's offsets,
+configuration, segments, batches and records, and Arrow output; reports come back as data and every change as
+a :class:`Plan` that :func:`apply` executes. ``docs/api.md`` lists every name.
+
+>>> import kafkalog
+>>> with kafkalog.open("fixtures/kafka-4.3.1-kraft/data") as dirs:
+...     p = dirs.partition("codec-gzip", 0)
+...     (p.log_start_offset, p.log_end_offset)
+(0, 60)
+
+The implementation is :mod:`kafkalog.storage` (the library), the command line :mod:`kafkalog.tools`
+(``kafkalog`` or ``python -m kafkalog``), the differential-test harness :mod:`kafkalog.compat`. This package's
+own files live in ``tools/package/`` of the repository (``package-dir`` in ``pyproject.toml``). Importing it
+loads none of them: each name below is imported on first use (``kafkalog --version`` stays fast).
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kafkalog.storage.api import DEFAULT_ARROW_ROWS, LogDirs, Offsets, Partition, apply, open
+    from kafkalog.storage.config import LogConfig
+    from kafkalog.storage.doctor import Diagnosis, Problem
+    from kafkalog.storage.engine.convert import ConvertOptions
+    from kafkalog.storage.engine.migrate import MigrateOptions
+    from kafkalog.storage.engine.plan import ApplyResult, Loss, Plan, PlanError
+    from kafkalog.storage.errors import (
+        ConfigError,
+        CorruptIndexError,
+        CorruptRecordError,
+        KafkaLogError,
+        LockedError,
+        LogDirError,
+        MissingDependencyError,
+    )
+    from kafkalog.storage.files.findings import Finding
+    from kafkalog.storage.files.segment import Segment
+    from kafkalog.storage.groups import GroupsReport
+    from kafkalog.storage.log import PartitionLog
+    from kafkalog.storage.logdir import DataDir
+    from kafkalog.storage.offset_spec import OffsetSpec, parse_offset_spec
+    from kafkalog.storage.paths import PathError
+    from kafkalog.storage.records import Record
+    from kafkalog.storage.topic_configs import ConfigResolver
+    from kafkalog.storage.transactions import TransactionReport
+    from kafkalog.storage.verify import VerifyReport
+
+# public name -> the module that defines it (imported on first access: PEP 562)
+_EXPORTS: dict[str, str] = {
+    # entry points
+    "open": "kafkalog.storage.api",
+    "apply": "kafkalog.storage.api",
+    "LogDirs": "kafkalog.storage.api",
+    "Partition": "kafkalog.storage.api",
+    "Offsets": "kafkalog.storage.api",
+    "DEFAULT_ARROW_ROWS": "kafkalog.storage.api",
+    # what the entry points return
+    "Plan": "kafkalog.storage.engine.plan",
+    "ApplyResult": "kafkalog.storage.engine.plan",
+    "Loss": "kafkalog.storage.engine.plan",
+    "ConvertOptions": "kafkalog.storage.engine.convert",
+    "MigrateOptions": "kafkalog.storage.engine.migrate",
+    "OffsetSpec": "kafkalog.storage.offset_spec",
+    "parse_offset_spec": "kafkalog.storage.offset_spec",
+    "LogConfig": "kafkalog.storage.config",
+    "ConfigResolver": "kafkalog.storage.topic_configs",
+    "Segment": "kafkalog.storage.files.segment",
+    "PartitionLog": "kafkalog.storage.log",
+    "DataDir": "kafkalog.storage.logdir",
+    "Record": "kafkalog.storage.records",
+    "Finding": "kafkalog.storage.files.findings",
+    "VerifyReport": "kafkalog.storage.verify",
+    "Diagnosis": "kafkalog.storage.doctor",
+    "Problem": "kafkalog.storage.doctor",
+    "GroupsReport": "kafkalog.storage.groups",
+    "TransactionReport": "kafkalog.storage.transactions",
+    # errors (every one a KafkaLogError: the command line prints it as one line and exits 1)
+    "KafkaLogError": "kafkalog.storage.errors",
+    "LogDirError": "kafkalog.storage.errors",
+    "PathError": "kafkalog.storage.paths",
+    "LockedError": "kafkalog.storage.errors",
+    "ConfigError": "kafkalog.storage.errors",
+    "CorruptRecordError": "kafkalog.storage.errors",
+    "CorruptIndexError": "kafkalog.storage.errors",
+    "MissingDependencyError": "kafkalog.storage.errors",
+    "PlanError": "kafkalog.storage.engine.plan",
+}
 
 
 def _version() -> str:
@@ -33,4 +115,25 @@ def _version() -> str:
 
 __version__ = _version()
 
-__all__ = ["__version__"]
+__all__ = [
+    "__version__",
+    "open", "apply", "LogDirs", "Partition", "Offsets", "DEFAULT_ARROW_ROWS",
+    "Plan", "ApplyResult", "Loss", "ConvertOptions", "MigrateOptions", "OffsetSpec", "parse_offset_spec",
+    "LogConfig", "ConfigResolver", "Segment", "PartitionLog", "DataDir", "Record", "Finding", "VerifyReport",
+    "Diagnosis", "Problem", "GroupsReport", "TransactionReport",
+    "KafkaLogError", "LogDirError", "PathError", "LockedError", "ConfigError", "CorruptRecordError",
+    "CorruptIndexError", "MissingDependencyError", "PlanError",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kafkalog' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

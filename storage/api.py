@@ -1,0 +1,523 @@
+"""The public library: :func:`open` a broker's log dirs and read, check and change them with Kafka's nouns.
+
+:class:`LogDirs` is what the broker's ``LogManager`` is to its ``log.dirs``: one or several data dirs of one
+broker (JBOD), each live partition found once. A :class:`Partition` is one partition log (``UnifiedLog``'s
+offsets: log start, log end, high watermark, last stable offset; its effective configuration with the source
+of every value; its segments, batches and records over an offset or time range in ``rpk``'s grammar,
+:mod:`kafkalog.storage.offset_spec`). Arrow output is a ``pyarrow.RecordBatchReader`` over any selection of
+topics and partitions (pyarrow is optional: only these methods need it).
+
+Every operation of the command line is here as a function returning data (:meth:`LogDirs.verify`,
+:meth:`LogDirs.doctor`, :meth:`LogDirs.groups`, :meth:`LogDirs.transactions`, :meth:`LogDirs.describe`) or as
+a plan and an apply (:meth:`LogDirs.plan_retention` ... then :func:`apply`): a plan is data (what would
+change, what would be lost) and nothing is written until it is applied.
+
+This module wraps the library's own objects (:class:`~kafkalog.storage.logdir.DataDirs`,
+:class:`~kafkalog.storage.log.PartitionLog`, :class:`~kafkalog.storage.files.segment.Segment`, the engines'
+``plan_*`` functions and :func:`kafkalog.storage.engine.plan.apply`): every Kafka rule stays on the object that
+owns it. Paths are checked by the one path contract (:mod:`kafkalog.storage.paths`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config import LogConfig
+from .describe import describe_partition, describe_paths
+from .doctor import Diagnosis, diagnose
+from .engine import plan as _plan
+from .engine.cleaner import plan_compact
+from .engine.convert import ConvertOptions, plan_convert
+from .engine.export import (
+    ExportFilter,
+    _record_chunks,
+    _record_window,
+    _selected_batches,
+    iter_partition_batches,
+    rows_of,
+)
+from .engine.flush import plan_flush
+from .engine.migrate import MigrateOptions, plan_migrate, plan_set_checkpoints, plan_topic_id
+from .engine.plan import ApplyResult, Plan
+from .engine.reindex import plan_reindex
+from .engine.repair import plan_repair
+from .engine.retention import plan_retention
+from .errors import LogDirError
+from .files.segment import Segment
+from .groups import GroupsReport, load_groups
+from .log import PartitionLog
+from .logdir import DataDir, check_topics
+from .offset_spec import OffsetSpec, parse_offset_spec, parse_offset_specs
+from .paths import DATA_DIR, PARTITION_DIR
+from .paths import require as require_path
+from .records import Batch
+from .records.batch import RECORD_CHUNK
+from .records.columns import RECORD_COLUMNS, RecordColumns, arrow_schema
+from .topic_configs import ConfigResolver
+from .transactions import DEFAULT_PRODUCER_ID_EXPIRATION_MS, TransactionReport, find_transactions
+from .verify import VerifyReport, verify_paths
+
+if TYPE_CHECKING:
+    import pyarrow
+
+PathLike = str | os.PathLike
+Offsets = str | OffsetSpec | Iterable[str] | None
+"""An offset range: ``rpk topic consume -o``'s grammar (``"10:20"``, ``"@2024-05-01:1h"``, ``"-5"``; kcat's
+``s@``/``e@`` as two texts), or a parsed :class:`~kafkalog.storage.offset_spec.OffsetSpec`; None: everything."""
+
+DEFAULT_ARROW_ROWS = 64 * 1024
+"""Rows per ``pyarrow.RecordBatch`` of :meth:`LogDirs.to_arrow` (at most; a partition's last batch is smaller)."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _spec(offsets: Offsets) -> OffsetSpec | None:
+    if offsets is None or isinstance(offsets, OffsetSpec):
+        return offsets
+    if isinstance(offsets, str):
+        return parse_offset_spec(offsets)
+    return parse_offset_specs(list(offsets))
+
+
+def _topic_set(topics: str | Iterable[str] | None) -> set[str] | None:
+    if topics is None:
+        return None
+    return {topics} if isinstance(topics, str) else set(topics)
+
+
+class Partition:
+    """One partition log of a :class:`LogDirs` (``<topic>-<partition>`` in one of its data dirs).
+
+    >>> dirs = kafkalog.open("fixtures/kafka-4.3.1-kraft/data")
+    >>> p = dirs.partition("multi-segment", 0)
+    >>> p.log_start_offset, p.log_end_offset, p.high_watermark, p.last_stable_offset
+    (0, 150, 150, 150)
+    >>> [s.base_offset for s in p.segments]
+    [0, 44, 120]
+    >>> [r["offset"] for r in p.records("3:5")]
+    [3, 4]
+    >>> p.config["cleanup.policy"], p.config.source("cleanup.policy")
+    (['delete'], 'Kafka default')
+    >>> dirs.close()
+    """
+
+    def __init__(self, log: PartitionLog, data_dir: DataDir, owner: LogDirs):
+        self.log = log
+        """The library's :class:`~kafkalog.storage.log.PartitionLog` this wraps (every offset rule is its)."""
+        self.data_dir = data_dir
+        """The :class:`~kafkalog.storage.logdir.DataDir` holding it."""
+        self._owner = owner
+
+    def __repr__(self) -> str:
+        return f"Partition({self.name!r}, {str(self.path)!r})"
+
+    # ---- names ------------------------------------------------------------------------------------------
+    @property
+    def topic(self) -> str:
+        return self.log.topic
+
+    @property
+    def partition(self) -> int:
+        return self.log.partition
+
+    @property
+    def name(self) -> str:
+        """``<topic>-<partition>``."""
+        return self.log.name
+
+    @property
+    def path(self) -> Path:
+        """The partition dir."""
+        return self.log.path
+
+    @property
+    def topic_id(self) -> str | None:
+        """The topic id ``partition.metadata`` holds (None without one)."""
+        return self.log.topic_id
+
+    # ---- offsets ----------------------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        """The log start offset the broker loads (``log-start-offset-checkpoint`` and the first segment)."""
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset the broker would assign (``readNextOffset`` of the active segment)."""
+        return self.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """The checkpointed high watermark capped at the log end offset."""
+        return self.log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The last stable offset of a read_committed consumer offline (no producer expires): the first offset of
+        the earliest open transaction, else the high watermark."""
+        return self.log.last_stable_offset(0, 1 << 62)
+
+    def offset_for_time(self, timestamp_ms: int) -> int | None:
+        """``ListOffsets`` by timestamp: the first offset whose record has a timestamp >= ``timestamp_ms`` (the
+        time indexes, as ``fetchOffsetByTimestamp``); None if every record is older."""
+        found = self.log.lookup_timestamp(timestamp_ms)
+        return None if found is None else found[1]
+
+    def offsets(self, offsets: Offsets) -> tuple[int, int]:
+        """``[from, to)``: ``offsets`` (rpk's grammar) resolved against this partition's offsets and time
+        indexes."""
+        spec = _spec(offsets)
+        if spec is None:
+            return self.log_start_offset, self.log_end_offset
+        return spec.resolve_in(self.log)
+
+    @property
+    def size(self) -> int:
+        """Bytes of the ``.log`` files."""
+        return self.log.size
+
+    # ---- configuration ----------------------------------------------------------------------------------
+    @property
+    def config(self) -> LogConfig:
+        """The topic's effective configuration (``values``; ``source(name)`` says where each came from:
+        Kafka's default, server.properties, dynamic broker config, topic config in ``__cluster_metadata``)."""
+        return self._owner.resolver.log_config(self.data_dir.path, self.topic)
+
+    # ---- contents ---------------------------------------------------------------------------------------
+    @property
+    def segments(self) -> list[Segment]:
+        """The segments, by base offset (:class:`~kafkalog.storage.files.segment.Segment`)."""
+        return self.log.segments
+
+    def batches(self, offsets: Offsets = None) -> Iterator[tuple[Segment, Batch]]:
+        """``(segment, batch)`` of every batch holding an offset of the range, in offset order (shallow: records
+        are decoded only when asked, ``batch.records()``). A batch is a view over the segment's mmap: do not
+        keep it past :meth:`LogDirs.close`."""
+        lo, hi = self.offsets(offsets)
+        for seg, b in self.log.iter_batches(lo):
+            if b.magic >= 2 and b.base_offset >= hi:
+                return
+            if b.last_offset >= lo:
+                yield seg, b
+            if b.last_offset >= hi - 1:
+                return
+
+    def _filter(self, offsets: Offsets, include_control: bool, read_committed: bool) -> ExportFilter:
+        flt = ExportFilter(offset_spec=_spec(offsets), include_control=include_control, read_committed=read_committed)
+        return flt.for_partition(self.log)
+
+    def records(self, offsets: Offsets = None, *, include_control: bool = False,
+                read_committed: bool = False) -> Iterator[dict[str, Any]]:
+        """Every record of the range as a row (``export``'s and the Spark source's columns: ``offset``,
+        ``timestamp`` (epoch ms), ``key``, ``value``, ``headers``, batch fields ...), in offset order. Control
+        records (transaction markers) only with ``include_control``; ``read_committed`` reads as a consumer with
+        ``isolation.level=read_committed`` (up to the last stable offset, aborted transactions left out)."""
+        for head, recs in iter_partition_batches(self.path, self._filter(offsets, include_control, read_committed)):
+            yield from rows_of(head, recs)
+
+    def to_arrow(self, offsets: Offsets = None, *, include_control: bool = False, read_committed: bool = False,
+                 batch_rows: int = DEFAULT_ARROW_ROWS) -> pyarrow.RecordBatchReader:
+        """The records of the range as a ``pyarrow.RecordBatchReader`` (see :meth:`LogDirs.to_arrow`)."""
+        return _reader([self], offsets, include_control, read_committed, batch_rows)
+
+    def describe(self, *, scan: bool = True) -> dict[str, Any]:
+        """What ``kafkalog describe`` prints for this partition (a JSON-ready dict)."""
+        return describe_partition(self.log, scan=scan)
+
+
+class LogDirs:
+    """The data dirs of one broker (``log.dirs``; one or several: JBOD), read-only until a plan is applied.
+
+    Open it with :func:`open`. Each live partition is found once, whichever data dir holds it.
+
+    >>> dirs = kafkalog.open("fixtures/kafka-4.3.1-kraft/data")
+    >>> "codec-zstd" in dirs.topics()
+    True
+    >>> [p.name for p in dirs.partitions("multi-segment")]
+    ['multi-segment-0', 'multi-segment-1']
+    >>> dirs.to_arrow(topics=["codec-zstd"]).read_all().num_rows
+    60
+    >>> dirs.verify().ok
+    True
+    >>> plan = dirs.plan_retention(now_ms=1_900_000_000_000)   # retention.ms: Kafka's default, 7 days
+    >>> plan.summary()["partitionsChanged"], plan.summary()["recordsRemoved"]
+    (14, 823)
+    >>> dirs.close()
+    """
+
+    def __init__(self, paths: Iterable[PathLike], *, server_properties: PathLike | Mapping[str, Any] | None = None,
+                 topic_config_file: PathLike | None = None, config_overrides: Mapping[str, Any] | None = None):
+        self.paths: list[Path] = []
+        """The paths as given (data dirs, or partition dirs: then only those partitions)."""
+        self.dirs: list[DataDir] = []
+        """The :class:`~kafkalog.storage.logdir.DataDir` of each data dir, in the order given."""
+        self._only: dict[Path, set[Path]] = {}  # data dir -> the partition dirs given (a data dir given: absent)
+        by_path: dict[Path, DataDir] = {}
+        for raw in paths:
+            kind = require_path(raw, (DATA_DIR, PARTITION_DIR))
+            p = kind.path
+            self.paths.append(p)
+            ddir_path = p.parent if kind.kind == PARTITION_DIR else p
+            key = Path(os.path.abspath(ddir_path))
+            if key not in by_path:
+                by_path[key] = DataDir(ddir_path)
+                self.dirs.append(by_path[key])
+                if kind.kind == PARTITION_DIR:
+                    self._only[key] = set()
+            if kind.kind == PARTITION_DIR:
+                if key in self._only:
+                    self._only[key].add(Path(os.path.abspath(p)))
+            else:
+                self._only.pop(key, None)
+        if not self.paths:
+            raise LogDirError("no data dir given", "")
+        self._server_properties = server_properties
+        self._topic_config_file = topic_config_file
+        self._overrides = dict(config_overrides or {})
+        self._resolver: ConfigResolver | None = None
+        self._partitions: list[Partition] | None = None
+
+    def __repr__(self) -> str:
+        return f"LogDirs({[str(p) for p in self.paths]!r})"
+
+    # ---- partitions ---------------------------------------------------------------------------------------
+    def _all(self) -> list[Partition]:
+        if self._partitions is None:
+            found: dict[tuple[str, int], Partition] = {}
+            for d in self.dirs:
+                only = self._only.get(Path(os.path.abspath(d.path)))
+                for p, tp in d.partition_dirs.items():
+                    if tp.kind != "live" or (tp.topic, tp.partition) in found:
+                        continue
+                    if only is not None and Path(os.path.abspath(p)) not in only:
+                        continue
+                    found[(tp.topic, tp.partition)] = Partition(d.open_partition(p), d, self)
+            self._partitions = [found[k] for k in sorted(found)]
+        return self._partitions
+
+    def topics(self) -> list[str]:
+        """The topics with a live partition here, sorted (internal topics included)."""
+        return sorted({p.topic for p in self._all()})
+
+    def partitions(self, topics: str | Iterable[str] | None = None,
+                   partitions: Iterable[int] | None = None) -> list[Partition]:
+        """The live partitions, by topic then partition: of ``topics`` (None: every topic; a topic with no
+        partition here is an error listing the topics there are) and partition numbers ``partitions``."""
+        wanted = _topic_set(topics)
+        out = self._all()
+        check_topics(wanted, {p.topic for p in out}, ", ".join(map(str, self.paths)))
+        nums = None if partitions is None else set(partitions)
+        return [p for p in out if (wanted is None or p.topic in wanted) and (nums is None or p.partition in nums)]
+
+    def __iter__(self) -> Iterator[Partition]:
+        return iter(self._all())
+
+    def partition(self, topic: str, partition: int) -> Partition:
+        """The live partition ``topic``-``partition`` (:class:`LogDirError` if no data dir holds it)."""
+        for p in self._all():
+            if p.topic == topic and p.partition == partition:
+                return p
+        raise LogDirError(f"no partition {topic}-{partition} here", ", ".join(map(str, self.paths)))
+
+    # ---- configuration --------------------------------------------------------------------------------------
+    @property
+    def resolver(self) -> ConfigResolver:
+        """The :class:`~kafkalog.storage.topic_configs.ConfigResolver` of these dirs (the configuration every
+        plan uses: ``server_properties``, ``topic_config_file`` and ``config_overrides`` of :func:`open`, and
+        the topic configs of ``__cluster_metadata``)."""
+        if self._resolver is None:
+            self._resolver = ConfigResolver(self._server_properties, self._topic_config_file, self._overrides,
+                                            data_dirs=[d.path for d in self.dirs])
+        return self._resolver
+
+    def config(self, topic: str) -> LogConfig:
+        """The effective configuration of ``topic`` (values and their sources)."""
+        return self.partitions(topic)[0].config
+
+    # ---- records --------------------------------------------------------------------------------------------
+    def records(self, topics: str | Iterable[str] | None = None, offsets: Offsets = None, *,
+                partitions: Iterable[int] | None = None, include_control: bool = False,
+                read_committed: bool = False) -> Iterator[dict[str, Any]]:
+        """The records of the selected partitions as rows (:meth:`Partition.records`), partition by partition."""
+        for p in self.partitions(topics, partitions):
+            yield from p.records(offsets, include_control=include_control, read_committed=read_committed)
+
+    def to_arrow(self, topics: str | Iterable[str] | None = None, offsets: Offsets = None, *,
+                 partitions: Iterable[int] | None = None, include_control: bool = False,
+                 read_committed: bool = False, batch_rows: int = DEFAULT_ARROW_ROWS) -> pyarrow.RecordBatchReader:
+        """The records of the selected partitions as a ``pyarrow.RecordBatchReader``, read lazily a batch of at
+        most ``batch_rows`` rows at a time, partition by partition. The schema is the Spark source's and
+        ``export --format parquet``'s (``key, value, topic, partition, offset, timestamp, ...``); the rows are
+        ``export``'s. ``reader.read_pandas()`` gives a pandas DataFrame. Needs pyarrow."""
+        return _reader(self.partitions(topics, partitions), offsets, include_control, read_committed, batch_rows)
+
+    # ---- reports (data, never text) -------------------------------------------------------------------------
+    def verify(self, *, deep: bool = False, workers: int | None = 1) -> VerifyReport:
+        """``kafkalog verify``: findings (file, byte position, kind, severity) of every file; ``deep`` decodes
+        every record. ``workers``: processes (None: one per CPU)."""
+        return verify_paths(list(self.paths), deep=deep, workers=workers)
+
+    def doctor(self, *, now_ms: int | None = None, node_id: int | None = None) -> Diagnosis:
+        """``kafkalog doctor``: what the broker's next start on these dirs will do (the first is the metadata
+        dir)."""
+        return diagnose(self.paths, now_ms=now_ms, resolver=self.resolver, node_id=node_id)
+
+    def groups(self, group: str | None = None) -> GroupsReport:
+        """``kafkalog groups``: consumer groups from ``__consumer_offsets``, members, committed offsets, lag."""
+        return load_groups(self.paths, group=group, workers=1)
+
+    def transactions(self, *, now_ms: int | None = None, topics: str | Iterable[str] | None = None,
+                     expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> TransactionReport:
+        """``kafkalog transactions``: open transactions, joined with ``__transaction_state``."""
+        return find_transactions(self.paths, now_ms=now_ms, expiration_ms=expiration_ms, topics=_topic_set(topics),
+                                 workers=1)
+
+    def describe(self, *, scan: bool = True) -> list[dict[str, Any]]:
+        """``kafkalog describe``: one JSON-ready dict per partition."""
+        return list(describe_paths(list(self.paths), scan=scan))
+
+    # ---- plans: nothing is written until kafkalog.apply(plan) --------------------------------------------------
+    def plan_retention(self, *, now_ms: int | None = None, topics: str | Iterable[str] | None = None,
+                       keep_deleted: bool = False) -> Plan:
+        """``kafkalog retain``: the segments the broker's retention would delete at ``now_ms`` (default: now)."""
+        return plan_retention(self.paths, now_ms=_now_ms() if now_ms is None else now_ms, resolver=self.resolver,
+                              topics=_topic_set(topics), keep_deleted=keep_deleted)
+
+    def plan_compact(self, *, now_ms: int | None = None, topics: str | Iterable[str] | None = None,
+                     force: bool = False, exact: bool = False, keep_deleted: bool = False) -> Plan:
+        """``kafkalog compact``: one log cleaner round per compacted partition."""
+        return plan_compact(self.paths, now_ms=_now_ms() if now_ms is None else now_ms, resolver=self.resolver,
+                            topics=_topic_set(topics), force=force, exact=exact, keep_deleted=keep_deleted)
+
+    def plan_repair(self, *, now_ms: int | None = None, full: bool = False,
+                    topic_ids: Mapping[str, str] | None = None) -> Plan:
+        """``kafkalog repair``: what the broker's startup recovery would do (``full``: every segment)."""
+        return plan_repair(self._data_dirs(), now_ms=_now_ms() if now_ms is None else now_ms,
+                           resolver=self.resolver, full=full, topic_ids=dict(topic_ids or {}))
+
+    def plan_flush(self, *, now_ms: int | None = None) -> Plan:
+        """``kafkalog flush``: the checkpoints and marker of a clean shutdown."""
+        return plan_flush(self._data_dirs(), now_ms=_now_ms() if now_ms is None else now_ms, resolver=self.resolver)
+
+    def plan_reindex(self, *, topics: str | Iterable[str] | None = None, all_segments: bool = False) -> Plan:
+        """``kafkalog reindex``: rebuild offset and time indexes that need it (``all_segments``: every one)."""
+        return plan_reindex(self.paths, resolver=self.resolver, topics=_topic_set(topics), all_segments=all_segments)
+
+    def plan_convert(self, options: ConvertOptions | None = None, *,
+                     topics: str | Iterable[str] | None = None) -> Plan:
+        """``kafkalog convert``: rewrite segments (v0/v1 to v2, codec) as ``options`` say."""
+        return plan_convert(self.paths, options, topics=_topic_set(topics), resolver=self.resolver)
+
+    def plan_migrate(self, dest: PathLike, options: MigrateOptions | None = None) -> Plan:
+        """``kafkalog migrate``: copy these partitions into the data dir ``dest`` (one source path)."""
+        if len(self.paths) != 1:
+            raise LogDirError("migrate takes one source path (a data dir or a partition dir)",
+                              ", ".join(map(str, self.paths)))
+        return plan_migrate(self.paths[0], dest, options)
+
+    def plan_topic_id(self, topic: str, topic_id: str) -> Plan:
+        """``kafkalog topic-id``: write ``partition.metadata`` with ``topic_id`` in every partition of ``topic``."""
+        return plan_topic_id([p.path for p in self.partitions(topic)], topic_id)
+
+    def plan_checkpoint(self, name: str, updates: Mapping[tuple[str, int], int | None]) -> Plan:
+        """``kafkalog checkpoints set``: entries of the checkpoint ``name`` (``recovery-point``, ``log-start``,
+        ``replication``, ``cleaner``; None removes one) in the data dir holding each partition."""
+        plans = []
+        for d in self.dirs:
+            mine = {tp: v for tp, v in updates.items() if any(
+                t.topic == tp[0] and t.partition == tp[1] for t in d.partition_dirs.values())}
+            if mine:
+                plans.append(plan_set_checkpoints(d.path, name, mine))
+        if not plans:
+            raise LogDirError("no data dir here holds those partitions", ", ".join(map(str, self.paths)))
+        merged = plans[0]
+        for extra in plans[1:]:
+            merged = replace(merged, data_dirs=merged.data_dirs + extra.data_dirs, notes=merged.notes + extra.notes)
+        return merged
+
+    def _data_dirs(self) -> list[Path]:
+        return [d.path for d in self.dirs]
+
+    # ---- lifetime -------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Unmap every segment (a batch or record view taken before is invalid after)."""
+        for d in self.dirs:
+            d.close()
+        self._partitions = None
+
+    def __enter__(self) -> LogDirs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open(paths: PathLike | Iterable[PathLike], *, server_properties: PathLike | Mapping[str, Any] | None = None,  # noqa: A001
+         topic_config_file: PathLike | None = None, config_overrides: Mapping[str, Any] | None = None) -> LogDirs:
+    """Open the log dirs of one broker: a data dir, several (JBOD: the ``log.dirs`` of one broker, in their
+    configured order) or partition dirs (then only those partitions). Read-only; use it as a context manager or
+    :meth:`LogDirs.close` it. ``server_properties`` (a file or a mapping), ``topic_config_file`` and
+    ``config_overrides`` (topic config names) set the configuration plans and :attr:`Partition.config` use, as
+    the command line's ``--server-properties``, ``--topic-config`` and ``--config`` do.
+
+    A path that does not exist, is not a directory or holds nothing of Kafka's is a
+    :class:`~kafkalog.storage.paths.PathError` (the command line's one-line error).
+
+    >>> with kafkalog.open(["fixtures/kafka-4.3.1-kraft/data"]) as dirs:
+    ...     p = dirs.partition("codec-none", 0)
+    ...     p.log_end_offset == p.high_watermark
+    True
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    return LogDirs(paths, server_properties=server_properties, topic_config_file=topic_config_file,
+                   config_overrides=config_overrides)
+
+
+def apply(plan: Plan, *, backup: bool = True, backup_root: PathLike | None = None, workers: int = 1) -> ApplyResult:
+    """Execute ``plan`` as the command line does: lock each data dir, check nothing changed since planning, keep
+    the originals (``backup``: in a folder beside each data dir, or under ``backup_root``), then exactly the
+    planned operations, each crash-safe. Raises :class:`~kafkalog.storage.engine.plan.PlanError` (nothing
+    changed) if the plan has errors."""
+    return _plan.apply(plan, backup=backup, backup_root=backup_root, workers=workers)
+
+
+# ---- Arrow ------------------------------------------------------------------------------------------------------
+def _arrow_batches(parts: list[Partition], offsets: Offsets, include_control: bool, read_committed: bool,
+                   batch_rows: int) -> Iterator[Any]:
+    """``export --format parquet``'s loop (records straight into Arrow columns, the records layer for wrappers
+    and batches past a chunk), yielding the row groups instead of writing them."""
+    for part in parts:
+        flt = part._filter(offsets, include_control, read_committed)
+        window = _record_window(flt)
+        cols = RecordColumns()
+        for topic, partition, name, b in _selected_batches(part.path, flt, None):
+            whole = b.records_count <= RECORD_CHUNK if b.records_count is not None else not b.is_compressed
+            if whole:
+                cols.add_batch(b, topic, partition, name, window)
+            else:
+                for recs in _record_chunks(b, window, flt):
+                    cols.add_records(b, recs, topic, partition, name)
+            if len(cols) >= batch_rows:
+                yield cols.to_arrow()
+        if len(cols):
+            yield cols.to_arrow()
+
+
+def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, read_committed: bool,
+            batch_rows: int) -> pyarrow.RecordBatchReader:
+    import pyarrow as pa  # optional dependency: only Arrow output needs it
+
+    schema = arrow_schema(RECORD_COLUMNS)
+    return pa.RecordBatchReader.from_batches(
+        schema, _arrow_batches(parts, offsets, include_control, read_committed, batch_rows))
+
+
+__all__ = ["DEFAULT_ARROW_ROWS", "LogDirs", "Offsets", "Partition", "apply", "open"]

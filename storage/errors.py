@@ -6,6 +6,9 @@ the byte position and a reason, so tools can print one precise line and choose a
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 
 class KafkaLogError(Exception):
     """Base class of every error kafkalog raises on purpose."""
@@ -77,3 +80,42 @@ class OffsetOverflowError(KafkaLogError):
                  base_offset: int = 0):
         super().__init__(reason, path, position)
         self.base_offset = base_offset
+
+
+class MissingDependencyError(KafkaLogError):
+    """An optional package a feature needs is not installed (``pyarrow`` for Arrow and Parquet, ``pyspark`` for
+    Spark...): the reason says what to install. ``module`` is the missing module, ``extra`` kafkalog's extra
+    that installs it."""
+
+    def __init__(self, module: str, extra: str, feature: str | None = None):
+        self.module, self.extra = module, extra
+        what = f"{feature} needs" if feature else "needs"
+        super().__init__(f"{what} the optional package {module!r}, which is not installed: "
+                         f"pip install 'kafkalog[{extra}]'")
+
+
+#: the optional packages kafkalog imports, by top-level module, with the extra of pyproject.toml that installs
+#: each (tests/storage/test_cli_conventions.py holds this table to pyproject.toml)
+OPTIONAL_PACKAGES: dict[str, str] = {"pyarrow": "spark", "pyspark": "spark", "fsspec": "spark", "s3fs": "spark"}
+
+
+def require(module: str, extra: str | None = None, feature: str | None = None) -> ModuleType:
+    """``import module`` for an optional dependency: the module, or :class:`MissingDependencyError` naming the
+    ``pip install 'kafkalog[extra]'`` that installs it (``extra`` defaults to the package's in
+    :data:`OPTIONAL_PACKAGES`). Every optional import goes through here, so a missing package is one clear line
+    (exit 1), never an internal error."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:  # ModuleNotFoundError, or a module set to None in sys.modules
+        top = (getattr(e, "name", None) or module).split(".")[0]
+        if top not in OPTIONAL_PACKAGES and top != module.split(".")[0]:
+            raise  # an import error inside the package itself, not a missing one
+        raise MissingDependencyError(top, extra or OPTIONAL_PACKAGES.get(top, "all"), feature) from None
+
+
+def missing_dependency(e: ImportError) -> MissingDependencyError | None:
+    """The :class:`MissingDependencyError` an ``ImportError`` of an optional package stands for, else None (the
+    CLI's safety net for an optional import that did not go through :func:`require`)."""
+    top = (getattr(e, "name", None) or "").split(".")[0]
+    extra = OPTIONAL_PACKAGES.get(top)
+    return None if extra is None else MissingDependencyError(top, extra)

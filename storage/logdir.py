@@ -104,8 +104,14 @@ def list_partition_dirs(data_dir: str | os.PathLike, *, kinds: tuple[str, ...] =
         if tp.kind not in kinds or (not include_metadata and tp.topic == METADATA_TOPIC):
             continue
         out.append((base / name, tp))
-    out.sort(key=lambda x: (x[1].topic, x[1].partition, x[0].name))
+    out.sort(key=partition_order)
     return out
+
+
+def partition_order(item: tuple[Path, TopicPartitionDir]) -> tuple[str, int, str]:
+    """The order partition dirs are listed and reported in: by topic, then partition number (``-2`` before
+    ``-10``), then dir name (a live dir before its ``-delete``/``-future`` ones)."""
+    return item[1].topic, item[1].partition, item[0].name
 
 
 def resolve_partition_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike], topics: Collection[str] | None = None,

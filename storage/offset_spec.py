@@ -174,15 +174,25 @@ def _is_duration(s: str) -> bool:
     return _DURATION_TERM.fullmatch(body) is not None
 
 
-def _timestamp(s: str, now: int, anchor: int | None, text: str) -> int:
-    """Epoch ms of a timestamp term; durations are relative to ``anchor`` (a t1 timestamp) or ``now``."""
+def parse_timestamp(text: str, *, now_ms: int | None = None) -> int:
+    """Epoch ms of one timestamp of the grammar above (13 digits epoch ms, 9 or 10 digits epoch seconds,
+    ``YYYY-MM-DD``, RFC 3339, or a duration relative to ``now_ms``, default now): what ``--now`` takes, the same
+    rule as a ``@t`` of an offset spec."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    return _timestamp(text, now, None, None)
+
+
+def _timestamp(s: str, now: int, anchor: int | None, text: str | None) -> int:
+    """Epoch ms of a timestamp term; durations are relative to ``anchor`` (a t1 timestamp) or ``now``. Errors
+    name the offset spec ``text`` the term is part of, if any."""
+    where = f"offset spec {text!r}: " if text is not None else ""
     s = s.strip()
     if s.isdigit():
         if len(s) == 13:
             return int(s)
         if len(s) in (9, 10):
             return int(s) * 1000
-        raise ConfigError(f"offset spec {text!r}: {s!r} is neither epoch milliseconds (13 digits) nor epoch seconds "
+        raise ConfigError(f"{where}{s!r} is neither epoch milliseconds (13 digits) nor epoch seconds "
                           "(9 or 10 digits)")
     if _is_duration(s):
         sign = -1 if s.startswith("-") else 1
@@ -196,7 +206,7 @@ def _timestamp(s: str, now: int, anchor: int | None, text: str) -> int:
     except ValueError:
         dt = None
     if dt is None or "T" not in s.upper():
-        raise ConfigError(f"offset spec {text!r}: cannot read {s!r} as a timestamp (epoch ms, epoch seconds, "
+        raise ConfigError(f"{where}cannot read {s!r} as a timestamp (epoch ms, epoch seconds, "
                           "YYYY-MM-DD, RFC 3339 such as 2024-05-01T12:00:00Z, or a duration such as -48h)")
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)

@@ -24,6 +24,7 @@ from kafkalog.storage.jsonio import (
 from kafkalog.storage.log import live_topic_partition
 from kafkalog.storage.records import build_batch
 from kafkalog.storage.topic_configs import ConfigResolver
+from kafkalog.tools.output import NOW_GRAMMAR, timestamp_ms
 
 DESCRIPTION = """\
 Each input line is either a batch object as printed by `kafkalog dump --json --deep` (its "records" array
@@ -48,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server-properties", metavar="FILE")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--payload", choices=("base64", "utf8"), default="base64")
-    p.add_argument("--now", type=int, metavar="MS")
+    p.add_argument("--now", type=timestamp_ms, metavar="TIME", help=f"the time of the append (producer expiration): {NOW_GRAMMAR}")
     p.add_argument("--dry-run", action="store_true",
                    help="read and check every input line and say what would be appended; change nothing")
 

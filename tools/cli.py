@@ -19,7 +19,7 @@ import importlib
 import os
 import sys
 
-from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.errors import KafkaLogError, missing_dependency
 
 #: command name -> (module under kafkalog.tools, one-line help). Only the chosen command's module is imported,
 #: so ``kafkalog <command>`` starts fast; ``kafkalog --help`` lists the commands from this table.
@@ -83,9 +83,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafkalog",
         description="Work on Apache Kafka broker log directories offline: dump, verify, repair, compact, "
-        "apply retention, convert, migrate. Exit codes: 0 ok, 1 findings or failure, 2 usage error. "
+        "apply retention, convert, migrate. Exit codes: 0 ok, 1 findings or failure (including a missing "
+        "optional package: the message says what to install), 2 usage error, 3 internal error (a kafkalog bug; "
+        "KAFKALOG_DEBUG=1 shows the traceback), 4 `doctor`: the broker will not start. "
         "Run `kafkalog COMMAND --help` for a command's options.",
     )
+    commands: dict[str, argparse.ArgumentParser] = {}
+    parser.commands = commands  # type: ignore[attr-defined]  # each command's own parser, for its usage
     parser.add_argument("--version", action="store_true",
                         help="print kafkalog's version (and its Python, codecs, native core) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -104,6 +108,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
+        commands[name] = p
     return parser
 
 
@@ -111,7 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in COMMANDS else None)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's usage, not the top level's (argparse hands a sub-command's leftovers up)
+        owner = parser.commands.get(getattr(args, "command", None) or "", parser)
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     if getattr(args, "version", False) and not getattr(args, "_run", None):
         print(f"kafkalog {_version()}")
         return EXIT_OK
@@ -125,6 +133,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FINDINGS
     except BrokenPipeError:
         return EXIT_OK
+    except ImportError as e:  # an optional package missing where no require() said so: still not a bug
+        missing = missing_dependency(e)
+        if missing is None:
+            if os.environ.get("KAFKALOG_DEBUG"):
+                raise
+            print(f"kafkalog {args.command}: internal error (a kafkalog bug, please report it with "
+                  f"KAFKALOG_DEBUG=1 output): {type(e).__name__}: {e}", file=sys.stderr)
+            return EXIT_BUG
+        print(f"kafkalog {args.command}: error: {missing}", file=sys.stderr)
+        return EXIT_FINDINGS
     except KeyboardInterrupt:
         print("kafkalog: interrupted", file=sys.stderr)
         return 130

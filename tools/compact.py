@@ -9,7 +9,14 @@ import time
 
 from kafkalog.storage.engine.cleaner import plan_compact
 from kafkalog.storage.topic_configs import ConfigResolver
-from kafkalog.tools.output import add_topics_argument, human_size, positive_int, render_table
+from kafkalog.tools.output import (
+    NOW_GRAMMAR,
+    add_topics_argument,
+    human_size,
+    positive_int,
+    render_table,
+    timestamp_ms,
+)
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -50,7 +57,8 @@ Examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="data dir(s) or partition dir(s)")
     add_plan_arguments(p)
-    p.add_argument("--now", type=int, default=None, metavar="MS", help="cleaning time in epoch ms (default: wall clock)")
+    p.add_argument("--now", type=timestamp_ms, default=None, metavar="TIME",
+                   help=f"cleaning time: {NOW_GRAMMAR} (default: wall clock)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config override")
     p.add_argument("--topic-config", metavar="FILE", help="properties file of topic configs")
     p.add_argument("--server-properties", metavar="FILE", help="the broker's server.properties")

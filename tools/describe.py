@@ -10,7 +10,15 @@ from typing import IO, Any
 
 from kafkalog.storage.describe import describe_paths
 
-from .output import JsonLines, add_epoch_argument, human_size, progress, render_table, time_format
+from .output import (
+    JsonLines,
+    add_epoch_argument,
+    add_topics_argument,
+    human_size,
+    progress,
+    render_table,
+    time_format,
+)
 
 DESCRIPTION = """\
 Describe the partitions of Kafka data dirs (or single partition dirs) without a broker: the offline
@@ -43,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON Lines, one object per partition")
     parser.add_argument("--segments", action="store_true", help="human output: also one line per segment")
     parser.add_argument("--fast", action="store_true", help="skip the batch-header scan (no magics/codecs)")
+    add_topics_argument(parser)
     add_epoch_argument(parser)
 
 
@@ -55,7 +64,7 @@ HEADERS = ["PARTITION", "SIZE", "SEGMENTS", "START", "END", "RECOVERY", "HW", "C
 def run(args: argparse.Namespace) -> int:
     ok = True
     with progress(None, "describe", unit_bytes=False) as bar:  # partitions read (shown on a terminal only)
-        descriptions = _counted(describe_paths(args.paths, scan=not args.fast), bar.advance)
+        descriptions = _counted(describe_paths(args.paths, scan=not args.fast, topics=args.topics), bar.advance)
         if args.json:
             out = JsonLines(sys.stdout)
             for d in descriptions:

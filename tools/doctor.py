@@ -9,7 +9,15 @@ import time
 
 from kafkalog.storage.doctor import SCAN_RATE, diagnose
 from kafkalog.storage.topic_configs import ConfigResolver
-from kafkalog.tools.output import JsonLines, human_size, positive_int, progress, render_table
+from kafkalog.tools.output import (
+    NOW_GRAMMAR,
+    JsonLines,
+    human_size,
+    positive_int,
+    progress,
+    render_table,
+    timestamp_ms,
+)
 
 DESCRIPTION = f"""\
 One pre-flight over the log.dirs of one broker (in their configured order: the first is the metadata dir) that
@@ -55,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="partitions planned N at a time in parallel processes, those of every LOG_DIR together "
                    "(default: 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    p.add_argument("--now", type=int, metavar="MS", help="current time in epoch ms (producer expiration)")
+    p.add_argument("--now", type=timestamp_ms, metavar="TIME", help=f"current time (producer expiration): {NOW_GRAMMAR}")
     p.add_argument("--json", action="store_true",
                    help="JSON Lines: one doctorProblem per finding, then the doctorSummary (docs/json.md)")
 

@@ -17,7 +17,17 @@ from kafkalog.storage.engine.export import (
     key_bytes,
 )
 from kafkalog.storage.offset_spec import parse_offset_specs
-from kafkalog.tools.output import add_time_argument, add_topics_argument, human_size, positive_int, progress
+from kafkalog.tools.output import (
+    PAYLOAD_FORMATS,
+    OutputDir,
+    OutputDirRefused,
+    add_time_argument,
+    add_topics_argument,
+    human_size,
+    positive_int,
+    progress,
+    render_bytes,
+)
 
 DESCRIPTION = """\
 Export every record of the partitions under DIR (data dirs or partition dirs) with every field:
@@ -125,6 +135,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only batches of this producer id (may be repeated)")
     p.add_argument("--transactional-only", action="store_true", help="only transactional batches")
     p.add_argument("--row-group-rows", type=int, default=65536, metavar="N", help="Parquet rows per row group (65536)")
+    p.add_argument("--payload", choices=PAYLOAD_FORMATS, default="base64",
+                   help="JSON Lines: how keys, values and header values are written, as `dump --payload`: base64 "
+                        "(default; what `kafkalog import` reads), utf8 (undecodable bytes as \\udcNN escapes, "
+                        "which `append --payload utf8` turns back into the same bytes) or hex")
+    p.add_argument("--overwrite", action="store_true",
+                   help="Parquet: replace a non-empty --out directory (the new export is written beside it and "
+                        "renamed into place once complete); without it a non-empty directory is refused")
     p.add_argument("--salvage", action="store_true",
                    help="damaged files: skip corrupt regions, resynchronise on the next valid batch, report every "
                         "skipped byte range, give every record its provenance (dataDir, file, position, crcValid); "
@@ -182,20 +199,38 @@ def _run(args: argparse.Namespace) -> int:
                        producer_ids=set(args.producer_id) if args.producer_id else None,
                        transactional_only=args.transactional_only,
                        key=None if args.key is None else key_bytes(args.key, args.key_format))
+    out_dir = None
+    if args.format == "parquet":
+        if args.payload != "base64":
+            print("kafkalog export: error: --payload is for JSON Lines (Parquet keeps the bytes as binary)",
+                  file=sys.stderr)
+            return 2
+        try:
+            out_dir = OutputDir(args.out, overwrite=args.overwrite, what="Parquet export")
+        except OutputDirRefused as e:
+            print(f"kafkalog export: error: {e}", file=sys.stderr)
+            return 2
     with progress(export_bytes(args.paths, flt.topics), "export", enabled=None if args.progress else False) as bar:
-        if args.format == "jsonl":
-            stats = export_jsonl(args.paths, args.out, flt, progress=bar.advance)
+        if out_dir is None:
+            stats = export_jsonl(args.paths, args.out, flt, progress=bar.advance,
+                                 render=lambda b: render_bytes(b, args.payload, exact=True))
         else:
-            stats = export_parquet(args.paths, args.out, flt, row_group_rows=args.row_group_rows,
-                                   compression=args.compression, progress=bar.advance)
+            with out_dir:
+                stats = export_parquet(args.paths, out_dir.path, flt, row_group_rows=args.row_group_rows,
+                                       compression=args.compression, progress=bar.advance)
+            stats.files = [out_dir.final(f) for f in stats.files]
     msg = stats.to_dict()
+    if out_dir is not None:
+        msg["out"] = out_dir.target
+        msg["replaced"] = out_dir.replaced
     stream = sys.stderr if args.out == "-" else sys.stdout
     if args.json:
         stream.write(json.dumps({"summary": msg}) + "\n")
     else:
         size = sum(os.path.getsize(f) for f in stats.files if os.path.isfile(f)) if args.out != "-" else 0
         stream.write(f"exported {stats.records} records ({stats.batches} batches) from {stats.partitions} "
-                     f"partitions to {args.out}" + (f" ({human_size(size)})" if size else "") + "\n")
+                     f"partitions to {args.out}" + (f" ({human_size(size)})" if size else "")
+                     + (f"; {out_dir.note}" if out_dir is not None else "") + "\n")
     return 0
 
 
@@ -203,7 +238,8 @@ def _run_salvage(args: argparse.Namespace) -> int:
     from kafkalog.storage.engine.salvage import describe_skipped, salvage_bytes, salvage_jsonl
 
     bad = [o for o, given in (("--format parquet", args.format != "jsonl"), ("-o/--offset", args.offset_specs),
-                              ("--read-committed", args.read_committed)) if given]
+                              ("--read-committed", args.read_committed),
+                              ("--payload", args.payload != "base64"), ("--overwrite", args.overwrite)) if given]
     if bad:
         print(f"kafkalog export: error: --salvage reads only the .log bytes: not with {', '.join(bad)}",
               file=sys.stderr)

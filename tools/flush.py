@@ -6,6 +6,7 @@ import argparse
 import time
 
 from kafkalog.storage.engine.flush import plan_flush
+from kafkalog.tools.output import NOW_GRAMMAR, timestamp_ms
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -22,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_plan_arguments(p)
     p.add_argument("--no-clean-shutdown-marker", action="store_true", help="do not write .kafka_cleanshutdown")
     p.add_argument("--broker-epoch", type=int, metavar="N", help="brokerEpoch in the marker (default: kept, else -1)")
-    p.add_argument("--now", type=int, metavar="MS", help="current time in epoch ms (producer expiration)")
+    p.add_argument("--now", type=timestamp_ms, metavar="TIME", help=f"current time (producer expiration): {NOW_GRAMMAR}")
 
 
 def run(args: argparse.Namespace) -> int:

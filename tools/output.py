@@ -407,9 +407,104 @@ def time_spec(text: str) -> str:
     return spec
 
 
+#: ``--now``'s metavar and the grammar its help names (the same as a ``-o @T``)
+NOW_METAVAR = "TIME"
+NOW_GRAMMAR = "epoch ms or s, ISO-8601 date or time, or a duration relative to the wall clock (--now=-1d)"
+
+
+def timestamp_ms(text: str) -> int:
+    """argparse type of ``--now`` and other points in time: epoch ms of a timestamp in rpk's grammar, the one
+    ``-o @T`` and ``--time`` take (:func:`kafkalog.storage.offset_spec.parse_timestamp`)."""
+    import argparse
+
+    from kafkalog.storage.errors import ConfigError
+    from kafkalog.storage.offset_spec import parse_timestamp
+
+    try:
+        return parse_timestamp(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(e.reason) from None
+
+
 def add_time_argument(parser, where: str = "of each partition") -> None:
     """``--time T1:T2``: the ``-o @T1:T2`` of rpk's grammar, as its own option (both may be given)."""
     parser.add_argument("--time", dest="offset_specs", action="append", type=time_spec, metavar="T1:T2",
                         help=f"only the records {where} with timestamps in this range, rpk's time grammar: epoch "
                         "ms or s, ISO-8601 dates and times, durations relative to now (--time=-48h:-24h) or to T1 "
                         "(2026-11-01:+1d); the same as -o @T1:T2, resolved through the time index")
+
+
+class OutputDirRefused(Exception):
+    """An output directory a command will not write: ``-`` (stdout), a file, or a non-empty directory without
+    ``--overwrite``. The message says why; the command exits 2."""
+
+
+class OutputDir:
+    """Where a command that writes a directory (``export --format parquet``, ``spark export``) writes: a fresh
+    sibling of the target (``.NAME.kafkalog-XXXX`` in the same parent, so one rename moves it), moved into place
+    only when the whole output is written. ``path`` is that staging dir; ``replaced`` tells whether an earlier
+    non-empty directory was replaced (``--overwrite``) and ``note`` says which happened, for the summary."""
+
+    def __init__(self, target: str, *, overwrite: bool, what: str):
+        import os
+
+        if target == "-":
+            raise OutputDirRefused(f"{what} writes a directory of files: it cannot go to stdout (--out -); give a "
+                                   "directory")
+        self.target = os.path.abspath(target)
+        self.replaced = False
+        if os.path.lexists(self.target) and not os.path.isdir(self.target):
+            raise OutputDirRefused(f"{target}: exists and is not a directory ({what} writes a directory)")
+        if os.path.isdir(self.target) and os.listdir(self.target):
+            if not overwrite:
+                raise OutputDirRefused(f"{target}: not empty (an earlier export?): its files would mix with this "
+                                       "export's; give --overwrite to replace it, or another --out")
+            self.replaced = True
+        self.path = ""
+
+    @property
+    def note(self) -> str:
+        return "replaced the earlier contents" if self.replaced else "new directory"
+
+    def __enter__(self) -> OutputDir:
+        import os
+        import tempfile
+
+        parent = os.path.dirname(self.target)
+        os.makedirs(parent, exist_ok=True)
+        self.path = tempfile.mkdtemp(prefix=f".{os.path.basename(self.target)}.kafkalog-", dir=parent)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        import os
+        import shutil
+
+        if exc_type is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return
+        os.chmod(self.path, 0o777 & ~_umask())  # mkdtemp's 0700 -> what mkdir would have made
+        old = None
+        if os.path.isdir(self.target):
+            if os.listdir(self.target):  # --overwrite: the earlier output goes aside, the new one takes its name
+                old = self.path + ".old"
+                os.rename(self.target, old)
+            else:
+                os.rmdir(self.target)
+        os.rename(self.path, self.target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def final(self, path: str) -> str:
+        """Where a file written under :attr:`path` is once the output is in place."""
+        import os
+
+        rel = os.path.relpath(path, self.path)
+        return self.target if rel == "." else os.path.join(self.target, rel)
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

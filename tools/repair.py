@@ -9,7 +9,7 @@ import time
 
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.topic_configs import ConfigResolver
-from kafkalog.tools.output import progress
+from kafkalog.tools.output import NOW_GRAMMAR, progress, timestamp_ms
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -60,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only what the broker does: keep indexes that fail sanity checks below the recovery point")
     p.add_argument("--full", action="store_true",
                    help="recover every segment, not only those above the recovery point")
-    p.add_argument("--now", type=int, metavar="MS", help="current time in epoch ms (producer expiration)")
+    p.add_argument("--now", type=timestamp_ms, metavar="TIME", help=f"current time (producer expiration): {NOW_GRAMMAR}")
 
 
 def run(args: argparse.Namespace) -> int:

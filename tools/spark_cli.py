@@ -8,6 +8,8 @@ import os
 import sys
 import time
 
+from kafkalog.tools.output import NOW_GRAMMAR, OutputDir, OutputDirRefused, timestamp_ms
+
 DESCRIPTION = """\
 The same engines as `kafkalog verify`, `convert` and `compact`, run by Spark tasks one partition (or segment)
 at a time, with every result collected into one report; `export` writes Parquet or JSON through the
@@ -59,13 +61,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_time_argument(g, "of each partition")
     g.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="data source read option (level=batch, startingOffset=..., s3.endpoint=...)")
-    g.add_argument("--overwrite", action="store_true", help="replace an existing export output")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace a non-empty output directory (the new export is written beside it and renamed "
+                        "into place once complete); without it a non-empty directory is refused")
     g.add_argument("--jvm-scan", action="store_true",
                    help="read through the JVM segment scan (the same rows, decoded by Kafka's record classes in the "
                         "JVM): needs a JDK, compiled on first use; without one, a note and the data source")
     g = p.add_argument_group("convert / compact")
     g.add_argument("--codec", choices=["none", "gzip", "snappy", "lz4", "zstd"], help="convert: target codec")
-    g.add_argument("--now", type=int, metavar="MS", help="compact: cleaning time in epoch ms (default: wall clock)")
+    g.add_argument("--now", type=timestamp_ms, metavar="TIME",
+                   help=f"compact: cleaning time: {NOW_GRAMMAR} (default: wall clock)")
     g.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="compact: topic config")
     g.add_argument("--server-properties", metavar="FILE", help="compact: the broker's server.properties")
     g.add_argument("--topic-config", metavar="FILE", help="compact: properties file of topic configs")
@@ -92,8 +97,15 @@ def run(args: argparse.Namespace) -> int:
     if args.job == "export" and not args.out:
         print("kafkalog spark export: --out is required", file=sys.stderr)
         return 2
+    out_dir = None
     if args.job == "export":
         parse_offset_specs(args.offset_specs)  # a bad -o is an error before Spark starts
+        if "://" not in args.out:  # a local output: refused or replaced as `export --format parquet` does
+            try:
+                out_dir = OutputDir(args.out, overwrite=args.overwrite, what="spark export")
+            except OutputDirRefused as e:
+                print(f"kafkalog spark export: error: {e}", file=sys.stderr)
+                return 2
     for raw in args.paths:
         if "://" not in raw and not os.path.exists(raw):
             print(f"kafkalog spark {args.job}: error: {raw}: no such file or directory", file=sys.stderr)
@@ -123,8 +135,14 @@ def run(args: argparse.Namespace) -> int:
                 opts["topics"] = args.topics
             if args.offset_specs:
                 opts["offset"] = " ".join(args.offset_specs)
-            report = jobs.export(spark, args.paths, args.out, fmt=args.format, options=opts,
-                                 mode="overwrite" if args.overwrite else "errorifexists")
+            if out_dir is None:
+                report = jobs.export(spark, args.paths, args.out, fmt=args.format, options=opts,
+                                     mode="overwrite" if args.overwrite else "errorifexists")
+            else:  # written into a fresh sibling dir, renamed into place once complete
+                with out_dir:
+                    report = jobs.export(spark, args.paths, out_dir.path, fmt=args.format, options=opts,
+                                         mode="overwrite")
+                report.summary.update(out=out_dir.target, replaced=out_dir.replaced)
         elif args.job == "convert":
             from kafkalog.storage.codec.compression import CODEC_IDS
             from kafkalog.storage.engine.convert import ConvertOptions

@@ -12,6 +12,7 @@ from typing import IO, Any
 from kafkalog.storage.transactions import BOOTSTRAP_PLACEHOLDER, TransactionReport, find_transactions
 
 from .output import (
+    NOW_GRAMMAR,
     JsonLines,
     add_epoch_argument,
     add_topics_argument,
@@ -20,6 +21,7 @@ from .output import (
     progress,
     render_table,
     time_format,
+    timestamp_ms,
 )
 
 DESCRIPTION = """\
@@ -65,8 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="DIR", help="data dirs or partition dirs")
     parser.add_argument("--json", action="store_true", help="print JSON Lines, one object per open transaction")
     parser.add_argument("--hanging", action="store_true", help="only hanging (and unknown) transactions")
-    parser.add_argument("--now", type=int, default=None, metavar="MS",
-                        help="time the ages are measured at, epoch ms (default: wall clock)")
+    parser.add_argument("--now", type=timestamp_ms, default=None, metavar="TIME",
+                        help=f"time the ages are measured at: {NOW_GRAMMAR} (default: wall clock)")
     parser.add_argument("--bootstrap-server", default=BOOTSTRAP_PLACEHOLDER, metavar="HOST:PORT",
                         help="put into the abort commands (default: the placeholder BOOTSTRAP)")
     parser.add_argument("--transaction-state-partitions", type=non_negative_int, default=None, metavar="N",

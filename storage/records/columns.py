@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from itertools import accumulate, chain
 
 from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, native_codec
+from ..errors import require
 from .batch import RecordBatch, increment_sequence
 from .legacy import LegacyBatch
 from .native import core
@@ -55,14 +56,14 @@ _MAX_MS = (1 << 63) // 1000 - 1
 
 
 def HEADERS_TYPE():  # noqa: N802 - a type constant, built lazily (pyarrow is optional for the library)
-    import pyarrow as pa
+    pa = require("pyarrow", feature="Arrow output")  # optional dependency
 
     return pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
 
 
 def TIMESTAMP_TYPE():  # noqa: N802 - as HEADERS_TYPE
     """Spark's TIMESTAMP in Arrow (what Spark's own ``to_arrow_schema`` gives with the UTC session time zone)."""
-    import pyarrow as pa
+    pa = require("pyarrow", feature="Arrow output")  # optional dependency
 
     return pa.timestamp("us", tz="UTC")
 
@@ -70,7 +71,7 @@ def TIMESTAMP_TYPE():  # noqa: N802 - as HEADERS_TYPE
 def timestamp_columns(ms):
     """``(timestamp, timestampMs)`` from an int64 Arrow array of epoch ms: vectorised casts, no Python per row
     (ms values too large for microseconds give null timestamps instead of an error)."""
-    import pyarrow as pa
+    pa = require("pyarrow", feature="Arrow output")  # optional dependency
     import pyarrow.compute as pc
 
     try:
@@ -84,7 +85,7 @@ def timestamp_columns(ms):
 def null_empty_headers(headers):
     """The headers column as Spark's Kafka source has it: null (not an empty list) for a record without
     headers. One vectorised pass over the list lengths."""
-    import pyarrow as pa
+    pa = require("pyarrow", feature="Arrow output")  # optional dependency
     import pyarrow.compute as pc
 
     if isinstance(headers, pa.ChunkedArray):
@@ -102,7 +103,7 @@ def null_empty_headers(headers):
 def arrow_schema(columns: list[tuple[str, str]], extra: tuple[str, ...] = ()):
     """The pyarrow schema for ``columns`` (all fields nullable, list items named ``element``), plus ``extra``
     string columns."""
-    import pyarrow as pa
+    pa = require("pyarrow", feature="Arrow output")  # optional dependency
 
     simple = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "binary": pa.binary(),
               "boolean": pa.bool_(), "timestamp": TIMESTAMP_TYPE()}
@@ -247,7 +248,7 @@ class RecordColumns:
     def to_arrow(self):
         """The rows as one ``pyarrow.RecordBatch`` with the schema of ``RECORD_COLUMNS``; the builder is empty
         afterwards (ready for the next chunk)."""
-        import pyarrow as pa
+        pa = require("pyarrow", feature="Arrow output")  # optional dependency
         import pyarrow.compute as pc
 
         schema = arrow_schema(RECORD_COLUMNS)
@@ -357,7 +358,7 @@ def _legacy_limit() -> int:
 def to_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", position_base: int = 0,
              native: bool = True):
     """Every record of ``buf`` as one ``pyarrow.RecordBatch`` (see :func:`iter_arrow`)."""
-    import pyarrow as pa
+    pa = require("pyarrow", feature="Arrow output")  # optional dependency
 
     parts = list(iter_arrow(buf, topic=topic, partition=partition, segment=segment, position_base=position_base,
                             rows=1 << 62, native=native))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import KafkaLogError
@@ -31,9 +31,11 @@ from ..files.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 )
-from ..files.findings import Finding, Severity, error
-from ..log import PartitionLog
+from ..files.findings import Finding, Severity, error, warning
+from ..files.partition_metadata import PARTITION_METADATA_FILE
+from ..log import METADATA_TOPIC, PartitionLog
 from ..logdir import DataDir, DataDirs, classify_path, partition_checkpoints
+from ..topic_configs import ZOOKEEPER, ConfigResolver
 from .datadir import (
     _data_dir_checks,
     _recovery_point_membership,
@@ -139,6 +141,30 @@ def partition_task(path: str, checkpoints: dict[str, int | None] | None, deep: b
         return out, segments, size, tid
     finally:
         log.close()
+
+
+def _zookeeper_topic_ids(ddir: DataDir, missing: list[tuple[int, Path]], results: dict[int, list[Finding]],
+                         post: list[Finding]) -> None:
+    """A ZooKeeper-mode data dir (``meta.properties`` version 0, no cluster metadata) whose partitions have no
+    topic id: one warning for the dir, about a KRaft migration (a ZooKeeper broker does not need the ids, a KRaft
+    broker treats such replicas as stray), with the command that assigns them; each partition's own warning
+    becomes an info (the fact stays in ``--json``)."""
+    missing = [(s, pp) for s, pp in missing if ddir.partition_dirs[pp].topic != METADATA_TOPIC]
+    if not missing or ConfigResolver(data_dirs=[ddir.path]).data_dir(ddir.path).mode != ZOOKEEPER:
+        return
+    for s, pp in missing:
+        where = str(pp / PARTITION_METADATA_FILE)
+        results[s] = [replace(f, severity="info", message="missing: no topic id (a ZooKeeper-mode partition; "
+                              "see the data dir's warning about a KRaft migration)")
+                      if f.file == where and f.kind == "metadata" and f.severity == "warning" else f
+                      for f in results[s]]
+    topics = sorted({ddir.partition_dirs[pp].topic for _, pp in missing})
+    post.append(warning(ddir.path, None, "metadata",
+                        f"a ZooKeeper-mode data dir: {len(missing)} partitions of {len(topics)} topics have no topic "
+                        "id (partition.metadata). A ZooKeeper broker does not need one; after a migration to KRaft, "
+                        "a KRaft broker treats such a replica as stray. Before migrating, give each topic its id "
+                        "(kafka-topics.sh --describe shows it): kafkalog topic-id "
+                        f"{ddir.path} --topics TOPIC --set TOPIC_ID"))
 
 
 def verify_paths(
@@ -284,6 +310,7 @@ def verify_paths(
                 tp = ddir.partition_dirs[pp]
                 _topic_id_check(seen, tp.topic, kind, topic_ids.get(s), pp, post)
             _recovery_point_membership(ddir, post)
+            _zookeeper_topic_ids(ddir, [(s, pp) for s, pp, _ in parts if topic_ids.get(s) is None], results, post)
             results[dslot].extend(post)
     finally:
         for g in groups:

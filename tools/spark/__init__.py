@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 
+from kafkalog.storage.errors import require
+
 from .schema import BATCH_COLUMNS, BATCH_SCHEMA_DDL, CORRUPT_COLUMN, RECORD_COLUMNS, RECORD_SCHEMA_DDL
 
 __all__ = [
@@ -47,7 +49,12 @@ def load(spark, path: str | None = None, options: dict[str, str] | None = None):
 
 
 def register(spark) -> None:
-    """Register the ``kafkalog`` format on ``spark`` and enable filter pushdown to Python data sources."""
+    """Register the ``kafkalog`` format on ``spark`` and enable filter pushdown to Python data sources.
+
+    Spark's Python workers run the interpreter the session was created with (``PYSPARK_PYTHON``, else the
+    system ``python3``, which may not have kafkalog): :func:`session` sets it to this one; for a session of
+    your own, call :func:`ensure_worker_python` before creating it."""
+    require("pyarrow", feature="the kafkalog Spark data source")
     from .source import KafkaLogDataSource
 
     spark.dataSource.register(KafkaLogDataSource)
@@ -59,6 +66,8 @@ def session(master: str = "local[*]", *, app_name: str = "kafkalog", conf: dict[
     """A SparkSession with the data source registered (workers use this interpreter; UI off). ``jvm_scan``:
     put the JVM segment scan on the classpath (a JDK compiles it on first use), the fast path of
     :func:`kafkalog.tools.spark.jvm.load`."""
+    require("pyspark", feature="Spark")
+    require("pyarrow", feature="the kafkalog Spark data source")
     ensure_worker_python()
     from pyspark.sql import SparkSession
 

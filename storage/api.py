@@ -42,15 +42,18 @@ from .engine.export import (
     rows_of,
 )
 from .engine.flush import plan_flush
+from .engine.import_ import ImportStats, import_files, preview_import
 from .engine.migrate import MigrateOptions, plan_migrate, plan_set_checkpoints, plan_topic_id
 from .engine.plan import ApplyResult, Plan
 from .engine.reindex import plan_reindex
 from .engine.repair import plan_repair
 from .engine.retention import plan_retention
+from .engine.writer import append_to_partition, preview_append
 from .errors import LogDirError
 from .files.segment import Segment
 from .groups import GroupsReport, load_groups
-from .log import PartitionLog
+from .io.fs import split_uri
+from .log import PartitionLog, live_topic_partition
 from .logdir import DataDir, check_topics
 from .offset_spec import OffsetSpec, parse_offset_spec, parse_offset_specs
 from .paths import DATA_DIR, PARTITION_DIR
@@ -261,6 +264,9 @@ class LogDirs:
         self._only: dict[Path, set[Path]] = {}  # data dir -> the partition dirs given (a data dir given: absent)
         by_path: dict[Path, DataDir] = {}
         for raw in paths:
+            if split_uri(os.fspath(raw))[0].scheme:
+                raise LogDirError("a URL: kafkalog.open reads local data dirs (the Spark source reads s3://, gs://, "
+                                  "hdfs:// data dirs)", os.fspath(raw))
             kind = require_path(raw, (DATA_DIR, PARTITION_DIR))
             p = kind.path
             self.paths.append(p)
@@ -441,6 +447,47 @@ class LogDirs:
         for extra in plans[1:]:
             merged = replace(merged, data_dirs=merged.data_dirs + extra.data_dirs, notes=merged.notes + extra.notes)
         return merged
+
+    # ---- writes that are all or nothing by themselves (no plan: each runs staged, under the data dir's lock) ----
+    def _one_data_dir(self, what: str) -> Path:
+        if len(self.dirs) != 1:
+            raise LogDirError(f"{what} writes into one data dir; open that one", ", ".join(map(str, self.paths)))
+        return self.dirs[0].path
+
+    def import_files(self, files: Iterable[PathLike], *, topic: str | None = None, topic_id: str | None = None,
+                     append: bool = False, dry_run: bool = False) -> ImportStats:
+        """``kafkalog import``: rows of ``export`` JSON Lines or Parquet files into the (one) data dir, new
+        partitions only unless ``append``; ``dry_run`` checks every row and returns what it would write. All or
+        nothing."""
+        ddir = self._one_data_dir("import")
+        if dry_run:
+            return preview_import(files, ddir, topic=topic, append=append)
+        stats = import_files(files, ddir, topic=topic, topic_id=topic_id, append=append)
+        self._reload()
+        return stats
+
+    def append(self, partition: str, batches: Iterable[bytes], *, keep_offsets: bool = False,
+               dry_run: bool = False, now_ms: int | None = None) -> tuple[int, int]:
+        """``kafkalog append``: record batches (bytes) to the partition ``<topic>-<n>`` of the (one) data dir, as a
+        leader assigns offsets (or, ``keep_offsets``, as a follower keeps them), with the topic's effective
+        configuration. Returns ``(appends, log end offset after)``; ``dry_run`` checks every batch and touches
+        nothing. All or nothing."""
+        ddir = self._one_data_dir("append")
+        config = self.resolver.log_config(ddir, live_topic_partition(partition)[0])
+        if dry_run:
+            appends, _records, leo = preview_append(ddir, partition, batches, config=config,
+                                                    keep_offsets=keep_offsets)
+            return appends, leo
+        self.close()  # the partition's files change: reopen them afterwards
+        out = append_to_partition(ddir, partition, batches, config=config, keep_offsets=keep_offsets,
+                                  now_ms=now_ms)
+        self._reload()
+        return out
+
+    def _reload(self) -> None:
+        """Read the data dirs again (after a write through this object)."""
+        self.close()
+        self.dirs = [DataDir(d.path) for d in self.dirs]
 
     def _data_dirs(self) -> list[Path]:
         return [d.path for d in self.dirs]

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from builders import numbered_batches
 
 import kafkalog
 from kafkalog.storage.describe import describe_paths
-from kafkalog.storage.engine.export import ExportFilter, export_parquet, iter_export_rows
+from kafkalog.storage.engine.export import ExportFilter, export_jsonl, export_parquet, iter_export_rows
 from kafkalog.storage.engine.plan import apply as engine_apply
 from kafkalog.storage.engine.retention import plan_retention
 from kafkalog.storage.errors import LogDirError
@@ -180,6 +181,29 @@ def test_every_command_s_plan_and_report_is_reachable(tmp_path: Path):
         assert isinstance(dirs.groups(), kafkalog.GroupsReport)
         assert isinstance(dirs.transactions(now_ms=NOW), kafkalog.TransactionReport)
         assert len(dirs.describe()) == len(list(describe_paths([KRAFT])))
+
+
+def test_import_and_append_write_through_the_api(tmp_path: Path):
+    """``import`` (export rows into a data dir) and ``append`` (batches to a partition): each all or nothing,
+    with a dry run that touches nothing; the object sees the new data afterwards."""
+    data = tmp_path / "data"
+    shutil.copytree(KRAFT, data)
+    rows = tmp_path / "codec-none.jsonl"
+    export_jsonl([KRAFT / "codec-none-0"], rows, ExportFilter(include_control=True))
+    with kafkalog.open(data) as dirs:
+        preview = dirs.import_files([rows], topic="copied", dry_run=True)
+        assert preview.records == 60 and not (data / "copied-0").exists()
+        stats = dirs.import_files([rows], topic="copied")
+        assert stats.records == 60
+        copied = dirs.partition("copied", 0)
+        assert [r["value"] for r in copied.records()] == [r["value"] for r in dirs.partition("codec-none", 0).records()]
+        batches = numbered_batches(0, 3, ts0=1_750_000_100_000)
+        assert dirs.append("copied-0", batches, dry_run=True) == (3, 66)
+        assert dirs.partition("copied", 0).log_end_offset == 60
+        assert dirs.append("copied-0", batches) == (3, 66)
+        assert dirs.partition("copied", 0).log_end_offset == 66
+    with pytest.raises(LogDirError, match="a URL"):
+        kafkalog.open("s3://bucket/data")
 
 
 def test_docs_api_md_is_generated_from_the_docstrings():

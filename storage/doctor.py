@@ -48,7 +48,8 @@ from .files.java import uuid_from_string, uuid_to_string
 from .files.meta_properties import directory_id_reserved
 from .files.names import is_index_file
 from .files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
-from .log import METADATA_TOPIC
+from .groups import OFFSETS_TOPIC, load_groups
+from .log import METADATA_TOPIC, RememberedOffset, remembered_loss
 from .logdir import DataDir
 from .topic_configs import KRAFT, METADATA_DIR, ConfigResolver
 
@@ -73,7 +74,8 @@ class Problem:
     """One thing the broker will do or meet at its next start."""
 
     severity: str  # fatal | loss | recovery | warning | info | error (kafkalog could not predict)
-    kind: str  # startup, truncation, recovery, rebuild, leftover, stray, topicId, dirs, offlineDir, legacyFormat, plan
+    kind: str  # startup, truncation, lostOffsets, recovery, rebuild, leftover, stray, topicId, dirs, offlineDir,
+    # legacyFormat, plan
     path: str
     message: str
     broker_message: str | None = None  # fatal: what the broker logs as it stops (its exception's message)
@@ -390,6 +392,34 @@ def _topic_id(diag: Diagnosis, p: Path, topic: str, partition: int, expected: st
                                      f"it {stray}; it is not served", partition=p.name))
 
 
+def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path]) -> None:
+    """A loss for every live partition whose checkpoints, producer snapshots, leader epochs or consumer groups'
+    committed offsets remember offsets its log no longer holds (:meth:`PartitionLog.remembered_beyond_end`,
+    :attr:`GroupsReport.beyond_end`): the broker starts and serves the log as it is, without them."""
+    found: dict[Path, list[RememberedOffset]] = {}
+    for d in dirs:
+        for log in d.partitions(include_metadata=False):
+            try:
+                if log.dir_kind == "live":
+                    found[log.path] = log.remembered_beyond_end()
+            except KafkaLogError:
+                pass  # an unreadable log end: the plan reports the partition
+            finally:
+                d.release(log)
+    if any(tp.topic == OFFSETS_TOPIC and tp.kind == "live" for d in dirs for tp in d.partition_dirs.values()):
+        try:
+            for r in load_groups(paths).beyond_end:
+                found.setdefault(Path(r.file), []).append(r)
+        except KafkaLogError:
+            pass  # `kafkalog groups` reports what cannot be read
+    for pdir, rs in sorted(found.items()):
+        if rs:
+            diag.problems.append(Problem(
+                LOSS, "lostOffsets", str(pdir), remembered_loss(rs), partition=pdir.name,
+                first_offset=rs[0].log_end_offset, last_offset=max(r.last_missing for r in rs),
+                records=None, bytes=None))
+
+
 def _live(dirs: list[DataDir]) -> list[Path]:
     return [p for d in dirs for p, tp in d.partition_dirs.items() if tp.kind == "live" and tp.topic != METADATA_TOPIC]
 
@@ -459,6 +489,7 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
         diag.plan = plan
         _from_plan(diag, plan)
         _dir_checks(diag, dirs, resolver, kraft)
+        _remembered(diag, dirs, paths)
         if legacy:
             _legacy(diag, dirs, workers=workers, progress=progress)
     finally:

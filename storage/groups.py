@@ -37,7 +37,7 @@ from typing import Any
 from .decoders.common import uuid_to_kafka_str
 from .decoders.consumer_offsets import decode_consumer_assignment, parse_offsets_key, parse_offsets_value
 from .errors import KafkaLogError
-from .log import PartitionLog
+from .log import CONSUMER_GROUP, PartitionLog, RememberedOffset
 from .logdir import DataDir
 from .records.control import parse_control_key
 
@@ -201,6 +201,9 @@ class GroupsReport:
     notes: list[str]
     #: end offsets (high watermark, else log end offset) of the partitions present that some member is assigned
     assigned_ends: dict[tuple[str, int], int | None] = field(default_factory=dict)
+    #: committed offsets past the log end offset of their partition (present in these dirs): offsets the group
+    #: consumed that the log no longer holds (its lag is negative)
+    beyond_end: list[RememberedOffset] = field(default_factory=list)
 
     def describe_rows(self) -> list[dict[str, Any]]:
         return [r for g in self.groups for r in g.describe_rows(self.assigned_ends)]
@@ -524,12 +527,32 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
                         ends[tp] = _end_offset(logs.get(tp), errors)
         groups.sort(key=lambda g: g.group_id)
         return GroupsReport(groups, [str(lg.path) for lg in offsets_logs], errors, notes,
-                            {tp: e[0] for tp, e in ends.items()})
+                            {tp: e[0] for tp, e in ends.items()}, _beyond_end(groups, logs))
     finally:
         for d in dirs:
             d.close()
         for log in single:
             log.close()
+
+
+def _beyond_end(groups: list[Group], logs: dict[tuple[str, int], PartitionLog]) -> list[RememberedOffset]:
+    """The committed offsets of ``groups`` past the log end offset of their partition (when it is present)."""
+    out: list[RememberedOffset] = []
+    leos: dict[tuple[str, int], int | None] = {}
+    for g in groups:
+        for tp, o in sorted(g.offsets.items()):
+            log = logs.get(tp)
+            if log is None or o.offset < 0:
+                continue
+            if tp not in leos:
+                try:
+                    leos[tp] = log.log_end_offset
+                except KafkaLogError:
+                    leos[tp] = None  # (the error is reported with the partition's end offset)
+            leo = leos[tp]
+            if leo is not None and o.offset > leo:
+                out.append(RememberedOffset(CONSUMER_GROUP, str(log.path), o.offset, leo, group=g.group_id))
+    return out
 
 
 def _end_offset(log: PartitionLog | None, errors: list[str]) -> tuple[int | None, str | None]:

@@ -26,6 +26,11 @@ from pathlib import Path
 
 from .dirview import DANGLING, DIR, FILE, SPECIAL, SYMLINK_OUT, DirView
 from .errors import CorruptCheckpointError, CorruptRecordError, KafkaLogError, LogDirError
+from .files.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
 from .files.findings import Finding, error, info, warning
 from .files.java import parse_java_int
 from .files.leader_epoch import (
@@ -258,6 +263,62 @@ def segment_end_error(path: str | os.PathLike, scanner: LogScanner, size: int, *
         f"{reason}: the last {size - stop} bytes of a segment that is not the active one are not a complete "
         f"batch; the records from here{upto} are lost (`kafkalog export --salvage` reads around it)",
         os.fspath(path), stop)
+
+
+PRODUCER_SNAPSHOT = "producer snapshot"
+CONSUMER_GROUP = "consumer group"
+
+
+@dataclass(frozen=True)
+class RememberedOffset:
+    """An offset that a partition's checkpoints, snapshots or leader epochs (or a consumer group's commit)
+    remember beyond the end of its log: offsets ``[first_missing, offset)`` were in the log once and are gone.
+
+    ``source``: :data:`REPLICATION_OFFSET_CHECKPOINT` (the high watermark), :data:`RECOVERY_POINT_CHECKPOINT`,
+    :data:`LOG_START_OFFSET_CHECKPOINT`, :data:`PRODUCER_SNAPSHOT`, :data:`LEADER_EPOCH_CHECKPOINT` (an epoch's
+    start offset) or :data:`CONSUMER_GROUP` (a committed offset, ``group`` set); ``file``: where it is remembered."""
+
+    source: str
+    file: str
+    offset: int
+    log_end_offset: int
+    group: str | None = None
+    epoch: int | None = None
+
+    @property
+    def first_missing(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def last_missing(self) -> int:
+        return self.offset - 1
+
+    @property
+    def missing(self) -> int:
+        """How many offsets are gone."""
+        return self.offset - self.log_end_offset
+
+    def describe(self) -> str:
+        """What remembers the offset, in words (for findings)."""
+        name = Path(self.file).name
+        if self.source == REPLICATION_OFFSET_CHECKPOINT:
+            return f"{name} holds the high watermark {self.offset}"
+        if self.source == LEADER_EPOCH_CHECKPOINT:
+            return f"{name} starts epoch {self.epoch} at offset {self.offset}"
+        if self.source == PRODUCER_SNAPSHOT:
+            return f"the producer snapshot {name} was taken at offset {self.offset}"
+        if self.source == CONSUMER_GROUP:
+            return f"consumer group {self.group} committed offset {self.offset}"
+        return f"{name} holds {self.offset}"
+
+
+def remembered_loss(found: list[RememberedOffset]) -> str:
+    """One sentence for a partition's :meth:`PartitionLog.remembered_beyond_end` (and groups' commits): which
+    offsets are gone and what remembers them."""
+    leo = found[0].log_end_offset
+    last = max(r.last_missing for r in found)
+    return (f"offsets {leo}..{last} are gone: the log ends at offset {leo}, but "
+            + "; ".join(r.describe() for r in found))
 
 
 class PartitionLog:
@@ -533,6 +594,31 @@ class PartitionLog:
         err = self.segment_end_error(segment, scanner)
         if err is not None:
             raise err
+
+    def remembered_beyond_end(self) -> list[RememberedOffset]:
+        """What the partition's own files remember past its log end offset (:class:`RememberedOffset`): the
+        high watermark, recovery point and log start offset the data dir's checkpoints hold for it, its newest
+        producer snapshot's offset and its latest leader epoch's start offset. An offset equal to the log end offset is not
+        past it (a log emptied by retention, an epoch begun with nothing written yet). Raises
+        :class:`KafkaLogError` when the log end offset cannot be read."""
+        leo = self.log_end_offset
+        ddir = self.path.parent
+        out = [RememberedOffset(name, str(ddir / name), v, leo) for name, v in (
+            (REPLICATION_OFFSET_CHECKPOINT, self._high_watermark), (RECOVERY_POINT_CHECKPOINT, self.recovery_point),
+            (LOG_START_OFFSET_CHECKPOINT, self.log_start_offset_checkpoint)) if v is not None and v > leo]
+        snaps = [(o, p) for o, p in self.snapshot_files if o > leo]
+        if snaps:  # (the newest one says it all)
+            o, p = max(snaps)
+            out.append(RememberedOffset(PRODUCER_SNAPSHOT, str(p), o, leo))
+        try:
+            epochs = [e for e in self.leader_epochs if e.start_offset > leo]
+        except KafkaLogError:
+            epochs = []  # unreadable: verify and the loader report the file itself
+        if epochs:
+            e = max(epochs, key=lambda e: e.start_offset)
+            out.append(RememberedOffset(LEADER_EPOCH_CHECKPOINT, str(self.leader_epoch_checkpoint_path),
+                                        e.start_offset, leo, epoch=e.epoch))
+        return out
 
     # ---- transactions and producers ----------------------------------------------------------------------
     def collect_aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:

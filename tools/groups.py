@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import IO
 
 from kafkalog.storage.groups import GroupsReport, load_groups
@@ -74,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     for n in report.notes:
         print(f"kafkalog groups: note: {n}", file=sys.stderr)
+    for r in report.beyond_end:
+        print(f"kafkalog groups: note: group {r.group} committed offset {r.offset} in {Path(r.file).name}, past its "
+              f"log end offset {r.log_end_offset}: offsets {r.first_missing}..{r.last_missing} are no longer in the "
+              "log (the lag shown is negative)", file=sys.stderr)
     for e in report.errors:
         print(f"kafkalog groups: error: {e}", file=sys.stderr)
     if not report.partitions:

@@ -38,6 +38,7 @@ from ..logdir import DataDir, DataDirs, classify_path, partition_checkpoints
 from ..topic_configs import ZOOKEEPER, ConfigResolver
 from .datadir import (
     _data_dir_checks,
+    _group_offsets_beyond_end,
     _recovery_point_membership,
     _topic_id_check,
     verify_data_dir,
@@ -310,6 +311,7 @@ def verify_paths(
                 tp = ddir.partition_dirs[pp]
                 _topic_id_check(seen, tp.topic, kind, topic_ids.get(s), pp, post)
             _recovery_point_membership(ddir, post)
+            _group_offsets_beyond_end(ddir, post)
             _zookeeper_topic_ids(ddir, [(s, pp) for s, pp, _ in parts if topic_ids.get(s) is None], results, post)
             results[dslot].extend(post)
     finally:

@@ -11,7 +11,8 @@ from ..files.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
 )
 from ..files.findings import Finding, error, info, warning
-from ..log import METADATA_TOPIC
+from ..groups import OFFSETS_TOPIC, load_groups
+from ..log import METADATA_TOPIC, RememberedOffset, remembered_loss
 from ..logdir import BOOTSTRAP_CHECKPOINT, DataDir, DataDirs
 from .files import verify_kraft_snapshot
 from .partition import verify_partition
@@ -46,6 +47,7 @@ def _verify_data_dir(ddir: DataDir, deep: bool, out: list[Finding]) -> None:
         _topic_id_check(topic_ids, log.topic, log.dir_kind, tid, log.path, out)
         ddir.release(log)
     _recovery_point_membership(ddir, out)
+    _group_offsets_beyond_end(ddir, out)
 
 
 def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
@@ -88,6 +90,22 @@ def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
                 out.append(warning(p, None, "checkpoint",
                                    f"entry for {entry.topic}-{entry.partition}, which is not hosted in this "
                                    "data dir"))
+
+
+def _group_offsets_beyond_end(ddir: DataDir, out: list[Finding]) -> None:
+    """Consumer groups (in this data dir's live ``__consumer_offsets`` partitions) whose committed offsets are
+    past the log end offset of their partition here: offsets the log no longer holds."""
+    if not any(tp.topic == OFFSETS_TOPIC and tp.kind == "live" for tp in ddir.partition_dirs.values()):
+        return
+    try:
+        found = load_groups([ddir.path], workers=1).beyond_end
+    except KafkaLogError:
+        return  # the __consumer_offsets partitions' own findings say what cannot be read
+    per: dict[str, list[RememberedOffset]] = {}
+    for r in found:
+        per.setdefault(r.file, []).append(r)
+    for pdir, rs in sorted(per.items()):
+        out.append(error(pdir, None, "loss", remembered_loss(rs)))
 
 
 def _topic_id_check(topic_ids: dict[str, tuple[str, Path]], topic: str, kind: str, tid: str | None, path: Path,

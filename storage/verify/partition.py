@@ -17,7 +17,7 @@ from ..files.findings import Finding, Severity, error, info, warning
 from ..files.names import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, TMP_FILE_SUFFIX
 from ..files.producer_snapshot import read_producer_snapshot
 from ..files.quorum_state import QUORUM_STATE_FILE, read_quorum_state
-from ..log import METADATA_TOPIC, PartitionLog
+from ..log import METADATA_TOPIC, PartitionLog, remembered_loss
 from ..logdir import open_partition_log
 from .files import verify_kraft_snapshot
 from .segment import SegmentSummary, verify_segment
@@ -114,6 +114,15 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
     if log.segments and summaries and summaries[-1].next_offset is None:
         leo = max(leo, log.segments[-1].base_offset)
     log_start = log.log_start_offset
+
+    # offsets the partition's files remember past the end of its log: gone (the broker serves the shorter log)
+    if log.dir_kind == "live":
+        try:
+            remembered = log.remembered_beyond_end()
+        except KafkaLogError:
+            remembered = []  # an unreadable log end: the segment findings say why
+        if remembered:
+            out.append(error(d, None, "loss", remembered_loss(remembered)))
 
     # data-dir checkpoints
     lso_ckpt = log.log_start_offset_checkpoint

@@ -13,12 +13,15 @@ from builders import three_segment_data_dir
 
 from kafkalog.storage.describe import describe_partition
 from kafkalog.storage.diff import diff_paths
+from kafkalog.storage.doctor import diagnose
 from kafkalog.storage.engine.export import iter_export_rows
 from kafkalog.storage.errors import CorruptRecordError
+from kafkalog.storage.files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.storage.groups import load_groups
-from kafkalog.storage.log import PartitionLog
+from kafkalog.storage.log import PRODUCER_SNAPSHOT, PartitionLog
 from kafkalog.storage.records import iter_batches
 from kafkalog.storage.transactions import read_transaction_state
+from kafkalog.storage.verify import verify_paths
 from kafkalog.tools import cli
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -119,3 +122,61 @@ def test_groups_and_transactions_stop_at_a_torn_closed_segment(tmp_path, capsys)
     assert any(f"{offsets / seg.name}: byte {pos}" in e for e in report.errors)
     assert cli.main(["groups", str(tmp_path / "d")]) == 1
     assert f"{offsets / seg.name}: byte {pos}" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------- 3. offsets remembered past the log end
+
+
+@pytest.fixture
+def logs_removed(tmp_path) -> Path:
+    """The 4.3.1 fixture with multi-segment-0's .log files deleted (checkpoints, snapshots and a consumer group
+    remember offsets 0..149 of it)."""
+    d = _copy(tmp_path)
+    for f in (d / "multi-segment-0").glob("*.log"):
+        f.unlink()
+    return d
+
+
+def test_partition_log_remembers_offsets_past_its_end(logs_removed):
+    with PartitionLog(logs_removed / "multi-segment-0", high_watermark=150, recovery_point=150) as log:
+        found = {r.source: r for r in log.remembered_beyond_end()}
+    assert set(found) == {REPLICATION_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, PRODUCER_SNAPSHOT}
+    hw = found[REPLICATION_OFFSET_CHECKPOINT]
+    assert (hw.offset, hw.log_end_offset, hw.first_missing, hw.last_missing, hw.missing) == (150, 0, 0, 149, 150)
+    assert Path(found[PRODUCER_SNAPSHOT].file).name == "00000000000000000150.snapshot"
+    with PartitionLog(KRAFT / "multi-segment-0", high_watermark=150, recovery_point=150) as log:
+        assert log.remembered_beyond_end() == []
+
+
+def test_doctor_reports_the_lost_offsets(logs_removed, capsys):
+    diag = diagnose([logs_removed], now_ms=1_800_000_000_000, legacy=False)
+    lost = [p for p in diag.problems if p.kind == "lostOffsets"]
+    assert len(lost) == 1 and lost[0].severity == "loss" and lost[0].partition == "multi-segment-0"
+    assert (lost[0].first_offset, lost[0].last_offset) == (0, 149)
+    assert "high watermark 150" in lost[0].message and "group-consumer-protocol" in lost[0].message
+    assert diag.verdict != "healthy" and diag.exit_code == 1
+    assert cli.main(["doctor", str(logs_removed)]) == 1
+    out = capsys.readouterr().out
+    assert "HEALTHY" not in out and "0..149" in out
+    assert diagnose([KRAFT], now_ms=1_800_000_000_000, legacy=False).verdict == "healthy"
+
+
+def test_verify_reports_the_lost_offsets(logs_removed, capsys):
+    findings = [f for f in verify_paths([logs_removed], workers=1).findings if f.kind == "loss"]
+    assert {f.file for f in findings} == {str(logs_removed / "multi-segment-0")}
+    assert all(f.severity == "error" and "offsets 0..149 are gone" in f.message for f in findings)
+    assert any("committed offset 150" in f.message for f in findings)
+    assert cli.main(["verify", str(logs_removed)]) == 1
+    assert "offsets 0..149 are gone" in capsys.readouterr().out
+    assert not [f for f in verify_paths([KRAFT], workers=1).findings if f.kind == "loss"]
+
+
+def test_groups_report_committed_offsets_past_the_log_end(logs_removed, capsys):
+    report = load_groups([logs_removed])
+    [r] = report.beyond_end
+    assert (r.group, r.offset, r.log_end_offset, Path(r.file).name) == (
+        "group-consumer-protocol", 150, 0, "multi-segment-0")
+    assert cli.main(["groups", str(logs_removed)]) == 0
+    err = capsys.readouterr().err
+    assert "committed offset 150 in multi-segment-0, past its log end offset 0" in err
+    assert load_groups([KRAFT]).beyond_end == []

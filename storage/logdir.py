@@ -25,12 +25,10 @@ from .files.checkpoints import (
 )
 from .files.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker, read_clean_shutdown
 from .files.findings import Finding, error, info, warning
-from .files.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from .files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
-from .files.names import INDEX_SUFFIXES, LOG_FILE_SUFFIX, PRODUCER_SNAPSHOT_FILE_SUFFIX
-from .files.partition_metadata import PARTITION_METADATA_FILE
 from .lock import LOCK_FILE_NAME, LockStatus, lock_status
 from .log import METADATA_TOPIC, PartitionLog, TopicPartitionDir, parse_topic_partition_name
+from .paths import PARTITION_DIR, is_partition_listing, require, require_data_dir
 
 REMOTE_LOG_INDEX_CACHE = "remote-log-index-cache"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
@@ -44,29 +42,16 @@ KNOWN_TOP_FILES = {
 }
 
 
-_PARTITION_FILE_SUFFIXES = (LOG_FILE_SUFFIX, *INDEX_SUFFIXES, PRODUCER_SNAPSHOT_FILE_SUFFIX)
-_PARTITION_FILES = (PARTITION_METADATA_FILE, LEADER_EPOCH_CHECKPOINT)
-
 
 # ---- resolving user paths ------------------------------------------------------------------------------------
 def classify_path(path: str | os.PathLike) -> str:
-    """``"dataDir"``, ``"partition"`` or ``"file"``: what a command argument is.
-
-    A directory holding segment, index or snapshot files, ``partition.metadata`` or
-    ``leader-epoch-checkpoint`` is a partition directory; any other directory is a data dir (a dir called
-    ``kafka-logs-0`` parses as a topic-partition name, so the name alone cannot decide)."""
+    """``"dataDir"``, ``"partition"`` or ``"file"``: what a command argument is, by the one path contract
+    (:func:`kafkalog.storage.paths.classify`): a directory that is neither a data dir nor a partition dir, and a
+    path that does not exist, are a :class:`~kafkalog.storage.paths.PathError`."""
     p = Path(path)
     if not p.is_dir():
-        return "file"
-    try:
-        with os.scandir(p) as it:
-            for e in it:
-                n = e.name
-                if n in _PARTITION_FILES or n.endswith(_PARTITION_FILE_SUFFIXES):
-                    return "partition"
-    except OSError:
-        return "dataDir"
-    return "dataDir"
+        return "file" if p.exists() else require(p).kind
+    return require(p).kind
 
 
 def live_partition_name(name: str) -> TopicPartitionDir | None:
@@ -80,10 +65,15 @@ def live_partition_name(name: str) -> TopicPartitionDir | None:
 
 
 def is_partition_dir(path: str | os.PathLike) -> bool:
-    """A live partition directory: its name parses as ``<topic>-<partition>`` and it holds partition files
-    (:func:`classify_path`)."""
+    """A live partition directory: its name parses as ``<topic>-<partition>`` and it holds partition files."""
     p = Path(path)
-    return live_partition_name(p.name) is not None and classify_path(p) == "partition"
+    if live_partition_name(p.name) is None or not p.is_dir():
+        return False
+    try:
+        with os.scandir(p) as it:
+            return is_partition_listing([e.name for e in it])
+    except OSError:
+        return False
 
 
 def list_partition_dirs(data_dir: str | os.PathLike, *, kinds: tuple[str, ...] = ("live",),
@@ -119,7 +109,7 @@ def resolve_partition_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike
     """The live partition dirs a command argument names: the path itself when it is a partition dir
     (:func:`is_partition_dir`), else its live partition sub-directories (sorted by topic, then partition;
     ``__cluster_metadata`` only if ``include_metadata``). ``topics`` keeps only those topics.
-    :class:`LogDirError` for a path that is missing or not a directory."""
+    :class:`~kafkalog.storage.paths.PathError` for a path that is neither (the one path contract)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     paths = list(paths)
@@ -127,12 +117,9 @@ def resolve_partition_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike
     present: set[str] = set()
     for raw in paths:
         p = Path(raw)
-        if not p.exists():
-            raise LogDirError("no such directory", str(p))
-        if not p.is_dir():
-            raise LogDirError("not a directory", str(p))
+        kind = require(p).kind
         tp = live_partition_name(p.name)
-        if tp is not None and classify_path(p) == "partition":
+        if tp is not None and kind == PARTITION_DIR:
             present.add(tp.topic)
             if topics is None or tp.topic in topics:
                 out.append(p)
@@ -214,9 +201,7 @@ class DataDir:
     """One data directory, loaded read-only."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        if not self.path.is_dir():
-            raise LogDirError("not a directory", str(self.path))
+        self.path = require_data_dir(path)
         self.findings: list[Finding] = []
         self.meta_properties: MetaProperties | None = None
         self.checkpoints: dict[str, OffsetCheckpoint | None] = {}

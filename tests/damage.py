@@ -7,6 +7,7 @@ returns a description. A damage that does not apply to a fixture (no such partit
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -117,6 +118,69 @@ DAMAGES: dict[str, Callable[[Path], str | None]] = {
 }
 #: damages only the index files (the .log files stay valid)
 INDEX_DAMAGES = ("missing_index", "bad_timeindex")
+
+
+# ------------------------------------------------------------------ losses (the contract matrix, issue 34)
+# Each damages ``multi-segment-0`` (or ``killed-0``), a partition of several segments whose checkpoints remember
+# its records; the first three lose records a reader must report, the last loses none.
+
+
+def torn_middle(d: Path) -> str | None:
+    """The first (closed) segment cut in the middle of one of its batches: the records after the cut are gone
+    while the next segments still hold theirs."""
+    p = _partition(d, "multi-segment-0") or _partition(d, "killed-0")
+    if p is None or len(_logs(p)) < 2:
+        return None
+    seg = _logs(p)[0]
+    batches = list(iter_batches(seg.read_bytes()))
+    b = batches[len(batches) // 2]
+    cut = b.position + b.size // 2
+    del batches, b
+    os.truncate(seg, cut)
+    return f"{seg.parent.name}/{seg.name} cut at byte {cut}, inside a batch"
+
+
+def crc_closed(d: Path) -> str | None:
+    """A flipped byte inside a batch of the first (closed) segment: its CRC fails."""
+    p = _partition(d, "multi-segment-0") or _partition(d, "killed-0")
+    if p is None or len(_logs(p)) < 2:
+        return None
+    seg = _logs(p)[0]
+    data = bytearray(seg.read_bytes())
+    batches = list(iter_batches(bytes(data)))
+    b = batches[len(batches) // 2]
+    data[b.position + b.size - 3] ^= 0x5A
+    del batches, b
+    seg.write_bytes(bytes(data))
+    return f"CRC mismatch in {seg.parent.name}/{seg.name}"
+
+
+def no_logs(d: Path) -> str | None:
+    """Every ``.log`` file of a partition gone (its indexes, snapshots and the data dir's checkpoints remain)."""
+    p = _partition(d, "multi-segment-0") or _partition(d, "killed-0")
+    if p is None:
+        return None
+    for f in _logs(p):
+        f.unlink()
+    return f"no .log files in {p.name}"
+
+
+def no_indexes(d: Path) -> str | None:
+    """Every offset, time and transaction index of a partition gone (the ``.log`` files stay valid)."""
+    p = _partition(d, "multi-segment-0") or _partition(d, "killed-0")
+    if p is None:
+        return None
+    for f in [*p.glob("*.index"), *p.glob("*.timeindex"), *p.glob("*.txnindex")]:
+        f.unlink()
+    return f"no indexes in {p.name}"
+
+
+#: the damages of the contract matrix, and the partition each one damages
+LOSSES: dict[str, Callable[[Path], str | None]] = {
+    "torn_middle": torn_middle, "crc_closed": crc_closed, "no_logs": no_logs, "no_indexes": no_indexes,
+}
+#: the losses that take records away (a reader exiting 0 over one of them is silent about a loss)
+LOSING = ("torn_middle", "crc_closed", "no_logs")
 
 
 def damaged_copy(fixture: str, dst: Path, kinds: tuple[str, ...] = tuple(DAMAGES)) -> list[str]:

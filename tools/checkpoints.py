@@ -8,6 +8,7 @@ import sys
 
 from kafkalog.storage.engine.migrate import CHECKPOINT_ALIASES, plan_set_checkpoints, read_checkpoints
 from kafkalog.storage.files.checkpoints import DATA_DIR_CHECKPOINTS
+from kafkalog.storage.paths import require_data_dir
 from kafkalog.tools.output import render_table
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
@@ -50,6 +51,7 @@ def _parse(s: str) -> tuple[tuple[str, int], int | None]:
 
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout
+    require_data_dir(args.path)  # the one path contract: checkpoints are a data dir's files
     if args.set:
         if args.file is None:
             print("kafkalog checkpoints: error: --set needs --file", file=sys.stderr)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
 from kafkalog.storage.engine.repair import plan_repair
+from kafkalog.storage.paths import require_data_dir
 from kafkalog.storage.topic_configs import ConfigResolver
 from kafkalog.tools.output import NOW_GRAMMAR, progress, timestamp_ms
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
@@ -71,10 +71,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"kafkalog repair: --topic-id {item!r}: expected TOPIC=ID", file=sys.stderr)
             return 2
         topic_ids[topic] = tid
-    for d in args.data_dirs:
-        if not os.path.isdir(d):
-            print(f"kafkalog repair: {d}: not a directory", file=sys.stderr)
-            return 2
+    for d in args.data_dirs:  # the one path contract: repair writes only into recognised data dirs
+        require_data_dir(d)
     now = args.now if args.now is not None else int(time.time() * 1000)
     resolver = ConfigResolver(args.server_properties, args.topic_config, args.config, data_dirs=args.data_dirs)
     with progress(None, "repair: planning", unit_bytes=False) as bar:  # partitions planned (a terminal only)

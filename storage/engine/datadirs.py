@@ -22,6 +22,7 @@ from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from ..lock import LockStatus, describe_holders, lock_status
 from ..log import parse_topic_partition_name
 from ..logdir import partition_dirs, read_checkpoint_or_empty, resolve_partition_dirs
+from ..paths import require_data_dir, require_destination
 from ..topic_configs import ConfigResolver
 from .plan import DataDirPlan, PartitionPlan, Plan, Runner
 
@@ -59,9 +60,9 @@ class DataDirState:
 
 
 def read_data_dir(path: str | os.PathLike) -> DataDirState:
-    d = Path(os.path.abspath(path))
-    if not d.is_dir():
-        raise LogDirError("not a directory", str(d))
+    """The state of a data dir an engine plans on: a recognised data dir, or an empty directory a command makes a
+    new data dir (the one path contract, :func:`kafkalog.storage.paths.require_destination`)."""
+    d = Path(os.path.abspath(require_destination(path, new=False)))
     st = DataDirState(d)
     for name, attr in ((RECOVERY_POINT_CHECKPOINT, "recovery_points"), (LOG_START_OFFSET_CHECKPOINT,
                                                                         "log_start_offsets"),
@@ -101,8 +102,9 @@ def data_dir_partitions(data_dir: str | os.PathLike) -> list[tuple[Path, str, in
 
 def whole_data_dirs(data_dirs: Iterable[str | os.PathLike]) -> dict[Path, list[Path]]:
     """``{data dir: [partition dirs]}`` for engines that take whole data dirs (repair, flush): every partition the
-    broker checkpoints (live and ``-future``), an empty data dir included."""
-    return {Path(os.path.abspath(d)): [p for p, _, _ in data_dir_partitions(d)] for d in data_dirs}
+    broker checkpoints (live and ``-future``). Each must be a recognised data dir (a directory that is not Kafka's
+    is a :class:`~kafkalog.storage.paths.PathError`: these engines write the data dir's own files)."""
+    return {Path(os.path.abspath(require_data_dir(d))): [p for p, _, _ in data_dir_partitions(d)] for d in data_dirs}
 
 
 @dataclass

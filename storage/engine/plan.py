@@ -35,6 +35,7 @@ from typing import Any
 from .. import fileops
 from ..dirview import Op, stale
 from ..errors import KafkaLogError, LockedError, LogDirError
+from ..paths import require_destination
 
 
 class PlanError(KafkaLogError):
@@ -287,6 +288,8 @@ def apply(plan: Plan, *, backup: bool = True, backup_root: str | os.PathLike | N
         from ..lock import DirLock
 
         changing = [d for d in plan.data_dirs if d.changes]
+        for d in changing:  # nothing is written into a directory that is not (or does not become) a data dir
+            require_destination(d.path)
         for d in sorted(changing, key=lambda d: d.path):
             if locked or not Path(d.path).is_dir():
                 continue  # held by the caller, or a data dir the plan creates: nobody else can hold it
@@ -432,8 +435,7 @@ def data_dir_lock(data_dir: str | os.PathLike):
     writers that are not plans (``append``, ``import``)."""
     from ..lock import DirLock
 
-    if not Path(data_dir).is_dir():
-        raise LogDirError("not a directory", str(data_dir))
+    require_destination(data_dir, new=False)  # a data dir, or an empty dir a writer makes one
     with DirLock(data_dir):
         yield
 

@@ -50,7 +50,7 @@ def test_describe_cli_json_and_table(tmp_path, capsys):
 def test_describe_bad_paths(tmp_path, capsys):
     (tmp_path / "file.txt").write_text("x")
     assert main(["describe", str(tmp_path / "file.txt")]) == 1
-    assert "not a data dir or partition dir" in capsys.readouterr().out
+    assert f"{tmp_path / 'file.txt'}: not a directory" in capsys.readouterr().err  # the one path contract
     part = tmp_path / "data" / "orders-0"
     part.mkdir(parents=True)
     (part / "00000000000000000000.log").write_bytes(b"\0" * 8 + b"\0\0\0\x05" + b"\0" * 20)  # size field 5 < 14

@@ -109,7 +109,7 @@ def test_bad_segment_refuses_the_whole_plan_and_cli_json(tmp_path: Path, capsys)
 
 def test_missing_path_is_a_clear_error(tmp_path: Path, capsys):
     assert main(["reindex", str(tmp_path / "nope-0")]) == 1
-    assert "no such directory" in capsys.readouterr().err
+    assert f"{tmp_path / 'nope-0'}: no such file or directory" in capsys.readouterr().err
 
 
 def test_workers_must_be_positive(tmp_path: Path):

@@ -1,0 +1,162 @@
+"""The one path contract (issue 34, items 2 and 7): what a command argument is, one message and one exit code per
+case, the same from every command; and no command writes into a directory it has not recognised as a data dir.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from builders import KRAFT_META, indexed_partition, write_data_dir_files
+from damage import FIXTURES
+from test_matrix import snapshot
+
+from kafkalog.storage import paths
+from kafkalog.storage.dirview import Blob, WriteFile
+from kafkalog.storage.engine.plan import DataDirPlan, Plan, apply
+from kafkalog.storage.engine.repair import plan_repair
+from kafkalog.tools import cli
+
+FIXTURE = FIXTURES / "kafka-4.3.1-kraft" / "data"
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = cli.main(list(argv))
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+# ---------------------------------------------------------------------------------------- what a path is
+def test_what_a_data_dir_is(tmp_path: Path) -> None:
+    meta = write_data_dir_files(tmp_path / "meta", meta=KRAFT_META)
+    cps = write_data_dir_files(tmp_path / "cps", recovery={})
+    parts = tmp_path / "parts"
+    indexed_partition(parts, "orders-0", n=2)
+    deleted = tmp_path / "deleted"
+    indexed_partition(deleted, "orders-0.0b2e9c8e1f0a4a0d9a7c4a3b2e1d0c9f-delete", n=2)
+    metadata = tmp_path / "kraft"
+    (metadata / "__cluster_metadata-0").mkdir(parents=True)
+    for d in (meta, cps, parts, deleted, metadata):
+        assert paths.classify(d).kind == paths.DATA_DIR, d
+    assert paths.classify(parts / "orders-0").kind == paths.PARTITION_DIR
+    assert paths.classify(parts / "orders-0" / "00000000000000000000.log").kind == paths.FILE
+    # a data dir named like a partition (kafka-logs-0) inside a plain dir: that dir is its parent, not a data dir
+    outer = tmp_path / "outer"
+    write_data_dir_files(outer / "kafka-logs-0", meta=KRAFT_META)
+    with pytest.raises(paths.PathError) as e:
+        paths.classify(outer)
+    assert e.value.case == paths.PARENT and e.value.data_dirs == (str(outer / "kafka-logs-0"),)
+
+
+@pytest.mark.parametrize("case", ["missing", "file", "empty", "not_kafka", "parent"])
+def test_one_error_per_case(tmp_path: Path, case: str) -> None:
+    p = {"missing": tmp_path / "nope", "file": tmp_path / "f.txt", "empty": tmp_path / "e",
+         "not_kafka": tmp_path / "docs", "parent": tmp_path / "parent"}[case]
+    if case == "file":
+        p.write_text("x")
+    elif case == "empty":
+        p.mkdir()
+    elif case == "not_kafka":
+        (p / "sub").mkdir(parents=True)
+        (p / "notes.md").write_text("x")
+    elif case == "parent":
+        write_data_dir_files(p / "data", meta=KRAFT_META)
+    with pytest.raises(paths.PathError) as e:
+        paths.require(p)
+    want = {"missing": paths.MISSING, "file": paths.NOT_A_DIRECTORY, "empty": paths.EMPTY,
+            "not_kafka": paths.NOT_KAFKA, "parent": paths.PARENT}[case]
+    assert e.value.case == want and e.value.path == str(p) and str(e.value).startswith(f"{p}: ")
+
+
+def test_a_destination_may_be_new(tmp_path: Path) -> None:
+    assert paths.require_destination(tmp_path / "new") == tmp_path / "new"
+    (tmp_path / "empty").mkdir()
+    assert paths.require_destination(tmp_path / "empty") == tmp_path / "empty"
+    with pytest.raises(paths.PathError) as e:
+        paths.require_destination(tmp_path / "no" / "new")
+    assert e.value.case == paths.MISSING
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("x")
+    with pytest.raises(paths.PathError) as e:
+        paths.require_destination(tmp_path / "docs")
+    assert e.value.case == paths.NOT_KAFKA
+
+
+# ------------------------------------------------------------------------- item 2: nothing written outside
+def test_repair_of_the_parent_of_a_data_dir_writes_nothing(tmp_path: Path, capsys) -> None:
+    """Issue 34 item 2: ``repair parent`` wrote .kafka_cleanshutdown, .lock and checkpoints into ``parent/``."""
+    parent = tmp_path / "parent"
+    shutil.copytree(FIXTURE, parent / "data")
+    before = snapshot(tmp_path)
+    for argv in (["repair", str(parent)], ["flush", str(parent)], ["retain", "--now", "1900000000000", str(parent)],
+                 ["reindex", "--all", str(parent)], ["checkpoints", str(parent), "--file", "recovery-point",
+                                                     "--set", "codec-none-0=0"]):
+        rc, out, err = _run(capsys, *argv)
+        assert rc == 1, (argv, out, err)
+        assert err.strip().endswith(f"{parent}: not a Kafka data dir; it contains the data dir(s) {parent / 'data'}: "
+                                    "pass those"), (argv, err)
+        assert snapshot(tmp_path) == before, argv
+    with pytest.raises(paths.PathError):
+        plan_repair([parent], now_ms=0)
+
+
+@pytest.mark.parametrize("what", ["empty", "docs"])
+def test_repair_of_a_dir_that_is_not_kafkas_writes_nothing(tmp_path: Path, capsys, what: str) -> None:
+    d = tmp_path / what
+    d.mkdir()
+    if what == "docs":
+        (d / "index.md").write_text("# docs\n")
+    before = snapshot(tmp_path)
+    rc, out, err = _run(capsys, "repair", str(d))
+    assert rc == 1 and f"{d}: " in err and "applied" not in out
+    assert snapshot(tmp_path) == before
+
+
+def test_apply_refuses_a_plan_into_a_dir_that_is_not_a_data_dir(tmp_path: Path) -> None:
+    """The last line of defence: ``apply`` itself writes only into a data dir (or one the plan creates)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("x")
+    plan = Plan("test")
+    dp = DataDirPlan(str(docs))
+    dp.ops.append(WriteFile(str(docs / "recovery-point-offset-checkpoint"), "a checkpoint", Blob(b"0\n0\n")))
+    plan.data_dirs.append(dp)
+    before = snapshot(tmp_path)
+    with pytest.raises(paths.PathError):
+        apply(plan, backup=False)
+    assert snapshot(tmp_path) == before
+
+
+# --------------------------------------------------------------- item 7: one answer for a path that is missing
+COMMANDS_ON_A_PATH = [["describe"], ["doctor"], ["repair"], ["export", "--out", "{tmp}/out.jsonl"], ["retain"],
+                      ["compact"], ["verify"], ["flush"], ["reindex"], ["convert", "--codec", "zstd"], ["topic-id"],
+                      ["checkpoints"]]
+
+
+def test_a_missing_path_gets_one_answer_from_every_command(tmp_path: Path, capsys) -> None:
+    """Issue 34 item 7: ``describe /nonexistent`` printed a row; doctor and repair said ``not a directory`` with
+    exit 2; export, retain and compact ``no such directory``; verify ``no such file``."""
+    missing = tmp_path / "nonexistent"
+    answers = set()
+    for cmd in COMMANDS_ON_A_PATH:
+        rc, out, err = _run(capsys, *[a.format(tmp=tmp_path) for a in cmd], str(missing))
+        assert out == "", (cmd, out)
+        answers.add((rc, err.split(": error: ", 1)[-1]))
+    assert answers == {(1, f"{missing}: no such file or directory\n")}
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_file_where_a_dir_is_expected_gets_one_answer(tmp_path: Path, capsys) -> None:
+    f = tmp_path / "notes.txt"
+    f.write_text("x")
+    answers = set()
+    for cmd in (["describe"], ["export", "--out", "-"], ["retain"], ["compact"], ["reindex"], ["topic-id"]):
+        rc, _out, err = _run(capsys, *cmd, str(f))
+        answers.add((rc, err.split(": error: ", 1)[-1]))
+    assert answers == {(1, f"{f}: not a directory (expected a Kafka data dir (an entry of log.dirs) or a Kafka "
+                           "partition dir)\n")}
+    for cmd in (["doctor"], ["repair"], ["flush"], ["checkpoints"]):
+        rc, _out, err = _run(capsys, *cmd, str(f))
+        assert rc == 1 and err.endswith(f"{f}: not a directory (expected a Kafka data dir (an entry of log.dirs))\n")

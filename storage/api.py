@@ -49,7 +49,7 @@ from .engine.reindex import plan_reindex
 from .engine.repair import plan_repair
 from .engine.retention import plan_retention
 from .engine.writer import append_to_partition, preview_append
-from .errors import LogDirError
+from .errors import LogDirError, require
 from .files.segment import Segment
 from .groups import GroupsReport, load_groups
 from .io.fs import split_uri
@@ -560,7 +560,7 @@ def _arrow_batches(parts: list[Partition], offsets: Offsets, include_control: bo
 
 def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, read_committed: bool,
             batch_rows: int) -> pyarrow.RecordBatchReader:
-    import pyarrow as pa  # optional dependency: only Arrow output needs it
+    pa = require("pyarrow", feature="Arrow output")  # optional dependency: only Arrow output needs it
 
     schema = arrow_schema(RECORD_COLUMNS)
     return pa.RecordBatchReader.from_batches(

@@ -203,6 +203,56 @@ def test_data_loss_fails_the_query_then_goes_on(spark, tmp_path):
     exactly_once(run.rows, {("t", 0, o) for o in [*range(10), *range(new_start, 70)]})
 
 
+def _two_topics(root: Path, first: int = 0, n: int = 40) -> None:
+    """``plain`` (uncompressed, 2 partitions) and ``comp`` (zstd) grown by ``n`` records from ``first``, and a
+    third topic the query does not ask for."""
+    for p in (0, 1):
+        generated_partition(root / f"plain-{p}", n, batch_records=10, segment_bytes=1500, first=first)
+    generated_partition(root / "comp-0", n, batch_records=10, codec=4, first=first)
+    generated_partition(root / "other-0", n, batch_records=10, first=first)
+
+
+def _asked(root: Path) -> set[tuple[str, int, int]]:
+    return {r for r in log_offsets(root) if r[0] in ("plain", "comp")}
+
+
+def test_several_topics_static(spark, tmp_path):
+    """A stream over two topics of a data dir (issue 30: each executor re-planned its partition with the query's
+    topics on the partition's own dir, the topic check refused ``plain-0`` for ``comp``, and the stream reported
+    the refusal as deleted data: ``DataLossError: offsets 0 to 40 of comp-0 were deleted``)."""
+    root = tmp_path / "data"
+    _two_topics(root)
+    run = Run(spark, root, tmp_path / "ckpt", topics="plain,comp")
+    run.available_now()
+    exactly_once(run.rows, _asked(root))
+    _two_topics(root, first=40, n=25)  # grown while the query is stopped: the restart reads exactly the rest
+    run.available_now()
+    exactly_once(run.rows, _asked(root))
+    assert {t for t, _, _ in run.rows} == {"plain", "comp"}
+
+
+def test_several_topics_live(spark, tmp_path):
+    """The same, on a running query (a 200 ms trigger) while both topics grow and roll segments."""
+    root = tmp_path / "data"
+    _two_topics(root)
+    run = Run(spark, root, tmp_path / "ckpt", topics="plain,comp", maxOffsetsPerTrigger="50")
+    q = run.start(processingTime="200 milliseconds")
+    try:
+        for first in (40, 65, 90):
+            _two_topics(root, first=first, n=25)
+            time.sleep(0.3)
+        want = _asked(root)
+        deadline = time.monotonic() + 120
+        while set(run.rows) != want:
+            assert q.exception() is None, q.exception()
+            assert time.monotonic() < deadline, f"{len(set(run.rows))} of {len(want)} rows after 120 s"
+            time.sleep(0.2)
+    finally:
+        q.stop()
+    assert q.exception() is None, q.exception()
+    exactly_once(run.rows, want)
+
+
 # ------------------------------------------------------------------------------------- a live broker
 @pytest.mark.kafka
 def test_live_broker(spark, broker_factory, tmp_path):

@@ -139,7 +139,7 @@ class Diagnosis:
         if v == HEALTHY:
             return "HEALTHY"
         what = []
-        lost = sum(p.bytes or 0 for p in self.problems if p.severity == LOSS)
+        lost = sum(p.bytes or 0 for p in self.problems if p.severity == LOSS and p.kind == "truncation")
         if self.records_truncated:
             what.append(f"truncating {self.records_truncated:,d} record{'s' * (self.records_truncated != 1)}")
         elif lost:
@@ -395,13 +395,23 @@ def _topic_id(diag: Diagnosis, p: Path, topic: str, partition: int, expected: st
 def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path]) -> None:
     """A loss for every live partition whose checkpoints, producer snapshots, leader epochs or consumer groups'
     committed offsets remember offsets its log no longer holds (:meth:`PartitionLog.remembered_beyond_end`,
-    :attr:`GroupsReport.beyond_end`): the broker starts and serves the log as it is, without them."""
+    :attr:`GroupsReport.beyond_end`), and for every closed segment with a torn end the recovery does not
+    truncate (:meth:`PartitionLog.closed_segment_holes`): the broker starts and serves the log as it is."""
     found: dict[Path, list[RememberedOffset]] = {}
+    truncated = {p.partition for p in diag.problems if p.kind == "truncation"}
     for d in dirs:
         for log in d.partitions(include_metadata=False):
             try:
-                if log.dir_kind == "live":
-                    found[log.path] = log.remembered_beyond_end()
+                if log.dir_kind != "live":
+                    continue
+                found[log.path] = log.remembered_beyond_end()
+                if log.name in truncated:
+                    continue  # the recovery truncates the log at or before any hole (its losses say where)
+                for h in log.closed_segment_holes():
+                    diag.problems.append(Problem(
+                        LOSS, "lostOffsets", h.file, f"{h.reason}; the broker does not recover this segment at "
+                        "load and serves the log with the hole", partition=log.name, first_offset=h.first_offset,
+                        last_offset=h.last_offset, bytes=h.bytes))
             except KafkaLogError:
                 pass  # an unreadable log end: the plan reports the partition
             finally:

@@ -265,6 +265,20 @@ def segment_end_error(path: str | os.PathLike, scanner: LogScanner, size: int, *
         os.fspath(path), stop)
 
 
+@dataclass(frozen=True)
+class SegmentHole:
+    """A closed segment whose batches end before its file does: offsets ``first_offset..last_offset`` (from the
+    one after its last complete batch to the one before the next segment's base offset) are not readable; the
+    ``bytes`` from ``position`` on are a torn or partial batch (``reason``, :func:`segment_end_error`)."""
+
+    file: str
+    position: int
+    bytes: int
+    first_offset: int
+    last_offset: int
+    reason: str
+
+
 PRODUCER_SNAPSHOT = "producer snapshot"
 CONSUMER_GROUP = "consumer group"
 
@@ -584,6 +598,44 @@ class PartitionLog:
         nxt = self.higher_segment(segment)
         return segment_end_error(segment.path, scanner, segment.size, active=self.is_active(segment),
                                  next_base_offset=None if nxt is None else nxt.base_offset)
+
+    def closed_segment_holes(self) -> list[SegmentHole]:
+        """The segments other than the active one whose batches end before their file does (a torn or partial
+        batch: :func:`segment_end_error`): every reader stops there, and a broker that does not recover the
+        segment at load serves the log with the hole. Each segment is scanned from its last offset-index entry
+        (from its start when that scan ends early, so that a wrong index never makes a hole)."""
+        out: list[SegmentHole] = []
+        for seg in self.segments[:-1]:
+            idx = seg.offset_index if seg.has_offset_index else None
+            start = 0
+            if idx is not None and idx.valid_entries:
+                last = idx.entry(idx.valid_entries - 1).position
+                start = last if 0 <= last < seg.size else 0
+            found = self._scan_end(seg, start)
+            if found is not None and start:
+                found = self._scan_end(seg, 0)
+            if found is not None:
+                scanner, nxt = found
+                err = self.segment_end_error(seg, scanner)
+                assert err is not None
+                following = self.higher_segment(seg)
+                assert following is not None
+                out.append(SegmentHole(str(seg.path), scanner.stop_position, seg.size - scanner.stop_position,
+                                       seg.base_offset if nxt is None else nxt, following.base_offset - 1,
+                                       err.reason))
+        return out
+
+    @staticmethod
+    def _scan_end(seg: Segment, start: int) -> tuple[LogScanner, int | None] | None:
+        """``(scanner, next offset after the last complete batch)`` when a scan from ``start`` ends early."""
+        scanner = seg.scanner(start)
+        nxt = None
+        try:
+            for b in scanner:
+                nxt = b.next_offset
+        except CorruptRecordError:
+            return None  # not a torn end: a corrupt entry (verify and the readers report it)
+        return None if scanner.stop_reason is None else (scanner, nxt)
 
     def segment_batches(self, segment: Segment, start_position: int = 0) -> Iterator[Batch]:
         """The shallow batches of one of this log's segments from ``start_position``, as every reader sees them:

@@ -124,6 +124,20 @@ def test_groups_and_transactions_stop_at_a_torn_closed_segment(tmp_path, capsys)
     assert f"{offsets / seg.name}: byte {pos}" in capsys.readouterr().err
 
 
+def test_doctor_reports_a_hole_the_broker_serves(torn_middle, capsys):
+    d, seg, pos = torn_middle  # a clean shutdown: the broker does not recover the segment
+    with PartitionLog(d / "multi-segment-0") as log:
+        [hole] = log.closed_segment_holes()
+    assert (hole.file, hole.position, hole.first_offset, hole.last_offset) == (str(seg), pos, 75, 119)
+    diag = diagnose([d], now_ms=1_800_000_000_000, legacy=False)
+    [lost] = [p for p in diag.problems if p.kind == "lostOffsets"]
+    assert (lost.path, lost.first_offset, lost.last_offset, diag.exit_code) == (str(seg), 75, 119, 1)
+    assert cli.main(["doctor", str(d)]) == 1
+    assert "HEALTHY" not in capsys.readouterr().out
+    with PartitionLog(KRAFT / "multi-segment-0") as log:
+        assert log.closed_segment_holes() == []
+
+
 # ------------------------------------------------------------------- 3. offsets remembered past the log end
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import kafkalog
 
-# the entry points, documented member by member; every other public class by its summary and members' first lines
+# the entry points, documented member by member; every other public class by its summary and its members' names
 ENTRY = ("open", "apply", "LogDirs", "Partition")
 HEADER = """# kafkalog API
 
@@ -90,13 +90,13 @@ def _summary(name: str, obj: Any) -> list[str]:
     module = getattr(obj, "__module__", None) or ""
     if inspect.isclass(obj):
         out = [f"### `kafkalog.{name}`", "", f"`{module}.{obj.__qualname__}`: {_first_line(obj)}", ""]
-        rows = []
+        members = []
         for mname, value in _members(obj):
             target = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
-            if not callable(target) or isinstance(value, type):
-                continue
-            rows.append(f"- `{mname}`: {_first_line(target)}".rstrip(": ").rstrip())
-        return out + rows + ([""] if rows else [])
+            if callable(target) and not isinstance(value, type):
+                members.append(f"`{mname}`")
+        # the members by name only: their own docstrings are the reference (this page stays stable)
+        return out + ([f"Members: {', '.join(members)}.", ""] if members else [])
     if callable(obj):
         return [f"### `kafkalog.{name}{_signature(obj)}`", "", f"`{module}.{name}`: {_first_line(obj)}", ""]
     return [f"### `kafkalog.{name}`", "", f"`{obj!r}`", ""]

@@ -84,6 +84,23 @@ def test_records_are_the_export_rows(data_dir: Path):
             assert got == want
 
 
+def test_the_partition_asks_the_one_partition_model(monkeypatch):
+    """The API re-derives nothing: patch the library's one log start offset, high watermark and log end offset
+    (PartitionLog's) and the API's answers, and the ranges it resolves, change with them."""
+    from kafkalog.storage.log import PartitionLog
+
+    monkeypatch.setattr(PartitionLog, "log_start_offset", property(lambda self: 7))
+    monkeypatch.setattr(PartitionLog, "high_watermark", property(lambda self: 9))
+    with kafkalog.open(KRAFT) as dirs:
+        p = dirs.partition("codec-none", 0)
+        assert (p.log_start_offset, p.high_watermark) == (7, 9)
+        assert p.offsets("start") == (7, p.log_end_offset)
+        assert next(p.records("+0"))["offset"] == 7
+    monkeypatch.setattr(PartitionLog, "log_end_offset", property(lambda self: 20))
+    with kafkalog.open(KRAFT) as dirs:
+        assert dirs.partition("codec-none", 0).offsets("-3") == (17, 20)
+
+
 def test_offset_and_time_ranges_are_rpk_s():
     with kafkalog.open(KRAFT) as dirs:
         p = dirs.partition("multi-segment", 0)

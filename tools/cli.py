@@ -65,8 +65,7 @@ def _load(name: str):
 
 def _version() -> str:
     from kafkalog import __version__ as v
-    from kafkalog.storage.codec import compression
-    from kafkalog.storage.records import native
+    from kafkalog.storage.codec import compression, native
 
     inflate = "ISA-L" if compression._inflate.__name__ != "zlib" else "zlib"
     core = f"on, {native.describe()}" if native.core is not None else f"off, pure Python: {native.describe()}"

@@ -21,7 +21,6 @@ would reject back to them (``decompress_python``, the reference), so errors are 
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import struct
 import threading
@@ -34,6 +33,7 @@ import zstandard
 
 from ..errors import CompressionError
 from .crc import crc32
+from .native import active, core
 
 _inflate: types.ModuleType
 _INFLATE_ERRORS: tuple
@@ -87,7 +87,6 @@ def compress(codec: int, data, *, magic: int = 2, level: int | None = None) -> b
     if codec == ZSTD:
         if magic < 2:
             raise CompressionError("zstd compression is not allowed with message format v0/v1")
-        core = _core()
         if core is not None:
             return core.zstd_stream(data, 3 if level is None else level)
         return zstandard.ZstdCompressor(level=3 if level is None else level, write_content_size=False).compress(
@@ -107,7 +106,6 @@ def _gzip_compress(data, level: int) -> bytes:
 def _xerial_compress(data) -> bytes:
     mv = memoryview(data)
     parts = [_XERIAL_HEADER]
-    core = _core()
     for i in range(0, len(mv), _XERIAL_CHUNK):
         chunk = mv[i : i + _XERIAL_CHUNK]
         block = core.snappy_block(chunk) if core is not None else bytes(cramjam.snappy.compress_raw(chunk))
@@ -116,18 +114,10 @@ def _xerial_compress(data) -> bytes:
     return b"".join(parts)
 
 
-def _core():
-    """The compiled core (imported late: the records package imports this module)."""
-    from ..records.native import core
-
-    return core
-
-
 def _lz4_compress(data, magic: int, level: int | None) -> bytes:
     mv = memoryview(data)
     parts = [_LZ4_HEADER_V0 if magic == 0 else _LZ4_HEADER_V1]
     hc = level is not None and level != 9
-    core = _core()
     for i in range(0, len(mv), _LZ4_BLOCK):
         raw = mv[i : i + _LZ4_BLOCK]
         if core is not None:
@@ -154,37 +144,17 @@ def decompress(codec: int, data, *, magic: int = 2, limit: int = DEFAULT_DECOMPR
 
     With the compiled core, its decompressors (the same framings and checks, ``codec.rs``) run first; they hand
     anything this module would reject back to it, which gives the error."""
-    core = _CORE[0] if _CORE else _load_core()
-    if core is not None and codec:
-        got = core.decompress(codec, data, magic, limit)
+    nc = active().codecs
+    if nc is not None and codec:
+        got = nc.decompress(codec, data, magic, limit)
         if got is not None:
             return got
     return decompress_python(codec, data, magic=magic, limit=limit)
 
 
-_CORE: list = []  # [the compiled core, or None]: filled on first use; [None] switches native decompression off
-
-
-def _load_core():
-    _CORE.append(_core())
-    return _CORE[0]
-
-
-@contextlib.contextmanager
-def python_decompression():
-    """For the block, the Python codec packages decompress (the compiled core's decompressors are off): the
-    reference the native ones are held to."""
-    saved = list(_CORE)
-    _CORE[:] = [None]
-    try:
-        yield
-    finally:
-        _CORE[:] = saved
-
-
 def native_codec():
-    """The compiled core when it decompresses (``None``: the Python codec packages do)."""
-    return _CORE[0] if _CORE else _load_core()
+    """The compiled core when it decompresses (``None``: the Python codec packages do; ``native.backend``)."""
+    return active().codecs
 
 
 def decompress_python(codec: int, data, *, magic: int = 2, limit: int = DEFAULT_DECOMPRESS_LIMIT) -> bytes:

@@ -16,9 +16,9 @@ the records layer's careful decoder, which gives the verdict and a precise error
 
 from __future__ import annotations
 
+from ..codec.native import core
 from ..codec.varint import read_uvarint, read_uvarlong, write_varint, write_varlong
 from ..errors import CorruptRecordError
-from ..records.native import core
 from .cleaner_map import OffsetMap
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from .. import fileops
 from ..codec.compression import CODEC_IDS, CODEC_NAMES
 from ..codec.crc import crc32c
+from ..codec.native import active, core
 from ..codec.varint import write_varint
 from ..dirview import DirView
 from ..errors import ConfigError, CorruptRecordError
@@ -41,7 +42,6 @@ from ..log import PartitionLog
 from ..log_segment import SegmentWriter
 from ..logdir import resolve_partition_dirs
 from ..records import CREATE_TIME, LOG_APPEND_TIME, LegacyBatch, RecordBatch, build_batch, rebuild
-from ..records.native import core
 from ..records.record import Record
 from ..topic_configs import ConfigResolver
 from .datadirs import Target, group_partitions, plan_partitions
@@ -255,7 +255,7 @@ class ConvertBuild(SegmentBuild):
         try:
             if size:
                 with Segment(log_path, self.base) as seg:
-                    if core is not None and not opts.group_uncompressed and opts.codec in (None, 0):
+                    if active().records is not None and not opts.group_uncompressed and opts.codec in (None, 0):
                         batches_in, legacy, stop = self._convert_runs(seg, size, writers, writer)
                     else:
                         scanner = seg.scanner()
@@ -420,7 +420,7 @@ def audit(paths: Iterable[str | os.PathLike], *, topics: set[str] | None = None,
 def _segment_needs(seg: Segment, opts: ConvertOptions) -> tuple[int, int]:
     """(batches to convert, their bytes), by a shallow scan. A segment that needs converting is validated (every
     batch's CRC, no partial tail): the plan refuses what the conversion would stop on."""
-    if core is not None:
+    if active().records is not None:
         return _segment_needs_runs(seg, opts)
     n = nbytes = 0
     for b in seg.iter_batches():

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 
 from crc32c import crc32c as _crc32c
 
-from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress, native_codec
+from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress
 from ..codec.crc import crc32c
+from ..codec.native import active
 from ..codec.varint import read_uvarint, read_uvarlong, read_varint, read_varlong
 from ..errors import CompressionError, CorruptRecordError
-from .native import core as _native
-from .record import Record
+from .record import PyRecord, Record, record_class
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = 61  # DefaultRecordBatch.RECORD_BATCH_OVERHEAD
@@ -264,20 +264,22 @@ def _decode(batch: RecordBatch, count: int, full: bool) -> list:
     h = batch._header()
     append_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else None
     codec = h[5] & CODEC_MASK
-    nc = native_codec() if 0 < codec <= 4 else None
+    backend = active()
+    core = backend.records
+    nc = backend.codecs if 0 < codec <= 4 else None
     if nc is not None:  # decompressed and decoded natively (codec.rs), else as below
         got = nc.decode_compressed(batch.buf[HEADER_SIZE:], codec, 2, batch.decompress_limit, count, h[0],
                                         h[7], append_ts, h[11], full)
         if got is not None:
             return got[0]
     data = batch.decompressed_payload()
-    if _native is not None:  # reads the buffer in place
-        got = _native.decode_records(data, count, h[0], h[7], append_ts, h[11], full)
+    if core is not None:  # reads the buffer in place
+        got = core.decode_records(data, count, h[0], h[7], append_ts, h[11], full)
         if got is not None:
             return got[0]
     if not isinstance(data, bytes):
         data = bytes(data)  # one copy per batch: bytes index/slice are the fastest primitives
-    if _native is None:
+    if core is None:
         try:
             return _decode_fast(data, count, h[0], h[7], append_ts, h[11], full)[0]
         except (_Slow, IndexError, CorruptRecordError):
@@ -290,8 +292,9 @@ def _iter_chunks(batch: RecordBatch, count: int, full: bool, chunk: int) -> Iter
     (a valid 4 MB batch can declare millions of tiny records). Each chunk is decoded fast, or carefully (with a
     precise error) when the fast decoder meets something unusual."""
     h = batch._header()
+    core = active().records
     data = batch.decompressed_payload()
-    if _native is None and not isinstance(data, bytes):
+    if core is None and not isinstance(data, bytes):
         data = bytes(data)  # the native decoder reads the buffer in place; the Python one wants bytes
     append_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else None
     p = i = 0
@@ -299,8 +302,8 @@ def _iter_chunks(batch: RecordBatch, count: int, full: bool, chunk: int) -> Iter
         n = min(chunk, count - i)
         last = i + n == count
         got = None
-        if _native is not None:
-            got = _native.decode_records(data, n, h[0], h[7], append_ts, h[11], full, p, last)
+        if core is not None:
+            got = core.decode_records(data, n, h[0], h[7], append_ts, h[11], full, p, last)
         else:
             try:
                 got = _decode_fast(data, n, h[0], h[7], append_ts, h[11], full, p, last)
@@ -409,7 +412,7 @@ def _decode_fast(data: bytes, count: int, base_offset: int, base_ts: int, append
         if p != rec_end:
             raise _Slow
         if full:
-            append(Record(base_offset + off_delta, append_ts if append_ts is not None else base_ts + ts_delta,
+            append(PyRecord(base_offset + off_delta, append_ts if append_ts is not None else base_ts + ts_delta,
                           key, value, list(headers), data[body], ts_delta, off_delta,
                           -1 if base_seq < 0 else increment_sequence(base_seq, off_delta), 2))
         else:
@@ -457,6 +460,7 @@ def _decode_careful(batch: RecordBatch, data: bytes, count: int, full: bool, p: 
     out: list = []
     index = first
     stop = count if n is None else first + n
+    record = record_class()
 
     def corrupt(msg: str, at: int) -> CorruptRecordError:
         if compressed:
@@ -539,7 +543,7 @@ def _decode_careful(batch: RecordBatch, data: bytes, count: int, full: bool, p: 
         offset = base_offset + off_delta
         if full:
             seq = -1 if base_seq < 0 else increment_sequence(base_seq, off_delta)
-            out.append(Record(offset, timestamp, key, value, headers, attributes, ts_delta, off_delta, seq, 2))
+            out.append(record(offset, timestamp, key, value, headers, attributes, ts_delta, off_delta, seq, 2))
         else:
             out.append((offset, timestamp, key, value, tuple(headers)))
     if stop == count and p != end:

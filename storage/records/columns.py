@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from itertools import accumulate, chain
 
 from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, native_codec
+from ..codec.native import active
 from ..errors import require
 from .batch import RecordBatch, increment_sequence
 from .legacy import LegacyBatch
-from .native import core
 from .reader import LogScanner, iter_batches
 
 BYTES_PER_CHUNK = 8 << 20  # iter_arrow starts a new Arrow batch after this many bytes of log entries (small
@@ -117,7 +117,8 @@ class RecordColumns:
 
     def __init__(self, native: bool = True, capacity: int = 0):
         # capacity: about how many bytes of log entries will be added (native buffers are sized once)
-        self._core = core.ArrowRecords(capacity) if native and core is not None else None
+        core = active().records if native else None
+        self._core = core.ArrowRecords(capacity) if core is not None else None
         self._clear()
 
     def _clear(self) -> None:

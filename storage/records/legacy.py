@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import struct
 
-from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress, native_codec
+from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress
 from ..codec.crc import crc32
+from ..codec.native import active
 from ..errors import CompressionError, CorruptRecordError
-from . import batch as _batch
 from .batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, NO_TIMESTAMP_TYPE
-from .record import Record
+from .record import Record, record_class
 
 ENTRY_HEADER = struct.Struct(">qi")  # offset, size
 MSG_HEAD = struct.Struct(">Ibb")  # crc, magic, attributes
@@ -254,20 +254,22 @@ class LegacyBatch:
 
     def _native_records(self, full: bool) -> list | None:
         """The records decoded by the compiled core (``legacy.rs``), or ``None``: no core (or the pure-Python
-        reference, ``records.native.python_reference``), or bytes the core leaves to :meth:`inner_messages`
+        reference, ``codec.native.backend("python")``), or bytes the core leaves to :meth:`inner_messages`
         (which then gives the records or raises its error). A wrapper is decompressed natively only when the
-        core decompresses (``codec.compression.native_codec``)."""
-        core = _batch._native
-        if core is None or self._inner is not None or (self.buf[17] & LEGACY_CODEC_MASK and native_codec() is None):
+        core decompresses (``Backend.codecs``)."""
+        backend = active()
+        core = backend.records
+        if core is None or self._inner is not None or (self.buf[17] & LEGACY_CODEC_MASK and backend.codecs is None):
             return None
         return core.legacy_records(self.buf, self.decompress_limit, full)
 
     def message_fields(self) -> list[tuple]:
         """``(offset, timestamp, key, value, magic, crc, valid)`` per message (``valid``: its own CRC32 check),
         what ``dump --deep`` shows; by the compiled core when it is on (as :meth:`records`)."""
-        core = _batch._native
+        backend = active()
+        core = backend.records
         if (core is not None and self._inner is None and self.size > 17
-                and not (self.buf[17] & LEGACY_CODEC_MASK and native_codec() is None)):
+                and not (self.buf[17] & LEGACY_CODEC_MASK and backend.codecs is None)):
             got = core.legacy_messages(self.buf, self.decompress_limit)
             if got is not None:
                 return got
@@ -280,7 +282,7 @@ class LegacyBatch:
             got = self._native_records(True)
             if got is not None:
                 return got
-        record = _batch.Record
+        record = record_class()
         return [record(m.offset, m.timestamp, m.key, m.value, [], m.attributes, None, None, -1, m.magic, m.crc)
                 for m in self.inner_messages()]
 

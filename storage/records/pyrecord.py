@@ -1,4 +1,7 @@
-"""A decoded record (v2 record, or a v0/v1 message seen as a record)."""
+"""A decoded record (v2 record, or a v0/v1 message seen as a record): the pure-Python reference class.
+
+Code names it :data:`kafkalog.storage.records.record.Record`, which is the compiled core's twin when that is built.
+"""
 
 from __future__ import annotations
 
@@ -30,12 +33,3 @@ class Record:
     def is_tombstone(self) -> bool:
         return self.value is None
 
-
-#: the pure-Python Record (the reference); ``Record`` is the compiled core's twin when that is built: same
-#: fields, constructor, equality, repr and pickling, but read-only (its fields are member slots, read at C speed)
-PyRecord = Record
-
-from .native import core as _core  # noqa: E402 (the choice depends on the class above)
-
-if _core is not None:
-    Record = _core.Record  # type: ignore[misc]  # same fields, constructor, equality and repr

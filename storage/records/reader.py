@@ -12,10 +12,10 @@ from array import array
 from collections.abc import Iterator
 
 from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT
+from ..codec.native import active
 from ..errors import CorruptRecordError
 from .batch import RecordBatch
 from .legacy import LegacyBatch
-from .native import core as _core
 
 HEADER_SIZE_UP_TO_MAGIC = 17
 LOG_OVERHEAD = 12
@@ -146,7 +146,7 @@ def scan_crc(buf, start: int = 0, end: int | None = None, *, path: str | None = 
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(mv) if end is None else min(end, len(mv))
     out = BatchScan()
-    core = _core if native else None
+    core = active().records if native else None
     pos = start
     while True:
         if core is not None:

@@ -26,7 +26,7 @@ shared machine):
   compiled core against the pure-Python path (what ``KAFKALOG_NATIVE=0`` runs).
 * ``legacy`` (``--legacy``, message format v1: plain messages, gzip and lz4 wrappers of 50 messages, 256 MiB
   each): every record through the public API (``records()``, ``record_tuples()``, ``iter_arrow``) with the
-  compiled core (``legacy.rs``) against the pure-Python path (``python_reference()``), and aiokafka's Cython
+  compiled core (``legacy.rs``) against the pure-Python path (``backend("python")``), and aiokafka's Cython
   reader, which reads v0/v1 too.
 """
 
@@ -125,14 +125,14 @@ def generate_legacy(path: Path, codec: int, total: int, seed: int = 7) -> None:
 
 def bench_legacy(path: Path, codec: str, runs: int) -> dict:
     """The ``legacy`` row: v1 records deep, as tuples and into Arrow, native against pure Python and aiokafka."""
+    from kafkalog.storage.codec.native import backend
     from kafkalog.storage.records import iter_arrow
-    from kafkalog.storage.records.native import python_reference
 
     size = path.stat().st_size
 
     def reference(fn):
         def run():
-            with python_reference():
+            with backend("python"):
                 return fn()
         return run
 
@@ -189,19 +189,19 @@ def kafkalog_deep(mv) -> int:
 
 def kafkalog_python_deep(mv) -> int:
     """The pure-Python reference decoder (what KAFKALOG_NATIVE=0 runs)."""
-    from kafkalog.storage.records.native import python_reference
+    from kafkalog.storage.codec.native import backend
 
-    with python_reference():  # and the Python codec packages decompress
+    with backend("python"):  # and the Python codec packages decompress
         return kafkalog_deep(mv)
 
 
 def python_decompression(fn):
     """``fn`` as it ran before native decompression: the native decoder, the Python codec packages
     decompressing (``compression.decompress_python``), the decompressed bytes a Python object."""
-    from kafkalog.storage.codec import compression as C
+    from kafkalog.storage.codec.native import backend
 
     def run():
-        with C.python_decompression():
+        with backend("python-codecs"):
             return fn()
     return run
 
@@ -265,23 +265,16 @@ def kafka_python_deep(mv) -> int:
 def kafkalog_parquet(path: Path, out: Path, native: bool) -> int:
     """``export_parquet`` of a one-segment partition holding ``path`` (hard-linked), with the compiled core or
     on the pure-Python path (what KAFKALOG_NATIVE=0 runs)."""
+    from kafkalog.storage.codec.native import backend
     from kafkalog.storage.engine.export import export_parquet
-    from kafkalog.storage.records import batch as batch_mod
-    from kafkalog.storage.records import columns as columns_mod
-    from kafkalog.storage.records.record import PyRecord
 
     pdir = out / "bench-0"
     seg = pdir / "00000000000000000000.log"
     if not seg.exists():
         pdir.mkdir(parents=True, exist_ok=True)
         os.link(path, seg)
-    saved = batch_mod._native, batch_mod.Record, columns_mod.core
-    if not native:
-        batch_mod._native, batch_mod.Record, columns_mod.core = None, PyRecord, None
-    try:
+    with backend("native" if native else "python"):
         return export_parquet([pdir], out / ("native" if native else "python")).records
-    finally:
-        batch_mod._native, batch_mod.Record, columns_mod.core = saved
 
 
 def _paired(fns: dict, runs: int) -> tuple[dict, dict, dict]:

@@ -174,10 +174,10 @@ def _outcome(fn):
 
 def _both(fn):
     """``fn`` with the native core, then with the Python decoders only (the reference)."""
-    from kafkalog.storage.records.native import python_reference
+    from kafkalog.storage.codec.native import backend
 
     native = _outcome(fn)
-    with python_reference():  # the Python codec packages decompress too
+    with backend("python"):  # the Python codec packages decompress too
         python = _outcome(fn)
     return native, python
 
@@ -191,6 +191,7 @@ def differential(data: bytes) -> None:
     records decoder against the careful one on the records section, the cleaner's loops against their Python
     twins, the v0/v1 decoder (records, tuples, Arrow rows) and the legacy converter against
     ``plain_legacy_to_v2``."""
+    from kafkalog.storage.codec.native import core
     from kafkalog.storage.engine import cleaner_records as cr
     from kafkalog.storage.engine.cleaner_map import OffsetMap
     from kafkalog.storage.engine.cleaner_records import Slow
@@ -198,7 +199,6 @@ def differential(data: bytes) -> None:
     from kafkalog.storage.records import LogScanner, RecordBatch
     from kafkalog.storage.records import batch as batch_mod
     from kafkalog.storage.records.legacy import LegacyBatch
-    from kafkalog.storage.records.native import core
     assert core is not None, "the compiled core is not built: nothing to compare"
     try:
         batches = list(LogScanner(data, path="fuzz.log", decompress_limit=ft.LIMIT))

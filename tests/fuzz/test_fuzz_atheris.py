@@ -66,7 +66,7 @@ def test_every_parser_has_a_target_and_seeds(seeds):
 
 @pytest.mark.timeout(120)
 def test_the_seeds_keep_the_contract(seeds):
-    from kafkalog.storage.records.native import core
+    from kafkalog.storage.codec.native import core
     for name, items in seeds.items():
         if name in ("differential", "all") and core is None:
             _need(False, "the compiled core is not built: no differential")
@@ -78,7 +78,7 @@ def test_the_seeds_keep_the_contract(seeds):
 @pytest.mark.timeout(180)
 def test_atheris_bounded_run(tmp_path):
     _need(_have_atheris(), "atheris is not installed (pip install atheris)")
-    from kafkalog.storage.records.native import core
+    from kafkalog.storage.codec.native import core
     _need(core is not None, "the compiled core is not built: the differential target needs it")
     corpus = tmp_path / "corpus"
     seed_corpus.write(corpus, {"all": seed_corpus.atheris_seeds()["all"]})

@@ -25,11 +25,11 @@ from engines import clean_points, compact, retain
 from kafkalog.compat import clients, jars
 from kafkalog.compat.broker import Broker, make_broker
 from kafkalog.compat.pytest_plugin import container_image
+from kafkalog.storage.codec.native import core
 from kafkalog.storage.config import CleanerConfig, LogConfig
 from kafkalog.storage.files.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from kafkalog.storage.log_segment import SegmentIndexer
 from kafkalog.storage.records import build_batch, iter_batches
-from kafkalog.storage.records.native import core
 
 pytestmark = pytest.mark.kafka
 

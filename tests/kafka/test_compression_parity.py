@@ -17,8 +17,8 @@ import pytest
 from kafkalog.compat.errors import HarnessError
 from kafkalog.compat.tools import compress_with_kafka
 from kafkalog.storage.codec.compression import CODEC_IDS, compress
+from kafkalog.storage.codec.native import core
 from kafkalog.storage.records import RecordBatch, build_batch, iter_batches
-from kafkalog.storage.records.native import core
 
 pytestmark = pytest.mark.kafka
 
@@ -91,8 +91,8 @@ def test_zstd_window_limit_is_kafkas(kafka_version, tmp_path):
 
     from kafkalog.compat.errors import ToolError
     from kafkalog.compat.tools import dump_log_segments
+    from kafkalog.storage.codec.native import backend
     from kafkalog.storage.errors import CompressionError
-    from kafkalog.storage.records.native import python_reference
 
     def ours(raw: bytes) -> int | str:
         try:
@@ -111,7 +111,7 @@ def test_zstd_window_limit_is_kafkas(kafka_version, tmp_path):
             assert "Frame requires too much memory for decoding" in str(e), (name, str(e)[-800:])
             theirs = "refused"
         native = ours(raw)
-        with python_reference():
+        with backend("python"):
             python = ours(raw)
         seen.append((name, theirs, native))
         assert (theirs != "refused") == ok, (name, theirs)

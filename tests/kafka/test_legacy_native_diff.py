@@ -4,7 +4,7 @@ One Kafka 3.9 ZooKeeper broker writing message format v1 (``LEGACY_V1_PROPS``; o
 ``message.format.version``) takes records uncompressed, gzip, snappy and lz4 (the broker writes v0/v1 wrappers
 and, for a LogAppendTime topic, stamps them), serves them to a consumer, and stops. kafkalog then reads the
 partition dirs through the public API with the core (``records()``, ``record_tuples()``, ``iter_arrow``) and
-without it (``python_reference()``): the same records as each other and as the broker served them
+without it (``backend("python")``): the same records as each other and as the broker served them
 (``FetchResponse`` decoded by confluent-kafka's librdkafka: offsets, keys, values, timestamps).
 """
 
@@ -19,8 +19,8 @@ from kafkalog.compat import jars
 from kafkalog.compat.broker import LEGACY_V1_PROPS
 from kafkalog.compat.clients import Record, consume, produce
 from kafkalog.compat.pytest_plugin import require_modules
+from kafkalog.storage.codec.native import backend, core
 from kafkalog.storage.records import LegacyBatch, iter_arrow, iter_batches
-from kafkalog.storage.records.native import core, python_reference
 
 pytestmark = pytest.mark.kafka
 
@@ -76,7 +76,7 @@ def test_native_legacy_records_are_what_the_broker_serves(served, topic: str):
     assert {b.magic for b in batches} == {0 if topic == "fmt0" else 1}
     assert {b.codec_name for b in batches} == {"none", "gzip", "snappy", "lz4"}
     native_full, native_tuples = _records_of(pdir, True), _records_of(pdir, False)
-    with python_reference():
+    with backend("python"):
         assert _records_of(pdir, True) == native_full
         assert _records_of(pdir, False) == native_tuples
     assert [(o, k, v, ts) for o, ts, k, v, _ in native_tuples] == consumed
@@ -93,7 +93,7 @@ def test_native_legacy_arrow_is_the_python_path(served, topic: str):
     pdir, consumed = served[topic]
     for data in _segments(pdir):
         got = pa.Table.from_batches(list(iter_arrow(data, topic=topic, partition=0, segment="s.log", rows=7)))
-        with python_reference():
+        with backend("python"):
             want = pa.Table.from_batches(list(iter_arrow(data, topic=topic, partition=0, segment="s.log", rows=7,
                                                          native=False)))
         assert got.equals(want)

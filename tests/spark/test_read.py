@@ -199,7 +199,7 @@ def test_torn_tail_is_reported(spark, tmp_path):
     assert df.count() == 101
 
 
-@pytest.mark.skipif(os.environ.get("CI") != "true" and not __import__("kafkalog.storage.records.native",
+@pytest.mark.skipif(os.environ.get("CI") != "true" and not __import__("kafkalog.storage.codec.native",
                     fromlist=["core"]).core, reason="the compiled record core is not built")
 def test_partitions_yield_the_native_core_s_arrow_batches(spark, mixed_dir, monkeypatch):
     """The default read path: each input partition yields the Arrow record batches the compiled core built,

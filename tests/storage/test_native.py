@@ -9,6 +9,7 @@ broker fixture, on hypothesis round trips, on mutated bytes, and with the core s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -23,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog.compat.pytest_plugin import require_modules
+from kafkalog.storage.codec.native import backend, core
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.records import RecordBatch, build_batch, build_legacy, iter_batches
-from kafkalog.storage.records.native import core, python_reference
 from kafkalog.storage.records.record import PyRecord, Record
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -52,7 +53,7 @@ def test_the_core_is_built_under_ci():
     """`pip install -e .` builds the core where cargo is present (as on CI): a silent fallback to Python there
     would leave the fast path untested."""
     if os.environ.get("CI") == "true" and os.environ.get("KAFKALOG_NATIVE", "1") != "0":
-        from kafkalog.storage.records import native
+        from kafkalog.storage.codec import native
         assert core is not None, f"the compiled record core is off: {native.REASON}"
 
 
@@ -65,7 +66,7 @@ def _fields(r) -> tuple:
 
 def _python(batch: RecordBatch, full: bool, chunk: int | None = None):
     """The pure-Python decoder's outcome: the records' fields, or the error text."""
-    with python_reference():
+    with backend("python"):
         return _outcome(batch, full, chunk)
 
 
@@ -189,7 +190,8 @@ _NO_CORE_SCRIPT = r"""
 import json, sys
 from pathlib import Path
 from kafkalog.storage.records import RecordBatch, iter_batches
-from kafkalog.storage.records import native, record
+from kafkalog.storage.codec import native
+from kafkalog.storage.records import record
 assert native.core is None and "KAFKALOG_NATIVE=0" in native.REASON, native.REASON
 assert record.Record is record.PyRecord
 out = []
@@ -304,7 +306,7 @@ def test_arrow_filters_and_bad_batches_are_the_same():
 @pytest.mark.parametrize("native", [pytest.param(True, marks=needs_core), False], ids=["native", "python"])
 @pytest.mark.parametrize("window", [{}, {"from_offset": 30, "to_offset": 150}, {"from_time": 1, "to_time": 2**62},
                                     {"include_control": False}])
-def test_parquet_export_equals_the_row_export(tmp_path, monkeypatch, window, native):
+def test_parquet_export_equals_the_row_export(tmp_path, request, window, native):
     """`export --format parquet` (batches straight into Arrow columns) and the JSON Lines rows (the records
     layer's tuples) hold the same rows, field for field, with and without a filter, on every fixture dir."""
     require_modules("pyarrow", extra="spark")
@@ -316,7 +318,9 @@ def test_parquet_export_equals_the_row_export(tmp_path, monkeypatch, window, nat
     )
 
     if not native:
-        monkeypatch.setattr("kafkalog.storage.records.columns.core", None)
+        stack = contextlib.ExitStack()
+        stack.enter_context(backend("python"))
+        request.addfinalizer(stack.close)
     total = 0
     for data in sorted(FIXTURES.glob("*/data")):
         flt = ExportFilter(**window)
@@ -439,17 +443,14 @@ def test_parquet_export_native_runs_stop_where_the_records_layer_judges(tmp_path
         elif case is not None:
             del data[case[1]:]
         (d / log.name).write_bytes(bytes(data))
-        if not native:
-            monkeypatch.setattr("kafkalog.storage.records.columns.core", None)
         try:
             out = d.parent / "out"
-            st = export_parquet([d], out, ExportFilter(include_control=include_control), row_group_rows=100)
+            with backend("native" if native else "python"):
+                st = export_parquet([d], out, ExportFilter(include_control=include_control), row_group_rows=100)
             return ("ok", st.records, st.batches,
                     [r for f in sorted(out.glob("*.parquet")) for r in iter_parquet_rows(f)])
         except KafkaLogError as e:
             return ("error", type(e).__name__, str(e).replace(str(d.parent), "<dir>"))
-        finally:
-            monkeypatch.undo()
 
     kinds = set()
     for i, case in enumerate(cases):

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.storage.codec.native import core
 from kafkalog.storage.engine import cleaner_records as cr
 from kafkalog.storage.engine.cleaner_map import OffsetMap
 from kafkalog.storage.records import RecordBatch, build_batch, iter_batches
-from kafkalog.storage.records.native import core
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TS = 1_700_000_000_000

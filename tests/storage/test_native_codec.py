@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog.storage.codec import compression as C
+from kafkalog.storage.codec.native import backend, core
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.records import RecordBatch, build_batch, build_legacy, iter_batches
 from kafkalog.storage.records.legacy import LegacyBatch
-from kafkalog.storage.records.native import core, python_reference
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TS = 1_700_000_000_000
@@ -66,7 +66,7 @@ def _same(codec: int, data, magic: int = 2, limit: int = C.DEFAULT_DECOMPRESS_LI
 
 def _python_records(batch):
     """The records of ``batch`` with no native code at all (decoder nor decompressor)."""
-    with python_reference():
+    with backend("python"):
         return _records(batch)
 
 
@@ -237,7 +237,7 @@ def test_to_arrow_decompresses_natively_with_the_same_rows_and_errors(tmp_path):
     from kafkalog.storage.records import to_arrow
 
     def without_native_decompression(fn):
-        with C.python_decompression():
+        with backend("python-codecs"):
             return fn()
 
     for log in sorted(FIXTURES.rglob("*.log")):
@@ -316,7 +316,7 @@ def test_a_high_zstd_levels_context_is_not_kept():
 
     code = """
 import re
-from kafkalog.storage.records.native import core
+from kafkalog.storage.codec.native import core
 def rss():
     return int(re.search(r"VmRSS:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) >> 10
 base = rss()

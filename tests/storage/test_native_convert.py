@@ -13,11 +13,10 @@ import pytest
 from engines import convert
 
 from kafkalog.storage.codec.compression import GZIP
-from kafkalog.storage.engine import convert as convert_mod
+from kafkalog.storage.codec.native import backend, core
 from kafkalog.storage.engine.convert import ConvertOptions
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.records import build_batch, build_legacy, build_legacy_message
-from kafkalog.storage.records.native import core
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TS = 1_700_000_000_000
@@ -63,9 +62,7 @@ def _both(tmp_path: Path, make, opts: ConvertOptions | None, monkeypatch) -> tup
     for name, native in (("native", True), ("python", False)):
         root = tmp_path / name
         make(root)
-        with monkeypatch.context() as m:
-            if not native:
-                m.setattr(convert_mod, "core", None)
+        with backend("native" if native else "python"):
             try:
                 out = convert([root], opts, backup=False)
                 results.append(("ok", [r.to_dict() for r in out.applied], _tree(root)))

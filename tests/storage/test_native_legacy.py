@@ -1,5 +1,5 @@
 """Message sets v0/v1 decoded by the compiled record core (``storage/native/src/legacy.rs``) against the
-pure-Python reference (``storage/records/legacy.py`` under ``python_reference()``).
+pure-Python reference (``storage/records/legacy.py`` under ``backend("python")``).
 
 The contract is the v2 decoder's: for the same entry the core gives exactly the records, tuples and Arrow rows
 the Python decoder gives, or hands the entry back, and the Python decoder raises its error -- so error class,
@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 from kafkalog.compat.pytest_plugin import require_modules
 from kafkalog.storage.codec.compression import compress
+from kafkalog.storage.codec.native import backend, core
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.records import build_legacy, iter_batches
 from kafkalog.storage.records.legacy import LegacyBatch
-from kafkalog.storage.records.native import core, python_reference
 from kafkalog.storage.records.record import PyRecord
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -73,7 +73,7 @@ def _both(data: bytes, path: str | None = None, position_base: int = 0) -> tuple
     """Per entry of ``data``, records, tuples and dump's message fields: the core's outcomes, then the pure-Python
     reference's."""
     got = [(_outcome(b, True), _outcome(b, False), _outcome(b, None)) for b in _entries(data, path, position_base)]
-    with python_reference():
+    with backend("python"):
         want = [(_outcome(b, True), _outcome(b, False), _outcome(b, None))
                 for b in _entries(data, path, position_base)]
     return got, want
@@ -94,7 +94,7 @@ def _arrow(data: bytes, native: bool, rows: int = 1 << 62):
 def _arrow_same(data: bytes, rows: int = 1 << 62) -> None:
     require_modules("pyarrow", extra="spark")
     got = _arrow(data, True, rows)
-    with python_reference():
+    with backend("python"):
         want = _arrow(data, False, rows)
     assert got[0] == want[0]
     assert (got[1] is None and want[1] is None) or got[1].equals(want[1]), (got[1], want[1])
@@ -109,14 +109,14 @@ def _legacy_fixture_segments() -> list[Path]:
 
 
 def test_the_core_decodes_plain_messages_and_wrappers():
-    """The core takes every generated set itself (no hand-back), and ``python_reference()`` switches it off."""
+    """The core takes every generated set itself (no hand-back), and ``backend("python")`` switches it off."""
     for entry in legacy_message_sets():
         for b in _entries(entry):
             assert core.legacy_records(b.buf, b.decompress_limit, True) is not None, b
             assert core.legacy_records(b.buf, b.decompress_limit, False) is not None, b
             assert core.legacy_messages(b.buf, b.decompress_limit) is not None, b
             assert type(b.records()[0]) is not PyRecord
-    with python_reference():
+    with backend("python"):
         b = _entries(legacy_message_sets()[0])[0]
         assert type(b.records()[0]) is PyRecord
 

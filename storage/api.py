@@ -61,6 +61,8 @@ from .paths import require as require_path
 from .records import Batch
 from .records.batch import RECORD_CHUNK
 from .records.columns import RECORD_COLUMNS, RecordColumns, arrow_schema
+from .remote.layout import LocalTieredStorageLayout
+from .remote.rehydrate import RehydrateOptions, plan_rehydrate
 from .topic_configs import ConfigResolver
 from .transactions import DEFAULT_PRODUCER_ID_EXPIRATION_MS, TransactionReport, find_transactions
 from .verify import VerifyReport, verify_paths
@@ -431,6 +433,12 @@ class LogDirs:
     def plan_topic_id(self, topic: str, topic_id: str) -> Plan:
         """``kafkalog topic-id``: write ``partition.metadata`` with ``topic_id`` in every partition of ``topic``."""
         return plan_topic_id([p.path for p in self.partitions(topic)], topic_id)
+
+    def plan_rehydrate(self, store: LocalTieredStorageLayout, options: RehydrateOptions | None = None) -> Plan:
+        """``kafkalog rehydrate``: copy the remote segments of a tiered store (open it with
+        :func:`~kafkalog.storage.remote.layout.open_remote_store`, and keep it open until the plan is applied)
+        back into the (one) data dir as local segments."""
+        return plan_rehydrate(store, self._one_data_dir("rehydrate"), options)
 
     def plan_checkpoint(self, name: str, updates: Mapping[tuple[str, int], int | None]) -> Plan:
         """``kafkalog checkpoints set``: entries of the checkpoint ``name`` (``recovery-point``, ``log-start``,

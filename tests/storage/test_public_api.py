@@ -200,6 +200,21 @@ def test_every_command_s_plan_and_report_is_reachable(tmp_path: Path):
         assert len(dirs.describe()) == len(list(describe_paths([KRAFT])))
 
 
+def test_rehydrate_plan_then_apply(tmp_path: Path):
+    tiered = FIXTURES / "kafka-4.3.1-tiered"
+    data = tmp_path / "data"
+    shutil.copytree(tiered / "data", data)
+    with kafkalog.open_remote_store(tiered / "remote") as store:
+        with kafkalog.open(data) as dirs:
+            plan = dirs.plan_rehydrate(store, kafkalog.RehydrateOptions(topic="tiered"))
+        assert [p.name for p in plan.partitions] == ["tiered-0", "tiered-1"] and plan.changes
+        kafkalog.apply(plan, backup=False)
+    with kafkalog.open(data) as dirs:
+        for p in dirs.partitions("tiered"):
+            assert p.segments and p.segments[0].base_offset == 0
+            assert p.log_start_offset == 0
+
+
 def test_import_and_append_write_through_the_api(tmp_path: Path):
     """``import`` (export rows into a data dir) and ``append`` (batches to a partition): each all or nothing,
     with a dry run that touches nothing; the object sees the new data afterwards."""

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from kafkalog.storage.offset_spec import OffsetSpec, parse_offset_spec
     from kafkalog.storage.paths import PathError
     from kafkalog.storage.records import Record
+    from kafkalog.storage.remote.layout import open_remote_store
+    from kafkalog.storage.remote.rehydrate import RehydrateOptions
     from kafkalog.storage.topic_configs import ConfigResolver
     from kafkalog.storage.transactions import TransactionReport
     from kafkalog.storage.verify import VerifyReport
@@ -66,6 +68,8 @@ _EXPORTS: dict[str, str] = {
     "Loss": "kafkalog.storage.engine.plan",
     "ConvertOptions": "kafkalog.storage.engine.convert",
     "MigrateOptions": "kafkalog.storage.engine.migrate",
+    "RehydrateOptions": "kafkalog.storage.remote.rehydrate",
+    "open_remote_store": "kafkalog.storage.remote.layout",
     "OffsetSpec": "kafkalog.storage.offset_spec",
     "parse_offset_spec": "kafkalog.storage.offset_spec",
     "LogConfig": "kafkalog.storage.config",
@@ -118,7 +122,8 @@ __version__ = _version()
 __all__ = [
     "__version__",
     "open", "apply", "LogDirs", "Partition", "Offsets", "DEFAULT_ARROW_ROWS",
-    "Plan", "ApplyResult", "Loss", "ConvertOptions", "MigrateOptions", "OffsetSpec", "parse_offset_spec",
+    "Plan", "ApplyResult", "Loss", "ConvertOptions", "MigrateOptions", "RehydrateOptions", "open_remote_store",
+    "OffsetSpec", "parse_offset_spec",
     "LogConfig", "ConfigResolver", "Segment", "PartitionLog", "DataDir", "Record", "Finding", "VerifyReport",
     "Diagnosis", "Problem", "GroupsReport", "TransactionReport",
     "KafkaLogError", "LogDirError", "PathError", "LockedError", "ConfigError", "CorruptRecordError",

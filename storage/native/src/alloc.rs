@@ -36,7 +36,13 @@ pub fn configure() {
     }
 }
 
-/// The allocator and its purge mode (`_native.allocator()`, held by a test): `("mimalloc", decommits)` or
+/// The core's allocator and whether its purges decommit memory (`_native.allocator()`, held by a test).
+#[pyo3::pyfunction]
+pub fn allocator() -> (&'static str, bool) {
+    describe()
+}
+
+/// The allocator and its purge mode: `("mimalloc", decommits)` or
 /// `("system", false)`.
 pub fn describe() -> (&'static str, bool) {
     #[cfg(feature = "mimalloc")]

@@ -22,7 +22,12 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PySequence, PyString, PyTuple};
 
-use crate::parse_record_with;
+use crate::batch::increment_sequence;
+use crate::buffer::ByteView;
+use crate::bytes::{be_i16_at, be_i32_at, be_i64_at};
+use crate::codec::{decompress_into, with_buffer};
+use crate::legacy::{timestamp_type, with_entry, Msg};
+use crate::record::parse_record_with;
 
 /// Arrow's 32-bit offsets: a chunk's keys, values or header bytes must stay below this.
 const MAX_BYTES: usize = (i32::MAX as usize) / 2;
@@ -46,16 +51,6 @@ struct BatchMeta {
 }
 
 const CODEC_NAMES: [&str; 5] = ["none", "gzip", "snappy", "lz4", "zstd"];
-
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    i64::from_be_bytes(b[at..at + 8].try_into().unwrap_or_default())
-}
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    i32::from_be_bytes(b[at..at + 4].try_into().unwrap_or_default())
-}
-fn be_i16(b: &[u8], at: usize) -> i16 {
-    i16::from_be_bytes(b[at..at + 2].try_into().unwrap_or_default())
-}
 
 /// A binary column written straight into its buffers (offsets, bytes, and the rows that are null: the validity
 /// bitmap is built at finish, only when a null occurred): a batch that turns out to be unusual is taken back by
@@ -232,28 +227,28 @@ impl ArrowRecords {
         if b.len() < 61 || b[16] != 2 {
             return Ok(None);
         }
-        let attributes = (be_i16(b, 21) & 0xFF) as u8;
+        let attributes = (be_i16_at(b, 21) & 0xFF) as u8;
         let codec = (attributes & 0x07) as usize;
         let d: &[u8] = match (codec, data) {
             (0, None) => &b[61..],
             (1..=4, Some(data)) => data,
             _ => return Ok(None),
         };
-        let count = be_i32(b, 57);
+        let count = be_i32_at(b, 57);
         let end = d.len();
         if count < 0 || (count as u64).saturating_mul(7) > end as u64 {
             return Ok(None);
         }
         self.check_room(b.len().max(end))?;
-        let base_offset = be_i64(b, 0);
-        let base_ts = be_i64(b, 27);
-        let append_ts = if attributes & 0x08 != 0 { Some(be_i64(b, 35)) } else { None };
-        let base_seq = be_i32(b, 53) as i64;
+        let base_offset = be_i64_at(b, 0);
+        let base_ts = be_i64_at(b, 27);
+        let append_ts = if attributes & 0x08 != 0 { Some(be_i64_at(b, 35)) } else { None };
+        let base_seq = be_i32_at(b, 53) as i64;
         let meta = BatchMeta {
             timestamp_type: i32::from(append_ts.is_some()),
-            leader_epoch: be_i32(b, 12),
-            producer_id: be_i64(b, 43),
-            producer_epoch: be_i16(b, 51) as i32,
+            leader_epoch: be_i32_at(b, 12),
+            producer_id: be_i64_at(b, 43),
+            producer_epoch: be_i16_at(b, 51) as i32,
             transactional: attributes & 0x10 != 0,
             control: attributes & 0x20 != 0,
             magic: 2,
@@ -321,7 +316,7 @@ impl ArrowRecords {
         piece: i32,
         keep: Option<(i128, i128, i128, i128)>,
         limit: usize,
-        msgs: &mut Vec<crate::legacy::Msg>,
+        msgs: &mut Vec<Msg>,
     ) -> Result<Option<usize>, &'static str> {
         if e.len() < 18 || e[16] > 1 {
             return Ok(None);
@@ -329,7 +324,7 @@ impl ArrowRecords {
         let (magic, attributes) = (e[16], e[17]);
         let codec = (attributes & 0x07) as usize;
         let meta = BatchMeta {
-            timestamp_type: crate::legacy::timestamp_type(magic, attributes),
+            timestamp_type: timestamp_type(magic, attributes),
             leader_epoch: -1,
             producer_id: -1,
             producer_epoch: -1,
@@ -339,7 +334,7 @@ impl ArrowRecords {
             position,
             piece,
         };
-        let got = crate::legacy::with_entry(e, limit, msgs, |d, msgs| -> Result<usize, &'static str> {
+        let got = with_entry(e, limit, msgs, |d, msgs| -> Result<usize, &'static str> {
             self.check_room(e.len().max(d.len()))?;
             self.reserve(msgs.len());
             let mut added = 0;
@@ -575,7 +570,7 @@ fn sequence(base_seq: i64, off_delta: i64) -> i32 {
     if base_seq < 0 {
         -1
     } else {
-        crate::increment_sequence(base_seq, off_delta) as i32
+        increment_sequence(base_seq, off_delta) as i32
     }
 }
 
@@ -612,7 +607,7 @@ impl ArrowRecords {
         keep: Option<(i128, i128, i128, i128)>,
         data: Option<&Bound<'_, PyBytes>>,
     ) -> PyResult<Option<usize>> {
-        let view = crate::buffer::ByteView::new(batch)?;
+        let view = ByteView::new(batch)?;
         self.add_v2_bytes(view.as_slice(), position, piece, keep, data.map(|d| d.as_bytes()))
             .map_err(PyValueError::new_err)
     }
@@ -642,7 +637,7 @@ impl ArrowRecords {
         stop_attributes: i16,
         max_count: i32,
     ) -> PyResult<(usize, usize, usize)> {
-        let view = crate::buffer::ByteView::new(buf)?;
+        let view = ByteView::new(buf)?;
         let d = view.as_slice();
         let end = end.min(d.len());
         let stop_attributes = stop_attributes | 0x07;
@@ -651,18 +646,18 @@ impl ArrowRecords {
             let mut added = 0usize;
             let mut batches = 0usize;
             while pos < end && end - pos > 17 && self.offsets.len() < max_rows && self.nbytes < max_bytes {
-                let size = be_i32(d, pos + 8);
+                let size = be_i32_at(d, pos + 8);
                 if size < 14 || (size as usize) > end - pos - 12 {
                     break;
                 }
                 let entry = &d[pos..pos + 12 + size as usize];
-                if entry[16] != 2 || entry.len() < 61 || be_i16(entry, 21) & stop_attributes != 0 {
+                if entry[16] != 2 || entry.len() < 61 || be_i16_at(entry, 21) & stop_attributes != 0 {
                     break;
                 }
-                if be_i32(entry, 57) > max_count {
+                if be_i32_at(entry, 57) > max_count {
                     break;
                 }
-                if verify && be_i32(entry, 17) as u32 != crate::checksum::crc32c(&entry[21..]) {
+                if verify && be_i32_at(entry, 17) as u32 != crate::checksum::crc32c(&entry[21..]) {
                     break;
                 }
                 match self.add_v2_bytes(entry, position_base + pos as i64, piece, None, None) {
@@ -755,7 +750,7 @@ impl ArrowRecords {
         keep: Option<(i128, i128, i128, i128)>,
         limit: usize,
     ) -> PyResult<Option<usize>> {
-        let view = crate::buffer::ByteView::new(entry)?;
+        let view = ByteView::new(entry)?;
         self.add_legacy_bytes(view.as_slice(), position, piece, keep, limit, &mut Vec::new())
             .map_err(PyValueError::new_err)
     }
@@ -786,14 +781,14 @@ impl ArrowRecords {
         verify: bool,
         plain_only: bool,
     ) -> PyResult<(usize, usize)> {
-        let view = crate::buffer::ByteView::new(buf)?;
+        let view = ByteView::new(buf)?;
         let d = view.as_slice();
         let end = end.min(d.len());
         Ok(py.allow_threads(|| {
             let (mut pos, mut added) = (start, 0usize);
             let mut msgs = Vec::new();
             while pos < end && end - pos > 17 && self.offsets.len() < max_rows && self.nbytes < max_bytes {
-                let size = be_i32(d, pos + 8);
+                let size = be_i32_at(d, pos + 8);
                 if size < 14 || (size as usize) > end - pos - 12 {
                     break;
                 }
@@ -801,7 +796,7 @@ impl ArrowRecords {
                 if plain_only && entry[17] & 0x07 != 0 {
                     break;
                 }
-                if verify && be_i32(entry, 12) as u32 != crc32fast::hash(&entry[16..]) {
+                if verify && be_i32_at(entry, 12) as u32 != crc32fast::hash(&entry[16..]) {
                     break;
                 }
                 match self.add_legacy_bytes(entry, position_base + pos as i64, piece, None, limit, &mut msgs) {
@@ -824,6 +819,34 @@ impl ArrowRecords {
             .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         Ok(ArrowChunk { array: Some(array) })
     }
+}
+
+/// `ArrowRecords.add_v2` for a compressed batch (its whole entry `batch`): the records section decompressed
+/// natively into this thread's reused buffer and added from there. `None` (nothing added) when the decompression
+/// or the batch is unusual: the caller then decompresses through the Python path (its errors) and goes on as
+/// without the core.
+#[pyfunction]
+#[pyo3(signature = (builder, batch, position, piece, limit, keep=None))]
+pub(crate) fn arrow_add_compressed(
+    builder: &Bound<'_, ArrowRecords>,
+    batch: &Bound<'_, PyAny>,
+    position: i64,
+    piece: i32,
+    limit: usize,
+    keep: Option<(i128, i128, i128, i128)>,
+) -> PyResult<Option<usize>> {
+    let view = ByteView::new(batch)?;
+    let b = view.as_slice();
+    if b.len() < 61 || b[16] != 2 {
+        return Ok(None);
+    }
+    let codec = b[22] & 0x07;
+    with_buffer(|out| match decompress_into(codec, &b[61..], 2, limit, out) {
+        Some(()) => {
+            builder.borrow_mut().add_v2_bytes(b, position, piece, keep, Some(out)).map_err(PyValueError::new_err)
+        }
+        None => Ok(None),
+    })
 }
 
 /// Finished rows, exported once through the Arrow PyCapsule interface: `pyarrow.record_batch(chunk)`.

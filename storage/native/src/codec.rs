@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::buffer::ByteView;
-use crate::legacy::be_i32;
+use crate::bytes::{be_i32, le_u32};
 
 /// `data`, or for an empty input an empty slice at a real address, for handing to C: a Rust empty slice points
 /// at 0x1, and lz4's optimal parser (levels 10-12) computes `end - 12` from its pointer, which wrapped around and
@@ -236,59 +236,6 @@ pub(crate) fn decompress<'py>(
     })
 }
 
-/// `decode_records` over a compressed records section: decompressed into this thread's reused buffer and
-/// decoded there, so the decompressed bytes never become a Python object. `None` when the decompression or the
-/// decoding meets anything the Python path must judge (it then runs both, and raises its error).
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn decode_compressed<'py>(
-    py: Python<'py>,
-    data: &Bound<'py, PyAny>,
-    codec: u8,
-    magic: u8,
-    limit: usize,
-    count: i64,
-    base_offset: i64,
-    base_ts: i64,
-    append_ts: Option<i64>,
-    base_seq: i64,
-    full: bool,
-) -> PyResult<PyObject> {
-    let view = ByteView::new(data)?;
-    with_buffer(|out| match decompress_into(codec, view.as_slice(), magic, limit, out) {
-        Some(()) => crate::decode_slice(py, out, count, base_offset, base_ts, append_ts, base_seq, full, 0, true),
-        None => Ok(py.None()),
-    })
-}
-
-/// `ArrowRecords.add_v2` for a compressed batch (its whole entry `batch`): the records section decompressed
-/// natively into this thread's reused buffer and added from there. `None` (nothing added) when the decompression
-/// or the batch is unusual: the caller then decompresses through the Python path (its errors) and goes on as
-/// without the core.
-#[pyfunction]
-#[pyo3(signature = (builder, batch, position, piece, limit, keep=None))]
-pub(crate) fn arrow_add_compressed(
-    builder: &Bound<'_, crate::arrow::ArrowRecords>,
-    batch: &Bound<'_, PyAny>,
-    position: i64,
-    piece: i32,
-    limit: usize,
-    keep: Option<(i128, i128, i128, i128)>,
-) -> PyResult<Option<usize>> {
-    let view = ByteView::new(batch)?;
-    let b = view.as_slice();
-    if b.len() < 61 || b[16] != 2 {
-        return Ok(None);
-    }
-    let codec = b[22] & 0x07;
-    with_buffer(|out| match decompress_into(codec, &b[61..], 2, limit, out) {
-        Some(()) => {
-            builder.borrow_mut().add_v2_bytes(b, position, piece, keep, Some(out)).map_err(PyValueError::new_err)
-        }
-        None => Ok(None),
-    })
-}
-
 thread_local! {
     /// Per thread: the output buffer (reused between calls) and the zstd decompression context.
     static DECOMPRESSED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -394,10 +341,6 @@ fn snappy_raw(block: &[u8], limit: usize, out: &mut Vec<u8>) -> Option<()> {
         return None;
     }
     Some(())
-}
-
-fn le_u32(d: &[u8], p: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(d.get(p..p + 4)?.try_into().ok()?))
 }
 
 /// `_snappy_decompress`: a xerial stream (`SnappyInputStream`), else one raw block.

@@ -10,18 +10,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use crate::buffer::ByteView;
-use crate::legacy::{be_i32, be_i64};
-
-/// Kafka's zig-zag varint of a 32-bit value, appended to `out`.
-#[inline(always)]
-fn write_varint(v: i64, out: &mut Vec<u8>) {
-    let mut u = ((v << 1) ^ (v >> 63)) as u64;
-    while u >= 0x80 {
-        out.push((u as u8) | 0x80);
-        u >>= 7;
-    }
-    out.push(u as u8);
-}
+use crate::bytes::{be_i32, be_i64};
+use crate::checksum::crc32c;
+use crate::legacy::parse_message;
+use crate::varint::write_varint;
 
 /// The fields of one plain v0/v1 message (the entry `e`: offset, size, crc, magic, attributes, [timestamp], key,
 /// value) with an intact CRC32: `(offset, magic, attributes, timestamp, key, value)`; `None` for anything else.
@@ -30,7 +22,7 @@ fn write_varint(v: i64, out: &mut Vec<u8>) {
 #[inline(always)]
 pub(crate) fn plain_fields(e: &[u8]) -> Option<(i64, u8, u8, i64, Option<(usize, usize)>, Option<(usize, usize)>)> {
     let offset = be_i64(e, 0)?;
-    let m = crate::legacy::parse_message(e, 12, e.len().checked_sub(12)?, offset)?;
+    let m = parse_message(e, 12, e.len().checked_sub(12)?, offset)?;
     if m.attributes & 0x07 != 0 || crc32fast::hash(&e[m.raw.0..m.raw.1]) != m.crc {
         return None;
     }
@@ -90,7 +82,7 @@ pub(crate) fn plain_to_v2(e: &[u8], out: &mut Vec<u8>, body: &mut Vec<u8>) -> Op
     h[51..53].copy_from_slice(&(-1i16).to_be_bytes()); // producer epoch
     h[53..57].copy_from_slice(&(-1i32).to_be_bytes()); // base sequence
     h[57..61].copy_from_slice(&1i32.to_be_bytes()); // records
-    let crc = crate::checksum::crc32c(&out[start + 21..]);
+    let crc = crc32c(&out[start + 21..]);
     out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
     Some((offset, ts))
 }

@@ -35,7 +35,7 @@ pub fn decode_records(
     let mut pos = p;
     let mut out = Vec::with_capacity(count as usize);
     for _ in 0..count {
-        let raw = crate::parse_record(d, &mut pos, end)?;
+        let raw = crate::record::parse_record(d, &mut pos, end)?;
         let (offset, timestamp) = raw.offset_timestamp(base_offset, base_ts, append_ts)?;
         let headers = raw
             .headers(d)
@@ -54,7 +54,7 @@ pub fn sequence(base_seq: i64, off_delta: i64) -> i64 {
     if base_seq < 0 {
         -1
     } else {
-        crate::increment_sequence(base_seq, off_delta)
+        crate::batch::increment_sequence(base_seq, off_delta)
     }
 }
 

@@ -14,8 +14,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::buffer::ByteView;
-use crate::bytes_or_none;
-use crate::record::Record;
+use crate::bytes::{be_i32, be_i64, bytes_or_none};
+use crate::codec::{decompress_into, with_buffer};
+use crate::py_record::Record;
 
 /// The offset and size header of an entry.
 const LOG_OVERHEAD: usize = 12;
@@ -38,17 +39,6 @@ pub(crate) struct Msg {
     pub value: Option<(usize, usize)>,
     /// the bytes its CRC32 covers (magic .. end of the message)
     pub raw: (usize, usize),
-}
-
-/// Big-endian integers at `p`, `None` past the end (also convert.rs and codec.rs).
-#[inline(always)]
-pub(crate) fn be_i32(d: &[u8], p: usize) -> Option<i32> {
-    Some(i32::from_be_bytes(d.get(p..p.checked_add(4)?)?.try_into().ok()?))
-}
-
-#[inline(always)]
-pub(crate) fn be_i64(d: &[u8], p: usize) -> Option<i64> {
-    Some(i64::from_be_bytes(d.get(p..p.checked_add(8)?)?.try_into().ok()?))
 }
 
 /// A length-prefixed field at `p` of a message ending at `end` (`_read_bytes`).
@@ -184,8 +174,8 @@ pub(crate) fn with_entry<R>(
     if codec > 3 {
         return None;
     }
-    crate::codec::with_buffer(|out| {
-        crate::codec::decompress_into(codec, &e[a..b], w.magic, limit, out)?;
+    with_buffer(|out| {
+        decompress_into(codec, &e[a..b], w.magic, limit, out)?;
         parse_inner(out, msgs)?;
         apply_wrapper(&w, msgs)?;
         Some(f(out, msgs))

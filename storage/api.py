@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import LogConfig
 from .describe import describe_partition, describe_paths
+from .diff import DiffResult, diff_paths
 from .doctor import Diagnosis, diagnose
 from .engine import plan as _plan
 from .engine.cleaner import plan_compact
@@ -391,6 +392,19 @@ class LogDirs:
         """``kafkalog describe``: one JSON-ready dict per partition."""
         return list(describe_paths(list(self.paths), scan=scan))
 
+    def diff(self, other: PathLike | LogDirs, *, level: str = "records", offsets: Offsets = None,
+             limit: int = 20) -> DiffResult:
+        """``kafkalog diff``: compare these dirs (one path) with ``other`` at ``level`` (``bytes``, ``batches``,
+        ``records``), over the offset range ``offsets`` of each partition; the differences as data."""
+        if isinstance(other, LogDirs):
+            other = other._one_path("diff")
+        return diff_paths(self._one_path("diff"), other, level=level, limit=limit, offset_spec=_spec(offsets))
+
+    def _one_path(self, what: str) -> Path:
+        if len(self.paths) != 1:
+            raise LogDirError(f"{what} takes one path (a data dir or a partition dir)", ", ".join(map(str, self.paths)))
+        return self.paths[0]
+
     # ---- plans: nothing is written until kafkalog.apply(plan) --------------------------------------------------
     def plan_retention(self, *, now_ms: int | None = None, topics: str | Iterable[str] | None = None,
                        keep_deleted: bool = False) -> Plan:
@@ -425,10 +439,7 @@ class LogDirs:
 
     def plan_migrate(self, dest: PathLike, options: MigrateOptions | None = None) -> Plan:
         """``kafkalog migrate``: copy these partitions into the data dir ``dest`` (one source path)."""
-        if len(self.paths) != 1:
-            raise LogDirError("migrate takes one source path (a data dir or a partition dir)",
-                              ", ".join(map(str, self.paths)))
-        return plan_migrate(self.paths[0], dest, options)
+        return plan_migrate(self._one_path("migrate"), dest, options)
 
     def plan_topic_id(self, topic: str, topic_id: str) -> Plan:
         """``kafkalog topic-id``: write ``partition.metadata`` with ``topic_id`` in every partition of ``topic``."""

@@ -17,6 +17,7 @@ from builders import numbered_batches
 
 import kafkalog
 from kafkalog.storage.describe import describe_paths
+from kafkalog.storage.diff import diff_paths
 from kafkalog.storage.engine.export import ExportFilter, export_jsonl, export_parquet, iter_export_rows
 from kafkalog.storage.engine.plan import apply as engine_apply
 from kafkalog.storage.engine.retention import plan_retention
@@ -198,6 +199,11 @@ def test_every_command_s_plan_and_report_is_reachable(tmp_path: Path):
         assert isinstance(dirs.groups(), kafkalog.GroupsReport)
         assert isinstance(dirs.transactions(now_ms=NOW), kafkalog.TransactionReport)
         assert len(dirs.describe()) == len(list(describe_paths([KRAFT])))
+        assert dirs.diff(KRAFT).equal
+        other = KRAFT.parent.parent / "kafka-3.9.2-kraft" / "data"
+        with kafkalog.open(other) as b:
+            assert dirs.diff(b, level="batches").summary() == \
+                diff_paths(KRAFT, other, level="batches").summary()
 
 
 def test_rehydrate_plan_then_apply(tmp_path: Path):

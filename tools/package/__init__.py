@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kafkalog.storage.api import DEFAULT_ARROW_ROWS, LogDirs, Offsets, Partition, apply, open
     from kafkalog.storage.config import LogConfig
+    from kafkalog.storage.diff import DiffResult
     from kafkalog.storage.doctor import Diagnosis, Problem
     from kafkalog.storage.engine.convert import ConvertOptions
     from kafkalog.storage.engine.migrate import MigrateOptions
@@ -81,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "Finding": "kafkalog.storage.files.findings",
     "VerifyReport": "kafkalog.storage.verify",
     "Diagnosis": "kafkalog.storage.doctor",
+    "DiffResult": "kafkalog.storage.diff",
     "Problem": "kafkalog.storage.doctor",
     "GroupsReport": "kafkalog.storage.groups",
     "TransactionReport": "kafkalog.storage.transactions",
@@ -125,7 +127,7 @@ __all__ = [
     "Plan", "ApplyResult", "Loss", "ConvertOptions", "MigrateOptions", "RehydrateOptions", "open_remote_store",
     "OffsetSpec", "parse_offset_spec",
     "LogConfig", "ConfigResolver", "Segment", "PartitionLog", "DataDir", "Record", "Finding", "VerifyReport",
-    "Diagnosis", "Problem", "GroupsReport", "TransactionReport",
+    "Diagnosis", "Problem", "DiffResult", "GroupsReport", "TransactionReport",
     "KafkaLogError", "LogDirError", "PathError", "LockedError", "ConfigError", "CorruptRecordError",
     "CorruptIndexError", "MissingDependencyError", "PlanError",
 ]

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from damage import LOSING
+
 NOW = "1900000000000"
 CLUSTER_ID = "Aw5EClUXSoGxHhT0nCIykw"
 
@@ -34,8 +36,8 @@ class Invocation:
     command: str  # the key of kafkalog.tools.cli.COMMANDS
     argv: tuple[str, ...]
     mutating: bool = False
-    #: it reports on records (a reader): exiting 0 over damage that lost records is a silent loss
-    reader: bool = False
+    #: the damages whose lost records it reads (a reader): exiting 0 over one of them is a silent loss
+    reads: tuple[str, ...] = ()
     role: str = "input"
     #: what {path} is in damage cells: the data dir, or the damaged partition dir; None: no damage cells
     target: str | None = "data"
@@ -47,21 +49,24 @@ class Invocation:
 
 
 REGISTRY: dict[str, Invocation] = {
-    "dump": Invocation("dump", ("dump", "--deep", "{path}"), reader=True, target="victim",
+    "dump": Invocation("dump", ("dump", "--deep", "{path}"), reads=LOSING, target="victim",
                        cases=("missing", "empty", "not_kafka", "parent"),
                        note="dump reads files: a file is its input (what it does with one it does not know is "
                             "its own rule), so the file case does not apply"),
-    "verify": Invocation("verify", ("verify", "--workers", "1", "{path}"), reader=True,
+    "verify": Invocation("verify", ("verify", "--workers", "1", "{path}"), reads=LOSING,
                          cases=("missing", "empty", "not_kafka", "parent"),
                          note="verify reads single files too: an unknown file is an info finding, not a path case"),
-    "describe": Invocation("describe", ("describe", "{path}"), reader=True),
+    "describe": Invocation("describe", ("describe", "{path}"), reads=("torn_middle",),
+                           note="a description: it reads each segment's batch headers (a torn one is an error) but "
+                                "checks no CRC, and a partition without .log files shows END 0 beside RECOVERY and "
+                                "HW 150; verify and doctor judge the damage"),
     "append": Invocation("append", ("append", "{path}", "codec-none-0", "--from", "{inputs}/append.jsonl"),
                          mutating=True, role="destination",
                          note="append creates a partition it does not find, in an empty dir too (a new data dir, "
                               "as import: tests/storage/test_append.py); a dir that is not Kafka's is refused"),
     "flush": Invocation("flush", ("flush", "--no-backup", "{path}"), mutating=True),
     "repair": Invocation("repair", ("repair", "--no-backup", "{path}"), mutating=True, removes=True),
-    "doctor": Invocation("doctor", ("doctor", "{path}"), reader=True),
+    "doctor": Invocation("doctor", ("doctor", "{path}"), reads=LOSING),
     "reindex": Invocation("reindex", ("reindex", "--all", "--no-backup", "{path}"), mutating=True),
     "retain": Invocation("retain", ("retain", "--now", NOW, "--no-backup", "{path}"), mutating=True, removes=True),
     "compact": Invocation("compact", ("compact", "--all", "--now", NOW, "--no-backup", "{path}"), mutating=True,
@@ -78,12 +83,19 @@ REGISTRY: dict[str, Invocation] = {
     "checkpoints": Invocation("checkpoints", ("checkpoints", "{path}")),
     "checkpoints --set": Invocation("checkpoints", ("checkpoints", "{path}", "--file", "recovery-point", "--set",
                                                     "codec-none-0=0", "--no-backup"), mutating=True),
-    "export": Invocation("export", ("export", "{path}", "--out", "{out}"), reader=True),
+    "export": Invocation("export", ("export", "{path}", "--out", "{out}"), reads=LOSING),
     "import": Invocation("import", ("import", "{inputs}/export.jsonl", "{path}", "--topic", "imported"),
                          mutating=True, role="destination"),
-    "groups": Invocation("groups", ("groups", "{path}"), reader=True),
-    "transactions": Invocation("transactions", ("transactions", "{path}"), reader=True),
-    "diff": Invocation("diff", ("diff", "{path}", "{pristine}"), reader=True),
+    "groups": Invocation("groups", ("groups", "{path}"),
+                         note="it reads __consumer_offsets (one segment per partition in the fixture: no middle "
+                              "segment to tear; tests/storage/test_loss_never_silent.py tears one); a committed "
+                              "offset past the log end of the partition that lost its .log files is a note with exit "
+                              "0, as that test asserts"),
+    "transactions": Invocation("transactions", ("transactions", "{path}"),
+                               note="it reads producer state and __transaction_state, which the damages of "
+                                    "multi-segment-0 do not touch (tests/storage/test_loss_never_silent.py tears "
+                                    "what it reads)"),
+    "diff": Invocation("diff", ("diff", "{path}", "{pristine}"), reads=LOSING),
     "remote": Invocation("remote", ("remote", "ls", "{path}"), role="store", target=None,
                          note="its argument is a tiered-storage store, not a data dir: the damages of a data dir "
                               "do not apply (tests/storage/test_remote.py damages stores)"),

@@ -12,8 +12,8 @@ asserts:
   case may write nothing at all (a destination may become a new data dir where the command documents it: a
   path that does not exist yet, an empty dir), a damage cell only inside its data dir and the command's
   designated output (``{out}``);
-* no record vanished without a report: a reader (``reader=True``) exiting 0 over a damage that lost records
-  (:data:`damage.LOSING`) fails; a mutating command that does not remove records by design exiting 0 must leave
+* no record vanished without a report: a reader exiting 0 over a damage that lost records it reads
+  (``Invocation.reads``, of :data:`damage.LOSING`) fails; a mutating command that does not remove records by design exiting 0 must leave
   every record it could read before.
 
 The matrix size is :data:`SIZE` (printed by :func:`test_matrix_size`).
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 from contract_registry import EXEMPT, PATH_CASES, REGISTRY, Invocation
-from damage import FIXTURES, LOSING, LOSSES, records
+from damage import FIXTURES, LOSSES, records
 
 from kafkalog.tools import cli
 
@@ -185,7 +185,7 @@ def test_damage_case(name: str, damage: str, tmp_path: Path, inputs: Path, capsy
     assert not outside, f"{name} {damage} wrote outside the data dir: {sorted(outside)}"
     if not inv.mutating:
         assert not {k for k in diff if inside(k, ("data",))}, f"{name} {damage} (a reader) wrote into the data dir"
-    if inv.reader and damage in LOSING:
+    if damage in inv.reads:
         assert rc != 0, f"{name} exited 0 over {damage} of {VICTIM}: records lost without a report\n{text[-2000:]}"
     if held is not None and rc == 0:
         now = records(data)

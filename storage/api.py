@@ -556,15 +556,14 @@ def apply(plan: Plan, *, backup: bool = True, backup_root: PathLike | None = Non
 
 
 # ---- Arrow ------------------------------------------------------------------------------------------------------
-def _arrow_batches(parts: list[Partition], offsets: Offsets, include_control: bool, read_committed: bool,
-                   batch_rows: int) -> Iterator[Any]:
+def _arrow_batches(selected: list[tuple[Path, ExportFilter]], batch_rows: int) -> Iterator[Any]:
     """``export --format parquet``'s loop (records straight into Arrow columns, the records layer for wrappers
-    and batches past a chunk), yielding the row groups instead of writing them."""
-    for part in parts:
-        flt = part._filter(offsets, include_control, read_committed)
+    and batches past a chunk), yielding the row groups instead of writing them. Each partition dir is opened
+    here, as it is read: the reader outlives the :class:`LogDirs` it came from."""
+    for pdir, flt in selected:
         window = _record_window(flt)
         cols = RecordColumns()
-        for topic, partition, name, b in _selected_batches(part.path, flt, None):
+        for topic, partition, name, b in _selected_batches(pdir, flt, None):
             whole = b.records_count <= RECORD_CHUNK if b.records_count is not None else not b.is_compressed
             if whole:
                 cols.add_batch(b, topic, partition, name, window)
@@ -581,9 +580,9 @@ def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, rea
             batch_rows: int) -> pyarrow.RecordBatchReader:
     pa = require("pyarrow", feature="Arrow output")  # optional dependency: only Arrow output needs it
 
-    schema = arrow_schema(RECORD_COLUMNS)
-    return pa.RecordBatchReader.from_batches(
-        schema, _arrow_batches(parts, offsets, include_control, read_committed, batch_rows))
+    # the ranges are resolved now, against the partitions as opened (a bad offset spec fails here, not mid-read)
+    selected = [(p.path, p._filter(offsets, include_control, read_committed)) for p in parts]
+    return pa.RecordBatchReader.from_batches(arrow_schema(RECORD_COLUMNS), _arrow_batches(selected, batch_rows))
 
 
 __all__ = ["DEFAULT_ARROW_ROWS", "LogDirs", "Offsets", "Partition", "apply", "open"]

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage import _native as core
+from kafkalog.compat.pytest_plugin import in_ci
+
+try:
+    from kafkalog.storage import _native as core
+except ImportError as e:  # not built (no cargo at install time): nothing to compare; under CI=true a failure
+    if in_ci():
+        raise
+    pytest.skip(f"the compiled record core is not built ({e})", allow_module_level=True)
 
 STUB = Path(core.__file__).with_name("_native.pyi")
 

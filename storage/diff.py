@@ -20,12 +20,13 @@ is never left out; reading starts at the batch the offset index points to.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, LogDirError
+from .errors import ConfigError, CorruptRecordError, LogDirError
 from .files.names import offset_from_file_name, segment_log_files
 from .io.local import mapped
 from .log import PartitionLog, segment_end_error
@@ -160,12 +161,25 @@ def _last_in(b, window: Window | None) -> bool:
     return window is not None and b.last_offset >= window[1] - 1
 
 
+def _out_of_order(offset: int, previous: int, seg: Path, position: int) -> CorruptRecordError:
+    """Offsets that do not increase: the batches and records levels align the two sides by offset, which needs
+    them in order (the bytes level compares such logs)."""
+    return CorruptRecordError(f"offset {offset} follows offset {previous}: offsets do not increase, so the two "
+                              "sides cannot be aligned by offset (--level bytes compares the files)", str(seg),
+                              position)
+
+
 def iter_partition_batches(partition_dir: str | os.PathLike, window: Window | None = None) -> Iterator[BatchInfo]:
     """Every complete batch of every segment (copied out of the mmap, so nothing outlives it); with ``window``
-    only the batches holding offsets in ``[lo, hi)``."""
+    only the batches holding offsets in ``[lo, hi)``. Raises :class:`CorruptRecordError` where a batch's last
+    offset is not above the previous one's."""
+    prev = -1
     for seg, start, nxt in _segments_in(partition_dir, window):
         with mapped(seg) as mm:
             for b in _segment_batches(seg, mm, start, nxt):
+                if b.last_offset <= prev:
+                    raise _out_of_order(b.last_offset, prev, seg, b.position)
+                prev = b.last_offset
                 where = _in_window(b, window)
                 if where:
                     if where > 0:
@@ -184,19 +198,29 @@ RecordKey = tuple  # (offset, timestamp, key, value, headers, segment, position)
 
 def iter_partition_records(partition_dir: str | os.PathLike, window: Window | None = None) -> Iterator[tuple]:
     """``(offset, timestamp, key, value, headers, segment, position)`` for every record (control records too);
-    with ``window`` only the records with offsets in ``[lo, hi)``."""
+    with ``window`` only the records with offsets in ``[lo, hi)``. Raises :class:`CorruptRecordError` where an
+    offset is not above the previous record's."""
     lo, hi = window if window is not None else (-1, 1 << 63)
+    prev = -1
     for seg, start, nxt in _segments_in(partition_dir, window):
         with mapped(seg) as mm:
             for b in _segment_batches(seg, mm, start, nxt):
+                if b.last_offset <= prev:
+                    raise _out_of_order(b.last_offset, prev, seg, b.position)
                 where = _in_window(b, window)
                 if where:
+                    prev = b.last_offset
                     if where > 0:
                         return
                     continue
                 pos = b.position
-                recs = [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in b.records()
-                        if lo <= r.offset < hi]
+                recs = []
+                for r in b.records():
+                    if r.offset <= prev:
+                        raise _out_of_order(r.offset, prev, seg, pos)
+                    prev = r.offset
+                    if lo <= r.offset < hi:
+                        recs.append((r.offset, r.timestamp, r.key, r.value, tuple(r.headers)))
                 last = _last_in(b, window)
                 del b
                 for r in recs:
@@ -471,7 +495,6 @@ def diff_paths(a: str | os.PathLike, b: str | os.PathLike, *, level: str = "reco
 
 def _diff_segment_files(fa: Path, fb: Path, res: DiffResult, limit: int,
                         spec: OffsetSpec | None = None) -> DiffResult:
-    import tempfile
 
     # View each file as the only segment of a temporary partition dir (symlinks, nothing copied).
     with tempfile.TemporaryDirectory(prefix="kafkalog-diff-") as tmp:

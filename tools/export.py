@@ -183,6 +183,19 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(views, ignore_errors=True)
 
 
+def _empty_range(args: argparse.Namespace, spec) -> str | None:
+    """The option that asks for an empty range whatever the partition (an end at or before its start), or None."""
+    if args.from_offset is not None and args.to_offset is not None and args.to_offset <= args.from_offset:
+        return f"--to-offset {args.to_offset} is not after --from-offset {args.from_offset}"
+    if args.from_time is not None and args.to_time is not None and args.to_time <= args.from_time:
+        return f"--to-time {args.to_time} is not after --from-time {args.from_time}"
+    if spec is not None and spec.start.kind == spec.end.kind and spec.start.kind in ("offset", "time") \
+            and spec.end.value <= spec.start.value:
+        what = "offsets" if spec.start.kind == "offset" else "times"
+        return f"-o {spec.text!r}: the end is not after the start ({what} [{spec.start.value}, {spec.end.value}))"
+    return None
+
+
 def _run(args: argparse.Namespace) -> int:
     if getattr(args, "salvage", False):
         return _run_salvage(args)
@@ -191,11 +204,16 @@ def _run(args: argparse.Namespace) -> int:
         if given:
             print(f"kafkalog export: error: {flag} needs --salvage", file=sys.stderr)
             return 2
+    spec = parse_offset_specs(args.offset_specs)
+    empty = _empty_range(args, spec)
+    if empty is not None:
+        print(f"kafkalog export: error: {empty}: an empty range, nothing to export", file=sys.stderr)
+        return 2
     flt = ExportFilter(topics=args.topics,
                        from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
                        to_time=args.to_time,
                        include_control=args.print_control_records and not args.no_control,
-                       offset_spec=parse_offset_specs(args.offset_specs), read_committed=args.read_committed,
+                       offset_spec=spec, read_committed=args.read_committed,
                        producer_ids=set(args.producer_id) if args.producer_id else None,
                        transactional_only=args.transactional_only,
                        key=None if args.key is None else key_bytes(args.key, args.key_format))

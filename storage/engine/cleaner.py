@@ -545,7 +545,17 @@ def _plan_partition(task: tuple) -> PartitionPlan:
             pp.notes.append(f"the clean point {checkpoint} is outside the log: reset to {ltc.first_dirty_offset}, "
                             "as the broker does")
         if ltc.total_bytes == 0:
-            pp.notes.append("empty log: nothing to compact")
+            active = log.active_segment
+            assert active is not None
+            leo = log.log_end_offset
+            if active.size == 0 or leo <= active.base_offset:
+                pp.notes.append("empty log: nothing to compact")
+                return pp
+            pp.facts["activeSegmentBytes"] = active.size
+            pp.facts["activeSegmentOffsets"] = [active.base_offset, leo - 1]
+            pp.notes.append(f"only the active segment holds data ({active.size} bytes, offsets "
+                            f"{active.base_offset}..{leo - 1}), and the cleaner never cleans the active segment: "
+                            "nothing to compact until the broker rolls it (segment.bytes, segment.ms)")
             return pp
         if not force and not ltc.eligible(cfg.min_cleanable_dirty_ratio):
             pp.notes.append(f"not eligible: dirty ratio {ltc.cleanable_ratio:.3f} <= min.cleanable.dirty.ratio "

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from builders import three_segment_data_dir
+from builders import offset_batches, three_segment_data_dir, write_segment
 
 from kafkalog.storage.describe import describe_partition
 from kafkalog.storage.diff import diff_paths
@@ -194,3 +194,48 @@ def test_groups_report_committed_offsets_past_the_log_end(logs_removed, capsys):
     err = capsys.readouterr().err
     assert "committed offset 150 in multi-segment-0, past its log end offset 0" in err
     assert load_groups([KRAFT]).beyond_end == []
+
+
+# ------------------------------------------------------------------------------ 8. messages that were wrong
+
+
+def test_compact_says_only_the_active_segment_holds_data(tmp_path, capsys):
+    d = _copy(tmp_path)
+    pdir = d / "__consumer_offsets-3"
+    assert cli.main(["compact", "--dry-run", str(pdir)]) == 0
+    out = capsys.readouterr().out
+    size = (pdir / "00000000000000000000.log").stat().st_size
+    assert "empty log" not in out
+    assert f"only the active segment holds data ({size} bytes, offsets 0..14)" in out
+    assert "never cleans the active segment" in out
+
+
+@pytest.mark.parametrize("args", [["-o", "5:3"], ["-o", "5:5"], ["--from-offset", "9", "--to-offset", "2"]])
+def test_export_of_an_empty_range_is_a_usage_error(args, tmp_path, capsys):
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["export", str(KRAFT / "codec-none-0"), *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "empty range" in err and (args[1] in err or "--to-offset 2" in err)
+    assert not out.exists()
+
+
+def test_diff_refuses_to_align_offsets_out_of_order(tmp_path, capsys):
+    a, b = tmp_path / "a" / "t-0", tmp_path / "b" / "t-0"
+    write_segment(a, 0, offset_batches([0, 1, 2, 5, 3, 4]))
+    write_segment(b, 0, offset_batches([0, 1, 2, 3, 4, 5]))
+    for level in ("records", "batches"):
+        with pytest.raises(CorruptRecordError) as ei:
+            diff_paths(a, b, level=level)
+        assert "offset 3 follows offset 5" in ei.value.reason
+        assert cli.main(["diff", "--level", level, str(a), str(b)]) == 1
+        captured = capsys.readouterr()
+        assert "only in" not in captured.out and "offset 3 follows offset 5" in captured.err
+
+
+def test_describe_prints_an_error_once(tmp_path, capsys):
+    pdir = tmp_path / "t-0"
+    write_segment(pdir, 0, b"\x00" * 8 + b"\x00\x00\x00\x05" + bytes(range(200)))
+    desc = describe_partition(pdir)
+    assert len(desc["errors"]) == 1 and "smaller than minimum record overhead" in desc["errors"][0]
+    assert cli.main(["describe", str(pdir)]) == 1
+    assert capsys.readouterr().out.count("smaller than minimum record overhead") == 1

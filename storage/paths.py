@@ -127,9 +127,10 @@ def _dir_kind(p: Path, names: list[str]) -> str | None:
     return None
 
 
-def classify(path: str | os.PathLike) -> PathKind:
+def classify(path: str | os.PathLike, expected: tuple[str, ...] = (DATA_DIR, PARTITION_DIR)) -> PathKind:
     """What ``path`` is (:class:`PathKind`), or :class:`PathError` with the contract's message when it is
-    nothing of Kafka's. A directory that cannot be listed reads as a data dir (its reader names the OS error)."""
+    nothing of Kafka's (the message names what was ``expected``). A directory that cannot be listed reads as a
+    data dir (its reader names the OS error)."""
     p = Path(path)
     if not p.exists():
         raise PathError(MISSING, p, "no such file or directory" if not p.is_symlink() else
@@ -143,7 +144,7 @@ def classify(path: str | os.PathLike) -> PathKind:
     if kind is not None:
         return PathKind(p, kind)
     if not names:
-        raise PathError(EMPTY, p, f"empty directory, not {_EXPECTED[DATA_DIR]} or {_EXPECTED[PARTITION_DIR]}")
+        raise PathError(EMPTY, p, f"empty directory, not {_expected(expected)}")
     inside = []
     for n in sorted(names):
         c = p / n
@@ -155,13 +156,13 @@ def classify(path: str | os.PathLike) -> PathKind:
         shown = ", ".join(inside[:10]) + (f" ... ({len(inside)} data dirs)" if len(inside) > 10 else "")
         raise PathError(PARENT, p, f"not a Kafka data dir; it contains the data dir(s) {shown}: pass those",
                         tuple(inside))
-    raise PathError(NOT_KAFKA, p, f"not {_EXPECTED[DATA_DIR]} or {_EXPECTED[PARTITION_DIR]}: it holds no "
-                    "partition dir, no meta.properties and no checkpoint file")
+    raise PathError(NOT_KAFKA, p, f"not {_expected(expected)}: it holds no partition dir, no meta.properties and "
+                    "no checkpoint file")
 
 
 def require(path: str | os.PathLike, accept: tuple[str, ...] = (DATA_DIR, PARTITION_DIR)) -> PathKind:
     """:func:`classify`, and :class:`PathError` unless the path is one of ``accept``."""
-    k = classify(path)
+    k = classify(path, tuple(a for a in accept if a != FILE) or (DATA_DIR, PARTITION_DIR))
     if k.kind in accept:
         return k
     if k.kind == FILE:

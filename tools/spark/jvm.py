@@ -9,8 +9,10 @@ the query uses. The rows are those of ``format("kafkalog")`` (``tests/spark/test
 every fixture).
 
 It needs a JDK (``javac``; the scan is compiled on first use into ``~/.cache/kafkalog/spark-scan/``) and
-kafka-clients (from Maven Central, through :mod:`kafkalog.compat.jars`). :func:`scan_jars` gives the jars for
-``spark.jars``; :func:`kafkalog.tools.spark.session` adds them with ``jvm_scan=True``.
+kafka-clients, found as Spark users find a package: the jar named by ``KAFKALOG_KAFKA_CLIENTS_JAR``, else the
+Maven coordinates :data:`KAFKA_CLIENTS_PACKAGE` resolved by Spark's own Ivy (``spark.jars.packages``, from Maven
+Central or the repositories ``spark.jars.repositories`` names) into Ivy's cache. :func:`scan_jars` gives the
+jars for ``spark.jars``; :func:`kafkalog.tools.spark.session` adds them with ``jvm_scan=True``.
 
 What it reads: local segments at record level, ``mode`` failfast, with every read option that only plans
 (``topics``, ``partitions``, ``offset``, ``startingOffset`` and the other ranges, ``verifyCrc``,
@@ -22,6 +24,8 @@ filters, segments past 2 GiB) is read by ``format("kafkalog")``: :func:`load` fa
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import subprocess
 import tempfile
 import zipfile
@@ -41,6 +45,10 @@ CLASS = "io.kafkalog.spark.SegmentScan"
 SOURCE = Path(__file__).with_name("java") / "io" / "kafkalog" / "spark" / "SegmentScan.java"
 #: the kafka-clients whose record classes (``org.apache.kafka.common.record.internal``) the scan is written for
 KAFKA_CLIENTS = "4.3.1"
+#: its Maven coordinates (``spark.jars.packages``)
+KAFKA_CLIENTS_PACKAGE = f"org.apache.kafka:kafka-clients:{KAFKA_CLIENTS}"
+#: a kafka-clients jar to use instead of resolving :data:`KAFKA_CLIENTS_PACKAGE`
+KAFKA_CLIENTS_JAR_ENV = "KAFKALOG_KAFKA_CLIENTS_JAR"
 _LONG_MAX = (1 << 63) - 1
 #: why :func:`load_why` did not use the scan on a session without its jars
 NO_SCAN = "the session does not have the scan's jars (session(..., jvm_scan=True))"
@@ -48,33 +56,98 @@ _INT_MAX = (1 << 31) - 1
 
 
 def _spark_jars() -> Path:
-    import pyspark
+    import pyspark  # optional dependency: the scan is for Spark
 
     return Path(pyspark.__file__).parent / "jars"
 
 
-def kafka_clients_jar() -> Path:
-    from kafkalog.compat import jars
+def cache_root() -> Path:
+    """Where the compiled scan is kept (``KAFKALOG_CACHE``, else ``$XDG_CACHE_HOME/kafkalog`` or
+    ``~/.cache/kafkalog``)."""
+    env = os.environ.get("KAFKALOG_CACHE")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "kafkalog"
 
-    libs = jars.ensure_kafka(KAFKA_CLIENTS)
-    return libs / f"kafka-clients-{KAFKA_CLIENTS}.jar"
+
+def _javac() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(Path(home) / "bin" / "javac", os.X_OK):
+        return str(Path(home) / "bin" / "javac")
+    javac = shutil.which("javac")
+    if javac is None:
+        raise ConfigError("the JVM segment scan is compiled on first use and needs a JDK's javac (a JRE is not "
+                          "enough): install openjdk-17-jdk-headless or set JAVA_HOME")
+    return javac
+
+
+def _ivy_jar(ivy_dir: Path) -> Path:
+    """Where Spark's Ivy puts the resolved kafka-clients (``<spark.jars.ivy>/jars/<org>_<module>-<rev>.jar``)."""
+    return ivy_dir / "jars" / f"org.apache.kafka_kafka-clients-{KAFKA_CLIENTS}.jar"
+
+
+def _ivy_dirs() -> list[Path]:
+    """Ivy's directory as Spark defaults it (Spark 4: ``~/.ivy2.5.2``; Spark 3: ``~/.ivy2``)."""
+    return [Path.home() / ".ivy2.5.2", Path.home() / ".ivy2"]
+
+
+def resolve_package(coordinates: str, conf: Mapping[str, str] | None = None) -> list[Path]:
+    """The jars of Maven ``coordinates`` as ``spark.jars.packages`` resolves them: a Spark JVM is started with
+    the package (Spark's Ivy fetches it and its dependencies from Maven Central, or the repositories of
+    ``spark.jars.repositories``, into Ivy's cache), asked for the jars it put on its classpath, and stopped."""
+    from pyspark import SparkConf  # optional dependency: the scan is for Spark
+    from pyspark.java_gateway import launch_gateway  # optional dependency (as above)
+
+    sc = SparkConf(loadDefaults=False)
+    for k, v in dict(conf or {}).items():
+        sc.set(k, v)
+    sc.set("spark.jars.packages", coordinates)
+    gateway = launch_gateway(sc)
+    try:
+        jars = gateway.jvm.java.lang.System.getProperty("spark.jars") or ""
+    finally:
+        gateway.shutdown()
+        proc = getattr(gateway, "proc", None)
+        if proc is not None:
+            proc.stdin.close()
+            proc.wait(30)
+    return [Path(j[len("file:"):] if j.startswith("file:") else j) for j in jars.split(",") if j]
+
+
+def kafka_clients_jar() -> Path:
+    """The kafka-clients jar the scan is compiled against and runs with: ``KAFKALOG_KAFKA_CLIENTS_JAR``, else
+    :data:`KAFKA_CLIENTS_PACKAGE` from Ivy's cache, resolved by Spark's Ivy (:func:`resolve_package`) the first
+    time."""
+    given = os.environ.get(KAFKA_CLIENTS_JAR_ENV)
+    if given:
+        p = Path(given).expanduser()
+        if not p.is_file():
+            raise ConfigError(f"{KAFKA_CLIENTS_JAR_ENV}={given}: no such file (a kafka-clients jar)")
+        return p
+    for d in _ivy_dirs():
+        if _ivy_jar(d).is_file():
+            return _ivy_jar(d)
+    for j in resolve_package(KAFKA_CLIENTS_PACKAGE):
+        if j.name.endswith(f"kafka-clients-{KAFKA_CLIENTS}.jar") and j.is_file():
+            return j
+    raise ConfigError(f"Spark's Ivy did not resolve {KAFKA_CLIENTS_PACKAGE} (set {KAFKA_CLIENTS_JAR_ENV} to a "
+                      "kafka-clients jar, or spark.jars.repositories to a reachable Maven repository)")
 
 
 def scan_jar() -> Path:
     """The compiled scan (built with ``javac`` against this pyspark and kafka-clients on first use)."""
-    from kafkalog.compat import jars
+    import pyspark  # optional dependency: the scan is for Spark
 
     src = SOURCE.read_bytes()
-    import pyspark
-
     key = hashlib.sha256(src + pyspark.__version__.encode() + KAFKA_CLIENTS.encode()).hexdigest()[:12]
-    out = jars.cache_root() / "spark-scan" / f"kafkalog-spark-scan-{key}.jar"
+    out = cache_root() / "spark-scan" / f"kafkalog-spark-scan-{key}.jar"
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         cp = f"{_spark_jars()}/*:{kafka_clients_jar()}"
-        proc = subprocess.run([jars.javac_executable(), "-nowarn", "--release", "17", "-cp", cp, "-d", tmp, str(SOURCE)],
+        proc = subprocess.run([_javac(), "-nowarn", "--release", "17", "-cp", cp, "-d", tmp, str(SOURCE)],
                               capture_output=True, text=True, check=False)  # fmt: skip
         if proc.returncode != 0:
             raise ConfigError(f"javac failed for the JVM segment scan: {proc.stderr.strip()[-1500:]}")

@@ -35,7 +35,10 @@ from .engine import plan as _plan
 from .engine.cleaner import plan_compact
 from .engine.convert import ConvertOptions, plan_convert
 from .engine.export import (
+    DEFAULT_ROW_GROUP_BYTES,
     ExportFilter,
+    ExportStats,
+    _native_runs,
     _record_chunks,
     _record_window,
     _selected_batches,
@@ -77,7 +80,8 @@ Offsets = str | OffsetSpec | Iterable[str] | None
 ``s@``/``e@`` as two texts), or a parsed :class:`~kafkalog.storage.offset_spec.OffsetSpec`; None: everything."""
 
 DEFAULT_ARROW_ROWS = 64 * 1024
-"""Rows per ``pyarrow.RecordBatch`` of :meth:`LogDirs.to_arrow` (at most; a partition's last batch is smaller)."""
+"""Rows per ``pyarrow.RecordBatch`` of :meth:`LogDirs.to_arrow`: a batch is cut at the first log batch that
+reaches it (so it may hold a few more; a partition's last one fewer)."""
 
 
 def _now_ms() -> int:
@@ -361,8 +365,8 @@ class LogDirs:
     def to_arrow(self, topics: str | Iterable[str] | None = None, offsets: Offsets = None, *,
                  partitions: Iterable[int] | None = None, include_control: bool = False,
                  read_committed: bool = False, batch_rows: int = DEFAULT_ARROW_ROWS) -> pyarrow.RecordBatchReader:
-        """The records of the selected partitions as a ``pyarrow.RecordBatchReader``, read lazily a batch of at
-        most ``batch_rows`` rows at a time, partition by partition. The schema is the Spark source's and
+        """The records of the selected partitions as a ``pyarrow.RecordBatchReader``, read lazily a batch of about
+        ``batch_rows`` rows (:data:`DEFAULT_ARROW_ROWS`) at a time, partition by partition. The schema is the Spark source's and
         ``export --format parquet``'s (``key, value, topic, partition, offset, timestamp, ...``); the rows are
         ``export``'s. ``reader.read_pandas()`` gives a pandas DataFrame. Needs pyarrow."""
         return _reader(self.partitions(topics, partitions), offsets, include_control, read_committed, batch_rows)
@@ -563,7 +567,12 @@ def _arrow_batches(selected: list[tuple[Path, ExportFilter]], batch_rows: int) -
     for pdir, flt in selected:
         window = _record_window(flt)
         cols = RecordColumns()
-        for topic, partition, name, b in _selected_batches(pdir, flt, None):
+        full = _Batches()
+        run = None
+        if cols._core is not None and window is None:  # runs of plain batches go into the core in one call each
+            run = _native_runs(cols, full, ExportStats(), flt.include_control, batch_rows, DEFAULT_ROW_GROUP_BYTES)
+        for topic, partition, name, b in _selected_batches(pdir, flt, None, run):
+            yield from full.take()
             whole = b.records_count <= RECORD_CHUNK if b.records_count is not None else not b.is_compressed
             if whole:
                 cols.add_batch(b, topic, partition, name, window)
@@ -572,8 +581,24 @@ def _arrow_batches(selected: list[tuple[Path, ExportFilter]], batch_rows: int) -
                     cols.add_records(b, recs, topic, partition, name)
             if len(cols) >= batch_rows:
                 yield cols.to_arrow()
+        yield from full.take()
         if len(cols):
             yield cols.to_arrow()
+
+
+class _Batches:
+    """Where :func:`~kafkalog.storage.engine.export._native_runs` puts the full Arrow batches it cuts (its
+    ``write_batch``), for the reader to yield."""
+
+    def __init__(self) -> None:
+        self._out: list[Any] = []
+
+    def write_batch(self, batch: Any, **_: Any) -> None:
+        self._out.append(batch)
+
+    def take(self) -> list[Any]:
+        out, self._out = self._out, []
+        return out
 
 
 def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, read_committed: bool,

@@ -24,7 +24,9 @@ for rolling and for the cleaner's grouping) is modelled: :attr:`LogConfig.segmen
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -140,7 +142,6 @@ def _gzip_level(v: int) -> str | None:
 
 
 def _format_version(v: str) -> str | None:
-    import re
 
     return None if re.fullmatch(r"\d+\.\d+(\.\d+)?(-IV\d+)?", v) else f"{v!r} is not a valid metadata version"
 
@@ -240,7 +241,6 @@ def _render(v: Any) -> Any:
 
 
 def _did_you_mean(name: str) -> str:
-    import difflib
 
     close = difflib.get_close_matches(name, TOPIC_CONFIG_KEYS, n=1)
     return f" (did you mean {close[0]}?)" if close else ""

@@ -10,7 +10,14 @@ from typing import Any
 from .codec.compression import codec_name
 from .errors import KafkaLogError
 from .log import PartitionLog, parse_topic_partition_name
-from .logdir import open_partition_log
+from .logdir import (
+    DataDir,
+    check_topics,
+    classify_path,
+    list_partition_dirs,
+    open_partition_log,
+    partition_order,
+)
 
 
 def _codec(c: int) -> str:
@@ -129,7 +136,6 @@ def describe_paths(paths: list[str | os.PathLike], *, scan: bool = True,
     topic, then partition number). ``topics`` keeps only those topics (a name with no partition is an error
     listing the topics there, :func:`~kafkalog.storage.logdir.check_topics`). A path that is neither gives an
     object with ``dataDir``, ``dir`` and ``errors`` only."""
-    from .logdir import DataDir, check_topics, classify_path, list_partition_dirs, partition_order
 
     if topics is not None:
         present = set()

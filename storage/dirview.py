@@ -30,6 +30,7 @@ from crc32c import crc32c
 
 from . import fileops
 from .errors import KafkaLogError, LogDirError
+from .io.local import open_regular
 
 FILE, DIR, SPECIAL, SYMLINK_OUT, DANGLING = "file", "dir", "special", "symlink-out", "dangling"
 
@@ -387,7 +388,6 @@ class DirView:
         self.read_names.add(disk)
         cached = self._maps.get(disk)
         if cached is None:
-            from .io.local import open_regular
 
             fd = open_regular(self.path / disk, LogDirError)
             try:

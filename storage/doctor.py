@@ -40,7 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .engine.convert import audit
 from .engine.datadirs import whole_data_dirs
+from .engine.parallel import run_partition_tasks
 from .engine.plan import Plan
 from .engine.repair import plan_repair
 from .errors import KafkaLogError, LogDirError
@@ -436,7 +438,6 @@ def _live(dirs: list[DataDir]) -> list[Path]:
 
 def _audit_partition(pdir: str) -> list:
     """The segments of one partition holding v0/v1 batches (a task of :func:`run_partition_tasks`)."""
-    from .engine.convert import audit
 
     try:
         return list(audit([pdir]))
@@ -445,7 +446,6 @@ def _audit_partition(pdir: str) -> list:
 
 
 def _legacy(diag: Diagnosis, dirs: list[DataDir], *, workers: int = 1, progress=None) -> None:
-    from .engine.parallel import run_partition_tasks
 
     live = _live(dirs)
     per: dict[str, list] = {}

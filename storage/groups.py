@@ -36,9 +36,10 @@ from typing import Any
 
 from .decoders.common import uuid_to_kafka_str
 from .decoders.consumer_offsets import decode_consumer_assignment, parse_offsets_key, parse_offsets_value
+from .engine.parallel import run_partition_tasks
 from .errors import KafkaLogError
 from .log import CONSUMER_GROUP, PartitionLog, RememberedOffset
-from .logdir import DataDir
+from .logdir import DataDir, classify_path
 from .records.control import parse_control_key
 
 __all__ = ["OFFSETS_TOPIC", "CommittedOffset", "Group", "GroupsReport", "Member", "load_groups",
@@ -456,7 +457,6 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
     ``workers``: processes replaying partitions at once (default: the CPU count from :data:`PARALLEL_BYTES` of
     ``__consumer_offsets`` on, else 1); the report is the same for any number. Raises
     KafkaLogError for a path that is neither a data dir nor a partition dir."""
-    from .logdir import classify_path
 
     dirs: list[DataDir] = []
     offsets_logs: list[PartitionLog] = []
@@ -503,7 +503,6 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
             results = [replay_offsets_partition(lg, advance=None if progress is None else progress.advance)
                        for lg in ordered]
         else:  # the workers open their own logs: only paths travel; the bar advances a partition's bytes at once
-            from .engine.parallel import run_partition_tasks
 
             results = run_partition_tasks(_replay_task, [str(lg.path) for lg in ordered], workers=workers,
                                           threads=1, progress=None if progress is None else progress.advance,

@@ -19,11 +19,13 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import LockedError, LogDirError
+from .io.local import file_kind
 
 LOCK_FILE_NAME = ".lock"
 
@@ -64,9 +66,7 @@ def _lock_path(path: str | os.PathLike) -> Path:
 
 def _open_lock_file(path: Path, flags: int) -> int:
     """Open ``.lock`` without blocking (a FIFO would block a plain open) and refuse anything but a regular file."""
-    import stat
 
-    from .io.local import file_kind
 
     fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
     st = os.fstat(fd)

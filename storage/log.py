@@ -54,6 +54,8 @@ from .files.producer_snapshot import ProducerSnapshot
 from .files.quorum_state import QUORUM_STATE_FILE
 from .files.segment import LogOffsetPosition, Segment
 from .files.txn_index import AbortedTxn
+from .log_segment import recover_segment
+from .producer_state import ProducerStateManager
 from .records import Batch, LogScanner
 
 DELETE_DIR_SUFFIX = "-delete"
@@ -691,7 +693,6 @@ class PartitionLog:
     def producer_state(self, now_ms: int, expiration_ms: int):
         """Producer state at the log end offset, as a loaded broker has it: the latest valid snapshot (expired
         producers dropped) and the batches after it replayed. Read-only: nothing is written or deleted."""
-        from .producer_state import ProducerStateManager
 
         key = (now_ms, expiration_ms)
         cached = self._producers.get(key)
@@ -814,8 +815,6 @@ class PartitionLog:
     def rebuild_segment_indexes(self, segment: Segment, *, index_interval_bytes: int = 4096):
         """All three indexes of ``segment`` as Kafka's recovery would write them (``LogSegment.recover`` with
         producer state from the newest valid snapshot at or below the segment and the batches after it)."""
-        from .log_segment import recover_segment
-        from .producer_state import ProducerStateManager
 
         snap, prior = self.producer_replay_inputs(segment)
         psm = ProducerStateManager.from_snapshot(snap)

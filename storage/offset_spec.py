@@ -32,8 +32,10 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from .errors import ConfigError
+from .log import PartitionLog
 
 _DURATION = re.compile(r"(\d+)(ms|s|m|hr|h|d)")
 _DURATION_TERM = re.compile(r"(?:\d+(?:ms|s|m|hr|h|d))+")
@@ -76,9 +78,7 @@ class OffsetSpec:
 
     def resolve_in_dir(self, partition_dir) -> tuple[int, int]:
         """:meth:`resolve_in` for the partition in ``partition_dir`` (opened read-only for the time it takes)."""
-        from pathlib import Path
 
-        from .log import PartitionLog
 
         with PartitionLog(Path(partition_dir)) as plog:
             return self.resolve_in(plog)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import BrokerConfig, LogConfig, parse_overrides, read_properties
+from .decoders.cluster_metadata import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataState
 from .errors import CorruptRecordError, KafkaLogError
 from .files.meta_properties import META_PROPERTIES_FILE, read_meta_properties
 from .files.names import segment_log_files
@@ -80,7 +81,6 @@ def _snapshots(mdir: Path) -> list[tuple[int, int, Path]]:
 def read_cluster_metadata(metadata_dir: str | os.PathLike) -> ClusterMetadata:
     """Replay ``__cluster_metadata-0``: the latest readable snapshot, then the log records at or after its end
     offset (as the broker's ``MetadataLoader`` does). Undecodable records are skipped and counted."""
-    from .decoders.cluster_metadata import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataState
 
     mdir = Path(metadata_dir)
     out = ClusterMetadata(mdir)

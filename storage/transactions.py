@@ -31,6 +31,7 @@ from .errors import KafkaLogError
 from .log import PartitionLog
 from .logdir import DataDir, check_topics, classify_path, open_partition_log
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from .topic_configs import ConfigResolver
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "CoordinatorTxn", "TransactionReport", "abort_command",
            "find_transactions", "open_transactions", "read_transaction_state"]
@@ -333,7 +334,6 @@ def find_transactions(paths: Iterable[str | os.PathLike], *, now_ms: int | None 
         n = workers if workers is not None else (os.cpu_count() or 1) if len(tasks) >= PARALLEL_FROM else 1
         results = run_partition_tasks(_partition_task, tasks, workers=n, threads=1, progress=on_advance)
         report.partitions_scanned = len(data_logs)
-        from .topic_configs import ConfigResolver
 
         resolver = ConfigResolver(data_dirs=sorted({str(log.path.parent) for log in data_logs}))
         for log, (txns, error) in zip(data_logs, results, strict=True):

@@ -24,7 +24,10 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ..codec.varint import write_uvarint
 from ..errors import CorruptRecordError, KafkaLogError
+from ..log import parse_topic_partition_name
+from ..logdir import is_partition_dir, list_partition_dirs, open_partition_log
 from .cluster_metadata import parse_metadata_header
 from .common import b64, uuid_to_kafka_str
 from .schema import Field as F
@@ -155,7 +158,6 @@ def parse_remote_log_metadata(value: Buf | None) -> tuple[int, int, dict[str, An
 def encode_remote_log_metadata(api_key: int, data: dict[str, Any], version: int = 0) -> bytes:
     """The record value ``RemoteLogMetadataSerde.serialize`` writes for raw fields ``data`` (as
     :func:`parse_remote_log_metadata` returns them; missing fields get their defaults)."""
-    from ..codec.varint import write_uvarint
 
     out = bytearray()
     for v in (1, api_key, version):
@@ -288,8 +290,6 @@ def iter_remote_log_metadata(log_dirs: Iterable[str | os.PathLike]) -> Iterator[
     data dir order, then partition, then offset, from each partition's log start offset. Control records are
     skipped. Raises :class:`KafkaLogError` with the segment file and byte position of a batch or record it cannot
     read or decode."""
-    from ..log import parse_topic_partition_name
-    from ..logdir import is_partition_dir, list_partition_dirs, open_partition_log
 
     for d in log_dirs:
         p = os.fspath(d)

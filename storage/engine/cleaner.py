@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .. import fileops
 from ..config import CleanerConfig, LogConfig
 from ..dirview import DirView, Op
 from ..errors import CorruptRecordError, KafkaLogError
@@ -48,7 +49,7 @@ from .cleaner_parallel import (
 from .cleaner_records import Slow, map_records
 from .cleaner_txn import CleanedTransactionMetadata
 from .datadirs import Target, checkpoint_bytes, group_partitions, plan_partitions
-from .plan import Loss, PartitionPlan, Plan, Runner, default_runner
+from .plan import Loss, PartitionPlan, Plan, PlanError, Runner, default_runner
 from .swap import replace_segments, replacement_effect
 
 INT32_MAX = 2147483647
@@ -367,7 +368,6 @@ def filter_round(log: PartitionLog, to_clean: LogToClean, offset_map: OffsetMap,
     segment. ``write``: into ``.cleaned`` files (:class:`SegmentWriter`) swapped in group by group with Kafka's
     protocol; otherwise only measured. ``expect``: the plan's groups (:class:`PlannedGroup`); a group that comes
     out different raises :class:`PlanError` before it is swapped in."""
-    from .plan import PlanError
 
     clean_segs = [s for s in log.segments if s.base_offset < to_clean.first_dirty_offset]
     legacy_horizon = (clean_segs[-1].last_modified - cfg.delete_retention_ms) if clean_segs else 0
@@ -417,7 +417,6 @@ def filter_round(log: PartitionLog, to_clean: LogToClean, offset_map: OffsetMap,
                 sink.abort()
             raise
         if write:
-            from .. import fileops
 
             fileops.fsync_dir(log.path)
             replace_segments(log.path, [cs.base_offset], cs.sources, keep_deleted=keep_deleted,
@@ -473,7 +472,6 @@ class CompactRound(Op):
             [(str(d / n), False) for n in self.snapshots]
 
     def run(self) -> CleanResult:
-        from .plan import PlanError
 
         assert self.to_clean is not None
         with PartitionLog(self.path, log_start_offset_checkpoint=self.log_start_offset,

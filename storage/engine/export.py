@@ -25,7 +25,7 @@ from typing import IO, Any
 from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT
 from ..errors import ConfigError, KafkaLogError, LogDirError, require
 from ..files.names import segment_log_files
-from ..jsonio import b64_field, header_fields
+from ..jsonio import b64_field, header_fields, text_output
 from ..log import PartitionLog
 from ..logdir import live_partition_name, resolve_partition_dirs
 from ..offset_spec import OffsetSpec
@@ -337,7 +337,6 @@ def export_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.Pat
     """Write every record as one JSON object per line to ``out`` (a path, ``-`` for stdout, or a text stream).
     ``progress(bytes)`` is called with each segment's size once it is exported; ``render`` writes keys, values
     and header values (base64 by default: what ``import`` reads)."""
-    from ..jsonio import text_output
 
     stats = ExportStats(on_segment=progress)
     dumps = json.JSONEncoder(separators=(",", ":")).encode

@@ -12,6 +12,7 @@ records, other bytes). v0/v1 rows are written as v2 (Kafka 4.0's conversion rule
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from ..errors import ConfigError, CorruptRecordError, LogDirError
 from ..files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from ..files.names import segment_log_files
 from ..jsonio import INT16, INT32, INT64, int_field, iter_lines, loads, typed_field
-from ..log import partition_path, validate_topic
+from ..log import PartitionLog, partition_path, validate_topic
 from ..records import CREATE_TIME, LOG_APPEND_TIME, build_batch
 from ..records.record import Record
 from .export import iter_parquet_rows, row_from_json
@@ -97,7 +98,6 @@ def iter_rows(path: str | os.PathLike) -> Iterator[tuple[str, dict[str, Any]]]:
         for i, row in enumerate(iter_parquet_rows(p)):
             yield f"row {i}", _checked(f"row {i}", p, row)
         return
-    import sys
 
     stream = sys.stdin if p == "-" else open(p, encoding="utf-8")
     try:
@@ -219,7 +219,6 @@ class _Checks:
 
 
 def _log_end_offset(pdir: Path) -> int:
-    from ..log import PartitionLog
 
     with PartitionLog(pdir) as plog:
         segs = plog.segments

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Generator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from typing import Any
 
 IO_THREADS = 16  # partitions handled at once per process: their fsyncs are committed together (jbd2 group commit)
@@ -24,14 +26,12 @@ def run_partition_tasks(fn, tasks: list, *, workers: int = 1, threads: int = IO_
     if workers == 1:
         return _thread_map(fn, tasks, threads, progress if weights is None or progress is None
                            else _in_order(progress, weights))
-    from concurrent.futures import ProcessPoolExecutor
 
     nchunks = min(len(tasks), workers * 8)
     chunks = [tasks[i::nchunks] for i in range(nchunks)]  # interleaved: big and small partitions mixed
     out: list = [None] * len(tasks)
     with ProcessPoolExecutor(workers) as ex:
         futures = {ex.submit(_thread_map, fn, c, threads, None): i for i, c in enumerate(chunks)}
-        from concurrent.futures import as_completed
 
         for fut in as_completed(futures):
             i = futures[fut]
@@ -52,8 +52,6 @@ def iter_partition_tasks(fn, tasks: list, *, workers: int = 1, ahead: int | None
         for t in tasks:
             yield fn(t)
         return
-    from collections import deque
-    from concurrent.futures import ProcessPoolExecutor
 
     limit = max(1, ahead if ahead is not None else 2 * workers)
     with ProcessPoolExecutor(workers) as ex:
@@ -90,7 +88,6 @@ def _thread_map(fn, tasks: list, threads: int, progress) -> list:
             if progress is not None:
                 progress(1)
         return out
-    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(min(threads, len(tasks))) as ex:
         out = []

@@ -35,7 +35,9 @@ from typing import Any
 from .. import fileops
 from ..dirview import Op, stale
 from ..errors import KafkaLogError, LockedError, LogDirError
+from ..lock import DirLock, describe_holders, lock_status
 from ..paths import require_destination
+from .parallel import run_partition_tasks
 
 
 class PlanError(KafkaLogError):
@@ -266,7 +268,6 @@ def _apply_partition(task: tuple[PartitionPlan, Backup | None]) -> tuple[str, li
 
 
 def default_runner(workers: int = 1, progress: Callable[[int], None] | None = None) -> Runner:
-    from .parallel import run_partition_tasks
 
     return lambda fn, items: run_partition_tasks(fn, items, workers=workers, progress=progress)
 
@@ -285,7 +286,6 @@ def apply(plan: Plan, *, backup: bool = True, backup_root: str | os.PathLike | N
         return out
     run = runner or default_runner(workers, progress)
     with contextlib.ExitStack() as stack:
-        from ..lock import DirLock
 
         changing = [d for d in plan.data_dirs if d.changes]
         for d in changing:  # nothing is written into a directory that is not (or does not become) a data dir
@@ -343,7 +343,6 @@ def concurrent_writer(plan: Plan) -> str | None:
     """Why a plan with errors may be another writer's doing, or None: a data dir of the plan whose ``.lock`` a
     live process holds now (a broker, another kafkalog applying a plan: it changed files while this plan read
     them), or files the plan read that changed since. The caller reports that instead of the errors."""
-    from ..lock import describe_holders, lock_status
 
     for d in plan.data_dirs:
         try:
@@ -433,7 +432,6 @@ def _check_writable(dirs: list[DataDirPlan], backup_roots: list[Path]) -> None:
 def data_dir_lock(data_dir: str | os.PathLike):
     """Hold a data dir's ``.lock`` as the broker does (:class:`LockedError` when a live process holds it), for
     writers that are not plans (``append``, ``import``)."""
-    from ..lock import DirLock
 
     require_destination(data_dir, new=False)  # a data dir, or an empty dir a writer makes one
     with DirLock(data_dir):

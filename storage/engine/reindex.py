@@ -22,6 +22,7 @@ from ..log import PartitionLog
 from ..log_segment import recover_segment
 from ..producer_state import ProducerStateManager
 from ..topic_configs import ConfigResolver
+from ..verify import verify_segment
 from .datadirs import Target, group_partitions, plan_partitions
 from .plan import PartitionPlan, Plan, Runner, default_runner
 
@@ -34,7 +35,6 @@ def _write_if_changed(view: DirView, name: str, data: bytes, why: str) -> None:
 
 def _index_problem(seg, is_active: bool) -> str | None:
     """The first error ``verify`` reports for this segment's index files (None: they are sound)."""
-    from ..verify import verify_segment
 
     names = {seg.index_path.name, seg.time_index_path.name, seg.txn_index_path.name}
     findings, _ = verify_segment(seg, is_active=is_active)

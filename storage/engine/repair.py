@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..dirview import DIR, DirView
+from ..dirview import DIR, DirView, Sync
 from ..errors import KafkaLogError
 from ..files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker, read_clean_shutdown
@@ -96,7 +96,6 @@ def _partition_metadata(view: DirView, pp: PartitionPlan, known: str | None, giv
 def _sync_unflushed(view: DirView, recovery_point: int) -> None:
     """A clean shutdown's flush: the files of segments at and above the old recovery point that the plan does
     not rewrite are fsynced (the broker may have left them in the page cache)."""
-    from ..dirview import Sync
 
     log = PartitionLog(view)
     rewritten = {Path(op.path).name for op in view.ops if op.kind in ("write", "create")}

@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,10 +27,12 @@ from typing import IO, Any
 
 from ..errors import CorruptRecordError, KafkaLogError, LogDirError
 from ..io.local import map_regular
+from ..jsonio import text_output
 from ..log import parse_topic_partition_name
 from ..logdir import classify_path, list_partition_dirs
 from ..records.salvage import SalvageStats, SkippedRange, salvage_scan
 from .export import ExportFilter, _record_chunks, _record_window, row_to_json, rows_of
+from .parallel import iter_partition_tasks
 
 PARTITION_KINDS = ("live", "future", "delete", "stray")
 
@@ -254,7 +257,6 @@ def salvage_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.Pa
     order of the ``on_skipped`` calls are those of ``workers=1`` (a file's ranges are reported when its turn
     comes); ``progress`` then advances a file at a time. One file is always scanned by one process (resynchronising
     after damage is sequential)."""
-    from ..jsonio import text_output
 
     rep = SalvageReport()
     with text_output(out) as (stream, written):
@@ -278,9 +280,7 @@ def _write_rows(rows: Iterable[dict[str, Any]], stream: IO[str]) -> None:
 
 def _salvage_parallel(paths, rep: SalvageReport, stream: IO[str], flt: ExportFilter | None, topics, on_skipped,
                       progress, include_invalid: bool, workers: int, spool_dir: str | None) -> None:
-    import tempfile
 
-    from .parallel import iter_partition_tasks
 
     flt = flt or ExportFilter(include_control=True)
     if flt.offset_spec is not None or flt.read_committed:

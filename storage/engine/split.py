@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dirview import DirView
+from ..dirview import Blob, DirView
 from ..errors import KafkaLogError
 from ..files.names import offset_file_name
 from ..log_segment import INT32_MAX, cleaned_name, fits, replay_appends
@@ -90,7 +90,6 @@ def split_overflowed_segment(view: DirView, base_offset: int, *, index_interval_
         log_blob = view.blob_range(log_name, p.start, p.end - p.start)
         oi = idx.offset_index.to_bytes(trim=True)
         ti = idx.time_index.to_bytes(trim=True)
-        from ..dirview import Blob
 
         blobs = {".log": log_blob, ".index": Blob(oi), ".timeindex": Blob(ti)}
         for suffix, blob in blobs.items():

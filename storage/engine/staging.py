@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import fileops
 from ..log import DELETE_DIR_SUFFIX
+from .plan import require_writable
 
 #: :meth:`PartitionStaging.keep` of a path that is neither absent nor a regular file
 _SPECIAL = b"<special file>"
@@ -82,7 +83,6 @@ class PartitionStaging:
             return self.staged[final]
         if final in self.existing:
             return final
-        from .plan import require_writable
 
         if final.exists():
             # appended in place: the dir (new segments, indexes, snapshots) and its files must be writable

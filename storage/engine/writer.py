@@ -42,13 +42,18 @@ from ..files.names import (
 from ..files.offset_index import OffsetIndex
 from ..files.partition_metadata import PARTITION_METADATA_FILE, write_partition_metadata
 from ..files.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
-from ..files.txn_index import AbortedTxn, TransactionIndex
+from ..files.txn_index import AbortedTxn, TransactionIndex, read_txn_index
 from ..leader_epoch_cache import LeaderEpochCache
-from ..log import PartitionLog
+from ..lock import DirLock
+from ..log import PartitionLog, live_topic_partition, partition_path, partition_path_for
 from ..log_segment import SegmentIndexer, fits
 from ..producer_state import ProducerStateManager, rebuild_producer_state
 from ..records import LOG_APPEND_TIME, LogScanner, build_batch, iter_batches
 from ..records.batch import TIMESTAMP_TYPE_MASK
+from ..topic_configs import ConfigResolver
+from .flush import plan_flush
+from .plan import apply, data_dir_lock
+from .staging import PartitionStaging
 
 INT32_MAX = 2**31 - 1
 UNKNOWN = TimestampOffset(NO_TIMESTAMP, -1)
@@ -216,7 +221,6 @@ class LogWriter:
                     last = tidx.last_valid_entry
                     seg.indexer.max_ts, seg.indexer.max_ts_offset = last.timestamp, last.offset
         if xp.exists():
-            from ..files.txn_index import read_txn_index
             with read_txn_index(xp, base_offset) as t:
                 seg.aborted = list(t)
         if seg.size > 0:
@@ -484,12 +488,10 @@ def preview_append(data_dir: str | os.PathLike, partition: str, batches: Iterabl
     """``append --dry-run``: check every append as :func:`append_to_partition` would (batch framing, CRC,
     max.message.bytes, segment.bytes, offset order for a follower, v2 only for a leader) and return
     ``(appends, records, log end offset after)``, touching nothing."""
-    from ..log import live_topic_partition, partition_path_for
 
     topic, _ = live_topic_partition(partition)
     pdir = partition_path_for(data_dir, partition)
     if config is None:
-        from ..topic_configs import ConfigResolver
 
         config = ConfigResolver(data_dirs=[data_dir]).log_config(data_dir, topic)
     leo = 0
@@ -527,16 +529,12 @@ def append_to_partition(data_dir: str | os.PathLike, partition: str, batches: It
     ``keep_offsets``, as a follower. Returns ``(appends, log end offset)``. ``config``: the topic's effective
     config (default: :class:`~kafkalog.storage.topic_configs.ConfigResolver` for the data dir). All or nothing:
     a failed append leaves the data dir exactly as it was (:mod:`.staging`)."""
-    from ..log import live_topic_partition, partition_path_for
-    from .plan import data_dir_lock
 
     topic, _ = live_topic_partition(partition)
     pdir = partition_path_for(data_dir, partition)
     if config is None:
-        from ..topic_configs import ConfigResolver
 
         config = ConfigResolver(data_dirs=[data_dir]).log_config(data_dir, topic)
-    from .staging import PartitionStaging
 
     n = 0
     with data_dir_lock(data_dir), PartitionStaging(data_dir) as staging:
@@ -556,11 +554,6 @@ def append_partitions(data_dir: str | os.PathLike, partitions: dict[tuple[str, i
     """Append batches to several partitions of one data dir (created if missing) under its ``.lock``, then (with
     ``flush``) write the data dir's recovery points and log start offsets as a clean flush does, under the same
     lock. Returns each partition's log end offset. All or nothing, over every partition (:mod:`.staging`)."""
-    from ..lock import DirLock
-    from ..log import partition_path
-    from .flush import plan_flush
-    from .plan import apply
-    from .staging import PartitionStaging
 
     root = Path(data_dir)
     paths = {tp: partition_path(root, *tp) for tp in partitions}  # every name valid before anything is written

@@ -23,11 +23,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..decoders.remote_log_metadata import REMOTE_LOG_METADATA_TOPIC, iter_remote_log_metadata
 from ..errors import KafkaLogError
 from ..files.findings import Finding, error, info, warning
 from ..files.leader_epoch import read_leader_epoch_checkpoint
 from ..files.producer_snapshot import read_producer_snapshot
 from ..files.segment import Segment
+from ..logdir import list_partition_dirs, open_partition_log
+from ..verify.segment import verify_segment
 from .layout import REQUIRED_KINDS, LocalTieredStorageLayout, RemoteSegment
 
 
@@ -59,8 +62,6 @@ class RemoteMetadata:
 def read_remote_metadata(data_dirs: Iterable[str | os.PathLike]) -> RemoteMetadata:
     """Replay every ``__remote_log_metadata`` partition of ``data_dirs`` (and note the first local segment of each
     partition, for the contiguity check)."""
-    from ..decoders.remote_log_metadata import REMOTE_LOG_METADATA_TOPIC, iter_remote_log_metadata
-    from ..logdir import list_partition_dirs, open_partition_log
 
     md = RemoteMetadata()
     dirs = [os.fspath(d) for d in data_dirs]
@@ -190,7 +191,6 @@ def verify_remote_segment(store: LocalTieredStorageLayout, seg: RemoteSegment, *
     """One remote segment: every file ``LocalTieredStorage`` writes is there; the ``.log``'s batches and CRCs
     and its indexes against it (:func:`~kafkalog.storage.verify.segment.verify_segment`, the same checks as
     ``kafkalog verify``); the producer snapshot and epoch checkpoint readable; the end offset the metadata says."""
-    from ..verify.segment import verify_segment
 
     out: list[Finding] = []
     where = store.display(seg.files.get("log") or next(iter(seg.files.values())))

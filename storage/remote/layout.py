@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import LogDirError
+from ..files.partition_metadata import PartitionMetadata
+from ..files.segment import Segment
 from ..io import fs
 
 #: file kind -> suffix (``RemoteLogSegmentFileType``)
@@ -208,8 +210,6 @@ def remote_partition_view(store: LocalTieredStorageLayout, root: str | os.PathLi
     so every reader of partition dirs (``export``, ``dump``, ``diff``) reads remote segments unchanged.
     ``segment_ids`` keeps only those segments (e.g. the ``COPY_SEGMENT_FINISHED`` ones); a segment starting
     below the end of the previous one (overlapping offsets after a leader change) is left out."""
-    from ..files.partition_metadata import PartitionMetadata
-    from ..files.segment import Segment
 
     base = Path(root)
     base.mkdir(parents=True, exist_ok=True)

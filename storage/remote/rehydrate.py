@@ -34,7 +34,7 @@ from pathlib import Path
 from ..dirview import Blob, WriteFile
 from ..engine.datadirs import read_data_dir
 from ..engine.migrate import InstallPartition, StagedFile, check_topic_id, read_checkpoints
-from ..engine.plan import DataDirPlan, Loss, PartitionPlan, Plan
+from ..engine.plan import DataDirPlan, Loss, PartitionPlan, Plan, apply
 from ..errors import ConfigError, LogDirError
 from ..files.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -227,7 +227,6 @@ def _plan_partition(store: LocalTieredStorageLayout, pp: PartitionPlan, target: 
 def rehydrate(store: LocalTieredStorageLayout, data_dir: str | os.PathLike, opts: RehydrateOptions | None = None,
               *, dry_run: bool = False):
     """Plan and (unless ``dry_run``) apply; returns ``(plan, ApplyResult | None)``."""
-    from ..engine.plan import apply
 
     plan = plan_rehydrate(store, data_dir, opts)
     if dry_run:

@@ -18,9 +18,11 @@ over many paths that every caller (the CLI, Spark) uses.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -278,8 +280,6 @@ def verify_paths(
             for (s, _, _), res in zip(tasks, done, strict=True):
                 collect(s, res)
         elif n_workers > 1 and len(tasks) > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor, as_completed
 
             ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
             # biggest first so one large partition does not start last

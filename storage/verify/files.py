@@ -6,20 +6,21 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from ..dumpers import dump_file, dump_kind
 from ..errors import CorruptRecordError, KafkaLogError
 from ..files.findings import Finding, error, info
+from ..files.index import map_file
 from ..files.segment import Segment
+from ..records import LogScanner
 from .segment import SegmentSummary, _deep_check, verify_segment
 
 
 def verify_kraft_snapshot(path: str | os.PathLike, deep: bool = False) -> tuple[list[Finding], int]:
     """A KRaft snapshot (``<offset>-<epoch>.checkpoint``, or a data dir's ``bootstrap.checkpoint``): batch
     framing, magic and CRCs (records with ``deep``); returns the findings and the bytes scanned."""
-    from ..records import LogScanner
 
     name = os.fspath(path)
     out: list[Finding] = []
-    from ..files.index import map_file
 
     try:
         mm, _ = map_file(name, CorruptRecordError)
@@ -66,7 +67,6 @@ def verify_file(path: str | os.PathLike, deep: bool = False) -> tuple[list[Findi
     """One file given on its own: a segment file (``.log`` or one of its indexes: the whole segment is
     checked), a KRaft snapshot, a producer snapshot, a checkpoint or metadata file. Returns (findings,
     segments, bytes)."""
-    from ..dumpers import dump_file, dump_kind
 
     p = Path(path)
     if not p.exists():

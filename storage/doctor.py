@@ -42,7 +42,6 @@ from typing import Any
 
 from .engine.convert import audit
 from .engine.datadirs import whole_data_dirs
-from .engine.parallel import run_partition_tasks
 from .engine.plan import Plan
 from .engine.repair import plan_repair
 from .errors import KafkaLogError, LogDirError
@@ -53,6 +52,7 @@ from .files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from .groups import OFFSETS_TOPIC, load_groups
 from .log import METADATA_TOPIC, RememberedOffset, remembered_loss
 from .logdir import DataDir
+from .parallel import run_partition_tasks
 from .topic_configs import KRAFT, METADATA_DIR, ConfigResolver
 
 #: the broker's startup recovery, in ``.log`` bytes per second: measured with

@@ -36,10 +36,10 @@ from typing import Any
 
 from .decoders.common import uuid_to_kafka_str
 from .decoders.consumer_offsets import decode_consumer_assignment, parse_offsets_key, parse_offsets_value
-from .engine.parallel import run_partition_tasks
 from .errors import KafkaLogError
 from .log import CONSUMER_GROUP, PartitionLog, RememberedOffset
 from .logdir import DataDir, classify_path
+from .parallel import run_partition_tasks
 from .records.control import parse_control_key
 
 __all__ = ["OFFSETS_TOPIC", "CommittedOffset", "Group", "GroupsReport", "Member", "load_groups",

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from .decoders.transaction_state import TRANSACTION_STATES, parse_transaction_key, parse_transaction_value
-from .engine.parallel import run_partition_tasks
 from .errors import KafkaLogError
 from .log import PartitionLog
 from .logdir import DataDir, check_topics, classify_path, open_partition_log
+from .parallel import run_partition_tasks
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from .topic_configs import ConfigResolver
 

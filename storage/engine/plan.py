@@ -36,8 +36,8 @@ from .. import fileops
 from ..dirview import Op, stale
 from ..errors import KafkaLogError, LockedError, LogDirError
 from ..lock import DirLock, describe_holders, lock_status
+from ..parallel import run_partition_tasks
 from ..paths import require_destination
-from .parallel import run_partition_tasks
 
 
 class PlanError(KafkaLogError):

@@ -30,9 +30,9 @@ from ..io.local import map_regular
 from ..jsonio import text_output
 from ..log import parse_topic_partition_name
 from ..logdir import classify_path, list_partition_dirs
+from ..parallel import iter_partition_tasks
 from ..records.salvage import SalvageStats, SkippedRange, salvage_scan
 from .export import ExportFilter, _record_chunks, _record_window, row_to_json, rows_of
-from .parallel import iter_partition_tasks
 
 PARTITION_KINDS = ("live", "future", "delete", "stray")
 

@@ -72,7 +72,7 @@ def timestamp_columns(ms):
     """``(timestamp, timestampMs)`` from an int64 Arrow array of epoch ms: vectorised casts, no Python per row
     (ms values too large for microseconds give null timestamps instead of an error)."""
     pa = require("pyarrow", feature="Arrow output")  # optional dependency
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # optional dependency (extra "spark"): only Arrow output needs it
 
     try:
         ts = ms.cast(pa.timestamp("ms", tz="UTC")).cast(TIMESTAMP_TYPE())
@@ -86,7 +86,7 @@ def null_empty_headers(headers):
     """The headers column as Spark's Kafka source has it: null (not an empty list) for a record without
     headers. One vectorised pass over the list lengths."""
     pa = require("pyarrow", feature="Arrow output")  # optional dependency
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # optional dependency (extra "spark"): only Arrow output needs it
 
     if isinstance(headers, pa.ChunkedArray):
         headers = headers.combine_chunks()
@@ -250,7 +250,7 @@ class RecordColumns:
         """The rows as one ``pyarrow.RecordBatch`` with the schema of ``RECORD_COLUMNS``; the builder is empty
         afterwards (ready for the next chunk)."""
         pa = require("pyarrow", feature="Arrow output")  # optional dependency
-        import pyarrow.compute as pc
+        import pyarrow.compute as pc  # optional dependency (extra "spark"): only Arrow output needs it
 
         schema = arrow_schema(RECORD_COLUMNS)
         if self._core is not None:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage.engine.parallel import iter_partition_tasks, run_partition_tasks
 from kafkalog.storage.engine.salvage import salvage_bytes, salvage_jsonl
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.groups import load_groups
+from kafkalog.storage.parallel import iter_partition_tasks, run_partition_tasks
 from kafkalog.storage.records import iter_batches
 from kafkalog.tools.cli import main
 

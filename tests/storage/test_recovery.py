@@ -149,7 +149,7 @@ def test_backup_keeps_exactly_the_changed_originals(tmp_path):
 
 
 def test_run_partition_tasks_keeps_order_across_processes():
-    from kafkalog.storage.engine.parallel import run_partition_tasks
+    from kafkalog.storage.parallel import run_partition_tasks
 
     seen = []
     out = run_partition_tasks(abs, list(range(-40, 0)), workers=2, threads=3, progress=seen.append)

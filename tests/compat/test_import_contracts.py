@@ -1,0 +1,135 @@
+"""The layering is enforced, not hoped for: the import contracts (``.importlinter``, checked by ``.ci/imports``
+with import-linter, as ``.ci/run`` does) hold on the tree and break on a wrong import; imports inside functions
+in ``storage/`` are few, and only of optional dependencies."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: imports inside a function or class body allowed in storage/: optional dependencies only (extra "spark"),
+#: each with a comment saying so
+OPTIONAL_DEPENDENCIES = {"pyarrow", "pyspark", "fsspec", "duckdb", "s3fs"}
+MAX_FUNCTION_IMPORTS_IN_STORAGE = 10
+
+
+def _lint(src: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(ROOT / ".ci" / "imports"), str(src)], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_the_import_contracts_hold():
+    res = _lint()
+    assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-2000:]
+    assert " 0 broken" in res.stdout, res.stdout
+
+
+def _python_only(folder: str, names: list[str]) -> set[str]:
+    """copytree's ignore: the code, not the Rust crate, the Java sources or caches."""
+    return {n for n in names if n in ("native", "__pycache__", "target")
+            or (not n.endswith(".py") and not (Path(folder) / n).is_dir())}
+
+
+@pytest.fixture(scope="module")
+def tree_copy(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("src")
+    for p in ("storage", "tools", "compat"):
+        shutil.copytree(ROOT / p, src / p, ignore=_python_only)
+    return src
+
+
+PACKAGES = "packages: tools over compat over storage (storage imports neither)"
+TOOLS = "tools imports compat (the Kafka harness) only in the conformance command"
+LAYERS = "the bottom of storage: files over records over codec over io"
+BOTTOM = "codec, records, files and io never import the engines nor the reports"
+PRIVATE = "a _private module is imported only inside its package"
+ACYCLIC = "no import cycles (between modules of a package, nor between packages)"
+CONTRACTS = (PACKAGES, TOOLS, LAYERS, BOTTOM, PRIVATE, ACYCLIC)
+
+WRONG_IMPORTS = {
+    # (module written into the copy, its import, the contract that must break)
+    "storage-imports-tools": ("storage/records/wrong.py", "from kafkalog.tools import cli",
+                              PACKAGES),
+    "storage-imports-compat": ("storage/engine/wrong.py", "from kafkalog.compat import broker",
+                               PACKAGES),
+    "records-import-an-engine": ("storage/records/wrong.py", "from ..engine import plan",
+                                 BOTTOM),
+    "files-import-a-report": ("storage/files/wrong.py", "from .. import doctor",
+                              BOTTOM),
+    "codec-imports-records": ("storage/codec/wrong.py", "from ..records import batch",
+                              LAYERS),
+    "a-tool-imports-compat": ("tools/wrong.py", "from kafkalog.compat import jars",
+                              TOOLS),
+    "a-private-module-from-outside": ("storage/engine/wrong.py", "from ..files import _text",
+                                      PRIVATE),
+    "a-cycle": ("storage/codec/wrong.py", "from . import compression",
+                ACYCLIC),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_IMPORTS))
+def test_a_wrong_import_breaks_its_contract(tree_copy, case):
+    path, line, contract = WRONG_IMPORTS[case]
+    module = tree_copy / path
+    extra = []
+    if case == "a-cycle":  # compression imports wrong, which imports compression
+        extra = [tree_copy / "storage/codec/compression.py"]
+    saved = {p: p.read_text() for p in extra}
+    module.write_text(f'"""A deliberately wrong import."""\n\n{line}\n')
+    for p in extra:
+        p.write_text(saved[p] + "\nfrom . import wrong  # noqa\n")
+    try:
+        res = _lint(tree_copy)
+    finally:
+        module.unlink()
+        for p, text in saved.items():
+            p.write_text(text)
+    assert res.returncode != 0, res.stdout
+    broken = res.stdout.split("Broken contracts", 1)[-1]
+    assert f"\n{contract}\n" in broken, res.stdout[-6000:]
+    section = broken.split(f"\n{contract}\n", 1)[1]
+    for other in CONTRACTS:  # the section ends where the next broken contract's begins
+        section = section.split(f"\n{other}\n", 1)[0]
+    assert ".wrong" in section, res.stdout[-6000:]
+
+
+def _function_level_imports(folder: Path) -> list[tuple[str, int, str, str]]:
+    """``(file, line, imported module, source line)`` of every import inside a function or class body."""
+    out = []
+    for path in sorted(folder.rglob("*.py")):
+        if "native" in path.relative_to(folder).parts[:1]:
+            continue
+        text = path.read_text()
+        lines = text.splitlines()
+
+        def walk(node: ast.AST, inside: bool, path=path, lines=lines) -> None:
+            for child in ast.iter_child_nodes(node):
+                if inside and isinstance(child, ast.Import | ast.ImportFrom):
+                    if isinstance(child, ast.ImportFrom):
+                        name = "." * child.level + (child.module or "")
+                    else:
+                        name = child.names[0].name
+                    out.append((str(path.relative_to(ROOT)), child.lineno, name, lines[child.lineno - 1]))
+                walk(child, inside or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef))
+
+        walk(ast.parse(text), False)
+    return out
+
+
+def test_storage_imports_inside_functions_only_optional_dependencies():
+    """Imports inside functions hide the layering (they dodged cycles): storage/ keeps at most
+    MAX_FUNCTION_IMPORTS_IN_STORAGE, each of an optional dependency, with a comment saying so."""
+    found = _function_level_imports(ROOT / "storage")
+    listing = "\n".join(f"  {f}:{n}: {src.strip()}" for f, n, _, src in found)
+    assert len(found) <= MAX_FUNCTION_IMPORTS_IN_STORAGE, (
+        f"{len(found)} imports inside functions in storage/ (at most {MAX_FUNCTION_IMPORTS_IN_STORAGE}):\n{listing}")
+    wrong = [(f, n, src) for f, n, name, src in found
+             if name.split(".")[0] not in OPTIONAL_DEPENDENCIES or "#" not in src]
+    assert not wrong, "imports inside functions in storage/ that are not a commented optional dependency:\n" + \
+        "\n".join(f"  {f}:{n}: {src.strip()}" for f, n, src in wrong)

@@ -207,10 +207,13 @@ class Partition:
         return self.log.segments
 
     def batches(self, offsets: Offsets = None) -> Iterator[tuple[Segment, Batch]]:
-        """``(segment, batch)`` of every batch holding an offset of the range, in offset order (shallow: records
-        are decoded only when asked, ``batch.records()``). A batch is a view over the segment's mmap: do not
-        keep it past :meth:`LogDirs.close`."""
+        """``(segment, batch)`` of every batch whose offsets reach into the range, in offset order (a v0/v1
+        wrapper is placed by its last offset); shallow: records are decoded only when asked
+        (``batch.records()``). A batch is a view over the segment's mmap: do not keep it past
+        :meth:`LogDirs.close`."""
         lo, hi = self.offsets(offsets)
+        if lo >= hi:
+            return
         for seg, b in self.log.iter_batches(lo):
             if b.magic >= 2 and b.base_offset >= hi:
                 return

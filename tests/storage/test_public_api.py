@@ -116,6 +116,9 @@ def test_offset_and_time_ranges_are_rpk_s():
         batches = list(p.batches("44:46"))
         assert batches and all(b.last_offset >= 44 and b.base_offset < 46 for _, b in batches)
         assert batches[0][0].base_offset == 44  # the second segment
+        assert list(p.batches("44:44")) == [] and list(p.records("end")) == []
+        every = [b.last_offset for _, b in p.batches()]
+        assert every == sorted(every) and every[-1] == p.log_end_offset - 1
 
 
 @pytest.mark.parametrize("data_dir", [KRAFT, FIXTURES / "kafka-3.9.2-zk-v0" / "data"], ids=["4.3.1", "3.9.2-v0"])

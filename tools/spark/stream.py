@@ -373,7 +373,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The partition's ``[lo, hi)``: planned here, at read time (a segment the cleaner replaced or retention
         deleted since the driver looked is seen as it is now), with the batch reader's planner and read by its
         scan; the last segment the driver saw is read up to its last complete batch then."""
-        from .source import KafkaLogPartition, KafkaLogReader
+        from .reader import KafkaLogPartition, KafkaLogReader
 
         part = partition
         # the driver chose this partition with the query's topic and partition options: its own dir is listed

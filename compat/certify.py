@@ -1,0 +1,951 @@
+"""Certify data dirs written by any system against a real Apache Kafka broker (``kafkalog conformance certify``).
+
+:func:`certify` takes data dirs (a broker's ``log.dirs`` entry written by Kafka, a Kafka-compatible broker, a
+backup/restore or migration tool, kafkalog itself) and checks what a real broker of a given version does with a
+copy of each (the originals are only read):
+
+1. **Copy and restamp.** The data dir is copied into a work dir. What must match the test broker is restamped in
+   the copy and reported as a :class:`Restamp`: ``meta.properties`` (cluster, node and directory ids) and, in a
+   dir without ``__cluster_metadata``, the topic ids: a first start of the broker on an empty dir creates every
+   topic (partition count from the partition dirs) and each copied ``partition.metadata`` gets the id the broker
+   gave it. A dir with its own ``__cluster_metadata`` keeps it (and its ``meta.properties``): the broker runs
+   with that dir's node id, so the topics, their ids and configs are the dir's own.
+2. **Load.** The broker starts on the copy (the original's clean-shutdown marker and offset checkpoints as
+   they are, the log cleaner off, retention off). Its own log lines about loading (recovery, truncation,
+   rebuilt indexes and producer state, stray or renamed dirs, errors) are the evidence (:class:`LoadEvent`).
+3. **Serve.** Every partition is consumed to its end by kafka-python and confluent-kafka (``check.crcs=true``),
+   at read_uncommitted and read_committed, and compared record for record (offset, key, value, headers,
+   timestamp and its type) with what kafkalog reads from the original files
+   (:func:`kafkalog.storage.engine.export.iter_partition_batches`: at read_committed up to the last stable
+   offset, the aborted transactions skipped as the files' markers and ``.txnindex`` say).
+4. **Tools.** Kafka's ``DumpLogSegments --deep-iteration --index-sanity-check`` runs on every segment of the
+   original; ``kafkalog verify --deep`` runs on the original.
+
+The result (:class:`CertifyReport`) is facts: each :class:`Divergence` has the partition and offsets or the
+file and byte, what Kafka did (its log line, the client's error, what it served), what the files imply, the
+Kafka rule (class/method) behind it and, where one exists, the kafkalog command that prepares the dir. Internal
+topics (``__consumer_offsets``, ``__transaction_state``) are loaded and dumped but not consumed: the broker's
+coordinators write to them as soon as they load them.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafkalog.compat import jars
+from kafkalog.compat.broker import KafkaBroker, make_broker
+from kafkalog.compat.errors import BrokerError, HarnessError, ToolError
+from kafkalog.compat.tools import dump_log_segments
+from kafkalog.storage.engine.export import ExportFilter, iter_partition_batches
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.leader_epoch import read_leader_epoch_checkpoint
+from kafkalog.storage.files.meta_properties import MetaProperties, read_meta_properties, write_meta_properties
+from kafkalog.storage.files.names import segment_log_files
+from kafkalog.storage.files.partition_metadata import read_partition_metadata, write_partition_metadata
+from kafkalog.storage.lock import describe_holders, lock_status
+from kafkalog.storage.log import PartitionLog
+from kafkalog.storage.logdir import classify_path, list_partition_dirs, open_partition_log
+from kafkalog.storage.transactions import open_transactions
+from kafkalog.storage.verify import verify_paths
+
+CLIENTS = ("kafka-python", "confluent")
+ISOLATIONS = ("read_uncommitted", "read_committed")
+METADATA_DIR = "__cluster_metadata-0"
+CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint",
+               "cleaner-offset-checkpoint")
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+
+#: the broker settings of a certification run: nothing the broker does on its own (cleaning, retention) may
+#: change the copy while it is read
+CERTIFY_PROPS: dict[str, str] = {
+    "log.cleaner.enable": "false",
+    "log.retention.ms": "-1",
+    "log.retention.bytes": "-1",
+    "log.retention.check.interval.ms": "3600000",
+    "log.message.timestamp.after.max.ms": "9223372036854775807",
+}
+
+
+class CertifyError(HarnessError):
+    """Bad input to certify: not a data dir, an unreadable file, a dir a live broker holds."""
+
+
+# ----------------------------------------------------------------------------------------------- results
+
+
+@dataclass
+class Restamp:
+    """A file certify changed in the copy so that the test broker accepts it, and why."""
+
+    file: str  # relative to the data dir
+    field: str
+    original: str | None
+    test_broker: str
+
+
+@dataclass
+class LoadEvent:
+    """One broker log line about loading the copy."""
+
+    kind: str  # recovery, truncation, indexRebuild, producerState, stray, logStart, deletion, error, warning
+    partition: str | None
+    line: str
+
+
+@dataclass
+class Divergence:
+    """One way Kafka's behaviour differs from what the files imply."""
+
+    kind: str  # load, serve, corrupt, dump, verify, upgrade, refused
+    partition: str | None
+    kafka: str  # what Kafka did (its log line, a client's error, what it served)
+    files: str  # what the files imply
+    rule: str  # the Kafka class/method behind it
+    first_offset: int | None = None
+    last_offset: int | None = None
+    file: str | None = None
+    position: int | None = None
+    client: str | None = None
+    isolation: str | None = None
+    command: str | None = None  # the kafkalog command that prepares the dir
+
+    def to_json(self) -> dict[str, Any]:
+        return {_camel(k): v for k, v in asdict(self).items()}
+
+
+@dataclass
+class ServedCount:
+    client: str
+    isolation: str
+    expected: int  # records the files imply at this isolation level
+    served: int  # records the client received
+
+
+@dataclass
+class PartitionResult:
+    partition: str
+    internal: bool = False  # loaded and dumped, not consumed (the broker's coordinators write to it)
+    served: list[ServedCount] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"partition": self.partition, "internal": self.internal,
+                "served": [{"client": c.client, "isolation": c.isolation, "expected": c.expected,
+                            "served": c.served} for c in self.served]}
+
+
+@dataclass
+class DirReport:
+    """One data dir's certification."""
+
+    path: str
+    work_dir: str
+    kafka: str
+    backend: str
+    metadata: str  # "own" (the dir's __cluster_metadata), "created" (topics created by certify)
+    restamps: list[Restamp] = field(default_factory=list)
+    events: list[LoadEvent] = field(default_factory=list)
+    partitions: list[PartitionResult] = field(default_factory=list)
+    divergences: list[Divergence] = field(default_factory=list)
+    segments_dumped: int = 0
+    bytes: int = 0  # bytes of the data dir (all files)
+    started: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall seconds
+
+    @property
+    def conformant(self) -> bool:
+        return self.started and not self.divergences
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path, "workDir": self.work_dir, "kafka": self.kafka, "backend": self.backend,
+            "metadata": self.metadata, "conformant": self.conformant, "started": self.started,
+            "partitionCount": len(self.partitions), "segmentsDumped": self.segments_dumped, "bytes": self.bytes,
+            "restamps": [{_camel(k): v for k, v in asdict(r).items()} for r in self.restamps],
+            "loadEvents": [asdict(e) for e in self.events],
+            "partitionResults": [p.to_json() for p in self.partitions],
+            "divergences": len(self.divergences),
+            "seconds": {_camel(k): round(v, 2) for k, v in self.seconds.items()},
+        }  # fmt: skip
+
+
+@dataclass
+class CertifyReport:
+    kafka: str
+    backend: str
+    dirs: list[DirReport] = field(default_factory=list)
+
+    @property
+    def conformant(self) -> bool:
+        return bool(self.dirs) and all(d.conformant for d in self.dirs)
+
+    @property
+    def divergences(self) -> list[Divergence]:
+        return [x for d in self.dirs for x in d.divergences]
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+# ----------------------------------------------------------------------------------------------- input
+
+
+def check_input(path: str | os.PathLike) -> Path:
+    """The data dir ``path``, or a :class:`CertifyError` saying why it cannot be certified."""
+    p = Path(path)
+    if not p.exists():
+        raise CertifyError(f"{p}: no such directory")
+    if not p.is_dir():
+        raise CertifyError(f"{p}: not a directory (certify takes data dirs)")
+    try:
+        kind = classify_path(p)
+    except KafkaLogError as e:
+        raise CertifyError(f"{p}: not a data dir: {e.reason}") from None
+    if kind != "dataDir":
+        raise CertifyError(f"{p}: not a data dir but a {'partition dir' if kind == 'partition' else kind} "
+                           "(give the broker's log.dirs entry)")
+    try:
+        status = lock_status(p)
+    except KafkaLogError as e:
+        raise CertifyError(f"{e.path}: {e.reason}") from None
+    if status.held:
+        raise CertifyError(f"{p}: held by a live broker ({describe_holders(status.holders)} locks {status.path}); "
+                           "certify a copy taken while it is stopped")
+    for root, dirs, files in os.walk(p):
+        for name in dirs:
+            d = Path(root) / name
+            if not os.access(d, os.R_OK | os.X_OK):
+                raise CertifyError(f"{d}: directory not readable")
+        for name in files:
+            f = Path(root) / name
+            try:
+                with open(f, "rb") as fh:
+                    fh.read(1)
+            except OSError as e:
+                raise CertifyError(f"{f}: unreadable: {e.strerror}") from None
+    return p
+
+
+def _dir_bytes(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+# ----------------------------------------------------------------------------------------------- expected
+
+
+Row = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int | None, str | None]
+TS_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
+
+
+@dataclass
+class Expected:
+    """What the files imply a consumer reads from one partition at one isolation level."""
+
+    rows: list[Row]
+    #: the files stop being readable here: (file, byte, first offset of the batch, reason)
+    unreadable: tuple[str, int | None, int | None, str] | None = None
+
+
+def _expected(pdir: Path, isolation: str) -> Expected:
+    rows: list[Row] = []
+    try:
+        with open_partition_log(pdir) as plog:
+            log_start = plog.log_start_offset
+        flt = ExportFilter(include_control=False, read_committed=isolation == "read_committed",
+                           from_offset=log_start)
+        for head, recs in iter_partition_batches(pdir, flt):
+            ts_type, magic = head[2], head[10]
+            for off, ts, key, value, headers in recs:
+                rows.append((off, _b(key), _b(value), tuple((k, _b(v)) for k, v in headers),
+                             None if magic == 0 else ts, None if magic == 0 else TS_TYPES.get(ts_type)))
+    except KafkaLogError as e:
+        return Expected(rows, (e.path or str(pdir), e.position, rows[-1][0] + 1 if rows else None, e.reason))
+    return Expected(rows)
+
+
+def _b(v: Any) -> bytes | None:
+    return None if v is None else bytes(v)
+
+
+# ----------------------------------------------------------------------------------------------- evidence
+
+_EVENT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("truncation", re.compile(r"[Tt]runcat|Found invalid messages|invalid bytes", re.S)),
+    ("indexRebuild", re.compile(r"corrupted index|[Rr]ebuilding index|index file .*(corrupt|missing)|"
+                                r"[Dd]eleting index")),
+    ("recovery", re.compile(r"Recovering unflushed segment|no clean shutdown file|[Rr]ecovering segment")),
+    ("producerState", re.compile(r"rebuilding producer state|[Dd]eleting producer snapshot|producer snapshot")),
+    ("stray", re.compile(r"[Ss]tray|[Rr]enam")),
+    ("logStart", re.compile(r"log start offset|[Ii]ncrementing log start")),
+    ("deletion", re.compile(r"[Dd]eleting (all )?segments?|scheduled for deletion")),
+]
+_PARTITION = re.compile(r"partition=([^,\]\s]+)|\b([A-Za-z0-9._-]+-\d+)\b")
+_LEVEL = re.compile(r"^\[[^\]]*\] (ERROR|WARN|INFO|DEBUG|TRACE) ")
+#: start-up lines of every load, not about the data
+_ROUTINE = re.compile(r"Loading producer state till offset|Producer state recovery took|"
+                      r"Completed load of Log|Loaded \d+ logs|Logs loading complete|Attempting recovery for all logs|"
+                      r"Skipping recovery of \d+ logs|Loading logs from log dirs|Created log for partition|"
+                      r"Reloading from producer snapshot and rebuilding producer state from offset")
+
+RULES = {
+    "truncation": "LogLoader.recoverSegment -> LogSegment.recover (truncates at the first invalid batch)",
+    "indexRebuild": "LogLoader.loadSegmentFiles -> LogSegment.sanityCheck (a corrupt or missing index is rebuilt)",
+    "recovery": "LogLoader.recoverLog (no clean shutdown: the segments past the recovery point are re-read)",
+    "producerState": "LogLoader.rebuildProducerState / ProducerStateManager.truncateAndReload",
+    "stray": "LogManager.loadLog / ReplicaManager (a log not in the cluster metadata, or with another topic id, "
+             "is a stray)",
+    "logStart": "UnifiedLog.maybeIncrementLogStartOffset / LogLoader (log start offset vs the segments)",
+    "deletion": "LogLoader.removeAndDeleteSegmentsAsync",
+    "error": "LogManager.loadLogs",
+    "warning": "LogManager.loadLogs",
+}
+COMMANDS = {
+    "truncation": "kafkalog repair", "recovery": "kafkalog repair", "indexRebuild": "kafkalog reindex",
+    "producerState": "kafkalog repair", "stray": "kafkalog topic-id", "logStart": "kafkalog repair",
+    "deletion": "kafkalog repair", "error": "kafkalog repair",
+}
+
+
+_FATAL = re.compile(r"fatal fault|Error starting|Shutdown broker because|Exiting Kafka|Halting|all log dirs.*failed|"
+                    r"KafkaStorageException|LogManager|log dir")
+_EXCEPTION = re.compile(r"^(?:Caused by: )?((?:[a-z]+\.)+[A-Za-z]*(?:Exception|Error)(?::.*)?)$")
+
+
+def fatal_cause(log_text: str) -> str | None:
+    """The exception behind a broker's fatal fault at start-up (its last ``Caused by``, else its first line)."""
+    lines = log_text.splitlines()
+    for i, line in enumerate(lines):
+        if "fatal fault" in line or "Error starting" in line or "Exiting Kafka" in line:
+            found = [m[1] for x in lines[i + 1:i + 200] if (m := _EXCEPTION.match(x.strip()))]
+            if found:
+                return found[-1]
+            return line.strip()
+    return None
+
+
+def _refusal_rule(cause: str | None) -> str:
+    if cause and "ConfigException" in cause:
+        return "LogConfig.validate / ConfigDef.Range.ensureValid (topic configs from __cluster_metadata)"
+    if cause and ("partition.metadata" in cause or "topic ID" in cause or "topic id" in cause.lower()):
+        return "PartitionMetadataFile.read / UnifiedLog.initializeTopicId"
+    return "KafkaRaftServer.startup / LogManager.loadLogs"
+
+
+def _refusal_command(cause: str | None) -> str:
+    if cause and "ConfigException" in cause:
+        return "change the topic config on the old cluster before the upgrade (kafka-configs.sh --alter)"
+    if cause and ("topic ID" in cause or "topic id" in cause.lower() or "partition.metadata" in cause):
+        return "kafkalog repair (rewrites partition.metadata) or kafkalog topic-id --set ID"
+    return "kafkalog verify --deep, then kafkalog repair"
+
+
+def load_events(log_text: str, partitions: set[str]) -> list[LoadEvent]:
+    """The broker's log lines about loading the partitions: each classified, ERROR/WARN lines always kept."""
+    out: list[LoadEvent] = []
+    for line in log_text.splitlines():
+        m = _LEVEL.match(line)
+        if m is None or _ROUTINE.search(line):
+            continue
+        names = {a or b for a, b in _PARTITION.findall(line)}
+        ours = sorted(n for n in names if n in partitions)
+        part = ours[0] if ours else None
+        kind = next((k for k, pat in _EVENT_PATTERNS if pat.search(line)), None)
+        if kind is None and m[1] in ("ERROR", "WARN") and (part or (m[1] == "ERROR" and _FATAL.search(line))):
+            kind = "error" if m[1] == "ERROR" else "warning"
+        if kind is None or (part is None and kind not in ("error", "stray")):
+            continue
+        out.append(LoadEvent(kind, part, line.strip()))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- consuming
+
+
+@dataclass
+class Served:
+    rows: list[Row]
+    error: str | None = None  # the client's error, if it stopped on one
+    error_offset: int | None = None
+    end: int | None = None  # the end the broker reported (high watermark, or last stable offset)
+
+
+def _consume_partition(bootstrap: str, topic: str, partition: int, client: str, isolation: str,
+                       idle: float = 6.0, timeout: float = 60.0) -> Served:
+    if client == "kafka-python":
+        return _consume_kafka_python(bootstrap, topic, partition, isolation, idle, timeout)
+    return _consume_confluent(bootstrap, topic, partition, isolation, idle, timeout)
+
+
+def _consume_kafka_python(bootstrap: str, topic: str, partition: int, isolation: str, idle: float,
+                          timeout: float) -> Served:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", isolation_level=isolation, check_crcs=True)
+    tp = TopicPartition(topic, partition)
+    out = Served([])
+    try:
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        out.end = consumer.end_offsets([tp], timeout_ms=15_000)[tp]
+        deadline, last = time.monotonic() + timeout, time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - last < idle:
+            try:
+                if consumer.position(tp, timeout_ms=5_000) >= out.end:
+                    break
+                polled = consumer.poll(timeout_ms=500)
+            except Exception as e:  # the client's own error (CorruptRecordError, ...) is the evidence
+                out.error, out.error_offset = f"{type(e).__name__}: {e}", _position(consumer, tp)
+                break
+            for recs in polled.values():
+                for m in recs:
+                    if out.rows and m.offset <= out.rows[-1][0]:
+                        out.error = f"received offset {m.offset} again after offset {out.rows[-1][0]}"
+                        out.error_offset = m.offset
+                        return out
+                    out.rows.append((m.offset, m.key, m.value, tuple((k, v) for k, v in (m.headers or [])),
+                                     None if m.timestamp in (-1, None) else m.timestamp,
+                                     None if m.timestamp in (-1, None) else TS_TYPES.get(m.timestamp_type)))
+                    last = time.monotonic()
+    finally:
+        consumer.close()
+    return out
+
+
+def _position(consumer: Any, tp: Any) -> int | None:
+    try:
+        return int(consumer.position(tp, timeout_ms=2_000))
+    except Exception:  # no position known: the error is reported without one
+        return None
+
+
+def _consume_confluent(bootstrap: str, topic: str, partition: int, isolation: str, idle: float,
+                       timeout: float) -> Served:
+    from confluent_kafka import (
+        OFFSET_BEGINNING,
+        TIMESTAMP_NOT_AVAILABLE,
+        Consumer,
+        KafkaError,
+        TopicPartition,
+    )
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkalog-certify", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": isolation, "check.crcs": True,
+                         "enable.partition.eof": True, "log_level": 0})
+    out = Served([])
+    try:
+        _, out.end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        deadline, last = time.monotonic() + timeout, time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - last < idle:
+            m = consumer.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    break
+                out.error, out.error_offset = f"{m.error().name()}: {m.error().str()}", m.offset()
+                break
+            if out.rows and m.offset() <= out.rows[-1][0]:
+                out.error, out.error_offset = f"received offset {m.offset()} again after offset {out.rows[-1][0]}", m.offset()
+                break
+            ts_type, ts = m.timestamp()
+            none = ts_type == TIMESTAMP_NOT_AVAILABLE or ts == -1
+            out.rows.append((m.offset(), m.key(), m.value(), tuple((k, v) for k, v in (m.headers() or [])),
+                             None if none else ts, None if none else TS_TYPES.get(ts_type - 1)))
+            last = time.monotonic()
+    finally:
+        consumer.close()
+    return out
+
+
+def _fmt(row: Row | None) -> str:
+    if row is None:
+        return "nothing"
+    off, key, value, headers, ts, tst = row
+
+    def s(b: bytes | None) -> str:
+        if b is None:
+            return "null"
+        return repr(b[:40])[1:] + ("..." if len(b) > 40 else "") if b.isascii() else base64.b64encode(b[:30]).decode()
+
+    hs = ",".join(f"{k}={s(v)}" for k, v in headers)
+    return f"offset {off} key {s(key)} value {s(value)} headers [{hs}] timestamp {ts} ({tst})"
+
+
+def compare_served(name: str, client: str, isolation: str, want: Expected, got: Served) -> list[Divergence]:
+    """The divergences between what the files imply (``want``) and what a client got (``got``)."""
+    out: list[Divergence] = []
+    rule = "ReplicaManager.fetchMessages -> UnifiedLog.read (serves the log's batches as stored)"
+    by_off = {r[0]: r for r in got.rows}
+    seen: set[int] = set()
+    first_bad: tuple[Row | None, Row | None] | None = None
+    missing: list[int] = []
+    for row in want.rows:
+        g = by_off.get(row[0])
+        seen.add(row[0])
+        if g is None:
+            missing.append(row[0])
+        elif g != row and first_bad is None:
+            first_bad = (g, row)
+    extra = [r[0] for r in got.rows if r[0] not in seen]
+    if want.unreadable is not None:
+        file, pos, first, reason = want.unreadable
+        served_past = [o for o in extra if first is None or o >= first]
+        out.append(Divergence(
+            "corrupt", name, client=client, isolation=isolation, file=file, position=pos, first_offset=first,
+            kafka=(f"{client} stopped with {got.error} at offset {got.error_offset}" if got.error else
+                   f"{client} received {len(served_past)} record(s) from offset {first} on, unchecked"),
+            files=f"the files cannot be read past {file}@{pos}: {reason}",
+            rule="DefaultRecordBatch.ensureValid / LegacyRecord.ensureValid (checked by the consumer, not by the "
+                 "broker's fetch path)", command="kafkalog repair"))
+        extra = [o for o in extra if o not in served_past]
+    elif got.error is not None:
+        out.append(Divergence("serve", name, client=client, isolation=isolation, first_offset=got.error_offset,
+                              kafka=f"{client} stopped with {got.error} at offset {got.error_offset}",
+                              files="the files are readable to their end", rule=rule))
+    if missing and not (want.unreadable is None and got.error is not None and missing[0] >= (got.error_offset or 0)):
+        out.append(Divergence("serve", name, client=client, isolation=isolation, first_offset=missing[0],
+                              last_offset=missing[-1],
+                              kafka=f"served no record at {len(missing)} offset(s) from {missing[0]} to {missing[-1]}"
+                                    f" (end {got.end})",
+                              files=f"the files hold {len(missing)} record(s) there", rule=rule))
+    if extra:
+        out.append(Divergence("serve", name, client=client, isolation=isolation, first_offset=extra[0],
+                              last_offset=extra[-1],
+                              kafka=f"served {len(extra)} record(s) at offsets {extra[0]}..{extra[-1]}",
+                              files="the files imply no record there at this isolation level"
+                                    + (" (aborted or past the last stable offset)" if isolation == "read_committed"
+                                       else ""),
+                              rule=rule if isolation == "read_uncommitted" else
+                              "UnifiedLog.collectAbortedTransactions / Fetcher (aborted transactions skipped by "
+                              "the consumer from the fetch's abortedTransactions)"))
+    if first_bad is not None:
+        g, w = first_bad
+        out.append(Divergence("serve", name, client=client, isolation=isolation, first_offset=w[0] if w else None,
+                              kafka=f"served {_fmt(g)}", files=f"the files hold {_fmt(w)}", rule=rule))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- certify
+
+
+def certify(dirs: Sequence[str | os.PathLike], *, kafka: str = jars.LATEST_4, backend: str | None = None,
+            image: str | None = None, workdir: str | os.PathLike | None = None,
+            on_phase: Callable[[str], None] | None = None) -> CertifyReport:
+    """Certify each data dir in ``dirs`` against Kafka ``kafka`` (one broker per dir; see the module doc)."""
+    jars.parse_version(kafka)
+    paths = [check_input(d) for d in dirs]
+    backend = backend or os.environ.get("KAFKALOG_BROKER", "jvm")
+    base = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix=f"kafkalog-certify-{kafka}-"))
+    report = CertifyReport(kafka, backend)
+    for i, p in enumerate(paths):
+        report.dirs.append(_certify_dir(p, base / f"{i}-{p.name}", kafka, backend, image, on_phase or (lambda _: None)))
+    return report
+
+
+def _timed(rep: DirReport, phase: str, on_phase: Callable[[str], None]) -> Any:
+    class _T:
+        def __enter__(self) -> None:
+            on_phase(phase)
+            self.t0 = time.perf_counter()
+
+        def __exit__(self, *exc: object) -> None:
+            rep.seconds[phase] = rep.seconds.get(phase, 0.0) + time.perf_counter() - self.t0
+
+    return _T()
+
+
+def _certify_dir(orig: Path, work: Path, kafka: str, backend: str, image: str | None,
+                 on_phase: Callable[[str], None]) -> DirReport:
+    work.mkdir(parents=True, exist_ok=True)
+    copy = work / "data"
+    has_metadata = (orig / METADATA_DIR).is_dir()
+    rep = DirReport(str(orig), str(work), kafka, backend, "own" if has_metadata else "created",
+                    bytes=_dir_bytes(orig))
+    parts = [(pd, tp) for pd, tp in list_partition_dirs(orig, include_metadata=False)]
+    names = {pd.name for pd, _ in parts}
+    meta = _original_meta(orig, rep)
+    _upgrade_facts(orig, parts, meta, has_metadata, rep)
+
+    with _timed(rep, "expected", on_phase):
+        expected = {(pd.name, iso): _expected(pd, iso) for pd, tp in parts if not tp.topic.startswith("__")
+                    for iso in ISOLATIONS}
+    props = dict(CERTIFY_PROPS)
+    broker: KafkaBroker | None = None
+    try:
+        if has_metadata and meta is not None and meta.version == 1 and meta.node_id is not None:
+            with _timed(rep, "copy", on_phase):
+                shutil.copytree(orig, copy, symlinks=True, ignore=shutil.ignore_patterns(".lock"))
+            broker = make_broker(kafka, backend=backend, image=image, data_dir=copy, server_properties=props)
+            node = str(meta.node_id)
+            broker.extra_properties |= {"node.id": node,
+                                        "controller.quorum.voters": f"{node}@127.0.0.1:{broker.controller_port}"}
+        else:
+            broker = make_broker(kafka, backend=backend, image=image, data_dir=copy, server_properties=props)
+            with _timed(rep, "brokerStart", on_phase):
+                broker.start(timeout=180)
+            with _timed(rep, "createTopics", on_phase):
+                _create_topics(broker, parts)
+            broker.stop()
+            with _timed(rep, "copy", on_phase):
+                _install_copy(orig, copy, parts, rep)
+        log_start = _log_size(broker)
+        with _timed(rep, "brokerStart", on_phase):
+            try:
+                broker.start(timeout=180)
+                rep.started = True
+            except BrokerError as e:
+                text = _log_since(broker, log_start)
+                cause = fatal_cause(text)
+                rep.divergences.append(Divergence(
+                    "refused", None, kafka=f"Kafka {kafka} did not start on the copy"
+                    + (f": {cause}" if cause else f" ({e.args[0].splitlines()[0]})"),
+                    files="a data dir a broker can load", rule=_refusal_rule(cause),
+                    command=_refusal_command(cause)))
+        rep.events = load_events(_log_since(broker, log_start), names)
+        for ev in rep.events:
+            rep.divergences.append(Divergence(
+                "load", ev.partition, kafka=ev.line, files="a clean load: nothing to recover, rebuild or rename",
+                rule=RULES[ev.kind], command=COMMANDS.get(ev.kind)))
+        if rep.started:
+            with _timed(rep, "consume", on_phase):
+                _serve(broker, parts, expected, rep)
+            broker.stop(require_clean_marker=False)
+            _after_stop(parts, copy, rep)
+    except HarnessError as e:
+        rep.divergences.append(Divergence("refused", None, kafka=f"{type(e).__name__}: {e}",
+                                          files="a data dir a broker can load and serve",
+                                          rule="KafkaRaftServer.startup"))
+    finally:
+        if broker is not None:
+            broker.close()
+    with _timed(rep, "dumpLogSegments", on_phase):
+        _dump(orig, parts, kafka, rep)
+    with _timed(rep, "verify", on_phase):
+        _verify(orig, rep)
+    _attribute_refusal(rep)
+    return rep
+
+
+def _attribute_refusal(rep: DirReport) -> None:
+    """A broker that refused the dir rarely names the partition: when ``verify`` finds exactly one partition whose
+    ``partition.metadata`` Kafka cannot read, the refusal is that partition's."""
+    refused = [x for x in rep.divergences if x.kind == "refused" and x.partition is None]
+    bad = {x.partition for x in rep.divergences if x.kind == "verify" and x.files.startswith("[metadata]")}
+    if len(refused) == 1 and len(bad) == 1:
+        x = refused[0]
+        x.partition = bad.pop()
+        x.file = str(Path(rep.path) / str(x.partition) / "partition.metadata")
+        x.rule = "PartitionMetadataFile.read -> UnifiedLog.initializeTopicId (every log loads its topic id)"
+        x.command = "kafkalog repair (rewrites partition.metadata) or kafkalog topic-id --set ID"
+
+
+def _original_meta(orig: Path, rep: DirReport) -> MetaProperties | None:
+    try:
+        return read_meta_properties(orig / "meta.properties") if (orig / "meta.properties").exists() else None
+    except KafkaLogError as e:
+        rep.divergences.append(Divergence("verify", None, file=e.path, position=e.position, kafka="not run",
+                                          files=f"meta.properties does not parse: {e.reason}",
+                                          rule="MetaProperties / PropertiesUtils.readPropertiesFile",
+                                          command="kafkalog repair"))
+        return None
+
+
+def _upgrade_facts(orig: Path, parts: list, meta: MetaProperties | None, has_metadata: bool, rep: DirReport) -> None:
+    """What a ZooKeeper-era or legacy-format dir needs before a KRaft / 4.x broker takes it as it is."""
+    v4 = jars.parse_version(rep.kafka) >= (4,)
+    if meta is not None and meta.version == 0:
+        rep.divergences.append(Divergence(
+            "upgrade", None, file="meta.properties",
+            kafka="a KRaft broker needs meta.properties version 1 (node.id, cluster.id, directory.id); certify "
+                  "restamped the copy" + ("; Kafka 4 has no ZooKeeper mode" if v4 else ""),
+            files=f"ZooKeeper-era meta.properties (version 0, broker.id={meta.node_id}, cluster.id={meta.cluster_id})",
+            rule="MetaPropertiesEnsemble.verify (KRaft needs version 1)",
+            command="kafkalog migrate (into a data dir formatted by kafka-storage format)"))
+    if not has_metadata:
+        rep.divergences.append(Divergence(
+            "upgrade", None, file=METADATA_DIR,
+            kafka="a KRaft broker takes its topics and topic ids from __cluster_metadata; certify created the topics "
+                  "and restamped each partition.metadata with the test broker's id",
+            files="no __cluster_metadata: the topics and their ids live elsewhere (ZooKeeper)",
+            rule="LogManager.loadLog / ReplicaManager.applyDelta (a log whose topic id the metadata does not "
+                 "know is a stray)",
+            command="kafkalog topic-id --set ID (or kafkalog migrate --topic-id ID) with the destination's ids"))
+    if v4:
+        legacy = {pd.name: m for pd, _tp in parts if (m := _legacy_segments(pd))}
+        if legacy:
+            magics = sorted({mg for ms in legacy.values() for _, mg in ms})
+            rep.divergences.append(Divergence(
+                "upgrade", None,
+                kafka="Kafka 4 writes and down-converts no message format v0/v1 (KIP-724): it serves the legacy "
+                      "batches as stored (clients must read v0/v1) and its cleaner rewrites them as v2",
+                files=f"{sum(len(v) for v in legacy.values())} segment(s) of {len(legacy)} partition(s) hold "
+                      f"message format {'/'.join(f'v{m}' for m in magics)} batches: {', '.join(sorted(legacy))}",
+                rule="UnifiedLog.appendAsLeader / LogValidator (v2 only since 4.0, KIP-724)",
+                command="kafkalog convert"))
+
+
+def _legacy_segments(pdir: Path) -> list[tuple[Path, int]]:
+    out = []
+    try:
+        with PartitionLog(pdir) as plog:
+            for seg in plog.segments:
+                b = next(iter(seg.iter_batches(0)), None)
+                if b is not None and b.magic < 2:
+                    out.append((seg.path, b.magic))
+                seg.close()
+    except KafkaLogError:
+        return out
+    return out
+
+
+def _log_size(broker: KafkaBroker) -> int:
+    try:
+        return broker.log_path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _log_since(broker: KafkaBroker, start: int) -> str:
+    try:
+        with open(broker.log_path, "rb") as f:
+            f.seek(start)
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _create_topics(broker: KafkaBroker, parts: list) -> None:
+    counts: dict[str, int] = {}
+    for _pd, tp in parts:
+        if tp.kind == "live":
+            counts[tp.topic] = max(counts.get(tp.topic, 0), tp.partition + 1)
+    for topic, n in sorted(counts.items()):
+        broker.create_topic(topic, partitions=n)
+    deadline = time.monotonic() + 60
+    want = {f"{t}-{p}" for t, n in counts.items() for p in range(n)}
+    while time.monotonic() < deadline:
+        if all((broker.data_dir / n / "partition.metadata").exists() for n in want):
+            return
+        time.sleep(0.3)
+    missing = sorted(n for n in want if not (broker.data_dir / n / "partition.metadata").exists())
+    raise BrokerError(f"the test broker did not create {missing[:5]} within 60 s")
+
+
+def _install_copy(orig: Path, copy: Path, parts: list, rep: DirReport) -> None:
+    """Put the original's partitions, checkpoints and clean-shutdown marker into the test broker's stopped data
+    dir, each ``partition.metadata`` restamped with the broker's topic id (the broker's meta.properties and
+    __cluster_metadata stay)."""
+    broker_ids: dict[str, str] = {}
+    for pd, tp in parts:
+        mine = copy / pd.name
+        if (mine / "partition.metadata").exists():
+            broker_ids.setdefault(tp.topic, read_partition_metadata(mine / "partition.metadata").topic_id)
+    for pd, tp in parts:
+        dst = copy / pd.name
+        if dst.exists():
+            shutil.rmtree(dst)
+        shutil.copytree(pd, dst, symlinks=True)
+        pm = dst / "partition.metadata"
+        tid = broker_ids.get(tp.topic)
+        if tid is None or not pm.exists():
+            continue
+        try:
+            old = read_partition_metadata(pm).topic_id
+        except KafkaLogError:
+            continue  # a partition.metadata Kafka cannot read either: the broker's reaction is the evidence
+        if old != tid:
+            write_partition_metadata(pm, tid)
+            rep.restamps.append(Restamp(f"{pd.name}/partition.metadata", "topic_id", old, tid))
+    for name in CHECKPOINTS:
+        src, dst = orig / name, copy / name
+        if src.exists():
+            shutil.copyfile(src, dst)
+        else:
+            dst.unlink(missing_ok=True)
+    if (orig / CLEAN_SHUTDOWN).exists():
+        shutil.copyfile(orig / CLEAN_SHUTDOWN, copy / CLEAN_SHUTDOWN)
+    else:
+        (copy / CLEAN_SHUTDOWN).unlink(missing_ok=True)
+    mp = copy / "meta.properties"
+    if mp.exists() and (orig / "meta.properties").exists():
+        theirs = _try_meta(orig / "meta.properties")
+        ours = read_meta_properties(mp)
+        for key, old, new in (("cluster.id", theirs.cluster_id if theirs else None, ours.cluster_id),
+                              ("node.id", str(theirs.node_id) if theirs else None, str(ours.node_id)),
+                              ("directory.id", theirs.directory_id if theirs else None, ours.directory_id),
+                              ("version", str(theirs.version) if theirs else None, str(ours.version))):
+            if new is not None and old != new:
+                rep.restamps.append(Restamp("meta.properties", key, old, new))
+        write_meta_properties(mp, ours)
+
+
+def _try_meta(p: Path) -> MetaProperties | None:
+    try:
+        return read_meta_properties(p)
+    except KafkaLogError:
+        return None
+
+
+def _serve(broker: KafkaBroker, parts: list, expected: dict, rep: DirReport) -> None:
+    for pd, tp in parts:
+        res = PartitionResult(pd.name, internal=tp.topic.startswith("__"))
+        rep.partitions.append(res)
+        if res.internal or tp.kind != "live":
+            continue
+        if not (broker.data_dir / pd.name).is_dir():
+            rep.divergences.append(Divergence(
+                "load", pd.name, kafka="the partition dir is gone from the broker's data dir after loading",
+                files="a live partition", rule=RULES["stray"], command=COMMANDS["stray"]))
+            continue
+        legacy = bool(_legacy_segments(pd))
+        ends: dict[tuple[str, str], int | None] = {}
+        for iso in ISOLATIONS:
+            want = expected[(pd.name, iso)]
+            for client in CLIENTS:
+                try:
+                    got = _consume_partition(broker.bootstrap_servers, tp.topic, tp.partition, client, iso)
+                except Exception as e:  # a client that cannot even start reading is evidence too
+                    got = Served([], error=f"{type(e).__name__}: {e}")
+                res.served.append(ServedCount(client, iso, len(want.rows), len(got.rows)))
+                ends[(client, iso)] = got.end
+                for d in compare_served(pd.name, client, iso, want, got):
+                    if legacy and d.command is None:  # a client that cannot read a legacy format
+                        d.command = "kafkalog convert"
+                    rep.divergences.append(d)
+        _transactions(pd, ends.get(("kafka-python", "read_uncommitted")), ends.get(("kafka-python", "read_committed")),
+                      rep)
+
+
+def _transactions(pd: Path, hw: int | None, lso: int | None, rep: DirReport) -> None:
+    """An open transaction (no marker) in the files, or a last stable offset below the high watermark on the
+    broker: either way read_committed consumers and the cleaner stop there until someone aborts it."""
+    try:
+        with PartitionLog(pd) as plog:
+            files_open = open_transactions(plog, int(time.time() * 1000))
+    except KafkaLogError:
+        files_open = []
+    kafka_open = hw is not None and lso is not None and lso < hw
+    if not files_open and not kafka_open:
+        return
+    first = files_open[0] if files_open else None
+    rep.divergences.append(Divergence(
+        "transaction", pd.name, first_offset=first["firstOffset"] if first else lso,
+        last_offset=first["lastOffset"] if first else None,
+        kafka=(f"last stable offset {lso} below the high watermark {hw}: read_committed consumers (and the cleaner) "
+               f"stop at {lso} until the transaction is aborted" if kafka_open else
+               f"last stable offset = high watermark = {hw}: the broker knows no open transaction (its producer "
+               "state did not come back at load)"),
+        files=(", ".join(f"producer {t['producerId']} (epoch {t['producerEpoch']}) has an open transaction from "
+                         f"offset {t['firstOffset']} to {t['lastOffset']}, no marker" for t in files_open)
+               or "no open transaction"),
+        rule="ProducerStateManager.firstUndecidedOffset / UnifiedLog.lastStableOffset (only a marker ends a "
+             "transaction: the coordinator's, or kafka-transactions.sh abort)",
+        command="kafkalog transactions (names it and prints the kafka-transactions.sh abort command)"))
+
+
+def _after_stop(parts: list, copy: Path, rep: DirReport) -> None:
+    """What the broker changed in the copy's partitions, file by file (after its clean stop): leader epoch entries
+    it dropped, segments it deleted or truncated."""
+    seen = {(e.partition, e.kind) for e in rep.events}
+    for pd, tp in parts:
+        c = copy / pd.name
+        if tp.topic.startswith("__") or tp.kind != "live" or not c.is_dir():
+            continue
+        try:
+            mine = read_leader_epoch_checkpoint(pd / "leader-epoch-checkpoint").entries \
+                if (pd / "leader-epoch-checkpoint").exists() else []
+            theirs = read_leader_epoch_checkpoint(c / "leader-epoch-checkpoint").entries \
+                if (c / "leader-epoch-checkpoint").exists() else []
+        except KafkaLogError:
+            mine = theirs = []
+        dropped = [(e.epoch, e.start_offset) for e in mine if e not in theirs]
+        if dropped:
+            rep.divergences.append(Divergence(
+                "load", pd.name, file=str(pd / "leader-epoch-checkpoint"), first_offset=dropped[0][1],
+                kafka=f"dropped leader epoch entries (epoch, start offset) {dropped} at load",
+                files=f"leader-epoch-checkpoint holds {[(e.epoch, e.start_offset) for e in mine]}",
+                rule="UnifiedLog.initializeLeaderEpochCache -> LeaderEpochFileCache.truncateFromEndAsyncFlush "
+                     "(entries at or past the log end offset are removed)", command="kafkalog repair"))
+        if (pd.name, "truncation") in seen or (pd.name, "deletion") in seen or (pd.name, "warning") in seen:
+            continue
+        for log in segment_log_files(pd):
+            other = c / log.name
+            size = log.stat().st_size
+            if not other.exists():
+                rep.divergences.append(Divergence(
+                    "load", pd.name, file=str(log), kafka="deleted the segment at load",
+                    files=f"a segment of {size} bytes", rule=RULES["deletion"], command="kafkalog repair"))
+            elif other.stat().st_size < size:
+                rep.divergences.append(Divergence(
+                    "load", pd.name, file=str(log), position=other.stat().st_size,
+                    kafka=f"truncated the segment to {other.stat().st_size} bytes at load",
+                    files=f"a segment of {size} bytes", rule=RULES["truncation"], command="kafkalog repair"))
+
+
+def _dump(orig: Path, parts: list, kafka: str, rep: DirReport) -> None:
+    rule = "DumpLogSegments (--deep-iteration: FileRecords batches, ensureValid; --index-sanity-check: " \
+           "OffsetIndex/TimeIndex.sanityCheck)"
+    files: list[Path] = []
+    for pd, _tp in parts:
+        for log in segment_log_files(pd):
+            files.append(log)
+            for ext in (".index", ".timeindex"):
+                idx = log.with_suffix(ext)
+                if idx.exists():
+                    files.append(idx)
+    if not files:
+        return
+    try:
+        run = dump_log_segments(kafka, files, deep=True, print_data=False, index_sanity_check=True,
+                                on_error="split")
+    except ToolError as e:
+        rep.divergences.append(Divergence("dump", None, kafka=f"DumpLogSegments failed: {str(e)[:500]}",
+                                          files="segments Kafka's tool can read", rule=rule))
+        return
+    for f in run.files:
+        name = Path(f.path).parent.name
+        if f.kind == "log":
+            rep.segments_dumped += 1
+        problems: list[str] = []
+        if f.error:
+            problems.append(f"crashed: {f.error.strip().splitlines()[-1][:300] if f.error.strip() else 'no output'}")
+        if f.invalid_bytes:
+            problems.append(f"{f.invalid_bytes} invalid byte(s) at the end")
+        back = [(a, b) for a, b in f.non_consecutive if a >= 0 and b <= a]  # gaps are normal (compaction)
+        if back:
+            problems.append(f"offsets that go back (previous, next): {back[:3]}")
+        if f.index_mismatches:
+            problems.append(f"index entries whose offset is not a batch's last offset {f.index_mismatches[:3]}")
+        if f.timestamp_mismatches or f.out_of_order_timestamps:
+            problems.append(f"time index mismatches {(f.timestamp_mismatches + f.out_of_order_timestamps)[:3]}")
+        if f.kind in ("index", "timeindex") and not (f.passed_sanity_check or f.empty) and not f.error:
+            problems.append("did not pass --index-sanity-check")
+        for p in problems:
+            rep.divergences.append(Divergence("dump", name, file=f.path, kafka=f"DumpLogSegments: {p}",
+                                              files="a segment and indexes Kafka's tool reads cleanly", rule=rule,
+                                              command="kafkalog reindex" if f.kind != "log" else "kafkalog repair"))
+
+
+def _verify(orig: Path, rep: DirReport) -> None:
+    report = verify_paths([orig], deep=True, workers=1)
+    for f in report.findings:
+        if f.severity != "error":
+            continue
+        p = Path(f.file)
+        part = p.name if p.is_dir() and p.parent == orig else p.parent.name if p.parent.parent == orig else None
+        rep.divergences.append(Divergence("verify", part, file=f.file, position=f.position,
+                                          kafka="kafkalog verify --deep (Kafka's loading rules): " + f.message,
+                                          files=f"[{f.kind}] {f.message}", rule=f"kafkalog verify [{f.kind}]",
+                                          command="kafkalog doctor"))

@@ -1,0 +1,160 @@
+"""``kafkalog conformance certify``: a data dir Kafka wrote is conformant on a real broker, the original is never
+written, bad input is one clear error; the upgrade rehearsal of the committed ZooKeeper-era and 3.9.2 fixtures on
+4.3.1 says what Kafka refuses or changes and which kafkalog command prepares the dir.
+
+The non-conformant writers' corpus is ``test_certify_corpus.py``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from damage import tree
+
+from kafkalog.compat.certify import CertifyError, certify, check_input, fatal_cause, load_events
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures"
+
+
+def _cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", "conformance", "certify", *args],
+                          capture_output=True, text=True, timeout=timeout, check=False, cwd=ROOT)
+
+
+# ------------------------------------------------------------------------------------------- bad input
+
+
+def test_bad_input_is_one_clear_error(tmp_path: Path):
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", data)
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "file").write_text("x")
+    cases = {
+        str(tmp_path / "missing"): "no such directory",
+        str(tmp_path / "file"): "not a directory",
+        str(tmp_path / "plain"): "not a data dir",
+        str(data / "codec-none-0"): "not a data dir but a partition dir",
+    }
+    for path, words in cases.items():
+        with pytest.raises(CertifyError, match=words):
+            check_input(path)
+        r = _cli(path, "--kafka", "4.3.1")
+        assert r.returncode == 1, r.stderr
+        assert r.stdout == "" and len(r.stderr.splitlines()) == 1 and words in r.stderr and path in r.stderr
+    # an unreadable file (a dangling symlink: root reads any mode) is named
+    bad = data / "codec-none-0" / "00000000000000000099.snapshot"
+    bad.symlink_to(tmp_path / "gone")
+    r = _cli(str(data), "--kafka", "4.3.1")
+    assert r.returncode == 1 and f"{bad}: unreadable" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    bad.unlink()
+
+
+def test_a_dir_a_live_broker_holds_is_refused(tmp_path: Path):
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", data)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.lockf(f, fcntl.LOCK_EX); "
+         "print('locked', flush=True); time.sleep(120)", str(data / ".lock")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(CertifyError, match=f"held by a live broker \\(pid {holder.pid}"):
+            check_input(data)
+        r = _cli(str(data), "--kafka", "4.3.1")
+        assert r.returncode == 1 and "held by a live broker" in r.stderr and str(holder.pid) in r.stderr, r.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_usage_errors_exit_2(tmp_path: Path):
+    data = str(FIXTURES / "kafka-4.3.1-kraft" / "data")
+    assert _cli(data).returncode == 2  # --kafka is required
+    r = _cli(data, "--kafka", "four")
+    assert r.returncode == 2 and "--kafka" in r.stderr
+    r = _cli(data, "--kafka", "4.3.1", "--image", "apache/kafka:4.3.1")
+    assert r.returncode == 2 and "--backend container" in r.stderr
+    assert _cli("--kafka", "4.3.1").returncode == 2  # no DIR
+
+
+def test_log_evidence_is_classified():
+    log = "\n".join([
+        "[2026-01-01 00:00:00,000] INFO [LogLoader partition=t-0, dir=/d] Loading producer state till offset 5 (x)",
+        "[2026-01-01 00:00:00,000] WARN [LogLoader partition=t-0, dir=/d] Deleting all segments because logEndOffset "
+        "(67) is smaller than logStartOffset 167. (org.apache.kafka.storage.internals.log.LogLoader)",
+        "[2026-01-01 00:00:00,000] INFO [LogLoader partition=u-0, dir=/d] Recovering unflushed segment 0. (x)",
+        "[2026-01-01 00:00:00,000] ERROR [ControllerApis nodeId=1] Unexpected error handling request (x)",
+        "[2026-01-01 00:00:00,000] ERROR Encountered fatal fault: Error starting LogManager (x)",
+        "org.apache.kafka.common.config.ConfigException: Invalid value 8192 for configuration segment.bytes",
+        "\tat org.apache.kafka.common.config.ConfigDef$Range.ensureValid(ConfigDef.java:1011)",
+    ])
+    events = load_events(log, {"t-0", "u-0"})
+    assert [(e.kind, e.partition) for e in events] == [("deletion", "t-0"), ("recovery", "u-0"), ("error", None)]
+    assert fatal_cause(log) == ("org.apache.kafka.common.config.ConfigException: Invalid value 8192 for "
+                                "configuration segment.bytes")
+
+
+# ------------------------------------------------------------------------------------------- real broker
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(600)
+def test_a_dir_kafka_wrote_is_conformant_and_never_written(tmp_path: Path, kafka_libs):
+    orig = tmp_path / "orig"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", orig)
+    before = tree(orig)
+    r = _cli(str(orig), "--kafka", "4.3.1", "--json", "--workdir", str(tmp_path / "work"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [x["type"] for x in lines] == ["dir"], lines
+    d = lines[0]
+    assert d["conformant"] and d["started"] and d["metadata"] == "own" and d["divergences"] == 0
+    served = [p for p in d["partitionResults"] if not p["internal"]]
+    assert len(served) == 15 and d["segmentsDumped"] >= 30
+    for p in served:
+        assert len(p["served"]) == 4 and all(c["served"] == c["expected"] > 0 for c in p["served"]), p
+    txn = next(p for p in served if p["partition"] == "transactions-0")
+    assert {c["isolation"]: c["expected"] for c in txn["served"]} == {"read_uncommitted": 30, "read_committed": 14}
+    assert set(d["seconds"]) >= {"brokerStart", "consume", "dumpLogSegments", "verify"}
+    assert tree(orig) == before
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(900)
+def test_upgrade_rehearsal_of_the_committed_fixtures_on_4_3_1(tmp_path: Path, kafka_libs):
+    names = ["kafka-3.9.2-zk-v0", "kafka-3.9.2-zk-v1", "kafka-3.9.2-kraft"]
+    dirs = [FIXTURES / n / "data" for n in names]
+    before = [tree(d) for d in dirs]
+    report = certify(dirs, kafka="4.3.1", workdir=tmp_path / "work")
+    assert [tree(d) for d in dirs] == before
+    zk0, zk1, kraft = report.dirs
+    for d, magic in ((zk0, "v0"), (zk1, "v1")):
+        assert d.started and d.metadata == "created"
+        kinds = {(x.kind, x.command.split(" (")[0] if x.command else None) for x in d.divergences}
+        # the ZooKeeper meta.properties, the topic ids only ZooKeeper knew, the legacy formats: each names its command
+        assert ("upgrade", "kafkalog migrate") in kinds and ("upgrade", "kafkalog topic-id --set ID") in kinds
+        legacy = next(x for x in d.divergences if x.kind == "upgrade" and x.command == "kafkalog convert")
+        assert magic in legacy.files and "KIP-724" in legacy.rule
+        assert {r.field for r in d.restamps if r.file == "meta.properties"} >= {"cluster.id", "version"}
+        assert sum(1 for r in d.restamps if r.field == "topic_id") == len([p for p in d.partitions])
+        # everything else Kafka 4.3.1 served as the files say
+        assert not [x for x in d.divergences if x.kind in ("load", "refused", "dump", "verify", "corrupt")]
+        for p in d.partitions:
+            for c in p.served:
+                if c.client == "confluent":
+                    assert c.served == c.expected > 0, (d.path, p.partition, c)
+    # kafka-python cannot read v0 LZ4 without xxhash: named per partition, with convert as the way out
+    assert {x.partition for x in zk0.divergences if x.kind == "serve"} == {"codec-lz4-0", "compacted-0"}
+    assert all(x.client == "kafka-python" and x.command == "kafkalog convert" for x in zk0.divergences
+               if x.kind == "serve")
+    assert not [x for x in zk1.divergences if x.kind == "serve"]
+    # the 3.9.2 KRaft dir: 4.3.1 refuses its topics' segment.bytes under 1 MiB (its own __cluster_metadata)
+    assert not kraft.started and kraft.metadata == "own"
+    refused = next(x for x in kraft.divergences if x.kind == "refused")
+    assert "segment.bytes" in refused.kafka and "ConfigException" in refused.kafka
+    assert "kafka-configs" in (refused.command or "") and "LogConfig" in refused.rule

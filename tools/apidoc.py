@@ -111,12 +111,13 @@ def render() -> str:
     lines += ["## Other names", "",
               "The objects the entry points return and take, the errors they raise (every one a `KafkaLogError`).",
               ""]
-    api = sys.modules["kafkalog.storage.api"]
+    api = [m for n, m in sorted(sys.modules.items()) if n == "kafkalog.storage.api" or
+           n.startswith("kafkalog.storage.api.")]
     for name in sorted(n for n in names if n not in ENTRY):
         obj = getattr(kafkalog, name)
-        if name in vars(api) and not inspect.isclass(obj) and not callable(obj):
+        if not inspect.isclass(obj) and not callable(obj):
             lines += [f"### `kafkalog.{name}`", "", f"`{obj!r}`", ""]
-            doc = _module_attribute_doc(api, name)
+            doc = next((d for d in (_module_attribute_doc(m, name) for m in api) if d), "")
             if doc:
                 lines += [doc, ""]
             continue

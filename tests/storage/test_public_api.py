@@ -256,7 +256,8 @@ def test_docs_api_md_is_generated_from_the_docstrings():
             assert f"`kafkalog.{name}" in text, name
 
 
-@pytest.mark.parametrize("module", ["kafkalog", "kafkalog.storage.api"])
+@pytest.mark.parametrize("module", ["kafkalog", "kafkalog.storage.api", "kafkalog.storage.api.log_dirs",
+                                    "kafkalog.storage.api.partition"])
 def test_docstring_examples(module: str, monkeypatch):
     monkeypatch.chdir(ROOT)
     mod = importlib.import_module(module)

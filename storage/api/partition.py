@@ -1,0 +1,266 @@
+"""A partition of the public API (:class:`Partition`), the offset ranges it takes, and its Arrow output."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..config import LogConfig
+from ..describe import describe_partition
+from ..engine.export import (
+    DEFAULT_ROW_GROUP_BYTES,
+    ExportFilter,
+    ExportStats,
+    _native_runs,
+    _record_chunks,
+    _record_window,
+    _selected_batches,
+    iter_partition_batches,
+    rows_of,
+)
+from ..errors import require
+from ..files.segment import Segment
+from ..log import PartitionLog
+from ..logdir import DataDir
+from ..offset_spec import OffsetSpec, parse_offset_spec, parse_offset_specs
+from ..records import Batch
+from ..records.batch import RECORD_CHUNK
+from ..records.columns import RECORD_COLUMNS, RecordColumns, arrow_schema
+from ..topic_configs import ConfigResolver
+
+if TYPE_CHECKING:
+    import pyarrow
+
+PathLike = str | os.PathLike
+Offsets = str | OffsetSpec | Iterable[str] | None
+"""An offset range: ``rpk topic consume -o``'s grammar (``"10:20"``, ``"@2024-05-01:1h"``, ``"-5"``; kcat's
+``s@``/``e@`` as two texts), or a parsed :class:`~kafkalog.storage.offset_spec.OffsetSpec`; None: everything."""
+
+DEFAULT_ARROW_ROWS = 64 * 1024
+"""Rows per ``pyarrow.RecordBatch`` of :meth:`LogDirs.to_arrow`: a batch is cut at the first log batch that
+reaches it (so it may hold a few more; a partition's last one fewer)."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _spec(offsets: Offsets) -> OffsetSpec | None:
+    if offsets is None or isinstance(offsets, OffsetSpec):
+        return offsets
+    if isinstance(offsets, str):
+        return parse_offset_spec(offsets)
+    return parse_offset_specs(list(offsets))
+
+
+def _topic_set(topics: str | Iterable[str] | None) -> set[str] | None:
+    if topics is None:
+        return None
+    return {topics} if isinstance(topics, str) else set(topics)
+
+
+class _Owner(Protocol):
+    """What a :class:`Partition` asks the :class:`~kafkalog.storage.api.LogDirs` that opened it."""
+
+    @property
+    def resolver(self) -> ConfigResolver: ...
+
+
+class Partition:
+    """One partition log of a :class:`LogDirs` (``<topic>-<partition>`` in one of its data dirs).
+
+    >>> dirs = kafkalog.open("fixtures/kafka-4.3.1-kraft/data")
+    >>> p = dirs.partition("multi-segment", 0)
+    >>> p.log_start_offset, p.log_end_offset, p.high_watermark, p.last_stable_offset
+    (0, 150, 150, 150)
+    >>> [s.base_offset for s in p.segments]
+    [0, 44, 120]
+    >>> [r["offset"] for r in p.records("3:5")]
+    [3, 4]
+    >>> p.config["cleanup.policy"], p.config.source("cleanup.policy")
+    (['delete'], 'Kafka default')
+    >>> dirs.close()
+    """
+
+    def __init__(self, log: PartitionLog, data_dir: DataDir, owner: _Owner):
+        self.log = log
+        """The library's :class:`~kafkalog.storage.log.PartitionLog` this wraps (every offset rule is its)."""
+        self.data_dir = data_dir
+        """The :class:`~kafkalog.storage.logdir.DataDir` holding it."""
+        self._owner = owner
+
+    def __repr__(self) -> str:
+        return f"Partition({self.name!r}, {str(self.path)!r})"
+
+    # ---- names ------------------------------------------------------------------------------------------
+    @property
+    def topic(self) -> str:
+        return self.log.topic
+
+    @property
+    def partition(self) -> int:
+        return self.log.partition
+
+    @property
+    def name(self) -> str:
+        """``<topic>-<partition>``."""
+        return self.log.name
+
+    @property
+    def path(self) -> Path:
+        """The partition dir."""
+        return self.log.path
+
+    @property
+    def topic_id(self) -> str | None:
+        """The topic id ``partition.metadata`` holds (None without one)."""
+        return self.log.topic_id
+
+    # ---- offsets ----------------------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        """The log start offset the broker loads (``log-start-offset-checkpoint`` and the first segment)."""
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset the broker would assign (``readNextOffset`` of the active segment)."""
+        return self.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """The checkpointed high watermark capped at the log end offset."""
+        return self.log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The last stable offset of a read_committed consumer offline (no producer expires): the first offset of
+        the earliest open transaction, else the high watermark."""
+        return self.log.last_stable_offset(0, 1 << 62)
+
+    def offset_for_time(self, timestamp_ms: int) -> int | None:
+        """``ListOffsets`` by timestamp: the first offset whose record has a timestamp >= ``timestamp_ms`` (the
+        time indexes, as ``fetchOffsetByTimestamp``); None if every record is older."""
+        found = self.log.lookup_timestamp(timestamp_ms)
+        return None if found is None else found[1]
+
+    def offsets(self, offsets: Offsets) -> tuple[int, int]:
+        """``[from, to)``: ``offsets`` (rpk's grammar) resolved against this partition's offsets and time
+        indexes."""
+        spec = _spec(offsets)
+        if spec is None:
+            return self.log_start_offset, self.log_end_offset
+        return spec.resolve_in(self.log)
+
+    @property
+    def size(self) -> int:
+        """Bytes of the ``.log`` files."""
+        return self.log.size
+
+    # ---- configuration ----------------------------------------------------------------------------------
+    @property
+    def config(self) -> LogConfig:
+        """The topic's effective configuration (``values``; ``source(name)`` says where each came from:
+        Kafka's default, server.properties, dynamic broker config, topic config in ``__cluster_metadata``)."""
+        return self._owner.resolver.log_config(self.data_dir.path, self.topic)
+
+    # ---- contents ---------------------------------------------------------------------------------------
+    @property
+    def segments(self) -> list[Segment]:
+        """The segments, by base offset (:class:`~kafkalog.storage.files.segment.Segment`)."""
+        return self.log.segments
+
+    def batches(self, offsets: Offsets = None) -> Iterator[tuple[Segment, Batch]]:
+        """``(segment, batch)`` of every batch whose offsets reach into the range, in offset order (a v0/v1
+        wrapper is placed by its last offset); shallow: records are decoded only when asked
+        (``batch.records()``). A batch is a view over the segment's mmap: do not keep it past
+        :meth:`LogDirs.close`."""
+        lo, hi = self.offsets(offsets)
+        if lo >= hi:
+            return
+        for seg, b in self.log.iter_batches(lo):
+            if b.magic >= 2 and b.base_offset >= hi:
+                return
+            if b.last_offset >= lo:
+                yield seg, b
+            if b.last_offset >= hi - 1:
+                return
+
+    def _filter(self, offsets: Offsets, include_control: bool, read_committed: bool) -> ExportFilter:
+        flt = ExportFilter(offset_spec=_spec(offsets), include_control=include_control, read_committed=read_committed)
+        return flt.for_partition(self.log)
+
+    def records(self, offsets: Offsets = None, *, include_control: bool = False,
+                read_committed: bool = False) -> Iterator[dict[str, Any]]:
+        """Every record of the range as a row (``export``'s and the Spark source's columns: ``offset``,
+        ``timestamp`` (epoch ms), ``key``, ``value``, ``headers``, batch fields ...), in offset order. Control
+        records (transaction markers) only with ``include_control``; ``read_committed`` reads as a consumer with
+        ``isolation.level=read_committed`` (up to the last stable offset, aborted transactions left out)."""
+        for head, recs in iter_partition_batches(self.path, self._filter(offsets, include_control, read_committed)):
+            yield from rows_of(head, recs)
+
+    def to_arrow(self, offsets: Offsets = None, *, include_control: bool = False, read_committed: bool = False,
+                 batch_rows: int = DEFAULT_ARROW_ROWS) -> pyarrow.RecordBatchReader:
+        """The records of the range as a ``pyarrow.RecordBatchReader`` (see :meth:`LogDirs.to_arrow`)."""
+        return _reader([self], offsets, include_control, read_committed, batch_rows)
+
+    def describe(self, *, scan: bool = True) -> dict[str, Any]:
+        """What ``kafkalog describe`` prints for this partition (a JSON-ready dict)."""
+        return describe_partition(self.log, scan=scan)
+
+
+
+def _arrow_batches(selected: list[tuple[Path, ExportFilter]], batch_rows: int) -> Iterator[Any]:
+    """``export --format parquet``'s loop (records straight into Arrow columns, the records layer for wrappers
+    and batches past a chunk), yielding the row groups instead of writing them. Each partition dir is opened
+    here, as it is read: the reader outlives the :class:`LogDirs` it came from."""
+    for pdir, flt in selected:
+        window = _record_window(flt)
+        cols = RecordColumns()
+        full = _Batches()
+        run = None
+        if cols._core is not None and window is None:  # runs of plain batches go into the core in one call each
+            run = _native_runs(cols, full, ExportStats(), flt.include_control, batch_rows, DEFAULT_ROW_GROUP_BYTES)
+        for topic, partition, name, b in _selected_batches(pdir, flt, None, run):
+            yield from full.take()
+            whole = b.records_count <= RECORD_CHUNK if b.records_count is not None else not b.is_compressed
+            if whole:
+                cols.add_batch(b, topic, partition, name, window)
+            else:
+                for recs in _record_chunks(b, window, flt):
+                    cols.add_records(b, recs, topic, partition, name)
+            if len(cols) >= batch_rows:
+                yield cols.to_arrow()
+        yield from full.take()
+        if len(cols):
+            yield cols.to_arrow()
+
+
+class _Batches:
+    """Where :func:`~kafkalog.storage.engine.export._native_runs` puts the full Arrow batches it cuts (its
+    ``write_batch``), for the reader to yield."""
+
+    def __init__(self) -> None:
+        self._out: list[Any] = []
+
+    def write_batch(self, batch: Any, **_: Any) -> None:
+        self._out.append(batch)
+
+    def take(self) -> list[Any]:
+        out, self._out = self._out, []
+        return out
+
+
+def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, read_committed: bool,
+            batch_rows: int) -> pyarrow.RecordBatchReader:
+    pa = require("pyarrow", feature="Arrow output")  # optional dependency: only Arrow output needs it
+
+    # the ranges are resolved now, against the partitions as opened (a bad offset spec fails here, not mid-read)
+    selected = [(p.path, p._filter(offsets, include_control, read_committed)) for p in parts]
+    return pa.RecordBatchReader.from_batches(arrow_schema(RECORD_COLUMNS), _arrow_batches(selected, batch_rows))
+
+
+__all__ = ["DEFAULT_ARROW_ROWS", "Offsets", "Partition", "PathLike"]

@@ -66,8 +66,6 @@ def _lock_path(path: str | os.PathLike) -> Path:
 
 def _open_lock_file(path: Path, flags: int) -> int:
     """Open ``.lock`` without blocking (a FIFO would block a plain open) and refuse anything but a regular file."""
-
-
     fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):

@@ -78,8 +78,6 @@ class OffsetSpec:
 
     def resolve_in_dir(self, partition_dir) -> tuple[int, int]:
         """:meth:`resolve_in` for the partition in ``partition_dir`` (opened read-only for the time it takes)."""
-
-
         with PartitionLog(Path(partition_dir)) as plog:
             return self.resolve_in(plog)
 

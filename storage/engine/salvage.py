@@ -280,8 +280,6 @@ def _write_rows(rows: Iterable[dict[str, Any]], stream: IO[str]) -> None:
 
 def _salvage_parallel(paths, rep: SalvageReport, stream: IO[str], flt: ExportFilter | None, topics, on_skipped,
                       progress, include_invalid: bool, workers: int, spool_dir: str | None) -> None:
-
-
     flt = flt or ExportFilter(include_control=True)
     if flt.offset_spec is not None or flt.read_committed:
         raise CorruptRecordError("salvage reads only the .log bytes: no offset spec (-o) or --read-committed")

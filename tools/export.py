@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import sys
-from datetime import datetime
 
 from kafkalog.storage.engine.export import (
     KEY_FORMATS,
@@ -27,6 +26,7 @@ from kafkalog.tools.output import (
     positive_int,
     progress,
     render_bytes,
+    timestamp_ms,
 )
 
 DESCRIPTION = """\
@@ -86,20 +86,6 @@ valid batch follows right after it, none starts inside it) and its records decod
 """
 
 
-def _time(s: str | None) -> int | None:
-    if s is None:
-        return None
-    try:
-        return int(s)
-    except ValueError:
-        pass
-    try:
-        dt = datetime.fromisoformat(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not epoch ms or ISO 8601: {s!r}") from None
-    return int(dt.timestamp() * 1000)
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="DIR", help="data dir(s) or partition dir(s)")
     p.add_argument("--remote", action="append", default=[], metavar="STORE",
@@ -117,8 +103,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_time_argument(p, "of each partition")
     p.add_argument("--from-offset", type=int, default=None, metavar="OFFSET", help="first offset (inclusive)")
     p.add_argument("--to-offset", type=int, default=None, metavar="OFFSET", help="end offset (exclusive)")
-    p.add_argument("--from-time", type=_time, default=None, metavar="TIME", help="first timestamp (inclusive), ms or ISO 8601")
-    p.add_argument("--to-time", type=_time, default=None, metavar="TIME", help="end timestamp (exclusive), ms or ISO 8601")
+    p.add_argument("--from-time", type=timestamp_ms, default=None, metavar="TIME",
+                   help="first timestamp (inclusive), as -o @T: epoch ms or s, ISO-8601, or a duration "
+                        "(--from-time=-1h)")
+    p.add_argument("--to-time", type=timestamp_ms, default=None, metavar="TIME",
+                   help="end timestamp (exclusive), as -o @T: epoch ms or s, ISO-8601, or a duration")
     p.add_argument("--print-control-records", action="store_true",
                    help="also export control records (transaction markers; JSON Lines: controlType COMMIT/ABORT)"
                         "; by default only data records, as kcat and the console consumer")

@@ -232,6 +232,11 @@ def test_now_takes_the_time_grammar(tmp_path, capsys):
         main(["retain", str(data), "--now", "yesterday", "--dry-run"])
     assert e.value.code == 2
     assert "cannot read 'yesterday' as a timestamp" in capsys.readouterr().err
+    # export's --from-time / --to-time: the same grammar (they took epoch ms or a local-time ISO string)
+    for bounds in (["--from-time", "1970-01-01", "--to-time", "2100-01-01T00:00:00Z"], ["--from-time=-36500d"]):
+        assert main(["export", str(data), "--out", str(tmp_path / "all.jsonl"), *bounds]) == 0
+        assert (tmp_path / "all.jsonl").read_text().count("\n") > 0
+    capsys.readouterr()
     for cmd in (["compact", str(data)], ["repair", str(data)], ["flush", str(data)], ["doctor", str(data)],
                 ["transactions", str(data)]):
         with pytest.raises(SystemExit) as e:

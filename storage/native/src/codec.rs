@@ -1,6 +1,6 @@
 //! Compression as Kafka's producer and broker compress, byte for byte: the same C libraries at the versions
 //! Kafka 3.9 and 4.x bundle (liblz4 1.10.0 as in lz4-java 1.10, libzstd 1.5.6 as in zstd-jni 1.5.6, C++ snappy
-//! giving snappy-java 1.1.10's bytes: 1.1.9, vendored under `snappy/`), called the way Kafka's
+//! giving snappy-java 1.1.10's bytes: 1.1.9, vendored under `vendor/snappy/`), called the way Kafka's
 //! `Lz4BlockOutputStream`, `ZstdCompression` and `SnappyOutputStream` call them. The framings on write
 //! (Kafka's lz4 frame, xerial's snappy framing, gzip's, whose zlib output already matches) stay in
 //! `storage/codec/compression.py`; decompression (below) reads all four framings natively, following that

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, Self, TypeVar
 
 from ..errors import CorruptCheckpointError
 from ..fileops import atomic_write, tmp_path
@@ -61,29 +62,50 @@ def _format_entry(e: TopicPartitionOffset) -> str:
     return f"{e.topic} {e.partition} {e.offset}"
 
 
-@dataclass
-class OffsetCheckpoint:
-    """Entries in file order (Kafka writes hash-map order; nothing depends on it)."""
+E = TypeVar("E")
 
-    entries: list[TopicPartitionOffset] = field(default_factory=list)
+
+@dataclass
+class TextCheckpoint(Generic[E]):
+    """A version-0 text checkpoint (``CheckpointFile``: version line, count line, one entry a line) as read: the
+    entries in file order, the line ending, the form and whether it is byte for byte what Kafka writes. A
+    subclass names its entry grammar (``parse_entry``/``format_entry``)."""
+
+    entries: list[E] = field(default_factory=list)
     newline: str = "\n"
     form: Form = "full"
     canonical: bool = True
     path: str | None = None
 
+    @staticmethod
+    def parse_entry(line: str) -> E:
+        raise NotImplementedError
+
+    @staticmethod
+    def format_entry(e: E) -> str:
+        raise NotImplementedError
+
     @classmethod
-    def from_bytes(cls, data: bytes, path: str | os.PathLike | None = None) -> OffsetCheckpoint:
+    def from_bytes(cls, data: bytes, path: str | os.PathLike | None = None) -> Self:
         p = None if path is None else str(path)
-        parsed = parse_checkpoint(data, CURRENT_VERSION, _parse_entry, _format_entry, p)
+        parsed = parse_checkpoint(data, CURRENT_VERSION, cls.parse_entry, cls.format_entry, p)
         return cls(parsed.entries, parsed.newline, parsed.form, parsed.canonical, p)
+
+    def to_bytes(self) -> bytes:
+        return format_checkpoint(self.entries, CURRENT_VERSION, self.format_entry, self.newline, self.form)
+
+
+@dataclass
+class OffsetCheckpoint(TextCheckpoint[TopicPartitionOffset]):
+    """Entries in file order (Kafka writes hash-map order; nothing depends on it)."""
+
+    parse_entry = staticmethod(_parse_entry)
+    format_entry = staticmethod(_format_entry)
 
     @classmethod
     def from_mapping(cls, offsets: dict[tuple[str, int], int], newline: str = "\n") -> OffsetCheckpoint:
         entries = [TopicPartitionOffset(t, p, o) for (t, p), o in offsets.items()]
         return cls(entries, newline)
-
-    def to_bytes(self) -> bytes:
-        return format_checkpoint(self.entries, CURRENT_VERSION, _format_entry, self.newline, self.form)
 
     def to_dict(self) -> dict[tuple[str, int], int]:
         """As Kafka's ``read()`` map: a later duplicate wins."""

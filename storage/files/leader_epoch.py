@@ -6,11 +6,10 @@ Same framing as the offset checkpoints (version 0), entries ``<epoch> <startOffs
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..fileops import atomic_write
-from ._text import Form, format_checkpoint, parse_checkpoint
-from .checkpoints import read_bytes_bounded
+from .checkpoints import TextCheckpoint, read_bytes_bounded
 from .java import java_split_ws, parse_java_int
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
@@ -36,21 +35,9 @@ def _format_entry(e: EpochEntry) -> str:
 
 
 @dataclass
-class LeaderEpochCheckpoint:
-    entries: list[EpochEntry] = field(default_factory=list)
-    newline: str = "\n"
-    form: Form = "full"
-    canonical: bool = True
-    path: str | None = None
-
-    @classmethod
-    def from_bytes(cls, data: bytes, path: str | os.PathLike | None = None) -> LeaderEpochCheckpoint:
-        p = None if path is None else str(path)
-        parsed = parse_checkpoint(data, CURRENT_VERSION, _parse_entry, _format_entry, p)
-        return cls(parsed.entries, parsed.newline, parsed.form, parsed.canonical, p)
-
-    def to_bytes(self) -> bytes:
-        return format_checkpoint(self.entries, CURRENT_VERSION, _format_entry, self.newline, self.form)
+class LeaderEpochCheckpoint(TextCheckpoint[EpochEntry]):
+    parse_entry = staticmethod(_parse_entry)
+    format_entry = staticmethod(_format_entry)
 
     def epoch_for_offset(self, offset: int) -> int | None:
         """Leader epoch whose range holds ``offset`` (largest start offset <= offset)."""

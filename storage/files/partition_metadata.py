@@ -50,31 +50,31 @@ class PartitionMetadata:
         def bpos(i: int) -> int:
             return len(text[:i].encode("utf-8"))
 
-        if not lines:
-            raise CorruptCheckpointError("line 1: missing version line", p, 0)
-        line, start, _ = lines[0]
-        parts = _SEP.split(line)
-        if len(parts) != 2:
-            raise CorruptCheckpointError(f"line 1: malformed version line {line[:80]!r}", p, bpos(start))
+        def value(n: int, key: str, what: str, missing_at: int) -> tuple[str, int]:
+            """Line ``n``'s value (``<key>: <value>``) and the byte the line starts at."""
+            if len(lines) < n:
+                raise CorruptCheckpointError(f"line {n}: missing {key} line", p, missing_at)
+            line, start, _ = lines[n - 1]
+            parts = _SEP.split(line)
+            if len(parts) != 2:
+                raise CorruptCheckpointError(f"line {n}: malformed {what} line {line[:80]!r}", p, bpos(start))
+            return parts[1], bpos(start)
+
+        text_version, at = value(1, "version", "version", 0)
         try:
-            version = parse_java_int(parts[1])
+            version = parse_java_int(text_version)
         except ValueError:
-            raise CorruptCheckpointError(f"line 1: malformed version {parts[1][:40]!r}", p, bpos(start)) from None
+            raise CorruptCheckpointError(f"line 1: malformed version {text_version[:40]!r}", p, at) from None
         if version < 0:
-            raise CorruptCheckpointError(f"line 1: unrecognised version {version}", p, bpos(start))
-        if len(lines) < 2:
-            raise CorruptCheckpointError("line 2: missing topic_id line", p, len(data))
-        line, start, _ = lines[1]
-        parts = _SEP.split(line)
-        if len(parts) != 2:
-            raise CorruptCheckpointError(f"line 2: malformed topic id line {line[:80]!r}", p, bpos(start))
+            raise CorruptCheckpointError(f"line 1: unrecognised version {version}", p, at)
+        topic_id, at = value(2, "topic_id", "topic id", len(data))
         try:
-            raw = uuid_from_string(parts[1])
+            raw = uuid_from_string(topic_id)
         except ValueError as e:
-            raise CorruptCheckpointError(f"line 2: invalid topic id: {e}", p, bpos(start)) from None
+            raise CorruptCheckpointError(f"line 2: invalid topic id: {e}", p, at) from None
         if raw == ZERO_UUID:
-            raise CorruptCheckpointError("line 2: the zero topic id is not valid", p, bpos(start))
-        return cls(parts[1], version, p, data)
+            raise CorruptCheckpointError("line 2: the zero topic id is not valid", p, at)
+        return cls(topic_id, version, p, data)
 
     @staticmethod
     def broker_read_failure(data: bytes, path: str) -> tuple[str, bool]:

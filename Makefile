@@ -41,6 +41,7 @@ container-image:
 
 lint:
 	$(PY) -m ruff check .
+	.ci/imports
 
 ## fuzz: the long fuzz runs: the hypothesis runs (marker slow), then every atheris target and every cargo-fuzz
 ## target for FUZZ_RUNS inputs each (or FUZZ_SECONDS each), counted into FUZZ_LOG (see CONTRIBUTING.md)

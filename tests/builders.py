@@ -583,3 +583,63 @@ def big_segment_data_dir(root: str | os.PathLike, size: int, *, record_bytes: in
     return write_data_dir_files(root, meta=KRAFT_META, recovery={("big", 0): offset}, log_start={},
                                 replication={("big", 0): offset}, cleaner={},
                                 clean_shutdown=b'{"version":0,"brokerEpoch":5}')
+
+
+# ------------------------------------------------------------------------------------------ certify corpus
+
+CERTIFY_CONFIG = {"segment.bytes": 2000, "index.interval.bytes": 500}
+
+
+def certify_partition(pdir: str | os.PathLike, *, topic_id: str, open_txn: bool = False) -> Path:
+    """A well-formed partition as a leader (epoch 1) writes it through ``LogWriter`` (``segment.bytes`` 2000,
+    ``index.interval.bytes`` 500: four segments with index entries): 12 batches of 4 records with headers and
+    null keys now and then, 3 idempotent batches of producer 7, a committed transaction of producer 9 (2
+    batches + COMMIT), an aborted one of producer 10 (2 batches + ABORT), more plain batches and, with
+    ``open_txn``, a transaction of producer 11 left open at the end (no marker). Closed as a broker closes it
+    (snapshot at the log end offset, trimmed indexes)."""
+    pdir = Path(pdir)
+    t0 = TS
+    cfg = LogConfig.from_topic_props(CERTIFY_CONFIG)
+    with LogWriter(pdir, cfg, topic_id=topic_id, leader_epoch=1, now_ms=t0 + 100_000) as w:
+        n = 0
+
+        def recs(k: int) -> list[tuple]:
+            nonlocal n
+            out = [(None, t0 + (n + j) * 10, None if (n + j) % 5 == 2 else b"k%d" % ((n + j) % 7),
+                    b"value-%d-" % (n + j) * 6, [("h", b"%d" % (n + j))] if (n + j) % 3 == 0 else [])
+                   for j in range(k)]
+            n += k
+            return out
+
+        for _ in range(6):
+            w.append(build_batch(recs(4)))
+        for i in range(3):
+            w.append(build_batch(recs(3), producer_id=7, producer_epoch=0, base_sequence=3 * i))
+        for pid, commit in ((9, True), (10, False)):
+            for i in range(2):
+                w.append(build_batch(recs(2), producer_id=pid, producer_epoch=0, base_sequence=2 * i,
+                                     is_transactional=True))
+            w.append(build_end_txn_marker(offset=0, producer_id=pid, producer_epoch=0, coordinator_epoch=3,
+                                          commit=commit, timestamp=t0 + n * 10))
+        for _ in range(6):
+            w.append(build_batch(recs(4)))
+        if open_txn:
+            w.append(build_batch(recs(2), producer_id=11, producer_epoch=0, base_sequence=0, is_transactional=True))
+    return pdir
+
+
+def certify_data_dir(root: str | os.PathLike, topics: Sequence[str], *, open_txn: Iterable[str] = ()) -> Path:
+    """A KRaft data dir (no ``__cluster_metadata``) with one :func:`certify_partition` ``<topic>-0`` per topic
+    (topic ids ``_scale_topic_id(i)``), flushed as a cleanly stopped broker leaves it: checkpoints and the
+    clean-shutdown marker written by ``kafkalog flush``."""
+    from kafkalog.storage.engine.flush import plan_flush
+    from kafkalog.storage.engine.plan import apply
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    opened = set(open_txn)
+    for i, topic in enumerate(topics):
+        certify_partition(root / f"{topic}-0", topic_id=_scale_topic_id(1000 + i), open_txn=topic in opened)
+    write_data_dir_files(root, meta=KRAFT_META)
+    apply(plan_flush([root], now_ms=TS + 200_000), backup=False)
+    return root

@@ -527,3 +527,184 @@ if __name__ == "__main__":  # python tests/damage.py kill COMMAND DIR K
 
     if _sys.argv[1] == "kill":
         _kill_child(_sys.argv[2], _sys.argv[3], int(_sys.argv[4]))
+
+
+# ------------------------------------------------------------------------ non-conformant writers (certify)
+# Each takes a well-formed partition dir (tests/builders.certify_partition, in a data dir made by
+# certify_data_dir) and makes it wrong in one way Kafka cares about, as a faulty writer would; returns what it did.
+
+
+def _segments(p: Path) -> list[Path]:
+    return sorted(p.glob("*.log"))
+
+
+def _v2_crc(batch: bytearray) -> None:
+    from kafkalog.storage.codec.crc import crc32c
+
+    batch[17:21] = crc32c(bytes(batch[21:])).to_bytes(4, "big")
+
+
+def _rewrite_batch(seg: Path, index: int, change: Callable[[bytearray], None]) -> tuple[int, int]:
+    """Apply ``change`` to the bytes of batch ``index`` of ``seg`` in place (same size); returns its position
+    and base offset."""
+    data = bytearray(seg.read_bytes())
+    b = list(iter_batches(bytes(data)))[index]
+    pos, size, base = b.position, b.size, b.base_offset
+    del b
+    one = data[pos:pos + size]
+    change(one)
+    data[pos:pos + size] = one
+    seg.write_bytes(bytes(data))
+    return pos, base
+
+
+def index_entry_misplaced(p: Path) -> str:
+    """An offset index entry of a closed segment points two batches further than its offset's batch."""
+    seg = _segments(p)[0]
+    idx = seg.with_suffix(".index")
+    entries = bytearray(idx.read_bytes())
+    positions = [b.position for b in iter_batches(seg.read_bytes())]
+    rel = int.from_bytes(entries[0:4], "big")
+    pos = int.from_bytes(entries[4:8], "big")
+    later = positions[min(positions.index(pos) + 2, len(positions) - 1)]
+    entries[4:8] = later.to_bytes(4, "big")
+    idx.write_bytes(bytes(entries))
+    return f"{idx.name}: entry for offset {rel} points at byte {later}, not {pos}"
+
+
+def timeindex_not_monotonic(p: Path) -> str:
+    """The time index of a closed segment goes back in time."""
+    seg = _segments(p)[0]
+    tix = seg.with_suffix(".timeindex")
+    data = bytearray(tix.read_bytes())
+    if len(data) < 24:
+        raise AssertionError(f"{tix} has fewer than 2 entries")
+    first = int.from_bytes(data[0:8], "big")
+    data[12:20] = (first - 60_000).to_bytes(8, "big")
+    tix.write_bytes(bytes(data))
+    return f"{tix.name}: entry 1 has timestamp {first - 60_000}, before entry 0's {first}"
+
+
+def segment_misnamed(p: Path) -> str:
+    """A closed segment's files are named 2 above its first batch's base offset."""
+    seg = _segments(p)[1]
+    base = int(seg.stem)
+    new = f"{base + 2:020d}"
+    for f in sorted(p.glob(f"{seg.stem}.*")):
+        f.rename(p / (new + f.suffix))
+    return f"{seg.name} renamed {new}.log (its first batch is at offset {base})"
+
+
+def offsets_go_back(p: Path) -> str:
+    """The last batch of a closed segment starts 3 offsets below where the previous batch ended."""
+    seg = _segments(p)[1]
+    n = len(list(iter_batches(seg.read_bytes())))
+
+    def back(b: bytearray) -> None:
+        b[0:8] = (int.from_bytes(b[0:8], "big") - 3).to_bytes(8, "big")  # baseOffset: not covered by the CRC
+
+    pos, base = _rewrite_batch(seg, n - 1, back)
+    return f"{seg.name}@{pos}: batch at offset {base} rewritten to start at {base - 3}"
+
+
+def producer_snapshot_missing(p: Path) -> str:
+    """Every producer snapshot deleted (the partition has an open transaction the snapshot recorded)."""
+    gone = sorted(s.name for s in p.glob("*.snapshot"))
+    for s in p.glob("*.snapshot"):
+        s.unlink()
+    return f"deleted {', '.join(gone)}"
+
+
+def control_payload_malformed(p: Path) -> str:
+    """The COMMIT marker's value carries an unknown EndTxnMarker version (65535), CRC recomputed."""
+    for seg in _segments(p):
+        for i, b in enumerate(iter_batches(seg.read_bytes())):
+            if b.is_control:
+
+                def bad(batch: bytearray) -> None:
+                    batch[-7:-5] = b"\xff\xff"  # the value's version (the record ends with 0 headers)
+                    _v2_crc(batch)
+
+                pos, base = _rewrite_batch(seg, i, bad)
+                return f"{seg.name}@{pos}: control batch at offset {base} with marker version 65535"
+    raise AssertionError(f"{p}: no control batch")
+
+
+def leader_epoch_ahead(p: Path) -> str:
+    """leader-epoch-checkpoint gains an entry starting 50 offsets past the log end."""
+    from kafkalog.storage.files.leader_epoch import (
+        EpochEntry,
+        read_leader_epoch_checkpoint,
+        write_leader_epoch_checkpoint,
+    )
+
+    f = p / "leader-epoch-checkpoint"
+    entries = list(read_leader_epoch_checkpoint(f).entries)
+    end = max(b.last_offset for s in _segments(p) for b in iter_batches(s.read_bytes())) + 1
+    entries.append(EpochEntry(entries[-1].epoch + 4, end + 50))
+    write_leader_epoch_checkpoint(f, entries)
+    return f"epoch {entries[-1].epoch} from offset {end + 50}, past the log end {end}"
+
+
+def crc_closed_segment(p: Path) -> str:
+    """A flipped byte in a record of the first (closed) segment's second batch: its CRC fails."""
+    seg = _segments(p)[0]
+
+    def flip(b: bytearray) -> None:
+        b[-10] ^= 0x55
+
+    pos, base = _rewrite_batch(seg, 1, flip)
+    return f"{seg.name}@{pos}: batch at offset {base}, a value byte flipped"
+
+
+def partition_metadata_no_topic_id(p: Path) -> str:
+    """partition.metadata with its version line only."""
+    (p / "partition.metadata").write_text("version: 0\n")
+    return "partition.metadata: version 0, no topic_id line"
+
+
+def wrong_last_offset_delta(p: Path) -> str:
+    """A v2 batch of a closed segment declares one more offset than its records have (CRC recomputed)."""
+    seg = _segments(p)[0]
+
+    def more(b: bytearray) -> None:
+        b[23:27] = (int.from_bytes(b[23:27], "big") + 1).to_bytes(4, "big")
+        _v2_crc(b)
+
+    pos, base = _rewrite_batch(seg, 2, more)
+    return f"{seg.name}@{pos}: batch at offset {base}, lastOffsetDelta one too many"
+
+
+def log_start_past_end(p: Path) -> str:
+    """log-start-offset-checkpoint puts the partition's log start 100 offsets past its log end."""
+    from kafkalog.storage.files.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+
+    f = p.parent / "log-start-offset-checkpoint"
+    entries = read_offset_checkpoint(f).to_dict() if f.exists() else {}
+    end = max(b.last_offset for s in _segments(p) for b in iter_batches(s.read_bytes())) + 1
+    topic, part = p.name.rsplit("-", 1)
+    entries[(topic, int(part))] = end + 100
+    write_offset_checkpoint(f, entries)
+    return f"log start {end + 100}, log end {end}"
+
+
+def unterminated_transaction(p: Path) -> str:
+    """Nothing to change: the partition was built with a transaction left open (certify_partition(open_txn=True))."""
+    return "producer 11's transaction has no marker"
+
+
+#: class -> (damage, needs an open transaction in the built partition, stops the broker loading the whole dir)
+CERTIFY_DAMAGES: dict[str, tuple[Callable[[Path], str], bool, bool]] = {
+    "index-entry-misplaced": (index_entry_misplaced, False, False),
+    "timeindex-not-monotonic": (timeindex_not_monotonic, False, False),
+    "segment-misnamed": (segment_misnamed, False, False),
+    "offsets-go-back": (offsets_go_back, False, False),
+    "producer-snapshot-missing": (producer_snapshot_missing, True, False),
+    "control-payload-malformed": (control_payload_malformed, False, False),
+    "leader-epoch-ahead": (leader_epoch_ahead, False, False),
+    "crc-closed-segment": (crc_closed_segment, False, False),
+    "partition-metadata-no-topic-id": (partition_metadata_no_topic_id, False, True),
+    "wrong-last-offset-delta": (wrong_last_offset_delta, False, False),
+    "log-start-past-end": (log_start_past_end, False, False),
+    "unterminated-transaction": (unterminated_transaction, True, False),
+}

@@ -94,28 +94,27 @@ class ControlRecord:
     data: dict[str, Any] | None
 
 
+def _versioned(data: Buf | None, fmt: struct.Struct, sized: str, versioned: str) -> tuple[int, int]:
+    """The version and the field after it, with Kafka's checks on the size (``sized``: what Kafka calls the
+    bytes) and on the version (``versioned``)."""
+    n = 0 if data is None else len(data)
+    if data is None or n < fmt.size:
+        raise CorruptRecordError(f"Invalid value size found for {sized}. Must have at least {fmt.size} "
+                                 f"bytes, but found only {n}", position=0)
+    version, field = fmt.unpack_from(data, 0)
+    if version < 0:
+        raise CorruptRecordError(f"Invalid version found for {versioned}: {version}. "
+                                 "May indicate data corruption", position=0)
+    return version, field
+
+
 def parse_control_key(key: Buf | None) -> tuple[int, int]:
     """``(key_version, type_id)`` with ``ControlRecordType.parseTypeId``'s checks."""
-    n = 0 if key is None else len(key)
-    if key is None or n < 4:
-        raise CorruptRecordError("Invalid value size found for end control record key. Must have at least 4 "
-                                 f"bytes, but found only {n}", position=0)
-    version, type_id = _KEY.unpack_from(key, 0)
-    if version < 0:
-        raise CorruptRecordError(f"Invalid version found for control record: {version}. "
-                                 "May indicate data corruption", position=0)
-    return version, type_id
+    return _versioned(key, _KEY, "end control record key", "control record")
 
 
 def _marker(value: Buf | None) -> dict[str, Any]:
-    n = 0 if value is None else len(value)
-    if value is None or n < 6:
-        raise CorruptRecordError("Invalid value size found for end transaction marker. Must have at least 6 "
-                                 f"bytes, but found only {n}", position=0)
-    version, epoch = _MARKER.unpack_from(value, 0)
-    if version < 0:
-        raise CorruptRecordError(f"Invalid version found for end transaction marker: {version}. "
-                                 "May indicate data corruption", position=0)
+    version, epoch = _versioned(value, _MARKER, "end transaction marker", "end transaction marker")
     return {"version": version, "coordinatorEpoch": epoch}
 
 

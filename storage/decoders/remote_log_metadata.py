@@ -79,18 +79,24 @@ def _custom_metadata() -> F:
     return F("CustomMetadata", "bytes", "0+", nullable="0+", default=None)
 
 
+def _segment_metadata() -> list[F]:
+    """A segment's metadata after its id, the same in the record and in the snapshot's."""
+    return [
+        F("StartOffset", "int64", "0+"),
+        F("EndOffset", "int64", "0+"),
+        F("BrokerId", "int32", "0+"),
+        F("MaxTimestampMs", "int64", "0+"),
+        F("EventTimestampMs", "int64", "0+"),
+        _leader_epochs(),
+        F("SegmentSizeInBytes", "int32", "0+"),
+        _custom_metadata(),
+        F("RemoteLogSegmentState", "int8", "0+"),
+        F("TxnIndexEmpty", "bool", "0+", tagged="0+", tag=0),
+    ]
+
+
 REMOTE_LOG_SEGMENT_METADATA = Message("RemoteLogSegmentMetadataRecord", "0", "0+", [
-    _segment_id(),
-    F("StartOffset", "int64", "0+"),
-    F("EndOffset", "int64", "0+"),
-    F("BrokerId", "int32", "0+"),
-    F("MaxTimestampMs", "int64", "0+"),
-    F("EventTimestampMs", "int64", "0+"),
-    _leader_epochs(),
-    F("SegmentSizeInBytes", "int32", "0+"),
-    _custom_metadata(),
-    F("RemoteLogSegmentState", "int8", "0+"),
-    F("TxnIndexEmpty", "bool", "0+", tagged="0+", tag=0),
+    _segment_id(), *_segment_metadata()
 ], api_key=0)
 
 REMOTE_LOG_SEGMENT_METADATA_UPDATE = Message("RemoteLogSegmentMetadataUpdateRecord", "0", "0+", [
@@ -109,17 +115,7 @@ REMOTE_PARTITION_DELETE_METADATA = Message("RemotePartitionDeleteMetadataRecord"
 ], api_key=2)
 
 REMOTE_LOG_SEGMENT_METADATA_SNAPSHOT = Message("RemoteLogSegmentMetadataSnapshotRecord", "0", "0+", [
-    F("SegmentId", "uuid", "0+"),
-    F("StartOffset", "int64", "0+"),
-    F("EndOffset", "int64", "0+"),
-    F("BrokerId", "int32", "0+"),
-    F("MaxTimestampMs", "int64", "0+"),
-    F("EventTimestampMs", "int64", "0+"),
-    _leader_epochs(),
-    F("SegmentSizeInBytes", "int32", "0+"),
-    _custom_metadata(),
-    F("RemoteLogSegmentState", "int8", "0+"),
-    F("TxnIndexEmpty", "bool", "0+", tagged="0+", tag=0),
+    F("SegmentId", "uuid", "0+"), *_segment_metadata()
 ], api_key=3)
 
 #: api key -> (message spec, the ``RemoteLogMetadata`` class it becomes)

@@ -385,6 +385,16 @@ def _null(e: _Entry, start: int) -> None:
     return None
 
 
+def _take(r: _Reader, n: int, start: int) -> bytes:
+    """The next ``n`` bytes (a string's, a byte array's, an unknown tagged field's), with Kafka's error when
+    fewer remain (``start``: where the length began)."""
+    if n > r.e - r.p:
+        raise _kafka_error(f"Error reading byte array of {n} byte(s): only {r.e - r.p} byte(s) available", start)
+    v = bytes(r.b[r.p:r.p + n])
+    r.p += n
+    return v
+
+
 def _read_string(r: _Reader, name: str, compact: bool) -> str | None:
     start = r.p
     n = _read_length(r, compact, False)
@@ -392,25 +402,13 @@ def _read_string(r: _Reader, name: str, compact: bool) -> str | None:
         return None
     if n > 0x7FFF:
         raise CorruptRecordError(f"string field {name} had invalid length {n}", position=start)
-    if n > r.e - r.p:
-        raise _kafka_error(f"Error reading byte array of {n} byte(s): only {r.e - r.p} byte(s) available",
-                           start)
-    s = bytes(r.b[r.p:r.p + n]).decode("utf-8", "replace")
-    r.p += n
-    return s
+    return _take(r, n, start).decode("utf-8", "replace")
 
 
 def _read_bytes(r: _Reader, name: str, compact: bool) -> bytes | None:
     start = r.p
     n = _read_length(r, compact, True)
-    if n < 0:
-        return None
-    if n > r.e - r.p:
-        raise CorruptRecordError(f"Error reading byte array of {n} byte(s): only {r.e - r.p} byte(s) available",
-                                 position=start)
-    v = bytes(r.b[r.p:r.p + n])
-    r.p += n
-    return v
+    return None if n < 0 else _take(r, n, start)
 
 
 def _read_field(r: _Reader, e: _Entry, ctx: _Ctx, flexible: bool, tagged: bool) -> Any:
@@ -506,11 +504,7 @@ def _read_tagged(r: _Reader, st: Struct, plan: _Plan, ctx: _Ctx, out: dict[str, 
             raise CorruptRecordError(f"Tag {tag} is not valid for version {ctx.version}", position=tpos)
         if size < 0:
             raise _kafka_error(f"negative size {size} of tagged field {tag}", tpos, str(size))
-        if size > r.e - r.p:
-            raise _kafka_error(f"Error reading byte array of {size} byte(s): only {r.e - r.p} byte(s) available",
-                               tpos)
-        unknown.append((tag, bytes(r.b[r.p:r.p + size])))
-        r.p += size
+        unknown.append((tag, _take(r, size, tpos)))
     if unknown:
         out["_unknownTaggedFields"] = unknown
 

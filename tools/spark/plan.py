@@ -22,8 +22,8 @@ from kafkalog.storage.files.names import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFF
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.files.time_index import TimeIndex
 from kafkalog.storage.io.fs import FsSpec, SegmentFile, display, info, listdir, read_bytes, split_uri
-from kafkalog.storage.log import parse_topic_partition_name, unfinished_swap
-from kafkalog.storage.logdir import check_topics
+from kafkalog.storage.log import PartitionLog, unfinished_swap
+from kafkalog.storage.logdir import check_topics, live_partition_name
 
 from .filters import columns, keeps
 from .options import ReadOptions
@@ -73,35 +73,39 @@ class Piece:
         return self.end - self.start
 
 
-def parse_partition_dir(name: str) -> tuple[str, int] | None:
-    """Topic and partition of a live partition dir (``-delete``/``-future``/``-stray`` dirs and names Kafka would
-    reject give None)."""
-    try:
-        tp = parse_topic_partition_name(name)
-    except LogDirError:
-        return None
-    return (tp.topic, tp.partition) if tp.kind == "live" else None
+def _live_partition(name: str) -> tuple[str, int] | None:
+    """Topic and partition of a live partition dir, by storage's one parser (``-delete``/``-future``/``-stray``
+    dirs and names Kafka would reject give None)."""
+    tp = live_partition_name(name)
+    return None if tp is None else (tp.topic, tp.partition)
 
 
 def _segments_of(spec: FsSpec, pdir: str, topic: str | None, partition: int | None) -> list[Segment]:
-    logs = []
-    entries = listdir(spec, pdir)
-    problem = unfinished_swap(pdir, [e.name for e in entries if not e.is_dir])
+    """The partition's segments by base offset. A local dir is listed by storage's partition model
+    (:class:`~kafkalog.storage.log.PartitionLog`: the same segments every command reads); a URL's by its file
+    names, with the same name rule."""
+    logs: list[tuple[int, str, int]] = []
+    if spec.is_local and _live_partition(pdir.rstrip("/").rsplit("/", 1)[-1]) is not None:
+        with PartitionLog(pdir) as plog:
+            problem = plog.unfinished_swap
+            logs = [(s.base_offset, str(s.path), s.size) for s in plog.segments]
+    else:
+        entries = listdir(spec, pdir)
+        problem = unfinished_swap(pdir, [e.name for e in entries if not e.is_dir])
+        for e in entries:
+            if e.is_dir or not e.name.endswith(".log"):
+                continue
+            try:
+                logs.append((offset_from_file_name(e.name), e.path, e.size))
+            except ValueError:
+                continue
+        logs.sort(key=lambda t: t[0])
     if problem:  # reading the listed segments would silently miss records
         raise LogDirError(problem, display(spec, pdir))
-    for e in entries:
-        if e.is_dir or not e.name.endswith(".log"):
-            continue
-        try:
-            base = offset_from_file_name(e.name)
-        except ValueError:
-            continue
-        logs.append((base, e))
-    logs.sort(key=lambda t: t[0])
     out = []
-    for i, (base, e) in enumerate(logs):
+    for i, (base, path, size) in enumerate(logs):
         nxt = logs[i + 1][0] if i + 1 < len(logs) else None
-        out.append(Segment(spec, e.path, topic, partition, base, e.size, nxt))
+        out.append(Segment(spec, path, topic, partition, base, size, nxt))
     return out
 
 
@@ -115,7 +119,7 @@ def partition_segments(spec: FsSpec, pdir: str) -> list[Segment]:
         return []
     if not e.is_dir:
         raise LogDirError("not a partition directory", display(spec, pdir))
-    tp = parse_partition_dir(e.name)
+    tp = _live_partition(e.name)
     if tp is None:
         raise LogDirError("not a live partition directory (<topic>-<partition>)", display(spec, pdir))
     try:
@@ -155,13 +159,13 @@ def discover(opts: ReadOptions) -> list[Segment]:
             if not e.name.endswith(".log"):
                 raise LogDirError("not a .log segment file, a partition dir or a data dir", raw)
             parent = path.rstrip("/").rsplit("/", 1)[0] if "/" in path else ""
-            tp = parse_partition_dir(parent.rsplit("/", 1)[-1])
+            tp = _live_partition(parent.rsplit("/", 1)[-1])
             topic, part = tp if tp else (None, None)
             segs = [s for s in _segments_of(spec, parent, topic, part) if s.path == e.path] if parent else []
             if not segs:
                 segs = [Segment(spec, path, topic, part, _base_of(e.name, raw), e.size, None)]
         else:
-            tp = parse_partition_dir(e.name)
+            tp = _live_partition(e.name)
             entries = listdir(spec, path)
             has_logs = any(not x.is_dir and x.name.endswith(".log") for x in entries)
             if tp is not None and has_logs:
@@ -172,7 +176,7 @@ def discover(opts: ReadOptions) -> list[Segment]:
                 for sub in sorted(entries, key=lambda x: x.name):
                     if not sub.is_dir or sub.name in SKIPPED_DIRS:
                         continue
-                    stp = parse_partition_dir(sub.name)
+                    stp = _live_partition(sub.name)
                     if stp is not None:
                         present.add(stp[0])
                     if stp is None or not _wanted(opts, *stp):
@@ -212,7 +216,8 @@ def offset_index_entries(seg: Segment) -> list[tuple[int, int]] | None:
     idx = OffsetIndex.from_bytes(data, seg.base_offset, display(seg.spec, p))
     out: list[tuple[int, int]] = []
     for e in idx:
-        if 0 < e.position < seg.size and (not out or (e.offset > out[-1][0] and e.position > out[-1][1])):
+        if 0 < e.position < seg.size and e.offset >= seg.base_offset \
+                and (not out or (e.offset > out[-1][0] and e.position > out[-1][1])):
             out.append((e.offset, e.position))
     return out
 
@@ -273,10 +278,9 @@ def segment_range(seg: Segment, opts: ReadOptions, entries: list[tuple[int, int]
             t = time_index_skip_offset(seg, opts.start_timestamp)
             if t is not None:
                 targets.append(t)
+        index = OffsetIndex.from_entries(seg.base_offset, entries)
         for target in targets:
-            i = bisect.bisect_right(offsets, target) - 1  # largest entry with offset <= target
-            if i >= 0:
-                start = max(start, entries[i][1])
+            start = max(start, index.lookup(target).position)  # Kafka's lookup: the largest entry <= target
         if e_off is not None:
             j = bisect.bisect_left(offsets, e_off)  # first entry with offset >= end offset
             if j + 1 < len(entries):

@@ -47,6 +47,7 @@ from kafkalog.storage.files.checkpoints import (
     read_offset_checkpoint,
 )
 from kafkalog.storage.io.fs import SegmentFile, display, split_uri
+from kafkalog.storage.log import PartitionLog
 from kafkalog.storage.records import LogScanner
 
 from .options import ReadOptions, _bool, _int, parse_read_options
@@ -198,11 +199,17 @@ class LogView:
             pos, nxt = self._tail(last)
             log_start, hw = segs[0].base_offset, None
             if last.spec.is_local:
-                data_dir = str(Path(_partition_dir(last)).parent)
+                pdir = _partition_dir(last)
+                data_dir = str(Path(pdir).parent)
                 ckpt = _checkpoint(data_dir, LOG_START_OFFSET_CHECKPOINT, cache).get(tp)
-                if ckpt is not None:
-                    log_start = max(log_start, min(ckpt, nxt))
-                hw = _checkpoint(data_dir, REPLICATION_OFFSET_CHECKPOINT, cache).get(tp)
+                hw_ckpt = _checkpoint(data_dir, REPLICATION_OFFSET_CHECKPOINT, cache).get(tp)
+                # the log start offset and the high watermark are the partition log's (storage's one rule); the
+                # checkpointed log start is capped at the complete end a trigger may read to
+                with PartitionLog(pdir, log_start_offset_checkpoint=None if ckpt is None else min(ckpt, nxt),
+                                  high_watermark=hw_ckpt) as plog:
+                    if plog.segments:
+                        log_start = plog.log_start_offset
+                        hw = None if hw_ckpt is None else plog.high_watermark
             out[tp] = PartitionState(tuple(segs), log_start, nxt, pos, hw)
         self._tails = {k: v for k, v in self._tails.items() if any(k == s.segments[-1].path for s in out.values())}
         return out

@@ -1,0 +1,134 @@
+"""Each Kafka rule exists once (issue 30): patch the one implementation of the log start offset, the high watermark,
+segment listing and the index lookup, and every reader changes with it: the Spark source's planning, the stream,
+tiered reading (a remote store's segments read through a data dir view), ``describe``, ``dump`` and the engines.
+
+A reader with a rule of its own would not change with the patch: that is what these tests catch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from builders import generated_partition, local_tiered_storage, write_data_dir_files
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+from kafkalog.storage import log as storage_log
+from kafkalog.storage.describe import describe_partition
+from kafkalog.storage.engine.retention import plan_retention
+from kafkalog.storage.files.offset_index import OffsetIndex
+from kafkalog.storage.log import PartitionLog
+from kafkalog.storage.remote.layout import open_remote_store, remote_partition_view
+from kafkalog.tools.spark.options import parse_read_options
+from kafkalog.tools.spark.plan import discover, plan
+from kafkalog.tools.spark.stream import KafkaLogStreamReader
+
+pytestmark = pytest.mark.spark  # the Spark source and stream (no JVM is started)
+
+N = 300
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """``t-0``: 300 records in three segments with offset index entries; a high watermark at the end."""
+    root = tmp_path / "data"
+    generated_partition(root / "t-0", N, batch_records=10, segment_bytes=8000)
+    write_data_dir_files(root, replication={("t", 0): N})
+    return root
+
+
+def bases(root: Path) -> list[int]:
+    return sorted(int(p.name[:-4]) for p in (root / "t-0").glob("*.log"))
+
+
+def stream_start(root: Path, **options: str) -> int:
+    return KafkaLogStreamReader(None, {"path": str(root), **options}).initialOffset()["t"]["0"]
+
+
+def stream_end(root: Path, **options: str) -> int:
+    r = KafkaLogStreamReader(None, {"path": str(root), **options})
+    return r.latestOffset(r.initialOffset(), ReadAllAvailable())["t"]["0"]
+
+
+def planned_window_start(root: Path) -> int:
+    """The Spark source's ``offset=start`` resolved for t-0 (``start`` is the log start offset)."""
+    groups = plan(parse_read_options({"path": str(root), "offset": "start"}))
+    return min(p.window[0] for g in groups for p in g)
+
+
+def retention_log_start(root: Path) -> int:
+    (pp,) = [p for p in plan_retention([root], now_ms=0).partitions if p.topic == "t"]
+    return pp.facts["oldLogStartOffset"]  # the log start offset the engine loaded
+
+
+def test_log_start_offset(data_dir, monkeypatch):
+    second = bases(data_dir)[1]
+    assert (stream_start(data_dir), planned_window_start(data_dir), describe_partition(data_dir / "t-0")
+            ["logStartOffset"], retention_log_start(data_dir)) == (0, 0, 0, 0)
+    monkeypatch.setattr(storage_log, "log_start_offset", lambda checkpoint, first, remote=False: second)
+    assert stream_start(data_dir) == second
+    assert planned_window_start(data_dir) == second
+    assert describe_partition(data_dir / "t-0")["logStartOffset"] == second
+    assert retention_log_start(data_dir) == second
+
+
+def test_high_watermark(data_dir, monkeypatch):
+    assert stream_end(data_dir, boundedByHighWatermark="true") == N
+    monkeypatch.setattr(PartitionLog, "high_watermark", property(lambda self: 25))
+    assert stream_end(data_dir, boundedByHighWatermark="true") == 25
+    with PartitionLog(data_dir / "t-0") as plog:
+        assert plog.last_stable_offset(0, 1 << 40) == 25
+
+
+def test_segment_listing(data_dir, tmp_path, monkeypatch):
+    store = tmp_path / "remote"
+    local_tiered_storage(store, data_dir / "t-0")  # every segment but the active one
+    all_bases = bases(data_dir)
+
+    def tiered_bases() -> list[int]:
+        with open_remote_store(store) as s:
+            view = remote_partition_view(s, tmp_path / f"view{len(list(tmp_path.glob('view*')))}")
+        return [seg.base_offset for seg in discover(parse_read_options({"path": str(view)}))]
+
+    def everyone() -> tuple:
+        return ([s.base_offset for s in discover(parse_read_options({"path": str(data_dir)}))],
+                stream_start(data_dir),
+                [s["baseOffset"] for s in describe_partition(data_dir / "t-0", scan=False)["segments"]],
+                retention_log_start(data_dir), tiered_bases())
+
+    assert everyone() == (all_bases, 0, all_bases, 0, all_bases[:-1])
+    listed = PartitionLog._list
+
+    def without_the_first(self) -> None:  # the one listing, patched: the first segment is not listed
+        listed(self)
+        self.segments = self.segments[1:]
+
+    monkeypatch.setattr(PartitionLog, "_list", without_the_first)
+    rest = all_bases[1:]
+    assert everyone() == (rest, rest[0], rest, rest[0], rest[:-1])
+
+
+def test_index_lookup(data_dir, monkeypatch):
+    calls: list[tuple[int, int]] = []
+    lookup = OffsetIndex.lookup
+
+    def spy(self, target_offset):
+        calls.append((self.base_offset, target_offset))
+        return lookup(self, target_offset)
+
+    monkeypatch.setattr(OffsetIndex, "lookup", spy)
+    target = bases(data_dir)[1] + 100  # past the segment's first index entry
+    groups = plan(parse_read_options({"path": str(data_dir), "startingOffset": str(target)}))
+    assert groups and (bases(data_dir)[1], target) in calls  # the Spark source's planning
+    calls.clear()
+    with PartitionLog(data_dir / "t-0") as plog:  # dump, export and the engines find an offset through it
+        assert plog.lookup(target) is not None
+    assert (bases(data_dir)[1], target) in calls
+
+    def first_piece_start() -> int:
+        (piece,) = [p for g in plan(parse_read_options({"path": str(data_dir), "startingOffset": str(target)}))
+                    for p in g if p.base_offset == bases(data_dir)[1]]
+        return piece.start
+
+    assert first_piece_start() > 0
+    monkeypatch.setattr(OffsetIndex, "lookup", lambda self, t: type(lookup(self, t))(self.base_offset, 0))
+    assert first_piece_start() == 0  # the patched lookup decides where the read starts

@@ -214,7 +214,7 @@ def iter_partition_records(partition_dir: str | os.PathLike, window: Window | No
                         return
                     continue
                 pos = b.position
-                recs = []
+                recs: list[tuple] = []
                 for r in b.records():
                     if r.offset <= prev:
                         raise _out_of_order(r.offset, prev, seg, pos)
@@ -223,8 +223,8 @@ def iter_partition_records(partition_dir: str | os.PathLike, window: Window | No
                         recs.append((r.offset, r.timestamp, r.key, r.value, tuple(r.headers)))
                 last = _last_in(b, window)
                 del b
-                for r in recs:
-                    yield (*r, seg.name, pos)
+                for t in recs:
+                    yield (*t, seg.name, pos)
                 if last:
                     return
 

@@ -1,14 +1,18 @@
 """Stream every record of data dirs / partitions out as JSON Lines or Parquet (``kafkalog export``).
 
-Rows have the record schema of the Spark data source (same names, same meaning)::
+Rows have the one record schema, ``records/columns.RECORD_COLUMNS`` (the Spark data source's and ``to_arrow``'s:
+the same 19 columns, names and order)::
 
-    topic, partition, offset, timestamp, timestampType (-1/0/1), key, value, headers [(key, value)],
-    leaderEpoch, producerId, producerEpoch, sequence, isTransactional, isControl, magic, codec,
+    key, value, topic, partition, offset, timestamp, timestampType (-1/0/1), headers [(key, value)],
+    timestampMs, leaderEpoch, producerId, producerEpoch, sequence, isTransactional, isControl, magic, codec,
     segment (the .log file name), position (byte position of the record's batch)
 
-Control records are exported too (``isControl``), so an import can rebuild the log. Segments are read through
-mmap batch by batch and closed as soon as they are done: memory is bounded by one batch (JSON Lines) or one
-row group (Parquet), never by a segment. Offset ranges start at the batch the offset index points to.
+``timestamp`` is a TIMESTAMP in Arrow and Parquet; JSON and Python have no such type, so there it is the epoch
+ms, the value of ``timestampMs``. Control records (transaction markers) are left out unless asked for
+(``include_control``; ``kafkalog export --print-control-records``), as a Kafka consumer never sees them; an
+export that ``kafkalog import`` rebuilds the log from asks for them. Segments are read through mmap batch by
+batch and closed as soon as they are done: memory is bounded by one batch (JSON Lines) or one row group
+(Parquet), never by a segment. Offset ranges start at the batch the offset index points to.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ from ..records.columns import arrow_schema as records_arrow_schema
 from ..records.control import control_type_name, parse_control_key
 
 EXPORT_COLUMNS = RECORD_COLUMNS  # the record schema of the Spark data source, defined once
-# the fields of a JSON Lines row: its ``timestamp`` is the epoch ms (Parquet's is a TIMESTAMP, with ``timestampMs``)
-COLUMN_NAMES = [n for n, _ in EXPORT_COLUMNS if n != "timestampMs"]
+# the fields of a row, in every layout (a JSON Lines row's ``timestamp`` is the epoch ms, as its ``timestampMs``)
+COLUMN_NAMES = [n for n, _ in EXPORT_COLUMNS]
 DEFAULT_ROW_GROUP_ROWS = 64 * 1024
 DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
 # Parquet writer settings: no dictionary for the columns whose values are unique per record (the hashing is
@@ -52,15 +56,16 @@ class ExportFilter:
     offset spec (rpk's and kcat's grammar, :mod:`kafkalog.storage.offset_spec`) resolved per partition, and
     ``key``: only records whose key is exactly these bytes (:func:`key_bytes` reads them from text).
 
-    ``include_control`` is True here (an export that ``kafkalog import`` can rebuild the log from); the CLI's
-    default is kcat's and the console consumer's, data records only (``--print-control-records``)."""
+    Control records (transaction markers) only with ``include_control``: by default the rows are what a Kafka
+    consumer reads (and what ``kafkalog export``, the Spark source and ``to_arrow`` give); an export that
+    ``kafkalog import`` rebuilds the log from sets it (``--print-control-records``)."""
 
     topics: set[str] | None = None
     from_offset: int | None = None
     to_offset: int | None = None
     from_time: int | None = None
     to_time: int | None = None
-    include_control: bool = True
+    include_control: bool = False
     offset_spec: OffsetSpec | None = None
     read_committed: bool = False  # what a consumer with isolation.level=read_committed reads
     producer_ids: set[int] | None = None  # only batches of these producers
@@ -276,11 +281,12 @@ def _sequence(base_seq: int, base_offset: int | None, offset: int) -> int:
 def rows_of(head: tuple, recs: list[tuple]) -> Iterator[dict[str, Any]]:
     """Row dicts (bytes for key/value/header values) of one batch."""
     topic, partition, ts_type, ple, pid, pepoch, base_seq, base_off, txn, ctrl, magic, codec, seg, pos = head
-    for off, ts, key, value, headers in recs:
-        yield {"topic": topic, "partition": partition, "offset": off, "timestamp": ts, "timestampType": ts_type,
-               "key": key, "value": value, "headers": list(headers), "leaderEpoch": ple, "producerId": pid,
-               "producerEpoch": pepoch, "sequence": _sequence(base_seq, base_off, off), "isTransactional": txn,
-               "isControl": ctrl, "magic": magic, "codec": codec, "segment": seg, "position": pos}
+    for off, ts, key, value, headers in recs:  # RECORD_COLUMNS, in its order
+        yield {"key": key, "value": value, "topic": topic, "partition": partition, "offset": off, "timestamp": ts,
+               "timestampType": ts_type, "headers": list(headers), "timestampMs": ts, "leaderEpoch": ple,
+               "producerId": pid, "producerEpoch": pepoch, "sequence": _sequence(base_seq, base_off, off),
+               "isTransactional": txn, "isControl": ctrl, "magic": magic, "codec": codec, "segment": seg,
+               "position": pos}
 
 
 def iter_export_rows(paths: Iterable[str | os.PathLike], flt: ExportFilter | None = None,
@@ -323,8 +329,11 @@ def row_to_json(row: dict[str, Any], render: Callable[[bytes | None], str | None
 
 
 def row_from_json(obj: dict[str, Any]) -> dict[str, Any]:
-    """Inverse of :func:`row_to_json`."""
+    """Inverse of :func:`row_to_json` (an export without ``timestampMs``, from before it was written, reads the
+    same: its ``timestamp`` is the epoch ms)."""
     row = dict(obj)
+    if "timestampMs" in obj:
+        row["timestamp"] = obj["timestampMs"]
     for k in ("key", "value"):
         row[k] = b64_field(obj.get(k), k)
     row["headers"] = header_fields(obj.get("headers"), b64_field)
@@ -485,7 +494,7 @@ def iter_parquet_rows(path: str | os.PathLike, batch_size: int = 8192) -> Iterat
     for rb in f.iter_batches(batch_size=batch_size):
         for row in rb.to_pylist():
             row["headers"] = [(h["key"], h["value"]) for h in row["headers"] or []]
-            row["timestamp"] = row.pop("timestampMs")
+            row["timestamp"] = row["timestampMs"]
             yield row
 
 

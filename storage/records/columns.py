@@ -314,13 +314,17 @@ def _sequences(b, recs: list) -> list[int]:
 
 
 def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", position_base: int = 0,
-               rows: int = 65536, native: bool = True) -> Iterator:
+               rows: int = 65536, native: bool = True, include_control: bool = False) -> Iterator:
     """The records of a buffer of log entries (a segment's bytes or mmap) as ``pyarrow.RecordBatch`` es of
-    about ``rows`` rows (or ``BYTES_PER_CHUNK`` bytes of entries), with the data source's record schema. Raises KafkaLogError at the first
-    batch that cannot be decoded (the byte position is in the error)."""
+    about ``rows`` rows (or ``BYTES_PER_CHUNK`` bytes of entries), with the data source's record schema. Control
+    records (transaction markers) only with ``include_control``: a Kafka consumer never sees them, and neither do
+    ``kafkalog export`` and the Spark source by default. Raises KafkaLogError at the first batch that cannot be
+    decoded (the byte position is in the error)."""
     cols = RecordColumns(native, min(len(buf), BYTES_PER_CHUNK))
     if cols._core is None:
         for b in iter_batches(buf, path=segment or None, position_base=position_base):
+            if b.is_control and not include_control:
+                continue
             cols.add_batch(b, topic, partition, segment)
             if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
                 yield cols.to_arrow()  # and cols is empty again
@@ -329,8 +333,10 @@ def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", 
         # legacy, unusual, the end) goes through the records layer, one entry at a time, as above
         mv = buf if isinstance(buf, memoryview) else memoryview(buf)
         core_cols, piece, pos, end = cols._core, (topic, partition, segment), 0, len(mv)
+        stop = 0x07 if include_control else 0x27  # a codec; a control batch
         while True:
-            pos, _, _ = core_cols.add_entries(mv, pos, end, position_base, cols._piece(piece), rows, BYTES_PER_CHUNK)
+            pos, _, _ = core_cols.add_entries(mv, pos, end, position_base, cols._piece(piece), rows, BYTES_PER_CHUNK,
+                                              False, stop)
             if len(cols) < rows and cols.nbytes < BYTES_PER_CHUNK:
                 # and runs of v0/v1 entries (legacy.rs; wrappers when the core decompresses): the records layer
                 # takes the next entry only when neither run moved
@@ -342,7 +348,8 @@ def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", 
                     if pos != start:
                         continue
                     break
-                cols.add_batch(entry, topic, partition, segment)
+                if include_control or not entry.is_control:
+                    cols.add_batch(entry, topic, partition, segment)
                 pos += entry.size
             if len(cols) >= rows or cols.nbytes >= BYTES_PER_CHUNK:
                 yield cols.to_arrow()
@@ -357,12 +364,13 @@ def _legacy_limit() -> int:
 
 
 def to_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", position_base: int = 0,
-             native: bool = True):
-    """Every record of ``buf`` as one ``pyarrow.RecordBatch`` (see :func:`iter_arrow`)."""
+             native: bool = True, include_control: bool = False):
+    """Every record of ``buf`` as one ``pyarrow.RecordBatch`` (see :func:`iter_arrow`; control records only with
+    ``include_control``)."""
     pa = require("pyarrow", feature="Arrow output")  # optional dependency
 
     parts = list(iter_arrow(buf, topic=topic, partition=partition, segment=segment, position_base=position_base,
-                            rows=1 << 62, native=native))
+                            rows=1 << 62, native=native, include_control=include_control))
     if not parts:
         return pa.RecordBatch.from_pylist([], schema=arrow_schema(RECORD_COLUMNS))
     return parts[0] if len(parts) == 1 else pa.concat_batches(parts)

@@ -27,6 +27,9 @@ T0 = 1_700_000_000_000
 TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"
 
 
+ALL = ExportFilter(include_control=True)  # every record, transaction markers too: what an import rebuilds the log from
+
+
 def test_schema_matches_spark_source():
     from kafkalog.tools.spark.schema import RECORD_COLUMNS
 
@@ -35,8 +38,8 @@ def test_schema_matches_spark_source():
 
 def test_rows_have_every_field(tmp_path: Path):
     d = writer_data_dir(tmp_path / "d")
-    rows = list(iter_export_rows([d], ExportFilter(topics={"orders"})))
-    assert len(rows) == 92 and set(rows[0]) == set(COLUMN_NAMES)
+    rows = list(iter_export_rows([d], ExportFilter(topics={"orders"}, include_control=True)))
+    assert len(rows) == 92 and list(rows[0]) == COLUMN_NAMES
     r = rows[4]
     assert (r["topic"], r["partition"], r["offset"], r["timestamp"], r["key"], r["leaderEpoch"]) == \
         ("orders", 0, 4, T0 + 11, b"k1", 2)
@@ -61,11 +64,11 @@ def test_ranges(tmp_path: Path):
 def test_export_import_export_identical_uncompressed(tmp_path: Path, fmt: str):
     d = writer_data_dir(tmp_path / "d")
     if fmt == "jsonl":
-        export_jsonl([d], tmp_path / "a.jsonl")
+        export_jsonl([d], tmp_path / "a.jsonl", ALL)
         files = [tmp_path / "a.jsonl"]
     else:
         require_modules("pyarrow", extra="spark")
-        st = export_parquet([d], tmp_path / "pq", row_group_rows=16)
+        st = export_parquet([d], tmp_path / "pq", ALL, row_group_rows=16)
         files = [Path(f) for f in st.files]
         import pyarrow.parquet as pq
 
@@ -73,8 +76,8 @@ def test_export_import_export_identical_uncompressed(tmp_path: Path, fmt: str):
         assert md.num_row_groups > 1 and md.num_rows == 92
     stats = import_files(files, tmp_path / "imp", topic_id=TOPIC_ID)
     assert stats.partitions["orders-0"] == 92
-    a = list(iter_export_rows([d]))
-    b = list(iter_export_rows([tmp_path / "imp"]))
+    a = list(iter_export_rows([d], ALL))
+    b = list(iter_export_rows([tmp_path / "imp"], ALL))
     assert a == b
     # the .log files are byte-identical too
     res = diff_paths(d / "orders-0", tmp_path / "imp" / "orders-0", level="batches")
@@ -83,7 +86,7 @@ def test_export_import_export_identical_uncompressed(tmp_path: Path, fmt: str):
 
 def test_compressed_is_record_identical(tmp_path: Path):
     d = writer_data_dir(tmp_path / "d", codec=LZ4)
-    export_jsonl([d], tmp_path / "a.jsonl")
+    export_jsonl([d], tmp_path / "a.jsonl", ALL)
     import_files([tmp_path / "a.jsonl"], tmp_path / "imp")
     assert diff_paths(d, tmp_path / "imp").equal
     strip = [{k: v for k, v in r.items() if k not in ("position",)} for r in iter_export_rows([d])]

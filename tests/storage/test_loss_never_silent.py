@@ -4,6 +4,7 @@ the CLI agree about rows, and the messages say the true fact."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -14,12 +15,12 @@ from builders import offset_batches, three_segment_data_dir, write_segment
 from kafkalog.storage.describe import describe_partition
 from kafkalog.storage.diff import diff_paths
 from kafkalog.storage.doctor import diagnose
-from kafkalog.storage.engine.export import iter_export_rows
+from kafkalog.storage.engine.export import ExportFilter, iter_export_rows
 from kafkalog.storage.errors import CorruptRecordError
 from kafkalog.storage.files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.storage.groups import load_groups
 from kafkalog.storage.log import PRODUCER_SNAPSHOT, PartitionLog
-from kafkalog.storage.records import iter_batches
+from kafkalog.storage.records import RECORD_COLUMNS, iter_batches, to_arrow
 from kafkalog.storage.transactions import read_transaction_state
 from kafkalog.storage.verify import verify_paths
 from kafkalog.tools import cli
@@ -239,3 +240,49 @@ def test_describe_prints_an_error_once(tmp_path, capsys):
     assert len(desc["errors"]) == 1 and "smaller than minimum record overhead" in desc["errors"][0]
     assert cli.main(["describe", str(pdir)]) == 1
     assert capsys.readouterr().out.count("smaller than minimum record overhead") == 1
+
+
+# ------------------------------------------------------------------------- 10. one row schema, one default
+
+
+NAMES = [n for n, _ in RECORD_COLUMNS]
+
+
+def test_library_and_cli_rows_agree(tmp_path):
+    """The transactions fixture holds markers: the library's rows, to_arrow and the CLI's export give the same
+    records (no markers by default) with the same 19 columns in RECORD_COLUMNS' order."""
+    pdir = KRAFT / "transactions-0"
+    rows = list(iter_export_rows([pdir]))
+    assert rows and list(rows[0]) == NAMES and not any(r["isControl"] for r in rows)
+    assert all(r["timestamp"] == r["timestampMs"] for r in rows)
+    every = list(iter_export_rows([pdir], ExportFilter(include_control=True)))
+    assert any(r["isControl"] for r in every) and len(every) > len(rows)
+    out = tmp_path / "t.jsonl"
+    assert cli.main(["export", str(pdir), "--out", str(out)]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [o["offset"] for o in lines] == [r["offset"] for r in rows] and list(lines[0]) == NAMES
+    pytest.importorskip("pyarrow")
+    data = b"".join(p.read_bytes() for p in sorted(pdir.glob("*.log")))
+    for native in (True, False):
+        table = to_arrow(data, topic="transactions", partition=0, native=native)
+        assert table.schema.names == NAMES
+        assert table.column("offset").to_pylist() == [r["offset"] for r in rows]
+        marked = to_arrow(data, topic="transactions", partition=0, native=native, include_control=True)
+        assert marked.column("offset").to_pylist() == [r["offset"] for r in every]
+    assert cli.main(["export", str(pdir), "--format", "parquet", "--out", str(tmp_path / "pq")]) == 0
+    import pyarrow.parquet as pq
+
+    assert pq.read_schema(tmp_path / "pq" / "transactions-0.parquet").names == NAMES
+
+
+def test_import_reads_exports_with_and_without_timestamp_ms(tmp_path):
+    pdir = KRAFT / "transactions-0"
+    out = tmp_path / "t.jsonl"
+    assert cli.main(["export", str(pdir), "--print-control-records", "--out", str(out)]) == 0
+    old = tmp_path / "old.jsonl"  # as export wrote it before timestampMs
+    old.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "timestampMs"}) + "\n"
+                           for line in out.read_text().splitlines()))
+    for i, f in enumerate((out, old)):
+        dest = tmp_path / f"imp{i}"
+        assert cli.main(["import", str(f), str(dest)]) == 0
+        assert diff_paths(pdir, dest / "transactions-0", level="records").equal

@@ -63,7 +63,7 @@ def test_kcat_start_and_end_combine():
 
 
 def _all_rows(topics: set[str]) -> list[dict]:
-    return list(iter_export_rows([FIXTURE], ExportFilter(topics=topics)))
+    return list(iter_export_rows([FIXTURE], ExportFilter(topics=topics, include_control=True)))
 
 
 def _brute(rows: list[dict], text: str) -> list[tuple]:
@@ -104,8 +104,8 @@ def test_resolution_matches_a_scan_of_every_record(topic):
              f"s@{mid}", f"e@{mid}"]
     for text in specs:
         got = [(r["partition"], r["offset"]) for r in
-               iter_export_rows([FIXTURE], ExportFilter(topics={topic}, offset_spec=parse_offset_spec(text,
-                                                                                                      now_ms=NOW)))]
+               iter_export_rows([FIXTURE], ExportFilter(topics={topic}, include_control=True,
+                                                        offset_spec=parse_offset_spec(text, now_ms=NOW)))]
         assert got == _brute(rows, text), text
 
 
@@ -163,7 +163,7 @@ def test_read_committed_export_is_what_the_producers_committed():
 
     got = sorted((r["partition"], r["offset"], b64(r["key"]), b64(r["value"])) for r in rows)
     assert got == want
-    every = list(iter_export_rows([FIXTURE], ExportFilter(topics={"transactions"})))
+    every = list(iter_export_rows([FIXTURE], ExportFilter(topics={"transactions"}, include_control=True)))
     assert any(r["isControl"] for r in every) and not any(r["isControl"] for r in rows)
     txn_only = list(iter_export_rows([FIXTURE], ExportFilter(topics={"transactions"}, transactional_only=True)))
     assert txn_only and all(r["isTransactional"] for r in txn_only)

@@ -46,6 +46,22 @@ pub(crate) fn be_i64_at(d: &[u8], p: usize) -> i64 {
     be_i64(d, p).unwrap_or_default()
 }
 
+/// The field of length `len` at `p` (a key, a value, a header's), bounded by `end`: where it is (`Some(None)`
+/// for a negative length, null), `p` moved past it; `None` when it runs past `end`.
+#[inline(always)]
+pub(crate) fn field(len: i64, p: &mut usize, end: usize) -> Option<Option<(usize, usize)>> {
+    if len < 0 {
+        return Some(None);
+    }
+    let n = len as usize;
+    if n > end - *p {
+        return None;
+    }
+    let r = (*p, *p + n);
+    *p += n;
+    Some(Some(r))
+}
+
 /// The bytes of the range `r` of `d` as a Python `bytes` object, `None` for a null field.
 #[inline(always)]
 pub(crate) fn bytes_or_none(py: Python<'_>, d: &[u8], r: Option<(usize, usize)>) -> PyObject {

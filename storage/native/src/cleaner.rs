@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::buffer::ByteView;
+use crate::varint::{short_form_uvarlong, short_uvarint, zigzag};
 
 /// A byte of `d`, or return "slow" (`$slow`) from the enclosing function.
 macro_rules! at {
@@ -24,50 +25,6 @@ macro_rules! at {
             None => return Ok($slow),
         }
     };
-}
-
-#[inline(always)]
-fn zigzag(v: usize) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
-}
-
-/// An unsigned varint of one or two bytes in its shortest form (`_uvarint`); `None` otherwise.
-#[inline(always)]
-fn short_uvarint(d: &[u8], p: &mut usize) -> Option<usize> {
-    let b = *d.get(*p)? as usize;
-    if b < 128 {
-        *p += 1;
-        return Some(b);
-    }
-    let b2 = *d.get(*p + 1)? as usize;
-    if b2 >= 128 || b2 == 0 {
-        return None;
-    }
-    *p += 2;
-    Some((b & 127) | (b2 << 7))
-}
-
-/// An unsigned varlong of up to 10 bytes in its shortest form (`_long_uvarint`); `None` otherwise.
-#[inline(always)]
-fn long_uvarint(d: &[u8], p: &mut usize) -> Option<u64> {
-    let start = *p;
-    let mut value: u64 = 0;
-    let mut shift = 0u32;
-    loop {
-        if shift > 63 {
-            return None;
-        }
-        let b = *d.get(*p)?;
-        *p += 1;
-        value |= ((b & 0x7F) as u64).wrapping_shl(shift);
-        if b & 0x80 == 0 {
-            if *p - start > 1 && b == 0 {
-                return None;
-            }
-            return Some(value);
-        }
-        shift += 7;
-    }
 }
 
 /// A length (zig-zag, one or two bytes, shortest form): `Some(Some(n))`, `Some(None)` for -1 (null), `None` for
@@ -86,17 +43,17 @@ fn length(d: &[u8], p: &mut usize) -> Option<Option<usize>> {
 
 /// Skip a record's headers (`_skip_headers`), returning where they end.
 fn skip_headers(d: &[u8], mut p: usize, rec_end: usize) -> Option<usize> {
-    let n = zigzag(short_uvarint(d, &mut p)?);
+    let n = zigzag(short_uvarint(d, &mut p)? as u64);
     if n < 0 || n as usize > rec_end.checked_sub(p)? {
         return None;
     }
     for _ in 0..n {
-        let k = zigzag(short_uvarint(d, &mut p)?);
+        let k = zigzag(short_uvarint(d, &mut p)? as u64);
         if k < 0 {
             return None;
         }
         p = p.checked_add(k as usize)?;
-        let v = zigzag(short_uvarint(d, &mut p)?);
+        let v = zigzag(short_uvarint(d, &mut p)? as u64);
         if v >= 0 {
             p = p.checked_add(v as usize)?;
         } else if v != -1 {
@@ -128,21 +85,21 @@ pub(crate) fn walk_keys<E>(
         }
         p += 1;
         // timestamp delta (skipped)
-        if long_uvarint(d, &mut p).is_none() {
+        if short_form_uvarlong(d, &mut p).is_none() {
             return Ok(false);
         }
         // offset delta
         let b = at!(d, p, false);
         let delta = if b < 128 {
             p += 1;
-            zigzag(b)
+            zigzag(b as u64)
         } else {
             let b2 = at!(d, p + 1, false);
             if b2 > 127 {
                 return Ok(false);
             }
             p += 2;
-            zigzag((b & 127) | (b2 << 7))
+            zigzag(((b & 127) | (b2 << 7)) as u64)
         };
         let Some(offset) = base_offset.checked_add(delta) else { return Ok(false) };
         // key
@@ -217,10 +174,10 @@ pub(crate) fn walk_retained<E>(
         }
         let attrs = at!(d, p, None);
         p += 1;
-        let Some(ts) = long_uvarint(d, &mut p) else { return Ok(None) };
-        let ts_delta = ((ts >> 1) as i64) ^ -((ts & 1) as i64);
+        let Some(ts) = short_form_uvarlong(d, &mut p) else { return Ok(None) };
+        let ts_delta = zigzag(ts);
         let Some(off) = short_uvarint(d, &mut p) else { return Ok(None) };
-        let off_delta = zigzag(off);
+        let off_delta = zigzag(off as u64);
         let tail = p;
         let Some(key) = length(d, &mut p) else { return Ok(None) };
         let key = match key {

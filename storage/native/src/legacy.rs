@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::buffer::ByteView;
-use crate::bytes::{be_i32, be_i64, bytes_or_none};
+use crate::bytes::{be_i32, be_i64, bytes_or_none, field};
 use crate::codec::{decompress_into, with_buffer};
 use crate::py_record::Record;
 
@@ -49,16 +49,7 @@ fn bytes_field(d: &[u8], p: &mut usize, end: usize) -> Option<Option<(usize, usi
     }
     let n = be_i32(d, *p)?;
     *p += 4;
-    if n < 0 {
-        return Some(None);
-    }
-    let n = n as usize;
-    if n > end - *p {
-        return None;
-    }
-    let r = (*p, *p + n);
-    *p += n;
-    Some(Some(r))
+    field(n.into(), p, end)
 }
 
 /// `parse_message`: the message of `size` bytes at `d[pos..]` (after its entry header), or `None` where the
@@ -192,6 +183,35 @@ pub(crate) fn timestamp_type(magic: u8, attributes: u8) -> i32 {
     }
 }
 
+/// One Python object per message of the shallow entry `entry` (`row(d, m)`), as a list; `None` for the Python
+/// decoder to judge (see the module docs).
+fn py_messages(
+    py: Python<'_>,
+    entry: &Bound<'_, PyAny>,
+    limit: usize,
+    mut row: impl FnMut(&[u8], &Msg) -> PyResult<PyObject>,
+) -> PyResult<PyObject> {
+    let view = ByteView::new(entry)?;
+    let mut msgs = Vec::new();
+    let got = with_entry(view.as_slice(), limit, &mut msgs, |d, msgs| -> PyResult<PyObject> {
+        let out = msgs.iter().map(|m| row(d, m)).collect::<PyResult<Vec<PyObject>>>()?;
+        Ok(PyList::new(py, out)?.into_any().unbind())
+    });
+    got.unwrap_or_else(|| Ok(py.None()))
+}
+
+/// A message's `(offset, timestamp, key, value, *rest)` tuple.
+fn message_tuple<'py>(py: Python<'py>, d: &[u8], m: &Msg, rest: &[Bound<'py, PyAny>]) -> PyResult<PyObject> {
+    let mut items = vec![
+        m.offset.into_pyobject(py)?.into_any(),
+        m.timestamp.into_pyobject(py)?.into_any(),
+        bytes_or_none(py, d, m.key).into_bound(py),
+        bytes_or_none(py, d, m.value).into_bound(py),
+    ];
+    items.extend_from_slice(rest);
+    Ok(PyTuple::new(py, items)?.into_any().unbind())
+}
+
 /// `LegacyBatch.records()` (`full`: `Record` objects) or `record_tuples()` (`(offset, timestamp, key, value,
 /// ())`) of the shallow entry `entry`; `None` for the Python decoder to judge (see the module docs).
 #[pyfunction]
@@ -201,46 +221,16 @@ pub(crate) fn legacy_records<'py>(
     limit: usize,
     full: bool,
 ) -> PyResult<PyObject> {
-    let view = ByteView::new(entry)?;
-    let mut msgs = Vec::new();
-    let got = with_entry(view.as_slice(), limit, &mut msgs, |d, msgs| -> PyResult<PyObject> {
-        let mut out: Vec<PyObject> = Vec::with_capacity(msgs.len());
-        let empty = PyTuple::empty(py);
-        for m in msgs {
-            let key = bytes_or_none(py, d, m.key);
-            let value = bytes_or_none(py, d, m.value);
-            if full {
-                let rec = Record::from_legacy(
-                    py,
-                    m.offset,
-                    m.timestamp,
-                    key,
-                    value,
-                    m.attributes as i64,
-                    m.magic as i64,
-                    m.crc as i64,
-                )?;
-                out.push(Py::new(py, rec)?.into_any());
-            } else {
-                let t = PyTuple::new(
-                    py,
-                    [
-                        m.offset.into_pyobject(py)?.into_any(),
-                        m.timestamp.into_pyobject(py)?.into_any(),
-                        key.into_bound(py),
-                        value.into_bound(py),
-                        empty.clone().into_any(),
-                    ],
-                )?;
-                out.push(t.into_any().unbind());
-            }
+    let empty = [PyTuple::empty(py).into_any()];
+    py_messages(py, entry, limit, |d, m| {
+        if !full {
+            return message_tuple(py, d, m, &empty);
         }
-        Ok(PyList::new(py, out)?.into_any().unbind())
-    });
-    match got {
-        Some(r) => r,
-        None => Ok(py.None()),
-    }
+        let (key, value) = (bytes_or_none(py, d, m.key), bytes_or_none(py, d, m.value));
+        let (attributes, magic, crc) = (m.attributes as i64, m.magic as i64, m.crc as i64);
+        let rec = Record::from_legacy(py, m.offset, m.timestamp, key, value, attributes, magic, crc)?;
+        Ok(Py::new(py, rec)?.into_any())
+    })
 }
 
 /// What `kafkalog dump --deep` shows of each message of the shallow entry `entry` (`LegacyBatch.message_fields`):
@@ -248,32 +238,15 @@ pub(crate) fn legacy_records<'py>(
 /// (`LegacyMessage.is_valid`); `None` for the Python decoder to judge.
 #[pyfunction]
 pub(crate) fn legacy_messages<'py>(py: Python<'py>, entry: &Bound<'py, PyAny>, limit: usize) -> PyResult<PyObject> {
-    let view = ByteView::new(entry)?;
-    let mut msgs = Vec::new();
-    let got = with_entry(view.as_slice(), limit, &mut msgs, |d, msgs| -> PyResult<PyObject> {
-        let mut out: Vec<PyObject> = Vec::with_capacity(msgs.len());
-        for m in msgs {
-            let valid = crc32fast::hash(&d[m.raw.0..m.raw.1]) == m.crc;
-            let t = PyTuple::new(
-                py,
-                [
-                    m.offset.into_pyobject(py)?.into_any(),
-                    m.timestamp.into_pyobject(py)?.into_any(),
-                    bytes_or_none(py, d, m.key).into_bound(py),
-                    bytes_or_none(py, d, m.value).into_bound(py),
-                    m.magic.into_pyobject(py)?.into_any(),
-                    m.crc.into_pyobject(py)?.into_any(),
-                    pyo3::types::PyBool::new(py, valid).to_owned().into_any(),
-                ],
-            )?;
-            out.push(t.into_any().unbind());
-        }
-        Ok(PyList::new(py, out)?.into_any().unbind())
-    });
-    match got {
-        Some(r) => r,
-        None => Ok(py.None()),
-    }
+    py_messages(py, entry, limit, |d, m| {
+        let valid = crc32fast::hash(&d[m.raw.0..m.raw.1]) == m.crc;
+        let rest = [
+            m.magic.into_pyobject(py)?.into_any(),
+            m.crc.into_pyobject(py)?.into_any(),
+            pyo3::types::PyBool::new(py, valid).to_owned().into_any(),
+        ];
+        message_tuple(py, d, m, &rest)
+    })
 }
 
 /// The rows `legacy_records(full=False)` gives, without Python (the fuzz targets): `(offset, timestamp, key,

@@ -176,18 +176,8 @@ impl Record {
         magic: i64,
         crc: i64,
     ) -> PyResult<Self> {
-        Ok(Record {
-            offset: offset.into_pyobject(py)?.into_any().unbind(),
-            timestamp: timestamp.into_pyobject(py)?.into_any().unbind(),
-            key,
-            value,
-            headers: PyList::empty(py).into_any().unbind(),
-            attributes,
-            timestamp_delta: None,
-            offset_delta: None,
-            sequence: -1,
-            magic,
-            crc: Some(crc),
-        })
+        let headers = PyList::empty(py).into_any().unbind();
+        let v2 = Record::from_parts(py, offset, timestamp, key, value, headers, attributes, 0, 0, -1)?;
+        Ok(Record { timestamp_delta: None, offset_delta: None, magic, crc: Some(crc), ..v2 })
     }
 }

@@ -4,22 +4,8 @@
 //! nothing and knows nothing of Python: `batch` builds Python objects from it, `arrow` Arrow columns, the fuzz
 //! targets plain rows.
 
+use crate::bytes::field;
 use crate::varint::{varint, varlong};
-
-/// Read `n` bytes at `p` (bounded by `rec_end`) for a length `len` (negative: null).
-#[inline(always)]
-fn field(len: i64, p: &mut usize, rec_end: usize) -> Option<Option<(usize, usize)>> {
-    if len < 0 {
-        return Some(None);
-    }
-    let n = len as usize;
-    if n > rec_end - *p {
-        return None;
-    }
-    let r = (*p, *p + n);
-    *p += n;
-    Some(Some(r))
-}
 
 /// One record of a v2 records section, validated: where its fields are.
 pub(crate) struct Raw {

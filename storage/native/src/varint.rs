@@ -65,18 +65,52 @@ fn uvarlong(d: &[u8], p: &mut usize, end: usize) -> Option<u64> {
     }
 }
 
+/// Kafka's zig-zag decoding of an unsigned varint or varlong.
+#[inline(always)]
+pub(crate) fn zigzag(u: u64) -> i64 {
+    ((u >> 1) as i64) ^ -((u & 1) as i64)
+}
+
 /// Kafka's zig-zag varint (`ByteUtils.readVarint`, `read_varint`).
 #[inline(always)]
 pub(crate) fn varint(d: &[u8], p: &mut usize, end: usize) -> Option<i64> {
-    let u = uvarint(d, p, end)? as i64;
-    Some((u >> 1) ^ -(u & 1))
+    Some(zigzag(uvarint(d, p, end)? as u64))
 }
 
 /// Kafka's zig-zag varlong (`ByteUtils.readVarlong`, `read_varlong`).
 #[inline(always)]
 pub(crate) fn varlong(d: &[u8], p: &mut usize, end: usize) -> Option<i64> {
-    let u = uvarlong(d, p, end)?;
-    Some(((u >> 1) as i64) ^ -((u & 1) as i64))
+    Some(zigzag(uvarlong(d, p, end)?))
+}
+
+/// An unsigned varint of one or two bytes in its shortest form (`cleaner_records._uvarint`), to the end of `d`:
+/// the cleaner's fast path reads its lengths and deltas with it and leaves anything else (`None`) to the careful
+/// path.
+#[inline(always)]
+pub(crate) fn short_uvarint(d: &[u8], p: &mut usize) -> Option<usize> {
+    let b = *d.get(*p)? as usize;
+    if b < 128 {
+        *p += 1;
+        return Some(b);
+    }
+    let b2 = *d.get(*p + 1)? as usize;
+    if b2 >= 128 || b2 == 0 {
+        return None;
+    }
+    *p += 2;
+    Some((b & 127) | (b2 << 7))
+}
+
+/// An unsigned varlong (`uvarlong`) to the end of `d`, in its shortest form (`cleaner_records._long_uvarint`):
+/// `None` for one with a trailing zero byte, which the cleaner's fast path leaves to the careful path.
+#[inline(always)]
+pub(crate) fn short_form_uvarlong(d: &[u8], p: &mut usize) -> Option<u64> {
+    let start = *p;
+    let value = uvarlong(d, p, d.len())?;
+    if *p - start > 1 && d[*p - 1] == 0 {
+        return None;
+    }
+    Some(value)
 }
 
 /// Kafka's zig-zag varint of a 32-bit value, appended to `out`.

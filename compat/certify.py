@@ -23,7 +23,12 @@ copy of each (the originals are only read):
 
 The result (:class:`CertifyReport`) is facts: each :class:`Divergence` has the partition and offsets or the
 file and byte, what Kafka did (its log line, the client's error, what it served), what the files imply, the
-Kafka rule (class/method) behind it and, where one exists, the kafkalog command that prepares the dir. Internal
+Kafka rule (class/method) behind it and, where one exists, the kafkalog command that prepares the dir.
+
+What the files imply is read before the broker starts and held in memory (every record of the dir's partitions,
+twice): a data dir of several GB needs that much memory. Reading it partition by partition while the clients
+consume crashed the process twice (SIGSEGV in the compiled core's legacy decoder, ``legacy_records``, with the
+clients' threads alive; not reproduced without them). Internal
 topics (``__consumer_offsets``, ``__transaction_state``) are loaded and dumped but not consumed: the broker's
 coordinators write to them as soon as they load them.
 """
@@ -289,6 +294,7 @@ _EVENT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("logStart", re.compile(r"log start offset|[Ii]ncrementing log start")),
     ("deletion", re.compile(r"[Dd]eleting (all )?segments?|scheduled for deletion")),
 ]
+_OFFSET = re.compile(r"\b[Oo]ffset\s*\(?(\d+)")
 _PARTITION = re.compile(r"partition=([^,\]\s]+)|\b([A-Za-z0-9._-]+-\d+)\b")
 _LEVEL = re.compile(r"^\[[^\]]*\] (ERROR|WARN|INFO|DEBUG|TRACE) ")
 #: start-up lines of every load, not about the data
@@ -577,10 +583,12 @@ def _certify_dir(orig: Path, work: Path, kafka: str, backend: str, image: str | 
     names = {pd.name for pd, _ in parts}
     meta = _original_meta(orig, rep)
     _upgrade_facts(orig, parts, meta, has_metadata, rep)
-
+    # what the files imply, read before any broker or client thread runs (the compiled core's legacy decoder
+    # crashed the process twice when it ran while the clients' threads were alive; see the module doc)
     with _timed(rep, "expected", on_phase):
-        expected = {(pd.name, iso): _expected(pd, iso) for pd, tp in parts if not tp.topic.startswith("__")
-                    for iso in ISOLATIONS}
+        expected = {(pd.name, iso): _expected(pd, iso) for pd, tp in parts
+                    if not tp.topic.startswith("__") and tp.kind == "live" for iso in ISOLATIONS}
+
     props = dict(CERTIFY_PROPS)
     broker: KafkaBroker | None = None
     try:
@@ -613,10 +621,12 @@ def _certify_dir(orig: Path, work: Path, kafka: str, backend: str, image: str | 
                     + (f": {cause}" if cause else f" ({e.args[0].splitlines()[0]})"),
                     files="a data dir a broker can load", rule=_refusal_rule(cause),
                     command=_refusal_command(cause)))
-        rep.events = load_events(_log_since(broker, log_start), names)
+        rep.events = [e for e in load_events(_log_since(broker, log_start), names)
+                      if rep.started or e.partition is not None or e.kind != "error"]  # (the refusal says it)
         for ev in rep.events:
+            at = _OFFSET.search(ev.line)
             rep.divergences.append(Divergence(
-                "load", ev.partition, kafka=ev.line, files="a clean load: nothing to recover, rebuild or rename",
+                "load", ev.partition, first_offset=int(at[1]) if at else None, kafka=ev.line, files="a clean load: nothing to recover, rebuild or rename",
                 rule=RULES[ev.kind], command=COMMANDS.get(ev.kind)))
         if rep.started:
             with _timed(rep, "consume", on_phase):
@@ -798,7 +808,9 @@ def _try_meta(p: Path) -> MetaProperties | None:
         return None
 
 
-def _serve(broker: KafkaBroker, parts: list, expected: dict, rep: DirReport) -> None:
+def _serve(broker: KafkaBroker, parts: list, expected: dict[tuple[str, str], Expected], rep: DirReport) -> None:
+    """Consume every live partition with each client at each isolation level and compare with ``expected``, what
+    kafkalog read from the original files."""
     for pd, tp in parts:
         res = PartitionResult(pd.name, internal=tp.topic.startswith("__"))
         rep.partitions.append(res)

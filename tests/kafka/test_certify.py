@@ -158,3 +158,30 @@ def test_upgrade_rehearsal_of_the_committed_fixtures_on_4_3_1(tmp_path: Path, ka
     refused = next(x for x in kraft.divergences if x.kind == "refused")
     assert "segment.bytes" in refused.kafka and "ConfigException" in refused.kafka
     assert "kafka-configs" in (refused.command or "") and "LogConfig" in refused.rule
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(900)
+def test_the_container_backend_certifies_as_the_jvm_does(tmp_path: Path, kafka_libs):
+    """The copy is in the work dir the container bind-mounts before the broker starts: a dir without
+    __cluster_metadata (topics created, ids restamped) with one clean partition and one with a bad CRC."""
+    from builders import certify_data_dir
+    from damage import crc_closed_segment
+
+    from kafkalog.compat.pytest_plugin import container_image
+
+    container_image("4.3.1")
+    orig = certify_data_dir(tmp_path / "orig", ["clean", "crc"])
+    crc_closed_segment(orig / "crc-0")
+    before = tree(orig)
+    report = certify([orig], kafka="4.3.1", backend="container", workdir=tmp_path / "work")
+    assert tree(orig) == before
+    (d,) = report.dirs
+    assert d.backend == "container" and d.started and not d.conformant
+    clean = next(p for p in d.partitions if p.partition == "clean-0")
+    assert [(c.client, c.isolation, c.served) for c in clean.served] == [
+        (c, i, n) for i, n in (("read_uncommitted", 65), ("read_committed", 61)) for c in ("kafka-python", "confluent")]
+    corrupt = [x for x in d.divergences if x.kind == "corrupt"]
+    assert {x.partition for x in corrupt} == {"crc-0"} and len(corrupt) == 4
+    assert all(x.first_offset == 4 and x.position == 295 for x in corrupt)
+    assert {x.partition for x in d.divergences if x.kind not in ("upgrade",)} == {"crc-0"}

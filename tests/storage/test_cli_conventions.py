@@ -297,3 +297,20 @@ def test_unknown_option_prints_the_commands_usage(tmp_path):
     assert r.stderr.startswith("usage: kafkalog export ") and "unrecognized arguments: --bogus" in r.stderr
     assert "COMMAND" not in r.stderr
     assert r.stdout == ""
+
+
+@pytest.mark.spark
+def test_spark_export_overwrite_replaces_the_directory(tmp_path):
+    data = multi_partition_data_dir(tmp_path / "data", partitions=1)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "part-00000-earlier.parquet").write_bytes(b"an earlier export")
+    r = subprocess.run([sys.executable, "-m", "kafkalog", "spark", "export", str(data), "--topics", "orders",
+                        "--out", str(out), "--overwrite", "--master", "local[1]", "--json"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout.splitlines()[-1])["summary"]
+    assert summary["replaced"] is True and summary["out"] == str(out) and summary["records"] > 0
+    assert not (out / "part-00000-earlier.parquet").exists()
+    assert {p.name for p in out.iterdir()} >= {"_SUCCESS", "topic=orders"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out"]  # no staging dir left beside it

@@ -50,11 +50,17 @@ class TopicPartitionOffset:
     offset: int
 
 
-def _parse_entry(line: str) -> TopicPartitionOffset:
+def entry_fields(line: str, n: int) -> list[str]:
+    """The ``n`` whitespace-separated fields of a checkpoint entry line (``CheckpointFile``'s
+    ``WHITESPACES_PATTERN`` split); ``ValueError`` for another count."""
     parts = java_split_ws(line)
-    if len(parts) != 3:
-        raise ValueError(f"expected 3 fields, found {len(parts)}")
-    topic, partition, offset = parts
+    if len(parts) != n:
+        raise ValueError(f"expected {n} fields, found {len(parts)}")
+    return parts
+
+
+def _parse_entry(line: str) -> TopicPartitionOffset:
+    topic, partition, offset = entry_fields(line, 3)
     return TopicPartitionOffset(topic, parse_java_int(partition, 32), parse_java_int(offset, 64))
 
 

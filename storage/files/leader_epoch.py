@@ -9,11 +9,10 @@ import os
 from dataclasses import dataclass
 
 from ..fileops import atomic_write
-from .checkpoints import TextCheckpoint, read_bytes_bounded
-from .java import java_split_ws, parse_java_int
+from .checkpoints import TextCheckpoint, entry_fields, read_bytes_bounded
+from .java import parse_java_int
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-CURRENT_VERSION = 0
 MAX_BYTES = 1 << 28
 
 
@@ -24,10 +23,8 @@ class EpochEntry:
 
 
 def _parse_entry(line: str) -> EpochEntry:
-    parts = java_split_ws(line)
-    if len(parts) != 2:
-        raise ValueError(f"expected 2 fields, found {len(parts)}")
-    return EpochEntry(parse_java_int(parts[0], 32), parse_java_int(parts[1], 64))
+    epoch, start_offset = entry_fields(line, 2)
+    return EpochEntry(parse_java_int(epoch, 32), parse_java_int(start_offset, 64))
 
 
 def _format_entry(e: EpochEntry) -> str:

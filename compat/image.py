@@ -227,15 +227,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("versions", nargs="*", default=[jars.LATEST_4], help=f"Kafka versions (default {jars.LATEST_4})")
     parser.add_argument("--rebuild", action="store_true", help="build again even if an up-to-date image exists")
     args = parser.parse_args(argv)
-    try:
-        for version in args.versions:
-            started = time.monotonic()
-            tag = ensure_image(version, rebuild=args.rebuild, log=lambda m: print(m, file=sys.stderr))
-            print(f"{tag}\t({time.monotonic() - started:.0f} s)")
-    except (HarnessError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+
+    def build(version: str) -> str:
+        started = time.monotonic()
+        tag = ensure_image(version, rebuild=args.rebuild, log=lambda m: print(m, file=sys.stderr))
+        return f"{tag}\t({time.monotonic() - started:.0f} s)"
+
+    return jars.per_version(args.versions, build)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -75,13 +75,18 @@ def _java_home_bin(name: str) -> str | None:
     return shutil.which(name)
 
 
+def _jdk_tool(name: str, missing: str) -> str:
+    """Path of the JDK's ``name`` (JAVA_HOME first); JavaNotFound saying ``missing`` (with an install hint)."""
+    path = _java_home_bin(name)
+    if path is None:
+        raise JavaNotFound(missing)
+    return path
+
+
 @cache
 def java_executable() -> str:
     """Path of ``java`` (JAVA_HOME first); raises JavaNotFound with an install hint."""
-    java = _java_home_bin("java")
-    if java is None:
-        raise JavaNotFound("JDK not found: install openjdk-17 (apt-get install openjdk-17-jdk-headless) or set JAVA_HOME")
-    return java
+    return _jdk_tool("java", "JDK not found: install openjdk-17 (apt-get install openjdk-17-jdk-headless) or set JAVA_HOME")
 
 
 @cache
@@ -97,10 +102,7 @@ def java_version() -> int:
 
 @cache
 def javac_executable() -> str:
-    javac = _java_home_bin("javac")
-    if javac is None:
-        raise JavaNotFound("javac not found (a JRE is not enough): install openjdk-17-jdk-headless")
-    return javac
+    return _jdk_tool("javac", "javac not found (a JRE is not enough): install openjdk-17-jdk-headless")
 
 
 def check_java(version: str | None = None) -> None:
@@ -278,9 +280,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("versions", nargs="*", default=list(DEFAULT_VERSIONS), help="Kafka versions (e.g. 4.3.1 3.9.2)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show Maven's output")
     args = parser.parse_args(argv)
+    return per_version(args.versions, lambda version: f"{version}\t{ensure_kafka(version, quiet=not args.verbose)}")
+
+
+def per_version(versions: Sequence[str], line: Callable[[str], str]) -> int:
+    """The body of compat's per-version commands (``python -m kafkalog.compat.jars``, ``...image``): print
+    ``line(version)`` for each version in turn; a HarnessError or ValueError is one ``error:`` line, exit 1."""
     try:
-        for version in args.versions:
-            print(f"{version}\t{ensure_kafka(version, quiet=not args.verbose)}")
+        for version in versions:
+            print(line(version))
     except (HarnessError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

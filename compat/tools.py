@@ -377,6 +377,15 @@ def _legacy_batch(m: re.Match[str], path: str) -> dict[str, Any]:
     }
 
 
+def _batch_line(line: str, path: str) -> dict[str, Any] | None:
+    """The batch a DumpLogSegments line starts (a v2 batch or a v0/v1 entry), or None."""
+    if m := _V2_BATCH.match(line):
+        return _v2_batch(m, path)
+    if m := _LEGACY_BATCH.match(line):
+        return _legacy_batch(m, path)
+    return None
+
+
 def _new_record(offset: int, timestamp: int, key_size: int, value_size: int) -> dict[str, Any]:
     return {"offset": offset, "timestamp": timestamp, "key": None, "value": None, "headers": [],
             "keySize": key_size, "valueSize": value_size}  # fmt: skip
@@ -483,17 +492,10 @@ def parse_dump_output(stdout: str, stderr: str = "", *, base64_data: bool = True
                 batch.setdefault("records", []).append(rec)
             continue
         if cur.kind in ("log", "checkpoint"):
-            if m := _V2_BATCH.match(line):
+            if (started := _batch_line(line, cur.path)) is not None:
                 if batch is not None:
                     _finish_legacy(batch)
-                batch = _v2_batch(m, cur.path)
-                if deep:
-                    batch["records"] = []
-                cur.batches.append(batch)
-            elif m := _LEGACY_BATCH.match(line):
-                if batch is not None:
-                    _finish_legacy(batch)
-                batch = _legacy_batch(m, cur.path)
+                batch = started
                 if deep:
                     batch["records"] = []
                 cur.batches.append(batch)

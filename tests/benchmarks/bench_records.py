@@ -219,29 +219,32 @@ def kafkalog_arrow(mv) -> int:
     return sum(rb.num_rows for rb in iter_arrow(mv))
 
 
-def aiokafka_deep(data: bytes) -> int:
-    from aiokafka.record._crecords import MemoryRecords
+def _batches(mr):
+    """The batches of a client library's ``MemoryRecords`` (aiokafka's and kafka-python's share the API)."""
+    while (b := mr.next_batch()) is not None:
+        yield b
 
-    mr = MemoryRecords(data)
+
+def _touch_records(mr) -> int:
+    """Read every field of every record of ``mr``; the number of records."""
     n = 0
-    while True:
-        b = mr.next_batch()
-        if b is None:
-            break
+    for b in _batches(mr):
         for r in b:
             r.offset, r.timestamp, r.key, r.value, r.headers  # noqa: B018 -- touch every field
             n += 1
     return n
 
 
+def aiokafka_deep(data: bytes) -> int:
+    from aiokafka.record._crecords import MemoryRecords
+
+    return _touch_records(MemoryRecords(data))
+
+
 def kafka_python_scan(mv) -> tuple[int, int]:
     from kafka.record import MemoryRecords
-    mr = MemoryRecords(mv)
     n = bad = 0
-    while True:
-        b = mr.next_batch()
-        if b is None:
-            break
+    for b in _batches(MemoryRecords(mv)):
         n += 1
         if not b.validate_crc():
             bad += 1
@@ -250,16 +253,7 @@ def kafka_python_scan(mv) -> tuple[int, int]:
 
 def kafka_python_deep(mv) -> int:
     from kafka.record import MemoryRecords
-    mr = MemoryRecords(mv)
-    n = 0
-    while True:
-        b = mr.next_batch()
-        if b is None:
-            break
-        for r in b:
-            r.offset, r.timestamp, r.key, r.value, r.headers  # noqa: B018 -- touch every field
-            n += 1
-    return n
+    return _touch_records(MemoryRecords(mv))
 
 
 def kafkalog_parquet(path: Path, out: Path, native: bool) -> int:

@@ -84,6 +84,7 @@ REGISTRY: dict[str, Invocation] = {
     "checkpoints --set": Invocation("checkpoints", ("checkpoints", "{path}", "--file", "recovery-point", "--set",
                                                     "codec-none-0=0", "--no-backup"), mutating=True),
     "export": Invocation("export", ("export", "{path}", "--out", "{out}"), reads=LOSING),
+    "sql": Invocation("sql", ("sql", "{path}", "SELECT count(*), sum(octet_length(value)) FROM records"), reads=LOSING),
     "import": Invocation("import", ("import", "{inputs}/export.jsonl", "{path}", "--topic", "imported"),
                          mutating=True, role="destination"),
     "groups": Invocation("groups", ("groups", "{path}"),
@@ -109,7 +110,8 @@ REGISTRY: dict[str, Invocation] = {
 
 #: commands with no path argument, and why they are not in the matrix
 EXEMPT = {
-    "conformance": "takes no data dir: it runs scenarios against a real broker in its own work dir "
-                   "(tests/kafka, -m kafka)",
+    "conformance": "its scenarios take no data dir (they run a real broker in their own work dir: tests/kafka, "
+                   "-m kafka); `conformance certify DIR` checks its input itself (compat/certify.check_input) and "
+                   "starts a broker for anything past it",
     "completion": "takes no path: it prints a shell completion script",
 }

@@ -5,17 +5,29 @@ in ``storage/`` are few, and only of optional dependencies."""
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: imports inside a function or class body allowed in storage/: optional dependencies only (extra "spark"),
-#: each with a comment saying so
-OPTIONAL_DEPENDENCIES = {"pyarrow", "pyspark", "fsspec", "duckdb", "s3fs"}
+
+
+def _optional_dependencies() -> set[str]:
+    """The import names of the optional dependencies: the packages of pyproject's extras but the test one."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    names = {re.split(r"[\[<>=!~; ]", req, maxsplit=1)[0].lower().replace("-", "_")
+             for extra, reqs in extras.items() if extra not in ("test", "all") for req in reqs}
+    return names | {"pyarrow", "pyspark", "fsspec", "duckdb", "s3fs"}
+
+
+#: imports inside a function or class body allowed in storage/: optional dependencies only, each with a comment
+#: saying so
+OPTIONAL_DEPENDENCIES = _optional_dependencies()
 MAX_FUNCTION_IMPORTS_IN_STORAGE = 10
 
 
@@ -133,3 +145,20 @@ def test_storage_imports_inside_functions_only_optional_dependencies():
              if name.split(".")[0] not in OPTIONAL_DEPENDENCIES or "#" not in src]
     assert not wrong, "imports inside functions in storage/ that are not a commented optional dependency:\n" + \
         "\n".join(f"  {f}:{n}: {src.strip()}" for f, n, src in wrong)
+
+
+def test_the_compiled_core_is_loaded_in_one_module():
+    """One native seam: only ``storage/codec/native.py`` imports the extension (``kafkalog.storage._native``);
+    everything else asks it (``codec.native.core``, ``active()``, ``backend(...)``)."""
+    loaders = []
+    for path in sorted((ROOT / "storage").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module or ''}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            if any(n.split(".")[-1] == "_native" for n in names):
+                loaders.append(str(path.relative_to(ROOT)))
+    assert loaders == ["storage/codec/native.py"], loaders

@@ -112,7 +112,7 @@ def _segments_in(partition_dir: str | os.PathLike, window: Window | None) -> lis
     segment, offset index) until the segment starting at ``hi``."""
     segs = segment_log_files(partition_dir)
     bases = [offset_from_file_name(s.name) for s in segs]
-    nexts: list[int | None] = [*bases[1:], None]
+    nexts: list[int | None] = [*bases[1:], None] if segs else []
     if window is None:
         return [(s, 0, nxt) for s, nxt in zip(segs, nexts, strict=True)]
     lo, hi = window

@@ -76,7 +76,7 @@ class Problem:
     """One thing the broker will do or meet at its next start."""
 
     severity: str  # fatal | loss | recovery | warning | info | error (kafkalog could not predict)
-    kind: str  # startup, truncation, lostOffsets, recovery, rebuild, leftover, stray, topicId, dirs, offlineDir,
+    kind: str  # startup, truncation, lostOffsets, corruptBatch, recovery, rebuild, leftover, stray, topicId, dirs, offlineDir,
     # legacyFormat, plan
     path: str
     message: str
@@ -394,11 +394,12 @@ def _topic_id(diag: Diagnosis, p: Path, topic: str, partition: int, expected: st
                                      f"it {stray}; it is not served", partition=p.name))
 
 
-def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path]) -> None:
+def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path], crc: bool) -> None:
     """A loss for every live partition whose checkpoints, producer snapshots, leader epochs or consumer groups'
     committed offsets remember offsets its log no longer holds (:meth:`PartitionLog.remembered_beyond_end`,
     :attr:`GroupsReport.beyond_end`), and for every closed segment with a torn end the recovery does not
-    truncate (:meth:`PartitionLog.closed_segment_holes`): the broker starts and serves the log as it is."""
+    truncate (:meth:`PartitionLog.closed_segment_holes`) or, with ``crc``, a batch failing its CRC
+    (:meth:`PartitionLog.closed_segment_crc_failures`): the broker starts and serves the log as it is."""
     found: dict[Path, list[RememberedOffset]] = {}
     truncated = {p.partition for p in diag.problems if p.kind == "truncation"}
     for d in dirs:
@@ -414,6 +415,11 @@ def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path]) -> None
                         LOSS, "lostOffsets", h.file, f"{h.reason}; the broker does not recover this segment at "
                         "load and serves the log with the hole", partition=log.name, first_offset=h.first_offset,
                         last_offset=h.last_offset, bytes=h.bytes))
+                for h in log.closed_segment_crc_failures() if crc else ():
+                    diag.problems.append(Problem(
+                        LOSS, "corruptBatch", h.file, f"{h.reason}; the broker does not recover this segment at "
+                        "load: it serves the batch and its consumers fail on it", partition=log.name,
+                        first_offset=h.first_offset, last_offset=h.last_offset, bytes=h.bytes))
             except KafkaLogError:
                 pass  # an unreadable log end: the plan reports the partition
             finally:
@@ -474,7 +480,8 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
     """Predict the broker's next start on ``log_dirs`` (the ``log.dirs`` of one broker, in their configured
     order: the first is the metadata dir). See the module doc. ``node_id``: the configured ``node.id`` (default:
     ``server.properties`` of ``resolver``, else unchecked); ``scan_rate``: bytes/s for the estimate (default:
-    measured, or :data:`SCAN_RATE`); ``legacy``: look for v0/v1 batches (a scan of every batch header).
+    measured, or :data:`SCAN_RATE`); ``legacy``: look for v0/v1 batches (a scan of every batch header) and check
+    the CRC of every batch of the segments the recovery leaves as they are (a read of every byte).
     ``workers``: processes planning (and scanning) partitions, those of every log dir together; ``on_total(n)``:
     how many partition steps there are, before the first ``progress(k)`` (``k`` steps done)."""
     paths = [Path(os.path.abspath(d)) for d in log_dirs]
@@ -499,7 +506,7 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
         diag.plan = plan
         _from_plan(diag, plan)
         _dir_checks(diag, dirs, resolver, kraft)
-        _remembered(diag, dirs, paths)
+        _remembered(diag, dirs, paths, crc=legacy)
         if legacy:
             _legacy(diag, dirs, workers=workers, progress=progress)
     finally:

@@ -56,7 +56,7 @@ from .files.segment import LogOffsetPosition, Segment
 from .files.txn_index import AbortedTxn
 from .log_segment import recover_segment
 from .producer_state import ProducerStateManager
-from .records import Batch, LogScanner
+from .records import Batch, LogScanner, batch_at, scan_crc
 
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
@@ -269,15 +269,16 @@ def segment_end_error(path: str | os.PathLike, scanner: LogScanner, size: int, *
 
 @dataclass(frozen=True)
 class SegmentHole:
-    """A closed segment whose batches end before its file does: offsets ``first_offset..last_offset`` (from the
-    one after its last complete batch to the one before the next segment's base offset) are not readable; the
-    ``bytes`` from ``position`` on are a torn or partial batch (``reason``, :func:`segment_end_error`)."""
+    """Records of a closed segment that no reader can read: its batches end before its file does (offsets
+    ``first_offset..last_offset``, from the one after its last complete batch to the one before the next
+    segment's base offset; the ``bytes`` from ``position`` on are a torn or partial batch, :func:`segment_end_error`),
+    or the batch at ``position`` (``bytes`` long) fails its CRC; ``reason`` in words."""
 
     file: str
     position: int
     bytes: int
-    first_offset: int
-    last_offset: int
+    first_offset: int | None  # (None: not known, the entry's header cannot be read)
+    last_offset: int | None
     reason: str
 
 
@@ -625,6 +626,30 @@ class PartitionLog:
                 out.append(SegmentHole(str(seg.path), scanner.stop_position, seg.size - scanner.stop_position,
                                        seg.base_offset if nxt is None else nxt, following.base_offset - 1,
                                        err.reason))
+        return out
+
+    def closed_segment_crc_failures(self) -> list[SegmentHole]:
+        """The first entry that fails its CRC (or its framing) in each segment other than the active one, every
+        byte of them scanned (:func:`~kafkalog.storage.records.scan_crc`, the compiled core's pass): a broker
+        that does not recover such a segment at load serves it, and its consumers fail on that batch."""
+        out: list[SegmentHole] = []
+        for seg in self.segments[:-1]:
+            path = str(seg.path)
+            try:
+                scan = scan_crc(seg.buf, path=path)
+            except CorruptRecordError as e:
+                pos = e.position or 0
+                out.append(SegmentHole(path, pos, seg.size - pos, None, None, e.reason))
+                continue
+            if not scan.invalid:
+                continue
+            pos = scan.positions[scan.valid.index(0)]
+            b = batch_at(seg.buf, pos, path=path)
+            first = b.base_offset if b.magic >= 2 else None
+            out.append(SegmentHole(path, pos, b.size, first, b.last_offset,
+                                   f"the batch at byte {pos} fails its CRC (stored {b.crc}, computed "
+                                   f"{b.compute_crc()})"))
+            del b
         return out
 
     @staticmethod

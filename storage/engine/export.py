@@ -30,8 +30,8 @@ from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT
 from ..errors import ConfigError, KafkaLogError, LogDirError, require
 from ..files.names import segment_log_files
 from ..jsonio import b64_field, header_fields, text_output
-from ..log import PartitionLog
-from ..logdir import live_partition_name, resolve_partition_dirs
+from ..log import PartitionLog, remembered_loss
+from ..logdir import live_partition_name, open_partition_log, resolve_partition_dirs
 from ..offset_spec import OffsetSpec
 from ..records.batch import RECORD_CHUNK, increment_sequence
 from ..records.columns import RECORD_COLUMNS, RecordColumns
@@ -127,9 +127,12 @@ def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
     if tp is None:
         raise KafkaLogError("not a partition directory (<topic>-<partition>)", str(pdir))
     topic, partition = tp.topic, tp.partition
-    with PartitionLog(pdir) as plog:
+    with open_partition_log(pdir) as plog:
         if plog.unfinished_swap:  # exporting the listed segments would silently miss records
             raise LogDirError(plog.unfinished_swap, str(pdir))
+        remembered = plog.remembered_beyond_end()
+        if remembered:  # its checkpoints, snapshots or epochs remember offsets the log no longer holds
+            raise LogDirError(remembered_loss(remembered), str(pdir))
         lo, hi = flt.from_offset, flt.to_offset  # (an offset spec is resolved by the caller: for_partition)
         t_lo = flt.from_time
         aborted: dict[int, list[tuple[int, int]]] = {}

@@ -67,7 +67,8 @@ def test_torn_tail_predicts_recovery_and_the_truncation_of_the_repair_plan(tmp_p
 
 def test_mid_log_crc_below_the_recovery_point_is_not_seen_by_the_broker(tmp_path: Path) -> None:
     d = _copy(tmp_path, damages=("crc_mismatch",))
-    assert diagnose([d], now_ms=NOW).verdict == "healthy"  # clean shutdown: the broker recovers nothing
+    diag = diagnose([d], now_ms=NOW)  # clean shutdown: the broker recovers nothing, and serves the bad batch
+    assert {p.kind for p in diag.problems} == {"corruptBatch"} and diag.verdict == "recovery"  # (issue 34)
 
 
 def test_zero_length_partition_metadata_will_not_start(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from kafkalog.storage.describe import describe_partition
 from kafkalog.storage.diff import diff_paths
 from kafkalog.storage.doctor import diagnose
 from kafkalog.storage.engine.export import ExportFilter, iter_export_rows
-from kafkalog.storage.errors import CorruptRecordError
+from kafkalog.storage.errors import CorruptRecordError, LogDirError
 from kafkalog.storage.files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.storage.groups import load_groups
 from kafkalog.storage.log import PRODUCER_SNAPSHOT, PartitionLog
@@ -67,14 +67,17 @@ def test_partition_log_raises_at_a_torn_closed_segment(torn_middle):
 
 
 def test_a_torn_tail_of_the_active_segment_is_the_end_of_the_log(tmp_path):
+    """A batch the broker was appending when it died (past the high watermark): the log ends before it."""
     d = _copy(tmp_path)
     active = d / "multi-segment-0" / "00000000000000000120.log"
-    pos = _tear(active)
+    size = active.stat().st_size
+    with open(active, "ab") as f:
+        f.write(active.read_bytes()[:40])  # the first 40 bytes of a batch: a partial batch
     with PartitionLog(d / "multi-segment-0") as log:
         batches = [b.last_offset for _, b in log.iter_batches()]
-    assert batches and batches[-1] < 150
+    assert batches[-1] == 149
     rows = list(iter_export_rows([d / "multi-segment-0"]))
-    assert rows[-1]["offset"] < 150 and rows[-1]["position"] < pos
+    assert rows[-1]["offset"] == 149 and rows[-1]["position"] < size
 
 
 def test_export_library_and_cli_stop_at_a_torn_closed_segment(torn_middle, capsys):
@@ -286,3 +289,30 @@ def test_import_reads_exports_with_and_without_timestamp_ms(tmp_path):
         dest = tmp_path / f"imp{i}"
         assert cli.main(["import", str(f), str(dest)]) == 0
         assert diff_paths(pdir, dest / "transactions-0", level="records").equal
+
+
+def test_export_stops_at_a_partition_that_lost_offsets(logs_removed, tmp_path, capsys):
+    with pytest.raises(LogDirError, match=r"offsets 0\.\.149 are gone"):
+        list(iter_export_rows([logs_removed / "multi-segment-0"]))
+    assert cli.main(["export", str(logs_removed), "--out", str(tmp_path / "o.jsonl")]) == 1
+    assert "offsets 0..149 are gone" in capsys.readouterr().err
+
+
+def test_doctor_reports_a_crc_failure_in_a_closed_segment(tmp_path, capsys):
+    d = _copy(tmp_path)
+    seg = d / "multi-segment-0" / "00000000000000000000.log"
+    data = bytearray(seg.read_bytes())
+    b = list(iter_batches(bytes(data)))[1]
+    pos, first, last = b.position, b.base_offset, b.last_offset
+    data[pos + b.size - 3] ^= 0x5A
+    del b
+    seg.write_bytes(bytes(data))
+    with PartitionLog(d / "multi-segment-0") as log:
+        [bad] = log.closed_segment_crc_failures()
+    assert (bad.file, bad.position, bad.first_offset, bad.last_offset) == (str(seg), pos, first, last)
+    diag = diagnose([d], now_ms=1_800_000_000_000)
+    [p] = [p for p in diag.problems if p.kind == "corruptBatch"]
+    assert (p.path, p.first_offset, p.last_offset, diag.exit_code) == (str(seg), first, last, 1)
+    assert not [p for p in diagnose([d], now_ms=1_800_000_000_000, legacy=False).problems
+                if p.kind == "corruptBatch"]  # (--no-format-check reads no batch)
+    assert cli.main(["doctor", str(d)]) == 1

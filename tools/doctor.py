@@ -33,6 +33,10 @@ predicts its next start, changing nothing:
   * stray replicas (partition.metadata topic id missing or not the one in __cluster_metadata: renamed
     -stray, not served), -delete/-stray/-future dirs, segments holding message format v0/v1 batches (info:
     a 4.x broker loads them and appends v2 batches after them);
+  * data lost without the broker noticing: offsets a partition's checkpoints, producer snapshots, leader
+    epochs or consumer groups' commits remember past the end of its log (its .log files deleted or cut
+    short), a torn batch or a batch failing its CRC in a segment the recovery leaves as it is (it is served
+    as it is); each a loss with its offsets (the CRCs are read with the format check: --no-format-check);
   * an estimate of the broker's recovery time: bytes to scan / scan rate. The rate is measured while
     planning (which runs the same segment recovery over the same bytes), divided by how much slower the broker
     was than kafkalog in tests/benchmarks/bench_repair.py; under 32 MiB to scan, the broker's rate from that
@@ -59,7 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scan-rate", type=positive_int, metavar="MIB_PER_S",
                    help="recovery scan rate for the time estimate, in MiB/s (default: measured)")
     p.add_argument("--no-format-check", action="store_true",
-                   help="do not look for message format v0/v1 batches (saves a scan of every batch header)")
+                   help="do not look for message format v0/v1 batches nor check the CRCs of the segments the "
+                        "recovery leaves as they are (saves a read of every byte)")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="partitions planned N at a time in parallel processes, those of every LOG_DIR together "
                    "(default: 1)")

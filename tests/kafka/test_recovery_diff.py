@@ -204,6 +204,16 @@ def _read_all(bootstrap: str) -> dict[str, list[tuple]]:
 # ------------------------------------------------------------------------------------------ fixtures
 
 
+def _served(version: str, data_dir: Path) -> tuple[dict[str, list[tuple]], str]:
+    """Start a broker on ``data_dir``: every record it serves (:func:`_read_all`) and its log once stopped."""
+    broker = _broker(version, data_dir).start()
+    try:
+        reads = _read_all(broker.bootstrap_servers)
+    finally:
+        broker.stop()
+    return reads, broker.log_path.read_text(errors="replace")
+
+
 @pytest.fixture(scope="module", params=VERSIONS)
 def crashed(request, tmp_path_factory):
     version = request.param
@@ -240,12 +250,7 @@ def test_crash_scenarios_equal_broker_recovery(crashed):
     assert any(k == "rename" and part == "swap-0" for k, part in kinds), plan
     assert not (b / ".kafka_cleanshutdown").exists()
 
-    broker = _broker(version, a).start()
-    try:
-        recovered_reads = _read_all(broker.bootstrap_servers)
-    finally:
-        broker.stop()
-    log = broker.log_path.read_text(errors="replace")
+    recovered_reads, log = _served(version, a)
     assert "Recovering unflushed segment" in log
 
     rep = _kafkalog("repair", "--no-backup", "--kafka-exact", str(b))
@@ -258,12 +263,7 @@ def test_crash_scenarios_equal_broker_recovery(crashed):
     assert (b / "timeindex-0" / _segments(b / "timeindex-0")[0].with_suffix(".timeindex").name).stat().st_size == 0
 
     # a broker on the repaired + flushed copy recovers nothing and serves the same records
-    broker_b = _broker(version, b).start()
-    try:
-        repaired_reads = _read_all(broker_b.bootstrap_servers)
-    finally:
-        broker_b.stop()
-    log_b = broker_b.log_path.read_text(errors="replace")
+    repaired_reads, log_b = _served(version, b)
     assert not [line for line in log_b.splitlines() if any(s in line for s in RECOVERY_LINES)
                 and "__cluster_metadata" not in line]
     assert repaired_reads == recovered_reads

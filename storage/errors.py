@@ -96,7 +96,8 @@ class MissingDependencyError(KafkaLogError):
 
 #: the optional packages kafkalog imports, by top-level module, with the extra of pyproject.toml that installs
 #: each (tests/storage/test_cli_conventions.py holds this table to pyproject.toml)
-OPTIONAL_PACKAGES: dict[str, str] = {"pyarrow": "spark", "pyspark": "spark", "fsspec": "spark", "s3fs": "spark"}
+OPTIONAL_PACKAGES: dict[str, str] = {"pyarrow": "spark", "pyspark": "spark", "fsspec": "spark", "s3fs": "spark",
+                                     "duckdb": "sql"}
 
 
 def require(module: str, extra: str | None = None, feature: str | None = None) -> ModuleType:

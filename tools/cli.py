@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "topic-id": ("topic_id", "show or set partitions' topic ids (partition.metadata)"),
     "checkpoints": ("checkpoints", "list or set recovery-point / log-start / replication / cleaner checkpoints"),
     "export": ("export", "export records (all fields) of data dirs/partitions as JSON Lines or Parquet"),
+    "sql": ("sql", "run SQL (DuckDB, in process) over the records of data dirs, with predicates pushed into the reader"),
     "import": ("import_", "import records exported by `kafkalog export` (JSON Lines or Parquet) into a data dir, offsets kept"),
     "groups": ("groups", "consumer groups, committed offsets and lag from __consumer_offsets (like kafka-consumer-groups --describe)"),
     "transactions": ("transactions", "open and hanging transactions per partition, with the kafka-transactions.sh abort commands"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,9 +34,21 @@ from ..remote.rehydrate import RehydrateOptions, plan_rehydrate
 from ..topic_configs import ConfigResolver
 from ..transactions import DEFAULT_PRODUCER_ID_EXPIRATION_MS, TransactionReport, find_transactions
 from ..verify import VerifyReport, verify_paths
-from .partition import DEFAULT_ARROW_ROWS, Offsets, Partition, PathLike, _now_ms, _reader, _spec, _topic_set
+from . import sql as _sql
+from .partition import (
+    DEFAULT_ARROW_ROWS,
+    Offsets,
+    Partition,
+    PathLike,
+    Window,
+    _now_ms,
+    _reader,
+    _spec,
+    _topic_set,
+)
 
 if TYPE_CHECKING:
+    import duckdb
     import pyarrow
 
 
@@ -162,12 +174,34 @@ class LogDirs:
 
     def to_arrow(self, topics: str | Iterable[str] | None = None, offsets: Offsets = None, *,
                  partitions: Iterable[int] | None = None, include_control: bool = False,
-                 read_committed: bool = False, batch_rows: int = DEFAULT_ARROW_ROWS) -> pyarrow.RecordBatchReader:
+                 read_committed: bool = False, batch_rows: int = DEFAULT_ARROW_ROWS,
+                 time_range: tuple[int | None, int | None] | None = None,
+                 columns: Sequence[str] | None = None) -> pyarrow.RecordBatchReader:
         """The records of the selected partitions as a ``pyarrow.RecordBatchReader``, read lazily a batch of about
         ``batch_rows`` rows (:data:`DEFAULT_ARROW_ROWS`) at a time, partition by partition. The schema is the Spark source's and
         ``export --format parquet``'s (``key, value, topic, partition, offset, timestamp, ...``); the rows are
-        ``export``'s. ``reader.read_pandas()`` gives a pandas DataFrame. Needs pyarrow."""
-        return _reader(self.partitions(topics, partitions), offsets, include_control, read_committed, batch_rows)
+        ``export``'s. ``time_range`` keeps the records with ``from <= timestampMs < to`` (epoch ms, None:
+        unbounded; batches entirely before ``from`` are skipped undecoded), ``columns`` only those columns, in that
+        order. ``reader.read_pandas()`` gives a pandas DataFrame. Needs pyarrow."""
+        window = None if time_range is None else Window(from_time=time_range[0], to_time=time_range[1])
+        return _reader(self.partitions(topics, partitions), offsets, include_control, read_committed, batch_rows,
+                       window=window, columns=columns)
+
+    def sql(self, query: str, *, pushdown: bool = True, include_control: bool = False,
+            read_committed: bool = False) -> duckdb.DuckDBPyRelation:
+        """``query`` (DuckDB's SQL) over the relation ``records`` (:meth:`to_arrow`'s columns; quote ``"offset"``,
+        a keyword in SQL) as a DuckDB relation, run when it is fetched. Predicates on ``topic``, ``partition``,
+        ``offset`` and ``timestamp``/``timestampMs`` and the columns used go into the reader (``pushdown=False``
+        reads everything: the same rows); see :mod:`kafkalog.storage.api.sql`. Needs duckdb and pyarrow (the
+        ``sql`` extra).
+
+        >>> dirs = kafkalog.open("fixtures/kafka-4.3.1-kraft/data")
+        >>> dirs.sql("SELECT count(*) FROM records WHERE topic = 'multi-segment' AND partition = 0").fetchall()
+        [(150,)]
+        >>> dirs.close()
+        """
+        return _sql.relation(self, query, pushdown=pushdown, include_control=include_control,
+                             read_committed=read_committed)
 
     # ---- reports (data, never text) -------------------------------------------------------------------------
     def verify(self, *, deep: bool = False, workers: int | None = 1) -> VerifyReport:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,7 +22,7 @@ from ..engine.export import (
     iter_partition_batches,
     rows_of,
 )
-from ..errors import require
+from ..errors import KafkaLogError, require
 from ..files.segment import Segment
 from ..log import PartitionLog
 from ..logdir import DataDir
@@ -42,6 +43,18 @@ Offsets = str | OffsetSpec | Iterable[str] | None
 DEFAULT_ARROW_ROWS = 64 * 1024
 """Rows per ``pyarrow.RecordBatch`` of :meth:`LogDirs.to_arrow`: a batch is cut at the first log batch that
 reaches it (so it may hold a few more; a partition's last one fewer)."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """Offsets ``[from_offset, to_offset)`` and record timestamps ``[from_time, to_time)`` (epoch ms) the reader
+    keeps (None: unbounded). The offsets go through the offset indexes (whole segments skipped); a batch whose
+    max timestamp (CreateTime) is before ``from_time`` is skipped without decoding."""
+
+    from_offset: int | None = None
+    to_offset: int | None = None
+    from_time: int | None = None
+    to_time: int | None = None
 
 
 def _now_ms() -> int:
@@ -189,8 +202,12 @@ class Partition:
             if b.last_offset >= hi - 1:
                 return
 
-    def _filter(self, offsets: Offsets, include_control: bool, read_committed: bool) -> ExportFilter:
+    def _filter(self, offsets: Offsets, include_control: bool, read_committed: bool,
+                window: Window | None = None) -> ExportFilter:
         flt = ExportFilter(offset_spec=_spec(offsets), include_control=include_control, read_committed=read_committed)
+        if window is not None:
+            flt = replace(flt, from_offset=window.from_offset, to_offset=window.to_offset,
+                          from_time=window.from_time, to_time=window.to_time)
         return flt.for_partition(self.log)
 
     def records(self, offsets: Offsets = None, *, include_control: bool = False,
@@ -255,12 +272,22 @@ class _Batches:
 
 
 def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, read_committed: bool,
-            batch_rows: int) -> pyarrow.RecordBatchReader:
+            batch_rows: int, *, window: Window | None = None,
+            columns: Sequence[str] | None = None) -> pyarrow.RecordBatchReader:
     pa = require("pyarrow", feature="Arrow output")  # optional dependency: only Arrow output needs it
 
     # the ranges are resolved now, against the partitions as opened (a bad offset spec fails here, not mid-read)
-    selected = [(p.path, p._filter(offsets, include_control, read_committed)) for p in parts]
-    return pa.RecordBatchReader.from_batches(arrow_schema(RECORD_COLUMNS), _arrow_batches(selected, batch_rows))
+    selected = [(p.path, p._filter(offsets, include_control, read_committed, window)) for p in parts]
+    schema = arrow_schema(RECORD_COLUMNS)
+    if columns is None:
+        return pa.RecordBatchReader.from_batches(schema, _arrow_batches(selected, batch_rows))
+    unknown = [c for c in columns if c not in schema.names]
+    if unknown:
+        raise KafkaLogError(f"no column {', '.join(map(repr, unknown))} in the records (columns: "
+                            f"{', '.join(schema.names)})")
+    names = list(columns)
+    return pa.RecordBatchReader.from_batches(pa.schema([schema.field(c) for c in names]),
+                                             (b.select(names) for b in _arrow_batches(selected, batch_rows)))
 
 
-__all__ = ["DEFAULT_ARROW_ROWS", "Offsets", "Partition", "PathLike"]
+__all__ = ["DEFAULT_ARROW_ROWS", "Offsets", "Partition", "PathLike", "Window"]

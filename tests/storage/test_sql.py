@@ -1,0 +1,281 @@
+"""``kafkalog sql`` and :meth:`LogDirs.sql` (issue 32): DuckDB over the records, predicates pushed into the reader.
+
+* ``SELECT * FROM records`` is :meth:`LogDirs.to_arrow` row for row on the bundled fixtures;
+* every predicate shape returns the same rows with pushdown on and off, and the pushdown narrows the read;
+* ``--explain`` of a selective query reads <= 2 % of the bytes of the unselective one (a generated
+  multi-segment partition);
+* bad input: a corrupt batch (file and byte), a column that does not exist (exit 1), a query that does not
+  parse (exit 2), a missing duckdb (what to install).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from builders import generated_partition, write_data_dir_files
+
+import kafkalog
+from kafkalog.compat.pytest_plugin import require_modules
+from kafkalog.storage.errors import CorruptRecordError, MissingDependencyError
+from kafkalog.tools.cli import main
+
+require_modules("duckdb", "pyarrow", extra="sql")  # the sql extra (skipped without it, a failure under CI=true)
+
+import duckdb  # noqa: E402
+import pyarrow  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from kafkalog.storage.api.sql import Pushdown, SqlError, execute, explain  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures"
+KRAFT = FIXTURES / "kafka-4.3.1-kraft" / "data"
+DATA_DIRS = [KRAFT, FIXTURES / "kafka-3.9.2-zk-v0" / "data", FIXTURES / "kafka-4.3.1-tiered" / "data",
+             FIXTURES / "kafka-4.3.1-kraft-killed" / "data"]
+ORDER = 'ORDER BY topic, partition, "offset"'
+
+
+def _cell(v):
+    # DuckDB gives TIMESTAMP WITH TIME ZONE back in its session zone (Etc/UTC): the same instant as the reader's UTC
+    return repr(v.astimezone(datetime.UTC)) if isinstance(v, datetime.datetime) else repr(v)
+
+
+def _rows(table: pyarrow.Table) -> list[tuple]:
+    cols = table.column_names
+    return sorted(tuple(_cell(r[c]) for c in cols) for r in table.to_pylist())
+
+
+@pytest.mark.parametrize("data", DATA_DIRS, ids=lambda p: p.parent.name)
+def test_select_star_is_to_arrow(data):
+    with kafkalog.open(data) as dirs:
+        expected = dirs.to_arrow().read_all()
+        got = dirs.sql("SELECT * FROM records").arrow()
+        got = got.read_all() if hasattr(got, "read_all") else got
+    assert got.schema.names == expected.schema.names
+    assert got.num_rows == expected.num_rows > 0
+    assert _rows(got) == _rows(expected)
+
+
+def _both(dirs, query: str) -> tuple[list, list]:
+    on = dirs.sql(query).fetchall()
+    off = dirs.sql(query, pushdown=False).fetchall()
+    return on, off
+
+
+# every predicate shape, on the columns the reader selects on and on the others
+SHAPES = [
+    "topic = 'multi-segment'",
+    "topic <> 'multi-segment'",
+    "topic IN ('multi-segment', 'codec-zstd', 'no-such-topic')",
+    "topic = 'no-such-topic'",
+    "partition = 1",
+    "partition IN (0, 3)",
+    "partition > 0 AND partition <= 3",
+    '"offset" = 44',
+    '"offset" < 10',
+    '"offset" <= 10',
+    '"offset" > 140',
+    '"offset" >= 140',
+    '"offset" BETWEEN 40 AND 50',
+    '"offset" IN (0, 43, 44, 119, 120, 149)',
+    '"offset" > 2.5 AND "offset" < 7.5',
+    '"offset" = 2.5',
+    '"offset" >= 100 AND "offset" < 50',
+    '10 > "offset"',
+    "timestamp >= (SELECT min(timestamp) FROM records) + INTERVAL 5 SECOND",
+    "timestamp >= TIMESTAMP '2025-06-15 15:06:50' AND timestamp < TIMESTAMP '2025-06-15 15:07:30'",
+    "timestamp > TIMESTAMPTZ '2025-06-15 15:06:50.0005+00'",
+    "timestamp BETWEEN TIMESTAMP '2025-06-15 15:06:00' AND TIMESTAMP '2025-06-15 15:06:55'",
+    "timestampMs >= 1750000000000 AND timestampMs < 1750000030000",
+    "timestampMs IN (SELECT timestampMs FROM records WHERE \"offset\" = 3)",
+    "(topic = 'multi-segment' AND \"offset\" < 5) OR (topic = 'codec-gzip' AND \"offset\" > 55)",
+    "(partition = 0 AND \"offset\" < 5) OR \"offset\" > 145",
+    "topic = 'multi-segment' OR key IS NULL",
+    "NOT (\"offset\" < 100)",
+    "\"offset\" < 10 OR length(decode(key)) > 6",
+    "\"offset\" + 1 = 10",
+    "key = 'key-017'::BLOB",
+    "octet_length(value) > 100 AND topic LIKE 'codec-%'",
+    "producerId >= 0 AND isTransactional",
+    "\"offset\" < 100 AND (segment LIKE '%120.log' OR position < 1000)",
+    "magic = 2 AND codec = 'zstd' AND \"offset\" BETWEEN 10 AND 20",
+]
+
+
+@pytest.fixture(scope="module")
+def kraft():
+    with kafkalog.open(KRAFT) as dirs:
+        yield dirs
+
+
+@pytest.mark.parametrize("where", SHAPES)
+def test_pushdown_changes_no_result(kraft, where):
+    query = f"SELECT topic, partition, \"offset\", timestamp, key, octet_length(value) FROM records WHERE {where} {ORDER}"
+    on, off = _both(kraft, query)
+    assert on == off
+
+
+def test_pushdown_on_every_fixture():
+    queries = ['SELECT topic, partition, "offset" FROM records WHERE "offset" BETWEEN 3 AND 8 ' + ORDER,
+               "SELECT count(*), sum(octet_length(value)) FROM records WHERE partition = 0 AND timestamp > "
+               "(SELECT min(timestamp) FROM records)",
+               'SELECT * EXCLUDE (headers) FROM records WHERE topic IN (SELECT min(topic) FROM records) AND '
+               '"offset" < 20 ' + ORDER]
+    for data in DATA_DIRS:
+        with kafkalog.open(data) as dirs:
+            for q in queries:
+                on, off = _both(dirs, q)
+                assert on == off, (data, q)
+
+
+def test_the_pushdown_narrows_the_read():
+    with kafkalog.open(KRAFT) as dirs:
+        plan = explain(dirs, "SELECT key FROM records WHERE topic = 'multi-segment' AND partition = 0 "
+                             'AND "offset" BETWEEN 130 AND 140 AND timestamp > TIMESTAMP \'2000-01-01\'')
+        (scan,) = plan.scans
+        push = scan.pushdown
+        assert push.topics == frozenset({"multi-segment"}) and push.partitions == frozenset({0})
+        assert (push.from_offset, push.to_offset) == (130, 141)
+        assert push.from_time == 946684800001 and push.to_time is None
+        assert push.columns == ["key", "topic", "partition", "offset", "timestamp"]
+        assert scan.partitions == ["multi-segment-0"]
+        assert [Path(s.file).name for s in scan.segments] == ["00000000000000000120.log"]
+        full = explain(dirs, "SELECT key FROM records", pushdown=False)
+        assert plan.log_bytes >= full.bytes > 50 * plan.bytes  # (control batches are skipped: not read)
+        # what is not understood is not pushed down: everything is read
+        assert Pushdown.of(["key"], None).window is None
+        none = explain(dirs, 'SELECT key FROM records WHERE "offset" + 1 = 10 OR topic = \'x\'')
+        assert none.bytes == full.bytes
+
+
+def test_explain_of_a_selective_query_reads_at_most_2_percent(tmp_path):
+    data = tmp_path / "data"
+    generated_partition(data / "big-0", 20_000, batch_records=20, segment_bytes=128 * 1024, value_size=100)
+    write_data_dir_files(data)
+    where = '"offset" >= 10000 AND "offset" < 10200'  # 1 % of the records
+    with kafkalog.open(data) as dirs:
+        assert len(dirs.partition("big", 0).segments) >= 3  # (segment.bytes is at least 1 MiB in Kafka 4)
+        everything = explain(dirs, "SELECT count(*) FROM records")
+        selective = explain(dirs, f"SELECT count(*) FROM records WHERE {where}")
+        assert everything.bytes == everything.log_bytes
+        assert selective.bytes <= 0.02 * everything.bytes
+        assert selective.segments <= 2
+        q = f'SELECT count(*), sum("offset") FROM records WHERE {where}'
+        assert dirs.sql(q).fetchall() == dirs.sql(q, pushdown=False).fetchall() == [(200, sum(range(10000, 10200)))]
+    out = _cli(["sql", str(data), "--explain", "--json", f"SELECT count(*) FROM records WHERE {where}"])
+    assert out[0] == 0
+    facts = json.loads(out[1])
+    assert facts["bytes"] == selective.bytes and facts["logBytes"] == everything.bytes
+
+
+def _cli(argv, capsys=None) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    old = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        code = main(argv)
+    finally:
+        sys.stdout, sys.stderr = old
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_outputs(tmp_path):
+    q = 'SELECT "offset", timestamp, key, try(decode(value)) AS text FROM records WHERE topic = \'codec-zstd\' ' \
+        'AND "offset" < 3 ORDER BY "offset"'
+    code, out, err = _cli(["sql", str(KRAFT), q])
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].split() == ["OFFSET", "TIMESTAMP", "KEY", "TEXT"] and len(lines) == 4
+    code, out, _ = _cli(["sql", str(KRAFT), "--json", q])
+    rows = [json.loads(line) for line in out.splitlines()]
+    expected = [r for r in kraft_rows("codec-zstd") if r["offset"] < 3]
+    assert [r["offset"] for r in rows] == [0, 1, 2]
+    assert [r["timestamp"] for r in rows] == [r["timestampMs"] for r in expected]
+    code, out, _ = _cli(["sql", str(KRAFT), "--csv", q])
+    assert code == 0 and list(csv.reader(io.StringIO(out)))[0] == ["offset", "timestamp", "key", "text"]
+    dest = tmp_path / "out.parquet"
+    code, _, _ = _cli(["sql", str(KRAFT), "--parquet", str(dest), "SELECT * FROM records WHERE topic = 'large'"])
+    assert code == 0 and pq.read_table(dest).num_rows == 3
+    assert list(tmp_path.iterdir()) == [dest]
+    code, out, _ = _cli(["sql", str(KRAFT), "--explain", 'SELECT count(*) FROM records WHERE "offset" > 140'])
+    assert code == 0 and "00000000000000000120.log" in out and "% of the" in out
+
+
+def kraft_rows(topic: str) -> list[dict]:
+    with kafkalog.open(KRAFT) as dirs:
+        return list(dirs.records(topic))
+
+
+def test_value_decoding_functions():
+    with kafkalog.open(KRAFT) as dirs:
+        text = dirs.sql("SELECT decode(value) FROM records WHERE topic = 'codec-none' AND \"offset\" = 1").fetchall()
+        assert text == [(kraft_rows("codec-none")[1]["value"].decode(),)]
+        got = dirs.sql("""SELECT json_extract_string(decode(value), '$.a') FROM
+                          (SELECT '{"a": "x"}'::BLOB AS value)""").fetchall()
+        assert got == [("x",)]
+
+
+def test_bad_input(tmp_path):
+    code, _, err = _cli(["sql", str(KRAFT), "SELECT nope FROM records"])
+    assert code == 1 and err.count("\n") == 1 and '"nope" not found' in err and "Traceback" not in err
+    code, _, err = _cli(["sql", str(KRAFT), "SELEC * FROM records"])
+    assert code == 2 and "syntax error" in err and err.startswith("kafkalog sql: error: Parser Error")
+    code, _, err = _cli(["sql", str(KRAFT), "SELECT * FROM nothing_here"])
+    assert code == 1 and "nothing_here" in err
+    code, _, err = _cli(["sql", str(KRAFT), "SELECT avro(value, 's.avsc') FROM records"])
+    assert code == 1 and "pip install fastavro" in err
+    code, _, err = _cli(["sql", str(tmp_path / "missing"), "SELECT 1"])
+    assert code == 1 and "missing" in err
+    with kafkalog.open(KRAFT) as dirs:
+        with pytest.raises(SqlError) as e:
+            dirs.sql("SELECT nope FROM records")
+        assert not e.value.syntax
+        with pytest.raises(SqlError) as e:
+            dirs.sql("SELEC 1")
+        assert e.value.syntax
+
+
+def test_a_corrupt_batch_is_the_file_and_byte(tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(KRAFT, data)
+    seg = data / "multi-segment-0" / "00000000000000000044.log"
+    raw = bytearray(seg.read_bytes())
+    raw[200] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
+    seg.write_bytes(bytes(raw))
+    code, out, err = _cli(["sql", str(data), "SELECT count(*) FROM records"])
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert str(seg) in err and "byte 0" in err
+    with kafkalog.open(data) as dirs:
+        with pytest.raises(CorruptRecordError) as e:
+            _schema, batches = execute(dirs, "SELECT count(*) FROM records")
+            list(batches)
+        assert e.value.path == str(seg) and e.value.position == 0
+        with pytest.raises(duckdb.Error) as d:  # a relation fetched by DuckDB itself: DuckDB's error, with ours
+            dirs.sql("SELECT * FROM records").fetchall()
+        assert str(seg) in str(d.value)
+        # a query the pushdown keeps away from the damage reads nothing of it
+        assert dirs.sql('SELECT count(*) FROM records WHERE topic = \'multi-segment\' AND partition = 0 '
+                        'AND "offset" >= 120').fetchall() == [(30,)]
+
+
+def test_without_duckdb_the_command_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "duckdb", None)
+    code, _, err = _cli(["sql", str(KRAFT), "SELECT 1"])
+    assert code == 1 and "pip install 'kafkalog[sql]'" in err
+    with kafkalog.open(KRAFT) as dirs, pytest.raises(MissingDependencyError):
+        dirs.sql("SELECT 1")
+
+
+def test_the_relation_runs_again():
+    with kafkalog.open(KRAFT) as dirs:
+        rel = dirs.sql("SELECT count(*) FROM records WHERE topic = 'codec-lz4'")
+        assert rel.fetchall() == [(60,)]
+        assert rel.fetchall() == [(60,)]  # each run scans again (a fresh reader)
+        assert rel.df()["count_star()"].tolist() == [60]

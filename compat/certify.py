@@ -285,6 +285,7 @@ def _b(v: Any) -> bytes | None:
 # ----------------------------------------------------------------------------------------------- evidence
 
 _EVENT_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("leaderEpoch", re.compile(r"caused truncation of conflicting entries")),
     ("truncation", re.compile(r"[Tt]runcat|Found invalid messages|invalid bytes", re.S)),
     ("indexRebuild", re.compile(r"corrupted index|[Rr]ebuilding index|index file .*(corrupt|missing)|"
                                 r"[Dd]eleting index")),
@@ -304,6 +305,8 @@ _ROUTINE = re.compile(r"Loading producer state till offset|Producer state recove
                       r"Reloading from producer snapshot and rebuilding producer state from offset")
 
 RULES = {
+    "leaderEpoch": "LeaderEpochFileCache.assign (a new leader epoch below the file's latest truncates the entries "
+                   "from it; clients whose records carry the higher epoch are fenced and reset: KIP-320)",
     "truncation": "LogLoader.recoverSegment -> LogSegment.recover (truncates at the first invalid batch)",
     "indexRebuild": "LogLoader.loadSegmentFiles -> LogSegment.sanityCheck (a corrupt or missing index is rebuilt)",
     "recovery": "LogLoader.recoverLog (no clean shutdown: the segments past the recovery point are re-read)",
@@ -316,6 +319,8 @@ RULES = {
     "warning": "LogManager.loadLogs",
 }
 COMMANDS = {
+    "leaderEpoch": "kafkalog migrate (cuts leader-epoch-checkpoint for the destination), or restore where the "
+                   "destination's leader epoch is at least the files'",
     "truncation": "kafkalog repair", "recovery": "kafkalog repair", "indexRebuild": "kafkalog reindex",
     "producerState": "kafkalog repair", "stray": "kafkalog topic-id", "logStart": "kafkalog repair",
     "deletion": "kafkalog repair", "error": "kafkalog repair",
@@ -626,8 +631,8 @@ def _certify_dir(orig: Path, work: Path, kafka: str, backend: str, image: str | 
         for ev in rep.events:
             at = _OFFSET.search(ev.line)
             rep.divergences.append(Divergence(
-                "load", ev.partition, first_offset=int(at[1]) if at else None, kafka=ev.line, files="a clean load: nothing to recover, rebuild or rename",
-                rule=RULES[ev.kind], command=COMMANDS.get(ev.kind)))
+                "load", ev.partition, first_offset=int(at[1]) if at else None, kafka=ev.line,
+                files=_event_files(ev, rep), rule=RULES[ev.kind], command=COMMANDS.get(ev.kind)))
         if rep.started:
             with _timed(rep, "consume", on_phase):
                 _serve(broker, parts, expected, rep)
@@ -661,6 +666,15 @@ def _attribute_refusal(rep: DirReport) -> None:
         x.command = "kafkalog repair (rewrites partition.metadata) or kafkalog topic-id --set ID"
 
 
+def _event_files(ev: LoadEvent, rep: DirReport) -> str:
+    if ev.kind != "leaderEpoch":
+        return "a clean load: nothing to recover, rebuild or rename"
+    if rep.metadata == "created":
+        return ("leader epochs above the test broker's: certify created the topic, so its leader epoch starts low, "
+                "as in any cluster the partition is restored into")
+    return "leader epochs above the one the cluster metadata gives the partition"
+
+
 def _original_meta(orig: Path, rep: DirReport) -> MetaProperties | None:
     try:
         return read_meta_properties(orig / "meta.properties") if (orig / "meta.properties").exists() else None
@@ -683,7 +697,7 @@ def _upgrade_facts(orig: Path, parts: list, meta: MetaProperties | None, has_met
             files=f"ZooKeeper-era meta.properties (version 0, broker.id={meta.node_id}, cluster.id={meta.cluster_id})",
             rule="MetaPropertiesEnsemble.verify (KRaft needs version 1)",
             command="kafkalog migrate (into a data dir formatted by kafka-storage format)"))
-    if not has_metadata:
+    if not has_metadata and meta is not None and meta.version == 0:
         rep.divergences.append(Divergence(
             "upgrade", None, file=METADATA_DIR,
             kafka="a KRaft broker takes its topics and topic ids from __cluster_metadata; certify created the topics "
@@ -826,10 +840,13 @@ def _serve(broker: KafkaBroker, parts: list, expected: dict[tuple[str, str], Exp
         for iso in ISOLATIONS:
             want = expected[(pd.name, iso)]
             for client in CLIENTS:
+                t0 = time.perf_counter()
                 try:
                     got = _consume_partition(broker.bootstrap_servers, tp.topic, tp.partition, client, iso)
                 except Exception as e:  # a client that cannot even start reading is evidence too
                     got = Served([], error=f"{type(e).__name__}: {e}")
+                phase = "consumeKafkaPython" if client == "kafka-python" else "consumeLibrdkafka"
+                rep.seconds[phase] = rep.seconds.get(phase, 0.0) + time.perf_counter() - t0
                 res.served.append(ServedCount(client, iso, len(want.rows), len(got.rows)))
                 ends[(client, iso)] = got.end
                 for d in compare_served(pd.name, client, iso, want, got):
@@ -873,8 +890,8 @@ def _after_stop(parts: list, copy: Path, rep: DirReport) -> None:
     seen = {(e.partition, e.kind) for e in rep.events}
     for pd, tp in parts:
         c = copy / pd.name
-        if tp.topic.startswith("__") or tp.kind != "live" or not c.is_dir():
-            continue
+        if tp.topic.startswith("__") or tp.kind != "live" or not c.is_dir() or (pd.name, "stray") in seen:
+            continue  # a stray's files were renamed away: the broker's lines say what happened
         try:
             mine = read_leader_epoch_checkpoint(pd / "leader-epoch-checkpoint").entries \
                 if (pd / "leader-epoch-checkpoint").exists() else []

@@ -222,8 +222,9 @@ def run_certify(args: argparse.Namespace) -> int:
     return 0 if report.conformant else 1
 
 
-PHASES = {"expected": "reading the files", "brokerStart": "broker start", "createTopics": "creating topics",
-          "copy": "copying", "consume": "consuming", "dumpLogSegments": "DumpLogSegments", "verify": "verify"}
+PHASES = {"expected": "reading the files", "createTopics": "creating topics", "copy": "copying",
+          "brokerStart": "broker start", "consume": "consuming", "consumeKafkaPython": "of which kafka-python",
+          "consumeLibrdkafka": "of which librdkafka", "dumpLogSegments": "DumpLogSegments", "verify": "verify"}
 
 
 def _render_dir(d, render_table) -> None:
@@ -284,6 +285,7 @@ def _render_dir(d, render_table) -> None:
                 print(f"     fix:   {x.command}")
     else:
         print("\nCONFORMANT")
-    total = sum(d.seconds.values())
-    print("time: " + ", ".join(f"{PHASES.get(k, k)} {v:.1f} s" for k, v in d.seconds.items())
+    total = sum(v for k, v in d.seconds.items() if not k.startswith("consume") or k == "consume")
+    order = [k for k in PHASES if k in d.seconds] + [k for k in d.seconds if k not in PHASES]
+    print("time: " + ", ".join(f"{PHASES.get(k, k)} {d.seconds[k]:.1f} s" for k in order)
           + f" (total {total:.1f} s)")

@@ -96,7 +96,9 @@ REGISTRY: dict[str, Invocation] = {
                                note="it reads producer state and __transaction_state, which the damages of "
                                     "multi-segment-0 do not touch (tests/storage/test_loss_never_silent.py tears "
                                     "what it reads)"),
-    "diff": Invocation("diff", ("diff", "{path}", "{pristine}"), reads=LOSING),
+    "diff": Invocation("diff", ("diff", "{path}", "{pristine}"), reads=LOSING,
+                       cases=("missing", "empty", "not_kafka", "parent"),
+                       note="diff compares .log files too: a file against a dir is its own usage rule"),
     "remote": Invocation("remote", ("remote", "ls", "{path}"), role="store", target=None,
                          note="its argument is a tiered-storage store, not a data dir: the damages of a data dir "
                               "do not apply (tests/storage/test_remote.py damages stores)"),

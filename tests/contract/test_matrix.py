@@ -7,7 +7,9 @@ asserts:
 
 * the exit code class: a path case is exit 1 (README: 1 is "findings or failure", 2 stays a usage error), never
   a traceback, 2 or 3; a damage cell exits 0 or 1;
-* a path case's message names the path (and, for the parent of a data dir, the data dir inside it);
+* a path case's message names the path (and, for the parent of a data dir, the data dir inside it) and says what
+  the one path contract says for the case (:data:`SAYS`, from ``kafkalog.storage.paths``), the same from every
+  command;
 * nothing was written outside a recognised data dir: the whole cell folder is hashed before and after; a path
   case may write nothing at all (a destination may become a new data dir where the command documents it: a
   path that does not exist yet, an empty dir), a damage cell only inside its data dir and the command's
@@ -39,6 +41,9 @@ VICTIM = "multi-segment-0"  # the partition every damage of damage.LOSSES picks 
 
 PATH_CELLS = [(name, case) for name, inv in REGISTRY.items() for case in inv.cases]
 DAMAGE_CELLS = [(name, damage) for name, inv in REGISTRY.items() if inv.target for damage in LOSSES]
+#: what the one path contract says for each path case, whichever command meets it
+SAYS = {"missing": "no such file or directory", "file": "not a directory", "empty": "empty directory, not a",
+        "not_kafka": "not a Kafka data dir", "parent": "not a Kafka data dir; it contains the data dir(s)"}
 SIZE = (len(REGISTRY), len(PATH_CASES) + len(LOSSES), len(PATH_CELLS) + len(DAMAGE_CELLS))
 
 
@@ -156,6 +161,8 @@ def test_path_case(name: str, case: str, tmp_path: Path, inputs: Path, capsys, m
         return
     assert rc == 1, f"{name} {case}: exit {rc}, expected 1\n{text[-2000:]}"
     assert str(path) in text, f"{name} {case}: the message does not name {path}:\n{text[-2000:]}"
+    if inv.role != "store":  # a tiered-storage store has its own rules (remote/layout.py)
+        assert f"{path}: {SAYS[case]}" in text, f"{name} {case}: not the contract's '{SAYS[case]}':\n{text[-2000:]}"
     if also:
         assert also in text, f"{name} {case}: the message does not name the data dir {also} inside:\n{text[-2000:]}"
     assert not diff, f"{name} {case} wrote into what is not a data dir: {sorted(diff)}"

@@ -56,25 +56,36 @@ def crc_mismatch(d: Path) -> str | None:
     if p is None:
         return None
     logs = _logs(p)
-    seg = logs[len(logs) // 2] if len(logs) > 1 else logs[0]
+    return _flip_middle_batch(logs[len(logs) // 2] if len(logs) > 1 else logs[0])
+
+
+def _flip_middle_batch(seg: Path) -> str | None:
+    """Flip a byte inside the records of the middle batch of ``seg`` (v2: covered by the CRC; v0/v1: by the
+    message CRC); None when ``seg`` holds no batch."""
     data = bytearray(seg.read_bytes())
     batches = list(iter_batches(bytes(data)))
     if not batches:
         return None
     b = batches[len(batches) // 2]
-    data[b.position + b.size - 3] ^= 0x5A  # inside the records (v2: covered by the CRC; v0/v1: by the message CRC)
+    data[b.position + b.size - 3] ^= 0x5A
     del batches, b
     seg.write_bytes(bytes(data))
     return f"CRC mismatch in {seg.parent.name}/{seg.name}"
 
 
-def missing_index(d: Path) -> str | None:
-    p = _partition(d, "codec-none") or _partition(d, "killed-0")
+def _delete(d: Path, prefixes: tuple[str, str], patterns: tuple[str, ...], what: str) -> str | None:
+    """Delete the files matching ``patterns`` of the first partition of ``d`` named by one of ``prefixes``;
+    ``"<what> in <partition>"``, or None when there is no such partition."""
+    p = _partition(d, prefixes[0]) or _partition(d, prefixes[1])
     if p is None:
         return None
-    for f in p.glob("*.index"):
+    for f in [f for pattern in patterns for f in p.glob(pattern)]:
         f.unlink()
-    return f"missing .index in {p.name}"
+    return f"{what} in {p.name}"
+
+
+def missing_index(d: Path) -> str | None:
+    return _delete(d, ("codec-none", "killed-0"), ("*.index",), "missing .index")
 
 
 def bad_timeindex(d: Path) -> str | None:
@@ -145,34 +156,17 @@ def crc_closed(d: Path) -> str | None:
     p = _partition(d, "multi-segment-0") or _partition(d, "killed-0")
     if p is None or len(_logs(p)) < 2:
         return None
-    seg = _logs(p)[0]
-    data = bytearray(seg.read_bytes())
-    batches = list(iter_batches(bytes(data)))
-    b = batches[len(batches) // 2]
-    data[b.position + b.size - 3] ^= 0x5A
-    del batches, b
-    seg.write_bytes(bytes(data))
-    return f"CRC mismatch in {seg.parent.name}/{seg.name}"
+    return _flip_middle_batch(_logs(p)[0])
 
 
 def no_logs(d: Path) -> str | None:
     """Every ``.log`` file of a partition gone (its indexes, snapshots and the data dir's checkpoints remain)."""
-    p = _partition(d, "multi-segment-0") or _partition(d, "killed-0")
-    if p is None:
-        return None
-    for f in _logs(p):
-        f.unlink()
-    return f"no .log files in {p.name}"
+    return _delete(d, ("multi-segment-0", "killed-0"), ("*.log",), "no .log files")
 
 
 def no_indexes(d: Path) -> str | None:
     """Every offset, time and transaction index of a partition gone (the ``.log`` files stay valid)."""
-    p = _partition(d, "multi-segment-0") or _partition(d, "killed-0")
-    if p is None:
-        return None
-    for f in [*p.glob("*.index"), *p.glob("*.timeindex"), *p.glob("*.txnindex")]:
-        f.unlink()
-    return f"no indexes in {p.name}"
+    return _delete(d, ("multi-segment-0", "killed-0"), ("*.index", "*.timeindex", "*.txnindex"), "no indexes")
 
 
 #: the damages of the contract matrix, and the partition each one damages
@@ -208,19 +202,38 @@ def tree(d: Path, *, ignore: tuple[str, ...] = (".lock",)) -> dict[str, bytes]:
 MUTATIONS = {"write", "append", "rename", "truncate", "unlink", "mkdir", "rmdir", "utime"}
 
 
+class Mutations:
+    """A ``fileops.observe`` observer: counts the file mutations (``n``) and calls ``before(path)`` just before
+    the k-th one (a kill, an injected error)."""
+
+    def __init__(self, k: int = 0, before: Callable[[str], None] | None = None) -> None:
+        self.n, self.k, self.before = 0, k, before
+
+    def __call__(self, kind: str, path: str, _target) -> None:
+        if kind in MUTATIONS:
+            self.n += 1
+            if self.n == self.k and self.before is not None:
+                self.before(path)
+
+
+def injected(code: int) -> Callable[[str], None]:
+    """A ``Mutations.before`` raising ``OSError(code)`` naming the file, as the OS would."""
+    import errno
+
+    def fail(path: str) -> None:
+        raise OSError(code, f"{errno.errorcode[code]} (injected)", path)
+
+    return fail
+
+
 def count_mutations(run) -> int:
     """How many file mutations ``run()`` performs (through ``kafkalog.storage.fileops``)."""
     from kafkalog.storage import fileops
 
-    n = [0]
-
-    def count(kind, _p, _t):
-        if kind in MUTATIONS:
-            n[0] += 1
-
-    with fileops.observe(count):
+    seen = Mutations()
+    with fileops.observe(seen):
         run()
-    return n[0]
+    return seen.n
 
 
 NOW = 1_900_000_000_000
@@ -441,15 +454,7 @@ def _kill_child(command: str, d: str, k: int) -> None:  # pragma: no cover - run
 
     from kafkalog.storage import fileops
 
-    n = [0]
-
-    def kill(kind, _p, _t):
-        if kind in MUTATIONS:
-            n[0] += 1
-            if n[0] == k:
-                os._exit(137)
-
-    with fileops.observe(kill):
+    with fileops.observe(Mutations(k, lambda _path: os._exit(137))):
         run_for(command, Path(d))
 
 
@@ -466,15 +471,7 @@ def run_with_fault(command: str, d: Path, k: int, fault: str) -> str:
         assert killed_at(command, d, k) == 137, f"{command}: the kill before step {k} never came"
         return "killed"
     code = getattr(errno, fault)
-    n = [0]
-
-    def inject(kind, path, _target):
-        if kind in MUTATIONS:
-            n[0] += 1
-            if n[0] == k:
-                raise OSError(code, f"{fault} (injected)", path)
-
-    with fileops.observe(inject):
+    with fileops.observe(Mutations(k, injected(code))):
         try:
             run_for(command, d)
         except OSError as e:

@@ -18,7 +18,7 @@ import errno
 from pathlib import Path
 
 import pytest
-from damage import FAULT_DAMAGES, MUTATIONS, fault_campaign, plan_for
+from damage import FAULT_DAMAGES, Mutations, fault_campaign, injected, plan_for
 
 from kafkalog.storage import fileops
 from kafkalog.storage.engine.plan import apply
@@ -32,16 +32,8 @@ ERRNOS = {"ENOSPC": errno.ENOSPC, "EIO": errno.EIO}
 def _fault_at(command: str, d: Path, k: int, code: int) -> Exception | None:
     """Apply ``command``'s plan on ``d`` with ``code`` raised before its k-th file mutation; the error it raised
     (None if the k-th mutation never came)."""
-    n = [0]
-
-    def inject(kind, path, _target):
-        if kind in MUTATIONS:
-            n[0] += 1
-            if n[0] == k:
-                raise OSError(code, f"{errno.errorcode[code]} (injected)", path)
-
     plan = plan_for(command, d)
-    with fileops.observe(inject):
+    with fileops.observe(Mutations(k, injected(code))):
         try:
             apply(plan, backup=False)
         except (OSError, KafkaLogError) as e:

@@ -192,8 +192,10 @@ class LogDirs:
         """``query`` (DuckDB's SQL) over the relation ``records`` (:meth:`to_arrow`'s columns; quote ``"offset"``,
         a keyword in SQL) as a DuckDB relation, run when it is fetched. Predicates on ``topic``, ``partition``,
         ``offset`` and ``timestamp``/``timestampMs`` and the columns used go into the reader (``pushdown=False``
-        reads everything: the same rows); see :mod:`kafkalog.storage.api.sql`. Needs duckdb and pyarrow (the
-        ``sql`` extra).
+        reads everything: the same rows); see :mod:`kafkalog.storage.api.sql`. A query that does not parse or
+        bind is a :class:`~kafkalog.storage.api.sql.SqlError`; an error while DuckDB fetches the rows (a corrupt
+        batch) is DuckDB's, carrying kafkalog's message (file and byte): ``kafkalog.storage.api.sql.execute``
+        raises kafkalog's own. Needs duckdb and pyarrow (the ``sql`` extra).
 
         >>> dirs = kafkalog.open("fixtures/kafka-4.3.1-kraft/data")
         >>> dirs.sql("SELECT count(*) FROM records WHERE topic = 'multi-segment' AND partition = 0").fetchall()

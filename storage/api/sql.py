@@ -475,12 +475,18 @@ def execute(dirs: LogDirs, query: str, *, pushdown: bool = True, include_control
     reader = _checked(source, lambda: fetch(batch_rows))
 
     def batches() -> Iterator[pyarrow.RecordBatch]:
-        it = iter(reader)
-        while True:
-            b = _checked(source, lambda: next(it, None))
-            if b is None:
-                return
-            yield b
+        # the connection and the relation stay referenced until the reader is done: DuckDB's stream reads from
+        # them (a reader outliving its connection reads freed memory)
+        it, alive = iter(reader), [con, rel]
+        try:
+            while True:
+                b = _checked(source, lambda: next(it, None))
+                if b is None:
+                    return
+                yield b
+        finally:
+            alive.clear()
+            con.close()
 
     return reader.schema, batches()
 

@@ -56,7 +56,8 @@ def _rows(table: pyarrow.Table) -> list[tuple]:
 def test_select_star_is_to_arrow(data):
     with kafkalog.open(data) as dirs:
         expected = dirs.to_arrow().read_all()
-        got = dirs.sql("SELECT * FROM records").arrow()
+        rel = dirs.sql("SELECT * FROM records")  # (kept while its Arrow stream is read)
+        got = rel.arrow()
         got = got.read_all() if hasattr(got, "read_all") else got
     assert got.schema.names == expected.schema.names
     assert got.num_rows == expected.num_rows > 0
@@ -279,3 +280,18 @@ def test_the_relation_runs_again():
         assert rel.fetchall() == [(60,)]
         assert rel.fetchall() == [(60,)]  # each run scans again (a fresh reader)
         assert rel.df()["count_star()"].tolist() == [60]
+
+
+def test_to_arrow_columns_and_time_range():
+    with kafkalog.open(KRAFT) as dirs:
+        full = dirs.to_arrow(["multi-segment"]).read_all()
+        some = dirs.to_arrow(["multi-segment"], columns=["offset", "key", "timestampMs"]).read_all()
+        assert some.schema.names == ["offset", "key", "timestampMs"]
+        assert some.to_pylist() == full.select(["offset", "key", "timestampMs"]).to_pylist()
+        stamps = sorted(full.column("timestampMs").to_pylist())
+        lo, hi = stamps[50], stamps[200]
+        window = dirs.to_arrow(["multi-segment"], time_range=(lo, hi)).read_all()
+        assert window.to_pylist() == [r for r in full.to_pylist() if lo <= r["timestampMs"] < hi]
+        assert window.num_rows > 0
+        with pytest.raises(kafkalog.KafkaLogError, match="no column 'nope'"):
+            dirs.to_arrow(columns=["offset", "nope"])

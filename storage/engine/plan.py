@@ -37,7 +37,7 @@ from ..dirview import Op, stale
 from ..errors import KafkaLogError, LockedError, LogDirError
 from ..lock import DirLock, describe_holders, lock_status
 from ..parallel import run_partition_tasks
-from ..paths import require_destination
+from ..paths import require_data_dir, require_destination
 
 
 class PlanError(KafkaLogError):
@@ -290,6 +290,8 @@ def apply(plan: Plan, *, backup: bool = True, backup_root: str | os.PathLike | N
         changing = [d for d in plan.data_dirs if d.changes]
         for d in changing:  # nothing is written into a directory that is not (or does not become) a data dir
             require_destination(d.path)
+            if not d.pre_ops and not d.partitions and Path(d.path).exists():
+                require_data_dir(d.path)  # only the data dir's own files (checkpoints, markers): it must be one
         for d in sorted(changing, key=lambda d: d.path):
             if locked or not Path(d.path).is_dir():
                 continue  # held by the caller, or a data dir the plan creates: nobody else can hold it

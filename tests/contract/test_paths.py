@@ -14,6 +14,7 @@ from test_matrix import snapshot
 
 from kafkalog.storage import paths
 from kafkalog.storage.dirview import Blob, WriteFile
+from kafkalog.storage.engine.migrate import plan_set_checkpoints
 from kafkalog.storage.engine.plan import DataDirPlan, Plan, apply
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.tools import cli
@@ -127,6 +128,17 @@ def test_apply_refuses_a_plan_into_a_dir_that_is_not_a_data_dir(tmp_path: Path) 
     with pytest.raises(paths.PathError):
         apply(plan, backup=False)
     assert snapshot(tmp_path) == before
+
+
+def test_only_a_data_dir_gets_its_own_files_written(tmp_path: Path) -> None:
+    """An empty dir may become a new data dir by a plan that installs partitions into it (import, migrate,
+    rehydrate), not by one that only writes a data dir's own files (``checkpoints --set`` from the library)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    plan = plan_set_checkpoints(empty, "recovery-point", {("t", 0): 5})
+    with pytest.raises(paths.PathError) as e:
+        apply(plan, backup=False)
+    assert e.value.case == paths.EMPTY and not list(empty.iterdir())
 
 
 # --------------------------------------------------------------- item 7: one answer for a path that is missing

@@ -399,6 +399,13 @@ class RecordsScan:
 _DATASET: Any = None
 
 
+def _refused(name: str) -> Any:
+    def refused(self: Any, *_: Any, **__: Any) -> Any:
+        raise TypeError(f"records is kafkalog's Arrow source: {name} is not supported (use to_table or scanner)")
+
+    return refused
+
+
 def _dataset(source: RecordsScan) -> Any:
     """``source`` as a ``pyarrow.dataset.Dataset``, the Arrow object DuckDB pushes columns and filters into (it
     calls ``scanner(columns=..., filter=...)`` at each scan)."""
@@ -417,6 +424,23 @@ def _dataset(source: RecordsScan) -> Any:
             def scanner(self, columns: Sequence[str] | None = None, filter: Any = None, **_: Any) -> Any:  # noqa: A002
                 return self._src.scanner(columns, filter)
 
+            # the base class's other methods read a C++ dataset this one does not have: each goes through
+            # scanner() or is refused, never reaches a null pointer
+            def to_batches(self, columns: Any = None, filter: Any = None, **_: Any) -> Any:  # noqa: A002
+                return self.scanner(columns, filter).to_batches()
+
+            def to_table(self, columns: Any = None, filter: Any = None, **_: Any) -> Any:  # noqa: A002
+                return self.scanner(columns, filter).to_table()
+
+            def count_rows(self, filter: Any = None, **_: Any) -> int:  # noqa: A002
+                return int(self.scanner(None, filter).count_rows())
+
+            def head(self, num_rows: int, columns: Any = None, filter: Any = None, **_: Any) -> Any:  # noqa: A002
+                return self.scanner(columns, filter).head(num_rows)
+
+        for name in ("get_fragments", "filter", "join", "join_asof", "replace_schema", "sort_by", "take",
+                     "partition_expression", "__reduce__"):
+            setattr(RecordsDataset, name, _refused(name))
         _DATASET = RecordsDataset
     return _DATASET(source)
 

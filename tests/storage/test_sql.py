@@ -295,3 +295,21 @@ def test_to_arrow_columns_and_time_range():
         assert window.num_rows > 0
         with pytest.raises(kafkalog.KafkaLogError, match="no column 'nope'"):
             dirs.to_arrow(columns=["offset", "nope"])
+
+
+def test_the_dataset_never_reaches_the_base_class():
+    """``records`` is a ``pyarrow.dataset.Dataset`` without a C++ dataset: its methods go through its scanner or
+    are refused (a base-class method would read a null pointer)."""
+    import pyarrow.dataset as pds
+
+    from kafkalog.storage.api.sql import RecordsScan, _dataset
+
+    with kafkalog.open(KRAFT) as dirs:
+        ds = _dataset(RecordsScan(dirs))
+        assert isinstance(ds, pds.Dataset)
+        assert ds.count_rows() == dirs.to_arrow().read_all().num_rows
+        assert ds.to_table(columns=["offset"], filter=pds.field("offset") < 3).num_rows == 59
+        assert ds.head(2).num_rows == 2
+        for refused in (ds.get_fragments, ds.take, ds.sort_by, ds.join):
+            with pytest.raises(TypeError, match="not supported"):
+                refused()

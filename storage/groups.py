@@ -38,8 +38,9 @@ from .decoders.common import uuid_to_kafka_str
 from .decoders.consumer_offsets import decode_consumer_assignment, parse_offsets_key, parse_offsets_value
 from .errors import KafkaLogError
 from .log import CONSUMER_GROUP, PartitionLog, RememberedOffset
-from .logdir import DataDir, classify_path
+from .logdir import DataDir
 from .parallel import run_partition_tasks
+from .paths import DATA_DIR, PARTITION_DIR, require
 from .records.control import parse_control_key
 
 __all__ = ["OFFSETS_TOPIC", "CommittedOffset", "Group", "GroupsReport", "Member", "load_groups",
@@ -456,7 +457,8 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
     :func:`kafkalog.tools.output.progress`'s bar) gets ``update(total=bytes)`` then ``advance(bytes)``.
     ``workers``: processes replaying partitions at once (default: the CPU count from :data:`PARALLEL_BYTES` of
     ``__consumer_offsets`` on, else 1); the report is the same for any number. Raises
-    KafkaLogError for a path that is neither a data dir nor a partition dir."""
+    :class:`~kafkalog.storage.paths.PathError` (the one path contract) for a path that is neither a data dir nor
+    a partition dir."""
 
     dirs: list[DataDir] = []
     offsets_logs: list[PartitionLog] = []
@@ -465,17 +467,14 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
     try:
         for raw in log_dirs:
             p = Path(raw)
-            kind = classify_path(p) if p.is_dir() else "file"
-            if kind == "partition":
+            if require(p, (DATA_DIR, PARTITION_DIR)).kind == PARTITION_DIR:
                 log = PartitionLog(p)
                 single.append(log)
                 candidates = [log]
-            elif kind == "dataDir":
+            else:
                 d = DataDir(p)
                 dirs.append(d)
                 candidates = list(d.partitions(include_metadata=False))
-            else:
-                raise KafkaLogError("not a data dir or partition dir", str(p))
             for log in candidates:
                 if log.dir_kind != "live":
                     continue

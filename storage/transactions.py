@@ -28,8 +28,9 @@ from typing import Any
 from .decoders.transaction_state import TRANSACTION_STATES, parse_transaction_key, parse_transaction_value
 from .errors import KafkaLogError
 from .log import PartitionLog
-from .logdir import DataDir, check_topics, classify_path, open_partition_log
+from .logdir import DataDir, check_topics, open_partition_log
 from .parallel import run_partition_tasks
+from .paths import DATA_DIR, PARTITION_DIR, require
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from .topic_configs import ConfigResolver
 
@@ -217,7 +218,8 @@ def _judge(txn: dict[str, Any], topic: str, partition: int, by_pid: dict[int, Co
 
 def _partition_logs(paths: Iterable[str | os.PathLike]) -> Iterator[PartitionLog | dict[str, Any]]:
     """Live partition logs of the data dirs / partition dirs in ``paths`` (the metadata log excluded; a partition
-    named twice once); a path that cannot be read gives an error dict."""
+    named twice once); a partition dir or data dir that cannot be read gives an error dict, a path that is
+    neither is a :class:`~kafkalog.storage.paths.PathError` (the one path contract)."""
     seen: set[Path] = set()
 
     def first(log: PartitionLog) -> bool:
@@ -230,8 +232,7 @@ def _partition_logs(paths: Iterable[str | os.PathLike]) -> Iterator[PartitionLog
 
     for raw in paths:
         p = Path(raw)
-        kind = classify_path(p) if p.is_dir() else "file"
-        if kind == "partition":
+        if require(p, (DATA_DIR, PARTITION_DIR)).kind == PARTITION_DIR:
             try:
                 log = open_partition_log(p)
             except KafkaLogError as e:
@@ -239,9 +240,6 @@ def _partition_logs(paths: Iterable[str | os.PathLike]) -> Iterator[PartitionLog
                 continue
             if first(log):
                 yield log
-            continue
-        if kind != "dataDir":
-            yield {"dataDir": str(p.parent), "dir": p.name, "error": f"{p}: not a data dir or partition dir"}
             continue
         try:
             ddir = DataDir(p)

@@ -25,6 +25,7 @@ from ..files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CH
 from ..files.names import segment_log_files
 from ..jsonio import INT16, INT32, INT64, int_field, iter_lines, loads, typed_field
 from ..log import PartitionLog, partition_path, validate_topic
+from ..paths import require_destination
 from ..records import CREATE_TIME, LOG_APPEND_TIME, build_batch
 from ..records.record import Record
 from .export import iter_parquet_rows, row_from_json
@@ -229,7 +230,7 @@ def preview_import(files: Iterable[str | os.PathLike], data_dir: str | os.PathLi
                    append: bool = False) -> ImportStats:
     """``import --dry-run``: read and check every row exactly as :func:`import_files` does and return what it
     would write (per partition the log end offset after the import, batches, records), touching nothing."""
-    ddir = Path(data_dir)
+    ddir = require_destination(data_dir)
     if topic is not None:
         validate_topic(topic)
     stats = ImportStats()
@@ -248,8 +249,10 @@ def import_files(files: Iterable[str | os.PathLike], data_dir: str | os.PathLike
                  topic_id: str | None = None, append: bool = False) -> ImportStats:
     """Import exported rows into ``data_dir`` (under its lock). A partition that already holds data is refused
     unless ``append`` (then offsets must continue after its log end offset). All or nothing: on any error
-    (bad row, full disk) the data dir is left exactly as it was (:mod:`.staging`)."""
-    ddir = Path(data_dir)
+    (bad row, full disk) the data dir is left exactly as it was (:mod:`.staging`). ``data_dir`` is a data dir or a
+    new one (:func:`~kafkalog.storage.paths.require_destination`: a path that does not exist yet, an empty dir);
+    anything else is a :class:`~kafkalog.storage.paths.PathError` before anything is read or written."""
+    ddir = require_destination(data_dir)
     if topic is not None:
         validate_topic(topic)
     if topic_id is not None:

@@ -31,6 +31,7 @@ from ..errors import LogDirError
 from ..files.partition_metadata import PartitionMetadata
 from ..files.segment import Segment
 from ..io import fs
+from ..paths import DATA_DIR, FILE, PARENT, PathError, classify
 
 #: file kind -> suffix (``RemoteLogSegmentFileType``)
 FILE_KINDS: dict[str, str] = {
@@ -100,12 +101,18 @@ class LocalTieredStorageLayout:
         self._cache: Path | None = None
         self._spec, base = fs.split_uri(self.root, options or {})  # a local path, file:// or a URL alike
         sub = self._join(base, ROOT_STORAGE_DIR_NAME)
+        named = base.rstrip("/").rsplit("/", 1)[-1] == ROOT_STORAGE_DIR_NAME
         if self._isdir(sub):
-            base = sub
+            base, named = sub, True
         elif not self._isdir(base):
             raise LogDirError("not a directory (expected LocalTieredStorage's dir or its kafka-tiered-storage/)",
                               self.root)
         self.base = base
+        if not named and not self.partitions():  # neither the layout's root dir nor any of its partition dirs
+            raise LogDirError(f"not a tiered-storage store: no {ROOT_STORAGE_DIR_NAME}/ and no "
+                              f"<topic>-<partition>-<topicId> dir (expected LocalTieredStorage's dir or its "
+                              f"{ROOT_STORAGE_DIR_NAME}/){_what_it_is(self.root) if self._spec.is_local else ''}",
+                              self.root)
 
     # --- filesystem access (the one seam: kafkalog.storage.io.fs)
     def _join(self, a: str, b: str) -> str:
@@ -176,6 +183,15 @@ class LocalTieredStorageLayout:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _what_it_is(root: str) -> str:
+    """What the one path contract says a local directory that is not a store is, as a clause of the refusal."""
+    try:
+        kind = classify(root).kind
+    except PathError as e:
+        return f"; it contains the data dir(s) {', '.join(e.data_dirs)}" if e.case == PARENT else ""
+    return f"; it is {'a Kafka data dir' if kind == DATA_DIR else 'a Kafka partition dir'}" if kind != FILE else ""
 
 
 #: layout name -> class (another plugin's layout registers here)

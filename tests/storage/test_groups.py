@@ -301,7 +301,7 @@ def test_cli_views():
     rc, out, err = run_cli(["groups", data, "--group", "nope"])
     assert rc == 1 and "does not exist" in err
     rc, out, err = run_cli(["groups", str(FIXTURES / "README.md")])
-    assert rc == 1 and "not a data dir" in err
+    assert rc == 1 and f"{FIXTURES / 'README.md'}: not a directory (expected a Kafka data dir" in err
 
 
 def test_cli_json_validates_against_the_group_schema():

@@ -158,6 +158,28 @@ def test_rehydrate_skips_deleted_segments(store, tmp_path):
     assert pp.facts["logStartOffset"] == 10 and len(pp.losses) == 1
 
 
+def test_a_dir_without_the_layout_is_not_a_store(store, tmp_path):
+    """Issue 34: `remote ls` on an empty dir, a docs folder or the parent of a data dir listed nothing with exit 0.
+    A store is the layout's kafka-tiered-storage/ dir, a dir holding it, or a dir of its partition dirs; an empty
+    kafka-tiered-storage/ is an empty store."""
+    from kafkalog.storage.errors import LogDirError
+
+    root, src, _segs = store
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "README.md").write_text("# notes\n")
+    (tmp_path / "parent").mkdir()
+    shutil.copytree(src.parent, tmp_path / "parent" / "data")
+    for p, also in ((tmp_path / "empty", ""), (tmp_path / "docs", ""), (src.parent, "it is a Kafka data dir"),
+                    (tmp_path / "parent", f"it contains the data dir(s) {tmp_path / 'parent' / 'data'}")):
+        with pytest.raises(LogDirError, match="not a tiered-storage store") as e:
+            open_remote_store(p)
+        assert str(e.value).startswith(f"{p}: ") and also in str(e.value)
+    (tmp_path / "new" / "kafka-tiered-storage").mkdir(parents=True)
+    assert open_remote_store(tmp_path / "new").partitions() == []
+    assert open_remote_store(root / "kafka-tiered-storage").partitions() == open_remote_store(root).partitions()
+
+
 def test_cli(store, tmp_path, capsys):
     root, _src, segs = store
     assert main(["remote", "ls", str(root)]) == 0

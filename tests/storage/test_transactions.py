@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
+from kafkalog.storage.paths import PathError
 from kafkalog.storage.transactions import abort_command, find_transactions
 from kafkalog.tools.cli import main
 
@@ -140,9 +142,13 @@ def test_topics_filter_and_errors(tmp_path: Path, capsys) -> None:
     assert find_transactions([KILLED], now_ms=NOW, topics={"killed"}).transactions == []
     assert main(["transactions", "--topics", "nope", str(KILLED)]) == 1
     assert "no partition of topic nope here" in capsys.readouterr().err
-    assert main(["transactions", "--json", str(tmp_path / "missing")]) == 1
-    (err,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert set(err) == {"dataDir", "dir", "error"} and "not a data dir or partition dir" in err["error"]
+    for path, says in ((tmp_path / "missing", "no such file or directory"), (KILLED / "meta.properties",
+                                                                           "not a directory (expected")):
+        assert main(["transactions", "--json", str(path)]) == 1  # the one path contract: an error, not a row
+        cap = capsys.readouterr()
+        assert cap.out == "" and f"{path}: {says}" in cap.err
+        with pytest.raises(PathError, match=re.escape(says)):
+            find_transactions([path], now_ms=NOW)
 
 
 def test_corrupt_partition_is_an_error_not_a_traceback(killed_copy: Path, capsys) -> None:
@@ -168,8 +174,12 @@ def test_json_schema(killed_copy: Path, tmp_path: Path, capsys) -> None:
     validator = jsonschema.Draft202012Validator(schema)
     _append(killed_copy, "killed-1", tmp_path, {"producerId": 999, "producerEpoch": 0, "baseSequence": 0,
                                                 "isTransactional": True, "records": [{"key": None, "value": None}]})
+    broken = tmp_path / "broken" / "open-transaction-0"  # a partition it cannot read: an error row
+    shutil.copytree(killed_copy / "open-transaction-0", broken)
+    with (broken / "00000000000000000000.log").open("r+b") as f:
+        f.write(b"\xff" * 12)
     main(["transactions", "--json", "--now", str(NOW), str(killed_copy), str(killed_copy / "open-transaction-0"),
-          str(tmp_path / "missing")])
+          str(broken)])
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert len(lines) == 3 and sum("error" in x for x in lines) == 1  # open-transaction-0 named twice: once
     for obj in lines:

@@ -11,11 +11,15 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from kafkalog.storage import dumpers
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.log import PartitionLog
+from kafkalog.storage.logdir import open_partition_log, resolve_partition_dirs
 from kafkalog.storage.offset_spec import parse_offset_specs
+from kafkalog.storage.paths import FILE, PARTITION_DIR, PathError, classify
 from kafkalog.storage.records.dump import RecordStream, dump_log
 
 from .output import (
@@ -44,6 +48,12 @@ dumped too, with kafka-dump-log.sh's checks (--verify-index-only, --index-sanity
 Every batch is checked: "isvalid: false" means its CRC does not match. The dump keeps going after a
 corrupt batch and reports every problem with its byte position; a torn tail or partial batch at the end
 of the file is reported as "Found N invalid bytes at the end of FILE".
+
+A partition dir dumps its .log segments in offset order as one log, a data dir each of its partitions:
+there a torn or partial batch at the end of a segment that is not the last one is lost records (an error
+naming the file and byte, exit 1), at the end of the last (active) one a write the broker had not finished
+(printed, not an error); a partition dir without .log files is an error, with the offsets its checkpoints
+and snapshots remember. A path that does not exist or a directory that is not Kafka's is an error.
 
 JSON keys per batch: file, baseOffset, lastOffset, count, position, size, magic, codec, crc, isValid,
 timestampType, maxTimestamp, producerId, producerEpoch, baseSequence, lastSequence, partitionLeaderEpoch,
@@ -132,26 +142,67 @@ def run(args: argparse.Namespace) -> int:
         return 2
     sink = _Sink(args)
     for path in args.files:
+        try:
+            kind = classify(path).kind  # the one path contract
+        except PathError as e:
+            _error(sink, path, e)
+            continue
+        if kind != FILE:
+            for pdir in [Path(path)] if kind == PARTITION_DIR else resolve_partition_dirs(path):
+                _dump_partition(pdir, args, sink)
+            continue
         dumper = _dumper_for(path)
         if dumper is None:
             print(f"Ignoring unknown file {path}", file=sys.stderr)
             continue
-        if not sink.json:
-            print(f"Dumping {path}")
-        try:
-            dumper(path, args, sink)
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            sink.problem(path, None, e.strerror or str(e))
-            if sink.json:
-                sink.out.write({"file": path, "event": "error", "reason": e.strerror or str(e)})
-        except KafkaLogError as e:
-            sink.problem(path, e.position, e.reason)
-            if sink.json:
-                sink.out.write({"file": path, "event": "error", "position": e.position, "reason": e.reason})
+        _dump_one(path, dumper, args, sink)
     sys.stdout.flush()
     return 0 if sink.ok else 1
+
+
+def _error(sink: _Sink, path: str, e: OSError | KafkaLogError) -> None:
+    if isinstance(e, OSError):
+        sink.problem(path, None, e.strerror or str(e))
+        if sink.json:
+            sink.out.write({"file": path, "event": "error", "reason": e.strerror or str(e)})
+        return
+    sink.problem(path, e.position, e.reason)
+    if sink.json:
+        sink.out.write({"file": path, "event": "error", "position": e.position, "reason": e.reason})
+
+
+def _dump_one(path: str, dumper: Dumper, args: argparse.Namespace, sink: _Sink, **kw) -> None:
+    if not sink.json:
+        print(f"Dumping {path}")
+    try:
+        dumper(path, args, sink, **kw)
+    except BrokenPipeError:
+        raise
+    except (OSError, KafkaLogError) as e:
+        _error(sink, path, e)
+
+
+def _dump_partition(pdir: Path, args: argparse.Namespace, sink: _Sink) -> None:
+    """A partition dir's segments in offset order, as one log: where a segment's batches may end short of its
+    file is the log's rule (:meth:`PartitionLog.segment_end_error`), and a partition without .log files is lost
+    records, with the offsets its files remember (:meth:`PartitionLog.remembered_beyond_end`)."""
+    try:
+        log = open_partition_log(pdir)
+    except (OSError, KafkaLogError) as e:
+        _error(sink, str(pdir), e)
+        return
+    with log:
+        if not log.segments:
+            try:
+                remembered = log.remembered_beyond_end()
+            except KafkaLogError:
+                remembered = []
+            said = (f": offsets {remembered[0].first_missing}..{max(r.last_missing for r in remembered)} are gone "
+                    f"({'; '.join(r.describe() for r in remembered)})" if remembered else "")
+            _error(sink, str(pdir), KafkaLogError(f"no .log segment file: the partition's records are not there{said}"))
+            return
+        for seg in log.segments:
+            _dump_one(str(seg.path), dump_log_file, args, sink, log=log)
 
 
 def _dumper_for(path: str) -> Dumper | None:
@@ -164,7 +215,9 @@ def _dumper_for(path: str) -> Dumper | None:
 # ------------------------------------------------------------------------------------------- .log
 
 
-def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
+def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink, log: PartitionLog | None = None) -> None:
+    """One .log (or KRaft .checkpoint) file; ``log``: the partition log it is a segment of (a partition dir's
+    dump), whose rule says whether invalid bytes at the end of the file are lost records."""
     name = os.path.basename(path)
     if not sink.json:
         print(_log_header_line(name))
@@ -176,7 +229,11 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
         for d in _log_dicts(path, args, sink):
             event = d.get("event")
             if event == "invalidBytes":
-                sink.problem(path, d["position"], f"{d['reason']}: {d['bytes']} invalid bytes at the end")
+                err = KafkaLogError(f"{d['reason']}: {d['bytes']} invalid bytes at the end", path, d["position"])
+                if log is not None:
+                    err = _end_error(log, path, d["position"], err)
+                if err is not None:
+                    sink.problem(path, err.position, err.reason)
                 if sink.json:
                     sink.out.write(d)
                 else:
@@ -229,6 +286,17 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
         print(f"Non-consecutive offsets in {os.path.abspath(path)}", file=sys.stderr)
         for a, b in reversed(gaps):
             print(f"  {a} is followed by {b}", file=sys.stderr)
+
+
+def _end_error(log: PartitionLog, path: str, position: int, found: KafkaLogError) -> KafkaLogError | None:
+    """The log's verdict on a segment whose batches end at ``position`` before its file does: None at the end
+    of the active segment (a write the broker had not finished), else the error naming the lost offsets
+    (``found``, the dump's own, when the log's scan does not end there)."""
+    seg = next(s for s in log.segments if str(s.path) == path)
+    scanner = seg.scanner(position)
+    if next(iter(scanner), None) is not None or scanner.stop_reason is None:
+        return found
+    return log.segment_end_error(seg, scanner)
 
 
 def _log_dicts(path: str, args: argparse.Namespace, sink: _Sink):

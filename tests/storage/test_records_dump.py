@@ -151,7 +151,8 @@ def test_usage_errors_exit_2(segment, capsys):
 def test_missing_and_unknown_files(tmp_path, capsys, segment):
     path, _ = segment
     rc, out, err = run(capsys, tmp_path / "00000000000000000009.log", path)
-    assert rc == 1 and "No such file" in err and "Log starting offset: 0" in out
+    assert rc == 1 and f"{tmp_path / '00000000000000000009.log'}: no such file or directory" in err  # the contract
+    assert "Log starting offset: 0" in out
     other = tmp_path / "notes.txt"
     other.write_text("x")
     rc, _, err = run(capsys, other)
@@ -198,3 +199,58 @@ def test_output_helpers():
         bar.advance(3)
     with progress(10, "x", enabled=True) as bar:  # rich on stderr
         bar.advance(10)
+
+
+def test_directories_apply_the_path_contract_and_never_exit_0_over_a_gap(tmp_path, capsys):
+    """Issue 34: `dump` printed `Ignoring unknown file` with exit 0 for a missing path, an empty dir, a docs
+    folder and the parent of a data dir, and over a partition dir whose middle segment is torn, whose closed
+    segment fails its CRC or that has no .log files. A partition dir is dumped as one log (its segments' lines
+    as kafka-dump-log.sh prints each file), a data dir partition by partition; a gap is an error with the file
+    and byte."""
+    import shutil
+
+    from damage import FIXTURES, LOSSES
+
+    fixture = FIXTURES / "kafka-4.3.1-kraft" / "data"
+    (tmp_path / "empty").mkdir()
+    for p, says in ((tmp_path / "missing", "no such file or directory"), (tmp_path / "empty", "empty directory")):
+        rc, out, err = run(capsys, p)
+        assert rc == 1 and f"kafkalog dump: {p}: {says}" in err and "Ignoring" not in err and out == ""
+
+    pdir = fixture / "multi-segment-0"
+    rc, out, err = run(capsys, pdir)
+    files = sorted(pdir.glob("*.log"))
+    assert rc == 0 and err == "" and len(files) > 1
+    by_file = "".join(run(capsys, f)[1] for f in files)
+    assert out == by_file  # the same lines as each file dumped on its own
+    rc, out, _ = run(capsys, fixture)
+    assert rc == 0 and f"Dumping {files[0]}" in out and "Dumping " + str(fixture / "codec-none-0") in out
+
+    for damage, says in (("torn_middle", "not a complete batch; the records from here up to offset"),
+                         ("crc_closed", "has an invalid CRC"),
+                         ("no_logs", "no .log segment file")):
+        data = tmp_path / damage
+        shutil.copytree(fixture, data)
+        assert LOSSES[damage](data)
+        rc, out, err = run(capsys, data / "multi-segment-0")
+        assert rc == 1 and says in err, (damage, err)
+        assert f"kafkalog dump: {data / 'multi-segment-0'}" in err and ("byte " in err or damage == "no_logs")
+        if damage == "no_logs":
+            assert "offsets 0..149 are gone (replication-offset-checkpoint holds the high watermark 150" in err
+        assert run(capsys, data)[0] == 1
+
+
+def test_a_torn_tail_of_the_active_segment_ends_the_log(tmp_path, capsys):
+    """In a partition dir the torn end of the last segment is a write the broker had not finished: printed as
+    kafka-dump-log.sh prints it, not an error; the same bytes at the end of a lone file are reported (exit 1)."""
+    import shutil
+
+    from damage import FIXTURES, torn_tail
+
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", data)
+    assert torn_tail(data)
+    rc, out, err = run(capsys, data / "multi-segment-0")
+    assert rc == 0 and "invalid bytes at the end of" in out and err == ""
+    rc, out, err = run(capsys, sorted((data / "multi-segment-0").glob("*.log"))[-1])
+    assert rc == 1 and "invalid bytes at the end" in err

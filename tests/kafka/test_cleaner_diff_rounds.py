@@ -25,6 +25,7 @@ the admin API. Inputs are kept as ``in1``..``in3`` beside them for diagnosing a 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import random
@@ -35,13 +36,12 @@ from pathlib import Path
 
 import pytest
 from engines import clean_points
-from test_cleaner_diff import PROMPT, SEGMENT, _batch_view, _index_offsets, _segments
+from test_cleaner_diff import PROMPT, SEGMENT, _segments, compare_cleaned, keyed_records
 
 from kafkalog.compat import clients, jars
 from kafkalog.compat.broker import Broker
 from kafkalog.storage.codec.native import core
 from kafkalog.storage.decoders.consumer_offsets import parse_offsets_key, parse_offsets_value
-from kafkalog.storage.log_segment import SegmentIndexer
 from kafkalog.storage.records import iter_batches
 from kafkalog.storage.records.control import parse_control_key
 from kafkalog.storage.topic_configs import ConfigResolver
@@ -171,10 +171,7 @@ def _group_activity(bs: str, version: str) -> tuple[list[str], dict, dict]:
 def _rnd_round1(bs: str) -> None:
     rnd = random.Random(35)
     R = clients.Record
-
-    def keyed(n: int, space: str, keys: int, tomb_every: int = 0) -> list:
-        return [R(None if tomb_every and i % tomb_every == tomb_every - 1 else rnd.randbytes(300),
-                  key=b"%s-%d" % (space.encode(), rnd.randrange(keys))) for i in range(n)]
+    keyed = functools.partial(keyed_records, rnd, size=300)
 
     clients.produce(bs, "rnd", keyed(2500, "n", 600, tomb_every=13), client="kafka-python", flush_every=250)
     clients.produce(bs, "rnd", keyed(2000, "g", 600, tomb_every=11), client="confluent", compression="gzip",
@@ -309,42 +306,6 @@ def rounds(request, tmp_path_factory):
 
 
 # ------------------------------------------------------------------------------------------- comparing
-def _compare_partition(pa: Path, pb: Path, *, active_may_grow: bool = False) -> int:
-    """Assert that two cleaned partition dirs hold the same segments, batches, indexes and mtimes; returns how
-    many batches were compared byte for byte. ``active_may_grow``: the broker's active segment may hold more
-    batches than kafkalog's (a group coordinator may append while the broker runs its pass)."""
-    assert _segments(pa) == _segments(pb)
-    exact = 0
-    for base in _segments(pa):
-        name = f"{base:020d}"
-        la, lb = (pa / f"{name}.log").read_bytes(), (pb / f"{name}.log").read_bytes()
-        ba, bb = list(iter_batches(la)), list(iter_batches(lb))
-        if active_may_grow and base == _segments(pa)[-1]:
-            ba = ba[:len(bb)]
-        assert [x.base_offset for x in ba] == [x.base_offset for x in bb], name
-        for x, y in zip(ba, bb, strict=True):
-            if x.codec in BYTE_IDENTICAL_CODECS:
-                assert bytes(x.buf) == bytes(y.buf), (name, x.base_offset, x.codec_name)
-                exact += 1
-            else:
-                assert _batch_view(x) == _batch_view(y), (name, x.base_offset, x.codec_name)
-        if base == _segments(pa)[-1]:
-            continue  # the active segment's indexes are the broker's own business
-        assert (pa / f"{name}.log").stat().st_mtime_ns == (pb / f"{name}.log").stat().st_mtime_ns, name
-        for suffix in (".index", ".timeindex", ".txnindex"):
-            fa, fb = pa / (name + suffix), pb / (name + suffix)
-            assert fa.exists() == fb.exists(), name + suffix
-            if not fa.exists():
-                continue
-            if suffix == ".index" and la != lb:
-                assert core is None and _index_offsets(fa) == _index_offsets(fb), name + suffix
-            else:
-                assert fa.read_bytes() == fb.read_bytes(), name + suffix
-        ix = SegmentIndexer(base, 4096)
-        ix.append_batches(la, 0)
-        oi, _ = ix.close()
-        assert oi.to_bytes(trim=True) == (pa / f"{name}.index").read_bytes(), name
-    return exact
 
 
 def _tombstones_and_markers(pdir: Path, below: int) -> tuple[int, int]:
@@ -404,7 +365,7 @@ def test_offsets_topic_cleaned_as_the_broker_cleans_it(rounds):
     pa, pb = rounds["r1"] / f"{OFFSETS}-0", rounds["b1"] / f"{OFFSETS}-0"
     assert rounds["out1"][OFFSETS]["cleaned"], rounds["out1"][OFFSETS]
     assert rounds["out1"][OFFSETS]["bytesReclaimed"] > 2 * SEGMENT
-    assert _compare_partition(pa, pb, active_may_grow=True) > 0
+    assert compare_cleaned(pa, pb, active_may_grow=True, rebuilt_timeindex=False) > 0
     ca, cb = clean_points(rounds["r1"]), clean_points(rounds["b1"])
     assert ca[(OFFSETS, 0)] == cb[(OFFSETS, 0)] == rounds["out1"][OFFSETS]["endOffset"]
 
@@ -437,7 +398,7 @@ def test_offsets_topic_config_is_the_brokers(rounds):
 def test_round_one_on_rnd_equals_the_brokers(rounds):
     pa, pb = rounds["r1"] / "rnd-0", rounds["b1"] / "rnd-0"
     assert rounds["out1"]["rnd"]["cleaned"]
-    assert _compare_partition(pa, pb) > 0
+    assert compare_cleaned(pa, pb, rebuilt_timeindex=False) > 0
     assert clean_points(rounds["r1"])[("rnd", 0)] == clean_points(rounds["b1"])[("rnd", 0)]
     # round 1 keeps tombstones (now with a KIP-534 delete horizon) and both transaction markers
     tombs, markers = _tombstones_and_markers(pa, rounds["out1"]["rnd"]["endOffset"])
@@ -449,7 +410,7 @@ def test_later_round_on_rnd_equals_the_brokers(rounds, n):
     r = rounds["later"][n]
     out = r["out"]
     assert out["cleaned"] and out["firstDirtyOffset"] > 0, out
-    assert _compare_partition(r["r"] / "rnd-0", r["b"] / "rnd-0") > 0
+    assert compare_cleaned(r["r"] / "rnd-0", r["b"] / "rnd-0", rebuilt_timeindex=False) > 0
     assert clean_points(r["r"])[("rnd", 0)] == clean_points(r["b"])[("rnd", 0)] \
         == out["endOffset"]
 

@@ -13,11 +13,11 @@ from .log import PartitionLog, parse_topic_partition_name
 from .logdir import (
     DataDir,
     check_topics,
-    classify_path,
     list_partition_dirs,
     open_partition_log,
     partition_order,
 )
+from .paths import PARTITION_DIR, PathKind, require
 
 
 def _codec(c: int) -> str:
@@ -134,32 +134,33 @@ def describe_paths(paths: list[str | os.PathLike], *, scan: bool = True,
     """``kafkalog describe``: one description per partition (:func:`describe_partition`) of every data dir or
     partition dir in ``paths``, a data dir's partitions in :func:`~kafkalog.storage.logdir.partition_order` (by
     topic, then partition number). ``topics`` keeps only those topics (a name with no partition is an error
-    listing the topics there, :func:`~kafkalog.storage.logdir.check_topics`). A path that is neither gives an
-    object with ``dataDir``, ``dir`` and ``errors`` only."""
-
+    listing the topics there, :func:`~kafkalog.storage.logdir.check_topics`). A partition or data dir that
+    cannot be read gives an object with ``dataDir``, ``dir`` and ``errors`` only. A path that is neither a data
+    dir nor a partition dir is a :class:`~kafkalog.storage.paths.PathError` (the one path contract), raised by
+    this call before anything is described."""
+    kinds = [require(raw) for raw in paths]
     if topics is not None:
         present = set()
-        for raw in paths:
-            p = Path(raw)
-            if p.is_dir() and classify_path(p) == "partition":
-                present.add(_topic_of(p.name))
-            elif p.is_dir():
-                kinds = ("live", "future", "delete", "stray")
-                present.update(tp.topic for _, tp in list_partition_dirs(p, kinds=kinds))
+        for k in kinds:
+            if k.kind == PARTITION_DIR:
+                present.add(_topic_of(k.path.name))
+            else:
+                dirs = ("live", "future", "delete", "stray")
+                present.update(tp.topic for _, tp in list_partition_dirs(k.path, kinds=dirs))
         check_topics(topics, {t for t in present if t is not None}, ", ".join(map(str, paths)))
-    for raw in paths:
-        p = Path(raw)
-        kind = classify_path(p) if p.is_dir() else "file"
-        if kind == "partition" and topics is not None and _topic_of(p.name) not in topics:
+    return _describe(kinds, scan, topics)
+
+
+def _describe(kinds: list[PathKind], scan: bool, topics: Collection[str] | None) -> Iterator[dict[str, Any]]:
+    for k in kinds:
+        p = k.path
+        if k.kind == PARTITION_DIR and topics is not None and _topic_of(p.name) not in topics:
             continue
-        if kind == "partition":
+        if k.kind == PARTITION_DIR:
             try:
                 yield describe_partition(p, scan=scan)
             except KafkaLogError as e:
                 yield {"dataDir": str(p.parent), "dir": p.name, "errors": [str(e)]}
-            continue
-        if kind != "dataDir":
-            yield {"dataDir": str(p.parent), "dir": p.name, "errors": [f"{p}: not a data dir or partition dir"]}
             continue
         try:
             ddir = DataDir(p)

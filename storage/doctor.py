@@ -44,7 +44,7 @@ from .engine.convert import audit
 from .engine.datadirs import whole_data_dirs
 from .engine.plan import Plan
 from .engine.repair import plan_repair
-from .errors import KafkaLogError, LogDirError
+from .errors import KafkaLogError
 from .files.java import uuid_from_string, uuid_to_string
 from .files.meta_properties import directory_id_reserved
 from .files.names import is_index_file
@@ -53,6 +53,7 @@ from .groups import OFFSETS_TOPIC, load_groups
 from .log import METADATA_TOPIC, RememberedOffset, remembered_loss
 from .logdir import DataDir
 from .parallel import run_partition_tasks
+from .paths import require_data_dir
 from .topic_configs import KRAFT, METADATA_DIR, ConfigResolver
 
 #: the broker's startup recovery, in ``.log`` bytes per second: measured with
@@ -483,11 +484,10 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
     measured, or :data:`SCAN_RATE`); ``legacy``: look for v0/v1 batches (a scan of every batch header) and check
     the CRC of every batch of the segments the recovery leaves as they are (a read of every byte).
     ``workers``: processes planning (and scanning) partitions, those of every log dir together; ``on_total(n)``:
-    how many partition steps there are, before the first ``progress(k)`` (``k`` steps done)."""
-    paths = [Path(os.path.abspath(d)) for d in log_dirs]
-    for p in paths:
-        if not p.is_dir():
-            raise LogDirError("not a directory", str(p))
+    how many partition steps there are, before the first ``progress(k)`` (``k`` steps done). A log dir that is
+    not a data dir is a :class:`~kafkalog.storage.paths.PathError` (the one path contract), before anything is
+    read."""
+    paths = [require_data_dir(os.path.abspath(d)) for d in log_dirs]  # the one path contract
     resolver = resolver or ConfigResolver(data_dirs=paths)
     if node_id is None:
         raw = resolver.broker.props.get("node.id", resolver.broker.props.get("broker.id"))

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from kafkalog.storage.describe import describe_paths
-from kafkalog.storage.paths import require
 
 from .output import (
     JsonLines,
@@ -63,8 +62,6 @@ HEADERS = ["PARTITION", "SIZE", "SEGMENTS", "START", "END", "RECOVERY", "HW", "C
 
 
 def run(args: argparse.Namespace) -> int:
-    for p in args.paths:  # the one path contract: a data dir or a partition dir, else one line and exit 1
-        require(p)
     ok = True
     with progress(None, "describe", unit_bytes=False) as bar:  # partitions read (shown on a terminal only)
         descriptions = _counted(describe_paths(args.paths, scan=not args.fast, topics=args.topics), bar.advance)

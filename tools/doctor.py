@@ -8,7 +8,6 @@ import sys
 import time
 
 from kafkalog.storage.doctor import SCAN_RATE, diagnose
-from kafkalog.storage.paths import require_data_dir
 from kafkalog.storage.topic_configs import ConfigResolver
 from kafkalog.tools.output import (
     NOW_GRAMMAR,
@@ -98,8 +97,6 @@ def _seconds(s: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    for d in args.log_dirs:  # the one path contract
-        require_data_dir(d)
     resolver = ConfigResolver(args.server_properties, data_dirs=args.log_dirs)
     now = args.now if args.now is not None else int(time.time() * 1000)
     with progress(None, "doctor: partitions", unit_bytes=False, enabled=False if args.no_progress else None) as bar:

@@ -9,7 +9,6 @@ import sys
 from typing import IO
 
 from kafkalog.storage.files.findings import Finding
-from kafkalog.storage.paths import classify
 from kafkalog.storage.verify import VerifyReport, verify_paths
 
 from .output import JsonLines, human_size, positive_int, progress, render_table
@@ -64,8 +63,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     show_info = args.info
-    for p in args.paths:  # the one path contract: a data dir, a partition dir or a file, else one line and exit 1
-        classify(p)
     with progress(None, "verify", enabled=False if args.no_progress else None) as bar:
         report = verify_paths(
             args.paths, deep=args.deep, workers=args.workers, independent=args.independent,

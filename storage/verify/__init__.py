@@ -37,6 +37,7 @@ from ..files.findings import Finding, Severity, error, warning
 from ..files.partition_metadata import PARTITION_METADATA_FILE
 from ..log import METADATA_TOPIC, PartitionLog
 from ..logdir import DataDir, DataDirs, classify_path, partition_checkpoints
+from ..paths import classify
 from ..topic_configs import ZOOKEEPER, ConfigResolver
 from .datadir import (
     _data_dir_checks,
@@ -181,7 +182,8 @@ def verify_paths(
     runner: PartitionRunner | None = None,
 ) -> VerifyReport:
     """Verify data dirs, partition dirs and single files (``kafkalog verify``), every partition in a process
-    pool of ``workers`` processes (default: the CPU count; 1 = in this process).
+    pool of ``workers`` processes (default: the CPU count; 1 = in this process). A path that is none of them is a
+    :class:`~kafkalog.storage.paths.PathError` (the one path contract: :func:`~kafkalog.storage.paths.classify`).
 
     ``runner`` replaces the process pool: it gets every partition task as ``(path, checkpoints, deep)`` and
     returns :func:`partition_task` of each, in order (``kafkalog spark verify`` runs them as Spark tasks). The
@@ -201,7 +203,7 @@ def verify_paths(
     items: list[tuple[str, Path]] = []
     for raw in paths:
         p = Path(raw)
-        kind = classify_path(p) if p.exists() else "file"
+        kind = classify(p).kind  # the one path contract: a PathError for what is not a path verify takes
         if kind == "dataDir":
             data_dirs.append(p)
         items.append((kind, p))

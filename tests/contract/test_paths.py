@@ -71,6 +71,37 @@ def test_one_error_per_case(tmp_path: Path, case: str) -> None:
     assert e.value.case == want and e.value.path == str(p) and str(e.value).startswith(f"{p}: ")
 
 
+@pytest.mark.parametrize("case", ["missing", "file", "empty", "not_kafka", "parent"])
+def test_the_library_answers_as_the_cli(tmp_path: Path, case: str) -> None:
+    """describe_paths, verify_paths and diagnose answered a missing path in their own words (a description row
+    named after it, ``no such file``, ``not a directory``): library callers get the contract's PathError, the
+    one the CLI prints, raised by the call itself."""
+    from kafkalog.storage.describe import describe_paths
+    from kafkalog.storage.doctor import diagnose
+    from kafkalog.storage.verify import verify_paths
+
+    p = {"missing": tmp_path / "nope", "file": tmp_path / "f.txt", "empty": tmp_path / "e",
+         "not_kafka": tmp_path / "docs", "parent": tmp_path / "parent"}[case]
+    if case == "file":
+        p.write_text("x")
+    elif case == "empty":
+        p.mkdir()
+    elif case == "not_kafka":
+        (p / "sub").mkdir(parents=True)
+    elif case == "parent":
+        write_data_dir_files(p / "data", meta=KRAFT_META)
+    calls = {"describe_paths": (lambda: describe_paths([FIXTURE, p]), paths.require),
+             "diagnose": (lambda: diagnose([FIXTURE, p], now_ms=0, legacy=False), paths.require_data_dir)}
+    if case != "file":  # verify reads single files
+        calls["verify_paths"] = (lambda: verify_paths([FIXTURE, p], workers=1), paths.classify)
+    for name, (call, contract) in calls.items():
+        with pytest.raises(paths.PathError) as want:
+            contract(p)
+        with pytest.raises(paths.PathError) as got:
+            call()
+        assert (got.value.case, str(got.value)) == (want.value.case, str(want.value)), name
+
+
 def test_a_destination_may_be_new(tmp_path: Path) -> None:
     assert paths.require_destination(tmp_path / "new") == tmp_path / "new"
     (tmp_path / "empty").mkdir()

@@ -11,6 +11,7 @@ import pytest
 from builders import TOPIC_IDS, multi_partition_data_dir
 
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
+from kafkalog.storage.paths import PathError
 from kafkalog.storage.verify import classify_path, verify_paths
 from kafkalog.tools.cli import main
 
@@ -97,11 +98,12 @@ def test_partition_dirs_and_single_files(tmp_path):
     assert r.ok and r.findings == [] and (r.stats.partitions, r.stats.files, r.stats.segments) == (1, 5, 2)
     corrupt(part / "00000000000000000026.snapshot", 3)  # stored CRC
     (root / "recovery-point-offset-checkpoint").write_bytes(b"0\n1\norders x 5\n")
-    r = verify_paths(files + [tmp_path / "missing.log"], workers=1)
+    r = verify_paths(files, workers=1)
     assert [(f.kind, Path(f.file).name) for f in r.findings] == [
-        ("snapshot", "00000000000000000026.snapshot"), ("checkpoint", "recovery-point-offset-checkpoint"),
-        ("layout", "missing.log")]
-    assert r.errors == 3 and r.findings[0].position == 2
+        ("snapshot", "00000000000000000026.snapshot"), ("checkpoint", "recovery-point-offset-checkpoint")]
+    assert r.errors == 2 and r.findings[0].position == 2
+    with pytest.raises(PathError, match="missing.log: no such file or directory"):  # the one path contract
+        verify_paths(files + [tmp_path / "missing.log"], workers=1)
 
 
 def test_data_dirs_of_one_broker_vs_independent(tmp_path, capsys):

@@ -268,10 +268,11 @@ def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter |
 
 
 def _resolved(partition_dir: str | os.PathLike, flt: ExportFilter) -> ExportFilter:
-    """``flt`` for one partition (its offset spec resolved)."""
+    """``flt`` for one partition (its offset spec resolved against the log start offset its data dir's
+    checkpoint holds, as the broker's)."""
     if flt.offset_spec is None:
         return flt
-    with PartitionLog(Path(partition_dir)) as plog:
+    with open_partition_log(Path(partition_dir)) as plog:
         return flt.for_partition(plog)
 
 

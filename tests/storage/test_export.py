@@ -21,6 +21,7 @@ from kafkalog.storage.engine.export import (
 )
 from kafkalog.storage.engine.import_ import import_files
 from kafkalog.storage.errors import CorruptRecordError, LogDirError
+from kafkalog.storage.offset_spec import parse_offset_specs
 from kafkalog.tools.cli import main
 
 T0 = 1_700_000_000_000
@@ -229,3 +230,30 @@ def test_print_control_records_round_trips_through_import(tmp_path: Path, capsys
     assert main(["import", str(tmp_path / "data.jsonl"), str(tmp_path / "new2")]) == 0
     (diff,) = diff_paths(d / "orders-0", tmp_path / "new2" / "orders-0").differences  # the marker, missing
     assert diff.kind == "offsets-only-in-a" and diff.a["ranges"] == [[91, 91]]
+
+
+@pytest.mark.parametrize("spec", ["start", "+0"])
+def test_offset_start_is_the_log_start_offset(tmp_path: Path, capsys, spec: str):
+    """`export -o start` (and `-o +0`) started at the first segment's base offset: the partition was opened
+    without its data dir's checkpoints, so a log start offset the broker checkpointed above it (retention,
+    DeleteRecords) was not seen. It starts where `kafkalog.open(...).partition(...).log_start_offset` says."""
+    import shutil
+
+    from damage import FIXTURES
+
+    import kafkalog
+    from kafkalog.storage.files.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", data)
+    cp = data / "log-start-offset-checkpoint"
+    offsets = read_offset_checkpoint(cp).to_dict() if cp.exists() else {}
+    write_offset_checkpoint(cp, {**offsets, ("codec-none", 0): 10})
+    with kafkalog.open(data) as logs:
+        assert logs.partition("codec-none", 0).log_start_offset == 10
+    out = tmp_path / "out.jsonl"
+    assert main(["export", str(data), "--topics", "codec-none", "-o", spec, "--out", str(out)]) == 0
+    offsets_out = [json.loads(x)["offset"] for x in out.read_text().splitlines()]
+    assert offsets_out and offsets_out[0] == 10, offsets_out[:3]
+    flt = ExportFilter(topics={"codec-none"}, offset_spec=parse_offset_specs([spec]))
+    assert next(iter_export_rows([data / "codec-none-0"], flt))["offset"] == 10  # the library, a partition dir

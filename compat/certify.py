@@ -110,7 +110,7 @@ class LoadEvent:
 class Divergence:
     """One way Kafka's behaviour differs from what the files imply."""
 
-    kind: str  # load, serve, corrupt, dump, verify, upgrade, refused
+    kind: str  # load, serve, corrupt, transaction, files, dump, verify, upgrade, refused
     partition: str | None
     kafka: str  # what Kafka did (its log line, a client's error, what it served)
     files: str  # what the files imply
@@ -510,6 +510,13 @@ def compare_served(name: str, client: str, isolation: str, want: Expected, got: 
         elif g != row and first_bad is None:
             first_bad = (g, row)
     extra = [r[0] for r in got.rows if r[0] not in seen]
+    if want.unreadable is not None and want.unreadable[1] is None and not want.rows:
+        # kafkalog refuses the partition as a whole (a layout that says records are gone): no record to compare
+        return [Divergence(
+            "files", name, file=want.unreadable[0],
+            kafka=f"served {len(got.rows)} record(s)" + (f" from offset {got.rows[0][0]}" if got.rows else ""),
+            files=f"kafkalog cannot read the partition: {want.unreadable[3]}",
+            rule="the partition's layout (kafkalog verify names the rule)", command="kafkalog doctor")]
     if want.unreadable is not None:
         file, pos, first, reason = want.unreadable
         served_past = [o for o in extra if first is None or o >= first]
@@ -850,6 +857,9 @@ def _serve(broker: KafkaBroker, parts: list, expected: dict[tuple[str, str], Exp
                 res.served.append(ServedCount(client, iso, len(want.rows), len(got.rows)))
                 ends[(client, iso)] = got.end
                 for d in compare_served(pd.name, client, iso, want, got):
+                    if d.kind == "files" and any(x.kind == "files" and x.partition == d.partition
+                                                 for x in rep.divergences):
+                        continue  # said once per partition
                     if legacy and d.command is None:  # a client that cannot read a legacy format
                         d.command = "kafkalog convert"
                     rep.divergences.append(d)

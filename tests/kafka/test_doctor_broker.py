@@ -91,42 +91,53 @@ def _build(root: Path, fixture: str) -> dict[str, list[Path]]:
     return dirs
 
 
-@pytest.fixture(scope="module", params=sorted(FIXTURE))
-def runs(request, tmp_path_factory, kafka_libs):
-    """version, and per damaged dir: (doctor's exit, its JSON lines, what the broker did)."""
+def _doctor_and_broker(version: str, dirs: list[Path], extra, timeout: float, started) -> tuple[int, list, dict]:
+    """Doctor's exit and JSON lines on ``dirs``, then what a broker started on them did: ``started(broker,
+    result)`` runs once it is up (a broker that does not start is killed); the result says whether it started,
+    how long it all took, and holds the broker's log."""
     import json
 
     from kafkalog.compat.broker import Broker
 
+    rc, text = _doctor("--json", *extra, *map(str, dirs))
+    lines = [json.loads(x) for x in text.splitlines()]
+    props = dict(FAST)
+    if len(dirs) > 1:
+        props["log.dirs"] = ",".join(map(str, dirs))
+    broker = Broker(version, data_dir=dirs[0], server_properties=props)
+    result: dict = {"started": False}
+    t0 = time.monotonic()
+    try:
+        broker.start(timeout=timeout)
+        result["started"] = True
+        started(broker, result)
+    except BrokerError:
+        broker.kill()
+    finally:
+        broker.close()
+    result["seconds"] = time.monotonic() - t0
+    result["log"] = broker.log_path.read_text(errors="replace")
+    return rc, lines, result
+
+
+@pytest.fixture(scope="module", params=sorted(FIXTURE))
+def runs(request, tmp_path_factory, kafka_libs):
+    """version, and per damaged dir: (doctor's exit, its JSON lines, what the broker did)."""
     version = request.param
     if version not in kafka_libs:
         pytest.skip(f"Kafka {version} not configured (KAFKALOG_KAFKA_VERSIONS)")
     root = tmp_path_factory.mktemp(f"doctor-{version}")
     out = {}
     for name, dirs in _build(root, FIXTURE[version]).items():
-        rc, text = _doctor("--json", *map(str, dirs))
-        lines = [json.loads(x) for x in text.splitlines()]
-        props = dict(FAST)
-        if len(dirs) > 1:
-            props["log.dirs"] = ",".join(map(str, dirs))
-        broker = Broker(version, data_dir=dirs[0], server_properties=props)
-        result: dict = {"started": False}
-        t0 = time.monotonic()
-        try:
-            broker.start(timeout=90)
-            result["started"] = True
+
+        def started(broker, result, dirs=dirs):
             parts = sorted((p.name.rsplit("-", 1)[0], int(p.name.rsplit("-", 1)[1])) for p in dirs[0].iterdir()
                            if p.is_dir() and (p / "partition.metadata").exists() and "__cluster" not in p.name)
             result["leos"] = _leos(broker.bootstrap_servers, parts)
             broker.stop()
             result["after"] = _doctor(str(dirs[0]))
-        except BrokerError:
-            broker.kill()
-        finally:
-            broker.close()
-        result["seconds"] = time.monotonic() - t0
-        result["log"] = broker.log_path.read_text(errors="replace")
-        out[name] = (rc, lines, result)
+
+        out[name] = _doctor_and_broker(version, dirs, (), 90, started)
     return version, out
 
 
@@ -253,26 +264,13 @@ def _gate_cases(root: Path) -> dict[str, tuple[list[Path], list[str]]]:
 @pytest.fixture(scope="module")
 def gate_runs(tmp_path_factory, kafka_libs):
     """Per start-up gate case: (doctor's exit, its JSON lines, what the 4.3.1 broker did)."""
-    import json
-
-    from kafkalog.compat.broker import Broker
-
     if GATE_VERSION not in kafka_libs:
         pytest.skip(f"Kafka {GATE_VERSION} not configured (KAFKALOG_KAFKA_VERSIONS)")
     root = tmp_path_factory.mktemp("doctor-gate")
     out = {}
     for name, (dirs, extra) in _gate_cases(root).items():
-        rc, text = _doctor("--json", *extra, *map(str, dirs))
-        lines = [json.loads(x) for x in text.splitlines()]
-        props = dict(FAST)
-        if len(dirs) > 1:
-            props["log.dirs"] = ",".join(map(str, dirs))
-        broker = Broker(GATE_VERSION, data_dir=dirs[0], server_properties=props)
-        result: dict = {"started": False}
-        t0 = time.monotonic()
-        try:
-            broker.start(timeout=45)
-            result["started"] = True
+
+        def started(broker, result, name=name, dirs=dirs):
             if name == "stray":
                 broker.wait_until(lambda d=dirs[0]: any(d.glob("codec-none-0.*-stray")), 20, "rename the stray")
                 result["strays"] = sorted(p.name for p in dirs[0].glob("*-stray"))
@@ -282,13 +280,8 @@ def gate_runs(tmp_path_factory, kafka_libs):
                 broker.stop()
                 result["magics"] = [b.magic for b in iter_partition_batches(dirs[0] / "codec-gzip-0")]
             broker.kill()
-        except BrokerError:
-            broker.kill()
-        finally:
-            broker.close()
-        result["seconds"] = time.monotonic() - t0
-        result["log"] = broker.log_path.read_text(errors="replace")
-        out[name] = (rc, lines, result)
+
+        out[name] = _doctor_and_broker(GATE_VERSION, dirs, extra, 45, started)
     return out
 
 

@@ -226,11 +226,21 @@ def _log_end_offset(pdir: Path) -> int:
         return segs[-1].read_next_offset() if segs else 0
 
 
+def _destination(data_dir: str | os.PathLike) -> Path:
+    """The data dir an import writes into: an existing path must be a data dir or an empty dir (the one path
+    contract, :func:`~kafkalog.storage.paths.require_destination`); a path that does not exist is a new data dir,
+    which the import creates with its parents."""
+    ddir = Path(data_dir)
+    if ddir.exists() or ddir.is_symlink():
+        require_destination(ddir, new=False)
+    return ddir
+
+
 def preview_import(files: Iterable[str | os.PathLike], data_dir: str | os.PathLike, *, topic: str | None = None,
                    append: bool = False) -> ImportStats:
     """``import --dry-run``: read and check every row exactly as :func:`import_files` does and return what it
     would write (per partition the log end offset after the import, batches, records), touching nothing."""
-    ddir = require_destination(data_dir)
+    ddir = _destination(data_dir)
     if topic is not None:
         validate_topic(topic)
     stats = ImportStats()
@@ -250,9 +260,9 @@ def import_files(files: Iterable[str | os.PathLike], data_dir: str | os.PathLike
     """Import exported rows into ``data_dir`` (under its lock). A partition that already holds data is refused
     unless ``append`` (then offsets must continue after its log end offset). All or nothing: on any error
     (bad row, full disk) the data dir is left exactly as it was (:mod:`.staging`). ``data_dir`` is a data dir or a
-    new one (:func:`~kafkalog.storage.paths.require_destination`: a path that does not exist yet, an empty dir);
+    new one (:func:`_destination`: a path that does not exist yet, with its parents, or an empty dir);
     anything else is a :class:`~kafkalog.storage.paths.PathError` before anything is read or written."""
-    ddir = require_destination(data_dir)
+    ddir = _destination(data_dir)
     if topic is not None:
         validate_topic(topic)
     if topic_id is not None:

@@ -230,9 +230,9 @@ def _partition_logs(paths: Iterable[str | os.PathLike]) -> Iterator[PartitionLog
         seen.add(key)
         return True
 
-    for raw in paths:
-        p = Path(raw)
-        if require(p, (DATA_DIR, PARTITION_DIR)).kind == PARTITION_DIR:
+    for k in [require(raw, (DATA_DIR, PARTITION_DIR)) for raw in paths]:  # every path before any is opened
+        p = k.path
+        if k.kind == PARTITION_DIR:
             try:
                 log = open_partition_log(p)
             except KafkaLogError as e:

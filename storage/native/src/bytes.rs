@@ -4,47 +4,32 @@
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-/// A big-endian `i16` at `p`, `None` past the end.
-#[inline(always)]
-pub(crate) fn be_i16(d: &[u8], p: usize) -> Option<i16> {
-    Some(i16::from_be_bytes(d.get(p..p.checked_add(2)?)?.try_into().ok()?))
+/// `$name(d, p)`: the `$t` at `p` in `$from` byte order, `None` past the end; with `$at`, also `$at(d, p)`, the
+/// same at a position the caller has bounds-checked (a batch header's fixed fields): 0 past the end.
+macro_rules! fixed_width {
+    ($name:ident, $t:ty, $from:ident, $what:literal) => {
+        #[doc = concat!("A ", $what, " `", stringify!($t), "` at `p`, `None` past the end.")]
+        #[inline(always)]
+        pub(crate) fn $name(d: &[u8], p: usize) -> Option<$t> {
+            Some(<$t>::$from(d.get(p..p.checked_add(size_of::<$t>())?)?.try_into().ok()?))
+        }
+    };
+    ($name:ident, $at:ident, $t:ty, $from:ident, $what:literal) => {
+        fixed_width!($name, $t, $from, $what);
+
+        #[doc = concat!("`", stringify!($name), "` at a position the caller has bounds-checked: 0 past the end.")]
+        #[inline(always)]
+        pub(crate) fn $at(d: &[u8], p: usize) -> $t {
+            $name(d, p).unwrap_or_default()
+        }
+    };
 }
 
-/// A big-endian `i32` at `p`, `None` past the end.
-#[inline(always)]
-pub(crate) fn be_i32(d: &[u8], p: usize) -> Option<i32> {
-    Some(i32::from_be_bytes(d.get(p..p.checked_add(4)?)?.try_into().ok()?))
-}
-
-/// A big-endian `i64` at `p`, `None` past the end.
-#[inline(always)]
-pub(crate) fn be_i64(d: &[u8], p: usize) -> Option<i64> {
-    Some(i64::from_be_bytes(d.get(p..p.checked_add(8)?)?.try_into().ok()?))
-}
-
-/// A little-endian `u32` at `p` (lz4 and zstd frames), `None` past the end.
-#[inline(always)]
-pub(crate) fn le_u32(d: &[u8], p: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(d.get(p..p.checked_add(4)?)?.try_into().ok()?))
-}
-
-/// `be_i16` at a position the caller has bounds-checked (a batch header's fixed fields): 0 past the end.
-#[inline(always)]
-pub(crate) fn be_i16_at(d: &[u8], p: usize) -> i16 {
-    be_i16(d, p).unwrap_or_default()
-}
-
-/// `be_i32` at a position the caller has bounds-checked: 0 past the end.
-#[inline(always)]
-pub(crate) fn be_i32_at(d: &[u8], p: usize) -> i32 {
-    be_i32(d, p).unwrap_or_default()
-}
-
-/// `be_i64` at a position the caller has bounds-checked: 0 past the end.
-#[inline(always)]
-pub(crate) fn be_i64_at(d: &[u8], p: usize) -> i64 {
-    be_i64(d, p).unwrap_or_default()
-}
+fixed_width!(be_i16, be_i16_at, i16, from_be_bytes, "big-endian");
+fixed_width!(be_i32, be_i32_at, i32, from_be_bytes, "big-endian");
+fixed_width!(be_i64, be_i64_at, i64, from_be_bytes, "big-endian");
+// lz4 and zstd frames
+fixed_width!(le_u32, u32, from_le_bytes, "little-endian");
 
 /// The field of length `len` at `p` (a key, a value, a header's), bounded by `end`: where it is (`Some(None)`
 /// for a negative length, null), `p` moved past it; `None` when it runs past `end`.

@@ -30,10 +30,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..engine.export import _selected_batches
-from ..errors import KafkaLogError, require
-from ..records.columns import RECORD_COLUMNS, arrow_schema
-from .partition import DEFAULT_ARROW_ROWS, Partition, Window, _reader
+from kafkalog.storage.api.partition import DEFAULT_ARROW_ROWS, Partition, Window, _reader
+from kafkalog.storage.engine.export import _selected_batches
+from kafkalog.storage.errors import KafkaLogError, require
+from kafkalog.storage.records.columns import RECORD_COLUMNS, arrow_schema
 
 if TYPE_CHECKING:
     import duckdb
@@ -373,19 +373,13 @@ class RecordsScan:
     def partitions(self, push: Pushdown) -> list[Partition]:
         return [p for p in self.dirs.partitions() if push.selects(p)]
 
-    def scanner(self, columns: Sequence[str] | None, expr: Any) -> Any:
-        ds = require("pyarrow.dataset", extra="sql", feature="SQL")  # optional dependency
+    def scanner(self, columns: Sequence[str] | None, expr: Any) -> _Scan:
         push = Pushdown.of(columns, expr) if self.pushdown else Pushdown(filter=None if expr is None else str(expr))
         self.scans.append(push)
         parts = [] if self.plan_only else self.partitions(push)
         reader = _reader(parts, None, self.include_control, self.read_committed, self.batch_rows,
                          window=push.window, columns=push.columns)
-        kw: dict[str, Any] = {}
-        if columns is not None:
-            kw["columns"] = list(columns)
-        if expr is not None:
-            kw["filter"] = expr
-        return ds.Scanner.from_batches(self._guarded(reader), schema=reader.schema, **kw)
+        return _Scan(self._guarded(reader), reader.schema, None if columns is None else list(columns), expr)
 
     def _guarded(self, reader: Any) -> Iterator[Any]:
         try:
@@ -394,6 +388,51 @@ class RecordsScan:
             if self.error is None:
                 self.error = e
             raise
+
+
+class _Scan:
+    """What :meth:`RecordsScan.scanner` gives DuckDB: ``to_reader()``, the reader's batches with the exact filter
+    applied and narrowed to ``columns``, one batch at a time on the thread that reads it. (A
+    ``pyarrow.dataset.Scanner`` over the reader would read ahead on Arrow's threads, calling into Python from
+    them; a query stopped early, by a LIMIT, would leave them running when the interpreter exits: a crash.)"""
+
+    def __init__(self, batches: Iterator[Any], schema: Any, columns: list[str] | None, expr: Any):
+        self._batches, self._schema, self._columns, self._expr = batches, schema, columns, expr
+
+    @property
+    def projected_schema(self) -> Any:
+        if self._columns is None:
+            return self._schema
+        pa = require("pyarrow", extra="sql", feature="SQL")  # optional dependency
+        return pa.schema([self._schema.field(c) for c in self._columns])
+
+    def _filtered(self) -> Iterator[Any]:
+        pa = require("pyarrow", extra="sql", feature="SQL")  # optional dependency
+        for b in self._batches:
+            t = pa.Table.from_batches([b])
+            if self._expr is not None:
+                t = t.filter(self._expr)
+            if self._columns is not None:
+                t = t.select(self._columns)
+            for out in t.to_batches():
+                if out.num_rows:
+                    yield out
+
+    def to_reader(self) -> Any:
+        pa = require("pyarrow", extra="sql", feature="SQL")  # optional dependency
+        return pa.RecordBatchReader.from_batches(self.projected_schema, self._filtered())
+
+    def to_table(self) -> Any:
+        return self.to_reader().read_all()
+
+    def to_batches(self) -> Iterator[Any]:
+        return iter(self.to_reader())
+
+    def count_rows(self) -> int:
+        return sum(b.num_rows for b in self.to_reader())
+
+    def head(self, num_rows: int) -> Any:
+        return self.to_table().slice(0, num_rows)
 
 
 _DATASET: Any = None
@@ -481,6 +520,13 @@ def _checked(source: RecordsScan, call: Any) -> Any:
         raise SqlError(reason, syntax=syntax) from None
 
 
+def _close(con: Any) -> None:
+    """Close a connection of :func:`connect`: ``records`` (a Python object DuckDB holds) is unregistered first, so
+    DuckDB lets go of it now, while Python runs, and not from one of its threads at interpreter exit (a crash)."""
+    con.unregister("records")
+    con.close()
+
+
 def _one_line(msg: str) -> str:
     lines = [ln.strip() for ln in msg.strip().splitlines() if ln.strip()]
     return " ".join(lines)
@@ -509,8 +555,12 @@ def execute(dirs: LogDirs, query: str, *, pushdown: bool = True, include_control
                     return
                 yield b
         finally:
+            # the result's stream first (a LIMIT leaves the scan's Arrow stream, a Python generator, unfinished:
+            # DuckDB must let go of it now, while Python runs, not from its threads at interpreter exit), then the
+            # connection and its threads
+            reader.close()
             alive.clear()
-            con.close()
+            _close(con)
 
     return reader.schema, batches()
 
@@ -580,11 +630,14 @@ def explain(dirs: LogDirs, query: str, *, pushdown: bool = True, include_control
     indexes; every batch counted is read, its CRC checked). Nothing is decoded."""
     con, source = connect(dirs, pushdown=pushdown, include_control=include_control, read_committed=read_committed,
                           plan_only=True)
-    rel = _checked(source, lambda: con.sql(query))
-    if rel is None:
-        raise SqlError("not a query: kafkalog sql runs one SELECT over records", syntax=True)
-    duck = _checked(source, lambda: rel.explain())
-    _checked(source, lambda: rel.fetchall())
+    try:
+        rel = _checked(source, lambda: con.sql(query))
+        if rel is None:
+            raise SqlError("not a query: kafkalog sql runs one SELECT over records", syntax=True)
+        duck = _checked(source, lambda: rel.explain())
+        _checked(source, lambda: rel.fetchall())
+    finally:
+        _close(con)
     scans = []
     for push in source.scans:
         parts = source.partitions(push)

@@ -313,3 +313,16 @@ def test_the_dataset_never_reaches_the_base_class():
         for refused in (ds.get_fragments, ds.take, ds.sort_by, ds.join):
             with pytest.raises(TypeError, match="not supported"):
                 refused()
+
+
+def test_a_query_stopped_early_exits_cleanly():
+    """A LIMIT stops DuckDB before the reader's end: the process still exits 0, nothing on stderr (the scan's
+    Arrow stream was once read ahead on Arrow's threads, which called into Python after the interpreter began
+    exiting: 'FATAL: exception not rethrown', abort, about one run in twenty)."""
+    import subprocess
+
+    for query in ['SELECT key FROM records WHERE headers IS NOT NULL LIMIT 1',
+                  'SELECT "offset" FROM records WHERE "offset" > 3 LIMIT 2'] * 2:
+        r = subprocess.run([sys.executable, "-m", "kafkalog", "sql", str(KRAFT), query], capture_output=True,
+                           text=True, timeout=120, cwd=ROOT)
+        assert (r.returncode, r.stderr) == (0, ""), r.stderr[-2000:]

@@ -62,7 +62,7 @@ from kafkalog.storage.files.checkpoints import read_offset_checkpoint
 from kafkalog.storage.files.clean_shutdown import CleanShutdownMarker
 from kafkalog.storage.files.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.storage.files.partition_metadata import read_partition_metadata
-from kafkalog.storage.log import PartitionLog
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.records import LogScanner
 
 # --------------------------------------------------------------------------------------------- results
@@ -514,7 +514,7 @@ def write_partition(pdir: Path, *, topic: str, topic_config: Mapping[str, str], 
     """Append a fixed mix of batches to ``pdir`` with :class:`LogWriter` (as the broker's leader appends),
     returning what consumers must read. ``topic_config``: the topic's kafkalog LogConfig overrides."""
     from kafkalog.storage.codec.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
-    from kafkalog.storage.config import LogConfig
+    from kafkalog.storage.config.log_config import LogConfig
     from kafkalog.storage.engine.writer import LogWriter
     from kafkalog.storage.records import build_batch, build_end_txn_marker
 

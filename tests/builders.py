@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from kafkalog.storage.codec.compression import compress
-from kafkalog.storage.config import LogConfig
+from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.files.checkpoints import write_offset_checkpoint
 from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
@@ -41,7 +41,7 @@ from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_pr
 from kafkalog.storage.files.names import log_file_name, offset_file_name, snapshot_file_name
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
-from kafkalog.storage.log_segment import recover_segment
+from kafkalog.storage.log.segment import recover_segment
 from kafkalog.storage.records import build_batch, build_end_txn_marker
 from kafkalog.storage.records.builder import build_legacy
 from kafkalog.storage.records.control import LEADER_CHANGE, control_key
@@ -457,8 +457,8 @@ def local_tiered_storage(root: Path, pdir: Path, *, topic: str | None = None, pa
     import uuid as _uuid
 
     from kafkalog.storage.files.segment import Segment
-    from kafkalog.storage.leader_epoch_cache import LeaderEpochCache
-    from kafkalog.storage.log import parse_topic_partition_name
+    from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
+    from kafkalog.storage.log.partition import parse_topic_partition_name
 
     tp = parse_topic_partition_name(pdir.name)
     topic = topic or tp.topic

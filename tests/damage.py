@@ -227,8 +227,8 @@ def injected(code: int) -> Callable[[str], None]:
 
 
 def count_mutations(run) -> int:
-    """How many file mutations ``run()`` performs (through ``kafkalog.storage.fileops``)."""
-    from kafkalog.storage import fileops
+    """How many file mutations ``run()`` performs (through ``kafkalog.storage.io.fileops``)."""
+    from kafkalog.storage.io import fileops
 
     seen = Mutations()
     with fileops.observe(seen):
@@ -241,7 +241,7 @@ NOW = 1_900_000_000_000
 
 def plan_for(command: str, d: Path):
     """The plan a mutating command makes on ``d`` (the crash tests kill its apply)."""
-    from kafkalog.storage.engine.cleaner import plan_compact
+    from kafkalog.storage.engine.cleaner.cleaner import plan_compact
     from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
     from kafkalog.storage.engine.flush import plan_flush
     from kafkalog.storage.engine.migrate import (
@@ -452,7 +452,7 @@ def killed_at(command: str, d: Path, k: int) -> int:
 def _kill_child(command: str, d: str, k: int) -> None:  # pragma: no cover - runs in the child process
     import os
 
-    from kafkalog.storage import fileops
+    from kafkalog.storage.io import fileops
 
     with fileops.observe(Mutations(k, lambda _path: os._exit(137))):
         run_for(command, Path(d))
@@ -464,8 +464,8 @@ def run_with_fault(command: str, d: Path, k: int, fault: str) -> str:
     Returns what happened, in a few words."""
     import errno
 
-    from kafkalog.storage import fileops
     from kafkalog.storage.errors import KafkaLogError
+    from kafkalog.storage.io import fileops
 
     if fault == "kill":
         assert killed_at(command, d, k) == 137, f"{command}: the kill before step {k} never came"
@@ -486,8 +486,8 @@ def run_with_fault(command: str, d: Path, k: int, fault: str) -> str:
 def roll_active(d: Path) -> None:
     """Give the cleaner work on a real fixture: an empty segment at each partition's log end offset (as a roll
     leaves it), so the dirty tails become cleanable."""
-    from kafkalog.storage.log import PartitionLog
-    from kafkalog.storage.logdir import partition_dirs
+    from kafkalog.storage.log.datadir import partition_dirs
+    from kafkalog.storage.log.partition import PartitionLog
 
     for p, _t, _n in partition_dirs(d):
         with PartitionLog(p) as log:
@@ -498,8 +498,8 @@ def roll_active(d: Path) -> None:
 
 def records(d: Path) -> dict[str, set[tuple]]:
     """Per partition: the records a consumer can read, from the log start offset: ``(offset, key, value)``."""
-    from kafkalog.storage.log import PartitionLog
-    from kafkalog.storage.logdir import partition_dirs, read_checkpoint_or_empty
+    from kafkalog.storage.log.datadir import partition_dirs, read_checkpoint_or_empty
+    from kafkalog.storage.log.partition import PartitionLog
 
     lso = read_checkpoint_or_empty(d / "log-start-offset-checkpoint")
     out = {}

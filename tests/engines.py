@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafkalog.storage.config import BrokerConfig, CleanerConfig, LogConfig
-from kafkalog.storage.engine.cleaner import CleanResult, plan_compact
+from kafkalog.storage.config.log_config import BrokerConfig, CleanerConfig, LogConfig
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.cleaner.cleaner import CleanResult, plan_compact
 from kafkalog.storage.engine.plan import ApplyResult, Plan, apply
 from kafkalog.storage.engine.retention import plan_retention
 from kafkalog.storage.files.checkpoints import CLEANER_OFFSET_CHECKPOINT
-from kafkalog.storage.logdir import read_checkpoint_or_empty
-from kafkalog.storage.topic_configs import ConfigResolver
+from kafkalog.storage.log.datadir import read_checkpoint_or_empty
 
 
 def resolver(cfg: LogConfig | None = None, cleaner: CleanerConfig | None = None,
@@ -64,7 +64,7 @@ def compact(pdir: Path, cfg: LogConfig, cleaner: CleanerConfig | None = None, no
                                  bool(pp.facts.get("mapFull")))
             result.stats.messages_read = pp.facts.get("recordsRead", 0)
             result.stats.messages_retained = pp.facts.get("recordsRetained", 0)
-            from kafkalog.storage.engine.cleaner import CleanedSegment
+            from kafkalog.storage.engine.cleaner.cleaner import CleanedSegment
 
             result.groups = [CleanedSegment(g.base_offset, g.sources, g.size or 0, g.source_bytes)
                              for g in op.groups]  # type: ignore[attr-defined]
@@ -190,8 +190,8 @@ def recover(pdir: Path, *, config: LogConfig | None = None, recovery_point: int 
             strict_indexes: bool = True) -> Recovery:
     """The broker's load of one partition dir (:func:`~kafkalog.storage.engine.loader.load_partition` on a
     planned view), its operations run unless ``dry_run``."""
-    from kafkalog.storage.dirview import DirView, run_ops
     from kafkalog.storage.engine.loader import load_partition
+    from kafkalog.storage.io.dirview import DirView, run_ops
 
     with DirView(pdir) as view:
         loaded = load_partition(view, config=config, recovery_point=recovery_point,

@@ -9,9 +9,10 @@ import sys
 import time
 
 from kafkalog.storage.codec.compression import CODEC_IDS
+from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.writer import append_to_partition, preview_append
 from kafkalog.storage.errors import ConfigError
-from kafkalog.storage.jsonio import (
+from kafkalog.storage.io.jsonio import (
     INT16,
     INT32,
     b64_field,
@@ -21,9 +22,8 @@ from kafkalog.storage.jsonio import (
     loads,
     typed_field,
 )
-from kafkalog.storage.log import live_topic_partition
+from kafkalog.storage.log.partition import live_topic_partition
 from kafkalog.storage.records import build_batch
-from kafkalog.storage.topic_configs import ConfigResolver
 from kafkalog.tools.output import NOW_GRAMMAR, timestamp_ms
 
 DESCRIPTION = """\

@@ -8,7 +8,7 @@ import sys
 
 from kafkalog.storage.engine.migrate import CHECKPOINT_ALIASES, plan_set_checkpoints, read_checkpoints
 from kafkalog.storage.files.checkpoints import DATA_DIR_CHECKPOINTS
-from kafkalog.storage.paths import require_data_dir
+from kafkalog.storage.log.paths import require_data_dir
 from kafkalog.tools.output import render_table
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 

@@ -7,8 +7,8 @@ import json
 import sys
 import time
 
-from kafkalog.storage.engine.cleaner import plan_compact
-from kafkalog.storage.topic_configs import ConfigResolver
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.cleaner.cleaner import plan_compact
 from kafkalog.tools.output import (
     NOW_GRAMMAR,
     add_topics_argument,
@@ -85,7 +85,7 @@ def run(args) -> int:
                         exact=args.dry_run, keep_deleted=args.keep_deleted, map_workers=args.map_workers,
                         workers=args.workers or 1)
     def report(result) -> None:
-        from kafkalog.storage.engine.cleaner import CleanResult
+        from kafkalog.storage.engine.cleaner.cleaner import CleanResult
 
         table = []
         for pp in plan.partitions:

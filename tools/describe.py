@@ -1,5 +1,5 @@
 """``kafkalog describe``: the offline ``kafka-log-dirs --describe``; a thin shell over
-:func:`kafkalog.storage.describe.describe_paths`."""
+:func:`kafkalog.storage.reports.describe.describe_paths`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from kafkalog.storage.describe import describe_paths
+from kafkalog.storage.reports.describe import describe_paths
 
 from .output import (
     JsonLines,

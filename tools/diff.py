@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from kafkalog.storage.diff import LEVELS, diff_paths
-from kafkalog.storage.offset_spec import parse_offset_specs
+from kafkalog.storage.log.offset_spec import parse_offset_specs
+from kafkalog.storage.reports.diff import LEVELS, diff_paths
 from kafkalog.tools.output import add_epoch_argument, add_time_argument, human_time, render_table
 
 DESCRIPTION = """\

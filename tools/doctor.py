@@ -7,8 +7,8 @@ import os
 import sys
 import time
 
-from kafkalog.storage.doctor import SCAN_RATE, diagnose
-from kafkalog.storage.topic_configs import ConfigResolver
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.reports.doctor import SCAN_RATE, diagnose
 from kafkalog.tools.output import (
     NOW_GRAMMAR,
     JsonLines,

@@ -13,14 +13,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from kafkalog.storage import dumpers
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.segment import Segment
-from kafkalog.storage.log import PartitionLog
-from kafkalog.storage.logdir import open_partition_log, resolve_partition_dirs
-from kafkalog.storage.offset_spec import parse_offset_specs
-from kafkalog.storage.paths import FILE, PARTITION_DIR, PathError, classify
+from kafkalog.storage.log.datadir import open_partition_log, resolve_partition_dirs
+from kafkalog.storage.log.offset_spec import parse_offset_specs
+from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.log.paths import FILE, PARTITION_DIR, PathError, classify
 from kafkalog.storage.records.dump import RecordStream, dump_log
+from kafkalog.storage.reports import dump as dumpers
 
 from .output import (
     JsonLines,
@@ -337,7 +337,7 @@ def _offset_window(path: str, args: argparse.Namespace) -> tuple[int, tuple[int,
 
 
 def dump_other_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
-    """.index, .timeindex, .txnindex, .snapshot and the checkpoint/metadata files (storage/dumpers/)."""
+    """.index, .timeindex, .txnindex, .snapshot and the checkpoint/metadata files (storage/reports/dump/)."""
     fd = dumpers.dump_file(path, verify_index_only=args.verify_index_only,
                            index_sanity_check=args.index_sanity_check,
                            max_message_size=args.max_message_size or dumpers.DEFAULT_MAX_MESSAGE_SIZE)
@@ -444,7 +444,7 @@ def _record_line(r: dict, ts_type: str, v2: bool, control: bool, sink: _Sink) ->
     return " ".join(parts) if not parts or parts[0].startswith("|") else " " + " ".join(parts)
 
 
-#: file suffix -> dumper for the record-batch files; every other kind kafkalog.storage.dumpers knows (.index,
+#: file suffix -> dumper for the record-batch files; every other kind kafkalog.storage.reports.dump knows (.index,
 #: .timeindex, .txnindex, .snapshot, checkpoints, partition.metadata, meta.properties, ...) goes to
 #: dump_other_file.
 DUMPERS: dict[str, Dumper] = {

@@ -15,7 +15,7 @@ from kafkalog.storage.engine.export import (
     export_parquet,
     key_bytes,
 )
-from kafkalog.storage.offset_spec import parse_offset_specs
+from kafkalog.storage.log.offset_spec import parse_offset_specs
 from kafkalog.tools.output import (
     PAYLOAD_FORMATS,
     OutputDir,

@@ -1,5 +1,5 @@
 """``kafkalog groups``: the offline ``kafka-consumer-groups.sh --describe --all-groups``; a thin shell over
-:func:`kafkalog.storage.groups.load_groups`."""
+:func:`kafkalog.storage.reports.groups.load_groups`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from kafkalog.storage.groups import GroupsReport, load_groups
+from kafkalog.storage.reports.groups import GroupsReport, load_groups
 
 from .output import JsonLines, add_epoch_argument, positive_int, progress, render_table, time_format
 

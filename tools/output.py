@@ -395,7 +395,7 @@ def time_spec(text: str) -> str:
     import argparse
 
     from kafkalog.storage.errors import ConfigError
-    from kafkalog.storage.offset_spec import parse_offset_spec
+    from kafkalog.storage.log.offset_spec import parse_offset_spec
 
     spec = text.strip()
     if not spec.startswith("@"):
@@ -414,11 +414,11 @@ NOW_GRAMMAR = "epoch ms or s, ISO-8601 date or time, or a duration relative to t
 
 def timestamp_ms(text: str) -> int:
     """argparse type of ``--now`` and other points in time: epoch ms of a timestamp in rpk's grammar, the one
-    ``-o @T`` and ``--time`` take (:func:`kafkalog.storage.offset_spec.parse_timestamp`)."""
+    ``-o @T`` and ``--time`` take (:func:`kafkalog.storage.log.offset_spec.parse_timestamp`)."""
     import argparse
 
     from kafkalog.storage.errors import ConfigError
-    from kafkalog.storage.offset_spec import parse_timestamp
+    from kafkalog.storage.log.offset_spec import parse_timestamp
 
     try:
         return parse_timestamp(text)

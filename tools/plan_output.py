@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from kafkalog.storage.dirview import Truncate
 from kafkalog.storage.engine.plan import ApplyResult, Plan, apply, concurrent_writer
+from kafkalog.storage.io.dirview import Truncate
 from kafkalog.tools.output import add_epoch_argument, human_size, humanize, positive_int, progress
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.reindex import plan_reindex
-from kafkalog.storage.topic_configs import ConfigResolver
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\

@@ -6,9 +6,9 @@ import argparse
 import sys
 import time
 
+from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.repair import plan_repair
-from kafkalog.storage.paths import require_data_dir
-from kafkalog.storage.topic_configs import ConfigResolver
+from kafkalog.storage.log.paths import require_data_dir
 from kafkalog.tools.output import NOW_GRAMMAR, progress, timestamp_ms
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.retention import plan_retention
-from kafkalog.storage.topic_configs import ConfigResolver
 from kafkalog.tools.output import NOW_GRAMMAR, add_topics_argument, timestamp_ms
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 

@@ -91,7 +91,7 @@ def _kv(items: list[str], what: str) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kafkalog.storage.offset_spec import parse_offset_specs
+    from kafkalog.storage.log.offset_spec import parse_offset_specs
     from kafkalog.tools.spark import jobs, session
 
     if args.job == "export" and not args.out:

@@ -8,8 +8,8 @@ import sys
 
 from kafkalog.storage.engine.migrate import new_topic_id, plan_topic_id
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
-from kafkalog.storage.log import parse_topic_partition_name
-from kafkalog.storage.logdir import resolve_partition_dirs
+from kafkalog.storage.log.datadir import resolve_partition_dirs
+from kafkalog.storage.log.partition import parse_topic_partition_name
 from kafkalog.tools.output import add_topics_argument, render_table
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 

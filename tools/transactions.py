@@ -1,5 +1,5 @@
 """``kafkalog transactions``: open and hanging transactions of data dirs; a thin shell over
-:func:`kafkalog.storage.transactions.find_transactions`."""
+:func:`kafkalog.storage.reports.transactions.find_transactions`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any
 
-from kafkalog.storage.transactions import BOOTSTRAP_PLACEHOLDER, TransactionReport, find_transactions
+from kafkalog.storage.reports.transactions import BOOTSTRAP_PLACEHOLDER, TransactionReport, find_transactions
 
 from .output import (
     NOW_GRAMMAR,

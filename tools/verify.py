@@ -1,5 +1,5 @@
 """``kafkalog verify``: check data dirs, partition dirs and single files offline; a thin shell over
-:func:`kafkalog.storage.verify.verify_paths`."""
+:func:`kafkalog.storage.reports.verify.verify_paths`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from typing import IO
 
 from kafkalog.storage.files.findings import Finding
-from kafkalog.storage.verify import VerifyReport, verify_paths
+from kafkalog.storage.reports.verify import VerifyReport, verify_paths
 
 from .output import JsonLines, human_size, positive_int, progress, render_table
 

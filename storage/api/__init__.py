@@ -4,7 +4,7 @@
 broker (JBOD), each live partition found once. A :class:`Partition` is one partition log (``UnifiedLog``'s
 offsets: log start, log end, high watermark, last stable offset; its effective configuration with the source
 of every value; its segments, batches and records over an offset or time range in ``rpk``'s grammar,
-:mod:`kafkalog.storage.offset_spec`). Arrow output is a ``pyarrow.RecordBatchReader`` over any selection of
+:mod:`kafkalog.storage.log.offset_spec`). Arrow output is a ``pyarrow.RecordBatchReader`` over any selection of
 topics and partitions (pyarrow is optional: only these methods need it).
 
 Every operation of the command line is here as a function returning data (:meth:`LogDirs.verify`,
@@ -12,10 +12,10 @@ Every operation of the command line is here as a function returning data (:meth:
 a plan and an apply (:meth:`LogDirs.plan_retention` ... then :func:`apply`): a plan is data (what would
 change, what would be lost) and nothing is written until it is applied.
 
-This package wraps the library's own objects (:class:`~kafkalog.storage.logdir.DataDirs`,
-:class:`~kafkalog.storage.log.PartitionLog`, :class:`~kafkalog.storage.files.segment.Segment`, the engines'
+This package wraps the library's own objects (:class:`~kafkalog.storage.log.datadir.DataDirs`,
+:class:`~kafkalog.storage.log.partition.PartitionLog`, :class:`~kafkalog.storage.files.segment.Segment`, the engines'
 ``plan_*`` functions and :func:`kafkalog.storage.engine.plan.apply`): every Kafka rule stays on the object that
-owns it. Paths are checked by the one path contract (:mod:`kafkalog.storage.paths`).
+owns it. Paths are checked by the one path contract (:mod:`kafkalog.storage.log.paths`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..engine import plan as _plan
-from ..engine.plan import ApplyResult, Plan
-from .log_dirs import LogDirs
-from .partition import DEFAULT_ARROW_ROWS, Offsets, Partition, PathLike
+from kafkalog.storage.api.log_dirs import LogDirs
+from kafkalog.storage.api.partition import DEFAULT_ARROW_ROWS, Offsets, Partition, PathLike
+from kafkalog.storage.engine import plan as _plan
+from kafkalog.storage.engine.plan import ApplyResult, Plan
 
 
 def open(paths: PathLike | Iterable[PathLike], *, server_properties: PathLike | Mapping[str, Any] | None = None,  # noqa: A001
@@ -39,7 +39,7 @@ def open(paths: PathLike | Iterable[PathLike], *, server_properties: PathLike | 
     the command line's ``--server-properties``, ``--topic-config`` and ``--config`` do.
 
     A path that does not exist, is not a directory or holds nothing of Kafka's is a
-    :class:`~kafkalog.storage.paths.PathError` (the command line's one-line error).
+    :class:`~kafkalog.storage.log.paths.PathError` (the command line's one-line error).
 
     >>> with kafkalog.open(["fixtures/kafka-4.3.1-kraft/data"]) as dirs:
     ...     p = dirs.partition("codec-none", 0)

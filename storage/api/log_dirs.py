@@ -8,34 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import LogConfig
-from ..describe import describe_paths
-from ..diff import DiffResult, diff_paths
-from ..doctor import Diagnosis, diagnose
-from ..engine.cleaner import plan_compact
-from ..engine.convert import ConvertOptions, plan_convert
-from ..engine.flush import plan_flush
-from ..engine.import_ import ImportStats, import_files, preview_import
-from ..engine.migrate import MigrateOptions, plan_migrate, plan_set_checkpoints, plan_topic_id
-from ..engine.plan import Plan
-from ..engine.reindex import plan_reindex
-from ..engine.repair import plan_repair
-from ..engine.retention import plan_retention
-from ..engine.writer import append_to_partition, preview_append
-from ..errors import LogDirError
-from ..groups import GroupsReport, load_groups
-from ..io.fs import split_uri
-from ..log import live_topic_partition
-from ..logdir import DataDir, check_topics
-from ..paths import DATA_DIR, PARTITION_DIR
-from ..paths import require as require_path
-from ..remote.layout import LocalTieredStorageLayout
-from ..remote.rehydrate import RehydrateOptions, plan_rehydrate
-from ..topic_configs import ConfigResolver
-from ..transactions import DEFAULT_PRODUCER_ID_EXPIRATION_MS, TransactionReport, find_transactions
-from ..verify import VerifyReport, verify_paths
-from . import sql as _sql
-from .partition import (
+from kafkalog.storage.api import sql as _sql
+from kafkalog.storage.api.partition import (
     DEFAULT_ARROW_ROWS,
     Offsets,
     Partition,
@@ -46,6 +20,36 @@ from .partition import (
     _spec,
     _topic_set,
 )
+from kafkalog.storage.config.log_config import LogConfig
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.cleaner.cleaner import plan_compact
+from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
+from kafkalog.storage.engine.flush import plan_flush
+from kafkalog.storage.engine.import_ import ImportStats, import_files, preview_import
+from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate, plan_set_checkpoints, plan_topic_id
+from kafkalog.storage.engine.plan import Plan
+from kafkalog.storage.engine.reindex import plan_reindex
+from kafkalog.storage.engine.repair import plan_repair
+from kafkalog.storage.engine.retention import plan_retention
+from kafkalog.storage.engine.writer import append_to_partition, preview_append
+from kafkalog.storage.errors import LogDirError
+from kafkalog.storage.io.fs import split_uri
+from kafkalog.storage.log.datadir import DataDir, check_topics
+from kafkalog.storage.log.partition import live_topic_partition
+from kafkalog.storage.log.paths import DATA_DIR, PARTITION_DIR
+from kafkalog.storage.log.paths import require as require_path
+from kafkalog.storage.remote.layout import LocalTieredStorageLayout
+from kafkalog.storage.remote.rehydrate import RehydrateOptions, plan_rehydrate
+from kafkalog.storage.reports.describe import describe_paths
+from kafkalog.storage.reports.diff import DiffResult, diff_paths
+from kafkalog.storage.reports.doctor import Diagnosis, diagnose
+from kafkalog.storage.reports.groups import GroupsReport, load_groups
+from kafkalog.storage.reports.transactions import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    TransactionReport,
+    find_transactions,
+)
+from kafkalog.storage.reports.verify import VerifyReport, verify_paths
 
 if TYPE_CHECKING:
     import duckdb
@@ -77,7 +81,7 @@ class LogDirs:
         self.paths: list[Path] = []
         """The paths as given (data dirs, or partition dirs: then only those partitions)."""
         self.dirs: list[DataDir] = []
-        """The :class:`~kafkalog.storage.logdir.DataDir` of each data dir, in the order given."""
+        """The :class:`~kafkalog.storage.log.datadir.DataDir` of each data dir, in the order given."""
         self._only: dict[Path, set[Path]] = {}  # data dir -> the partition dirs given (a data dir given: absent)
         by_path: dict[Path, DataDir] = {}
         for raw in paths:
@@ -152,7 +156,7 @@ class LogDirs:
     # ---- configuration --------------------------------------------------------------------------------------
     @property
     def resolver(self) -> ConfigResolver:
-        """The :class:`~kafkalog.storage.topic_configs.ConfigResolver` of these dirs (the configuration every
+        """The :class:`~kafkalog.storage.config.resolver.ConfigResolver` of these dirs (the configuration every
         plan uses: ``server_properties``, ``topic_config_file`` and ``config_overrides`` of :func:`open`, and
         the topic configs of ``__cluster_metadata``)."""
         if self._resolver is None:

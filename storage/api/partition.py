@@ -9,9 +9,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..config import LogConfig
-from ..describe import describe_partition
-from ..engine.export import (
+from kafkalog.storage.config.log_config import LogConfig
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.export import (
     DEFAULT_ROW_GROUP_BYTES,
     ExportFilter,
     ExportStats,
@@ -22,15 +22,15 @@ from ..engine.export import (
     iter_partition_batches,
     rows_of,
 )
-from ..errors import KafkaLogError, require
-from ..files.segment import Segment
-from ..log import PartitionLog
-from ..logdir import DataDir
-from ..offset_spec import OffsetSpec, parse_offset_spec, parse_offset_specs
-from ..records import Batch
-from ..records.batch import RECORD_CHUNK
-from ..records.columns import RECORD_COLUMNS, RecordColumns, arrow_schema
-from ..topic_configs import ConfigResolver
+from kafkalog.storage.errors import KafkaLogError, require
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.log.datadir import DataDir
+from kafkalog.storage.log.offset_spec import OffsetSpec, parse_offset_spec, parse_offset_specs
+from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.records import Batch
+from kafkalog.storage.records.batch import RECORD_CHUNK
+from kafkalog.storage.records.columns import RECORD_COLUMNS, RecordColumns, arrow_schema
+from kafkalog.storage.reports.describe import describe_partition
 
 if TYPE_CHECKING:
     import pyarrow
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 PathLike = str | os.PathLike
 Offsets = str | OffsetSpec | Iterable[str] | None
 """An offset range: ``rpk topic consume -o``'s grammar (``"10:20"``, ``"@2024-05-01:1h"``, ``"-5"``; kcat's
-``s@``/``e@`` as two texts), or a parsed :class:`~kafkalog.storage.offset_spec.OffsetSpec`; None: everything."""
+``s@``/``e@`` as two texts), or a parsed :class:`~kafkalog.storage.log.offset_spec.OffsetSpec`; None: everything."""
 
 DEFAULT_ARROW_ROWS = 64 * 1024
 """Rows per ``pyarrow.RecordBatch`` of :meth:`LogDirs.to_arrow`: a batch is cut at the first log batch that
@@ -100,9 +100,9 @@ class Partition:
 
     def __init__(self, log: PartitionLog, data_dir: DataDir, owner: _Owner):
         self.log = log
-        """The library's :class:`~kafkalog.storage.log.PartitionLog` this wraps (every offset rule is its)."""
+        """The library's :class:`~kafkalog.storage.log.partition.PartitionLog` this wraps (every offset rule is its)."""
         self.data_dir = data_dir
-        """The :class:`~kafkalog.storage.logdir.DataDir` holding it."""
+        """The :class:`~kafkalog.storage.log.datadir.DataDir` holding it."""
         self._owner = owner
 
     def __repr__(self) -> str:

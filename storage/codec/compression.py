@@ -31,9 +31,9 @@ import cramjam
 import lz4.block
 import zstandard
 
-from ..errors import CompressionError
-from .crc import crc32
-from .native import active, core
+from kafkalog.storage.codec.crc import crc32
+from kafkalog.storage.codec.native import active, core
+from kafkalog.storage.errors import CompressionError
 
 _inflate: types.ModuleType
 _INFLATE_ERRORS: tuple

@@ -24,7 +24,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from types import ModuleType
 
-from ..errors import ConfigError
+from kafkalog.storage.errors import ConfigError
 
 core: ModuleType | None = None
 REASON: str | None = None
@@ -33,7 +33,7 @@ if os.environ.get("KAFKALOG_NATIVE", "1").strip().lower() in ("0", "false", "no"
     REASON = "disabled by KAFKALOG_NATIVE=0"
 else:
     try:
-        from .. import _native as core  # type: ignore[attr-defined,no-redef]  # optional extension, no stubs
+        from kafkalog.storage import _native as core  # type: ignore[attr-defined,no-redef]  # optional extension, no stubs
     except ImportError as e:  # not built (no Rust toolchain at install time)
         REASON = f"not built ({e})"
 

@@ -6,7 +6,7 @@ raise :class:`CorruptRecordError` on truncation or an over-long encoding, with t
 
 from __future__ import annotations
 
-from ..errors import CorruptRecordError
+from kafkalog.storage.errors import CorruptRecordError
 
 
 def read_uvarint(buf, pos: int, end: int | None = None) -> tuple[int, int]:

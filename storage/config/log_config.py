@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .codec.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
-from .errors import ConfigError
+from kafkalog.storage.codec.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
+from kafkalog.storage.errors import ConfigError
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1

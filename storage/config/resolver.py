@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import BrokerConfig, LogConfig, parse_overrides, read_properties
-from .decoders.cluster_metadata import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataState
-from .errors import CorruptRecordError, KafkaLogError
-from .files.meta_properties import META_PROPERTIES_FILE, read_meta_properties
-from .files.names import segment_log_files
-from .files.segment import Segment
+from kafkalog.storage.config.log_config import BrokerConfig, LogConfig, parse_overrides, read_properties
+from kafkalog.storage.decoders.cluster_metadata import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataState
+from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, read_meta_properties
+from kafkalog.storage.files.names import segment_log_files
+from kafkalog.storage.files.segment import Segment
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_DIR = f"{METADATA_TOPIC}-0"

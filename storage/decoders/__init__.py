@@ -7,7 +7,7 @@ generated-message reader they share.
 ``format_*`` DumpLogSegments' exact text (``dialect="4.3"`` = Kafka 4.3.1, ``"3.9"`` = Kafka 3.9.2).
 """
 
-from .cluster_metadata import (
+from kafkalog.storage.decoders.cluster_metadata import (
     MetadataRecord,
     MetadataState,
     broker_configs,
@@ -17,8 +17,8 @@ from .cluster_metadata import (
     topic_configs,
     topic_ids,
 )
-from .common import kafka_str_to_uuid, uuid_to_kafka_str
-from .consumer_offsets import (
+from kafkalog.storage.decoders.common import kafka_str_to_uuid, uuid_to_kafka_str
+from kafkalog.storage.decoders.consumer_offsets import (
     decode_consumer_assignment,
     decode_consumer_subscription,
     decode_offsets_key,
@@ -28,16 +28,23 @@ from .consumer_offsets import (
     parse_offsets_key,
     parse_offsets_value,
 )
-from .coordinator import DIALECTS, Dialect
-from .kraft_control import ControlRecord, decode_control_record, format_control_record, parse_control_record
-from .remote_log_metadata import (
+from kafkalog.storage.decoders.coordinator import DIALECTS, Dialect
+from kafkalog.storage.decoders.kraft_control import (
+    ControlRecord,
+    decode_control_record,
+    format_control_record,
+    parse_control_record,
+)
+from kafkalog.storage.decoders.remote_log_metadata import (
     decode_remote_log_metadata,
     format_remote_log_metadata,
-    iter_remote_log_metadata,
     parse_remote_log_metadata,
 )
-from .share_group_state import decode_share_group_state_record, format_share_group_state_record
-from .transaction_state import (
+from kafkalog.storage.decoders.share_group_state import (
+    decode_share_group_state_record,
+    format_share_group_state_record,
+)
+from kafkalog.storage.decoders.transaction_state import (
     decode_transaction_record,
     format_transaction_record,
     parse_transaction_key,
@@ -67,7 +74,6 @@ __all__ = [
     "format_remote_log_metadata",
     "format_share_group_state_record",
     "format_transaction_record",
-    "iter_remote_log_metadata",
     "kafka_str_to_uuid",
     "parse_control_record",
     "parse_metadata_record",

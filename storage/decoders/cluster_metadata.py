@@ -15,11 +15,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..codec.varint import read_uvarint
-from ..errors import CorruptRecordError
-from .common import b64, jackson_dumps, uuid_to_kafka_str
-from .metadata_schemas import BROKER_RESOURCE, METADATA_RECORDS, TOPIC_RESOURCE
-from .schema import Message
+from kafkalog.storage.codec.varint import read_uvarint
+from kafkalog.storage.decoders.common import b64, jackson_dumps, uuid_to_kafka_str
+from kafkalog.storage.decoders.metadata_schemas import BROKER_RESOURCE, METADATA_RECORDS, TOPIC_RESOURCE
+from kafkalog.storage.decoders.schema import Message
+from kafkalog.storage.errors import CorruptRecordError
 
 __all__ = [
     "METADATA_RECORDS",

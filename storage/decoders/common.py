@@ -12,7 +12,7 @@ import uuid
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
-from ..files.java import uuid_to_string
+from kafkalog.storage.files.java import uuid_to_string
 
 __all__ = [
     "ZERO_UUID",

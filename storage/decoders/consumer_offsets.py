@@ -18,11 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import CorruptRecordError
-from .common import b64
-from .coordinator import Dialect, format_record, parse_key, parse_value, read_version
-from .offsets_schemas import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION, RECORD_TYPES
-from .schema import Message
+from kafkalog.storage.decoders.common import b64
+from kafkalog.storage.decoders.coordinator import Dialect, format_record, parse_key, parse_value, read_version
+from kafkalog.storage.decoders.offsets_schemas import (
+    CONSUMER_PROTOCOL_ASSIGNMENT,
+    CONSUMER_PROTOCOL_SUBSCRIPTION,
+    RECORD_TYPES,
+)
+from kafkalog.storage.decoders.schema import Message
+from kafkalog.storage.errors import CorruptRecordError
 
 __all__ = [
     "RECORD_TYPES",

@@ -16,9 +16,9 @@ import struct
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal, NamedTuple
 
-from ..errors import CorruptRecordError
-from .common import jackson_dumps
-from .schema import Message, Versions, kafka_reason
+from kafkalog.storage.decoders.common import jackson_dumps
+from kafkalog.storage.decoders.schema import Message, Versions, kafka_reason
+from kafkalog.storage.errors import CorruptRecordError
 
 __all__ = ["DIALECTS", "Dialect", "RecordType", "format_record", "parse_key", "parse_value", "read_version"]
 

@@ -13,11 +13,11 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CorruptRecordError
-from .common import jackson_dumps
-from .coordinator import Dialect
-from .schema import Field as F
-from .schema import Message
+from kafkalog.storage.decoders.common import jackson_dumps
+from kafkalog.storage.decoders.coordinator import Dialect
+from kafkalog.storage.decoders.schema import Field as F
+from kafkalog.storage.decoders.schema import Message
+from kafkalog.storage.errors import CorruptRecordError
 
 __all__ = [
     "CONTROL_TYPES",

@@ -14,24 +14,21 @@ follow it). The api keys are those of ``storage/src/main/resources/message/*.jso
 :func:`decode_remote_log_metadata` gives every field under its camelCase schema name (UUIDs as Kafka's
 ``Uuid.toString()``, bytes as base64, states by name); :func:`format_remote_log_metadata` gives DumpLogSegments
 ``--remote-log-metadata-decoder``'s text (the ``toString()`` of the Java objects ``RemoteLogMetadataSerde`` makes);
-:func:`iter_remote_log_metadata` walks every ``__remote_log_metadata-N`` partition of some data dirs.
+:func:`kafkalog.storage.remote.metadata.iter_remote_log_metadata` walks every ``__remote_log_metadata-N``
+partition of some data dirs.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..codec.varint import write_uvarint
-from ..errors import CorruptRecordError, KafkaLogError
-from ..log import parse_topic_partition_name
-from ..logdir import is_partition_dir, list_partition_dirs, open_partition_log
-from .cluster_metadata import parse_metadata_header
-from .common import b64, uuid_to_kafka_str
-from .schema import Field as F
-from .schema import Message
+from kafkalog.storage.codec.varint import write_uvarint
+from kafkalog.storage.decoders.cluster_metadata import parse_metadata_header
+from kafkalog.storage.decoders.common import b64, uuid_to_kafka_str
+from kafkalog.storage.decoders.schema import Field as F
+from kafkalog.storage.decoders.schema import Message
+from kafkalog.storage.errors import CorruptRecordError
 
 __all__ = [
     "REMOTE_LOG_METADATA_RECORDS",
@@ -41,7 +38,6 @@ __all__ = [
     "decode_remote_log_metadata",
     "encode_remote_log_metadata",
     "format_remote_log_metadata",
-    "iter_remote_log_metadata",
     "parse_remote_log_metadata",
 ]
 
@@ -278,39 +274,3 @@ def format_remote_log_metadata(value: Buf | None, offset: int = 0) -> str:
             reason = "org.apache.kafka.common.errors.UnsupportedVersionException: " + reason
         return f"payload: Error at offset {offset}, skipping. {reason}"
     return f"payload: {text}"
-
-
-def iter_remote_log_metadata(log_dirs: Iterable[str | os.PathLike]) -> Iterator[tuple[str, int, int, dict[str, Any]]]:
-    """``(partition dir name, partition, offset, decoded record)`` for every record of every
-    ``__remote_log_metadata-N`` partition in the data dirs ``log_dirs`` (partition dirs are accepted too), in
-    data dir order, then partition, then offset, from each partition's log start offset. Control records are
-    skipped. Raises :class:`KafkaLogError` with the segment file and byte position of a batch or record it cannot
-    read or decode."""
-
-    for d in log_dirs:
-        p = os.fspath(d)
-        if is_partition_dir(p):
-            tp = parse_topic_partition_name(os.path.basename(os.path.normpath(p)))
-            dirs = [(p, tp.partition)] if tp.topic == REMOTE_LOG_METADATA_TOPIC else []
-        else:
-            dirs = [(str(path), tp.partition) for path, tp in list_partition_dirs(p)
-                    if tp.topic == REMOTE_LOG_METADATA_TOPIC]
-        for path, partition in dirs:
-            log = open_partition_log(path)
-            try:
-                start = log.log_start_offset
-                name = os.path.basename(os.path.normpath(path))
-                for _seg, b in log.iter_batches():
-                    if b.is_control or b.last_offset < start:
-                        continue
-                    for rec in b.records():
-                        if rec.offset < start:
-                            continue
-                        try:
-                            decoded = decode_remote_log_metadata(rec.key, rec.value)
-                        except KafkaLogError as e:
-                            raise CorruptRecordError(f"record at offset {rec.offset}: {e.reason}",
-                                                     path=str(b.path), position=b.position) from None
-                        yield name, partition, rec.offset, decoded
-            finally:
-                log.close()

@@ -30,9 +30,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from ..codec.varint import read_uvarint, write_uvarint
-from ..errors import CorruptRecordError
-from .common import ZERO_UUID, b64, to_int16, to_int32, uuid_to_kafka_str
+from kafkalog.storage.codec.varint import read_uvarint, write_uvarint
+from kafkalog.storage.decoders.common import ZERO_UUID, b64, to_int16, to_int32, uuid_to_kafka_str
+from kafkalog.storage.errors import CorruptRecordError
 
 __all__ = ["NO_VERSIONS", "Field", "Message", "Struct", "Versions"]
 

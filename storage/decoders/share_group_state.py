@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import CorruptRecordError
-from .common import b64
-from .coordinator import Dialect, RecordType, format_record, parse_key, parse_value
-from .schema import Field as F
-from .schema import Message
+from kafkalog.storage.decoders.common import b64
+from kafkalog.storage.decoders.coordinator import Dialect, RecordType, format_record, parse_key, parse_value
+from kafkalog.storage.decoders.schema import Field as F
+from kafkalog.storage.decoders.schema import Message
+from kafkalog.storage.errors import CorruptRecordError
 
 __all__ = [
     "DELIVERY_STATES",

@@ -13,11 +13,11 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..errors import CorruptRecordError
-from .common import java_string_hash, to_int32
-from .coordinator import Dialect, RecordType, format_record
-from .schema import Field as F
-from .schema import Message
+from kafkalog.storage.decoders.common import java_string_hash, to_int32
+from kafkalog.storage.decoders.coordinator import Dialect, RecordType, format_record
+from kafkalog.storage.decoders.schema import Field as F
+from kafkalog.storage.decoders.schema import Message
+from kafkalog.storage.errors import CorruptRecordError
 
 __all__ = [
     "TRANSACTION_LOG_KEY",

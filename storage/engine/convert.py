@@ -29,24 +29,37 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import fileops
-from ..codec.compression import CODEC_IDS, CODEC_NAMES
-from ..codec.crc import crc32c
-from ..codec.native import active, core
-from ..codec.varint import write_varint
-from ..dirview import DirView
-from ..errors import ConfigError, CorruptRecordError
-from ..files.names import offset_file_name, offset_from_file_name, segment_log_files
-from ..files.segment import Segment
-from ..log import PartitionLog
-from ..log_segment import SegmentWriter
-from ..logdir import resolve_partition_dirs
-from ..records import CREATE_TIME, LOG_APPEND_TIME, LegacyBatch, RecordBatch, build_batch, rebuild
-from ..records.record import Record
-from ..topic_configs import ConfigResolver
-from .datadirs import Target, group_partitions, plan_partitions
-from .plan import PartitionPlan, Plan, Runner, default_runner
-from .swap import NewSegment, ReplaceSegments, SegmentBuild, cleaned_path, segment_files
+from kafkalog.storage.codec.compression import CODEC_IDS, CODEC_NAMES
+from kafkalog.storage.codec.crc import crc32c
+from kafkalog.storage.codec.native import active, core
+from kafkalog.storage.codec.varint import write_varint
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.plan import PartitionPlan, Plan, Runner, default_runner
+from kafkalog.storage.engine.swap import (
+    NewSegment,
+    ReplaceSegments,
+    SegmentBuild,
+    cleaned_path,
+    segment_files,
+)
+from kafkalog.storage.engine.targets import Target, group_partitions, plan_partitions
+from kafkalog.storage.errors import ConfigError, CorruptRecordError
+from kafkalog.storage.files.names import offset_file_name, offset_from_file_name, segment_log_files
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.io import fileops
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.log.datadir import resolve_partition_dirs
+from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.log.segment import SegmentWriter
+from kafkalog.storage.records import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    LegacyBatch,
+    RecordBatch,
+    build_batch,
+    rebuild,
+)
+from kafkalog.storage.records.record import Record
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024

@@ -26,17 +26,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT
-from ..errors import ConfigError, KafkaLogError, LogDirError, require
-from ..files.names import segment_log_files
-from ..jsonio import b64_field, header_fields, text_output
-from ..log import PartitionLog, remembered_loss
-from ..logdir import live_partition_name, open_partition_log, resolve_partition_dirs
-from ..offset_spec import OffsetSpec
-from ..records.batch import RECORD_CHUNK, increment_sequence
-from ..records.columns import RECORD_COLUMNS, RecordColumns
-from ..records.columns import arrow_schema as records_arrow_schema
-from ..records.control import control_type_name, parse_control_key
+from kafkalog.storage.codec.compression import DEFAULT_DECOMPRESS_LIMIT
+from kafkalog.storage.errors import ConfigError, KafkaLogError, LogDirError, require
+from kafkalog.storage.files.names import segment_log_files
+from kafkalog.storage.io.jsonio import b64_field, header_fields, text_output
+from kafkalog.storage.log.datadir import live_partition_name, open_partition_log, resolve_partition_dirs
+from kafkalog.storage.log.offset_spec import OffsetSpec
+from kafkalog.storage.log.partition import PartitionLog, remembered_loss
+from kafkalog.storage.records.batch import RECORD_CHUNK, increment_sequence
+from kafkalog.storage.records.columns import RECORD_COLUMNS, RecordColumns
+from kafkalog.storage.records.columns import arrow_schema as records_arrow_schema
+from kafkalog.storage.records.control import control_type_name, parse_control_key
 
 EXPORT_COLUMNS = RECORD_COLUMNS  # the record schema of the Spark data source, defined once
 # the fields of a row, in every layout (a JSON Lines row's ``timestamp`` is the epoch ms, as its ``timestampMs``)
@@ -53,7 +53,7 @@ PARQUET_STATISTICS = ("topic", "partition", "offset", "timestamp", "timestampMs"
 @dataclass
 class ExportFilter:
     """Offsets ``[from_offset, to_offset)``, timestamps ``[from_time, to_time)``, topics (None = all), an
-    offset spec (rpk's and kcat's grammar, :mod:`kafkalog.storage.offset_spec`) resolved per partition, and
+    offset spec (rpk's and kcat's grammar, :mod:`kafkalog.storage.log.offset_spec`) resolved per partition, and
     ``key``: only records whose key is exactly these bytes (:func:`key_bytes` reads them from text).
 
     Control records (transaction markers) only with ``include_control``: by default the rows are what a Kafka

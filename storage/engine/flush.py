@@ -16,16 +16,20 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..dirview import Delete, DirView, Sync
-from ..errors import CorruptRecordError, KafkaLogError
-from ..files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
-from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker, read_clean_shutdown
-from ..log import PartitionLog, log_start_checkpoint
-from ..log_segment import trim_indexes
-from ..producer_state import ProducerStateManager, rebuild_producer_state
-from ..topic_configs import ConfigResolver
-from .datadirs import Target, checkpoint_bytes, plan_partitions, whole_data_dirs
-from .plan import PartitionPlan, Plan, Runner, default_runner
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.plan import PartitionPlan, Plan, Runner, default_runner
+from kafkalog.storage.engine.targets import Target, checkpoint_bytes, plan_partitions, whole_data_dirs
+from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage.files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from kafkalog.storage.files.clean_shutdown import (
+    CLEAN_SHUTDOWN_FILE,
+    CleanShutdownMarker,
+    read_clean_shutdown,
+)
+from kafkalog.storage.io.dirview import Delete, DirView, Sync
+from kafkalog.storage.log.partition import PartitionLog, log_start_checkpoint
+from kafkalog.storage.log.producer_state import ProducerStateManager, rebuild_producer_state
+from kafkalog.storage.log.segment import trim_indexes
 
 
 def verify_from(log: PartitionLog, recovery_point: int) -> tuple[int, str | None]:

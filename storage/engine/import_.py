@@ -18,21 +18,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from .. import fileops
-from ..codec.compression import CODEC_IDS
-from ..errors import ConfigError, CorruptRecordError, LogDirError
-from ..files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-from ..files.names import segment_log_files
-from ..jsonio import INT16, INT32, INT64, int_field, iter_lines, loads, typed_field
-from ..log import PartitionLog, partition_path, validate_topic
-from ..paths import require_destination
-from ..records import CREATE_TIME, LOG_APPEND_TIME, build_batch
-from ..records.record import Record
-from .export import iter_parquet_rows, row_from_json
-from .migrate import check_topic_id, merge_checkpoint
-from .plan import data_dir_lock
-from .staging import PartitionStaging
-from .writer import LogWriter
+from kafkalog.storage.codec.compression import CODEC_IDS
+from kafkalog.storage.engine.export import iter_parquet_rows, row_from_json
+from kafkalog.storage.engine.migrate import check_topic_id, merge_checkpoint
+from kafkalog.storage.engine.plan import data_dir_lock
+from kafkalog.storage.engine.staging import PartitionStaging
+from kafkalog.storage.engine.writer import LogWriter
+from kafkalog.storage.errors import ConfigError, CorruptRecordError, LogDirError
+from kafkalog.storage.files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.storage.files.names import segment_log_files
+from kafkalog.storage.io import fileops
+from kafkalog.storage.io.jsonio import INT16, INT32, INT64, int_field, iter_lines, loads, typed_field
+from kafkalog.storage.log.partition import PartitionLog, partition_path, validate_topic
+from kafkalog.storage.log.paths import require_destination
+from kafkalog.storage.records import CREATE_TIME, LOG_APPEND_TIME, build_batch
+from kafkalog.storage.records.record import Record
 
 
 @dataclass
@@ -228,7 +228,7 @@ def _log_end_offset(pdir: Path) -> int:
 
 def _destination(data_dir: str | os.PathLike) -> Path:
     """The data dir an import writes into: an existing path must be a data dir or an empty dir (the one path
-    contract, :func:`~kafkalog.storage.paths.require_destination`); a path that does not exist is a new data dir,
+    contract, :func:`~kafkalog.storage.log.paths.require_destination`); a path that does not exist is a new data dir,
     which the import creates with its parents."""
     ddir = Path(data_dir)
     if ddir.exists() or ddir.is_symlink():
@@ -261,7 +261,7 @@ def import_files(files: Iterable[str | os.PathLike], data_dir: str | os.PathLike
     unless ``append`` (then offsets must continue after its log end offset). All or nothing: on any error
     (bad row, full disk) the data dir is left exactly as it was (:mod:`.staging`). ``data_dir`` is a data dir or a
     new one (:func:`_destination`: a path that does not exist yet, with its parents, or an empty dir);
-    anything else is a :class:`~kafkalog.storage.paths.PathError` before anything is read or written."""
+    anything else is a :class:`~kafkalog.storage.log.paths.PathError` before anything is read or written."""
     ddir = _destination(data_dir)
     if topic is not None:
         validate_topic(topic)

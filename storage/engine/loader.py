@@ -1,5 +1,5 @@
 """The broker's loading and recovery of one partition (``LogLoader.load``), written once and run on a
-:class:`~kafkalog.storage.dirview.DirView`: on a planned view it *is* ``repair --dry-run`` and the plan ``repair``
+:class:`~kafkalog.storage.io.dirview.DirView`: on a planned view it *is* ``repair --dry-run`` and the plan ``repair``
 applies; there is no second implementation.
 
 Per partition, as ``LogLoader`` does:
@@ -9,7 +9,7 @@ Per partition, as ``LogLoader`` does:
    failing its sanity check makes the segment recovered (with ``strict_indexes`` also an ``.index``/``.timeindex``
    that fails its sanity check: the broker would keep it and serve wrong reads);
 3. without a clean shutdown, every segment from the one holding the recovery point on is recovered batch by
-   batch (:func:`~kafkalog.storage.log_segment.recover_segment`): the ``.log`` is truncated at the first invalid
+   batch (:func:`~kafkalog.storage.log.segment.recover_segment`): the ``.log`` is truncated at the first invalid
    byte, its indexes, ``.txnindex``, leader epochs and producer snapshots rebuilt, and after a truncated segment
    every later segment is deleted; a segment whose offsets overflow is split (:mod:`.split`) and the partition
    loaded again;
@@ -25,10 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import LogConfig
-from ..dirview import DirView, Op
-from ..errors import CorruptCheckpointError, KafkaLogError, OffsetOverflowError
-from ..files.names import (
+from kafkalog.storage.config.log_config import LogConfig
+from kafkalog.storage.engine.plan import Loss
+from kafkalog.storage.engine.split import split_overflowed_segment
+from kafkalog.storage.engine.swap import recover_swap_files
+from kafkalog.storage.errors import CorruptCheckpointError, KafkaLogError, OffsetOverflowError
+from kafkalog.storage.files.names import (
     index_file_name,
     is_index_file,
     log_file_name,
@@ -36,15 +38,13 @@ from ..files.names import (
     time_index_file_name,
     txn_index_file_name,
 )
-from ..files.segment import Segment
-from ..leader_epoch_cache import LeaderEpochCache
-from ..log import PartitionLog, log_start_offset
-from ..log_segment import RecoveredSegment, recover_segment, tail_loss, trim_indexes
-from ..producer_state import ProducerStateManager, rebuild_producer_state
-from ..verify.segment import MAX_SEGMENT_BYTES
-from .plan import Loss
-from .split import split_overflowed_segment
-from .swap import recover_swap_files
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.io.dirview import DirView, Op
+from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
+from kafkalog.storage.log.partition import PartitionLog, log_start_offset
+from kafkalog.storage.log.producer_state import ProducerStateManager, rebuild_producer_state
+from kafkalog.storage.log.segment import RecoveredSegment, recover_segment, tail_loss, trim_indexes
+from kafkalog.storage.log.segment_check import MAX_SEGMENT_BYTES
 
 MAX_SPLITS = 10_000  # LogLoader.retryOnOffsetOverflow
 

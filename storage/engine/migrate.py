@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from .. import fileops
-from ..dirview import Blob, DirView, Op, WriteFile
-from ..errors import ConfigError, KafkaLogError, LogDirError
-from ..files.checkpoints import (
+from kafkalog.storage.engine.plan import DataDirPlan, PartitionPlan, Plan, apply
+from kafkalog.storage.engine.targets import read_data_dir
+from kafkalog.storage.errors import ConfigError, KafkaLogError, LogDirError
+from kafkalog.storage.files.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     DATA_DIR_CHECKPOINTS,
     LOG_START_OFFSET_CHECKPOINT,
@@ -42,19 +42,24 @@ from ..files.checkpoints import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from ..files.java import ZERO_UUID, uuid_from_string, uuid_to_string
-from ..files.leader_epoch import LEADER_EPOCH_CHECKPOINT
-from ..files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
-from ..files.names import offset_file_name, offset_from_file_name
-from ..files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
-from ..files.segment import Segment
-from ..files.txn_index import TransactionIndex
-from ..leader_epoch_cache import LeaderEpochCache
-from ..log import PartitionLog, parse_topic_partition_name, partition_path, validate_topic
-from ..log_segment import recover_segment
-from ..logdir import resolve_partition_dirs
-from .datadirs import read_data_dir
-from .plan import DataDirPlan, PartitionPlan, Plan, apply
+from kafkalog.storage.files.java import ZERO_UUID, uuid_from_string, uuid_to_string
+from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT
+from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
+from kafkalog.storage.files.names import offset_file_name, offset_from_file_name
+from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.files.txn_index import TransactionIndex
+from kafkalog.storage.io import fileops
+from kafkalog.storage.io.dirview import Blob, DirView, Op, WriteFile
+from kafkalog.storage.log.datadir import resolve_partition_dirs
+from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
+from kafkalog.storage.log.partition import (
+    PartitionLog,
+    parse_topic_partition_name,
+    partition_path,
+    validate_topic,
+)
+from kafkalog.storage.log.segment import recover_segment
 
 
 def new_topic_id() -> str:

@@ -14,17 +14,17 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..dirview import DirView
-from ..errors import OffsetOverflowError
-from ..files.names import index_file_name, time_index_file_name, txn_index_file_name
-from ..leader_epoch_cache import LeaderEpochCache
-from ..log import PartitionLog
-from ..log_segment import recover_segment
-from ..producer_state import ProducerStateManager
-from ..topic_configs import ConfigResolver
-from ..verify import verify_segment
-from .datadirs import Target, group_partitions, plan_partitions
-from .plan import PartitionPlan, Plan, Runner, default_runner
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.plan import PartitionPlan, Plan, Runner, default_runner
+from kafkalog.storage.engine.targets import Target, group_partitions, plan_partitions
+from kafkalog.storage.errors import OffsetOverflowError
+from kafkalog.storage.files.names import index_file_name, time_index_file_name, txn_index_file_name
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
+from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.log.producer_state import ProducerStateManager
+from kafkalog.storage.log.segment import recover_segment
+from kafkalog.storage.log.segment_check import verify_segment
 
 
 def _write_if_changed(view: DirView, name: str, data: bytes, why: str) -> None:

@@ -20,16 +20,26 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..dirview import DIR, DirView, Sync
-from ..errors import KafkaLogError
-from ..files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
-from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker, read_clean_shutdown
-from ..files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
-from ..log import PartitionLog, log_start_checkpoint
-from ..topic_configs import METADATA_DIR, ConfigResolver
-from .datadirs import DataDirState, Target, checkpoint_bytes, plan_partitions, whole_data_dirs
-from .loader import load_partition, startup_error
-from .plan import DataDirPlan, PartitionPlan, Plan, Runner, default_runner
+from kafkalog.storage.config.resolver import METADATA_DIR, ConfigResolver
+from kafkalog.storage.engine.loader import load_partition, startup_error
+from kafkalog.storage.engine.plan import DataDirPlan, PartitionPlan, Plan, Runner, default_runner
+from kafkalog.storage.engine.targets import (
+    DataDirState,
+    Target,
+    checkpoint_bytes,
+    plan_partitions,
+    whole_data_dirs,
+)
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from kafkalog.storage.files.clean_shutdown import (
+    CLEAN_SHUTDOWN_FILE,
+    CleanShutdownMarker,
+    read_clean_shutdown,
+)
+from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
+from kafkalog.storage.io.dirview import DIR, DirView, Sync
+from kafkalog.storage.log.partition import PartitionLog, log_start_checkpoint
 
 
 def _plan_partition(task: tuple) -> PartitionPlan:

@@ -22,16 +22,16 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..dirview import DirView
-from ..files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
-from ..files.names import offset_file_name
-from ..files.segment import Segment
-from ..leader_epoch_cache import LeaderEpochCache
-from ..log import PartitionLog
-from ..log_segment import SEGMENT_SUFFIXES, tail_loss
-from ..topic_configs import ConfigResolver
-from .datadirs import Target, checkpoint_bytes, group_partitions, plan_partitions
-from .plan import Loss, PartitionPlan, Plan, Runner, default_runner
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.plan import Loss, PartitionPlan, Plan, Runner, default_runner
+from kafkalog.storage.engine.targets import Target, checkpoint_bytes, group_partitions, plan_partitions
+from kafkalog.storage.files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from kafkalog.storage.files.names import offset_file_name
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
+from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.log.segment import SEGMENT_SUFFIXES, tail_loss
 
 
 def _iso(ms: int) -> str:

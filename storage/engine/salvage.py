@@ -25,14 +25,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import CorruptRecordError, KafkaLogError, LogDirError
-from ..io.local import map_regular
-from ..jsonio import text_output
-from ..log import parse_topic_partition_name
-from ..logdir import classify_path, list_partition_dirs
-from ..parallel import iter_partition_tasks
-from ..records.salvage import SalvageStats, SkippedRange, salvage_scan
-from .export import ExportFilter, _record_chunks, _record_window, row_to_json, rows_of
+from kafkalog.storage.engine.export import ExportFilter, _record_chunks, _record_window, row_to_json, rows_of
+from kafkalog.storage.errors import CorruptRecordError, KafkaLogError, LogDirError
+from kafkalog.storage.io.jsonio import text_output
+from kafkalog.storage.io.local import map_regular
+from kafkalog.storage.log.datadir import classify_path, list_partition_dirs
+from kafkalog.storage.log.partition import parse_topic_partition_name
+from kafkalog.storage.parallel import iter_partition_tasks
+from kafkalog.storage.records.salvage import SalvageStats, SkippedRange, salvage_scan
 
 PARTITION_KINDS = ("live", "future", "delete", "stray")
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dirview import Blob, DirView
-from ..errors import KafkaLogError
-from ..files.names import offset_file_name
-from ..log_segment import INT32_MAX, cleaned_name, fits, replay_appends
-from ..records import LogScanner
-from .swap import BlobBuild, NewSegment, ReplaceSegments, segment_files
+from kafkalog.storage.engine.swap import BlobBuild, NewSegment, ReplaceSegments, segment_files
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.names import offset_file_name
+from kafkalog.storage.io.dirview import Blob, DirView
+from kafkalog.storage.log.segment import INT32_MAX, cleaned_name, fits, replay_appends
+from kafkalog.storage.records import LogScanner
 
 SPLIT_CHUNK_BYTES = 1024 * 1024  # appendChunkFromFile's read buffer
 

@@ -17,9 +17,9 @@ import os
 import uuid
 from pathlib import Path
 
-from .. import fileops
-from ..log import DELETE_DIR_SUFFIX
-from .plan import require_writable
+from kafkalog.storage.engine.plan import require_writable
+from kafkalog.storage.io import fileops
+from kafkalog.storage.log.partition import DELETE_DIR_SUFFIX
 
 #: :meth:`PartitionStaging.keep` of a path that is neither absent nor a regular file
 _SPECIAL = b"<special file>"

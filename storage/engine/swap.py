@@ -2,7 +2,7 @@
 ``LogLoader.removeTempFilesAndCollectSwapFiles``).
 
 Writers (cleaner, convert, overflow split) write each new segment as ``<base>.log.cleaned`` (+ ``.index.cleaned``,
-``.timeindex.cleaned``, optional ``.txnindex.cleaned``; :class:`~kafkalog.storage.log_segment.SegmentWriter`),
+``.timeindex.cleaned``, optional ``.txnindex.cleaned``; :class:`~kafkalog.storage.log.segment.SegmentWriter`),
 fsync them, then :func:`replace_segments` swaps them in:
 
 1. rename the new segments' files ``.cleaned`` -> ``.swap`` (descending base offset), fsync the dir;
@@ -27,15 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
-from .. import fileops
-from ..dirview import Blob, DirView, Op
-from ..errors import LogDirError
-from ..files.names import CLEANED_FILE_SUFFIX as CLEANED
-from ..files.names import DELETED_FILE_SUFFIX as DELETED
-from ..files.names import SWAP_FILE_SUFFIX as SWAP
-from ..files.names import leading_offset, offset_file_name
-from ..files.segment import Segment
-from ..log_segment import SEGMENT_SUFFIXES, cleaned_name
+from kafkalog.storage.errors import LogDirError
+from kafkalog.storage.files.names import CLEANED_FILE_SUFFIX as CLEANED
+from kafkalog.storage.files.names import DELETED_FILE_SUFFIX as DELETED
+from kafkalog.storage.files.names import SWAP_FILE_SUFFIX as SWAP
+from kafkalog.storage.files.names import leading_offset, offset_file_name
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.io import fileops
+from kafkalog.storage.io.dirview import Blob, DirView, Op
+from kafkalog.storage.log.segment import SEGMENT_SUFFIXES, cleaned_name
 
 CrashHook = Callable[[str], None]
 

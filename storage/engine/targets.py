@@ -9,22 +9,22 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import BrokerConfig, LogConfig
-from ..errors import LogDirError
-from ..files.checkpoints import (
+from kafkalog.storage.config.log_config import BrokerConfig, LogConfig
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.plan import DataDirPlan, PartitionPlan, Plan, Runner
+from kafkalog.storage.errors import LogDirError
+from kafkalog.storage.files.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpoint,
 )
-from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE
-from ..lock import LockStatus, describe_holders, lock_status
-from ..log import parse_topic_partition_name
-from ..logdir import partition_dirs, read_checkpoint_or_empty, resolve_partition_dirs
-from ..paths import require_data_dir, require_destination
-from ..topic_configs import ConfigResolver
-from .plan import DataDirPlan, PartitionPlan, Plan, Runner
+from kafkalog.storage.files.clean_shutdown import CLEAN_SHUTDOWN_FILE
+from kafkalog.storage.io.lock import LockStatus, describe_holders, lock_status
+from kafkalog.storage.log.datadir import partition_dirs, read_checkpoint_or_empty, resolve_partition_dirs
+from kafkalog.storage.log.partition import parse_topic_partition_name
+from kafkalog.storage.log.paths import require_data_dir, require_destination
 
 
 @dataclass
@@ -61,7 +61,7 @@ class DataDirState:
 
 def read_data_dir(path: str | os.PathLike) -> DataDirState:
     """The state of a data dir an engine plans on: a recognised data dir, or an empty directory a command makes a
-    new data dir (the one path contract, :func:`kafkalog.storage.paths.require_destination`)."""
+    new data dir (the one path contract, :func:`kafkalog.storage.log.paths.require_destination`)."""
     d = Path(os.path.abspath(require_destination(path, new=False)))
     st = DataDirState(d)
     for name, attr in ((RECOVERY_POINT_CHECKPOINT, "recovery_points"), (LOG_START_OFFSET_CHECKPOINT,
@@ -103,7 +103,7 @@ def data_dir_partitions(data_dir: str | os.PathLike) -> list[tuple[Path, str, in
 def whole_data_dirs(data_dirs: Iterable[str | os.PathLike]) -> dict[Path, list[Path]]:
     """``{data dir: [partition dirs]}`` for engines that take whole data dirs (repair, flush): every partition the
     broker checkpoints (live and ``-future``). Each must be a recognised data dir (a directory that is not Kafka's
-    is a :class:`~kafkalog.storage.paths.PathError`: these engines write the data dir's own files)."""
+    is a :class:`~kafkalog.storage.log.paths.PathError`: these engines write the data dir's own files)."""
     return {Path(os.path.abspath(require_data_dir(d))): [p for p, _, _ in data_dir_partitions(d)] for d in data_dirs}
 
 

@@ -28,32 +28,37 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import fileops
-from ..codec.crc import crc32c
-from ..config import LogConfig
-from ..dirview import DirView
-from ..errors import CorruptRecordError, KafkaLogError, LogDirError
-from ..files.names import (
+from kafkalog.storage.codec.crc import crc32c
+from kafkalog.storage.config.log_config import LogConfig
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.flush import plan_flush
+from kafkalog.storage.engine.plan import apply, data_dir_lock
+from kafkalog.storage.engine.staging import PartitionStaging
+from kafkalog.storage.errors import CorruptRecordError, KafkaLogError, LogDirError
+from kafkalog.storage.files.names import (
     index_file_name,
     log_file_name,
     time_index_file_name,
     txn_index_file_name,
 )
-from ..files.offset_index import OffsetIndex
-from ..files.partition_metadata import PARTITION_METADATA_FILE, write_partition_metadata
-from ..files.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
-from ..files.txn_index import AbortedTxn, TransactionIndex, read_txn_index
-from ..leader_epoch_cache import LeaderEpochCache
-from ..lock import DirLock
-from ..log import PartitionLog, live_topic_partition, partition_path, partition_path_for
-from ..log_segment import SegmentIndexer, fits
-from ..producer_state import ProducerStateManager, rebuild_producer_state
-from ..records import LOG_APPEND_TIME, LogScanner, build_batch, iter_batches
-from ..records.batch import TIMESTAMP_TYPE_MASK
-from ..topic_configs import ConfigResolver
-from .flush import plan_flush
-from .plan import apply, data_dir_lock
-from .staging import PartitionStaging
+from kafkalog.storage.files.offset_index import OffsetIndex
+from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, write_partition_metadata
+from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex, read_txn_index
+from kafkalog.storage.io import fileops
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.io.lock import DirLock
+from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
+from kafkalog.storage.log.partition import (
+    PartitionLog,
+    live_topic_partition,
+    partition_path,
+    partition_path_for,
+)
+from kafkalog.storage.log.producer_state import ProducerStateManager, rebuild_producer_state
+from kafkalog.storage.log.segment import SegmentIndexer, fits
+from kafkalog.storage.records import LOG_APPEND_TIME, LogScanner, build_batch, iter_batches
+from kafkalog.storage.records.batch import TIMESTAMP_TYPE_MASK
 
 INT32_MAX = 2**31 - 1
 UNKNOWN = TimestampOffset(NO_TIMESTAMP, -1)
@@ -87,7 +92,7 @@ class AppendInfo:
 @dataclass
 class _Segment:
     """The write-side state of one segment (``LogSegment``): its indexes are built by the one index rule
-    (:class:`~kafkalog.storage.log_segment.SegmentIndexer`)."""
+    (:class:`~kafkalog.storage.log.segment.SegmentIndexer`)."""
 
     dir: Path
     base_offset: int
@@ -527,7 +532,7 @@ def append_to_partition(data_dir: str | os.PathLike, partition: str, batches: It
     """Append ``batches`` to the partition dir ``partition`` (``<topic>-<n>``) of ``data_dir`` under the data
     dir's ``.lock`` (refused while a broker holds it), as a leader (offsets assigned) or, with
     ``keep_offsets``, as a follower. Returns ``(appends, log end offset)``. ``config``: the topic's effective
-    config (default: :class:`~kafkalog.storage.topic_configs.ConfigResolver` for the data dir). All or nothing:
+    config (default: :class:`~kafkalog.storage.config.resolver.ConfigResolver` for the data dir). All or nothing:
     a failed append leaves the data dir exactly as it was (:mod:`.staging`)."""
 
     topic, _ = live_topic_partition(partition)

@@ -19,31 +19,44 @@ module                            file
 ================================  =====================================================
 """
 
-from .checkpoints import (
+from kafkalog.storage.files.checkpoints import (
     OffsetCheckpoint,
     TopicPartitionOffset,
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from .clean_shutdown import CleanShutdownMarker, read_clean_shutdown, write_clean_shutdown
-from .findings import Finding
-from .leader_epoch import (
+from kafkalog.storage.files.clean_shutdown import (
+    CleanShutdownMarker,
+    read_clean_shutdown,
+    write_clean_shutdown,
+)
+from kafkalog.storage.files.findings import Finding
+from kafkalog.storage.files.leader_epoch import (
     EpochEntry,
     LeaderEpochCheckpoint,
     read_leader_epoch_checkpoint,
     write_leader_epoch_checkpoint,
 )
-from .meta_properties import MetaProperties, read_meta_properties, write_meta_properties
-from .offset_index import OffsetIndex, OffsetIndexBuilder, OffsetPosition, read_offset_index
-from .partition_metadata import PartitionMetadata, read_partition_metadata, write_partition_metadata
-from .producer_snapshot import (
+from kafkalog.storage.files.meta_properties import MetaProperties, read_meta_properties, write_meta_properties
+from kafkalog.storage.files.offset_index import (
+    OffsetIndex,
+    OffsetIndexBuilder,
+    OffsetPosition,
+    read_offset_index,
+)
+from kafkalog.storage.files.partition_metadata import (
+    PartitionMetadata,
+    read_partition_metadata,
+    write_partition_metadata,
+)
+from kafkalog.storage.files.producer_snapshot import (
     ProducerSnapshot,
     ProducerSnapshotEntry,
     read_producer_snapshot,
     write_producer_snapshot,
 )
-from .time_index import TimeIndex, TimeIndexBuilder, TimestampOffset, read_time_index
-from .txn_index import AbortedTxn, TransactionIndex, read_txn_index
+from kafkalog.storage.files.time_index import TimeIndex, TimeIndexBuilder, TimestampOffset, read_time_index
+from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex, read_txn_index
 
 __all__ = [
     "AbortedTxn",

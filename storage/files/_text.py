@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
-from ..errors import CorruptCheckpointError
-from .java import parse_java_int, read_lines
+from kafkalog.storage.errors import CorruptCheckpointError
+from kafkalog.storage.files.java import parse_java_int, read_lines
 
 T = TypeVar("T")
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Self, TypeVar
 
-from ..errors import CorruptCheckpointError
-from ..fileops import atomic_write, tmp_path
-from ..io.local import read_bounded
-from ._text import Form, format_checkpoint, parse_checkpoint
-from .java import INT32_MAX, INT64_MAX, java_split_ws, parse_java_int
+from kafkalog.storage.errors import CorruptCheckpointError
+from kafkalog.storage.files._text import Form, format_checkpoint, parse_checkpoint
+from kafkalog.storage.files.java import INT32_MAX, INT64_MAX, java_split_ws, parse_java_int
+from kafkalog.storage.io.fileops import atomic_write, tmp_path
+from kafkalog.storage.io.local import read_bounded
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"

@@ -10,9 +10,9 @@ import json
 import os
 from dataclasses import dataclass
 
-from ..fileops import atomic_write
-from ..jsonio import loads
-from .checkpoints import read_bytes_bounded
+from kafkalog.storage.files.checkpoints import read_bytes_bounded
+from kafkalog.storage.io.fileops import atomic_write
+from kafkalog.storage.io.jsonio import loads
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 MAX_BYTES = 1 << 16

@@ -10,9 +10,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import CorruptIndexError, KafkaLogError
-from ..io.local import map_regular
-from .names import offset_from_file_name
+from kafkalog.storage.errors import CorruptIndexError, KafkaLogError
+from kafkalog.storage.files.names import offset_from_file_name
+from kafkalog.storage.io.local import map_regular
 
 INT32_MAX = (1 << 31) - 1
 ZERO_CHUNK = bytes(1 << 20)

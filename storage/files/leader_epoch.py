@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..fileops import atomic_write
-from .checkpoints import TextCheckpoint, entry_fields, read_bytes_bounded
-from .java import parse_java_int
+from kafkalog.storage.files.checkpoints import TextCheckpoint, entry_fields, read_bytes_bounded
+from kafkalog.storage.files.java import parse_java_int
+from kafkalog.storage.io.fileops import atomic_write
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 MAX_BYTES = 1 << 28

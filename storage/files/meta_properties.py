@@ -22,10 +22,10 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from ..errors import CorruptCheckpointError
-from ..fileops import atomic_write
-from .checkpoints import read_bytes_bounded
-from .java import parse_java_int, read_lines, uuid_from_string
+from kafkalog.storage.errors import CorruptCheckpointError
+from kafkalog.storage.files.checkpoints import read_bytes_bounded
+from kafkalog.storage.files.java import parse_java_int, read_lines, uuid_from_string
+from kafkalog.storage.io.fileops import atomic_write
 
 META_PROPERTIES_FILE = "meta.properties"
 MAX_BYTES = 1 << 20

@@ -1,7 +1,7 @@
 """Offset index ``<base>.index`` (``OffsetIndex``, docs/formats.md#offset-index).
 
 8-byte entries: relative offset int32, physical position int32 (start of a batch in the ``.log``).
-Rebuilding from a ``.log`` is :mod:`kafkalog.storage.log_segment`'s job.
+Rebuilding from a ``.log`` is :mod:`kafkalog.storage.log.segment`'s job.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import os
 import struct
 from dataclasses import dataclass
 
-from ..errors import CorruptIndexError
-from ..fileops import atomic_write
-from .index import INT32_MAX, FixedIndex
+from kafkalog.storage.errors import CorruptIndexError
+from kafkalog.storage.files.index import INT32_MAX, FixedIndex
+from kafkalog.storage.io.fileops import atomic_write
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
 

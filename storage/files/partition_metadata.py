@@ -10,10 +10,16 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..errors import CorruptCheckpointError
-from ..fileops import atomic_write
-from .checkpoints import read_bytes_bounded
-from .java import ZERO_UUID, parse_java_int, read_lines, uuid_from_string, uuid_to_string
+from kafkalog.storage.errors import CorruptCheckpointError
+from kafkalog.storage.files.checkpoints import read_bytes_bounded
+from kafkalog.storage.files.java import (
+    ZERO_UUID,
+    parse_java_int,
+    read_lines,
+    uuid_from_string,
+    uuid_to_string,
+)
+from kafkalog.storage.io.fileops import atomic_write
 
 PARTITION_METADATA_FILE = "partition.metadata"
 CURRENT_VERSION = 0

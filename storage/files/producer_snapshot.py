@@ -12,10 +12,10 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..codec.crc import crc32c
-from ..errors import CorruptCheckpointError
-from ..fileops import atomic_write
-from .checkpoints import read_bytes_bounded
+from kafkalog.storage.codec.crc import crc32c
+from kafkalog.storage.errors import CorruptCheckpointError
+from kafkalog.storage.files.checkpoints import read_bytes_bounded
+from kafkalog.storage.io.fileops import atomic_write
 
 SNAPSHOT_SUFFIX = ".snapshot"
 VERSION = 1

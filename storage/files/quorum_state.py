@@ -20,10 +20,10 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from ..errors import CorruptCheckpointError, KafkaLogError
-from ..io.local import read_bounded
-from ..jsonio import loads
-from .java import uuid_from_string
+from kafkalog.storage.errors import CorruptCheckpointError, KafkaLogError
+from kafkalog.storage.files.java import uuid_from_string
+from kafkalog.storage.io.jsonio import loads
+from kafkalog.storage.io.local import read_bounded
 
 QUORUM_STATE_FILE = "quorum-state"
 MAX_BYTES = 1 << 20

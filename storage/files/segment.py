@@ -3,13 +3,13 @@
 The ``.log`` is memory-mapped read-only on first use (an empty file is ``b""``: mmap of 0 bytes fails); batches
 are zero-copy views. Index files are opened lazily, like Kafka's ``LazyIndex``. Nothing reads a whole file.
 
-A segment read through a :class:`~kafkalog.storage.dirview.DirView` (:meth:`Segment.in_view`) sees the files as a
+A segment read through a :class:`~kafkalog.storage.io.dirview.DirView` (:meth:`Segment.in_view`) sees the files as a
 plan has them so far (a ``.log`` truncated by the plan reads shorter, an index the plan rewrote reads new).
 
 The read-side rules of ``LogSegment`` live here once: :meth:`Segment.read_next_offset`,
 :meth:`~Segment.translate_offset`, :meth:`~Segment.find_offset_by_timestamp`, the largest timestamp and the
 index sanity checks. The write-side rules (recover, the index-interval rule, roll and close) are in
-:mod:`kafkalog.storage.log_segment`.
+:mod:`kafkalog.storage.log.segment`.
 """
 
 from __future__ import annotations
@@ -21,20 +21,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorruptIndexError, CorruptRecordError, LogDirError
-from ..records import Batch, LogScanner, batch_at
-from ..records.batch import HEADER_SIZE as V2_HEADER_SIZE
-from .index import map_file
-from .names import (
+from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, LogDirError
+from kafkalog.storage.files.index import map_file
+from kafkalog.storage.files.names import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
     offset_from_file_name,
 )
-from .offset_index import OffsetIndex
-from .time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
-from .txn_index import TransactionIndex
+from kafkalog.storage.files.offset_index import OffsetIndex
+from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from kafkalog.storage.files.txn_index import TransactionIndex
+from kafkalog.storage.records import Batch, LogScanner, batch_at
+from kafkalog.storage.records.batch import HEADER_SIZE as V2_HEADER_SIZE
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Segment:
 
     @classmethod
     def in_view(cls, view: Any, base_offset: int, log_name: str | None = None) -> Segment:
-        """The segment ``base_offset`` of the directory ``view`` (a :class:`~kafkalog.storage.dirview.DirView`),
+        """The segment ``base_offset`` of the directory ``view`` (a :class:`~kafkalog.storage.io.dirview.DirView`),
         read as the view has it; ``log_name`` for a ``.log`` under another name (a ``.swap`` file)."""
         return cls(view.path / (log_name or f"{base_offset:020d}{LOG_FILE_SUFFIX}"), base_offset, view=view)
 

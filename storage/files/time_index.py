@@ -1,7 +1,7 @@
 """Time index ``<base>.timeindex`` (``TimeIndex``, docs/formats.md#time-index).
 
 12-byte entries: timestamp int64, relative offset int32. Timestamps strictly increase; offsets do not decrease.
-Rebuilding from a ``.log`` is :mod:`kafkalog.storage.log_segment`'s job.
+Rebuilding from a ``.log`` is :mod:`kafkalog.storage.log.segment`'s job.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import os
 import struct
 from dataclasses import dataclass
 
-from ..errors import CorruptIndexError
-from ..fileops import atomic_write
-from .index import INT32_MAX, FixedIndex
+from kafkalog.storage.errors import CorruptIndexError
+from kafkalog.storage.files.index import INT32_MAX, FixedIndex
+from kafkalog.storage.io.fileops import atomic_write
 
 NO_TIMESTAMP = -1
 

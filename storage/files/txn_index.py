@@ -14,9 +14,9 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..errors import CorruptIndexError
-from ..fileops import atomic_write
-from .index import base_offset_for, map_file
+from kafkalog.storage.errors import CorruptIndexError
+from kafkalog.storage.files.index import base_offset_for, map_file
+from kafkalog.storage.io.fileops import atomic_write
 
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = ENTRY.size  # 34

@@ -28,9 +28,9 @@ from typing import Any, ClassVar
 
 from crc32c import crc32c
 
-from . import fileops
-from .errors import KafkaLogError, LogDirError
-from .io.local import open_regular
+from kafkalog.storage.errors import KafkaLogError, LogDirError
+from kafkalog.storage.io import fileops
+from kafkalog.storage.io.local import open_regular
 
 FILE, DIR, SPECIAL, SYMLINK_OUT, DANGLING = "file", "dir", "special", "symlink-out", "dangling"
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlparse
 
-from ..errors import LogDirError
+from kafkalog.storage.errors import LogDirError
 
 #: remote reads come in windows of this size (a batch larger than this gets a window of its own size)
 REMOTE_WINDOW = 16 * 1024 * 1024

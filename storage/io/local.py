@@ -9,7 +9,7 @@ import stat
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import KafkaLogError
+from kafkalog.storage.errors import KafkaLogError
 
 
 def open_regular(path: str | os.PathLike, error_cls: type[KafkaLogError]) -> int:

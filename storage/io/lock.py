@@ -24,8 +24,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import LockedError, LogDirError
-from .io.local import file_kind
+from kafkalog.storage.errors import LockedError, LogDirError
+from kafkalog.storage.io.local import file_kind
 
 LOCK_FILE_NAME = ".lock"
 

@@ -12,9 +12,8 @@ import os
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
-from .dirview import DIR, FILE, SYMLINK_OUT, DirView
-from .errors import KafkaLogError, LogDirError
-from .files.checkpoints import (
+from kafkalog.storage.errors import KafkaLogError, LogDirError
+from kafkalog.storage.files.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     DATA_DIR_CHECKPOINTS,
     LOG_START_OFFSET_CHECKPOINT,
@@ -23,12 +22,22 @@ from .files.checkpoints import (
     OffsetCheckpoint,
     read_offset_checkpoint,
 )
-from .files.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker, read_clean_shutdown
-from .files.findings import Finding, error, info, warning
-from .files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
-from .lock import LOCK_FILE_NAME, LockStatus, lock_status
-from .log import METADATA_TOPIC, PartitionLog, TopicPartitionDir, parse_topic_partition_name
-from .paths import PARTITION_DIR, is_partition_listing, require, require_data_dir
+from kafkalog.storage.files.clean_shutdown import (
+    CLEAN_SHUTDOWN_FILE,
+    CleanShutdownMarker,
+    read_clean_shutdown,
+)
+from kafkalog.storage.files.findings import Finding, error, info, warning
+from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
+from kafkalog.storage.io.dirview import DIR, FILE, SYMLINK_OUT, DirView
+from kafkalog.storage.io.lock import LOCK_FILE_NAME, LockStatus, lock_status
+from kafkalog.storage.log.partition import (
+    METADATA_TOPIC,
+    PartitionLog,
+    TopicPartitionDir,
+    parse_topic_partition_name,
+)
+from kafkalog.storage.log.paths import PARTITION_DIR, is_partition_listing, require, require_data_dir
 
 REMOTE_LOG_INDEX_CACHE = "remote-log-index-cache"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
@@ -46,8 +55,8 @@ KNOWN_TOP_FILES = {
 # ---- resolving user paths ------------------------------------------------------------------------------------
 def classify_path(path: str | os.PathLike) -> str:
     """``"dataDir"``, ``"partition"`` or ``"file"``: what a command argument is, by the one path contract
-    (:func:`kafkalog.storage.paths.classify`): a directory that is neither a data dir nor a partition dir, and a
-    path that does not exist, are a :class:`~kafkalog.storage.paths.PathError`."""
+    (:func:`kafkalog.storage.log.paths.classify`): a directory that is neither a data dir nor a partition dir, and a
+    path that does not exist, are a :class:`~kafkalog.storage.log.paths.PathError`."""
     p = Path(path)
     if not p.is_dir():
         return "file" if p.exists() else require(p).kind
@@ -109,7 +118,7 @@ def resolve_partition_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike
     """The live partition dirs a command argument names: the path itself when it is a partition dir
     (:func:`is_partition_dir`), else its live partition sub-directories (sorted by topic, then partition;
     ``__cluster_metadata`` only if ``include_metadata``). ``topics`` keeps only those topics.
-    :class:`~kafkalog.storage.paths.PathError` for a path that is neither (the one path contract)."""
+    :class:`~kafkalog.storage.log.paths.PathError` for a path that is neither (the one path contract)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     paths = list(paths)

@@ -1,7 +1,7 @@
 """The leader-epoch cache of a partition (``LeaderEpochFileCache``, docs/formats.md#leader-epoch-checkpoint).
 
 Entries ``epoch -> start offset`` kept sorted by epoch; persisted in ``leader-epoch-checkpoint`` through
-``files/leader_epoch.py`` and a :class:`~kafkalog.storage.dirview.DirView` (planned: the write becomes a plan
+``files/leader_epoch.py`` and a :class:`~kafkalog.storage.io.dirview.DirView` (planned: the write becomes a plan
 operation; direct: it happens at once). ``assign`` writes synchronously as the broker does (when
 ``auto_flush``); truncations mark the cache dirty and are written by :meth:`flush` (the broker's asynchronous
 write). Every engine that moves a log's start or end moves the cache with it here
@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .dirview import DirView
-from .errors import CorruptCheckpointError, LogDirError
-from .files.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochCheckpoint
+from kafkalog.storage.errors import CorruptCheckpointError, LogDirError
+from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochCheckpoint
+from kafkalog.storage.io.dirview import DirView
 
 MAX_CHECKPOINT_BYTES = 1 << 24
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .errors import ConfigError
-from .log import PartitionLog
+from kafkalog.storage.errors import ConfigError
+from kafkalog.storage.log.partition import PartitionLog
 
 _DURATION = re.compile(r"(\d+)(ms|s|m|hr|h|d)")
 _DURATION_TERM = re.compile(r"(?:\d+(?:ms|s|m|hr|h|d))+")
@@ -67,7 +67,7 @@ class OffsetSpec:
         return lo, max(lo, hi)
 
     def resolve_in(self, plog) -> tuple[int, int]:
-        """:meth:`resolve` for a :class:`~kafkalog.storage.log.PartitionLog`: its log start and end offsets, and
+        """:meth:`resolve` for a :class:`~kafkalog.storage.log.partition.PartitionLog`: its log start and end offsets, and
         its time indexes for timestamps (``fetchOffsetByTimestamp``)."""
 
         def offset_for_time(ms: int) -> int | None:

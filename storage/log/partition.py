@@ -6,7 +6,7 @@ checkpoint, ``partition.metadata`` and leftover temporary files, without modifyi
 while listing (names that do not parse, orphaned indexes, symlinks leaving the directory, special files, ...)
 are collected in :attr:`PartitionLog.findings` instead of raising.
 
-Built on a :class:`~kafkalog.storage.dirview.DirView`, a partition can also be read *as a plan has it so far*
+Built on a :class:`~kafkalog.storage.io.dirview.DirView`, a partition can also be read *as a plan has it so far*
 (``PartitionLog(view)``): the loader re-reads the partition after it has completed a swap or split a segment.
 
 What the broker derives from the files is here once: log start and end offsets, the high watermark as the log
@@ -24,21 +24,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .dirview import DANGLING, DIR, FILE, SPECIAL, SYMLINK_OUT, DirView
-from .errors import CorruptCheckpointError, CorruptRecordError, KafkaLogError, LogDirError
-from .files.checkpoints import (
+from kafkalog.storage.errors import CorruptCheckpointError, CorruptRecordError, KafkaLogError, LogDirError
+from kafkalog.storage.files.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 )
-from .files.findings import Finding, error, info, warning
-from .files.java import parse_java_int
-from .files.leader_epoch import (
+from kafkalog.storage.files.findings import Finding, error, info, warning
+from kafkalog.storage.files.java import parse_java_int
+from kafkalog.storage.files.leader_epoch import (
     LEADER_EPOCH_CHECKPOINT,
     EpochEntry,
     LeaderEpochCheckpoint,
 )
-from .files.names import (
+from kafkalog.storage.files.names import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
     INDEX_SUFFIXES,
@@ -49,14 +48,19 @@ from .files.names import (
     offset_from_file_name,
     temp_suffix,
 )
-from .files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata, read_partition_metadata
-from .files.producer_snapshot import ProducerSnapshot
-from .files.quorum_state import QUORUM_STATE_FILE
-from .files.segment import LogOffsetPosition, Segment
-from .files.txn_index import AbortedTxn
-from .log_segment import recover_segment
-from .producer_state import ProducerStateManager
-from .records import Batch, LogScanner, batch_at, scan_crc
+from kafkalog.storage.files.partition_metadata import (
+    PARTITION_METADATA_FILE,
+    PartitionMetadata,
+    read_partition_metadata,
+)
+from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
+from kafkalog.storage.files.quorum_state import QUORUM_STATE_FILE
+from kafkalog.storage.files.segment import LogOffsetPosition, Segment
+from kafkalog.storage.files.txn_index import AbortedTxn
+from kafkalog.storage.io.dirview import DANGLING, DIR, FILE, SPECIAL, SYMLINK_OUT, DirView
+from kafkalog.storage.log.producer_state import ProducerStateManager
+from kafkalog.storage.log.segment import recover_segment
+from kafkalog.storage.records import Batch, LogScanner, batch_at, scan_crc
 
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"

@@ -1,7 +1,7 @@
 """The one path contract: what a command argument is, and the one message and exit class for what it is not.
 
 Every command resolves its path arguments here (through :func:`classify`, :func:`require` and
-:func:`require_destination`, which :mod:`kafkalog.storage.logdir` and the engines call), so a path that does
+:func:`require_destination`, which :mod:`kafkalog.storage.log.datadir` and the engines call), so a path that does
 not exist, a file where a directory is expected, an empty directory, a directory holding nothing of Kafka's and
 the parent of data dirs get the same answer from every command: a :class:`PathError` (a
 :class:`~kafkalog.storage.errors.LogDirError`: the CLI prints it as one line and exits 1).
@@ -30,15 +30,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import LogDirError
-from .files.checkpoints import DATA_DIR_CHECKPOINTS
-from .files.clean_shutdown import CLEAN_SHUTDOWN_FILE
-from .files.leader_epoch import LEADER_EPOCH_CHECKPOINT
-from .files.meta_properties import META_PROPERTIES_FILE
-from .files.names import INDEX_SUFFIXES, LOG_FILE_SUFFIX, PRODUCER_SNAPSHOT_FILE_SUFFIX
-from .files.partition_metadata import PARTITION_METADATA_FILE
-from .lock import LOCK_FILE_NAME
-from .log import parse_topic_partition_name
+from kafkalog.storage.errors import LogDirError
+from kafkalog.storage.files.checkpoints import DATA_DIR_CHECKPOINTS
+from kafkalog.storage.files.clean_shutdown import CLEAN_SHUTDOWN_FILE
+from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT
+from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE
+from kafkalog.storage.files.names import INDEX_SUFFIXES, LOG_FILE_SUFFIX, PRODUCER_SNAPSHOT_FILE_SUFFIX
+from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE
+from kafkalog.storage.io.lock import LOCK_FILE_NAME
+from kafkalog.storage.log.partition import parse_topic_partition_name
 
 #: what a path argument is (:attr:`PathKind.kind`)
 DATA_DIR = "dataDir"

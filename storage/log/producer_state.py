@@ -7,7 +7,7 @@ Transactions are tracked to know the last stable offset and to produce the ``Abo
 ``.txnindex``. Snapshots (``<offset>.snapshot``) are encoded by ``files/producer_snapshot.py``; entries are
 written in Java ``HashMap`` iteration order so a snapshot equals the broker's byte for byte.
 
-Snapshot files are read, written and deleted through a :class:`~kafkalog.storage.dirview.DirView`: a planned
+Snapshot files are read, written and deleted through a :class:`~kafkalog.storage.io.dirview.DirView`: a planned
 view turns them into plan operations, a direct one writes them at once (a live writer).
 :func:`rebuild_producer_state` is ``UnifiedLog.rebuildProducerState``, the one place the loader, flush, the
 writer and retention rebuild producer state from snapshots and segments.
@@ -20,13 +20,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .dirview import DirView
-from .errors import CorruptRecordError, KafkaLogError
-from .files.names import is_snapshot_file, offset_from_file_name, snapshot_file_name
-from .files.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry
-from .files.txn_index import AbortedTxn
-from .records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, increment_sequence
-from .records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker
+from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage.files.names import is_snapshot_file, offset_from_file_name, snapshot_file_name
+from kafkalog.storage.files.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry
+from kafkalog.storage.files.txn_index import AbortedTxn
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, increment_sequence
+from kafkalog.storage.records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker
 
 MAX_SNAPSHOT_BYTES = 1 << 30  # larger than any real snapshot (tens of bytes per producer)
 NO_PRODUCER_ID = -1

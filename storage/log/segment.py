@@ -28,15 +28,15 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from . import fileops
-from .errors import CorruptIndexError, CorruptRecordError, KafkaLogError, OffsetOverflowError
-from .files.names import CLEANED_FILE_SUFFIX
-from .files.offset_index import OffsetIndex, OffsetIndexBuilder
-from .files.time_index import NO_TIMESTAMP, TimeIndex, TimeIndexBuilder, TimestampOffset
-from .files.txn_index import AbortedTxn, TransactionIndex
-from .records import LogScanner, iter_batches
-from .records.batch import HEADER as BATCH_HEADER
-from .records.batch import RecordBatch
+from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError, OffsetOverflowError
+from kafkalog.storage.files.names import CLEANED_FILE_SUFFIX
+from kafkalog.storage.files.offset_index import OffsetIndex, OffsetIndexBuilder
+from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex, TimeIndexBuilder, TimestampOffset
+from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.storage.io import fileops
+from kafkalog.storage.records import LogScanner, iter_batches
+from kafkalog.storage.records.batch import HEADER as BATCH_HEADER
+from kafkalog.storage.records.batch import RecordBatch
 
 INT32_MAX = 2**31 - 1
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -175,9 +175,9 @@ def recover_segment(buf, base_offset: int, *, index_interval_bytes: int = DEFAUL
     """``LogSegment.recover`` over the bytes of a ``.log``: one pass, batch by batch (the v2 header and the C
     CRC32C over the mapped bytes; a record is decoded only in control batches, for producer state).
 
-    ``producers`` (a :class:`~kafkalog.storage.producer_state.ProducerStateManager` at the segment's base
+    ``producers`` (a :class:`~kafkalog.storage.log.producer_state.ProducerStateManager` at the segment's base
     offset) is replayed and yields the ``.txnindex`` entries; ``epochs`` (a
-    :class:`~kafkalog.storage.leader_epoch_cache.LeaderEpochCache`) gets ``assign`` for each new partition
+    :class:`~kafkalog.storage.log.leader_epoch_cache.LeaderEpochCache`) gets ``assign`` for each new partition
     leader epoch. A batch whose offsets do not fit the segment raises :class:`OffsetOverflowError`
     (``on_overflow="raise"``, the loader then splits the segment) or ends the valid region (``"stop"``). An
     index append Kafka refuses (``InvalidOffsetException``) empties the whole segment, as ``LogLoader`` does."""

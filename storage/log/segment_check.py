@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..errors import CorruptRecordError, KafkaLogError
-from ..files.findings import Finding, Severity, error, info, warning
-from ..files.index import INT32_MAX
-from ..files.segment import Segment
-from ..records.batch import RecordBatch
-from ..records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker
+from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage.files.findings import Finding, Severity, error, info, warning
+from kafkalog.storage.files.index import INT32_MAX
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.records.batch import RecordBatch
+from kafkalog.storage.records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker
 
 MAX_SEGMENT_BYTES = INT32_MAX  # FileRecords: a .log cannot exceed Integer.MAX_VALUE bytes
 

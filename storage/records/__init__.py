@@ -1,6 +1,6 @@
 """Record formats: v0/v1 messages, v2 record batches, control records; shallow and deep iteration; building."""
 
-from .batch import (
+from kafkalog.storage.records.batch import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     NO_TIMESTAMP,
@@ -8,11 +8,26 @@ from .batch import (
     TIMESTAMP_TYPE_NAMES,
     RecordBatch,
 )
-from .builder import build_batch, build_end_txn_marker, build_legacy, build_legacy_message, rebuild
-from .columns import RECORD_COLUMNS, RecordColumns, iter_arrow, to_arrow
-from .legacy import LegacyBatch
-from .reader import PARTIAL_BATCH, TORN_TAIL, Batch, BatchScan, LogScanner, batch_at, iter_batches, scan_crc
-from .record import Record
+from kafkalog.storage.records.builder import (
+    build_batch,
+    build_end_txn_marker,
+    build_legacy,
+    build_legacy_message,
+    rebuild,
+)
+from kafkalog.storage.records.columns import RECORD_COLUMNS, RecordColumns, iter_arrow, to_arrow
+from kafkalog.storage.records.legacy import LegacyBatch
+from kafkalog.storage.records.reader import (
+    PARTIAL_BATCH,
+    TORN_TAIL,
+    Batch,
+    BatchScan,
+    LogScanner,
+    batch_at,
+    iter_batches,
+    scan_crc,
+)
+from kafkalog.storage.records.record import Record
 
 __all__ = [
     "Batch",

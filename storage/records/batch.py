@@ -13,12 +13,12 @@ from collections.abc import Iterator
 
 from crc32c import crc32c as _crc32c
 
-from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress
-from ..codec.crc import crc32c
-from ..codec.native import active
-from ..codec.varint import read_uvarint, read_uvarlong, read_varint, read_varlong
-from ..errors import CompressionError, CorruptRecordError
-from .record import PyRecord, Record, record_class
+from kafkalog.storage.codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress
+from kafkalog.storage.codec.crc import crc32c
+from kafkalog.storage.codec.native import active
+from kafkalog.storage.codec.varint import read_uvarint, read_uvarlong, read_varint, read_varlong
+from kafkalog.storage.errors import CompressionError, CorruptRecordError
+from kafkalog.storage.records.record import PyRecord, Record, record_class
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = 61  # DefaultRecordBatch.RECORD_BATCH_OVERHEAD

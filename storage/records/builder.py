@@ -10,11 +10,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
-from ..codec.compression import compress
-from ..codec.crc import crc32, crc32c
-from ..codec.varint import write_varint, write_varlong
-from ..errors import CorruptRecordError
-from .batch import (
+from kafkalog.storage.codec.compression import compress
+from kafkalog.storage.codec.crc import crc32, crc32c
+from kafkalog.storage.codec.varint import write_varint, write_varlong
+from kafkalog.storage.errors import CorruptRecordError
+from kafkalog.storage.records.batch import (
     CONTROL_MASK,
     CREATE_TIME,
     DELETE_HORIZON_MASK,
@@ -26,9 +26,9 @@ from .batch import (
     TRANSACTIONAL_MASK,
     RecordBatch,
 )
-from .control import ABORT, COMMIT, control_key, end_txn_marker_value
-from .legacy import LegacyBatch
-from .record import Record
+from kafkalog.storage.records.control import ABORT, COMMIT, control_key, end_txn_marker_value
+from kafkalog.storage.records.legacy import LegacyBatch
+from kafkalog.storage.records.record import Record
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")

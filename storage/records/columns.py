@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import accumulate, chain
 
-from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, native_codec
-from ..codec.native import active
-from ..errors import require
-from .batch import RecordBatch, increment_sequence
-from .legacy import LegacyBatch
-from .reader import LogScanner, iter_batches
+from kafkalog.storage.codec.compression import DEFAULT_DECOMPRESS_LIMIT, native_codec
+from kafkalog.storage.codec.native import active
+from kafkalog.storage.errors import require
+from kafkalog.storage.records.batch import RecordBatch, increment_sequence
+from kafkalog.storage.records.legacy import LegacyBatch
+from kafkalog.storage.records.reader import LogScanner, iter_batches
 
 BYTES_PER_CHUNK = 8 << 20  # iter_arrow starts a new Arrow batch after this many bytes of log entries (small
 # chunks reuse memory that is already mapped: faster than one big one)

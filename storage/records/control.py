@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from ..errors import CorruptRecordError
+from kafkalog.storage.errors import CorruptRecordError
 
 ABORT, COMMIT, LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS = range(7)
 CONTROL_TYPE_NAMES = {

@@ -25,14 +25,20 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 
-from ..codec.compression import CODEC_NAMES, DEFAULT_DECOMPRESS_LIMIT
-from ..errors import CorruptRecordError, KafkaLogError
-from ..io.local import map_regular
-from .batch import HEADER_SIZE, RECORD_CHUNK, TIMESTAMP_TYPE_NAMES, RecordBatch
-from .control import ABORT, COMMIT, control_type_name, parse_control_key, parse_end_txn_marker
-from .legacy import LegacyBatch
-from .reader import LogScanner
-from .salvage import SkippedRange, salvage_scan
+from kafkalog.storage.codec.compression import CODEC_NAMES, DEFAULT_DECOMPRESS_LIMIT
+from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage.io.local import map_regular
+from kafkalog.storage.records.batch import HEADER_SIZE, RECORD_CHUNK, TIMESTAMP_TYPE_NAMES, RecordBatch
+from kafkalog.storage.records.control import (
+    ABORT,
+    COMMIT,
+    control_type_name,
+    parse_control_key,
+    parse_end_txn_marker,
+)
+from kafkalog.storage.records.legacy import LegacyBatch
+from kafkalog.storage.records.reader import LogScanner
+from kafkalog.storage.records.salvage import SkippedRange, salvage_scan
 
 #: called per record of a non-control batch with (batch dict, record dict); may add keys (decoded key/value)
 RecordDecoder = Callable[[dict, dict], None]

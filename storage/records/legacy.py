@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import struct
 
-from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress
-from ..codec.crc import crc32
-from ..codec.native import active
-from ..errors import CompressionError, CorruptRecordError
-from .batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, NO_TIMESTAMP_TYPE
-from .record import Record, record_class
+from kafkalog.storage.codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress
+from kafkalog.storage.codec.crc import crc32
+from kafkalog.storage.codec.native import active
+from kafkalog.storage.errors import CompressionError, CorruptRecordError
+from kafkalog.storage.records.batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, NO_TIMESTAMP_TYPE
+from kafkalog.storage.records.record import Record, record_class
 
 ENTRY_HEADER = struct.Struct(">qi")  # offset, size
 MSG_HEAD = struct.Struct(">Ibb")  # crc, magic, attributes

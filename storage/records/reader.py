@@ -11,11 +11,11 @@ import struct
 from array import array
 from collections.abc import Iterator
 
-from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT
-from ..codec.native import active
-from ..errors import CorruptRecordError
-from .batch import RecordBatch
-from .legacy import LegacyBatch
+from kafkalog.storage.codec.compression import DEFAULT_DECOMPRESS_LIMIT
+from kafkalog.storage.codec.native import active
+from kafkalog.storage.errors import CorruptRecordError
+from kafkalog.storage.records.batch import RecordBatch
+from kafkalog.storage.records.legacy import LegacyBatch
 
 HEADER_SIZE_UP_TO_MAGIC = 17
 LOG_OVERHEAD = 12

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..codec.native import active, core
-from .pyrecord import Record as PyRecord
+from kafkalog.storage.codec.native import active, core
+from kafkalog.storage.records.pyrecord import Record as PyRecord
 
 if TYPE_CHECKING:
-    from .pyrecord import Record
+    from kafkalog.storage.records.pyrecord import Record
 else:
     Record = core.Record if core is not None else PyRecord
 

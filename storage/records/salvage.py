@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c as _crc32c
 
-from ..codec.compression import DEFAULT_DECOMPRESS_LIMIT
-from ..codec.crc import crc32
-from ..errors import KafkaLogError
-from .batch import HEADER, HEADER_SIZE, RecordBatch
-from .legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1, LegacyBatch
-from .reader import LOG_OVERHEAD, MIN_ENTRY_SIZE_FIELD
+from kafkalog.storage.codec.compression import DEFAULT_DECOMPRESS_LIMIT
+from kafkalog.storage.codec.crc import crc32
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.records.batch import HEADER, HEADER_SIZE, RecordBatch
+from kafkalog.storage.records.legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1, LegacyBatch
+from kafkalog.storage.records.reader import LOG_OVERHEAD, MIN_ENTRY_SIZE_FIELD
 
 Batch = RecordBatch | LegacyBatch
 

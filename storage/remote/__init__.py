@@ -6,7 +6,7 @@
 * :mod:`.rehydrate`: ``kafkalog rehydrate``, a local partition dir built from remote segments (plan, then apply).
 """
 
-from .layout import (
+from kafkalog.storage.remote.layout import (
     FILE_KINDS,
     LocalTieredStorageLayout,
     RemoteLayout,

@@ -23,15 +23,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..decoders.remote_log_metadata import REMOTE_LOG_METADATA_TOPIC, iter_remote_log_metadata
-from ..errors import KafkaLogError
-from ..files.findings import Finding, error, info, warning
-from ..files.leader_epoch import read_leader_epoch_checkpoint
-from ..files.producer_snapshot import read_producer_snapshot
-from ..files.segment import Segment
-from ..logdir import list_partition_dirs, open_partition_log
-from ..verify.segment import verify_segment
-from .layout import REQUIRED_KINDS, LocalTieredStorageLayout, RemoteSegment
+from kafkalog.storage.decoders.remote_log_metadata import REMOTE_LOG_METADATA_TOPIC
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.findings import Finding, error, info, warning
+from kafkalog.storage.files.leader_epoch import read_leader_epoch_checkpoint
+from kafkalog.storage.files.producer_snapshot import read_producer_snapshot
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.log.datadir import list_partition_dirs, open_partition_log
+from kafkalog.storage.log.segment_check import verify_segment
+from kafkalog.storage.remote.layout import REQUIRED_KINDS, LocalTieredStorageLayout, RemoteSegment
+from kafkalog.storage.remote.metadata import iter_remote_log_metadata
 
 
 @dataclass
@@ -189,7 +190,7 @@ class RemoteVerifyReport:
 def verify_remote_segment(store: LocalTieredStorageLayout, seg: RemoteSegment, *, deep: bool = False,
                           expected_end: int | None = None) -> list[Finding]:
     """One remote segment: every file ``LocalTieredStorage`` writes is there; the ``.log``'s batches and CRCs
-    and its indexes against it (:func:`~kafkalog.storage.verify.segment.verify_segment`, the same checks as
+    and its indexes against it (:func:`~kafkalog.storage.log.segment_check.verify_segment`, the same checks as
     ``kafkalog verify``); the producer snapshot and epoch checkpoint readable; the end offset the metadata says."""
 
     out: list[Finding] = []

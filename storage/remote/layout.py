@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import LogDirError
-from ..files.partition_metadata import PartitionMetadata
-from ..files.segment import Segment
-from ..io import fs
-from ..paths import DATA_DIR, FILE, PARENT, PathError, classify
+from kafkalog.storage.errors import LogDirError
+from kafkalog.storage.files.partition_metadata import PartitionMetadata
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.io import fs
+from kafkalog.storage.log.paths import DATA_DIR, FILE, PARENT, PathError, classify
 
 #: file kind -> suffix (``RemoteLogSegmentFileType``)
 FILE_KINDS: dict[str, str] = {

@@ -7,7 +7,7 @@ and a dir a live broker holds is refused, as for every plan):
 
 * each remote segment below the local log's first segment, as ``<startOffset:020d>.log`` with its
   ``.index``/``.timeindex`` (the remote ones when ``kafkalog verify``'s checks pass on them, else rebuilt with
-  the broker's recovery rule, :func:`~kafkalog.storage.log_segment.recover_segment`) and ``.txnindex``;
+  the broker's recovery rule, :func:`~kafkalog.storage.log.segment.recover_segment`) and ``.txnindex``;
 * the local segments and files unchanged;
 * the producer snapshot the last remote segment carries (the producer state at its end offset + 1, as
   ``RemoteLogManager.copyLogSegment`` uploads it) as ``<endOffset+1>.snapshot`` when no local segment follows;
@@ -31,27 +31,27 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..dirview import Blob, WriteFile
-from ..engine.datadirs import read_data_dir
-from ..engine.migrate import InstallPartition, StagedFile, check_topic_id, read_checkpoints
-from ..engine.plan import DataDirPlan, Loss, PartitionPlan, Plan, apply
-from ..errors import ConfigError, LogDirError
-from ..files.checkpoints import (
+from kafkalog.storage.engine.migrate import InstallPartition, StagedFile, check_topic_id, read_checkpoints
+from kafkalog.storage.engine.plan import DataDirPlan, Loss, PartitionPlan, Plan, apply
+from kafkalog.storage.engine.targets import read_data_dir
+from kafkalog.storage.errors import ConfigError, LogDirError
+from kafkalog.storage.files.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpoint,
     TopicPartitionOffset,
 )
-from ..files.leader_epoch import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint
-from ..files.names import offset_file_name, snapshot_file_name
-from ..files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
-from ..files.segment import Segment
-from ..leader_epoch_cache import LeaderEpochCache
-from ..log import partition_path
-from ..log_segment import recover_segment
-from .inspect import read_remote_metadata, verify_remote_segment
-from .layout import LocalTieredStorageLayout, RemoteSegment
+from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint
+from kafkalog.storage.files.names import offset_file_name, snapshot_file_name
+from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.io.dirview import Blob, WriteFile
+from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
+from kafkalog.storage.log.partition import partition_path
+from kafkalog.storage.log.segment import recover_segment
+from kafkalog.storage.remote.inspect import read_remote_metadata, verify_remote_segment
+from kafkalog.storage.remote.layout import LocalTieredStorageLayout, RemoteSegment
 
 
 @dataclass

@@ -7,17 +7,17 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from .codec.compression import codec_name
-from .errors import KafkaLogError
-from .log import PartitionLog, parse_topic_partition_name
-from .logdir import (
+from kafkalog.storage.codec.compression import codec_name
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.log.datadir import (
     DataDir,
     check_topics,
     list_partition_dirs,
     open_partition_log,
     partition_order,
 )
-from .paths import PARTITION_DIR, PathKind, require
+from kafkalog.storage.log.partition import PartitionLog, parse_topic_partition_name
+from kafkalog.storage.log.paths import PARTITION_DIR, PathKind, require
 
 
 def _codec(c: int) -> str:
@@ -132,11 +132,11 @@ def _topic_of(name: str) -> str | None:
 def describe_paths(paths: list[str | os.PathLike], *, scan: bool = True,
                    topics: Collection[str] | None = None) -> Iterator[dict[str, Any]]:
     """``kafkalog describe``: one description per partition (:func:`describe_partition`) of every data dir or
-    partition dir in ``paths``, a data dir's partitions in :func:`~kafkalog.storage.logdir.partition_order` (by
+    partition dir in ``paths``, a data dir's partitions in :func:`~kafkalog.storage.log.datadir.partition_order` (by
     topic, then partition number). ``topics`` keeps only those topics (a name with no partition is an error
-    listing the topics there, :func:`~kafkalog.storage.logdir.check_topics`). A partition or data dir that
+    listing the topics there, :func:`~kafkalog.storage.log.datadir.check_topics`). A partition or data dir that
     cannot be read gives an object with ``dataDir``, ``dir`` and ``errors`` only. A path that is neither a data
-    dir nor a partition dir is a :class:`~kafkalog.storage.paths.PathError` (the one path contract), raised by
+    dir nor a partition dir is a :class:`~kafkalog.storage.log.paths.PathError` (the one path contract), raised by
     this call before anything is described."""
     kinds = [require(raw) for raw in paths]
     if topics is not None:

@@ -11,7 +11,7 @@ Three levels:
 Other engines' differential tests use :func:`diff_paths` (``result.equal``, ``result.differences``).
 Memory is bounded by one batch per side: segments are mmapped and compared as they stream.
 
-An offset spec (``offset_spec``, rpk's and kcat's grammar, :mod:`kafkalog.storage.offset_spec`) narrows the
+An offset spec (``offset_spec``, rpk's and kcat's grammar, :mod:`kafkalog.storage.log.offset_spec`) narrows the
 batches and records levels to a range of each partition: it is resolved on each side (log start and end
 offsets, time indexes) and the union of the two ranges is compared, so that a record in either side's range
 is never left out; reading starts at the batch the offset index points to.
@@ -26,13 +26,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, CorruptRecordError, LogDirError
-from .files.names import offset_from_file_name, segment_log_files
-from .io.local import mapped
-from .log import PartitionLog, segment_end_error
-from .logdir import is_partition_dir, resolve_partition_dirs
-from .offset_spec import OffsetSpec
-from .records import Batch, LogScanner
+from kafkalog.storage.errors import ConfigError, CorruptRecordError, LogDirError
+from kafkalog.storage.files.names import offset_from_file_name, segment_log_files
+from kafkalog.storage.io.local import mapped
+from kafkalog.storage.log.datadir import is_partition_dir, resolve_partition_dirs
+from kafkalog.storage.log.offset_spec import OffsetSpec
+from kafkalog.storage.log.partition import PartitionLog, segment_end_error
+from kafkalog.storage.records import Batch, LogScanner
 
 LEVELS = ("bytes", "batches", "records")
 _CHUNK = 1 << 20
@@ -136,7 +136,7 @@ def _segments_in(partition_dir: str | os.PathLike, window: Window | None) -> lis
 
 def _segment_batches(seg: Path, mm, start: int, nxt: int | None) -> Iterator[Batch]:
     """The batches of one mapped segment from ``start``; where they end short of its end is judged by the one
-    rule (:func:`~kafkalog.storage.log.segment_end_error`: only the active segment may end in a torn batch)."""
+    rule (:func:`~kafkalog.storage.log.partition.segment_end_error`: only the active segment may end in a torn batch)."""
     scanner = LogScanner(mm, start, path=str(seg))
     yield from scanner
     err = segment_end_error(seg, scanner, len(mm), active=nxt is None, next_base_offset=nxt)

@@ -12,7 +12,7 @@ One pre-flight over the ``log.dirs`` of one broker, built from what the project 
   bytes are scanned, every truncation (records, offsets, reason), the indexes and producer snapshots rebuilt,
   interrupted segment replacements completed, and the files that stop the broker at startup (an unreadable
   ``partition.metadata`` or ``leader-epoch-checkpoint``: the plan's ``startupErrors``);
-* the KRaft metadata of the dir (:class:`~kafkalog.storage.topic_configs.ConfigResolver`): a replica whose
+* the KRaft metadata of the dir (:class:`~kafkalog.storage.config.resolver.ConfigResolver`): a replica whose
   ``partition.metadata`` topic id is missing or not the one in ``__cluster_metadata`` is a stray
   (``LogManager.isStrayKraftReplica``): the broker renames it ``-stray`` and never serves it;
 * ``-delete``, ``-stray`` and ``-future`` dirs, and segments holding message format v0/v1 batches (info: a 4.x
@@ -40,21 +40,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .engine.convert import audit
-from .engine.datadirs import whole_data_dirs
-from .engine.plan import Plan
-from .engine.repair import plan_repair
-from .errors import KafkaLogError
-from .files.java import uuid_from_string, uuid_to_string
-from .files.meta_properties import directory_id_reserved
-from .files.names import is_index_file
-from .files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
-from .groups import OFFSETS_TOPIC, load_groups
-from .log import METADATA_TOPIC, RememberedOffset, remembered_loss
-from .logdir import DataDir
-from .parallel import run_partition_tasks
-from .paths import require_data_dir
-from .topic_configs import KRAFT, METADATA_DIR, ConfigResolver
+from kafkalog.storage.config.resolver import KRAFT, METADATA_DIR, ConfigResolver
+from kafkalog.storage.engine.convert import audit
+from kafkalog.storage.engine.plan import Plan
+from kafkalog.storage.engine.repair import plan_repair
+from kafkalog.storage.engine.targets import whole_data_dirs
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.java import uuid_from_string, uuid_to_string
+from kafkalog.storage.files.meta_properties import directory_id_reserved
+from kafkalog.storage.files.names import is_index_file
+from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
+from kafkalog.storage.log.datadir import DataDir
+from kafkalog.storage.log.partition import METADATA_TOPIC, RememberedOffset, remembered_loss
+from kafkalog.storage.log.paths import require_data_dir
+from kafkalog.storage.parallel import run_partition_tasks
+from kafkalog.storage.reports.groups import OFFSETS_TOPIC, load_groups
 
 #: the broker's startup recovery, in ``.log`` bytes per second: measured with
 #: ``tests/benchmarks/bench_repair.py --scale 0.05`` (Kafka 4.3.1, ``num.recovery.threads.per.data.dir=1``, 216 MB of
@@ -485,7 +485,7 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
     the CRC of every batch of the segments the recovery leaves as they are (a read of every byte).
     ``workers``: processes planning (and scanning) partitions, those of every log dir together; ``on_total(n)``:
     how many partition steps there are, before the first ``progress(k)`` (``k`` steps done). A log dir that is
-    not a data dir is a :class:`~kafkalog.storage.paths.PathError` (the one path contract), before anything is
+    not a data dir is a :class:`~kafkalog.storage.log.paths.PathError` (the one path contract), before anything is
     read."""
     paths = [require_data_dir(os.path.abspath(d)) for d in log_dirs]  # the one path contract
     resolver = resolver or ConfigResolver(data_dirs=paths)

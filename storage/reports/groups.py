@@ -34,14 +34,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .decoders.common import uuid_to_kafka_str
-from .decoders.consumer_offsets import decode_consumer_assignment, parse_offsets_key, parse_offsets_value
-from .errors import KafkaLogError
-from .log import CONSUMER_GROUP, PartitionLog, RememberedOffset
-from .logdir import DataDir
-from .parallel import run_partition_tasks
-from .paths import DATA_DIR, PARTITION_DIR, require
-from .records.control import parse_control_key
+from kafkalog.storage.decoders.common import uuid_to_kafka_str
+from kafkalog.storage.decoders.consumer_offsets import (
+    decode_consumer_assignment,
+    parse_offsets_key,
+    parse_offsets_value,
+)
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.log.datadir import DataDir
+from kafkalog.storage.log.partition import CONSUMER_GROUP, PartitionLog, RememberedOffset
+from kafkalog.storage.log.paths import DATA_DIR, PARTITION_DIR, require
+from kafkalog.storage.parallel import run_partition_tasks
+from kafkalog.storage.records.control import parse_control_key
 
 __all__ = ["OFFSETS_TOPIC", "CommittedOffset", "Group", "GroupsReport", "Member", "load_groups",
            "replay_offsets_partition"]
@@ -457,7 +461,7 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
     :func:`kafkalog.tools.output.progress`'s bar) gets ``update(total=bytes)`` then ``advance(bytes)``.
     ``workers``: processes replaying partitions at once (default: the CPU count from :data:`PARALLEL_BYTES` of
     ``__consumer_offsets`` on, else 1); the report is the same for any number. Raises
-    :class:`~kafkalog.storage.paths.PathError` (the one path contract) for a path that is neither a data dir nor
+    :class:`~kafkalog.storage.log.paths.PathError` (the one path contract) for a path that is neither a data dir nor
     a partition dir."""
 
     dirs: list[DataDir] = []

@@ -1,7 +1,7 @@
 """Open and hanging transactions of data dirs (what ``kafkalog transactions`` prints).
 
 The open transactions of a partition are those of the producer state a broker has after loading it
-(:meth:`PartitionLog.producer_state <kafkalog.storage.log.PartitionLog.producer_state>`: the latest producer
+(:meth:`PartitionLog.producer_state <kafkalog.storage.log.partition.PartitionLog.producer_state>`: the latest producer
 snapshot plus the batches after it, as ``ProducerStateManager`` rebuilds it); the earliest one is the first
 unstable offset, which pins the last stable offset (what ``read_committed`` consumers and the log cleaner stop
 at). Each is joined with the transaction coordinator's state read from the ``__transaction_state`` partitions
@@ -25,14 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .decoders.transaction_state import TRANSACTION_STATES, parse_transaction_key, parse_transaction_value
-from .errors import KafkaLogError
-from .log import PartitionLog
-from .logdir import DataDir, check_topics, open_partition_log
-from .parallel import run_partition_tasks
-from .paths import DATA_DIR, PARTITION_DIR, require
-from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
-from .topic_configs import ConfigResolver
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.decoders.transaction_state import (
+    TRANSACTION_STATES,
+    parse_transaction_key,
+    parse_transaction_value,
+)
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.log.datadir import DataDir, check_topics, open_partition_log
+from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.log.paths import DATA_DIR, PARTITION_DIR, require
+from kafkalog.storage.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from kafkalog.storage.parallel import run_partition_tasks
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "CoordinatorTxn", "TransactionReport", "abort_command",
            "find_transactions", "open_transactions", "read_transaction_state"]
@@ -219,7 +223,7 @@ def _judge(txn: dict[str, Any], topic: str, partition: int, by_pid: dict[int, Co
 def _partition_logs(paths: Iterable[str | os.PathLike]) -> Iterator[PartitionLog | dict[str, Any]]:
     """Live partition logs of the data dirs / partition dirs in ``paths`` (the metadata log excluded; a partition
     named twice once); a partition dir or data dir that cannot be read gives an error dict, a path that is
-    neither is a :class:`~kafkalog.storage.paths.PathError` (the one path contract)."""
+    neither is a :class:`~kafkalog.storage.log.paths.PathError` (the one path contract)."""
     seen: set[Path] = set()
 
     def first(log: PartitionLog) -> bool:

@@ -25,12 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from kafkalog.storage.config import BrokerConfig, CleanerConfig, LogConfig
-from kafkalog.storage.engine.cleaner import CleanResult, plan_compact
+from kafkalog.storage.config.log_config import BrokerConfig, CleanerConfig, LogConfig
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.cleaner.cleaner import CleanResult, plan_compact
 from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.files.checkpoints import write_offset_checkpoint
 from kafkalog.storage.records import build_batch
-from kafkalog.storage.topic_configs import ConfigResolver
 
 NOW = 1_700_000_000_000
 DEDUPE = 134217728

@@ -71,7 +71,7 @@ BASE_TS = 1_700_000_000_000
 
 
 def generate(root: Path, gib: float) -> int:
-    from kafkalog.storage.config import LogConfig
+    from kafkalog.storage.config.log_config import LogConfig
     from kafkalog.storage.engine.writer import LogWriter
     from kafkalog.storage.records import build_batch
 

@@ -37,7 +37,7 @@ from kafkalog.storage.files.checkpoints import write_offset_checkpoint
 from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
 from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_properties
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
-from kafkalog.storage.log_segment import recover_segment
+from kafkalog.storage.log.segment import recover_segment
 from kafkalog.storage.records import build_batch
 
 NOW = 1_700_000_000_000

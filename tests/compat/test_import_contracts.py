@@ -62,7 +62,8 @@ LAYERS = "the bottom of storage: files over records over codec over io"
 BOTTOM = "codec, records, files and io never import the engines nor the reports"
 PRIVATE = "a _private module is imported only inside its package"
 ACYCLIC = "no import cycles (between modules of a package, nor between packages)"
-CONTRACTS = (PACKAGES, TOOLS, LAYERS, BOTTOM, PRIVATE, ACYCLIC)
+STORAGE = "storage's layers point down (api > reports > engine > log > files > io)"
+CONTRACTS = (PACKAGES, TOOLS, LAYERS, BOTTOM, PRIVATE, ACYCLIC, STORAGE)
 
 WRONG_IMPORTS = {
     # (module written into the copy, its import, the contract that must break)
@@ -72,8 +73,12 @@ WRONG_IMPORTS = {
                                PACKAGES),
     "records-import-an-engine": ("storage/records/wrong.py", "from ..engine import plan",
                                  BOTTOM),
-    "files-import-a-report": ("storage/files/wrong.py", "from .. import doctor",
+    "files-import-a-report": ("storage/files/wrong.py", "from ..reports import doctor",
                               BOTTOM),
+    "the-log-imports-an-engine": ("storage/log/wrong.py", "from ..engine import plan",
+                                  STORAGE),
+    "an-engine-imports-a-report": ("storage/engine/wrong.py", "from ..reports import groups",
+                                   STORAGE),
     "codec-imports-records": ("storage/codec/wrong.py", "from ..records import batch",
                               LAYERS),
     "a-tool-imports-compat": ("tools/wrong.py", "from kafkalog.compat import jars",

@@ -8,7 +8,7 @@ asserts:
 * the exit code class: a path case is exit 1 (README: 1 is "findings or failure", 2 stays a usage error), never
   a traceback, 2 or 3; a damage cell exits 0 or 1;
 * a path case's message names the path (and, for the parent of a data dir, the data dir inside it) and says what
-  the one path contract says for the case (:data:`SAYS`, from ``kafkalog.storage.paths``), the same from every
+  the one path contract says for the case (:data:`SAYS`, from ``kafkalog.storage.log.paths``), the same from every
   command;
 * nothing was written outside a recognised data dir: the whole cell folder is hashed before and after; a path
   case may write nothing at all (a destination may become a new data dir where the command documents it: a

@@ -12,11 +12,11 @@ from builders import KRAFT_META, indexed_partition, write_data_dir_files
 from damage import FIXTURES
 from test_matrix import snapshot
 
-from kafkalog.storage import paths
-from kafkalog.storage.dirview import Blob, WriteFile
 from kafkalog.storage.engine.migrate import plan_set_checkpoints
 from kafkalog.storage.engine.plan import DataDirPlan, Plan, apply
 from kafkalog.storage.engine.repair import plan_repair
+from kafkalog.storage.io.dirview import Blob, WriteFile
+from kafkalog.storage.log import paths
 from kafkalog.tools import cli
 
 FIXTURE = FIXTURES / "kafka-4.3.1-kraft" / "data"
@@ -76,9 +76,9 @@ def test_the_library_answers_as_the_cli(tmp_path: Path, case: str) -> None:
     """describe_paths, verify_paths and diagnose answered a missing path in their own words (a description row
     named after it, ``no such file``, ``not a directory``): library callers get the contract's PathError, the
     one the CLI prints, raised by the call itself."""
-    from kafkalog.storage.describe import describe_paths
-    from kafkalog.storage.doctor import diagnose
-    from kafkalog.storage.verify import verify_paths
+    from kafkalog.storage.reports.describe import describe_paths
+    from kafkalog.storage.reports.doctor import diagnose
+    from kafkalog.storage.reports.verify import verify_paths
 
     p = {"missing": tmp_path / "nope", "file": tmp_path / "f.txt", "empty": tmp_path / "e",
          "not_kafka": tmp_path / "docs", "parent": tmp_path / "parent"}[case]

@@ -192,9 +192,9 @@ def differential(data: bytes) -> None:
     twins, the v0/v1 decoder (records, tuples, Arrow rows) and the legacy converter against
     ``plain_legacy_to_v2``."""
     from kafkalog.storage.codec.native import core
-    from kafkalog.storage.engine import cleaner_records as cr
-    from kafkalog.storage.engine.cleaner_map import OffsetMap
-    from kafkalog.storage.engine.cleaner_records import Slow
+    from kafkalog.storage.engine.cleaner import records as cr
+    from kafkalog.storage.engine.cleaner.offset_map import OffsetMap
+    from kafkalog.storage.engine.cleaner.records import Slow
     from kafkalog.storage.engine.convert import plain_legacy_to_v2
     from kafkalog.storage.records import LogScanner, RecordBatch
     from kafkalog.storage.records import batch as batch_mod
@@ -445,7 +445,7 @@ def main(argv: list[str]) -> None:
     import kafkalog.storage.decoders.cluster_metadata  # noqa: F401
     import kafkalog.storage.decoders.consumer_offsets  # noqa: F401
     import kafkalog.storage.decoders.transaction_state  # noqa: F401
-    import kafkalog.storage.engine.cleaner_records  # noqa: F401
+    import kafkalog.storage.engine.cleaner.records  # noqa: F401
     import kafkalog.storage.engine.convert  # noqa: F401
     import kafkalog.storage.files  # noqa: F401
     import kafkalog.storage.records  # noqa: F401

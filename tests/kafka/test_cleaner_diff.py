@@ -27,9 +27,9 @@ from kafkalog.compat import clients, jars
 from kafkalog.compat.broker import Broker, make_broker
 from kafkalog.compat.pytest_plugin import container_image
 from kafkalog.storage.codec.native import core
-from kafkalog.storage.config import CleanerConfig, LogConfig
+from kafkalog.storage.config.log_config import CleanerConfig, LogConfig
 from kafkalog.storage.files.checkpoints import read_offset_checkpoint, write_offset_checkpoint
-from kafkalog.storage.log_segment import SegmentIndexer
+from kafkalog.storage.log.segment import SegmentIndexer
 from kafkalog.storage.records import build_batch, iter_batches
 
 pytestmark = pytest.mark.kafka

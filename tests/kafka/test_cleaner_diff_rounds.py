@@ -41,10 +41,10 @@ from test_cleaner_diff import PROMPT, SEGMENT, _segments, compare_cleaned, keyed
 from kafkalog.compat import clients, jars
 from kafkalog.compat.broker import Broker
 from kafkalog.storage.codec.native import core
+from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.decoders.consumer_offsets import parse_offsets_key, parse_offsets_value
 from kafkalog.storage.records import iter_batches
 from kafkalog.storage.records.control import parse_control_key
-from kafkalog.storage.topic_configs import ConfigResolver
 from kafkalog.tools.cli import main as kafkalog_main
 
 pytestmark = pytest.mark.kafka

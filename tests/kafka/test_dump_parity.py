@@ -1,5 +1,5 @@
 """``kafkalog``'s dumps of ``.index``, ``.timeindex``, ``.txnindex`` and ``.snapshot`` files
-(:mod:`kafkalog.storage.dumpers`) against Kafka's own DumpLogSegments, field by field, for every file of every
+(:mod:`kafkalog.storage.reports.dump`) against Kafka's own DumpLogSegments, field by field, for every file of every
 fixture data dir (real broker dirs from 4.x, 3.9 KRaft and 3.9 ZooKeeper v0/v1).
 
 DumpLogSegments runs once per fixture and mode (plain, ``--verify-index-only``, ``--index-sanity-check``);
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage.dumpers import FileDump, dump_file
+from kafkalog.storage.reports.dump import FileDump, dump_file
 
 pytestmark = pytest.mark.kafka
 

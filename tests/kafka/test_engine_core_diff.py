@@ -33,10 +33,10 @@ import pytest
 
 from kafkalog.compat import clients, jars
 from kafkalog.compat.broker import Broker
+from kafkalog.storage.config.resolver import ConfigResolver, read_cluster_metadata
 from kafkalog.storage.files.checkpoints import read_offset_checkpoint
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.records import iter_batches
-from kafkalog.storage.topic_configs import ConfigResolver, read_cluster_metadata
 from kafkalog.tools.cli import main as kafkalog_main
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900)]

@@ -33,7 +33,7 @@ import pytest
 
 from kafkalog.compat.clients import Record, consume, create_topic, produce
 from kafkalog.compat.tools import run_tool
-from kafkalog.storage.groups import load_groups
+from kafkalog.storage.reports.groups import load_groups
 from kafkalog.tools.cli import main
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]

@@ -25,10 +25,10 @@ import pytest
 
 from kafkalog.compat.conformance import compare_rebuilt_indexes, delete_closed_segment_indexes
 from kafkalog.storage.codec.compression import GZIP, LZ4, NONE, ZSTD
-from kafkalog.storage.log_segment import recover_segment, replay_appends
+from kafkalog.storage.log.segment import recover_segment, replay_appends
 from kafkalog.storage.records import build_batch
 from kafkalog.storage.records.builder import build_legacy
-from kafkalog.storage.verify import verify_paths
+from kafkalog.storage.reports.verify import verify_paths
 
 pytestmark = pytest.mark.kafka
 

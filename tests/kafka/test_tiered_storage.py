@@ -13,7 +13,7 @@ import pytest
 from kafkalog.compat import jars
 from kafkalog.compat.clients import Record, produce
 from kafkalog.compat.tiered import TIERED_TOPIC_CONFIG, remote_storage_dir, tiered_broker_kwargs
-from kafkalog.storage.decoders.remote_log_metadata import iter_remote_log_metadata
+from kafkalog.storage.remote.metadata import iter_remote_log_metadata
 
 pytestmark = pytest.mark.kafka
 

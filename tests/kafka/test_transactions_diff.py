@@ -108,7 +108,7 @@ def run(module_broker_factory, tmp_path_factory):
         "list": _tool(bs, "list"),
     }
     broker.stop()
-    from kafkalog.storage.transactions import find_transactions
+    from kafkalog.storage.reports.transactions import find_transactions
 
     return kafka, find_transactions([data], now_ms=now), data, find_transactions([killed], now_ms=now)
 

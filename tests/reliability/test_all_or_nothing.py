@@ -2,7 +2,7 @@
 
 Failures tried: a malformed row or line after many good ones (new partitions, and an existing partition
 appended in place), bad base64 in ``append`` input, and a full disk (``ENOSPC``) injected at every kind of file
-step of a real import through the write seam (:func:`kafkalog.storage.fileops.observe`). After each, the tree
+step of a real import through the write seam (:func:`kafkalog.storage.io.fileops.observe`). After each, the tree
 of files and their bytes is compared with the tree before; no ``-delete`` staging dir survives.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage import fileops
 from kafkalog.storage.engine.import_ import import_files
+from kafkalog.storage.io import fileops
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-4.3.1-kraft" / "data"
 

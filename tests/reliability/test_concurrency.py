@@ -28,7 +28,7 @@ HOLD = """
 import fcntl, os, sys, time
 kind, path = sys.argv[1], sys.argv[2]
 if kind == "kafkalog":
-    from kafkalog.storage.lock import DirLock
+    from kafkalog.storage.io.lock import DirLock
     lock = DirLock(os.path.dirname(path)); lock.acquire()
 else:
     f = open(path, "a+")
@@ -154,7 +154,7 @@ def test_a_plan_made_while_another_writer_holds_the_dir_names_it(tmp_path: Path)
     nobody holding it and files changed since they were read, it says the plan is stale."""
     from kafkalog.storage.engine.flush import plan_flush
     from kafkalog.storage.engine.plan import concurrent_writer
-    from kafkalog.storage.lock import DirLock
+    from kafkalog.storage.io.lock import DirLock
 
     d = tmp_path / "data"
     shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", d)

@@ -26,7 +26,12 @@ from pathlib import Path
 import pytest
 
 from kafkalog.storage.errors import LogDirError
-from kafkalog.storage.log import TOPIC_MAX_LENGTH, partition_dir_name, partition_path, validate_topic
+from kafkalog.storage.log.partition import (
+    TOPIC_MAX_LENGTH,
+    partition_dir_name,
+    partition_path,
+    validate_topic,
+)
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-4.3.1-kraft" / "data"
 TIMEOUT = 60  # a hang is a failure: every run here finishes in a few seconds
@@ -365,7 +370,7 @@ def test_an_unfinished_swap_is_said_never_read_as_a_shorter_log(data):
 def test_a_full_disk_error_names_the_file():
     """ENOSPC raised by a write or flush carries no file name by itself: the write seam adds it, so the one-line
     error says which file could not be written (issue 17, found 9)."""
-    from kafkalog.storage import fileops
+    from kafkalog.storage.io import fileops
 
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this system")

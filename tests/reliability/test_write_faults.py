@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from damage import FAULT_DAMAGES, Mutations, fault_campaign, injected, plan_for
 
-from kafkalog.storage import fileops
 from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.io import fileops
 
 SAMPLE = 6  # fault points per command and errno in the default run
 COMMANDS = sorted(FAULT_DAMAGES)

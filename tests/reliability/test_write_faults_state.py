@@ -3,7 +3,7 @@
 fixture.
 
 Each is run with ``ENOSPC``, ``EIO`` (raised at the k-th file mutation through the I/O seam,
-:func:`kafkalog.storage.fileops.observe`) and a kill (``os._exit`` before the k-th mutation in a separate
+:func:`kafkalog.storage.io.fileops.observe`) and a kill (``os._exit`` before the k-th mutation in a separate
 process, as SIGKILL: no cleanup runs). After each fault, before anything else touches the dir:
 
 * ``checkpoints --set``: the checkpoint file holds exactly its old bytes or exactly its new bytes;

@@ -10,13 +10,13 @@ import sys
 import pytest
 from builders import BASE_TS, generated_data_dir, generated_partition
 
-from kafkalog.storage.engine.cleaner import plan_compact
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.cleaner.cleaner import plan_compact
 from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.files.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.records import build_legacy, iter_batches
-from kafkalog.storage.topic_configs import ConfigResolver
-from kafkalog.storage.verify import verify_partition, verify_paths
+from kafkalog.storage.reports.verify import verify_partition, verify_paths
 from kafkalog.tools.spark import jobs
 from kafkalog.tools.spark.jvm import NO_SCAN, has_scan
 
@@ -180,7 +180,7 @@ def test_errors_inside_spark_become_one_line(spark, tmp_path):
 def test_export_offset_spec_resolved_per_partition(spark, tmp_path):
     """`kafkalog spark export -o` / the data source's ``offset`` option: rpk's grammar resolved per partition
     through the library's resolver (log start and end offsets, time index), then read through the indexes."""
-    from kafkalog.storage.offset_spec import parse_offset_specs
+    from kafkalog.storage.log.offset_spec import parse_offset_specs
     from kafkalog.tools.spark.options import parse_read_options
     from kafkalog.tools.spark.plan import discover, partition_windows
 

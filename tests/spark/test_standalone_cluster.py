@@ -15,9 +15,9 @@ import pytest
 from builders import BASE_TS, generated_partition
 from standalone import standalone_cluster
 
-from kafkalog.storage.engine.cleaner import plan_compact
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.cleaner.cleaner import plan_compact
 from kafkalog.storage.engine.plan import apply
-from kafkalog.storage.topic_configs import ConfigResolver
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

@@ -6,7 +6,7 @@ import pytest
 from builders import generated_data_dir
 
 from kafkalog.storage.files.offset_index import OffsetIndex
-from kafkalog.storage.log import PartitionLog
+from kafkalog.storage.log.partition import PartitionLog
 
 pytestmark = pytest.mark.spark
 

@@ -3,7 +3,7 @@ injected where the work runs, in the executors' Python worker processes (and the
 
 The jobs apply the library's plans through a partition runner (``tools/spark/jobs.py``: partitions are planned
 and applied by Spark tasks; the driver holds the locks and writes the data dirs' own files). Here that runner is
-wrapped so each task runs inside the library's I/O seam observer (:func:`kafkalog.storage.fileops.observe`) in
+wrapped so each task runs inside the library's I/O seam observer (:func:`kafkalog.storage.io.fileops.observe`) in
 the Python worker that executes it; the function travels to the executors with the task (cloudpickle, by value).
 A counter file under an ``flock`` numbers every file mutation of the job across all processes (workers and
 driver), so a fault lands on the job's k-th write step wherever it runs:
@@ -87,7 +87,7 @@ class _InSeam:
         self.fn, self.counter = fn, counter
 
     def __call__(self, item):
-        from kafkalog.storage import fileops
+        from kafkalog.storage.io import fileops
 
         def observe(kind, path, _target):
             if kind in MUTATIONS:
@@ -101,7 +101,7 @@ def _run_job(spark, monkeypatch, command: str, d: Path, counter: _Counter) -> Ex
     """The Spark job on ``d`` with every step counted (and the fault injected); the error it raised."""
     from pyspark import cloudpickle
 
-    from kafkalog.storage import fileops
+    from kafkalog.storage.io import fileops
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # _InSeam/_Counter travel with the tasks
     real = jobs.spark_runner

@@ -3,7 +3,7 @@
 import base64
 import json
 
-from kafkalog.storage.config import LogConfig
+from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.files.offset_index import read_offset_index

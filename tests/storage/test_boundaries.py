@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog.storage.errors import LogDirError
-from kafkalog.storage.jsonio import b64_field
+from kafkalog.storage.io.jsonio import b64_field
 from kafkalog.storage.records import build_batch, iter_batches
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-4.3.1-kraft" / "data"

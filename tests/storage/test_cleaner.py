@@ -8,14 +8,14 @@ import pytest
 from builders import write_segment
 from engines import clean_points, compact
 
-from kafkalog.storage import fileops
-from kafkalog.storage.config import CleanerConfig, LogConfig
-from kafkalog.storage.dirview import DirView
-from kafkalog.storage.engine.cleaner import group_segments_by_size
-from kafkalog.storage.engine.cleaner_map import OffsetMap
+from kafkalog.storage.config.log_config import CleanerConfig, LogConfig
+from kafkalog.storage.engine.cleaner.cleaner import group_segments_by_size
+from kafkalog.storage.engine.cleaner.offset_map import OffsetMap
 from kafkalog.storage.engine.swap import recover_swap_files
 from kafkalog.storage.errors import ConfigError
-from kafkalog.storage.log import PartitionLog
+from kafkalog.storage.io import fileops
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.records import build_batch, build_end_txn_marker, iter_batches
 
 NOW = 1_700_000_000_000

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from engines import compact
 
-from kafkalog.storage.config import CleanerConfig, LogConfig
-from kafkalog.storage.engine import cleaner as cleaner_mod
-from kafkalog.storage.engine import cleaner_filter
-from kafkalog.storage.engine.cleaner_map import OffsetMap
-from kafkalog.storage.engine.cleaner_records import map_records, scan_retained, splice_records
+from kafkalog.storage.config.log_config import CleanerConfig, LogConfig
+from kafkalog.storage.engine.cleaner import cleaner as cleaner_mod
+from kafkalog.storage.engine.cleaner import record_filter as cleaner_filter
+from kafkalog.storage.engine.cleaner.offset_map import OffsetMap
+from kafkalog.storage.engine.cleaner.records import map_records, scan_retained, splice_records
 from kafkalog.storage.records import build_batch, iter_batches
 
 NOW = 1_700_000_000_000
@@ -96,7 +96,7 @@ def test_map_records_puts_last_offset_per_key_and_rejects_truncated_regions():
     m = OffsetMap()
     map_records(data, 8, 10, m)
     assert (m.get(b"k0"), m.get(b"k1"), m.get(b"k2"), m.size) == (16, 14, 15, 3)
-    from kafkalog.storage.engine.cleaner_records import Slow
+    from kafkalog.storage.engine.cleaner.records import Slow
 
     with pytest.raises((Slow, IndexError)):
         map_records(data[:-3], 8, 10, m)
@@ -123,9 +123,9 @@ def _map_contents(m: OffsetMap) -> tuple:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_parallel_map_pass_equals_the_sequential_one(tmp_path: Path, seed: int):
-    from kafkalog.storage.engine.cleaner import build_offset_map
+    from kafkalog.storage.engine.cleaner.cleaner import build_offset_map
     from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex
-    from kafkalog.storage.log import PartitionLog
+    from kafkalog.storage.log.partition import PartitionLog
     from kafkalog.storage.records import build_end_txn_marker
 
     pdir = tmp_path / "d" / "t-0"
@@ -167,7 +167,7 @@ def test_parallel_map_pass_equals_the_sequential_one(tmp_path: Path, seed: int):
 def test_parallel_map_worker_memory_is_bounded_by_the_capacity(tmp_path):
     """A worker stops collecting keys once its segment alone would fill the map: its dict (and the merged
     one) never grows beyond the map's capacity, whatever the number of distinct keys in the dirty section."""
-    from kafkalog.storage.engine.cleaner_parallel import _map_segment
+    from kafkalog.storage.engine.cleaner.parallel import _map_segment
 
     log = tmp_path / "00000000000000000000.log"
     log.write_bytes(b"".join(build_batch([(i * 10 + j, NOW, b"key-%d" % (i * 10 + j), b"v") for j in range(10)],
@@ -183,7 +183,7 @@ def test_spilled_map_cleans_the_same_bytes(tmp_path: Path, monkeypatch: pytest.M
     """The map's compact runs (what a large dirty section spills into) give exactly the bytes of the dict-only map:
     force a spill every few keys and clean two rounds. The unspilled side uses the native map when the compiled
     core is built, so this also holds the native map to the Python dict map's bytes."""
-    from kafkalog.storage.engine import cleaner_map
+    from kafkalog.storage.engine.cleaner import offset_map as cleaner_map
 
     hot, spilled = two_copies(tmp_path, seed, "hot", "spilled")
     cfg = CleanerConfig(dedupe_buffer_size=dedupe)
@@ -237,7 +237,7 @@ def test_spilled_map_answers_like_the_dict_map():
 
 
 def test_spill_threshold(monkeypatch: pytest.MonkeyPatch):
-    from kafkalog.storage.engine import cleaner_map
+    from kafkalog.storage.engine.cleaner import offset_map as cleaner_map
 
     assert isinstance(cleaner_map.available_memory(), int)  # /proc/meminfo on Linux
     monkeypatch.setattr(cleaner_map, "available_memory", lambda: 2 << 30)  # a small machine

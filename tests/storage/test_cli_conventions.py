@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from builders import multi_partition_data_dir
 
-from kafkalog.storage.describe import describe_paths
-from kafkalog.storage.verify import verify_paths
+from kafkalog.storage.reports.describe import describe_paths
+from kafkalog.storage.reports.verify import verify_paths
 from kafkalog.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,7 +215,7 @@ def test_kraft_dir_still_warns_per_partition(tmp_path):
 
 
 def test_now_takes_the_time_grammar(tmp_path, capsys):
-    from kafkalog.storage.offset_spec import parse_timestamp
+    from kafkalog.storage.log.offset_spec import parse_timestamp
 
     day = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
     assert parse_timestamp("2026-01-01") == day == parse_timestamp(str(day)) == parse_timestamp(str(day // 1000))

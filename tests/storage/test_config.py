@@ -1,6 +1,12 @@
 import pytest
 
-from kafkalog.storage.config import BrokerConfig, CleanerConfig, LogConfig, log_config_for, parse_properties
+from kafkalog.storage.config.log_config import (
+    BrokerConfig,
+    CleanerConfig,
+    LogConfig,
+    log_config_for,
+    parse_properties,
+)
 from kafkalog.storage.errors import ConfigError
 
 

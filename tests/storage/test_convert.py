@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 from engines import convert
 
-from kafkalog.storage import fileops
 from kafkalog.storage.codec.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
-from kafkalog.storage.diff import diff_paths, iter_partition_records, mapped
 from kafkalog.storage.engine.convert import (
     ConvertOptions,
     audit,
@@ -24,9 +22,11 @@ from kafkalog.storage.engine.swap import recover_swap_files
 from kafkalog.storage.errors import ConfigError, LockedError
 from kafkalog.storage.files.offset_index import read_offset_index
 from kafkalog.storage.files.time_index import read_time_index
-from kafkalog.storage.lock import DirLock
-from kafkalog.storage.log_segment import recover_segment
+from kafkalog.storage.io import fileops
+from kafkalog.storage.io.lock import DirLock
+from kafkalog.storage.log.segment import recover_segment
 from kafkalog.storage.records import build_batch, build_legacy, iter_batches
+from kafkalog.storage.reports.diff import diff_paths, iter_partition_records, mapped
 from kafkalog.tools.cli import main
 
 T0 = 1_700_000_000_000

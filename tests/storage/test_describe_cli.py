@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from builders import TOPIC_ID, mixed_format_data_dir
 
-from kafkalog.storage.describe import describe_paths
+from kafkalog.storage.reports.describe import describe_paths
 from kafkalog.tools.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from builders import write_segment
 
-from kafkalog.storage.diff import diff_paths
-from kafkalog.storage.logdir import live_partition_name, resolve_partition_dirs
+from kafkalog.storage.log.datadir import live_partition_name, resolve_partition_dirs
 from kafkalog.storage.records import build_batch
+from kafkalog.storage.reports.diff import diff_paths
 from kafkalog.tools.cli import main
 
 T0 = 1_700_000_000_000
@@ -93,7 +93,7 @@ FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-4.3.1-kraft"
 
 
 def _spec(*texts: str):
-    from kafkalog.storage.offset_spec import parse_offset_specs
+    from kafkalog.storage.log.offset_spec import parse_offset_specs
 
     return parse_offset_specs(list(texts))
 
@@ -150,7 +150,7 @@ def test_offset_range_on_fixture_copies(fixture_pair):
 
 
 def test_offset_range_starts_at_the_offset_index(fixture_pair):
-    from kafkalog.storage.diff import iter_partition_records, offset_window
+    from kafkalog.storage.reports.diff import iter_partition_records, offset_window
 
     a, _b = fixture_pair
     assert offset_window(a, _spec("60:70")) == (60, 70)

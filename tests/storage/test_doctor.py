@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from damage import FIXTURES, NOW, damaged_copy
 
-from kafkalog.storage.doctor import diagnose, java_sorted
 from kafkalog.storage.engine.repair import plan_repair
+from kafkalog.storage.reports.doctor import diagnose, java_sorted
 from kafkalog.tools.cli import main
 
 KRAFT = "kafka-4.3.1-kraft"

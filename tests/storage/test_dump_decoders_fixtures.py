@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage.decoders.remote_log_metadata import iter_remote_log_metadata
+from kafkalog.storage.remote.metadata import iter_remote_log_metadata
 from kafkalog.tools.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

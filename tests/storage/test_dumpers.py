@@ -1,4 +1,4 @@
-"""storage/dumpers/: DumpLogSegments-style dumps of .index/.timeindex/.txnindex/.snapshot, the text and
+"""storage/reports/dump/: DumpLogSegments-style dumps of .index/.timeindex/.txnindex/.snapshot, the text and
 metadata files, KRaft snapshots and the internal-topic record decoders."""
 
 from __future__ import annotations
@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 from builders import indexed_segment
 
-from kafkalog.storage.dumpers import (
+from kafkalog.storage.files.checkpoints import write_offset_checkpoint
+from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
+from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_properties
+from kafkalog.storage.files.offset_index import OffsetIndex
+from kafkalog.storage.files.partition_metadata import write_partition_metadata
+from kafkalog.storage.files.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry
+from kafkalog.storage.files.time_index import TimeIndex
+from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.storage.records.dump import dump_log
+from kafkalog.storage.reports.dump import (
     FileDump,
     decrement_sequence,
     dump_file,
@@ -22,16 +31,7 @@ from kafkalog.storage.dumpers import (
     dump_txn_index,
     record_decoder,
 )
-from kafkalog.storage.dumpers.snapshot import INT32_MAX
-from kafkalog.storage.files.checkpoints import write_offset_checkpoint
-from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
-from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_properties
-from kafkalog.storage.files.offset_index import OffsetIndex
-from kafkalog.storage.files.partition_metadata import write_partition_metadata
-from kafkalog.storage.files.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry
-from kafkalog.storage.files.time_index import TimeIndex
-from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex
-from kafkalog.storage.records.dump import dump_log
+from kafkalog.storage.reports.dump.snapshot import INT32_MAX
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 BASE = 100

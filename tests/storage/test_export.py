@@ -10,7 +10,6 @@ from builders import writer_data_dir
 
 from kafkalog.compat.pytest_plugin import require_modules
 from kafkalog.storage.codec.compression import LZ4
-from kafkalog.storage.diff import diff_paths
 from kafkalog.storage.engine.export import (
     COLUMN_NAMES,
     EXPORT_COLUMNS,
@@ -21,7 +20,8 @@ from kafkalog.storage.engine.export import (
 )
 from kafkalog.storage.engine.import_ import import_files
 from kafkalog.storage.errors import CorruptRecordError, LogDirError
-from kafkalog.storage.offset_spec import parse_offset_specs
+from kafkalog.storage.log.offset_spec import parse_offset_specs
+from kafkalog.storage.reports.diff import diff_paths
 from kafkalog.tools.cli import main
 
 T0 = 1_700_000_000_000
@@ -135,7 +135,7 @@ def test_import_refuses_hostile_json_with_a_line_number(tmp_path: Path):
 def test_json_lines_are_read_with_a_bound():
     import io
 
-    from kafkalog.storage.jsonio import iter_lines
+    from kafkalog.storage.io.jsonio import iter_lines
 
     assert list(iter_lines(io.StringIO("a\nbb\n"), limit=3)) == [(1, "a\n"), (2, "bb\n")]
     with pytest.raises(ValueError, match="line 2 is longer than 3"):

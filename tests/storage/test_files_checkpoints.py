@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalog.storage.errors import CorruptCheckpointError
-from kafkalog.storage.fileops import atomic_write, fsync_dir, tmp_path
 from kafkalog.storage.files.checkpoints import (
     OffsetCheckpoint,
     TopicPartitionOffset,
@@ -34,6 +33,7 @@ from kafkalog.storage.files.partition_metadata import (
     read_partition_metadata,
     write_partition_metadata,
 )
+from kafkalog.storage.io.fileops import atomic_write, fsync_dir, tmp_path
 
 # ---------------------------------------------------------------------------------------- offset checkpoints
 

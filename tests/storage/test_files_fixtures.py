@@ -26,10 +26,10 @@ from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, P
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
 from kafkalog.storage.files.time_index import TimeIndex
 from kafkalog.storage.files.txn_index import TransactionIndex
-from kafkalog.storage.log import parse_topic_partition_name
-from kafkalog.storage.log_segment import recover_segment, replay_appends
-from kafkalog.storage.logdir import DataDir
-from kafkalog.storage.verify import verify_data_dir
+from kafkalog.storage.log.datadir import DataDir
+from kafkalog.storage.log.partition import parse_topic_partition_name
+from kafkalog.storage.log.segment import recover_segment, replay_appends
+from kafkalog.storage.reports.verify import verify_data_dir
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/data") if p.is_dir()) if FIXTURES.is_dir() else []

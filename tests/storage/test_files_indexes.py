@@ -21,7 +21,8 @@ from kafkalog.storage.files.offset_index import (
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry
 from kafkalog.storage.files.time_index import TimeIndex, TimeIndexBuilder, TimestampOffset, read_time_index
 from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex, read_txn_index
-from kafkalog.storage.log_segment import (
+from kafkalog.storage.log.producer_state import ProducerStateManager
+from kafkalog.storage.log.segment import (
     STOP_CORRUPT,
     STOP_OFFSET_OVERFLOW,
     STOP_PARTIAL_BATCH,
@@ -29,7 +30,6 @@ from kafkalog.storage.log_segment import (
     recover_segment,
     replay_appends,
 )
-from kafkalog.storage.producer_state import ProducerStateManager
 from kafkalog.storage.records import build_batch, build_end_txn_marker, build_legacy, iter_batches
 
 OP = OffsetPosition

@@ -33,7 +33,7 @@ from kafkalog.storage.files.producer_snapshot import (
 )
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.files.time_index import TimeIndex
-from kafkalog.storage.lock import DirLock, is_locked, lock_status
+from kafkalog.storage.io.lock import DirLock, is_locked, lock_status
 from kafkalog.storage.records import build_batch
 
 # ------------------------------------------------------------------------------------------- snapshots

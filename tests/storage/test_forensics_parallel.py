@@ -14,9 +14,9 @@ import pytest
 
 from kafkalog.storage.engine.salvage import salvage_bytes, salvage_jsonl
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.groups import load_groups
 from kafkalog.storage.parallel import iter_partition_tasks, run_partition_tasks
 from kafkalog.storage.records import iter_batches
+from kafkalog.storage.reports.groups import load_groups
 from kafkalog.tools.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -1,4 +1,4 @@
-"""``kafkalog groups`` (storage/groups.py): groups and committed offsets replayed from ``__consumer_offsets`` as
+"""``kafkalog groups`` (storage/reports/groups.py): groups and committed offsets replayed from ``__consumer_offsets`` as
 the coordinator loads them, on the real fixtures and on synthetic partitions built with the decoders' own
 message specs (``Message.write``); the CLI views and the ``group`` JSON Schema. The broker comparison is
 tests/kafka/test_groups_diff.py."""
@@ -21,8 +21,8 @@ from kafkalog.storage.decoders.offsets_schemas import (
     RECORD_TYPES,
 )
 from kafkalog.storage.engine.writer import LogWriter
-from kafkalog.storage.groups import _Shard, load_groups
 from kafkalog.storage.records.builder import build_batch, build_end_txn_marker
+from kafkalog.storage.reports.groups import _Shard, load_groups
 from kafkalog.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

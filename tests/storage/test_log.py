@@ -11,18 +11,18 @@ from builders import numbered_batches, three_segment_data_dir, three_segment_par
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalog.storage.describe import describe_partition
 from kafkalog.storage.errors import LogDirError
 from kafkalog.storage.files.checkpoints import write_offset_checkpoint
 from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
 from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_properties
 from kafkalog.storage.files.names import log_file_name, snapshot_file_name
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
-from kafkalog.storage.lock import DirLock
-from kafkalog.storage.log import PartitionLog, TopicPartitionDir, parse_topic_partition_name
-from kafkalog.storage.logdir import DataDir, DataDirs
+from kafkalog.storage.io.lock import DirLock
+from kafkalog.storage.log.datadir import DataDir, DataDirs
+from kafkalog.storage.log.partition import PartitionLog, TopicPartitionDir, parse_topic_partition_name
 from kafkalog.storage.records import build_batch
-from kafkalog.storage.verify import verify_data_dir, verify_data_dirs, verify_partition
+from kafkalog.storage.reports.describe import describe_partition
+from kafkalog.storage.reports.verify import verify_data_dir, verify_data_dirs, verify_partition
 
 TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"
 
@@ -244,7 +244,7 @@ def test_verify_offsets_and_indexes(tmp_path):
 
 
 def test_verify_follower_index_is_info_and_deep_time_offsets(tmp_path):
-    from kafkalog.storage.log_segment import replay_appends as rebuild_indexes_append
+    from kafkalog.storage.log.segment import replay_appends as rebuild_indexes_append
 
     d = tmp_path / "t-0"
     d.mkdir()

@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 from builders import offset_batches, three_segment_data_dir, write_segment
 
-from kafkalog.storage.describe import describe_partition
-from kafkalog.storage.diff import diff_paths
-from kafkalog.storage.doctor import diagnose
 from kafkalog.storage.engine.export import ExportFilter, iter_export_rows
 from kafkalog.storage.errors import CorruptRecordError, LogDirError
 from kafkalog.storage.files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-from kafkalog.storage.groups import load_groups
-from kafkalog.storage.log import PRODUCER_SNAPSHOT, PartitionLog
+from kafkalog.storage.log.partition import PRODUCER_SNAPSHOT, PartitionLog
 from kafkalog.storage.records import RECORD_COLUMNS, iter_batches, to_arrow
-from kafkalog.storage.transactions import read_transaction_state
-from kafkalog.storage.verify import verify_paths
+from kafkalog.storage.reports.describe import describe_partition
+from kafkalog.storage.reports.diff import diff_paths
+from kafkalog.storage.reports.doctor import diagnose
+from kafkalog.storage.reports.groups import load_groups
+from kafkalog.storage.reports.transactions import read_transaction_state
+from kafkalog.storage.reports.verify import verify_paths
 from kafkalog.tools import cli
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

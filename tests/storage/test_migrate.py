@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from engines import migrate
 
-from kafkalog.storage.config import LogConfig
-from kafkalog.storage.diff import diff_paths, iter_partition_records
+from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.engine.migrate import MigrateOptions, read_checkpoints, set_topic_id
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.errors import ConfigError, LockedError, LogDirError
@@ -19,8 +18,9 @@ from kafkalog.storage.files.leader_epoch import EpochEntry, read_leader_epoch_ch
 from kafkalog.storage.files.meta_properties import read_meta_properties
 from kafkalog.storage.files.offset_index import read_offset_index
 from kafkalog.storage.files.partition_metadata import read_partition_metadata
-from kafkalog.storage.lock import DirLock
+from kafkalog.storage.io.lock import DirLock
 from kafkalog.storage.records import build_batch
+from kafkalog.storage.reports.diff import diff_paths, iter_partition_records
 from kafkalog.tools.cli import main
 
 T0 = 1_700_000_000_000

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from kafkalog.storage.codec.native import core
-from kafkalog.storage.engine import cleaner_records as cr
-from kafkalog.storage.engine.cleaner_map import OffsetMap
+from kafkalog.storage.engine.cleaner import records as cr
+from kafkalog.storage.engine.cleaner.offset_map import OffsetMap
 from kafkalog.storage.records import RecordBatch, build_batch, iter_batches
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

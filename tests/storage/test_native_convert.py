@@ -120,7 +120,7 @@ def test_a_run_splits_segments_and_indexes_like_batch_by_batch_appends(tmp_path,
     """``_append_run`` (one write per run) against ``_append_converted`` per batch: the same segments, split at
     the same batches, with the same index entries."""
     from kafkalog.storage.engine.convert import _append_converted, _append_run
-    from kafkalog.storage.log_segment import SegmentWriter
+    from kafkalog.storage.log.segment import SegmentWriter
 
     rnd = random.Random(3)
     data = b"".join(build_legacy_message(rnd.choice((0, 1)), off, TS + off, b"k", rnd.randbytes(rnd.randint(0, 900)))

@@ -11,8 +11,8 @@ import pytest
 
 from kafkalog.storage.engine.export import ExportFilter, iter_export_rows
 from kafkalog.storage.errors import ConfigError
-from kafkalog.storage.log import PartitionLog
-from kafkalog.storage.offset_spec import Bound, parse_offset_spec
+from kafkalog.storage.log.offset_spec import Bound, parse_offset_spec
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.tools.cli import main
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-4.3.1-kraft" / "data"

@@ -2,7 +2,7 @@
 
 For each command: the dry-run plan is made (nothing on disk may change); then the command's real run plans again
 and applies. The test records every file mutation the apply performs (the library's one I/O seam,
-``kafkalog.storage.fileops``) and checks that
+``kafkalog.storage.io.fileops``) and checks that
 
 * apply ran exactly the dry-run plan's operations, in order (``ApplyResult.traces == plan.traces()``);
 * every mutation belongs to the operation running at the time, and touches only the files that operation names
@@ -21,9 +21,8 @@ from pathlib import Path
 import pytest
 from damage import FIXTURE_NAMES, FIXTURES, INDEX_DAMAGES, damaged_copy, tree
 
-from kafkalog.storage import fileops
-from kafkalog.storage.config import LogConfig
-from kafkalog.storage.engine.cleaner import plan_compact
+from kafkalog.storage.config.log_config import LogConfig
+from kafkalog.storage.engine.cleaner.cleaner import plan_compact
 from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
 from kafkalog.storage.engine.flush import plan_flush
 from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate, plan_set_checkpoints, plan_topic_id
@@ -31,7 +30,8 @@ from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.engine.reindex import plan_reindex
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.retention import plan_retention
-from kafkalog.storage.log import PartitionLog
+from kafkalog.storage.io import fileops
+from kafkalog.storage.log.partition import PartitionLog
 
 NOW = 1_900_000_000_000
 
@@ -242,7 +242,7 @@ def test_settings_and_sources_are_in_the_plan(tmp_path):
 def test_fixed_config_is_used_for_every_topic(tmp_path):
     d = tmp_path / "data"
     damaged_copy("kafka-4.3.1-kraft", d, ())
-    from kafkalog.storage.topic_configs import ConfigResolver
+    from kafkalog.storage.config.resolver import ConfigResolver
 
     cfg = LogConfig().with_overrides({"retention.ms": "-1"})
     plan = plan_retention([d], now_ms=NOW, resolver=ConfigResolver(config=cfg))

@@ -2,7 +2,7 @@ import pytest
 
 from kafkalog.storage.errors import CorruptRecordError
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot, read_producer_snapshot
-from kafkalog.storage.producer_state import ProducerStateManager, java_hashmap_order
+from kafkalog.storage.log.producer_state import ProducerStateManager, java_hashmap_order
 from kafkalog.storage.records import build_batch, build_end_txn_marker, iter_batches
 
 

@@ -11,20 +11,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from builders import numbered_batches
 
 import kafkalog
-from kafkalog.storage.describe import describe_paths
-from kafkalog.storage.diff import diff_paths
+from kafkalog.compat.pytest_plugin import require_modules
 from kafkalog.storage.engine.export import ExportFilter, export_jsonl, export_parquet, iter_export_rows
 from kafkalog.storage.engine.plan import apply as engine_apply
 from kafkalog.storage.engine.retention import plan_retention
 from kafkalog.storage.errors import LogDirError
-from kafkalog.storage.offset_spec import parse_offset_spec
-from kafkalog.storage.paths import PathError
+from kafkalog.storage.log.offset_spec import parse_offset_spec
+from kafkalog.storage.log.paths import PathError
+from kafkalog.storage.reports.describe import describe_paths
+from kafkalog.storage.reports.diff import diff_paths
 from kafkalog.tools import apidoc
+
+require_modules("pyarrow", extra="spark")  # skipped without the spark extra, a failure under CI=true
+
+import pyarrow.parquet as pq  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
@@ -88,7 +92,7 @@ def test_records_are_the_export_rows(data_dir: Path):
 def test_the_partition_asks_the_one_partition_model(monkeypatch):
     """The API re-derives nothing: patch the library's one log start offset, high watermark and log end offset
     (PartitionLog's) and the API's answers, and the ranges it resolves, change with them."""
-    from kafkalog.storage.log import PartitionLog
+    from kafkalog.storage.log.partition import PartitionLog
 
     monkeypatch.setattr(PartitionLog, "log_start_offset", property(lambda self: 7))
     monkeypatch.setattr(PartitionLog, "high_watermark", property(lambda self: 9))

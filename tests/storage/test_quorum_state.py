@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage.dumpers import dump_file
 from kafkalog.storage.errors import CorruptCheckpointError
 from kafkalog.storage.files.quorum_state import QuorumState, read_quorum_state
-from kafkalog.storage.verify import verify_partition
+from kafkalog.storage.reports.dump import dump_file
+from kafkalog.storage.reports.verify import verify_partition
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 KRAFT = sorted(FIXTURES.glob("*-kraft/data/__cluster_metadata-0/quorum-state"))

@@ -2,7 +2,7 @@ import os
 
 from engines import recover
 
-from kafkalog.storage.config import LogConfig
+from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.engine.flush import plan_flush
 from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.engine.repair import plan_repair

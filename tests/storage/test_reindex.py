@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from engines import resolver
 
-from kafkalog.storage.config import LogConfig
+from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.engine.plan import PlanError, apply
 from kafkalog.storage.engine.reindex import plan_reindex
 from kafkalog.storage.engine.writer import LogWriter
-from kafkalog.storage.lock import DirLock
+from kafkalog.storage.io.lock import DirLock
 from kafkalog.storage.records import build_batch, iter_batches
 from kafkalog.tools.cli import main
 

@@ -18,11 +18,11 @@ from builders import (
     write_segment,
 )
 
-from kafkalog.storage.log import PartitionLog
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.remote import open_remote_store
 from kafkalog.storage.remote.inspect import iter_remote_segments, list_remote, verify_remote
 from kafkalog.storage.remote.rehydrate import RehydrateOptions, plan_rehydrate, rehydrate
-from kafkalog.storage.verify import verify_paths
+from kafkalog.storage.reports.verify import verify_paths
 from kafkalog.tools.cli import main
 
 

@@ -10,10 +10,10 @@ import pytest
 from kafkalog.storage.decoders.remote_log_metadata import (
     decode_remote_log_metadata,
     format_remote_log_metadata,
-    iter_remote_log_metadata,
     parse_remote_log_metadata,
 )
 from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage.remote.metadata import iter_remote_log_metadata
 from tests.builders import (
     RLM_SEGMENT_ID,
     TOPIC_ID,

@@ -7,7 +7,7 @@ from pathlib import Path
 from builders import aged_partition
 from engines import retain
 
-from kafkalog.storage.config import LogConfig
+from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.records import build_batch
 
 NOW = 1_700_000_000_000

@@ -10,17 +10,22 @@ from pathlib import Path
 
 import pytest
 from builders import generated_partition, local_tiered_storage, write_data_dir_files
-from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from kafkalog.storage import log as storage_log
-from kafkalog.storage.describe import describe_partition
+from kafkalog.compat.pytest_plugin import require_modules
 from kafkalog.storage.engine.retention import plan_retention
 from kafkalog.storage.files.offset_index import OffsetIndex
-from kafkalog.storage.log import PartitionLog
+from kafkalog.storage.log import partition as storage_log
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.remote.layout import open_remote_store, remote_partition_view
-from kafkalog.tools.spark.options import parse_read_options
-from kafkalog.tools.spark.plan import discover, plan
-from kafkalog.tools.spark.stream import KafkaLogStreamReader
+from kafkalog.storage.reports.describe import describe_partition
+
+require_modules("pyspark", "pyarrow", extra="spark")  # skipped without the spark extra, a failure under CI=true
+
+from pyspark.sql.streaming.datasource import ReadAllAvailable  # noqa: E402
+
+from kafkalog.tools.spark.options import parse_read_options  # noqa: E402
+from kafkalog.tools.spark.plan import discover, plan  # noqa: E402
+from kafkalog.tools.spark.stream import KafkaLogStreamReader  # noqa: E402
 
 pytestmark = pytest.mark.spark  # the Spark source and stream (no JVM is started)
 

@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 from builders import offset_batches, write_segment
 
-from kafkalog.storage.dirview import DirView
 from kafkalog.storage.engine.swap import (
     cleaned_path,
     recover_swap_files,
@@ -14,6 +13,7 @@ from kafkalog.storage.engine.swap import (
 )
 from kafkalog.storage.files.names import offset_file_name
 from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.io.dirview import DirView
 from kafkalog.storage.records import iter_batches
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.storage.paths import PathError
-from kafkalog.storage.transactions import abort_command, find_transactions
+from kafkalog.storage.log.paths import PathError
+from kafkalog.storage.reports.transactions import abort_command, find_transactions
 from kafkalog.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

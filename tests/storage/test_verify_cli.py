@@ -11,8 +11,8 @@ import pytest
 from builders import TOPIC_IDS, multi_partition_data_dir
 
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
-from kafkalog.storage.paths import PathError
-from kafkalog.storage.verify import classify_path, verify_paths
+from kafkalog.storage.log.paths import PathError
+from kafkalog.storage.reports.verify import classify_path, verify_paths
 from kafkalog.tools.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -3,7 +3,7 @@ import struct
 
 import pytest
 
-from kafkalog.storage.config import LogConfig
+from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.engine.writer import LogWriter, OffsetOrderError, RecordTooLargeError
 from kafkalog.storage.files.offset_index import read_offset_index
 from kafkalog.storage.files.time_index import read_time_index

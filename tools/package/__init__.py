@@ -25,9 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kafkalog.storage.api import DEFAULT_ARROW_ROWS, LogDirs, Offsets, Partition, apply, open
-    from kafkalog.storage.config import LogConfig
-    from kafkalog.storage.diff import DiffResult
-    from kafkalog.storage.doctor import Diagnosis, Problem
+    from kafkalog.storage.config.log_config import LogConfig
+    from kafkalog.storage.config.resolver import ConfigResolver
     from kafkalog.storage.engine.convert import ConvertOptions
     from kafkalog.storage.engine.migrate import MigrateOptions
     from kafkalog.storage.engine.plan import ApplyResult, Loss, Plan, PlanError
@@ -42,17 +41,18 @@ if TYPE_CHECKING:
     )
     from kafkalog.storage.files.findings import Finding
     from kafkalog.storage.files.segment import Segment
-    from kafkalog.storage.groups import GroupsReport
-    from kafkalog.storage.log import PartitionLog
-    from kafkalog.storage.logdir import DataDir
-    from kafkalog.storage.offset_spec import OffsetSpec, parse_offset_spec
-    from kafkalog.storage.paths import PathError
+    from kafkalog.storage.log.datadir import DataDir
+    from kafkalog.storage.log.offset_spec import OffsetSpec, parse_offset_spec
+    from kafkalog.storage.log.partition import PartitionLog
+    from kafkalog.storage.log.paths import PathError
     from kafkalog.storage.records import Record
     from kafkalog.storage.remote.layout import open_remote_store
     from kafkalog.storage.remote.rehydrate import RehydrateOptions
-    from kafkalog.storage.topic_configs import ConfigResolver
-    from kafkalog.storage.transactions import TransactionReport
-    from kafkalog.storage.verify import VerifyReport
+    from kafkalog.storage.reports.diff import DiffResult
+    from kafkalog.storage.reports.doctor import Diagnosis, Problem
+    from kafkalog.storage.reports.groups import GroupsReport
+    from kafkalog.storage.reports.transactions import TransactionReport
+    from kafkalog.storage.reports.verify import VerifyReport
 
 # public name -> the module that defines it (imported on first access: PEP 562)
 _EXPORTS: dict[str, str] = {
@@ -71,25 +71,25 @@ _EXPORTS: dict[str, str] = {
     "MigrateOptions": "kafkalog.storage.engine.migrate",
     "RehydrateOptions": "kafkalog.storage.remote.rehydrate",
     "open_remote_store": "kafkalog.storage.remote.layout",
-    "OffsetSpec": "kafkalog.storage.offset_spec",
-    "parse_offset_spec": "kafkalog.storage.offset_spec",
-    "LogConfig": "kafkalog.storage.config",
-    "ConfigResolver": "kafkalog.storage.topic_configs",
+    "OffsetSpec": "kafkalog.storage.log.offset_spec",
+    "parse_offset_spec": "kafkalog.storage.log.offset_spec",
+    "LogConfig": "kafkalog.storage.config.log_config",
+    "ConfigResolver": "kafkalog.storage.config.resolver",
     "Segment": "kafkalog.storage.files.segment",
-    "PartitionLog": "kafkalog.storage.log",
-    "DataDir": "kafkalog.storage.logdir",
+    "PartitionLog": "kafkalog.storage.log.partition",
+    "DataDir": "kafkalog.storage.log.datadir",
     "Record": "kafkalog.storage.records",
     "Finding": "kafkalog.storage.files.findings",
-    "VerifyReport": "kafkalog.storage.verify",
-    "Diagnosis": "kafkalog.storage.doctor",
-    "DiffResult": "kafkalog.storage.diff",
-    "Problem": "kafkalog.storage.doctor",
-    "GroupsReport": "kafkalog.storage.groups",
-    "TransactionReport": "kafkalog.storage.transactions",
+    "VerifyReport": "kafkalog.storage.reports.verify",
+    "Diagnosis": "kafkalog.storage.reports.doctor",
+    "DiffResult": "kafkalog.storage.reports.diff",
+    "Problem": "kafkalog.storage.reports.doctor",
+    "GroupsReport": "kafkalog.storage.reports.groups",
+    "TransactionReport": "kafkalog.storage.reports.transactions",
     # errors (every one a KafkaLogError: the command line prints it as one line and exits 1)
     "KafkaLogError": "kafkalog.storage.errors",
     "LogDirError": "kafkalog.storage.errors",
-    "PathError": "kafkalog.storage.paths",
+    "PathError": "kafkalog.storage.log.paths",
     "LockedError": "kafkalog.storage.errors",
     "ConfigError": "kafkalog.storage.errors",
     "CorruptRecordError": "kafkalog.storage.errors",

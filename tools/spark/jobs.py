@@ -51,7 +51,7 @@ def _run_per_item(spark, items: list, fn: Callable, slices: int | None = None) -
 
 # ------------------------------------------------------------------------------------------------ verify
 def _verify_one(item: tuple) -> list:
-    from kafkalog.storage.verify import partition_task
+    from kafkalog.storage.reports.verify import partition_task
 
     return [partition_task(*item)]
 
@@ -59,9 +59,9 @@ def _verify_one(item: tuple) -> list:
 def verify(spark, paths: list[str], *, deep: bool = False, independent: bool = False) -> JobReport:
     """``kafkalog verify`` with its partition tasks run by Spark: the driver plans, checks each data dir's own
     files and the cross-partition rules (checkpoint entries, topic ids, recovery-point membership, the
-    ``log.dirs`` ensemble unless ``independent``), exactly as :func:`~kafkalog.storage.verify.verify_paths`."""
+    ``log.dirs`` ensemble unless ``independent``), exactly as :func:`~kafkalog.storage.reports.verify.verify_paths`."""
     paths = _driver_paths(paths)
-    from kafkalog.storage.verify import verify_paths
+    from kafkalog.storage.reports.verify import verify_paths
 
     report = verify_paths(paths, deep=deep, independent=independent,
                           runner=lambda tasks: _run_per_item(spark, tasks, _verify_one))
@@ -184,9 +184,9 @@ def compact(spark, paths: list[str], *, now: int, dry_run: bool = False, force: 
     keeps the backup and writes each data dir's ``cleaner-offset-checkpoint`` once, from every partition's new
     clean point (tasks never write that shared file)."""
     paths = _driver_paths(paths)
-    from kafkalog.storage.engine.cleaner import CleanResult, plan_compact
+    from kafkalog.storage.config.resolver import ConfigResolver
+    from kafkalog.storage.engine.cleaner.cleaner import CleanResult, plan_compact
     from kafkalog.storage.engine.plan import apply
-    from kafkalog.storage.topic_configs import ConfigResolver
 
     resolver = ConfigResolver(server_properties, topic_config, overrides or {}, data_dirs=paths)
     runner = spark_runner(spark, os.path.dirname(paths[0]) if paths else None)

@@ -59,8 +59,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from kafkalog.storage.errors import ConfigError
-from kafkalog.storage.jsonio import loads
-from kafkalog.storage.offset_spec import OffsetSpec, parse_offset_specs
+from kafkalog.storage.io.jsonio import loads
+from kafkalog.storage.log.offset_spec import OffsetSpec, parse_offset_specs
 
 MIB = 1024 * 1024
 

@@ -22,8 +22,8 @@ from kafkalog.storage.files.names import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFF
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.files.time_index import TimeIndex
 from kafkalog.storage.io.fs import FsSpec, SegmentFile, display, info, listdir, read_bytes, split_uri
-from kafkalog.storage.log import PartitionLog, unfinished_swap
-from kafkalog.storage.logdir import check_topics, live_partition_name
+from kafkalog.storage.log.datadir import check_topics, live_partition_name
+from kafkalog.storage.log.partition import PartitionLog, unfinished_swap
 
 from .filters import columns, keeps
 from .options import ReadOptions
@@ -82,7 +82,7 @@ def _live_partition(name: str) -> tuple[str, int] | None:
 
 def _segments_of(spec: FsSpec, pdir: str, topic: str | None, partition: int | None) -> list[Segment]:
     """The partition's segments by base offset. A local dir is listed by storage's partition model
-    (:class:`~kafkalog.storage.log.PartitionLog`: the same segments every command reads); a URL's by its file
+    (:class:`~kafkalog.storage.log.partition.PartitionLog`: the same segments every command reads); a URL's by its file
     names, with the same name rule."""
     logs: list[tuple[int, str, int]] = []
     if spec.is_local and _live_partition(pdir.rstrip("/").rsplit("/", 1)[-1]) is not None:
@@ -312,7 +312,7 @@ def _partition_dir(seg: Segment) -> str:
 
 def partition_windows(segments: list[Segment], opts: ReadOptions) -> dict[tuple[FsSpec, str], tuple[int, int]]:
     """The ``offset`` option resolved for each partition dir of ``segments`` (its log start and end offsets and
-    its time index, through the library's :meth:`~kafkalog.storage.offset_spec.OffsetSpec.resolve_in_dir`)."""
+    its time index, through the library's :meth:`~kafkalog.storage.log.offset_spec.OffsetSpec.resolve_in_dir`)."""
     spec = opts.offset_spec
     if spec is None:
         return {}

@@ -47,7 +47,7 @@ from kafkalog.storage.files.checkpoints import (
     read_offset_checkpoint,
 )
 from kafkalog.storage.io.fs import SegmentFile, display, split_uri
-from kafkalog.storage.log import PartitionLog
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.records import LogScanner
 
 from .options import ReadOptions, _bool, _int, parse_read_options

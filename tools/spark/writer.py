@@ -46,7 +46,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from kafkalog.storage.codec.compression import CODEC_IDS
 from kafkalog.storage.errors import ConfigError, LogDirError
-from kafkalog.storage.log import partition_dir_name
+from kafkalog.storage.log.partition import partition_dir_name
 from kafkalog.storage.records import build_batch
 
 STAGING = ".kafkalog-staging"
@@ -280,7 +280,7 @@ def _iter_staged_batches(path: str) -> Iterator[bytes]:
 def commit_staged(wo: WriteOptions, staged: list[Staged]) -> dict[tuple[str, int], int]:
     """Append staged batches into the data dir (the library's :func:`append_partitions`: under the data dir's
     lock, then flushed); returns each written partition's log end offset."""
-    from kafkalog.storage.config import LogConfig
+    from kafkalog.storage.config.log_config import LogConfig
     from kafkalog.storage.engine.writer import append_partitions
 
     root = Path(wo.path)

@@ -26,31 +26,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import fileops
-from ..config import CleanerConfig, LogConfig
-from ..dirview import DirView, Op
-from ..errors import CorruptRecordError, KafkaLogError
-from ..files.checkpoints import CLEANER_OFFSET_CHECKPOINT
-from ..files.names import offset_file_name
-from ..files.segment import Segment
-from ..log import PartitionLog
-from ..log_segment import SEGMENT_SUFFIXES, SegmentWriter
-from ..records.batch import RecordBatch
-from ..records.reader import iter_batches
-from ..topic_configs import ConfigResolver
-from .cleaner_filter import CleanerFilter, FilterStats, LastRecord, UncleanableError
-from .cleaner_map import OffsetMap
-from .cleaner_parallel import (
+from kafkalog.storage.config.log_config import CleanerConfig, LogConfig
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.engine.cleaner.offset_map import OffsetMap
+from kafkalog.storage.engine.cleaner.parallel import (
     PARALLEL_MIN_BYTES,
     build_offset_map_parallel,
     default_workers,
     dirty_segment_files,
 )
-from .cleaner_records import Slow, map_records
-from .cleaner_txn import CleanedTransactionMetadata
-from .datadirs import Target, checkpoint_bytes, group_partitions, plan_partitions
-from .plan import Loss, PartitionPlan, Plan, PlanError, Runner, default_runner
-from .swap import replace_segments, replacement_effect
+from kafkalog.storage.engine.cleaner.record_filter import (
+    CleanerFilter,
+    FilterStats,
+    LastRecord,
+    UncleanableError,
+)
+from kafkalog.storage.engine.cleaner.records import Slow, map_records
+from kafkalog.storage.engine.cleaner.txn import CleanedTransactionMetadata
+from kafkalog.storage.engine.plan import Loss, PartitionPlan, Plan, PlanError, Runner, default_runner
+from kafkalog.storage.engine.swap import replace_segments, replacement_effect
+from kafkalog.storage.engine.targets import Target, checkpoint_bytes, group_partitions, plan_partitions
+from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage.files.checkpoints import CLEANER_OFFSET_CHECKPOINT
+from kafkalog.storage.files.names import offset_file_name
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.io import fileops
+from kafkalog.storage.io.dirview import DirView, Op
+from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.log.segment import SEGMENT_SUFFIXES, SegmentWriter
+from kafkalog.storage.records.batch import RecordBatch
+from kafkalog.storage.records.reader import iter_batches
 
 INT32_MAX = 2147483647
 LONG_MAX = 9223372036854775807

@@ -36,8 +36,8 @@ from bisect import bisect_left
 from hashlib import md5
 from heapq import merge
 
-from ..codec.native import core
-from ..errors import ConfigError
+from kafkalog.storage.codec.native import core
+from kafkalog.storage.errors import ConfigError
 
 BYTES_PER_ENTRY = 24  # 16-byte MD5 + 8-byte offset
 INT32_MAX = 2147483647

@@ -19,12 +19,12 @@ import os
 from hashlib import md5
 from pathlib import Path
 
-from ..errors import KafkaLogError
-from ..records.batch import RecordBatch
-from ..records.reader import iter_batches
-from .cleaner_map import OffsetMap
-from .cleaner_records import Slow, map_records
-from .cleaner_txn import AbortedTxn, CleanedTransactionMetadata
+from kafkalog.storage.engine.cleaner.offset_map import OffsetMap
+from kafkalog.storage.engine.cleaner.records import Slow, map_records
+from kafkalog.storage.engine.cleaner.txn import AbortedTxn, CleanedTransactionMetadata
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.records.batch import RecordBatch
+from kafkalog.storage.records.reader import iter_batches
 
 #: Below this many dirty bytes the sequential pass is used (process start-up is not worth it).
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024

@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..codec.compression import compress
-from ..errors import KafkaLogError
-from ..records.batch import (
+from kafkalog.storage.codec.compression import compress
+from kafkalog.storage.engine.cleaner.offset_map import OffsetMap
+from kafkalog.storage.engine.cleaner.records import Slow, scan_retained, splice_records
+from kafkalog.storage.engine.cleaner.txn import CleanedTransactionMetadata
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.records.batch import (
     CREATE_TIME,
     DELETE_HORIZON_MASK,
     LOG_APPEND_TIME,
@@ -21,12 +24,9 @@ from ..records.batch import (
     TIMESTAMP_TYPE_MASK,
     RecordBatch,
 )
-from ..records.builder import build_batch, build_empty_batch_header, build_legacy
-from ..records.reader import iter_batches
-from ..records.record import Record
-from .cleaner_map import OffsetMap
-from .cleaner_records import Slow, scan_retained, splice_records
-from .cleaner_txn import CleanedTransactionMetadata
+from kafkalog.storage.records.builder import build_batch, build_empty_batch_header, build_legacy
+from kafkalog.storage.records.reader import iter_batches
+from kafkalog.storage.records.record import Record
 
 DELETE, RETAIN_EMPTY, DELETE_EMPTY = "DELETE", "RETAIN_EMPTY", "DELETE_EMPTY"
 

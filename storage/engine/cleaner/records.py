@@ -16,10 +16,10 @@ the records layer's careful decoder, which gives the verdict and a precise error
 
 from __future__ import annotations
 
-from ..codec.native import core
-from ..codec.varint import read_uvarint, read_uvarlong, write_varint, write_varlong
-from ..errors import CorruptRecordError
-from .cleaner_map import OffsetMap
+from kafkalog.storage.codec.native import core
+from kafkalog.storage.codec.varint import read_uvarint, read_uvarlong, write_varint, write_varlong
+from kafkalog.storage.engine.cleaner.offset_map import OffsetMap
+from kafkalog.storage.errors import CorruptRecordError
 
 
 class Slow(Exception):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import heapq
 
-from ..files.txn_index import AbortedTxn
-from ..records.control import ABORT, COMMIT, parse_control_key
+from kafkalog.storage.files.txn_index import AbortedTxn
+from kafkalog.storage.records.control import ABORT, COMMIT, parse_control_key
 
 
 class CleanedTransactionMetadata:

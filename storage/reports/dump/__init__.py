@@ -40,7 +40,7 @@ Memory: index files are mmapped and walked entry by entry; a batch is read per e
 ``.log``.
 """
 
-from .checkpoints import (
+from kafkalog.storage.reports.dump.checkpoints import (
     dump_clean_shutdown,
     dump_leader_epoch_checkpoint,
     dump_meta_properties,
@@ -48,11 +48,16 @@ from .checkpoints import (
     dump_partition_metadata,
     dump_quorum_state,
 )
-from .decoders import DECODERS, decode_control_records, dump_kraft_snapshot, record_decoder
-from .dispatch import dump_file, dump_kind
-from .file_dump import DEFAULT_MAX_MESSAGE_SIZE, FileDump
-from .indexes import dump_offset_index, dump_time_index, dump_txn_index
-from .snapshot import decrement_sequence, dump_producer_snapshot
+from kafkalog.storage.reports.dump.decoders import (
+    DECODERS,
+    decode_control_records,
+    dump_kraft_snapshot,
+    record_decoder,
+)
+from kafkalog.storage.reports.dump.dispatch import dump_file, dump_kind
+from kafkalog.storage.reports.dump.file_dump import DEFAULT_MAX_MESSAGE_SIZE, FileDump
+from kafkalog.storage.reports.dump.indexes import dump_offset_index, dump_time_index, dump_txn_index
+from kafkalog.storage.reports.dump.snapshot import decrement_sequence, dump_producer_snapshot
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",

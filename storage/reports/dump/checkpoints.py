@@ -15,8 +15,7 @@ from kafkalog.storage.files.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.storage.files.meta_properties import read_meta_properties
 from kafkalog.storage.files.partition_metadata import read_partition_metadata
 from kafkalog.storage.files.quorum_state import read_quorum_state
-
-from .file_dump import FileDump
+from kafkalog.storage.reports.dump.file_dump import FileDump
 
 # ------------------------------------------------------------------------------------------- text files
 

@@ -22,8 +22,7 @@ from kafkalog.storage.decoders.share_group_state import (
 from kafkalog.storage.decoders.transaction_state import decode_transaction_record, format_transaction_record
 from kafkalog.storage.errors import CorruptRecordError
 from kafkalog.storage.records.dump import RecordDecoder, dump_log
-
-from .file_dump import Dialect
+from kafkalog.storage.reports.dump.file_dump import Dialect
 
 # ------------------------------------------------------------------------------------------- decoders
 

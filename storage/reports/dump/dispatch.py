@@ -11,8 +11,7 @@ from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE
 from kafkalog.storage.files.quorum_state import QUORUM_STATE_FILE
-
-from .checkpoints import (
+from kafkalog.storage.reports.dump.checkpoints import (
     dump_clean_shutdown,
     dump_leader_epoch_checkpoint,
     dump_meta_properties,
@@ -20,9 +19,9 @@ from .checkpoints import (
     dump_partition_metadata,
     dump_quorum_state,
 )
-from .file_dump import DEFAULT_MAX_MESSAGE_SIZE, FileDump
-from .indexes import dump_offset_index, dump_time_index, dump_txn_index
-from .snapshot import dump_producer_snapshot
+from kafkalog.storage.reports.dump.file_dump import DEFAULT_MAX_MESSAGE_SIZE, FileDump
+from kafkalog.storage.reports.dump.indexes import dump_offset_index, dump_time_index, dump_txn_index
+from kafkalog.storage.reports.dump.snapshot import dump_producer_snapshot
 
 _BY_SUFFIX: dict[str, Callable[..., FileDump]] = {
     ".index": dump_offset_index,

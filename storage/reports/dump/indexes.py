@@ -13,8 +13,7 @@ from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex
 from kafkalog.storage.files.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkalog.storage.files.txn_index import TransactionIndex
-
-from .file_dump import DEFAULT_MAX_MESSAGE_SIZE, FileDump, sanity_check
+from kafkalog.storage.reports.dump.file_dump import DEFAULT_MAX_MESSAGE_SIZE, FileDump, sanity_check
 
 
 def _base_and_log(path: str) -> tuple[int, Path]:

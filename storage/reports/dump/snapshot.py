@@ -7,8 +7,7 @@ from typing import Any
 
 from kafkalog.storage.errors import KafkaLogError, LogDirError
 from kafkalog.storage.files.producer_snapshot import read_producer_snapshot
-
-from .file_dump import FileDump, opt_long
+from kafkalog.storage.reports.dump.file_dump import FileDump, opt_long
 
 INT32_MAX = (1 << 31) - 1
 

@@ -26,20 +26,21 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import KafkaLogError
-from ..files.checkpoints import (
+from kafkalog.storage.config.resolver import ZOOKEEPER, ConfigResolver
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 )
-from ..files.findings import Finding, Severity, error, warning
-from ..files.partition_metadata import PARTITION_METADATA_FILE
-from ..log import METADATA_TOPIC, PartitionLog
-from ..logdir import DataDir, DataDirs, classify_path, partition_checkpoints
-from ..paths import classify
-from ..topic_configs import ZOOKEEPER, ConfigResolver
-from .datadir import (
+from kafkalog.storage.files.findings import Finding, Severity, error, warning
+from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE
+from kafkalog.storage.log.datadir import DataDir, DataDirs, classify_path, partition_checkpoints
+from kafkalog.storage.log.partition import METADATA_TOPIC, PartitionLog
+from kafkalog.storage.log.paths import classify
+from kafkalog.storage.log.segment_check import SegmentSummary, verify_segment
+from kafkalog.storage.reports.verify.datadir import (
     _data_dir_checks,
     _group_offsets_beyond_end,
     _recovery_point_membership,
@@ -47,9 +48,8 @@ from .datadir import (
     verify_data_dir,
     verify_data_dirs,
 )
-from .files import verify_file, verify_kraft_snapshot
-from .partition import verify_partition
-from .segment import SegmentSummary, verify_segment
+from kafkalog.storage.reports.verify.files import verify_file, verify_kraft_snapshot
+from kafkalog.storage.reports.verify.partition import verify_partition
 
 __all__ = [
     "Finding", "SegmentSummary", "Severity", "VerifyReport", "VerifyStats", "classify_path", "partition_task",
@@ -183,7 +183,7 @@ def verify_paths(
 ) -> VerifyReport:
     """Verify data dirs, partition dirs and single files (``kafkalog verify``), every partition in a process
     pool of ``workers`` processes (default: the CPU count; 1 = in this process). A path that is none of them is a
-    :class:`~kafkalog.storage.paths.PathError` (the one path contract: :func:`~kafkalog.storage.paths.classify`).
+    :class:`~kafkalog.storage.log.paths.PathError` (the one path contract: :func:`~kafkalog.storage.log.paths.classify`).
 
     ``runner`` replaces the process pool: it gets every partition task as ``(path, checkpoints, deep)`` and
     returns :func:`partition_task` of each, in order (``kafkalog spark verify`` runs them as Spark tasks). The

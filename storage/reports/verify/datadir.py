@@ -6,16 +6,16 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import KafkaLogError
-from ..files.checkpoints import (
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
 )
-from ..files.findings import Finding, error, info, warning
-from ..groups import OFFSETS_TOPIC, load_groups
-from ..log import METADATA_TOPIC, RememberedOffset, remembered_loss
-from ..logdir import BOOTSTRAP_CHECKPOINT, DataDir, DataDirs
-from .files import verify_kraft_snapshot
-from .partition import verify_partition
+from kafkalog.storage.files.findings import Finding, error, info, warning
+from kafkalog.storage.log.datadir import BOOTSTRAP_CHECKPOINT, DataDir, DataDirs
+from kafkalog.storage.log.partition import METADATA_TOPIC, RememberedOffset, remembered_loss
+from kafkalog.storage.reports.groups import OFFSETS_TOPIC, load_groups
+from kafkalog.storage.reports.verify.files import verify_kraft_snapshot
+from kafkalog.storage.reports.verify.partition import verify_partition
 
 
 def verify_data_dir(path: str | os.PathLike | DataDir, deep: bool = False) -> list[Finding]:

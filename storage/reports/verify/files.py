@@ -6,13 +6,13 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ..dumpers import dump_file, dump_kind
-from ..errors import CorruptRecordError, KafkaLogError
-from ..files.findings import Finding, error, info
-from ..files.index import map_file
-from ..files.segment import Segment
-from ..records import LogScanner
-from .segment import SegmentSummary, _deep_check, verify_segment
+from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage.files.findings import Finding, error, info
+from kafkalog.storage.files.index import map_file
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.log.segment_check import SegmentSummary, _deep_check, verify_segment
+from kafkalog.storage.records import LogScanner
+from kafkalog.storage.reports.dump import dump_file, dump_kind
 
 
 def verify_kraft_snapshot(path: str | os.PathLike, deep: bool = False) -> tuple[list[Finding], int]:

@@ -5,22 +5,27 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import KafkaLogError
-from ..files.checkpoints import (
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 )
-from ..files.clean_shutdown import CLEAN_SHUTDOWN_FILE
-from ..files.findings import Finding, Severity, error, info, warning
-from ..files.names import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, TMP_FILE_SUFFIX
-from ..files.producer_snapshot import read_producer_snapshot
-from ..files.quorum_state import QUORUM_STATE_FILE, read_quorum_state
-from ..log import METADATA_TOPIC, PartitionLog, remembered_loss
-from ..logdir import open_partition_log
-from .files import verify_kraft_snapshot
-from .segment import SegmentSummary, verify_segment
+from kafkalog.storage.files.clean_shutdown import CLEAN_SHUTDOWN_FILE
+from kafkalog.storage.files.findings import Finding, Severity, error, info, warning
+from kafkalog.storage.files.names import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    TMP_FILE_SUFFIX,
+)
+from kafkalog.storage.files.producer_snapshot import read_producer_snapshot
+from kafkalog.storage.files.quorum_state import QUORUM_STATE_FILE, read_quorum_state
+from kafkalog.storage.log.datadir import open_partition_log
+from kafkalog.storage.log.partition import METADATA_TOPIC, PartitionLog, remembered_loss
+from kafkalog.storage.log.segment_check import SegmentSummary, verify_segment
+from kafkalog.storage.reports.verify.files import verify_kraft_snapshot
 
 
 def verify_partition(

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 from kafkalog.storage.errors import KafkaLogError, require
 
-from .output import JsonLines, add_output_arguments, human_size, render_bytes, render_table
+from .output import (
+    JsonLines,
+    add_epoch_argument,
+    add_output_arguments,
+    human_size,
+    human_time,
+    render_bytes,
+    render_table,
+)
 
 if TYPE_CHECKING:
     from kafkalog.storage.api.sql import SqlPlan
@@ -64,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="read as a consumer with isolation.level=read_committed")
     parser.add_argument("--print-control-records", action="store_true",
                         help="include control records (transaction markers) in records")
+    add_epoch_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
             elif args.csv:
                 _print_csv(schema.names, batches, args.payload or "base64")
             else:
-                rows = [_human_row(r, args.payload or "utf8") for b in batches for r in b.to_pylist()]
+                rows = [_human_row(r, args.payload or "utf8", args.epoch) for b in batches for r in b.to_pylist()]
                 render_table(rows, schema.names)
         except SqlError as e:
             if not e.syntax:
@@ -120,11 +129,20 @@ def _print_plan(plan: SqlPlan) -> None:
           f"{plan.log_bytes} bytes ({human_size(plan.log_bytes)}) of the logs")
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def _epoch_ms(v: datetime.datetime) -> int | None:
+    """An instant as epoch ms, None if it is not a whole millisecond."""
+    return None if v.microsecond % 1000 else (v - _EPOCH) // datetime.timedelta(milliseconds=1)
+
+
 def _cell(v: Any, payload: str, *, exact: bool) -> Any:
     if isinstance(v, (bytes, bytearray, memoryview)):
         return render_bytes(v, payload, exact=exact)
     if isinstance(v, datetime.datetime) and v.tzinfo is not None and exact:
-        return int(v.timestamp() * 1000) if v.microsecond % 1000 == 0 else v.isoformat()
+        ms = _epoch_ms(v)
+        return v.isoformat() if ms is None else ms
     if isinstance(v, (datetime.date, datetime.time, datetime.timedelta)):
         return v.isoformat() if not isinstance(v, datetime.timedelta) else str(v)
     if isinstance(v, decimal.Decimal):
@@ -138,9 +156,12 @@ def _cell(v: Any, payload: str, *, exact: bool) -> Any:
     return v
 
 
-def _human_row(r: dict[str, Any], payload: str) -> dict[str, Any]:
-    out = {}
+def _human_row(r: dict[str, Any], payload: str, epoch: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for k, v in r.items():
+        if isinstance(v, datetime.datetime) and v.tzinfo is not None and _epoch_ms(v) is not None:
+            out[k] = human_time(_epoch_ms(v), epoch)  # as every command shows a Kafka timestamp
+            continue
         c = _cell(v, payload, exact=False)
         out[k] = c if c is None or isinstance(c, (int, float, str)) else str(c)
     return out

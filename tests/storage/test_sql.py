@@ -326,3 +326,16 @@ def test_a_query_stopped_early_exits_cleanly():
         r = subprocess.run([sys.executable, "-m", "kafkalog", "sql", str(KRAFT), query], capture_output=True,
                            text=True, timeout=120, cwd=ROOT)
         assert (r.returncode, r.stderr) == (0, ""), r.stderr[-2000:]
+
+
+def test_read_committed_and_control_records_are_the_readers():
+    with kafkalog.open(KRAFT) as dirs:
+        for kw in ({"read_committed": True}, {"include_control": True}, {}):
+            expected = dirs.to_arrow(["transactions"], **kw).read_all()
+            got = dirs.sql('SELECT * FROM records WHERE topic = \'transactions\'', **kw)
+            table = got.arrow()
+            table = table.read_all() if hasattr(table, "read_all") else table
+            assert _rows(table) == _rows(expected), kw
+        committed = dirs.sql("SELECT count(*) FROM records WHERE topic = 'transactions'", read_committed=True)
+        everything = dirs.sql("SELECT count(*) FROM records WHERE topic = 'transactions'")
+        assert committed.fetchall()[0][0] < everything.fetchall()[0][0]

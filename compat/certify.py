@@ -27,9 +27,9 @@ Kafka rule (class/method) behind it and, where one exists, the kafkalog command 
 
 What the files imply is read before the broker starts and held in memory (every record of the dir's partitions,
 twice): a data dir of several GB needs that much memory. Reading it partition by partition while the clients
-consume crashed the process twice (SIGSEGV in the compiled core's legacy decoder, ``legacy_records``, with the
-clients' threads alive; not reproduced without them). Internal
-topics (``__consumer_offsets``, ``__transaction_state``) are loaded and dumped but not consumed: the broker's
+consumed crashed the process twice (SIGSEGV in the compiled core's legacy decoder, ``legacy_records``, with the
+clients' threads alive; not reproduced without them), so legacy (v0/v1) partitions are read with the pure-Python
+reference decoder. Internal topics (``__consumer_offsets``, ``__transaction_state``) are loaded and dumped but not consumed: the broker's
 coordinators write to them as soon as they load them.
 """
 
@@ -50,17 +50,18 @@ from kafkalog.compat import jars
 from kafkalog.compat.broker import KafkaBroker, make_broker
 from kafkalog.compat.errors import BrokerError, HarnessError, ToolError
 from kafkalog.compat.tools import dump_log_segments
+from kafkalog.storage.codec.native import backend as native_backend
 from kafkalog.storage.engine.export import ExportFilter, iter_partition_batches
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.storage.files.meta_properties import MetaProperties, read_meta_properties, write_meta_properties
 from kafkalog.storage.files.names import segment_log_files
 from kafkalog.storage.files.partition_metadata import read_partition_metadata, write_partition_metadata
-from kafkalog.storage.lock import describe_holders, lock_status
-from kafkalog.storage.log import PartitionLog
-from kafkalog.storage.logdir import classify_path, list_partition_dirs, open_partition_log
-from kafkalog.storage.transactions import open_transactions
-from kafkalog.storage.verify import verify_paths
+from kafkalog.storage.io.lock import describe_holders, lock_status
+from kafkalog.storage.log.datadir import classify_path, list_partition_dirs, open_partition_log
+from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.reports.transactions import open_transactions
+from kafkalog.storage.reports.verify import verify_paths
 
 CLIENTS = ("kafka-python", "confluent")
 ISOLATIONS = ("read_uncommitted", "read_committed")
@@ -598,8 +599,15 @@ def _certify_dir(orig: Path, work: Path, kafka: str, backend: str, image: str | 
     # what the files imply, read before any broker or client thread runs (the compiled core's legacy decoder
     # crashed the process twice when it ran while the clients' threads were alive; see the module doc)
     with _timed(rep, "expected", on_phase):
-        expected = {(pd.name, iso): _expected(pd, iso) for pd, tp in parts
-                    if not tp.topic.startswith("__") and tp.kind == "live" for iso in ISOLATIONS}
+        expected = {}
+        for pd, tp in parts:
+            if tp.topic.startswith("__") or tp.kind != "live":
+                continue
+            # legacy (v0/v1) partitions through the pure-Python reference decoder: the compiled one
+            # (legacy_records) crashed the process with SIGSEGV twice when the clients' threads were alive
+            with native_backend("python" if _legacy_segments(pd) else "native"):
+                for iso in ISOLATIONS:
+                    expected[(pd.name, iso)] = _expected(pd, iso)
 
     props = dict(CERTIFY_PROPS)
     broker: KafkaBroker | None = None
@@ -935,7 +943,7 @@ def _after_stop(parts: list, copy: Path, rep: DirReport) -> None:
 
 def _dump(orig: Path, parts: list, kafka: str, rep: DirReport) -> None:
     rule = "DumpLogSegments (--deep-iteration: FileRecords batches, ensureValid; --index-sanity-check: " \
-           "OffsetIndex/TimeIndex.sanityCheck)"
+           "OffsetIndex/TimeIndex.sanityCheck; --verify-index-only: each entry against the log)"
     files: list[Path] = []
     for pd, _tp in parts:
         for log in segment_log_files(pd):
@@ -953,9 +961,18 @@ def _dump(orig: Path, parts: list, kafka: str, rep: DirReport) -> None:
         rep.divergences.append(Divergence("dump", None, kafka=f"DumpLogSegments failed: {str(e)[:500]}",
                                           files="segments Kafka's tool can read", rule=rule))
         return
-    for f in run.files:
+    indexes = [f for f in files if f.suffix in (".index", ".timeindex")]
+    checked = [(f, True) for f in run.files]  # (file, from the --index-sanity-check run)
+    if indexes:  # the index entries against the log: where each points, whether timestamps go back
+        try:
+            checked += [(f, False) for f in dump_log_segments(kafka, indexes, deep=False, print_data=False,
+                                                              verify_index_only=True, on_error="split").files]
+        except ToolError as e:
+            rep.divergences.append(Divergence("dump", None, kafka=f"DumpLogSegments --verify-index-only failed: "
+                                              f"{str(e)[:500]}", files="indexes Kafka's tool reads", rule=rule))
+    for f, sanity_run in checked:
         name = Path(f.path).parent.name
-        if f.kind == "log":
+        if f.kind == "log" and sanity_run:
             rep.segments_dumped += 1
         problems: list[str] = []
         if f.error:
@@ -966,10 +983,15 @@ def _dump(orig: Path, parts: list, kafka: str, rep: DirReport) -> None:
         if back:
             problems.append(f"offsets that go back (previous, next): {back[:3]}")
         if f.index_mismatches:
-            problems.append(f"index entries whose offset is not a batch's last offset {f.index_mismatches[:3]}")
-        if f.timestamp_mismatches or f.out_of_order_timestamps:
-            problems.append(f"time index mismatches {(f.timestamp_mismatches + f.out_of_order_timestamps)[:3]}")
-        if f.kind in ("index", "timeindex") and not (f.passed_sanity_check or f.empty) and not f.error:
+            problems.append("--verify-index-only: entries (index offset, offset of the batch it points at) that "
+                            f"disagree {f.index_mismatches[:3]}")
+        if f.timestamp_mismatches:
+            problems.append(f"--verify-index-only: time index entries (index timestamp, log timestamp) that "
+                            f"disagree {f.timestamp_mismatches[:3]}")
+        if f.out_of_order_timestamps:
+            problems.append(f"--verify-index-only: time index timestamps that go back (timestamp, previous) "
+                            f"{f.out_of_order_timestamps[:3]}")
+        if sanity_run and f.kind in ("index", "timeindex") and not (f.passed_sanity_check or f.empty) and not f.error:
             problems.append("did not pass --index-sanity-check")
         for p in problems:
             rep.divergences.append(Divergence("dump", name, file=f.path, kafka=f"DumpLogSegments: {p}",

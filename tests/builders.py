@@ -111,7 +111,7 @@ def every_kind_of_batch(ts: int = TS) -> list[bytes]:
 def zstd_window_batches(ts: int = TS) -> dict[str, tuple[bytes, bool]]:
     """zstd batches whose frame asks for a large window, each with whether Kafka decodes it (its zstd reader
     refuses a window above 2^27 bytes unless the frame declares a content size of at most 16 KiB: see
-    ``_ZSTD_WINDOW_MAX`` in ``storage/codec/compression.py``). The frame is kafkalog's own (Kafka's: no content
+    ``_ZSTD_WINDOW_MAX`` in ``storage/codec/zstd_frame.py``). The frame is kafkalog's own (Kafka's: no content
     size), its window descriptor byte rewritten, or a content size put in."""
     out = {}
     for name, n, wd, fcs, ok in [("no content size, window 2^27", 100, 0x88, False, True),
@@ -458,7 +458,7 @@ def local_tiered_storage(root: Path, pdir: Path, *, topic: str | None = None, pa
 
     from kafkalog.storage.files.segment import Segment
     from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
-    from kafkalog.storage.log.partition import parse_topic_partition_name
+    from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 
     tp = parse_topic_partition_name(pdir.name)
     topic = topic or tp.topic

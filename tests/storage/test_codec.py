@@ -202,13 +202,13 @@ def test_zstd_decompression_is_safe_from_many_threads():
     import sys
     import threading
 
-    from kafkalog.storage.codec import compression
+    from kafkalog.storage.codec import zstd_frame
 
     seen = []
-    t = threading.Thread(target=lambda: seen.append(compression._zstd()))
+    t = threading.Thread(target=lambda: seen.append(zstd_frame.decompressor()))
     t.start()
     t.join()
-    assert seen[0] is not compression._zstd()
+    assert seen[0] is not zstd_frame.decompressor()
     code = """
 import os, threading
 from kafkalog.storage.codec.compression import compress, decompress

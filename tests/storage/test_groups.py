@@ -22,7 +22,8 @@ from kafkalog.storage.decoders.offsets_schemas import (
 )
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.records.builder import build_batch, build_end_txn_marker
-from kafkalog.storage.reports.groups import _Shard, load_groups
+from kafkalog.storage.reports.group_coordinator import GroupCoordinatorShard
+from kafkalog.storage.reports.groups import load_groups
 from kafkalog.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,15 +69,15 @@ def classic_group(group: str, members: list[tuple[str, list[tuple[str, list[int]
 _RECORD_OFFSET = itertools.count(1000)
 
 
-def replay(records, shard: _Shard | None = None, producer_id: int = -1) -> _Shard:
+def replay(records, shard: GroupCoordinatorShard | None = None, producer_id: int = -1) -> GroupCoordinatorShard:
     """Replay (key, value) pairs at increasing record offsets, as one producer's (-1: plain) records."""
-    shard = shard or _Shard(0, "d")
+    shard = shard or GroupCoordinatorShard(0, "d")
     for k, v in records:
         shard.replay(next(_RECORD_OFFSET), producer_id, k, v)
     return shard
 
 
-def groups_of(shard: _Shard, names: dict[str, str] | None = None) -> dict:
+def groups_of(shard: GroupCoordinatorShard, names: dict[str, str] | None = None) -> dict:
     return {g.group_id: g for g in shard.finish(names or {})}
 
 
@@ -131,7 +132,7 @@ def test_transactional_commits_wait_for_their_marker():
 
 
 def test_a_later_plain_commit_beats_an_earlier_transactional_one():
-    s = _Shard(0, "d")
+    s = GroupCoordinatorShard(0, "d")
     k, v = commit("g", "t", 0, 7)
     s.replay(10, 42, k, v)  # transactional, record offset 10
     k, v = commit("g", "t", 0, 3)

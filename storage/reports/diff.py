@@ -21,18 +21,20 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafkalog.storage.errors import ConfigError, CorruptRecordError, LogDirError
-from kafkalog.storage.files.names import offset_from_file_name, segment_log_files
-from kafkalog.storage.io.local import mapped
+from kafkalog.storage.errors import ConfigError, LogDirError
 from kafkalog.storage.log.datadir import is_partition_dir, resolve_partition_dirs
 from kafkalog.storage.log.offset_spec import OffsetSpec
-from kafkalog.storage.log.partition import PartitionLog, segment_end_error
-from kafkalog.storage.records import Batch, LogScanner
+from kafkalog.storage.reports.partition_records import (
+    BatchInfo,
+    Window,
+    iter_partition_batches,
+    iter_partition_records,
+    offset_window,
+)
 
 LEVELS = ("bytes", "batches", "records")
 _CHUNK = 1 << 20
@@ -79,154 +81,6 @@ class DiffResult:
         return {"a": self.a, "b": self.b, "level": self.level, "equal": self.equal,
                 "partitions": self.partitions_compared, "files": self.files_compared,
                 "differences": [{"kind": k, "count": n} for k, n in kinds.items()]}
-
-
-# ---------------------------------------------------------------------------------------- streaming
-
-
-@dataclass(slots=True)
-class BatchInfo:
-    segment: str
-    position: int
-    base_offset: int
-    last_offset: int
-    magic: int
-    data: bytes
-
-    def header(self) -> dict:
-        return {"segment": self.segment, "position": self.position, "baseOffset": self.base_offset,
-                "lastOffset": self.last_offset, "magic": self.magic, "size": len(self.data)}
-
-
-Window = tuple[int, int]  # offsets [lo, hi)
-
-
-def offset_window(partition_dir: str | os.PathLike, spec: OffsetSpec) -> Window:
-    """``[lo, hi)`` of ``spec`` in one partition (:meth:`OffsetSpec.resolve_in_dir`)."""
-    return spec.resolve_in_dir(partition_dir)
-
-
-def _segments_in(partition_dir: str | os.PathLike, window: Window | None) -> list[tuple[Path, int, int | None]]:
-    """``(.log file, start position, next segment's base offset or None for the active segment)`` of the segments
-    to read: every one from 0, or, for ``[lo, hi)``, from the batch the broker would read ``lo`` at (floor
-    segment, offset index) until the segment starting at ``hi``."""
-    segs = segment_log_files(partition_dir)
-    bases = [offset_from_file_name(s.name) for s in segs]
-    nexts: list[int | None] = [*bases[1:], None] if segs else []
-    if window is None:
-        return [(s, 0, nxt) for s, nxt in zip(segs, nexts, strict=True)]
-    lo, hi = window
-    if lo >= hi:
-        return []
-    with PartitionLog(Path(partition_dir)) as plog:
-        found = plog.lookup(lo)
-        if found is None:
-            return []
-        first, pos = found[0].path.name, found[1].position
-    out: list[tuple[Path, int, int | None]] = []
-    for s, base, nxt in zip(segs, bases, nexts, strict=True):
-        if out:
-            if base >= hi:
-                break
-            out.append((s, 0, nxt))
-        elif s.name == first:
-            out.append((s, pos, nxt))
-    return out
-
-
-def _segment_batches(seg: Path, mm, start: int, nxt: int | None) -> Iterator[Batch]:
-    """The batches of one mapped segment from ``start``; where they end short of its end is judged by the one
-    rule (:func:`~kafkalog.storage.log.partition.segment_end_error`: only the active segment may end in a torn batch)."""
-    scanner = LogScanner(mm, start, path=str(seg))
-    yield from scanner
-    err = segment_end_error(seg, scanner, len(mm), active=nxt is None, next_base_offset=nxt)
-    if err is not None:
-        raise err
-
-
-def _in_window(b, window: Window | None) -> int:
-    """-1 before the window, 0 in it, 1 past it (a v2 batch starting at or after its end; a v0/v1 entry holds
-    its last offset only, so it is read, and the reading stops after the entry that reaches the end)."""
-    if window is None:
-        return 0
-    if b.last_offset < window[0]:
-        return -1
-    if b.magic >= 2 and b.base_offset >= window[1]:
-        return 1
-    return 0
-
-
-def _last_in(b, window: Window | None) -> bool:
-    """No later batch holds an offset in ``window`` (offsets only grow)."""
-    return window is not None and b.last_offset >= window[1] - 1
-
-
-def _out_of_order(offset: int, previous: int, seg: Path, position: int) -> CorruptRecordError:
-    """Offsets that do not increase: the batches and records levels align the two sides by offset, which needs
-    them in order (the bytes level compares such logs)."""
-    return CorruptRecordError(f"offset {offset} follows offset {previous}: offsets do not increase, so the two "
-                              "sides cannot be aligned by offset (--level bytes compares the files)", str(seg),
-                              position)
-
-
-def iter_partition_batches(partition_dir: str | os.PathLike, window: Window | None = None) -> Iterator[BatchInfo]:
-    """Every complete batch of every segment (copied out of the mmap, so nothing outlives it); with ``window``
-    only the batches holding offsets in ``[lo, hi)``. Raises :class:`CorruptRecordError` where a batch's last
-    offset is not above the previous one's."""
-    prev = -1
-    for seg, start, nxt in _segments_in(partition_dir, window):
-        with mapped(seg) as mm:
-            for b in _segment_batches(seg, mm, start, nxt):
-                if b.last_offset <= prev:
-                    raise _out_of_order(b.last_offset, prev, seg, b.position)
-                prev = b.last_offset
-                where = _in_window(b, window)
-                if where:
-                    if where > 0:
-                        return
-                    continue
-                info = BatchInfo(seg.name, b.position, b.base_offset, b.last_offset, b.magic, bytes(b.buf))
-                last = _last_in(b, window)
-                del b
-                yield info
-                if last:
-                    return
-
-
-RecordKey = tuple  # (offset, timestamp, key, value, headers, segment, position)
-
-
-def iter_partition_records(partition_dir: str | os.PathLike, window: Window | None = None) -> Iterator[tuple]:
-    """``(offset, timestamp, key, value, headers, segment, position)`` for every record (control records too);
-    with ``window`` only the records with offsets in ``[lo, hi)``. Raises :class:`CorruptRecordError` where an
-    offset is not above the previous record's."""
-    lo, hi = window if window is not None else (-1, 1 << 63)
-    prev = -1
-    for seg, start, nxt in _segments_in(partition_dir, window):
-        with mapped(seg) as mm:
-            for b in _segment_batches(seg, mm, start, nxt):
-                if b.last_offset <= prev:
-                    raise _out_of_order(b.last_offset, prev, seg, b.position)
-                where = _in_window(b, window)
-                if where:
-                    prev = b.last_offset
-                    if where > 0:
-                        return
-                    continue
-                pos = b.position
-                recs: list[tuple] = []
-                for r in b.records():
-                    if r.offset <= prev:
-                        raise _out_of_order(r.offset, prev, seg, pos)
-                    prev = r.offset
-                    if lo <= r.offset < hi:
-                        recs.append((r.offset, r.timestamp, r.key, r.value, tuple(r.headers)))
-                last = _last_in(b, window)
-                del b
-                for t in recs:
-                    yield (*t, seg.name, pos)
-                if last:
-                    return
 
 
 # ------------------------------------------------------------------------------------------- compare
@@ -512,7 +366,4 @@ def _diff_segment_files(fa: Path, fb: Path, res: DiffResult, limit: int,
     return res
 
 
-__all__ = [
-    "BatchInfo", "DiffResult", "Difference", "LEVELS", "diff_paths", "is_partition_dir",
-    "iter_partition_batches", "iter_partition_records", "offset_window",
-]
+__all__ = ["DiffResult", "Difference", "LEVELS", "diff_paths", "is_partition_dir"]

@@ -28,7 +28,7 @@ from damage import FIXTURES, damaged_copy
 
 from kafkalog.compat.errors import BrokerError
 from kafkalog.storage.records import LogScanner
-from kafkalog.storage.reports.diff import iter_partition_batches
+from kafkalog.storage.reports.partition_records import iter_partition_batches
 from kafkalog.tools.cli import main
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]

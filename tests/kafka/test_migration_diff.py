@@ -27,7 +27,8 @@ from kafkalog.storage.engine.export import export_jsonl, iter_export_rows
 from kafkalog.storage.engine.import_ import import_files
 from kafkalog.storage.engine.migrate import MigrateOptions
 from kafkalog.storage.files.partition_metadata import read_partition_metadata
-from kafkalog.storage.reports.diff import diff_paths, iter_partition_batches, iter_partition_records
+from kafkalog.storage.reports.diff import diff_paths
+from kafkalog.storage.reports.partition_records import iter_partition_batches, iter_partition_records
 
 pytestmark = pytest.mark.kafka
 

@@ -23,10 +23,12 @@ from kafkalog.storage.errors import ConfigError, LockedError
 from kafkalog.storage.files.offset_index import read_offset_index
 from kafkalog.storage.files.time_index import read_time_index
 from kafkalog.storage.io import fileops
+from kafkalog.storage.io.local import mapped
 from kafkalog.storage.io.lock import DirLock
 from kafkalog.storage.log.segment import recover_segment
 from kafkalog.storage.records import build_batch, build_legacy, iter_batches
-from kafkalog.storage.reports.diff import diff_paths, iter_partition_records, mapped
+from kafkalog.storage.reports.diff import diff_paths
+from kafkalog.storage.reports.partition_records import iter_partition_records
 from kafkalog.tools.cli import main
 
 T0 = 1_700_000_000_000

@@ -150,7 +150,7 @@ def test_offset_range_on_fixture_copies(fixture_pair):
 
 
 def test_offset_range_starts_at_the_offset_index(fixture_pair):
-    from kafkalog.storage.reports.diff import iter_partition_records, offset_window
+    from kafkalog.storage.reports.partition_records import iter_partition_records, offset_window
 
     a, _b = fixture_pair
     assert offset_window(a, _spec("60:70")) == (60, 70)

@@ -20,7 +20,8 @@ from kafkalog.storage.files.offset_index import read_offset_index
 from kafkalog.storage.files.partition_metadata import read_partition_metadata
 from kafkalog.storage.io.lock import DirLock
 from kafkalog.storage.records import build_batch
-from kafkalog.storage.reports.diff import diff_paths, iter_partition_records
+from kafkalog.storage.reports.diff import diff_paths
+from kafkalog.storage.reports.partition_records import iter_partition_records
 from kafkalog.tools.cli import main
 
 T0 = 1_700_000_000_000

@@ -10,7 +10,8 @@ from typing import Any
 
 from kafkalog.storage.config.log_config import BrokerConfig, CleanerConfig, LogConfig
 from kafkalog.storage.config.resolver import ConfigResolver
-from kafkalog.storage.engine.cleaner.cleaner import CleanResult, plan_compact
+from kafkalog.storage.engine.cleaner.cleaner import CleanResult
+from kafkalog.storage.engine.cleaner.manager import plan_compact
 from kafkalog.storage.engine.plan import ApplyResult, Plan, apply
 from kafkalog.storage.engine.retention import plan_retention
 from kafkalog.storage.files.checkpoints import CLEANER_OFFSET_CHECKPOINT

@@ -8,7 +8,7 @@ import sys
 import time
 
 from kafkalog.storage.config.resolver import ConfigResolver
-from kafkalog.storage.engine.cleaner.cleaner import plan_compact
+from kafkalog.storage.engine.cleaner.manager import plan_compact
 from kafkalog.tools.output import (
     NOW_GRAMMAR,
     add_topics_argument,

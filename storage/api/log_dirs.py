@@ -22,7 +22,7 @@ from kafkalog.storage.api.partition import (
 )
 from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.config.resolver import ConfigResolver
-from kafkalog.storage.engine.cleaner.cleaner import plan_compact
+from kafkalog.storage.engine.cleaner.manager import plan_compact
 from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
 from kafkalog.storage.engine.flush import plan_flush
 from kafkalog.storage.engine.import_ import ImportStats, import_files, preview_import

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from kafkalog.storage.config.log_config import BrokerConfig, CleanerConfig, LogConfig
 from kafkalog.storage.config.resolver import ConfigResolver
-from kafkalog.storage.engine.cleaner.cleaner import CleanResult, plan_compact
+from kafkalog.storage.engine.cleaner.cleaner import CleanResult
+from kafkalog.storage.engine.cleaner.manager import plan_compact
 from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.files.checkpoints import write_offset_checkpoint
 from kafkalog.storage.records import build_batch

@@ -11,7 +11,7 @@ import pytest
 from builders import BASE_TS, generated_data_dir, generated_partition
 
 from kafkalog.storage.config.resolver import ConfigResolver
-from kafkalog.storage.engine.cleaner.cleaner import plan_compact
+from kafkalog.storage.engine.cleaner.manager import plan_compact
 from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.files.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from kafkalog.storage.files.partition_metadata import write_partition_metadata

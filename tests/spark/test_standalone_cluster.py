@@ -16,7 +16,7 @@ from builders import BASE_TS, generated_partition
 from standalone import standalone_cluster
 
 from kafkalog.storage.config.resolver import ConfigResolver
-from kafkalog.storage.engine.cleaner.cleaner import plan_compact
+from kafkalog.storage.engine.cleaner.manager import plan_compact
 from kafkalog.storage.engine.plan import apply
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]

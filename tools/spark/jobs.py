@@ -185,7 +185,8 @@ def compact(spark, paths: list[str], *, now: int, dry_run: bool = False, force: 
     clean point (tasks never write that shared file)."""
     paths = _driver_paths(paths)
     from kafkalog.storage.config.resolver import ConfigResolver
-    from kafkalog.storage.engine.cleaner.cleaner import CleanResult, plan_compact
+    from kafkalog.storage.engine.cleaner.cleaner import CleanResult
+    from kafkalog.storage.engine.cleaner.manager import plan_compact
     from kafkalog.storage.engine.plan import apply
 
     resolver = ConfigResolver(server_properties, topic_config, overrides or {}, data_dirs=paths)

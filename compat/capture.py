@@ -629,6 +629,10 @@ def _client_versions() -> dict[str, str]:
 
 def _write_manifest(target: Path, spec: FixtureSpec, c: Capture, props: dict[str, str], elapsed: float) -> None:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    command = f"python -m kafkalog.compat.capture --out fixtures/ --only {spec.name}"
+    clients = _client_versions()
+    server_properties = {k: ("<work dir>/metadata (not in the fixture)" if k == "metadata.log.dir" else v)
+                         for k, v in props.items()}
     manifest = {
         "name": spec.name,
         "kafka_version": spec.version,
@@ -637,10 +641,9 @@ def _write_manifest(target: Path, spec: FixtureSpec, c: Capture, props: dict[str
         "shutdown": "SIGKILL" if spec.killed else "clean",
         "captured_at": now,
         "capture_seconds": round(elapsed, 1),
-        "command": f"python -m kafkalog.compat.capture --out fixtures/ --only {spec.name}",
-        "clients": _client_versions(),
-        "server_properties": {k: ("<work dir>/metadata (not in the fixture)" if k == "metadata.log.dir" else v)
-                              for k, v in props.items()},
+        "command": command,
+        "clients": clients,
+        "server_properties": server_properties,
         "topics": c.topics,
         "groups": c.groups,
         "records_produced": len(c.produced),
@@ -654,17 +657,17 @@ def _write_manifest(target: Path, spec: FixtureSpec, c: Capture, props: dict[str
         "",
         f"* Kafka **{spec.version}** from Maven Central, {spec.mode} mode, data topics in message format v{spec.magic}",
         f"* shutdown: {'SIGKILL (no clean shutdown)' if spec.killed else 'clean (SIGTERM)'}",
-        f"* captured {now} in {elapsed:.0f}s with {', '.join(f'{k} {v}' for k, v in manifest['clients'].items())}",
+        f"* captured {now} in {elapsed:.0f}s with {', '.join(f'{k} {v}' for k, v in clients.items())}",
         "",
         "Re-create with:",
         "",
         "```",
-        manifest["command"],
+        command,
         "```",
         "",
         "Broker settings on top of the harness defaults (`kafkalog.compat.broker`):",
         "",
-        *[f"* `{k}={v}`" for k, v in manifest["server_properties"].items()],
+        *[f"* `{k}={v}`" for k, v in server_properties.items()],
         "",
         "| topic | partitions | config | what |",
         "|---|---:|---|---|",

@@ -26,6 +26,14 @@ CODECS: tuple[Codec, ...] = ("none", "gzip", "snappy", "lz4", "zstd")
 Header = tuple[str, bytes | None]
 
 
+def confluent_headers(headers: Mapping[str, str | bytes | None] | Sequence[tuple[str, str | bytes | None]] | None
+                      ) -> tuple[Header, ...]:
+    """A confluent-kafka message's headers as Header pairs. A consumer hands back a list of (key, bytes) pairs;
+    confluent-kafka types headers as a producer may pass them (a dict, str values), so those are accepted too."""
+    pairs = headers.items() if isinstance(headers, Mapping) else headers or ()
+    return tuple((k, v.encode() if isinstance(v, str) else v) for k, v in pairs)
+
+
 def b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode("ascii")
 
@@ -516,13 +524,17 @@ def _consume_confluent(
                 last = time.monotonic()
             if m is None:
                 continue
-            if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF (only with enable.partition.eof)
+            err = m.error()
+            if err is not None:
+                if err.code() == -191:  # _PARTITION_EOF (only with enable.partition.eof)
                     continue
-                raise HarnessError(f"confluent consumer on {topic!r}: {m.error()}")
+                raise HarnessError(f"confluent consumer on {topic!r}: {err}")
+            m_topic, m_partition, m_offset = m.topic(), m.partition(), m.offset()
+            if m_topic is None or m_partition is None or m_offset is None:
+                raise HarnessError(f"confluent consumer on {topic!r}: a record without topic, partition or offset")
             ts_type, ts = m.timestamp()
-            headers = tuple((k, v) for k, v in (m.headers() or []))
-            out.append(Consumed(m.topic(), m.partition(), m.offset(), m.key(), m.value(), headers, ts, ts_types.get(ts_type)))
+            out.append(Consumed(m_topic, m_partition, m_offset, m.key(), m.value(), confluent_headers(m.headers()), ts,
+                                ts_types.get(ts_type)))
             last = time.monotonic()
         if commit and out:
             consumer.commit(asynchronous=False)

@@ -466,8 +466,8 @@ def _kafka_writes_kafkalog_reads(factory: BrokerFactory, workdir: Path, version:
                             (r["key"], r["value"], _headers(r["headers"]), r["timestamp"]),
                             (p.key, p.value, _headers(p.headers), ts))
                 check.count("records")
-    for (t, part, off), p in sorted(want.items())[:5]:
-        check.fail(f"{t}-{part} offset {off}: acknowledged to {p.client} but not in the log")
+    for (t, partition, off), p in sorted(want.items())[:5]:
+        check.fail(f"{t}-{partition} offset {off}: acknowledged to {p.client} but not in the log")
     check.count("control batches", controls)
     if controls < 2:
         check.fail(f"expected a COMMIT and an ABORT marker in the log, found {controls} control batches")

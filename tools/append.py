@@ -10,7 +10,8 @@ import time
 
 from kafkalog.storage.codec.compression import CODEC_IDS
 from kafkalog.storage.config.resolver import ConfigResolver
-from kafkalog.storage.engine.writer import append_to_partition, preview_append
+from kafkalog.storage.engine.validator import preview_append
+from kafkalog.storage.engine.writer import append_to_partition
 from kafkalog.storage.errors import ConfigError
 from kafkalog.storage.io.jsonio import (
     INT16,
@@ -22,7 +23,7 @@ from kafkalog.storage.io.jsonio import (
     loads,
     typed_field,
 )
-from kafkalog.storage.log.partition import live_topic_partition
+from kafkalog.storage.log.topic_partition import live_topic_partition
 from kafkalog.storage.records import build_batch
 from kafkalog.tools.output import NOW_GRAMMAR, timestamp_ms
 
@@ -99,10 +100,11 @@ def batch_from_json(obj: dict, payload: str = "base64") -> bytes:
                      _decode(r.get("key"), payload, f"{at}key"),
                      _decode(r.get("value"), payload, f"{at}value"), headers))
     codec = obj.get("codec", "none")
-    if not isinstance(codec, str) or codec not in CODEC_IDS:
+    codec_id = CODEC_IDS.get(codec) if isinstance(codec, str) else None
+    if codec_id is None:  # "producer" names no codec of its own here: there is no producer's batch to keep
         raise ConfigError(f"unknown codec {codec!r}")
     return build_batch(recs, base_offset=base if "baseOffset" in obj else (recs[0][0] if recs else 0),
-                       codec=CODEC_IDS[codec], producer_id=int_field(obj.get("producerId", -1), "producerId"),
+                       codec=codec_id, producer_id=int_field(obj.get("producerId", -1), "producerId"),
                        producer_epoch=int_field(obj.get("producerEpoch", -1), "producerEpoch", INT16),
                        base_sequence=int_field(obj.get("baseSequence", -1), "baseSequence", INT32),
                        is_transactional=typed_field(obj.get("isTransactional", False), "isTransactional", bool),

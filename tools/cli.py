@@ -78,9 +78,15 @@ def _version() -> str:
     return f"{v} (Python {sys.version.split()[0]}; codecs: {codecs}; native record core: {core})"
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser, which keeps each command's own parser (``commands``), for its usage."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+
+def build_parser(only: str | None = None) -> _Parser:
     """The parser; with ``only`` set, only that command's module is imported (the others are listed)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kafkalog",
         description="Work on Apache Kafka broker log directories offline: dump, verify, repair, compact, "
         "apply retention, convert, migrate. Exit codes: 0 ok, 1 findings or failure (including a missing "
@@ -89,7 +95,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "Run `kafkalog COMMAND --help` for a command's options.",
     )
     commands: dict[str, argparse.ArgumentParser] = {}
-    parser.commands = commands  # type: ignore[attr-defined]  # each command's own parser, for its usage
+    parser.commands = commands
     parser.add_argument("--version", action="store_true",
                         help="print kafkalog's version (and its Python, codecs, native core) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -8,6 +8,7 @@ there.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -270,7 +271,7 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink, log: Partiti
             if sink.json and streamed:
                 head = {k: v for k, v in d.items() if k != "records"}
                 sink.out.write_streamed(head, "records", (_json_record(r, sink) for r in records),
-                                        lambda d=d: {k: d[k] for k in ("error", "errorPosition") if k in d})
+                                        functools.partial(_batch_error, d))
             elif sink.json:
                 for r in records:
                     _json_record(r, sink)
@@ -364,6 +365,11 @@ def _log_header_line(name: str) -> str:
             return f"Snapshot end offset: {int(offset)}, epoch: {int(epoch)}"
         return f"Snapshot {name}"
     return f"Log starting offset: {int(stem)}" if stem.isdigit() else f"Log {name}"
+
+
+def _batch_error(d: dict) -> dict:
+    """A streamed batch's error keys, known once its records are read."""
+    return {k: d[k] for k in ("error", "errorPosition") if k in d}
 
 
 def _json_record(r: dict, sink: _Sink) -> dict:

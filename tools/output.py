@@ -20,7 +20,10 @@ import json
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 PAYLOAD_FORMATS = ("base64", "utf8", "hex")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -238,7 +241,7 @@ def render_table(rows: Sequence[dict], columns: Sequence[str], stream: IO[str] |
     for title, c in zip(titles, columns, strict=True):
         right = all(_is_number(r.get(c)) or r.get(c) is None for r in rows) and any(
             _is_number(r.get(c)) for r in rows)
-        justify = getattr(formats.get(c), "justify", "right" if right else "left")
+        justify: JustifyMethod = getattr(formats.get(c), "justify", "right" if right else "left")
         table.add_column(title, justify=justify, no_wrap=True, overflow="crop")
     if not color and len(rows) > PLAIN_TABLE_ROWS:
         _plain_table(rows, columns, titles, [col.justify for col in table.columns], formats, out)

@@ -31,7 +31,8 @@ from kafkalog.storage.engine.plan import Plan
 from kafkalog.storage.engine.reindex import plan_reindex
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.retention import plan_retention
-from kafkalog.storage.engine.writer import append_to_partition, preview_append
+from kafkalog.storage.engine.validator import preview_append
+from kafkalog.storage.engine.writer import append_to_partition
 from kafkalog.storage.errors import LogDirError
 from kafkalog.storage.io.fs import split_uri
 from kafkalog.storage.log.datadir import DataDir, check_topics

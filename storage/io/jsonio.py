@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, Any, Literal, overload
 
 MAX_LINE_BYTES = 512 << 20  # one JSON Lines record: a Kafka record's value (base64) plus fields
 
@@ -42,6 +42,10 @@ def iter_lines(stream: IO[str], limit: int = MAX_LINE_BYTES) -> Iterator[tuple[i
 INT64, INT32, INT16 = 64, 32, 16
 
 
+@overload
+def int_field(v: Any, field: str, bits: int = INT64, *, null: Literal[False] = False) -> int: ...
+@overload
+def int_field(v: Any, field: str, bits: int = INT64, *, null: bool) -> int | None: ...
 def int_field(v: Any, field: str, bits: int = INT64, *, null: bool = False) -> int | None:
     """An integer field of a JSON line that must fit Kafka's signed ``bits``-bit field (``null`` allowed only if
     ``null``); anything else (text, a boolean, a float, out of range) is a ``ValueError`` that names the field."""

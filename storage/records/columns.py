@@ -155,7 +155,7 @@ class RecordColumns:
     def __len__(self) -> int:
         return len(self._core) if self._core is not None else len(self.offsets)
 
-    def add_batch(self, b, topic: str, partition: int, segment: str,
+    def add_batch(self, b, topic: str | None, partition: int | None, segment: str,
                   keep: tuple[int, int, int, int] | None = None) -> int:
         """Decode ``b``'s records and add them as rows (only those with ``lo_o <= offset < hi_o`` and
         ``lo_t <= timestamp < hi_t`` when ``keep`` is given). Returns the number of rows added; raises
@@ -167,7 +167,7 @@ class RecordColumns:
             self.add_records(b, recs, topic, partition, segment)
         return len(recs)
 
-    def add_records(self, b, recs: list[tuple], topic: str, partition: int, segment: str) -> None:
+    def add_records(self, b, recs: list[tuple], topic: str | None, partition: int | None, segment: str) -> None:
         """Add ``recs``, records of batch ``b`` already decoded as ``(offset, timestamp, key, value, headers)``
         tuples (for example a chunk of ``b.record_chunks(full=False)``), as rows."""
         if not recs:

@@ -4,7 +4,8 @@ import struct
 import pytest
 
 from kafkalog.storage.config.log_config import LogConfig
-from kafkalog.storage.engine.writer import LogWriter, OffsetOrderError, RecordTooLargeError
+from kafkalog.storage.engine.validator import OffsetOrderError, RecordTooLargeError
+from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.files.offset_index import read_offset_index
 from kafkalog.storage.files.time_index import read_time_index
 from kafkalog.storage.files.txn_index import read_txn_index

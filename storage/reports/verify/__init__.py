@@ -21,7 +21,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -172,7 +172,7 @@ def _zookeeper_topic_ids(ddir: DataDir, missing: list[tuple[int, Path]], results
 
 
 def verify_paths(
-    paths: list[str | os.PathLike],
+    paths: Sequence[str | os.PathLike],
     *,
     deep: bool = False,
     workers: int | None = None,

@@ -1,0 +1,108 @@
+"""Kafka's ``LogValidator`` for an append (docs/semantics.md#appending): the checks a batch passes before the log
+takes it (framing, CRC, ``max.message.bytes``, ``segment.bytes``, a follower's offset order, v2 for a leader),
+shared by :class:`~kafkalog.storage.engine.writer.LogWriter` and ``append --dry-run`` (:func:`preview_append`).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable
+
+from kafkalog.storage.config.log_config import LogConfig
+from kafkalog.storage.config.resolver import ConfigResolver
+from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage.log.partition import PartitionLog, live_topic_partition, partition_path_for
+from kafkalog.storage.records import LogScanner
+
+_I32 = struct.Struct(">i")
+
+
+
+class RecordTooLargeError(KafkaLogError):
+    """A batch above ``max.message.bytes`` or ``segment.bytes`` (RecordTooLarge/RecordBatchTooLarge)."""
+
+
+class OffsetOrderError(KafkaLogError):
+    """A follower append starting below the log end offset (UnexpectedAppendOffsetException)."""
+
+
+def analyze_append(buf: bytearray, config: LogConfig, where: str) -> list[tuple[int, int, int, int, int]]:
+    """``analyzeAndValidateRecords``: (position, base offset, last offset, max timestamp, size) per batch;
+    CRC and size checks; trailing partial bytes trimmed from ``buf``."""
+    out = []
+    scanner = LogScanner(memoryview(buf))
+    for b in scanner:
+        if b.size > config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {b.size} bytes exceeds max.message.bytes ({config.max_message_bytes})", where, b.position)
+        if not b.is_valid():
+            raise CorruptRecordError("record batch is corrupt (CRC mismatch)", where, b.position)
+        out.append((b.position, b.base_offset, b.last_offset, b.max_timestamp, b.size))
+        del b
+    del scanner
+    if out:
+        end = out[-1][0] + out[-1][4]
+        del buf[end:]
+    return out
+
+
+def check_follower_offset(first: int, log_end_offset: int, where: str) -> None:
+    """A follower append starts at or above the log end offset (``UnifiedLog.appendAsFollower``)."""
+    if first < log_end_offset:
+        raise OffsetOrderError(f"unexpected append offset {first}: the log end offset is {log_end_offset}", where)
+
+
+def check_append_size(size: int, config: LogConfig, where: str) -> None:
+    """One append must fit a segment (``LogSegment``: segment.bytes)."""
+    if size > config.segment_size:
+        raise RecordTooLargeError(f"append of {size} bytes exceeds segment.bytes ({config.segment_size})", where)
+
+
+def check_leader_magic(buf, pos: int, where: str) -> None:
+    """kafkalog's leader append assigns offsets to v2 batches only."""
+    if buf[pos + 16] < 2:
+        raise CorruptRecordError("leader appends of message format v0/v1 are not supported; append them as a "
+                                 "follower (offsets kept)", where, pos)
+
+
+def preview_append(data_dir: str | os.PathLike, partition: str, batches: Iterable[bytes], *,
+                   config: LogConfig | None = None, keep_offsets: bool = False) -> tuple[int, int, int]:
+    """``append --dry-run``: check every append as :func:`append_to_partition` would (batch framing, CRC,
+    max.message.bytes, segment.bytes, offset order for a follower, v2 only for a leader) and return
+    ``(appends, records, log end offset after)``, touching nothing."""
+
+    topic, _ = live_topic_partition(partition)
+    pdir = partition_path_for(data_dir, partition)
+    if config is None:
+
+        config = ConfigResolver(data_dirs=[data_dir]).log_config(data_dir, topic)
+    leo = 0
+    if pdir.is_dir():
+        with PartitionLog(pdir) as plog:
+            segs = plog.segments
+            leo = segs[-1].read_next_offset() if segs else 0
+    n = records = 0
+    for data in batches:
+        n += 1
+        buf = bytearray(data)
+        analyzed = analyze_append(buf, config, str(pdir))
+        if not analyzed:
+            continue
+        check_append_size(len(buf), config, str(pdir))
+        if keep_offsets:
+            check_follower_offset(analyzed[0][1], leo, str(pdir))
+            for (_pos, base, last, _mts, _sz) in analyzed:
+                records += last - base + 1
+            leo = analyzed[-1][2] + 1
+            continue
+        for (pos, _base, _last, _mts, _sz) in analyzed:
+            check_leader_magic(buf, pos, str(pdir))
+            delta = _I32.unpack_from(buf, pos + 23)[0]
+            records += delta + 1
+            leo += delta + 1
+    return n, records, leo
+
+
+__all__ = ["OffsetOrderError", "RecordTooLargeError", "analyze_append", "check_append_size", "check_follower_offset",
+           "check_leader_magic", "preview_append"]

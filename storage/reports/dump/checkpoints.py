@@ -20,62 +20,63 @@ from kafkalog.storage.reports.dump.file_dump import FileDump
 # ------------------------------------------------------------------------------------------- text files
 
 
-def _checkpoint_dump(name: str, kind: str, reader: Callable[[str], Any]) -> tuple[FileDump, Any]:
+def _dump_file(path: str | os.PathLike, kind: str, reader: Callable[[str], Any],
+               fill: Callable[[FileDump, Any], None], *, validate: bool = True) -> FileDump:
+    """The skeleton of every text file's dump: the file read by its reader (its error a problem at its byte, a
+    missing data dir raised), ``fill`` puts what it holds into the dump, then its own checks' problems."""
+    name = os.fspath(path)
     out = FileDump(name, kind)
     try:
-        return out, reader(name)
+        parsed = reader(name)
     except KafkaLogError as e:
         if isinstance(e, LogDirError):
             raise
         out.problem(e.position, e.reason)
-        return out, None
-
-
-def dump_offset_checkpoint(path: str | os.PathLike) -> FileDump:
-    """A data-dir offset checkpoint (recovery point, log start offset, high watermark, cleaner)."""
-    name = os.fspath(path)
-    out, ckpt = _checkpoint_dump(name, "offsetCheckpoint", read_offset_checkpoint)
-    if ckpt is None:
         return out
-    out.info = {"checkpoint": Path(name).name, "version": 0, "count": len(ckpt.entries), "form": ckpt.form,
+    if parsed is None:  # a reader that tells an absent file (the clean-shutdown marker's)
+        out.problem(None, "no such file")
+        return out
+    fill(out, parsed)
+    if validate:
+        for problem in parsed.validate():
+            out.problem(None, problem)
+    return out
+
+
+def _fill_offset_checkpoint(out: FileDump, ckpt: Any) -> None:
+    out.info = {"checkpoint": Path(out.file).name, "version": 0, "count": len(ckpt.entries), "form": ckpt.form,
                 "canonical": ckpt.canonical}
     for e in ckpt.entries:
         out.entries.append({"topic": e.topic, "partition": e.partition, "offset": e.offset})
         out.lines.append(f"topic: {e.topic} partition: {e.partition} offset: {e.offset}")
-    for problem in ckpt.validate():
-        out.problem(None, problem)
-    return out
 
 
-def dump_leader_epoch_checkpoint(path: str | os.PathLike) -> FileDump:
-    name = os.fspath(path)
-    out, ckpt = _checkpoint_dump(name, "leaderEpochCheckpoint", read_leader_epoch_checkpoint)
-    if ckpt is None:
-        return out
+def dump_offset_checkpoint(path: str | os.PathLike) -> FileDump:
+    """A data-dir offset checkpoint (recovery point, log start offset, high watermark, cleaner)."""
+    return _dump_file(path, "offsetCheckpoint", read_offset_checkpoint, _fill_offset_checkpoint)
+
+
+def _fill_leader_epoch_checkpoint(out: FileDump, ckpt: Any) -> None:
     out.info = {"version": 0, "count": len(ckpt.entries), "form": ckpt.form, "canonical": ckpt.canonical}
     for e in ckpt.entries:
         out.entries.append({"epoch": e.epoch, "startOffset": e.start_offset})
         out.lines.append(f"epoch: {e.epoch} startOffset: {e.start_offset}")
-    for problem in ckpt.validate():
-        out.problem(None, problem)
-    return out
+
+
+def dump_leader_epoch_checkpoint(path: str | os.PathLike) -> FileDump:
+    return _dump_file(path, "leaderEpochCheckpoint", read_leader_epoch_checkpoint, _fill_leader_epoch_checkpoint)
+
+
+def _fill_partition_metadata(out: FileDump, meta: Any) -> None:
+    out.entries.append({"version": meta.version, "topicId": meta.topic_id, "canonical": meta.canonical})
+    out.lines.append(f"version: {meta.version} topicId: {meta.topic_id}")
 
 
 def dump_partition_metadata(path: str | os.PathLike) -> FileDump:
-    name = os.fspath(path)
-    out, meta = _checkpoint_dump(name, "partitionMetadata", read_partition_metadata)
-    if meta is None:
-        return out
-    out.entries.append({"version": meta.version, "topicId": meta.topic_id, "canonical": meta.canonical})
-    out.lines.append(f"version: {meta.version} topicId: {meta.topic_id}")
-    return out
+    return _dump_file(path, "partitionMetadata", read_partition_metadata, _fill_partition_metadata, validate=False)
 
 
-def dump_meta_properties(path: str | os.PathLike) -> FileDump:
-    name = os.fspath(path)
-    out, meta = _checkpoint_dump(name, "metaProperties", read_meta_properties)
-    if meta is None:
-        return out
+def _fill_meta_properties(out: FileDump, meta: Any) -> None:
     props = meta.properties()
     for k in meta.keys():
         out.entries.append({"key": k, "value": props[k]})
@@ -87,36 +88,28 @@ def dump_meta_properties(path: str | os.PathLike) -> FileDump:
     except KafkaLogError as e:
         out.problem(e.position, e.reason)
     out.info = info
-    for problem in meta.validate():
-        out.problem(None, problem)
-    return out
+
+
+def dump_meta_properties(path: str | os.PathLike) -> FileDump:
+    return _dump_file(path, "metaProperties", read_meta_properties, _fill_meta_properties)
+
+
+def _fill_quorum_state(out: FileDump, state: Any) -> None:
+    d = state.to_dict()
+    out.entries.append(d)
+    out.lines.append(" ".join(f"{k}: {v}" for k, v in d.items()))
 
 
 def dump_quorum_state(path: str | os.PathLike) -> FileDump:
     """KRaft ``quorum-state`` (``__cluster_metadata-0``)."""
-    name = os.fspath(path)
-    out, state = _checkpoint_dump(name, "quorumState", read_quorum_state)
-    if state is None:
-        return out
-    d = state.to_dict()
-    out.entries.append(d)
-    out.lines.append(" ".join(f"{k}: {v}" for k, v in d.items()))
-    for problem in state.validate():
-        out.problem(None, problem)
-    return out
+    return _dump_file(path, "quorumState", read_quorum_state, _fill_quorum_state)
+
+
+def _fill_clean_shutdown(out: FileDump, marker: Any) -> None:
+    out.entries.append({"version": marker.version, "brokerEpoch": marker.broker_epoch, "json": marker.is_json})
+    out.lines.append(f"version: {marker.version} brokerEpoch: {marker.broker_epoch}" if marker.is_json
+                     else "clean shutdown marker without content (Kafka before 3.7)")
 
 
 def dump_clean_shutdown(path: str | os.PathLike) -> FileDump:
-    name = os.fspath(path)
-    out, marker = _checkpoint_dump(name, "cleanShutdown", read_clean_shutdown)
-    if marker is None:
-        if not out.problems:
-            out.problem(None, "no such file")
-        return out
-    entry = {"version": marker.version, "brokerEpoch": marker.broker_epoch, "json": marker.is_json}
-    out.entries.append(entry)
-    out.lines.append(f"version: {marker.version} brokerEpoch: {marker.broker_epoch}" if marker.is_json
-                     else "clean shutdown marker without content (Kafka before 3.7)")
-    for problem in marker.validate():
-        out.problem(None, problem)
-    return out
+    return _dump_file(path, "cleanShutdown", read_clean_shutdown, _fill_clean_shutdown)

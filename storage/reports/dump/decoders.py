@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import Literal
+from typing import Any, Literal
 
 from kafkalog.storage.decoders.cluster_metadata import decode_metadata_record, format_metadata_record
 from kafkalog.storage.decoders.consumer_offsets import decode_offsets_record, format_offsets_record
@@ -30,8 +30,9 @@ RecordDecoderName = Literal["offsets", "transaction", "cluster-metadata", "remot
 
 
 def _keyed_decoder(fmt: Callable, dec: Callable, dialect: Dialect) -> RecordDecoder:
-    """A hook for internal topics whose records have a schema'd key and value (offsets, transactions):
-    DumpLogSegments' text in ``decodedText``, the JSON form in ``decoded``, or ``decodeError``."""
+    """A hook for internal topics whose records have a schema'd key and value (offsets, transactions, cluster
+    and remote log metadata): DumpLogSegments' text in ``decodedText`` (``fmt`` reports a bad record in its text),
+    the JSON form in ``decoded``, or ``decodeError``."""
 
     def decode(batch: dict, rec: dict) -> None:
         key, value = rec["key"], rec["value"]
@@ -52,31 +53,20 @@ def _transaction_decoder(dialect: Dialect) -> RecordDecoder:
     return _keyed_decoder(format_transaction_record, decode_transaction_record, dialect)
 
 
-def _metadata_decoder(dialect: Dialect) -> RecordDecoder:
-    def decode(batch: dict, rec: dict) -> None:
-        value, offset = rec["value"], rec["offset"]
-        rec["decodedText"] = format_metadata_record(value, offset)
-        if value is None:
-            rec["decodeError"] = "metadata record without a value"
-            return
-        try:
-            rec["decoded"] = decode_metadata_record(value)
-        except CorruptRecordError as e:
-            rec["decodeError"] = e.reason
+def _decode_metadata(key: Any, value: Any) -> Any:
+    if value is None:
+        raise CorruptRecordError("metadata record without a value")
+    return decode_metadata_record(value)
 
-    return decode
+
+def _metadata_decoder(dialect: Dialect) -> RecordDecoder:
+    return _keyed_decoder(lambda key, value, offset, _: format_metadata_record(value, offset), _decode_metadata,
+                          dialect)
 
 
 def _remote_log_metadata_decoder(dialect: Dialect) -> RecordDecoder:
-    def decode(batch: dict, rec: dict) -> None:
-        key, value, offset = rec["key"], rec["value"], rec["offset"]
-        rec["decodedText"] = format_remote_log_metadata(value, offset)
-        try:
-            rec["decoded"] = decode_remote_log_metadata(key, value)
-        except CorruptRecordError as e:
-            rec["decodeError"] = e.reason
-
-    return decode
+    return _keyed_decoder(lambda key, value, offset, _: format_remote_log_metadata(value, offset),
+                          decode_remote_log_metadata, dialect)
 
 
 def _share_group_state_decoder(dialect: Dialect) -> RecordDecoder:

@@ -57,6 +57,20 @@ def _companion(path: Path, base: int) -> tuple[Segment | None, str | None]:
     return seg, None
 
 
+def _dumped_whole(out: FileDump, base: int, idx: OffsetIndex | TimeIndex, empty: bool, index_sanity_check: bool) -> bool:
+    """What an index's dump starts with (its size in ``info``), and whether that is the whole dump: an empty
+    index (``empty``, each kind's test) says so, ``--index-sanity-check`` runs only the sanity check."""
+    out.info = {"baseOffset": base, "length": idx.length, "slots": idx.entries, "entries": idx.valid_entries}
+    if empty:
+        out.empty = True
+        out.lines.append(f"{out.file} is empty.")
+        return True
+    if index_sanity_check:
+        sanity_check(out, idx)
+        return True
+    return False
+
+
 # ------------------------------------------------------------------------------------------- .index
 
 
@@ -75,13 +89,7 @@ def dump_offset_index(
     out = FileDump(name, "index")
     base, log_path = _base_and_log(name)
     with OffsetIndex.open(name, base) as idx:
-        out.info = {"baseOffset": base, "length": idx.length, "slots": idx.entries, "entries": idx.valid_entries}
-        if idx.entries == 0 or _preallocated_only(idx):
-            out.empty = True
-            out.lines.append(f"{name} is empty.")
-            return out
-        if index_sanity_check:
-            sanity_check(out, idx)
+        if _dumped_whole(out, base, idx, idx.entries == 0 or _preallocated_only(idx), index_sanity_check):
             return out
         log, error = _companion(log_path, base)
         try:
@@ -141,13 +149,7 @@ def dump_time_index(
     base, log_path = _base_and_log(name)
     index_path = log_path.with_name(log_path.name[: -len(LOG_FILE_SUFFIX)] + ".index")
     with TimeIndex.open(name, base) as tidx:
-        out.info = {"baseOffset": base, "length": tidx.length, "slots": tidx.entries, "entries": tidx.valid_entries}
-        if not index_sanity_check and _preallocated_only(tidx):
-            out.empty = True
-            out.lines.append(f"{name} is empty.")
-            return out
-        if index_sanity_check:
-            sanity_check(out, tidx)
+        if _dumped_whole(out, base, tidx, not index_sanity_check and _preallocated_only(tidx), index_sanity_check):
             return out
         log, error = _companion(log_path, base)
         oidx = OffsetIndex.open(index_path, base) if index_path.exists() else OffsetIndex(b"", base)

@@ -242,8 +242,9 @@ NOW = 1_900_000_000_000
 def plan_for(command: str, d: Path):
     """The plan a mutating command makes on ``d`` (the crash tests kill its apply)."""
     from kafkalog.storage.engine.cleaner.manager import plan_compact
-    from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
+    from kafkalog.storage.engine.convert import ConvertOptions
     from kafkalog.storage.engine.flush import plan_flush
+    from kafkalog.storage.engine.message_format import plan_convert
     from kafkalog.storage.engine.migrate import (
         MigrateOptions,
         plan_migrate,

@@ -109,7 +109,8 @@ class Conversion:
 def convert(paths, opts=None, *, topics=None, dry_run: bool = False, backup: bool = True, backup_root=None,
             workers: int = 1, progress=None) -> Conversion:
     """``kafkalog convert PATHS``: the plan, applied unless ``dry_run``."""
-    from kafkalog.storage.engine.convert import SegmentResult, plan_convert
+    from kafkalog.storage.engine.convert import SegmentResult
+    from kafkalog.storage.engine.message_format import plan_convert
 
     plan = plan_convert(paths, opts, topics=topics, workers=workers)
     plan.check()

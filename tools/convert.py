@@ -7,7 +7,8 @@ import json
 import sys
 
 from kafkalog.storage.codec.compression import CODEC_IDS
-from kafkalog.storage.engine.convert import ConvertOptions, SegmentResult, audit, plan_convert
+from kafkalog.storage.engine.convert import ConvertOptions, SegmentResult
+from kafkalog.storage.engine.message_format import audit, plan_convert
 from kafkalog.tools.output import add_topics_argument, human_size, render_table
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 

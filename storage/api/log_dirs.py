@@ -23,9 +23,10 @@ from kafkalog.storage.api.partition import (
 from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.cleaner.manager import plan_compact
-from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
+from kafkalog.storage.engine.convert import ConvertOptions
 from kafkalog.storage.engine.flush import plan_flush
 from kafkalog.storage.engine.import_ import ImportStats, import_files, preview_import
+from kafkalog.storage.engine.message_format import plan_convert
 from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate, plan_set_checkpoints, plan_topic_id
 from kafkalog.storage.engine.plan import Plan
 from kafkalog.storage.engine.reindex import plan_reindex

@@ -22,9 +22,10 @@ from engines import convert, migrate
 from kafkalog.compat import jars
 from kafkalog.compat.broker import LEGACY_V0_PROPS, LEGACY_V1_PROPS, Broker
 from kafkalog.compat.clients import Record, consume, produce
-from kafkalog.storage.engine.convert import ConvertOptions, audit
+from kafkalog.storage.engine.convert import ConvertOptions
 from kafkalog.storage.engine.export import export_jsonl, iter_export_rows
 from kafkalog.storage.engine.import_ import import_files
+from kafkalog.storage.engine.message_format import audit
 from kafkalog.storage.engine.migrate import MigrateOptions
 from kafkalog.storage.files.partition_metadata import read_partition_metadata
 from kafkalog.storage.reports.diff import diff_paths

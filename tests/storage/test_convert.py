@@ -10,13 +10,8 @@ import pytest
 from engines import convert
 
 from kafkalog.storage.codec.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
-from kafkalog.storage.engine.convert import (
-    ConvertOptions,
-    audit,
-    convert_batches,
-    convert_segment,
-    plan_convert,
-)
+from kafkalog.storage.engine.convert import ConvertOptions, convert_batches, convert_segment
+from kafkalog.storage.engine.message_format import audit, plan_convert
 from kafkalog.storage.engine.plan import PlanError
 from kafkalog.storage.engine.swap import recover_swap_files
 from kafkalog.storage.errors import ConfigError, LockedError

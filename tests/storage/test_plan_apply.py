@@ -23,8 +23,9 @@ from damage import FIXTURE_NAMES, FIXTURES, INDEX_DAMAGES, damaged_copy, tree
 
 from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.engine.cleaner.manager import plan_compact
-from kafkalog.storage.engine.convert import ConvertOptions, plan_convert
+from kafkalog.storage.engine.convert import ConvertOptions
 from kafkalog.storage.engine.flush import plan_flush
+from kafkalog.storage.engine.message_format import plan_convert
 from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate, plan_set_checkpoints, plan_topic_id
 from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.engine.reindex import plan_reindex

@@ -159,7 +159,8 @@ def convert(spark, paths: list[str], opts=None, *, topics: set[str] | None = Non
     """``kafkalog convert`` with partitions planned and converted by Spark tasks; the driver holds every data
     dir's ``.lock`` and keeps the backup (:func:`~kafkalog.storage.engine.plan.apply`)."""
     paths = _driver_paths(paths)
-    from kafkalog.storage.engine.convert import ConvertOptions, SegmentResult, plan_convert
+    from kafkalog.storage.engine.convert import ConvertOptions, SegmentResult
+    from kafkalog.storage.engine.message_format import plan_convert
     from kafkalog.storage.engine.plan import apply
 
     runner = spark_runner(spark, os.path.dirname(paths[0]) if paths else None)

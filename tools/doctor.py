@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.reports.doctor import SCAN_RATE, diagnose
@@ -36,6 +37,11 @@ predicts its next start, changing nothing:
     epochs or consumer groups' commits remember past the end of its log (its .log files deleted or cut
     short), a torn batch or a batch failing its CRC in a segment the recovery leaves as it is (it is served
     as it is); each a loss with its offsets (the CRCs are read with the format check: --no-format-check);
+  * for a batch failing its CRC, how it is served: which consumers fail on it (the Java consumer,
+    kafka-python, librdkafka with check.crcs=true) and which receive its damaged records without an error
+    (librdkafka with its defaults, when the records still decode), that followers cannot replicate it, and the
+    commands that cut the log there (kafkalog repair --full) or read around it (kafkalog export --salvage
+    --include-invalid);
   * an estimate of the broker's recovery time: bytes to scan / scan rate. The rate is measured while
     planning (which runs the same segment recovery over the same bytes), divided by how much slower the broker
     was than kafkalog in tests/benchmarks/bench_repair.py; under 32 MiB to scan, the broker's rate from that
@@ -53,6 +59,10 @@ Examples:
 """
 
 COLUMNS = ["severity", "kind", "partition", "offsets", "records", "bytes", "message"]
+#: the readers of a served corrupt batch (serving.servedTo), in words
+READERS = {"javaConsumer": "the Java consumer", "kafkaPython": "kafka-python",
+           "librdkafka": "librdkafka with its defaults (check.crcs=false)",
+           "librdkafkaCheckCrcs": "librdkafka with check.crcs=true"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -92,6 +102,32 @@ def _message(p) -> str:
     return _show(f"{p.broker_message}: {p.message}" if p.broker_message else p.message)
 
 
+def _serving(p) -> list[str]:
+    """What a corruptBatch finding means for the clients and replicas the broker serves it to, in words."""
+    s = p.serving
+    fates = s.served_to
+    at = p.first_offset if p.first_offset is not None else "the batch"
+    lines = [f"{_show(p.partition or p.path)} offsets {_offsets(p) or '?'}: the broker serves this batch as it is"]
+    fail = [w for k, w in READERS.items() if fates[k] == "fails"]
+    if fail:
+        lines.append(f"  fail at offset {at}, at every poll until the application seeks past it: {', '.join(fail)}")
+    silent = [w for k, w in READERS.items() if fates[k] == "delivers"]
+    if silent:
+        lines.append(f"  receive its damaged records without an error: {', '.join(silent)}")
+    if fates["follower"] == "fails":
+        lines.append(f"  followers cannot replicate it: a replica's fetch fails at offset {at}, it never catches up "
+                     "nor joins the ISR")
+    loses = (f" (offsets {s.cut_first_offset}..{s.cut_last_offset} are lost)"
+             if s.cut_first_offset is not None and s.cut_last_offset is not None else "")
+    pdir = Path(p.path).parent
+    commands = s.to_dict()
+    lines.append(f"  cut it: `{commands['cut']['command']} {_show(str(pdir.parent))}` truncates the log at the batch"
+                 f"{loses}")
+    lines.append(f"  salvage first: `{commands['salvage']['command']} {_show(str(pdir))} --out {_show(pdir.name)}.jsonl` "
+                 "reads every record around it")
+    return lines
+
+
 def _seconds(s: float) -> str:
     return "under 0.1 s" if s < 0.1 else f"about {s:,.1f} s"
 
@@ -122,6 +158,10 @@ def run(args: argparse.Namespace) -> int:
                  "offsets": _offsets(p), "records": p.records, "bytes": p.bytes,
                  "message": _message(p)} for p in diag.problems]
         render_table(rows, COLUMNS, formats={"bytes": lambda b: "-" if b is None else human_size(b)})
+    for p in diag.problems:
+        if p.serving is not None:
+            print()
+            print("\n".join(_serving(p)))
     c = s["counts"]
     print(f"\ndoctor: {c['fatal']} fatal, {c['loss']} loss, {c['recovery']} recovery, {c['warning']} warning(s), "
           f"{c['info']} info over {diag.partitions} partition(s) in {len(diag.log_dirs)} log dir(s)")

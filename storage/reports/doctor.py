@@ -2,11 +2,10 @@
 
 One pre-flight over the ``log.dirs`` of one broker, built from what the project already computes:
 
-* the startup gate of a KRaft broker (``KafkaRaftServer.initializeLogDirs`` and
-  ``MetaPropertiesEnsemble.verify``): missing or disagreeing ``meta.properties`` (cluster id, node id, directory
-  id used twice or reserved), ``__cluster_metadata-0`` outside the metadata dir; ``LogManager``'s duplicate live partitions and dirs that
-  are not partitions'. Each
-  refusal carries the broker's own message (the text of the exception it dies with);
+* the startup gate of a KRaft broker (:func:`~kafkalog.storage.reports.startup_gate.startup_gate`): missing or
+  disagreeing ``meta.properties``, ``__cluster_metadata-0`` outside the metadata dir, duplicate live partitions
+  and dirs that are not partitions'. Each refusal carries the broker's own message (the text of the exception it
+  dies with);
 * the repair plan, computed by the very function ``kafkalog repair --dry-run --kafka-exact`` uses
   (:func:`~kafkalog.storage.engine.repair.plan_repair`): which partitions are recovered and how many ``.log``
   bytes are scanned, every truncation (records, offsets, reason), the indexes and producer snapshots rebuilt,
@@ -41,13 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from kafkalog.storage.config.resolver import KRAFT, METADATA_DIR, ConfigResolver
-from kafkalog.storage.engine.message_format import audit
+from kafkalog.storage.engine.convert import audit
 from kafkalog.storage.engine.plan import Plan
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.targets import whole_data_dirs
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.files.java import uuid_from_string, uuid_to_string
-from kafkalog.storage.files.meta_properties import directory_id_reserved
 from kafkalog.storage.files.names import is_index_file
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from kafkalog.storage.log.datadir import DataDir
@@ -55,6 +52,8 @@ from kafkalog.storage.log.partition import METADATA_TOPIC, RememberedOffset, rem
 from kafkalog.storage.log.paths import require_data_dir
 from kafkalog.storage.parallel import run_partition_tasks
 from kafkalog.storage.reports.groups import OFFSETS_TOPIC, load_groups
+from kafkalog.storage.reports.serving import Serving, serving
+from kafkalog.storage.reports.startup_gate import startup_gate
 
 #: the broker's startup recovery, in ``.log`` bytes per second: measured with
 #: ``tests/benchmarks/bench_repair.py --scale 0.05`` (Kafka 4.3.1, ``num.recovery.threads.per.data.dir=1``, 216 MB of
@@ -88,12 +87,14 @@ class Problem:
     records: int | None = None
     bytes: int | None = None
     cause: str | None = None  # what the broker logs first (the exception under its fatal fault)
+    serving: Serving | None = None  # corruptBatch: which readers fail on the batch, what cuts or salvages it
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "problem", "severity": self.severity, "kind": self.kind, "path": self.path,
                 "partition": self.partition, "message": self.message, "brokerMessage": self.broker_message,
                 "firstOffset": self.first_offset, "lastOffset": self.last_offset, "records": self.records,
-                "bytes": self.bytes, "cause": self.cause}
+                "bytes": self.bytes, "cause": self.cause,
+                "serving": None if self.serving is None else self.serving.to_dict()}
 
 
 @dataclass
@@ -168,112 +169,6 @@ class Diagnosis:
                 "scanRateBytesPerSecond": round(self.scan_rate), "scanRateSource": self.scan_rate_source,
                 "counts": {s: sum(1 for p in self.problems if p.severity == s)
                            for s in (FATAL, LOSS, RECOVERY, WARNING, INFO, ERROR)}}
-
-
-# ------------------------------------------------------------------------------------- the startup gate
-
-
-def java_sorted(keys: list[str]) -> list[str]:
-    """``keys`` in ``String.compareTo`` order (UTF-16 code units): the order ``MetaPropertiesEnsemble.verify`` meets
-    the log dirs (its ``logDirProps`` is a ``TreeMap``), which decides which dir its message names."""
-    return sorted(keys, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
-
-
-def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None) -> list[Problem]:
-    """Why a broker refuses these ``log.dirs`` before loading any log, in its own words (the first one it meets
-    is the one it dies with; the later ones are reported too). ``node_id``: the configured ``node.id``."""
-    out: list[Problem] = []
-
-    def fatal(path: Path | str, message: str, broker: str) -> None:
-        out.append(Problem(FATAL, "startup", str(path), message, broker))
-
-    names = [str(d.path) for d in dirs]
-    by_name = dict(zip(names, dirs, strict=True))
-    if kraft:
-        props = {n: by_name[n].meta_properties for n in names if by_name[n].meta_properties is not None}
-        if not props:
-            fatal(dirs[0].path / "meta.properties", "no data dir has a readable meta.properties",
-                  "No readable meta.properties files found.")
-        cluster: str | None = None
-        node = node_id
-        seen: dict[str, str] = {}
-        for n in java_sorted(list(props)):
-            m = props[n]
-            assert m is not None
-            path = Path(n) / "meta.properties"
-            version = _safe(lambda m=m: m.version)
-            cid = m.cluster_id
-            if cid is None:
-                if version == 1:
-                    fatal(path, "v1 meta.properties without cluster.id",
-                          f"cluster.id was not specified in the v1 file: {path}")
-            elif cluster is None:
-                cluster = cid
-            elif cid != cluster:
-                fatal(path, f"cluster.id {cid} differs from {cluster} in another data dir",
-                      f"Invalid cluster.id in: {path}. Expected {cluster}, but read {cid}")
-            nid = _safe(lambda m=m: m.node_id)
-            if nid is None:
-                if version == 1:
-                    fatal(path, "v1 meta.properties without node.id", f"node.id was not specified in {path}")
-            elif node is None:
-                node = nid
-            elif nid != node:
-                fatal(path, f"node.id {nid} differs from {node}",
-                      f"Stored node id {nid} doesn't match previous node id {node} in {path}. If you moved your "
-                      "data, make sure your configured node id matches. If you intend to create a new node, you "
-                      "should remove all data in your data directories.")
-            did = m.directory_id
-            if did is not None and directory_id_reserved(did):
-                fatal(path, f"directory.id {did} is one of the 100 ids Kafka reserves",
-                      # Kafka 4.x's spelling (checked with 4.3.1); 3.9 logs "Invalid resrved directory ID"
-                      f"Invalid reserved directory ID {uuid_to_string(uuid_from_string(did))} found in {n}")
-            elif did is not None:
-                if did in seen:
-                    fatal(path, f"directory.id {did} also used by {seen[did]}",
-                          f"Duplicate directory ID Optional[{did}] found. It was the ID of {seen[did]}, but also of "
-                          f"{n}")
-                seen.setdefault(did, n)
-        for n in names[1:]:
-            md = Path(n) / METADATA_DIR
-            if n in props and md.is_dir():
-                fatal(md, f"{METADATA_DIR} outside the metadata dir {names[0]} (the first of log.dirs)",
-                      f"Found unexpected metadata location in data directory `{md}` (the configured metadata "
-                      f"directory is {names[0]}).")
-        for n in java_sorted(names):
-            if n not in props:
-                fatal(Path(n) / "meta.properties", "missing: the dir is not formatted",
-                      f"No `meta.properties` found in {n} (have you run `kafka-storage.sh` to format the "
-                      "directory?)")
-    live: dict[tuple[str, int], Path] = {}
-    for d in dirs:
-        for p, tp in d.partition_dirs.items():
-            if tp.kind != "live" or tp.topic == METADATA_TOPIC:
-                continue
-            key = (tp.topic, tp.partition)
-            if key in live:
-                fatal(p, f"{tp.name} is also live in {live[key].parent}",
-                      f"Duplicate log directories for {tp.topic}-{tp.partition} are found in both {p} and "
-                      f"{live[key]}. It is likely because log directory failure happened while broker was "
-                      "replacing current replica with future replica. Recover broker from this failure by manually "
-                      "deleting one of the two directories for this partition. It is recommended to delete the "
-                      "partition in the log directory that is known to have failed recently.")
-            live.setdefault(key, p)
-        for f in d.findings:
-            if f.severity == "error" and f.kind == "layout" and "refuses" in f.message:
-                # LocalLog.parseTopicPartitionName, in a log-loading thread: the fatal fault of any such failure
-                p = Path(f.file)
-                out.append(Problem(FATAL, "startup", str(p), f.message, "Error starting LogManager",
-                                   cause=f"Found directory {os.path.realpath(p)}, '{p.name}' is not in the form of "
-                                   "topic-partition or topic-partition.uniqueId-delete (if marked for deletion)."))
-    return out
-
-
-def _safe(fn):
-    try:
-        return fn()
-    except KafkaLogError:
-        return None
 
 
 # ------------------------------------------------------------------------------------- the plan, read
@@ -419,8 +314,9 @@ def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path], crc: bo
                 for h in log.closed_segment_crc_failures() if crc else ():
                     diag.problems.append(Problem(
                         LOSS, "corruptBatch", h.file, f"{h.reason}; the broker does not recover this segment at "
-                        "load: it serves the batch and its consumers fail on it", partition=log.name,
-                        first_offset=h.first_offset, last_offset=h.last_offset, bytes=h.bytes))
+                        "load and serves the batch as it is", partition=log.name, first_offset=h.first_offset,
+                        last_offset=h.last_offset, bytes=h.bytes,
+                        serving=serving(log, h.file, h.position, h.first_offset)))
             except KafkaLogError:
                 pass  # an unreadable log end: the plan reports the partition
             finally:
@@ -496,7 +392,8 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
     try:
         kraft = any(resolver.data_dir(p).mode == KRAFT or (p / METADATA_DIR).is_dir() for p in paths)
         diag = Diagnosis([str(p) for p in paths], kraft=kraft)
-        diag.problems += startup_gate(dirs, kraft=kraft, node_id=node_id)
+        diag.problems += [Problem(FATAL, "startup", r.path, r.message, r.broker_message, cause=r.cause)
+                          for r in startup_gate(dirs, kraft=kraft, node_id=node_id)]
         if on_total is not None:
             on_total(sum(len(v) for v in whole_data_dirs(paths).values()) + (len(_live(dirs)) if legacy else 0))
         t0 = time.perf_counter()
@@ -522,5 +419,4 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
     return diag
 
 
-__all__ = ["Diagnosis", "MIN_MEASURED_BYTES", "Problem", "SCAN_RATE", "BROKER_SLOWDOWN", "diagnose", "java_sorted",
-           "startup_gate"]
+__all__ = ["Diagnosis", "MIN_MEASURED_BYTES", "Problem", "SCAN_RATE", "BROKER_SLOWDOWN", "diagnose"]

@@ -13,7 +13,8 @@ import pytest
 from damage import FIXTURES, NOW, damaged_copy
 
 from kafkalog.storage.engine.repair import plan_repair
-from kafkalog.storage.reports.doctor import diagnose, java_sorted
+from kafkalog.storage.reports.doctor import diagnose
+from kafkalog.storage.reports.startup_gate import java_sorted
 from kafkalog.tools.cli import main
 
 KRAFT = "kafka-4.3.1-kraft"

@@ -1,0 +1,140 @@
+"""The start-up gate of a KRaft broker: why it refuses its ``log.dirs`` before loading any log, in its own words.
+
+``KafkaRaftServer.initializeLogDirs`` and ``MetaPropertiesEnsemble.verify``: missing or disagreeing
+``meta.properties`` (cluster id, node id, directory id used twice or reserved), ``__cluster_metadata-0`` outside
+the metadata dir; ``LogManager``'s duplicate live partitions and dirs that are not partitions'. Each refusal
+carries the broker's own message (the text of the exception it dies with). ``kafkalog doctor``
+(:func:`~kafkalog.storage.reports.doctor.diagnose`) reports each as a fatal ``startup`` finding;
+``tests/kafka/test_doctor_broker.py`` checks every one against a real broker.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkalog.storage.config.resolver import METADATA_DIR
+from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.java import uuid_from_string, uuid_to_string
+from kafkalog.storage.files.meta_properties import directory_id_reserved
+from kafkalog.storage.log.datadir import DataDir
+from kafkalog.storage.log.partition import METADATA_TOPIC
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One reason the broker stops at start-up: the file or dir (``path``), what is wrong with it (``message``),
+    the message of the exception the broker stops with (``broker_message``) and, when it logs another one first,
+    that exception's message (``cause``)."""
+
+    path: str
+    message: str
+    broker_message: str
+    cause: str | None = None
+
+
+def java_sorted(keys: list[str]) -> list[str]:
+    """``keys`` in ``String.compareTo`` order (UTF-16 code units): the order ``MetaPropertiesEnsemble.verify`` meets
+    the log dirs (its ``logDirProps`` is a ``TreeMap``), which decides which dir its message names."""
+    return sorted(keys, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
+
+
+def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None) -> list[Refusal]:
+    """Why a broker refuses these ``log.dirs`` before loading any log, in its own words (the first one it meets
+    is the one it dies with; the later ones are reported too). ``node_id``: the configured ``node.id``."""
+    out: list[Refusal] = []
+
+    def fatal(path: Path | str, message: str, broker: str) -> None:
+        out.append(Refusal(str(path), message, broker))
+
+    names = [str(d.path) for d in dirs]
+    by_name = dict(zip(names, dirs, strict=True))
+    if kraft:
+        props = {n: by_name[n].meta_properties for n in names if by_name[n].meta_properties is not None}
+        if not props:
+            fatal(dirs[0].path / "meta.properties", "no data dir has a readable meta.properties",
+                  "No readable meta.properties files found.")
+        cluster: str | None = None
+        node = node_id
+        seen: dict[str, str] = {}
+        for n in java_sorted(list(props)):
+            m = props[n]
+            assert m is not None
+            path = Path(n) / "meta.properties"
+            version = _safe(lambda m=m: m.version)
+            cid = m.cluster_id
+            if cid is None:
+                if version == 1:
+                    fatal(path, "v1 meta.properties without cluster.id",
+                          f"cluster.id was not specified in the v1 file: {path}")
+            elif cluster is None:
+                cluster = cid
+            elif cid != cluster:
+                fatal(path, f"cluster.id {cid} differs from {cluster} in another data dir",
+                      f"Invalid cluster.id in: {path}. Expected {cluster}, but read {cid}")
+            nid = _safe(lambda m=m: m.node_id)
+            if nid is None:
+                if version == 1:
+                    fatal(path, "v1 meta.properties without node.id", f"node.id was not specified in {path}")
+            elif node is None:
+                node = nid
+            elif nid != node:
+                fatal(path, f"node.id {nid} differs from {node}",
+                      f"Stored node id {nid} doesn't match previous node id {node} in {path}. If you moved your "
+                      "data, make sure your configured node id matches. If you intend to create a new node, you "
+                      "should remove all data in your data directories.")
+            did = m.directory_id
+            if did is not None and directory_id_reserved(did):
+                fatal(path, f"directory.id {did} is one of the 100 ids Kafka reserves",
+                      # Kafka 4.x's spelling (checked with 4.3.1); 3.9 logs "Invalid resrved directory ID"
+                      f"Invalid reserved directory ID {uuid_to_string(uuid_from_string(did))} found in {n}")
+            elif did is not None:
+                if did in seen:
+                    fatal(path, f"directory.id {did} also used by {seen[did]}",
+                          f"Duplicate directory ID Optional[{did}] found. It was the ID of {seen[did]}, but also of "
+                          f"{n}")
+                seen.setdefault(did, n)
+        for n in names[1:]:
+            md = Path(n) / METADATA_DIR
+            if n in props and md.is_dir():
+                fatal(md, f"{METADATA_DIR} outside the metadata dir {names[0]} (the first of log.dirs)",
+                      f"Found unexpected metadata location in data directory `{md}` (the configured metadata "
+                      f"directory is {names[0]}).")
+        for n in java_sorted(names):
+            if n not in props:
+                fatal(Path(n) / "meta.properties", "missing: the dir is not formatted",
+                      f"No `meta.properties` found in {n} (have you run `kafka-storage.sh` to format the "
+                      "directory?)")
+    live: dict[tuple[str, int], Path] = {}
+    for d in dirs:
+        for p, tp in d.partition_dirs.items():
+            if tp.kind != "live" or tp.topic == METADATA_TOPIC:
+                continue
+            key = (tp.topic, tp.partition)
+            if key in live:
+                fatal(p, f"{tp.name} is also live in {live[key].parent}",
+                      f"Duplicate log directories for {tp.topic}-{tp.partition} are found in both {p} and "
+                      f"{live[key]}. It is likely because log directory failure happened while broker was "
+                      "replacing current replica with future replica. Recover broker from this failure by manually "
+                      "deleting one of the two directories for this partition. It is recommended to delete the "
+                      "partition in the log directory that is known to have failed recently.")
+            live.setdefault(key, p)
+        for f in d.findings:
+            if f.severity == "error" and f.kind == "layout" and "refuses" in f.message:
+                # LocalLog.parseTopicPartitionName, in a log-loading thread: the fatal fault of any such failure
+                p = Path(f.file)
+                out.append(Refusal(str(p), f.message, "Error starting LogManager",
+                                   cause=f"Found directory {os.path.realpath(p)}, '{p.name}' is not in the form of "
+                                   "topic-partition or topic-partition.uniqueId-delete (if marked for deletion)."))
+    return out
+
+
+def _safe(fn):
+    try:
+        return fn()
+    except KafkaLogError:
+        return None
+
+
+__all__ = ["Refusal", "java_sorted", "startup_gate"]

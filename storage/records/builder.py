@@ -45,6 +45,15 @@ def _as_record(r, i: int, base_offset: int | None) -> Record:
     return Record(offset, timestamp, key, value, headers)
 
 
+def _write_nullable_bytes(data, out: bytearray) -> None:
+    """A record's key, value or header value: its length as a varint (-1 for null) then its bytes."""
+    if data is None:
+        out.append(0x01)
+    else:
+        write_varint(len(data), out)
+        out += data
+
+
 def encode_record(out: bytearray, attributes: int, timestamp_delta: int, offset_delta: int, key, value,
                   headers) -> None:
     """Append one v2 record (length-prefixed) to ``out``."""
@@ -52,26 +61,12 @@ def encode_record(out: bytearray, attributes: int, timestamp_delta: int, offset_
     body.append(attributes & 0xFF)
     write_varlong(timestamp_delta, body)
     write_varint(offset_delta, body)
-    if key is None:
-        body.append(0x01)
-    else:
-        write_varint(len(key), body)
-        body += key
-    if value is None:
-        body.append(0x01)
-    else:
-        write_varint(len(value), body)
-        body += value
+    _write_nullable_bytes(key, body)
+    _write_nullable_bytes(value, body)
     write_varint(len(headers), body)
     for hk, hv in headers:
-        kb = hk.encode("utf-8", "surrogateescape") if isinstance(hk, str) else bytes(hk)
-        write_varint(len(kb), body)
-        body += kb
-        if hv is None:
-            body.append(0x01)
-        else:
-            write_varint(len(hv), body)
-            body += hv
+        _write_nullable_bytes(hk.encode("utf-8", "surrogateescape") if isinstance(hk, str) else bytes(hk), body)
+        _write_nullable_bytes(hv, body)
     write_varint(len(body), out)
     out += body
 

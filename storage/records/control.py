@@ -25,16 +25,22 @@ def control_key(control_type: int, version: int = 0) -> bytes:
     return _KEY.pack(version, control_type)
 
 
+def _parse_versioned(data: bytes | None, layout: struct.Struct, what: str, versioned: str) -> tuple[int, int]:
+    """``(version, field)`` of a control record's key or value: at least ``layout.size`` bytes (Kafka reads the
+    fields it knows and ignores the rest) and a version that is not negative."""
+    if data is None or len(data) < layout.size:
+        raise CorruptRecordError(
+            f"invalid {what}: expected at least {layout.size} bytes, got {0 if data is None else len(data)}"
+        )
+    version, field = layout.unpack_from(data, 0)
+    if version < 0:
+        raise CorruptRecordError(f"invalid {versioned} version {version}")
+    return version, field
+
+
 def parse_control_key(key: bytes | None) -> tuple[int, int]:
     """Return ``(version, type)`` of a control record key (``ControlRecordType.parseTypeId``)."""
-    if key is None or len(key) < 4:
-        raise CorruptRecordError(
-            f"invalid control record key: expected at least 4 bytes, got {0 if key is None else len(key)}"
-        )
-    version, ctype = _KEY.unpack_from(key, 0)
-    if version < 0:
-        raise CorruptRecordError(f"invalid control record key version {version}")
-    return version, ctype
+    return _parse_versioned(key, _KEY, "control record key", "control record key")
 
 
 def control_type_name(control_type: int) -> str:
@@ -47,12 +53,4 @@ def end_txn_marker_value(coordinator_epoch: int, version: int = 0) -> bytes:
 
 def parse_end_txn_marker(value: bytes | None) -> tuple[int, int]:
     """Return ``(version, coordinatorEpoch)`` of an end-transaction marker value."""
-    if value is None or len(value) < 6:
-        raise CorruptRecordError(
-            f"invalid end transaction marker value: expected at least 6 bytes, got "
-            f"{0 if value is None else len(value)}"
-        )
-    version, epoch = _MARKER.unpack_from(value, 0)
-    if version < 0:
-        raise CorruptRecordError(f"invalid end transaction marker version {version}")
-    return version, epoch
+    return _parse_versioned(value, _MARKER, "end transaction marker value", "end transaction marker")

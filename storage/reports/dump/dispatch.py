@@ -11,14 +11,7 @@ from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE
 from kafkalog.storage.files.quorum_state import QUORUM_STATE_FILE
-from kafkalog.storage.reports.dump.checkpoints import (
-    dump_clean_shutdown,
-    dump_leader_epoch_checkpoint,
-    dump_meta_properties,
-    dump_offset_checkpoint,
-    dump_partition_metadata,
-    dump_quorum_state,
-)
+from kafkalog.storage.reports.dump import checkpoints
 from kafkalog.storage.reports.dump.file_dump import DEFAULT_MAX_MESSAGE_SIZE, FileDump
 from kafkalog.storage.reports.dump.indexes import dump_offset_index, dump_time_index, dump_txn_index
 from kafkalog.storage.reports.dump.snapshot import dump_producer_snapshot
@@ -30,12 +23,12 @@ _BY_SUFFIX: dict[str, Callable[..., FileDump]] = {
     ".snapshot": dump_producer_snapshot,
 }
 _BY_NAME: dict[str, Callable[[str | os.PathLike], FileDump]] = {
-    **{n: dump_offset_checkpoint for n in DATA_DIR_CHECKPOINTS},
-    LEADER_EPOCH_CHECKPOINT: dump_leader_epoch_checkpoint,
-    PARTITION_METADATA_FILE: dump_partition_metadata,
-    META_PROPERTIES_FILE: dump_meta_properties,
-    CLEAN_SHUTDOWN_FILE: dump_clean_shutdown,
-    QUORUM_STATE_FILE: dump_quorum_state,
+    **{n: checkpoints.dump_offset_checkpoint for n in DATA_DIR_CHECKPOINTS},
+    LEADER_EPOCH_CHECKPOINT: checkpoints.dump_leader_epoch_checkpoint,
+    PARTITION_METADATA_FILE: checkpoints.dump_partition_metadata,
+    META_PROPERTIES_FILE: checkpoints.dump_meta_properties,
+    CLEAN_SHUTDOWN_FILE: checkpoints.dump_clean_shutdown,
+    QUORUM_STATE_FILE: checkpoints.dump_quorum_state,
 }
 
 

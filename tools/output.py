@@ -142,18 +142,6 @@ def time_format(epoch: bool = False) -> Callable[[Any], str]:
     return fmt
 
 
-_BYTES = re.compile(r"(?<![\w.=])(\d{1,3}(?:,\d{3})+|\d+) bytes\b")
-_TIME_PAIR = re.compile(r"(?<![\w.])(-?\d{1,19}) \((\d{4}-\d\d-\d\dT[\d:.]+Z)\)")
-
-
-def humanize(text: str, *, epoch: bool = False, sizes: bool = True) -> str:
-    """A library message for people: ``N bytes`` as :func:`human_size` (with ``sizes``), and each
-    ``<epoch ms> (<ISO time>)`` pair as one :func:`human_time` (ISO-8601 UTC, or epoch ms with ``epoch``)."""
-    if sizes:
-        text = _BYTES.sub(lambda m: human_size(int(m.group(1).replace(",", ""))), text)
-    return _TIME_PAIR.sub(lambda m: human_time(int(m.group(1)), epoch), text)
-
-
 def auto_formats(columns: Iterable[str], epoch: bool = False) -> dict[str, Callable[[Any], str]]:
     """``formats`` for :func:`render_table` guessed from column names (rows whose keys are not known in
     advance, e.g. a Spark job's): ``size``/``*bytes*`` as sizes, ``*timestamp*`` as times; list values joined

@@ -10,9 +10,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from kafkalog.storage.engine.plan import ApplyResult, Plan, apply, concurrent_writer
-from kafkalog.storage.io.dirview import Truncate
-from kafkalog.tools.output import add_epoch_argument, human_size, humanize, positive_int, progress
+from kafkalog.storage.engine.plan import ApplyResult, Loss, Plan, Setting, apply, concurrent_writer
+from kafkalog.storage.io.dirview import Op
+from kafkalog.tools.output import add_epoch_argument, human_size, human_time, positive_int, progress
 
 
 def add_plan_arguments(p: argparse.ArgumentParser, *, workers: bool = True) -> None:
@@ -37,23 +37,20 @@ def _settings_line(settings: list[dict]) -> str:
     return ", ".join(f"{s['name']}={s['value']} ({s['source']})" for s in settings if s["value"] is not None)
 
 
-def _describe_op(op, epoch: bool = False) -> str:
-    """An operation for people: sizes in KiB/MiB..., timestamps ISO-8601 UTC (raw epoch ms with ``epoch``); the
-    reason's own numbers are left as they are."""
-    if isinstance(op, Truncate):
-        head = (f"truncate {op.path} from {human_size(op.old_size)} to {human_size(op.new_size)} "
-                f"({human_size(op.old_size - op.new_size)} removed)")
-    else:
-        text = op.describe()
-        head = text[:-len(op.why) - 2] if op.why and text.endswith(f": {op.why}") else text
-        if head is text:
-            return humanize(text, epoch=epoch)
-        head = humanize(head)
-    return f"{head}: {humanize(op.why, epoch=epoch, sizes=False)}"
+def describe_op(op: Op) -> str:
+    """An operation for people: its sizes (fields of the op) in KiB/MiB..."""
+    return op.describe(size=human_size)
 
 
-def _describe_loss(loss, epoch: bool = False) -> str:
-    """A :class:`Loss` for people (as ``Loss.describe`` with the size in KiB/MiB... and ISO-8601 UTC times)."""
+def describe_setting(setting: Setting) -> str:
+    """``name=value (source)``."""
+    return f"{setting.name}={setting.value} ({setting.source})"
+
+
+def describe_loss(loss: Loss, epoch: bool = False) -> str:
+    """A :class:`Loss` for people, from its fields: records, offsets, the size in KiB/MiB..., the file, the setting
+    that removes it and the reason, whose ``{name}`` timestamps print as ISO-8601 UTC (raw epoch ms with
+    ``epoch``). The one rendering of a loss: the library gives fields, never a sentence to read back."""
     what = []
     if loss.records is not None:
         what.append(f"{loss.records:,d} records")
@@ -63,10 +60,15 @@ def _describe_loss(loss, epoch: bool = False) -> str:
         what.append(f"from offset {loss.first_offset}")
     what.append(human_size(loss.bytes))
     where = f" in {Path(loss.file).name}" if loss.file else ""
-    return f"{', '.join(what)}{where}: {humanize(loss.reason, epoch=epoch, sizes=False)}"
+    reason = loss.reason
+    for name, ms in loss.times.items():
+        reason = reason.replace("{" + name + "}", human_time(ms, epoch))
+    if loss.setting is not None:
+        reason = f"{describe_setting(loss.setting)}: {reason}"
+    return f"{', '.join(what)}{where}: {reason}"
 
 
-def _op_lines(ops, base: str, epoch: bool = False) -> list[str]:
+def _op_lines(ops, base: str) -> list[str]:
     """One line per operation; consecutive operations of one kind and reason (the files of one segment) share a
     line."""
     lines: list[str] = []
@@ -77,12 +79,12 @@ def _op_lines(ops, base: str, epoch: bool = False) -> list[str]:
                 "rename", "delete", "create"):
             j += 1
         if j - i == 1:
-            lines.append(_describe_op(ops[i], epoch).replace(base + "/", ""))
+            lines.append(describe_op(ops[i]).replace(base + "/", ""))
         else:
             names = ", ".join(Path(op.path).name for op in ops[i:j])
             if ops[i].kind == "rename" and all(op.target == op.path + ".deleted" for op in ops[i:j]):
                 names += " to *.deleted"
-            lines.append(f"{ops[i].kind} {names}: {humanize(ops[i].why, epoch=epoch, sizes=False)}")
+            lines.append(f"{ops[i].kind} {names}: {ops[i].why}")
         i = j
     return lines
 
@@ -115,17 +117,17 @@ def render_plan(plan: Plan, *, as_json: bool, dry_run: bool, verbose: bool = Fal
                 print(f"    ERROR: {p.error}", file=out)
             if p.settings and (p.ops or p.losses or verbose):
                 print(f"    settings: {_settings_line(p.settings)}", file=out)
-            for line in _op_lines(p.ops, p.dir, epoch):
+            for line in _op_lines(p.ops, p.dir):
                 print(f"    {line}", file=out)
             for loss in p.losses:
                 label = "LOSS" if loss.damage else "removes"
-                print(f"    {label}: {_describe_loss(loss, epoch)}", file=out)
+                print(f"    {label}: {describe_loss(loss, epoch)}", file=out)
             for n in p.notes:
-                print(f"    note: {humanize(n, epoch=epoch, sizes=False)}", file=out)
-        for line in _op_lines(d.ops, d.path, epoch):
+                print(f"    note: {n}", file=out)
+        for line in _op_lines(d.ops, d.path):
             print(f"  {line}", file=out)
         for n in d.notes:
-            print(f"  note: {humanize(n, epoch=epoch, sizes=False)}", file=out)
+            print(f"  note: {n}", file=out)
         if quiet:
             print(f"  {quiet} other partition(s): nothing to do", file=out)
     s = plan.summary()

@@ -31,8 +31,9 @@ from kafkalog.storage.errors import ConfigError, KafkaLogError, LogDirError, req
 from kafkalog.storage.files.names import segment_log_files
 from kafkalog.storage.io.jsonio import b64_field, header_fields, text_output
 from kafkalog.storage.log.datadir import live_partition_name, open_partition_log, resolve_partition_dirs
+from kafkalog.storage.log.loss import remembered_loss
 from kafkalog.storage.log.offset_spec import OffsetSpec
-from kafkalog.storage.log.partition import PartitionLog, remembered_loss
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.records.batch import RECORD_CHUNK, increment_sequence
 from kafkalog.storage.records.columns import RECORD_COLUMNS, RecordColumns
 from kafkalog.storage.records.columns import arrow_schema as records_arrow_schema

@@ -29,8 +29,9 @@ from kafkalog.storage.files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLIC
 from kafkalog.storage.files.names import segment_log_files
 from kafkalog.storage.io import fileops
 from kafkalog.storage.io.jsonio import INT16, INT32, INT64, int_field, iter_lines, loads, typed_field
-from kafkalog.storage.log.partition import PartitionLog, partition_path, validate_topic
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import require_destination
+from kafkalog.storage.log.topic_partition import partition_path, validate_topic
 from kafkalog.storage.records import CREATE_TIME, LOG_APPEND_TIME, build_batch
 from kafkalog.storage.records.record import Record
 

@@ -44,11 +44,27 @@ class PlanError(KafkaLogError):
     """A plan that cannot be applied: a partition failed to plan, or the files changed since planning."""
 
 
+@dataclass(frozen=True)
+class Setting:
+    """The effective value of one setting and where it came from (``--config``, the topic's config, Kafka's
+    default...)."""
+
+    name: str
+    value: Any
+    source: str
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "value": self.value, "source": self.source}
+
+
 @dataclass
 class Loss:
-    """Records a plan removes from one partition, and why."""
+    """Records a plan removes from one partition, and why: every number is a field (offsets, records, bytes, the
+    position in the file, the setting that decided it and the timestamps it compared); ``reason`` is the words.
+    A timestamp the reason names is a ``{name}`` placeholder of ``times`` (epoch ms), which the one renderer
+    (``kafkalog.tools.plan_output``) prints as a time: nothing reads the reason back."""
 
-    reason: str  # in words: "torn tail at byte N", "CRC mismatch ...", "retention.ms=... (Kafka default)"
+    reason: str  # in words: "torn tail", "CRC mismatch ...", "its largest timestamp {largestTimestamp} is ..."
     first_offset: int | None = None
     last_offset: int | None = None
     records: int | None = None
@@ -56,23 +72,19 @@ class Loss:
     file: str | None = None
     position: int | None = None
     damage: bool = False  # removed because it is invalid (repair), not by a policy (retention, compaction)
+    setting: Setting | None = None  # the policy setting that removes these records (retention.ms=..., its source)
+    times: dict[str, int] = field(default_factory=dict)  # the reason's {name} timestamps, epoch ms
 
     def to_dict(self) -> dict:
-        return {"reason": self.reason, "firstOffset": self.first_offset, "lastOffset": self.last_offset,
+        """JSON: the fields; ``reason`` with its timestamps as epoch ms (as every timestamp of the JSON output),
+        ``setting`` and ``times`` as they are."""
+        reason = self.reason
+        for name, ms in self.times.items():
+            reason = reason.replace("{" + name + "}", str(ms))
+        return {"reason": reason, "firstOffset": self.first_offset, "lastOffset": self.last_offset,
                 "records": self.records, "bytes": self.bytes, "file": self.file, "position": self.position,
-                "damage": self.damage}
-
-    def describe(self) -> str:
-        what = []
-        if self.records is not None:
-            what.append(f"{self.records:,d} records")
-        if self.first_offset is not None and self.last_offset is not None:
-            what.append(f"offsets {self.first_offset}..{self.last_offset}")
-        elif self.first_offset is not None:
-            what.append(f"from offset {self.first_offset}")
-        what.append(f"{self.bytes:,d} bytes")
-        where = f" in {Path(self.file).name}" if self.file else ""
-        return f"{', '.join(what)}{where}: {self.reason}"
+                "damage": self.damage, "setting": self.setting.to_dict() if self.setting else None,
+                "times": dict(self.times)}
 
 
 @dataclass

@@ -18,12 +18,11 @@ that deleted it.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafkalog.storage.config.resolver import ConfigResolver
-from kafkalog.storage.engine.plan import Loss, PartitionPlan, Plan, Runner, default_runner
+from kafkalog.storage.engine.plan import Loss, PartitionPlan, Plan, Runner, Setting, default_runner
 from kafkalog.storage.engine.targets import Target, checkpoint_bytes, group_partitions, plan_partitions
 from kafkalog.storage.files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from kafkalog.storage.files.names import offset_file_name
@@ -34,17 +33,13 @@ from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.segment import SEGMENT_SUFFIXES, tail_loss
 
 
-def _iso(ms: int) -> str:
-    if ms < 0:
-        return str(ms)
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
-
-
 @dataclass
 class _Deletion:
     segment: Segment
     next_base: int
     reason: str
+    setting: Setting | None = None
+    times: dict[str, int] = field(default_factory=dict)
 
 
 def _deletable(segs: list[Segment], leo: int, hw: int, pred) -> list[Segment]:
@@ -95,7 +90,7 @@ def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cl
     deletions: list[_Deletion] = []
     roll_at: int | None = None
 
-    def run(pred, reason) -> None:
+    def run(pred, reason: str, setting: Setting | None = None, times=None) -> None:
         nonlocal segs, log_start, roll_at
         dels = _deletable(segs, leo, hw, pred)
         if not dels:
@@ -106,7 +101,7 @@ def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cl
                 dels = dels[:-1]
         for s in dels:
             nxt = segs[segs.index(s) + 1].base_offset if segs.index(s) + 1 < len(segs) else leo
-            deletions.append(_Deletion(s, nxt, reason(s) if callable(reason) else reason))
+            deletions.append(_Deletion(s, nxt, reason, setting, times(s) if times else {}))
         segs = segs[len(dels):]
         first = segs[0].base_offset if segs else leo
         log_start = max(log_start, first)
@@ -126,14 +121,14 @@ def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cl
                     return True
                 return False
 
-            run(by_size, f"retention.bytes={rb} ({cfg.source('retention.bytes')}): the log holds {size:,d} bytes; "
-                "the oldest segments go until it is within the limit")
+            run(by_size, f"the log holds {size:,d} bytes; the oldest segments go until it is within the limit",
+                Setting("retention.bytes", rb, cfg.source("retention.bytes")))
         rm = cfg.retention_ms
         if rm >= 0:
             run(lambda s, nxt: now - s.largest_timestamp() > rm,
-                lambda s: f"retention.ms={rm} ({cfg.source('retention.ms')}): its largest timestamp "
-                f"{s.largest_timestamp()} ({_iso(s.largest_timestamp())}) is more than retention.ms before now "
-                f"{now} ({_iso(now)})")
+                "its largest timestamp {largestTimestamp} is more than retention.ms before now {now}",
+                Setting("retention.ms", rm, cfg.source("retention.ms")),
+                lambda s: {"largestTimestamp": s.largest_timestamp(), "now": now})
     if not deletions:
         return
     # roll first when every segment goes (UnifiedLog.roll: a new empty segment and a snapshot at the LEO)
@@ -148,11 +143,13 @@ def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cl
     for d in deletions:
         s = d.segment
         t = tail_loss(s.buf, 0)
-        pp.losses.append(Loss(d.reason, s.base_offset, d.next_base - 1, t.records, s.size, str(s.path), 0))
+        pp.losses.append(Loss(d.reason, s.base_offset, d.next_base - 1, t.records, s.size, str(s.path), 0,
+                              setting=d.setting, times=d.times))
+        why = (f"{d.setting.name}={d.setting.value} ({d.setting.source})" if d.setting else d.reason)
         for suffix in SEGMENT_SUFFIXES:
             name = offset_file_name(s.base_offset, suffix)
             if view.exists(name):
-                view.rename(name, name + ".deleted", f"segment {s.base_offset} deleted by retention: {d.reason}")
+                view.rename(name, name + ".deleted", f"segment {s.base_offset} deleted by retention: {why}")
                 renamed.append(name + ".deleted")
     new_start = log_start
     for d in deletions:

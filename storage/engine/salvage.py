@@ -30,7 +30,7 @@ from kafkalog.storage.errors import CorruptRecordError, KafkaLogError, LogDirErr
 from kafkalog.storage.io.jsonio import text_output
 from kafkalog.storage.io.local import map_regular
 from kafkalog.storage.log.datadir import classify_path, list_partition_dirs
-from kafkalog.storage.log.partition import parse_topic_partition_name
+from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 from kafkalog.storage.parallel import iter_partition_tasks
 from kafkalog.storage.records.salvage import SalvageStats, SkippedRange, salvage_scan
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kafkalog.storage.engine.plan import require_writable
 from kafkalog.storage.io import fileops
-from kafkalog.storage.log.partition import DELETE_DIR_SUFFIX
+from kafkalog.storage.log.topic_partition import DELETE_DIR_SUFFIX
 
 #: :meth:`PartitionStaging.keep` of a path that is neither absent nor a regular file
 _SPECIAL = b"<special file>"

@@ -98,6 +98,11 @@ def _blob_ref(src: str, offset: int, size: int) -> Blob:
 
 
 # ---------------------------------------------------------------------------------------------------- ops
+def byte_count(n: int) -> str:
+    """A size in :meth:`Op.describe` when no renderer is given: ``1,234 bytes``."""
+    return f"{n:,d} bytes"
+
+
 @dataclass
 class Op:
     """One file operation of a plan. ``why`` says, in words, what it is for. Subclasses say which existing
@@ -133,7 +138,8 @@ class Op:
     def to_dict(self) -> dict:
         return {"op": self.kind, "path": self.path, "why": self.why, **({"routine": True} if self.routine else {})}
 
-    def describe(self) -> str:
+    def describe(self, size: Callable[[int], str] = byte_count) -> str:
+        """The op in one line; its sizes (fields of the op) printed by ``size`` (tools/ passes its human size)."""
         return f"{self.kind} {self.path}: {self.why}"
 
 
@@ -160,9 +166,9 @@ class WriteFile(Op):
     def to_dict(self) -> dict:
         return {**super().to_dict(), "size": self.blob.size, "replaces": self.existed}
 
-    def describe(self) -> str:
+    def describe(self, size: Callable[[int], str] = byte_count) -> str:
         verb = "rewrite" if self.existed else "create"
-        return f"{verb} {self.path} ({self.blob.size:,d} bytes): {self.why}"
+        return f"{verb} {self.path} ({size(self.blob.size)}): {self.why}"
 
 
 @dataclass
@@ -174,7 +180,7 @@ class Touch(Op):
     def run(self) -> None:
         fileops.touch(self.path)
 
-    def describe(self) -> str:
+    def describe(self, size: Callable[[int], str] = byte_count) -> str:
         return f"create {self.path} (empty): {self.why}"
 
 
@@ -201,9 +207,9 @@ class Truncate(Op):
     def to_dict(self) -> dict:
         return {**super().to_dict(), "oldSize": self.old_size, "newSize": self.new_size}
 
-    def describe(self) -> str:
-        return (f"truncate {self.path} from {self.old_size:,d} to {self.new_size:,d} bytes "
-                f"({self.old_size - self.new_size:,d} removed): {self.why}")
+    def describe(self, size: Callable[[int], str] = byte_count) -> str:
+        return (f"truncate {self.path} from {size(self.old_size)} to {size(self.new_size)} "
+                f"({size(self.old_size - self.new_size)} removed): {self.why}")
 
 
 @dataclass
@@ -225,8 +231,8 @@ class Delete(Op):
     def to_dict(self) -> dict:
         return {**super().to_dict(), "size": self.size}
 
-    def describe(self) -> str:
-        return f"delete {self.path} ({self.size:,d} bytes): {self.why}"
+    def describe(self, size: Callable[[int], str] = byte_count) -> str:
+        return f"delete {self.path} ({size(self.size)}): {self.why}"
 
 
 @dataclass
@@ -248,7 +254,7 @@ class Rename(Op):
     def to_dict(self) -> dict:
         return {**super().to_dict(), "target": self.target}
 
-    def describe(self) -> str:
+    def describe(self, size: Callable[[int], str] = byte_count) -> str:
         return f"rename {self.path} -> {Path(self.target).name}: {self.why}"
 
 
@@ -270,7 +276,7 @@ class Sync(Op):
     def to_dict(self) -> dict:
         return {**super().to_dict(), "files": list(self.files)}
 
-    def describe(self) -> str:
+    def describe(self, size: Callable[[int], str] = byte_count) -> str:
         return f"fsync {len(self.files)} file(s) in {self.path}: {self.why}"
 
 

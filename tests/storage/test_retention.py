@@ -8,6 +8,7 @@ from builders import aged_partition
 from engines import retain
 
 from kafkalog.storage.config.log_config import LogConfig
+from kafkalog.storage.engine.plan import Setting
 from kafkalog.storage.records import build_batch
 
 NOW = 1_700_000_000_000
@@ -89,7 +90,9 @@ def test_cli_retain_json_and_backup(tmp_path: Path, capsys):
                  "--backup", str(backup)]) == 0
     out = json.loads(capsys.readouterr().out.splitlines()[0])
     assert [loss["firstOffset"] for loss in out["losses"]] == [0, 5]
-    assert all(loss["reason"].startswith("retention.ms=4000 (--config)") for loss in out["losses"])
+    assert all(loss["setting"] == {"name": "retention.ms", "value": 4000, "source": "--config"}
+               and loss["times"] == {"largestTimestamp": loss["times"]["largestTimestamp"], "now": NOW}
+               and str(loss["times"]["largestTimestamp"]) in loss["reason"] for loss in out["losses"])
     assert out["newLogStartOffset"] == 10
     assert sorted(p.name for p in pdir.glob("*.log")) == [f"{10:020d}.log"]
     assert {p.name for p in backup.rglob("*.log")} == {f"{0:020d}.log", f"{5:020d}.log"}
@@ -111,6 +114,6 @@ def test_settings_and_their_sources_decide_and_explain_the_plan(tmp_path: Path):
     plan = retain(pdir, LogConfig.defaults(), NOW + 30 * 86_400_000, dry_run=True)
     pp = plan.partitions[0]
     assert {"name": "retention.ms", "value": 604800000, "source": "Kafka default"} in pp.settings
-    assert all("retention.ms=604800000 (Kafka default)" in loss.reason for loss in pp.losses)
+    assert all(loss.setting == Setting("retention.ms", 604800000, "Kafka default") for loss in pp.losses)
     assert [(loss.first_offset, loss.last_offset, loss.records) for loss in pp.losses] == [
         (0, 4, 5), (5, 9, 5), (10, 14, 5)]

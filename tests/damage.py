@@ -245,15 +245,12 @@ def plan_for(command: str, d: Path):
     from kafkalog.storage.engine.convert import ConvertOptions
     from kafkalog.storage.engine.flush import plan_flush
     from kafkalog.storage.engine.message_format import plan_convert
-    from kafkalog.storage.engine.migrate import (
-        MigrateOptions,
-        plan_migrate,
-        plan_set_checkpoints,
-        plan_topic_id,
-    )
+    from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate
+    from kafkalog.storage.engine.offset_checkpoints import plan_set_checkpoints
     from kafkalog.storage.engine.reindex import plan_reindex
     from kafkalog.storage.engine.repair import plan_repair
     from kafkalog.storage.engine.retention import plan_retention
+    from kafkalog.storage.engine.topic_id import plan_topic_id
 
     return {
         "checkpoints": lambda: plan_set_checkpoints(d, "recovery-point", {("compacted", 0): 0, ("codec-zstd", 0): 7}),
@@ -317,7 +314,7 @@ def run_for(command: str, d: Path) -> None:
         apply(plan_for_migrate_in(d, plan_migrate, MigrateOptions(cluster_id=meta["cluster.id"],
                                                                   node_id=int(meta["node.id"]))), backup=False)
     elif command == "topic-id-restore":
-        from kafkalog.storage.engine.migrate import plan_topic_id
+        from kafkalog.storage.engine.topic_id import plan_topic_id
 
         apply(plan_topic_id(sorted(d.glob("multi-segment-*")), restored_topic_id(d)), backup=False)
     else:

@@ -6,7 +6,11 @@ import argparse
 import json
 import sys
 
-from kafkalog.storage.engine.migrate import CHECKPOINT_ALIASES, plan_set_checkpoints, read_checkpoints
+from kafkalog.storage.engine.offset_checkpoints import (
+    CHECKPOINT_ALIASES,
+    plan_set_checkpoints,
+    read_checkpoints,
+)
 from kafkalog.storage.files.checkpoints import DATA_DIR_CHECKPOINTS
 from kafkalog.storage.log.paths import require_data_dir
 from kafkalog.tools.output import render_table

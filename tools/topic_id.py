@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from kafkalog.storage.engine.migrate import new_topic_id, plan_topic_id
+from kafkalog.storage.engine.topic_id import new_topic_id, plan_topic_id
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
 from kafkalog.storage.log.datadir import resolve_partition_dirs
 from kafkalog.storage.log.partition import parse_topic_partition_name

@@ -27,11 +27,13 @@ from kafkalog.storage.engine.convert import ConvertOptions
 from kafkalog.storage.engine.flush import plan_flush
 from kafkalog.storage.engine.import_ import ImportStats, import_files, preview_import
 from kafkalog.storage.engine.message_format import plan_convert
-from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate, plan_set_checkpoints, plan_topic_id
+from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate
+from kafkalog.storage.engine.offset_checkpoints import plan_set_checkpoints
 from kafkalog.storage.engine.plan import Plan
 from kafkalog.storage.engine.reindex import plan_reindex
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.retention import plan_retention
+from kafkalog.storage.engine.topic_id import plan_topic_id
 from kafkalog.storage.engine.validator import preview_append
 from kafkalog.storage.engine.writer import append_to_partition
 from kafkalog.storage.errors import LogDirError

@@ -20,9 +20,10 @@ from typing import Any, cast
 
 from kafkalog.storage.codec.compression import CODEC_IDS
 from kafkalog.storage.engine.export import iter_parquet_rows, row_from_json
-from kafkalog.storage.engine.migrate import check_topic_id, merge_checkpoint
+from kafkalog.storage.engine.offset_checkpoints import merge_checkpoint
 from kafkalog.storage.engine.plan import data_dir_lock
 from kafkalog.storage.engine.staging import PartitionStaging
+from kafkalog.storage.engine.topic_id import check_topic_id
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.errors import ConfigError, CorruptRecordError, LogDirError
 from kafkalog.storage.files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT

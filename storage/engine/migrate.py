@@ -1,5 +1,5 @@
-"""Copy partitions into another data dir, rewriting what must change (``kafkalog migrate``), and edit topic ids
-(``kafkalog topic-id``) and data-dir checkpoints (``kafkalog checkpoints``) offline.
+"""Copy partitions into another data dir, rewriting what must change (``kafkalog migrate``); topic ids are
+:mod:`.topic_id`'s, the data dir's offset checkpoints :mod:`.offset_checkpoints`'.
 
 A migrated partition is first assembled in a staging directory beside the destination data dir (same file
 system): segments copied (the last one cut at ``to_offset`` on a batch boundary, its indexes rebuilt by the
@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import os
 import secrets
-import uuid
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from kafkalog.storage.engine.plan import DataDirPlan, PartitionPlan, Plan, apply
+from kafkalog.storage.engine.offset_checkpoints import read_checkpoint, read_checkpoints
+from kafkalog.storage.engine.plan import DataDirPlan, PartitionPlan, Plan
 from kafkalog.storage.engine.targets import read_data_dir
-from kafkalog.storage.errors import ConfigError, KafkaLogError, LogDirError
+from kafkalog.storage.engine.topic_id import check_topic_id, new_topic_id
+from kafkalog.storage.errors import ConfigError, LogDirError
 from kafkalog.storage.files.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     DATA_DIR_CHECKPOINTS,
@@ -39,10 +39,7 @@ from kafkalog.storage.files.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpoint,
     TopicPartitionOffset,
-    read_offset_checkpoint,
-    write_offset_checkpoint,
 )
-from kafkalog.storage.files.java import ZERO_UUID, uuid_from_string, uuid_to_string
 from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
 from kafkalog.storage.files.names import offset_file_name, offset_from_file_name
@@ -50,7 +47,7 @@ from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, P
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.files.txn_index import TransactionIndex
 from kafkalog.storage.io import fileops
-from kafkalog.storage.io.dirview import Blob, DirView, Op, WriteFile, byte_count
+from kafkalog.storage.io.dirview import Blob, Op, WriteFile
 from kafkalog.storage.log.datadir import resolve_partition_dirs
 from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
 from kafkalog.storage.log.partition import (
@@ -60,157 +57,6 @@ from kafkalog.storage.log.partition import (
     validate_topic,
 )
 from kafkalog.storage.log.segment import recover_segment
-
-
-def new_topic_id() -> str:
-    """A random topic id as ``Uuid.randomUuid`` makes it (never the reserved ids, never starting with '-')."""
-    while True:
-        raw = uuid.uuid4().bytes
-        s = uuid_to_string(raw)
-        if raw not in (ZERO_UUID, bytes(15) + b"\x01") and not s.startswith("-"):
-            return s
-
-
-def check_topic_id(topic_id: str) -> str:
-    try:
-        raw = uuid_from_string(topic_id)
-    except ValueError as e:
-        raise ConfigError(f"invalid topic id {topic_id!r}: {e}") from None
-    if raw == ZERO_UUID:
-        raise ConfigError("the zero topic id AAAAAAAAAAAAAAAAAAAAAA is not valid")
-    return topic_id
-
-
-# ------------------------------------------------------------------------------------------- checkpoints
-
-
-def _read_cp(path: Path) -> OffsetCheckpoint:
-    return read_offset_checkpoint(path) if path.exists() else OffsetCheckpoint()
-
-
-def read_checkpoints(data_dir: str | os.PathLike) -> dict[str, dict[tuple[str, int], int]]:
-    """The four offset checkpoints of a data dir (missing files read as empty)."""
-    d = Path(data_dir)
-    return {name: _read_cp(d / name).to_dict() for name in DATA_DIR_CHECKPOINTS}
-
-
-def merge_checkpoint(path: str | os.PathLike, updates: Mapping[tuple[str, int], int | None]) -> None:
-    """Set (or, for ``None``, remove) entries of one offset checkpoint file, atomically, keeping the others
-    (and the file's line separator) as they are."""
-    p = Path(path)
-    cp = _read_cp(p)
-    entries = {(e.topic, e.partition): e.offset for e in cp.entries}
-    for k, v in updates.items():
-        if v is None:
-            entries.pop(k, None)
-        else:
-            entries[k] = v
-    cp.entries = [TopicPartitionOffset(t, part, o) for (t, part), o in entries.items()]
-    cp.form = "full"
-    write_offset_checkpoint(p, cp)
-
-
-CHECKPOINT_ALIASES = {
-    "recovery-point": RECOVERY_POINT_CHECKPOINT, "recovery": RECOVERY_POINT_CHECKPOINT,
-    "log-start-offset": LOG_START_OFFSET_CHECKPOINT, "log-start": LOG_START_OFFSET_CHECKPOINT,
-    "replication-offset": REPLICATION_OFFSET_CHECKPOINT, "high-watermark": REPLICATION_OFFSET_CHECKPOINT,
-    "replication": REPLICATION_OFFSET_CHECKPOINT,
-    "cleaner-offset": CLEANER_OFFSET_CHECKPOINT, "cleaner": CLEANER_OFFSET_CHECKPOINT,
-}
-
-
-def checkpoint_file_name(name: str) -> str:
-    if name in DATA_DIR_CHECKPOINTS:
-        return name
-    if name in CHECKPOINT_ALIASES:
-        return CHECKPOINT_ALIASES[name]
-    raise ConfigError(f"unknown checkpoint {name!r} (one of {', '.join(sorted(CHECKPOINT_ALIASES))})")
-
-
-def plan_set_checkpoints(data_dir: str | os.PathLike, name: str,
-                         updates: dict[tuple[str, int], int | None]) -> Plan:
-    """A plan that sets (or, for ``None``, removes) entries of one checkpoint file of a data dir, keeping the
-    other entries and the file's line separator. ``facts`` of the data dir's plan: ``{tp: (old, new)}``."""
-    fname = checkpoint_file_name(name)
-    d = Path(os.path.abspath(data_dir))
-    st = read_data_dir(d)
-    dp = st.new_plan()
-    cp = _read_cp(d / fname)
-    before = cp.to_dict()
-    entries = dict(before)
-    for k, v in updates.items():
-        if v is None:
-            entries.pop(k, None)
-        else:
-            entries[k] = v
-    plan = Plan("checkpoints", [dp])
-    plan.options["changes"] = {f"{t}-{n}": (before.get((t, n)), v) for (t, n), v in updates.items()}
-    if entries != before or not (d / fname).exists():
-        cp.entries = [TopicPartitionOffset(t, n, o) for (t, n), o in entries.items()]
-        cp.form = "full"
-        view = DirView(d)
-        view.write(fname, cp.to_bytes(), "entries set by `kafkalog checkpoints --set`")
-        dp.ops = list(view.ops)
-    return plan
-
-
-def set_checkpoints(data_dir: str | os.PathLike, name: str, updates: dict[tuple[str, int], int | None], *,
-                    dry_run: bool = False) -> dict[tuple[str, int], tuple[int | None, int | None]]:
-    """Set entries of one checkpoint of a data dir (a plan applied under its lock, without a backup folder:
-    the old values are returned). Returns ``{tp: (old, new)}``."""
-    fname = checkpoint_file_name(name)
-    before = _read_cp(Path(data_dir) / fname).to_dict()
-    plan = plan_set_checkpoints(data_dir, name, updates)
-    if not dry_run:
-        apply(plan, backup=False)
-    return {tp: (before.get(tp), v) for tp, v in updates.items()}
-
-
-# ---------------------------------------------------------------------------------------------- topic id
-
-
-def plan_topic_id(partition_dirs: list[str | os.PathLike], topic_id: str) -> Plan:
-    """A plan that writes ``partition.metadata`` with ``topic_id`` in each partition dir."""
-    check_topic_id(topic_id)
-    plan = Plan("topic-id")
-    by_dir: dict[Path, list[Path]] = {}
-    for raw in partition_dirs:
-        p = Path(os.path.abspath(raw))
-        by_dir.setdefault(p.parent, []).append(p)
-    data = PartitionMetadata(topic_id).to_bytes()
-    for d, pdirs in by_dir.items():
-        dp = read_data_dir(d).new_plan()
-        for p in pdirs:
-            tp = parse_topic_partition_name(p.name)
-            pp = PartitionPlan(str(d), str(p), tp.topic, tp.partition)
-            view = DirView(p)
-            old = None
-            if view.exists(PARTITION_METADATA_FILE) and view.size(PARTITION_METADATA_FILE):
-                try:
-                    old = PartitionMetadata.from_bytes(view.read(PARTITION_METADATA_FILE, 1 << 16)).topic_id
-                except KafkaLogError as e:
-                    old = f"unreadable ({e.reason})"
-            pp.facts = {"oldTopicId": old, "topicId": topic_id}
-            if old != topic_id:
-                view.write(PARTITION_METADATA_FILE, data, f"topic id {old} -> {topic_id} (`kafkalog topic-id --set`)")
-            pp.ops = list(view.ops)
-            pp.fingerprints = view.fingerprints()
-            dp.partitions.append(pp)
-        plan.data_dirs.append(dp)
-    return plan
-
-
-def set_topic_id(partition_dir: str | os.PathLike, topic_id: str, *, dry_run: bool = False) -> str | None:
-    """Write ``partition.metadata`` with ``topic_id`` (a plan applied under the data dir's lock, no backup
-    folder: the old id is returned). Returns the previous topic id (None when there was no file)."""
-    plan = plan_topic_id([partition_dir], topic_id)
-    old = plan.partitions[0].facts["oldTopicId"]
-    if not dry_run:
-        apply(plan, backup=False)
-    return old
-
-
-# ---------------------------------------------------------------------------------------------- migrate
 
 
 @dataclass
@@ -299,10 +145,10 @@ class InstallPartition(Op):
     def to_dict(self) -> dict:
         return {**super().to_dict(), "files": [f.name for f in self.files], "replaces": bool(self.replaces)}
 
-    def describe(self, size: Callable[[int], str] = byte_count) -> str:
+    def describe(self) -> str:
+        size = sum(f.blob.size for f in self.files)
         verb = "replace" if self.replaces else "create"
-        total = sum(f.blob.size for f in self.files)
-        return f"{verb} partition {self.path} ({len(self.files)} files, {size(total)}): {self.why}"
+        return f"{verb} partition {self.path} ({len(self.files)} files, {size:,d} bytes): {self.why}"
 
 
 def _cut(seg: Segment, to_offset: int) -> tuple[int, int]:
@@ -499,7 +345,7 @@ def plan_migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: Migra
     dp.pre_ops = pre  # the new data dir and its meta.properties come first
     for name in DATA_DIR_CHECKPOINTS:
         if new[name] != cps_dst[name] or not (dst / name).exists():
-            cp = _read_cp(dst / name) if (dst / name).exists() else OffsetCheckpoint()
+            cp = read_checkpoint(dst / name) if (dst / name).exists() else OffsetCheckpoint()
             cp.entries = [TopicPartitionOffset(t, n, o) for (t, n), o in new[name].items()]
             cp.form = "full"
             dp.ops.append(WriteFile(str(dst / name), "the migrated partitions' entries (recovery point = log end "
@@ -518,8 +364,4 @@ def _meta_properties_new(opts: MigrateOptions) -> bytes:
                               directory_id=new_topic_id()).to_bytes()
 
 
-__all__ = [
-    "CHECKPOINT_ALIASES", "InstallPartition", "MigrateOptions", "PartitionMigration", "check_topic_id",
-    "checkpoint_file_name", "merge_checkpoint", "new_topic_id", "plan_migrate", "plan_set_checkpoints",
-    "plan_topic_id", "read_checkpoints", "set_checkpoints", "set_topic_id",
-]
+__all__ = ["InstallPartition", "MigrateOptions", "PartitionMigration", "StagedFile", "plan_migrate"]

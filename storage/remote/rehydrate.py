@@ -31,9 +31,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkalog.storage.engine.migrate import InstallPartition, StagedFile, check_topic_id, read_checkpoints
+from kafkalog.storage.engine.migrate import InstallPartition, StagedFile
+from kafkalog.storage.engine.offset_checkpoints import read_checkpoints
 from kafkalog.storage.engine.plan import DataDirPlan, Loss, PartitionPlan, Plan, apply
 from kafkalog.storage.engine.targets import read_data_dir
+from kafkalog.storage.engine.topic_id import check_topic_id
 from kafkalog.storage.errors import ConfigError, LogDirError
 from kafkalog.storage.files.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalog.storage.config.resolver import KRAFT, METADATA_DIR, ConfigResolver
-from kafkalog.storage.engine.convert import audit
+from kafkalog.storage.engine.message_format import audit
 from kafkalog.storage.engine.plan import Plan
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.targets import whole_data_dirs

@@ -12,7 +12,7 @@ from builders import KRAFT_META, indexed_partition, write_data_dir_files
 from damage import FIXTURES
 from test_matrix import snapshot
 
-from kafkalog.storage.engine.migrate import plan_set_checkpoints
+from kafkalog.storage.engine.offset_checkpoints import plan_set_checkpoints
 from kafkalog.storage.engine.plan import DataDirPlan, Plan, apply
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.io.dirview import Blob, WriteFile

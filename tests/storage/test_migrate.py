@@ -10,7 +10,9 @@ import pytest
 from engines import migrate
 
 from kafkalog.storage.config.log_config import LogConfig
-from kafkalog.storage.engine.migrate import MigrateOptions, read_checkpoints, set_topic_id
+from kafkalog.storage.engine.migrate import MigrateOptions
+from kafkalog.storage.engine.offset_checkpoints import read_checkpoints
+from kafkalog.storage.engine.topic_id import set_topic_id
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.errors import ConfigError, LockedError, LogDirError
 from kafkalog.storage.files.checkpoints import write_offset_checkpoint

@@ -26,11 +26,13 @@ from kafkalog.storage.engine.cleaner.manager import plan_compact
 from kafkalog.storage.engine.convert import ConvertOptions
 from kafkalog.storage.engine.flush import plan_flush
 from kafkalog.storage.engine.message_format import plan_convert
-from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate, plan_set_checkpoints, plan_topic_id
+from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate
+from kafkalog.storage.engine.offset_checkpoints import plan_set_checkpoints
 from kafkalog.storage.engine.plan import Setting, apply
 from kafkalog.storage.engine.reindex import plan_reindex
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.retention import plan_retention
+from kafkalog.storage.engine.topic_id import plan_topic_id
 from kafkalog.storage.io import fileops
 from kafkalog.storage.log.partition import PartitionLog
 

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
-from kafkalog.storage.log.partition import PartitionLog, live_topic_partition, partition_path_for
+from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.log.topic_partition import live_topic_partition, partition_path_for
 from kafkalog.storage.records import LogScanner
 
 _I32 = struct.Struct(">i")

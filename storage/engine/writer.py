@@ -55,14 +55,10 @@ from kafkalog.storage.io import fileops
 from kafkalog.storage.io.dirview import DirView
 from kafkalog.storage.io.lock import DirLock
 from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
-from kafkalog.storage.log.partition import (
-    PartitionLog,
-    live_topic_partition,
-    partition_path,
-    partition_path_for,
-)
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.producer_state import ProducerStateManager, rebuild_producer_state
 from kafkalog.storage.log.segment import SegmentIndexer, fits
+from kafkalog.storage.log.topic_partition import live_topic_partition, partition_path, partition_path_for
 from kafkalog.storage.records import LOG_APPEND_TIME, build_batch, iter_batches
 from kafkalog.storage.records.batch import TIMESTAMP_TYPE_MASK
 

@@ -31,13 +31,9 @@ from kafkalog.storage.files.findings import Finding, error, info, warning
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
 from kafkalog.storage.io.dirview import DIR, FILE, SYMLINK_OUT, DirView
 from kafkalog.storage.io.lock import LOCK_FILE_NAME, LockStatus, lock_status
-from kafkalog.storage.log.partition import (
-    METADATA_TOPIC,
-    PartitionLog,
-    TopicPartitionDir,
-    parse_topic_partition_name,
-)
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import PARTITION_DIR, is_partition_listing, require, require_data_dir
+from kafkalog.storage.log.topic_partition import METADATA_TOPIC, TopicPartitionDir, parse_topic_partition_name
 
 REMOTE_LOG_INDEX_CACHE = "remote-log-index-cache"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"

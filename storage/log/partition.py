@@ -2,9 +2,9 @@
 ``LocalLog`` as loaded).
 
 ``PartitionLog(path)`` lists the segments (ordered by base offset), producer snapshots, the leader-epoch
-checkpoint, ``partition.metadata`` and leftover temporary files, without modifying anything. Anomalies found
-while listing (names that do not parse, orphaned indexes, symlinks leaving the directory, special files, ...)
-are collected in :attr:`PartitionLog.findings` instead of raising.
+checkpoint, ``partition.metadata`` and leftover temporary files, without modifying anything
+(:func:`~kafkalog.storage.log.partition_files.list_partition_files`). Anomalies found while listing are collected in
+:attr:`PartitionLog.findings` instead of raising.
 
 Built on a :class:`~kafkalog.storage.io.dirview.DirView`, a partition can also be read *as a plan has it so far*
 (``PartitionLog(view)``): the loader re-reads the partition after it has completed a swap or split a segment.
@@ -12,16 +12,15 @@ Built on a :class:`~kafkalog.storage.io.dirview.DirView`, a partition can also b
 What the broker derives from the files is here once: log start and end offsets, the high watermark as the log
 sees it, the segments covering an offset range, aborted transactions in a range
 (``collectAbortedTransactions``), producer state at the log end (``lastRecordsOfActiveProducers``,
-``lastStableOffset``). Partition-directory names are parsed here once (:func:`parse_topic_partition_name`).
+``lastStableOffset``). Partition-directory names are parsed in :mod:`~kafkalog.storage.log.topic_partition`;
+what a partition has lost is in :mod:`~kafkalog.storage.log.loss`.
 """
 
 from __future__ import annotations
 
 import bisect
 import os
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from kafkalog.storage.errors import CorruptCheckpointError, CorruptRecordError, KafkaLogError, LogDirError
@@ -30,8 +29,7 @@ from kafkalog.storage.files.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 )
-from kafkalog.storage.files.findings import Finding, error, info, warning
-from kafkalog.storage.files.java import parse_java_int
+from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.files.leader_epoch import (
     LEADER_EPOCH_CHECKPOINT,
     EpochEntry,
@@ -40,13 +38,8 @@ from kafkalog.storage.files.leader_epoch import (
 from kafkalog.storage.files.names import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
-    INDEX_SUFFIXES,
-    LOG_FILE_SUFFIX,
-    PRODUCER_SNAPSHOT_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
     TMP_FILE_SUFFIX,
-    offset_from_file_name,
-    temp_suffix,
 )
 from kafkalog.storage.files.partition_metadata import (
     PARTITION_METADATA_FILE,
@@ -54,173 +47,15 @@ from kafkalog.storage.files.partition_metadata import (
     read_partition_metadata,
 )
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
-from kafkalog.storage.files.quorum_state import QUORUM_STATE_FILE
 from kafkalog.storage.files.segment import LogOffsetPosition, Segment
 from kafkalog.storage.files.txn_index import AbortedTxn
-from kafkalog.storage.io.dirview import DANGLING, DIR, FILE, SPECIAL, SYMLINK_OUT, DirView
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.log.loss import PRODUCER_SNAPSHOT, RememberedOffset, segment_end_error
+from kafkalog.storage.log.partition_files import list_partition_files, unfinished_swap
 from kafkalog.storage.log.producer_state import ProducerStateManager
 from kafkalog.storage.log.segment import recover_segment
-from kafkalog.storage.records import Batch, LogScanner, batch_at, scan_crc
-
-DELETE_DIR_SUFFIX = "-delete"
-FUTURE_DIR_SUFFIX = "-future"
-STRAY_DIR_SUFFIX = "-stray"
-_NS = "[^ \t\n\x0b\f\r]+"  # java.util.regex \S+
-_SUFFIXED_DIR = {
-    s: re.compile(f"^({_NS})-({_NS})\\.({_NS}){re.escape(s)}$", re.DOTALL)
-    for s in (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)
-}
-METADATA_TOPIC = "__cluster_metadata"
-KRAFT_SNAPSHOT_SUFFIX = ".checkpoint"
-KRAFT_SNAPSHOT_PART_SUFFIX = ".checkpoint.part"
-
-
-@dataclass(frozen=True)
-class TopicPartitionDir:
-    """A parsed partition directory name."""
-
-    topic: str
-    partition: int
-    kind: str  # 'live' | 'delete' | 'future' | 'stray'
-    unique_id: str | None = None  # the 32-hex uuid of -delete/-future/-stray names
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-
-def parse_topic_partition_name(name: str) -> TopicPartitionDir:
-    """``LocalLog.parseTopicPartitionName``; :class:`LogDirError` for a name Kafka would reject."""
-    def bad() -> LogDirError:
-        return LogDirError(
-            f"{name!r} is not in the form of topic-partition or topic-partition.uniqueId-delete "
-            "(if marked for deletion)",
-            name,
-        )
-
-    if not name or "-" not in name:
-        raise bad()
-    kind, unique = "live", None
-    for suffix, pattern in _SUFFIXED_DIR.items():
-        if name.endswith(suffix):
-            if not pattern.match(name):
-                raise bad()
-            kind = suffix[1:]
-            dot = name.rindex(".")
-            unique = name[dot + 1 : -len(suffix)]
-            name_part = name[:dot]
-            break
-    else:
-        name_part = name
-    i = name_part.rfind("-")
-    if i < 0:
-        raise bad()
-    topic, part = name_part[:i], name_part[i + 1 :]
-    if not topic or not part or not _writable_name(topic):
-        raise bad()
-    try:
-        partition = parse_java_int(part)
-    except ValueError:
-        raise bad() from None
-    return TopicPartitionDir(topic, partition, kind, unique)
-
-
-_KAFKA_FILE_SUFFIXES = (LOG_FILE_SUFFIX, *INDEX_SUFFIXES, PRODUCER_SNAPSHOT_FILE_SUFFIX, KRAFT_SNAPSHOT_SUFFIX)
-
-
-def _kafka_file_name(name: str) -> bool:
-    """A name the broker reads or writes in a partition dir (segment files, snapshots, its metadata files)."""
-    return name.endswith(_KAFKA_FILE_SUFFIXES) or name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE,
-                                                          QUORUM_STATE_FILE)
-
-
-def unfinished_swap(partition_dir: str | os.PathLike, names: list[str]) -> str | None:
-    """Why the ``.log`` files of a partition dir holding ``names`` are not the log the broker will load, or None:
-    ``.swap`` files are a segment replacement (cleaning, conversion, a split) that a crash interrupted; the broker
-    completes it at load (``LogLoader``), so until then the ``.log`` files alone miss or duplicate records."""
-    swaps = sorted(n for n in names if n.endswith(SWAP_FILE_SUFFIX))
-    if not swaps:
-        return None
-    parent = os.path.dirname(os.path.normpath(os.fspath(partition_dir))) or "."
-    return (f"an unfinished segment replacement ({len(swaps)} .swap file(s): {', '.join(swaps[:3])}"
-            f"{', ...' if len(swaps) > 3 else ''}): the broker completes it at load; until then the segments "
-            f"listed are not the partition's log. Run `kafkalog repair {parent}` first")
-
-
-def _writable_name(topic: str) -> bool:
-    """A topic a checkpoint line can hold: no whitespace (the field separator) and valid UTF-8. The broker creates
-    no other directory (topics are validated at creation); a dir named otherwise is not a partition."""
-    if any(c.isspace() for c in topic):
-        return False
-    try:
-        topic.encode("utf-8")
-    except UnicodeEncodeError:  # a name that was not UTF-8 on disk (surrogate-escaped by os.listdir)
-        return False
-    return True
-
-
-def live_topic_partition(name: str) -> tuple[str, int]:
-    """``<topic>-<partition>`` of a live partition dir -> (topic, partition); :class:`LogDirError` for any other
-    name (``-delete``/``-future``/``-stray`` dirs included)."""
-    tp = parse_topic_partition_name(name)
-    if tp.kind != "live":
-        raise LogDirError(f"not a live partition directory (a -{tp.kind} dir): {name!r}", name)
-    return tp.topic, tp.partition
-
-
-TOPIC_MAX_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-
-
-def validate_topic(topic: str) -> str:
-    """Kafka's ``Topic.validate``: a topic name kafkalog may create a directory for (characters
-    ``[a-zA-Z0-9._-]``, at most 249, not ``.`` or ``..``). :class:`LogDirError` otherwise: a name from input or
-    arguments never becomes a path outside the data dir."""
-    if not isinstance(topic, str) or not topic:
-        raise LogDirError("Topic name is illegal, it can't be empty", repr(topic))
-    if topic in (".", ".."):
-        raise LogDirError('Topic name cannot be "." or ".."', topic)
-    if len(topic) > TOPIC_MAX_LENGTH:
-        raise LogDirError(f"Topic name is illegal, it can't be longer than {TOPIC_MAX_LENGTH} characters, topic "
-                          f"name: {topic[:60]!r}...", topic[:60])
-    if not _LEGAL_TOPIC.fullmatch(topic):
-        raise LogDirError(f"Topic name {topic!r} is illegal, it contains a character other than ASCII "
-                          "alphanumerics, '.', '_' and '-'", repr(topic))
-    return topic
-
-
-def partition_dir_name(topic: str, partition: int) -> str:
-    """``LocalLog.logDirName``: ``<topic>-<partition>``, for a valid topic (:func:`validate_topic`) and a
-    partition number in ``[0, 2^31)``."""
-    validate_topic(topic)
-    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < 1 << 31:
-        raise LogDirError(f"partition of {topic!r} must be an integer in [0, 2147483647], got {partition!r}",
-                          topic)
-    return f"{topic}-{partition}"
-
-
-def partition_path(data_dir: str | os.PathLike, topic: str, partition: int) -> Path:
-    """The directory of partition ``topic-partition`` in ``data_dir``, for writing: the name is validated
-    (:func:`partition_dir_name`) and the path must stay inside the data dir: an existing partition dir that is a
-    symlink, or anything that resolves outside ``data_dir``, is refused (:class:`LogDirError`)."""
-    root = Path(data_dir)
-    path = root / partition_dir_name(topic, partition)
-    if path.is_symlink():
-        raise LogDirError(f"{path}: the partition directory is a symlink; kafkalog does not write through it",
-                          str(path))
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(path)
-    if os.path.commonpath([real_root, real]) != real_root or real == real_root:
-        raise LogDirError(f"{path}: resolves to {real}, outside the data dir {real_root}", str(path))
-    if path.exists() and not path.is_dir():
-        raise LogDirError(f"{path}: exists and is not a directory", str(path))
-    return path
-
-
-def partition_path_for(data_dir: str | os.PathLike, name: str) -> Path:
-    """:func:`partition_path` for a ``<topic>-<partition>`` name given by a user (``kafkalog append DIR T-P``)."""
-    topic, part = live_topic_partition(name)
-    return partition_path(data_dir, topic, part)
+from kafkalog.storage.log.topic_partition import METADATA_TOPIC, parse_topic_partition_name
+from kafkalog.storage.records import Batch, LogScanner
 
 
 def log_start_offset(checkpoint: int | None, first_base_offset: int | None, remote_log_enabled: bool = False) -> int:
@@ -247,99 +82,6 @@ def log_start_checkpoint(partitions) -> dict[tuple[str, int], int]:
     return {(p.topic, p.partition): p.facts["logStartOffset"] for p in partitions
             if checkpoints_log_start(p.facts["logStartOffset"], p.facts["firstBaseOffset"],
                                      p.facts.get("remoteLogEnabled", False))}
-
-
-def segment_end_error(path: str | os.PathLike, scanner: LogScanner, size: int, *, active: bool,
-                      next_base_offset: int | None = None) -> CorruptRecordError | None:
-    """Where a partition's batches may end short of a segment's end: the one rule every reader follows.
-
-    A scan stops early at a torn tail (fewer than 17 bytes left) or a partial batch (an entry running past the
-    file's end). At the end of the *active* (last) segment that is a write the broker had not finished, and the
-    log simply ends there (``FileLogInputStream.nextBatch`` returns null). Anywhere else it is a hole: the
-    offsets after the last complete batch of that segment, up to the next segment's base offset, are gone, and
-    a reader that went on to the next segment would skip them silently. So it is corruption: the error names
-    the file and the byte where the complete batches end. ``None`` when the scan ended cleanly or at the end of
-    the active segment."""
-    reason = scanner.stop_reason
-    if reason is None or active:
-        return None
-    stop = scanner.stop_position
-    upto = "" if next_base_offset is None else f" up to offset {next_base_offset - 1}"
-    return CorruptRecordError(
-        f"{reason}: the last {size - stop} bytes of a segment that is not the active one are not a complete "
-        f"batch; the records from here{upto} are lost (`kafkalog export --salvage` reads around it)",
-        os.fspath(path), stop)
-
-
-@dataclass(frozen=True)
-class SegmentHole:
-    """Records of a closed segment that no reader can read: its batches end before its file does (offsets
-    ``first_offset..last_offset``, from the one after its last complete batch to the one before the next
-    segment's base offset; the ``bytes`` from ``position`` on are a torn or partial batch, :func:`segment_end_error`),
-    or the batch at ``position`` (``bytes`` long) fails its CRC; ``reason`` in words."""
-
-    file: str
-    position: int
-    bytes: int
-    first_offset: int | None  # (None: not known, the entry's header cannot be read)
-    last_offset: int | None
-    reason: str
-
-
-PRODUCER_SNAPSHOT = "producer snapshot"
-CONSUMER_GROUP = "consumer group"
-
-
-@dataclass(frozen=True)
-class RememberedOffset:
-    """An offset that a partition's checkpoints, snapshots or leader epochs (or a consumer group's commit)
-    remember beyond the end of its log: offsets ``[first_missing, offset)`` were in the log once and are gone.
-
-    ``source``: :data:`REPLICATION_OFFSET_CHECKPOINT` (the high watermark), :data:`RECOVERY_POINT_CHECKPOINT`,
-    :data:`LOG_START_OFFSET_CHECKPOINT`, :data:`PRODUCER_SNAPSHOT`, :data:`LEADER_EPOCH_CHECKPOINT` (an epoch's
-    start offset) or :data:`CONSUMER_GROUP` (a committed offset, ``group`` set); ``file``: where it is remembered."""
-
-    source: str
-    file: str
-    offset: int
-    log_end_offset: int
-    group: str | None = None
-    epoch: int | None = None
-
-    @property
-    def first_missing(self) -> int:
-        return self.log_end_offset
-
-    @property
-    def last_missing(self) -> int:
-        return self.offset - 1
-
-    @property
-    def missing(self) -> int:
-        """How many offsets are gone."""
-        return self.offset - self.log_end_offset
-
-    def describe(self) -> str:
-        """What remembers the offset, in words (for findings)."""
-        name = Path(self.file).name
-        if self.source == REPLICATION_OFFSET_CHECKPOINT:
-            return f"{name} holds the high watermark {self.offset}"
-        if self.source == LEADER_EPOCH_CHECKPOINT:
-            return f"{name} starts epoch {self.epoch} at offset {self.offset}"
-        if self.source == PRODUCER_SNAPSHOT:
-            return f"the producer snapshot {name} was taken at offset {self.offset}"
-        if self.source == CONSUMER_GROUP:
-            return f"consumer group {self.group} committed offset {self.offset}"
-        return f"{name} holds {self.offset}"
-
-
-def remembered_loss(found: list[RememberedOffset]) -> str:
-    """One sentence for a partition's :meth:`PartitionLog.remembered_beyond_end` (and groups' commits): which
-    offsets are gone and what remembers them."""
-    leo = found[0].log_end_offset
-    last = max(r.last_missing for r in found)
-    return (f"offsets {leo}..{last} are gone: the log ends at offset {leo}, but "
-            + "; ".join(r.describe() for r in found))
 
 
 class PartitionLog:
@@ -372,16 +114,16 @@ class PartitionLog:
         self._high_watermark = high_watermark
         self.clean_point = clean_point
         self.remote_log_enabled = remote_log_enabled
-        self.findings: list[Finding] = []
-        self.segments: list[Segment] = []
-        self.snapshot_files: list[tuple[int, Path]] = []
-        self.temp_files: list[tuple[Path, str]] = []  # (path, suffix)
-        self.kraft_snapshots: list[Path] = []
-        self.other_files: list[Path] = []
+        files = list_partition_files(self.view, self.path, self.is_metadata_log)
+        self.findings: list[Finding] = files.findings
+        self.segments: list[Segment] = files.segments
+        self.snapshot_files: list[tuple[int, Path]] = files.snapshot_files
+        self.temp_files: list[tuple[Path, str]] = files.temp_files  # (path, suffix)
+        self.kraft_snapshots: list[Path] = files.kraft_snapshots
+        self.other_files: list[Path] = files.other_files
         self._epochs: LeaderEpochCheckpoint | None | bool = False
         self._metadata: PartitionMetadata | None | bool = False
         self._producers: dict[tuple[int, int], object] = {}
-        self._list()
         self._base_offsets = [s.base_offset for s in self.segments]
 
     @classmethod
@@ -411,80 +153,6 @@ class PartitionLog:
     @property
     def is_metadata_log(self) -> bool:
         return self.topic == METADATA_TOPIC
-
-    # ---- listing -----------------------------------------------------------------------------------------
-    def _list(self) -> None:
-        logs: dict[int, str] = {}
-        prefixes_with_log: set[str] = set()
-        index_files: list[Path] = []
-        view = self.view
-        for name in view.names(None):
-            e = view.entry(name)
-            assert e is not None
-            p = self.path / name
-            if e.kind == SYMLINK_OUT:
-                self.findings.append(warning(p, None, "layout", "symlink leaving the partition directory: not followed"))
-                continue
-            if e.kind in (DIR, SPECIAL) and _kafka_file_name(name):
-                what = "a directory" if e.kind == DIR else "not a regular file (a FIFO, socket or device)"
-                self.findings.append(error(p, None, "layout", f"{what} with the name of a Kafka file: not read; the "
-                                           "broker cannot load or write it (move it away)"))
-                continue
-            if e.kind == DIR:
-                self.findings.append(info(p, None, "layout", "unexpected sub-directory in a partition directory"))
-                continue
-            if e.kind == SPECIAL:
-                self.findings.append(warning(p, None, "layout", "not a regular file (a FIFO, socket or device): "
-                                             "not read"))
-                continue
-            if e.kind == DANGLING:
-                self.findings.append(warning(p, None, "layout", "dangling or looping symlink: not read"))
-                continue
-            assert e.kind == FILE
-            suffix = temp_suffix(name)
-            if suffix is not None and not name.endswith(".checkpoint.deleted"):
-                self.temp_files.append((p, suffix))
-                continue
-            if name.endswith(LOG_FILE_SUFFIX):
-                try:
-                    base = offset_from_file_name(name)
-                except ValueError:
-                    self.findings.append(error(p, None, "layout", "log file name does not start with an offset"))
-                    continue
-                if base < 0:
-                    self.findings.append(error(p, None, "layout", f"negative base offset {base}"))
-                    continue
-                if base in logs:
-                    self.findings.append(
-                        error(p, None, "layout", f"two log files with base offset {base}: {logs[base]}, {name}")
-                    )
-                    continue
-                logs[base] = name
-                prefixes_with_log.add(name.split(".", 1)[0])
-            elif name.endswith(INDEX_SUFFIXES):
-                index_files.append(p)
-            elif name.endswith(PRODUCER_SNAPSHOT_FILE_SUFFIX):
-                try:
-                    self.snapshot_files.append((offset_from_file_name(name), p))
-                except ValueError:
-                    self.findings.append(warning(p, None, "snapshot", "snapshot file name does not start with an offset"))
-            elif name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE, QUORUM_STATE_FILE):
-                continue
-            elif self.is_metadata_log and (
-                name.endswith(KRAFT_SNAPSHOT_SUFFIX) or name.endswith(KRAFT_SNAPSHOT_PART_SUFFIX)
-                or name.endswith(".checkpoint.deleted")
-            ):
-                self.kraft_snapshots.append(p)
-            else:
-                self.other_files.append(p)
-                self.findings.append(info(p, None, "layout", "file Kafka does not use in a partition directory"))
-        for p in index_files:
-            if p.name.split(".", 1)[0] not in prefixes_with_log:
-                self.findings.append(
-                    warning(p, None, "index", "orphaned index file without a .log (Kafka deletes it at load)")
-                )
-        self.segments = [Segment.in_view(view, b, logs[b]) for b in sorted(logs)]
-        self.snapshot_files.sort()
 
     # ---- segments ----------------------------------------------------------------------------------------
     @property
@@ -605,68 +273,6 @@ class PartitionLog:
         nxt = self.higher_segment(segment)
         return segment_end_error(segment.path, scanner, segment.size, active=self.is_active(segment),
                                  next_base_offset=None if nxt is None else nxt.base_offset)
-
-    def closed_segment_holes(self) -> list[SegmentHole]:
-        """The segments other than the active one whose batches end before their file does (a torn or partial
-        batch: :func:`segment_end_error`): every reader stops there, and a broker that does not recover the
-        segment at load serves the log with the hole. Each segment is scanned from its last offset-index entry
-        (from its start when that scan ends early, so that a wrong index never makes a hole)."""
-        out: list[SegmentHole] = []
-        for seg in self.segments[:-1]:
-            idx = seg.offset_index if seg.has_offset_index else None
-            start = 0
-            if idx is not None and idx.valid_entries:
-                last = idx.entry(idx.valid_entries - 1).position
-                start = last if 0 <= last < seg.size else 0
-            found = self._scan_end(seg, start)
-            if found is not None and start:
-                found = self._scan_end(seg, 0)
-            if found is not None:
-                scanner, nxt = found
-                err = self.segment_end_error(seg, scanner)
-                assert err is not None
-                following = self.higher_segment(seg)
-                assert following is not None
-                out.append(SegmentHole(str(seg.path), scanner.stop_position, seg.size - scanner.stop_position,
-                                       seg.base_offset if nxt is None else nxt, following.base_offset - 1,
-                                       err.reason))
-        return out
-
-    def closed_segment_crc_failures(self) -> list[SegmentHole]:
-        """The first entry that fails its CRC (or its framing) in each segment other than the active one, every
-        byte of them scanned (:func:`~kafkalog.storage.records.scan_crc`, the compiled core's pass): a broker
-        that does not recover such a segment at load serves it, and its consumers fail on that batch."""
-        out: list[SegmentHole] = []
-        for seg in self.segments[:-1]:
-            path = str(seg.path)
-            try:
-                scan = scan_crc(seg.buf, path=path)
-            except CorruptRecordError as e:
-                pos = e.position or 0
-                out.append(SegmentHole(path, pos, seg.size - pos, None, None, e.reason))
-                continue
-            if not scan.invalid:
-                continue
-            pos = scan.positions[scan.valid.index(0)]
-            b = batch_at(seg.buf, pos, path=path)
-            first = b.base_offset if b.magic >= 2 else None
-            out.append(SegmentHole(path, pos, b.size, first, b.last_offset,
-                                   f"the batch at byte {pos} fails its CRC (stored {b.crc}, computed "
-                                   f"{b.compute_crc()})"))
-            del b
-        return out
-
-    @staticmethod
-    def _scan_end(seg: Segment, start: int) -> tuple[LogScanner, int | None] | None:
-        """``(scanner, next offset after the last complete batch)`` when a scan from ``start`` ends early."""
-        scanner = seg.scanner(start)
-        nxt = None
-        try:
-            for b in scanner:
-                nxt = b.next_offset
-        except CorruptRecordError:
-            return None  # not a torn end: a corrupt entry (verify and the readers report it)
-        return None if scanner.stop_reason is None else (scanner, nxt)
 
     def segment_batches(self, segment: Segment, start_position: int = 0) -> Iterator[Batch]:
         """The shallow batches of one of this log's segments from ``start_position``, as every reader sees them:

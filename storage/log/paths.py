@@ -38,7 +38,7 @@ from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE
 from kafkalog.storage.files.names import INDEX_SUFFIXES, LOG_FILE_SUFFIX, PRODUCER_SNAPSHOT_FILE_SUFFIX
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE
 from kafkalog.storage.io.lock import LOCK_FILE_NAME
-from kafkalog.storage.log.partition import parse_topic_partition_name
+from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 
 #: what a path argument is (:attr:`PathKind.kind`)
 DATA_DIR = "dataDir"

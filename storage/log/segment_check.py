@@ -9,6 +9,9 @@ from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
 from kafkalog.storage.files.findings import Finding, Severity, error, info, warning
 from kafkalog.storage.files.index import INT32_MAX
 from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.log.loss import SegmentHole
+from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.records import LogScanner, batch_at, scan_crc
 from kafkalog.storage.records.batch import RecordBatch
 from kafkalog.storage.records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker
 
@@ -332,3 +335,63 @@ def verify_segment(
     return out, summary
 
 
+def closed_segment_holes(log: PartitionLog) -> list[SegmentHole]:
+    """The segments of ``log`` other than the active one whose batches end before their file does (a torn or partial
+    batch: :func:`segment_end_error`): every reader stops there, and a broker that does not recover the
+    segment at load serves the log with the hole. Each segment is scanned from its last offset-index entry
+    (from its start when that scan ends early, so that a wrong index never makes a hole)."""
+    out: list[SegmentHole] = []
+    for seg in log.segments[:-1]:
+        idx = seg.offset_index if seg.has_offset_index else None
+        start = 0
+        if idx is not None and idx.valid_entries:
+            last = idx.entry(idx.valid_entries - 1).position
+            start = last if 0 <= last < seg.size else 0
+        found = _scan_end(seg, start)
+        if found is not None and start:
+            found = _scan_end(seg, 0)
+        if found is not None:
+            scanner, nxt = found
+            err = log.segment_end_error(seg, scanner)
+            assert err is not None
+            following = log.higher_segment(seg)
+            assert following is not None
+            out.append(SegmentHole(str(seg.path), scanner.stop_position, seg.size - scanner.stop_position,
+                                   seg.base_offset if nxt is None else nxt, following.base_offset - 1,
+                                   err.reason))
+    return out
+
+def closed_segment_crc_failures(log: PartitionLog) -> list[SegmentHole]:
+    """The first entry that fails its CRC (or its framing) in each segment of ``log`` other than the active one, every
+    byte of them scanned (:func:`~kafkalog.storage.records.scan_crc`, the compiled core's pass): a broker
+    that does not recover such a segment at load serves it, and its consumers fail on that batch."""
+    out: list[SegmentHole] = []
+    for seg in log.segments[:-1]:
+        path = str(seg.path)
+        try:
+            scan = scan_crc(seg.buf, path=path)
+        except CorruptRecordError as e:
+            pos = e.position or 0
+            out.append(SegmentHole(path, pos, seg.size - pos, None, None, e.reason))
+            continue
+        if not scan.invalid:
+            continue
+        pos = scan.positions[scan.valid.index(0)]
+        b = batch_at(seg.buf, pos, path=path)
+        first = b.base_offset if b.magic >= 2 else None
+        out.append(SegmentHole(path, pos, b.size, first, b.last_offset,
+                               f"the batch at byte {pos} fails its CRC (stored {b.crc}, computed "
+                               f"{b.compute_crc()})"))
+        del b
+    return out
+
+def _scan_end(seg: Segment, start: int) -> tuple[LogScanner, int | None] | None:
+    """``(scanner, next offset after the last complete batch)`` when a scan from ``start`` ends early."""
+    scanner = seg.scanner(start)
+    nxt = None
+    try:
+        for b in scanner:
+            nxt = b.next_offset
+    except CorruptRecordError:
+        return None  # not a torn end: a corrupt entry (verify and the readers report it)
+    return None if scanner.stop_reason is None else (scanner, nxt)

@@ -16,8 +16,9 @@ from kafkalog.storage.log.datadir import (
     open_partition_log,
     partition_order,
 )
-from kafkalog.storage.log.partition import PartitionLog, parse_topic_partition_name
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import PARTITION_DIR, PathKind, require
+from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 
 
 def _codec(c: int) -> str:

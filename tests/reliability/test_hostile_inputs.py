@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog.storage.errors import LogDirError
-from kafkalog.storage.log.partition import (
+from kafkalog.storage.log.topic_partition import (
     TOPIC_MAX_LENGTH,
     partition_dir_name,
     partition_path,

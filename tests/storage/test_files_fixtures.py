@@ -27,8 +27,8 @@ from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
 from kafkalog.storage.files.time_index import TimeIndex
 from kafkalog.storage.files.txn_index import TransactionIndex
 from kafkalog.storage.log.datadir import DataDir
-from kafkalog.storage.log.partition import parse_topic_partition_name
 from kafkalog.storage.log.segment import recover_segment, replay_appends
+from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 from kafkalog.storage.reports.verify import verify_data_dir
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -19,7 +19,8 @@ from kafkalog.storage.files.names import log_file_name, snapshot_file_name
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.io.lock import DirLock
 from kafkalog.storage.log.datadir import DataDir, DataDirs
-from kafkalog.storage.log.partition import PartitionLog, TopicPartitionDir, parse_topic_partition_name
+from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.log.topic_partition import TopicPartitionDir, parse_topic_partition_name
 from kafkalog.storage.records import build_batch
 from kafkalog.storage.reports.describe import describe_partition
 from kafkalog.storage.reports.verify import verify_data_dir, verify_data_dirs, verify_partition

@@ -15,7 +15,9 @@ from builders import offset_batches, three_segment_data_dir, write_segment
 from kafkalog.storage.engine.export import ExportFilter, iter_export_rows
 from kafkalog.storage.errors import CorruptRecordError, LogDirError
 from kafkalog.storage.files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-from kafkalog.storage.log.partition import PRODUCER_SNAPSHOT, PartitionLog
+from kafkalog.storage.log.loss import PRODUCER_SNAPSHOT
+from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.log.segment_check import closed_segment_crc_failures, closed_segment_holes
 from kafkalog.storage.records import RECORD_COLUMNS, iter_batches, to_arrow
 from kafkalog.storage.reports.describe import describe_partition
 from kafkalog.storage.reports.diff import diff_paths
@@ -131,7 +133,7 @@ def test_groups_and_transactions_stop_at_a_torn_closed_segment(tmp_path, capsys)
 def test_doctor_reports_a_hole_the_broker_serves(torn_middle, capsys):
     d, seg, pos = torn_middle  # a clean shutdown: the broker does not recover the segment
     with PartitionLog(d / "multi-segment-0") as log:
-        [hole] = log.closed_segment_holes()
+        [hole] = closed_segment_holes(log)
     assert (hole.file, hole.position, hole.first_offset, hole.last_offset) == (str(seg), pos, 75, 119)
     diag = diagnose([d], now_ms=1_800_000_000_000, legacy=False)
     [lost] = [p for p in diag.problems if p.kind == "lostOffsets"]
@@ -139,7 +141,7 @@ def test_doctor_reports_a_hole_the_broker_serves(torn_middle, capsys):
     assert cli.main(["doctor", str(d)]) == 1
     assert "HEALTHY" not in capsys.readouterr().out
     with PartitionLog(KRAFT / "multi-segment-0") as log:
-        assert log.closed_segment_holes() == []
+        assert closed_segment_holes(log) == []
 
 
 # ------------------------------------------------------------------- 3. offsets remembered past the log end
@@ -308,7 +310,7 @@ def test_doctor_reports_a_crc_failure_in_a_closed_segment(tmp_path, capsys):
     del b
     seg.write_bytes(bytes(data))
     with PartitionLog(d / "multi-segment-0") as log:
-        [bad] = log.closed_segment_crc_failures()
+        [bad] = closed_segment_crc_failures(log)
     assert (bad.file, bad.position, bad.first_offset, bad.last_offset) == (str(seg), pos, first, last)
     diag = diagnose([d], now_ms=1_800_000_000_000)
     [p] = [p for p in diag.problems if p.kind == "corruptBatch"]

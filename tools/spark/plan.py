@@ -23,7 +23,8 @@ from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.files.time_index import TimeIndex
 from kafkalog.storage.io.fs import FsSpec, SegmentFile, display, info, listdir, read_bytes, split_uri
 from kafkalog.storage.log.datadir import check_topics, live_partition_name
-from kafkalog.storage.log.partition import PartitionLog, unfinished_swap
+from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.log.partition_files import unfinished_swap
 
 from .filters import columns, keeps
 from .options import ReadOptions

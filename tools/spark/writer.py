@@ -46,7 +46,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from kafkalog.storage.codec.compression import CODEC_IDS
 from kafkalog.storage.errors import ConfigError, LogDirError
-from kafkalog.storage.log.partition import partition_dir_name
+from kafkalog.storage.log.topic_partition import partition_dir_name
 from kafkalog.storage.records import build_batch
 
 STAGING = ".kafkalog-staging"

@@ -12,7 +12,8 @@ from kafkalog.storage.files.checkpoints import (
 )
 from kafkalog.storage.files.findings import Finding, error, info, warning
 from kafkalog.storage.log.datadir import BOOTSTRAP_CHECKPOINT, DataDir, DataDirs
-from kafkalog.storage.log.partition import METADATA_TOPIC, RememberedOffset, remembered_loss
+from kafkalog.storage.log.loss import RememberedOffset, remembered_loss
+from kafkalog.storage.log.topic_partition import METADATA_TOPIC
 from kafkalog.storage.reports.groups import OFFSETS_TOPIC, load_groups
 from kafkalog.storage.reports.verify.files import verify_kraft_snapshot
 from kafkalog.storage.reports.verify.partition import verify_partition
@@ -140,5 +141,3 @@ def verify_data_dirs(paths: list[str | os.PathLike], deep: bool = False) -> list
         for ddir in dirs:
             out.extend(verify_data_dir(ddir, deep))
     return out
-
-

@@ -23,8 +23,10 @@ from kafkalog.storage.files.names import (
 from kafkalog.storage.files.producer_snapshot import read_producer_snapshot
 from kafkalog.storage.files.quorum_state import QUORUM_STATE_FILE, read_quorum_state
 from kafkalog.storage.log.datadir import open_partition_log
-from kafkalog.storage.log.partition import METADATA_TOPIC, PartitionLog, remembered_loss
+from kafkalog.storage.log.loss import remembered_loss
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.segment_check import SegmentSummary, verify_segment
+from kafkalog.storage.log.topic_partition import METADATA_TOPIC
 from kafkalog.storage.reports.verify.files import verify_kraft_snapshot
 
 
@@ -240,5 +242,3 @@ def _quorum_state_check(log: PartitionLog, summaries: list[SegmentSummary], out:
     for problem in state.validate(max(epochs) if epochs else None):
         sev = error if "does not start" in problem else warning
         out.append(sev(qpath, None, "metadata", problem))
-
-

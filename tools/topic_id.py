@@ -9,7 +9,7 @@ import sys
 from kafkalog.storage.engine.topic_id import new_topic_id, plan_topic_id
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
 from kafkalog.storage.log.datadir import resolve_partition_dirs
-from kafkalog.storage.log.partition import parse_topic_partition_name
+from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 from kafkalog.tools.output import add_topics_argument, render_table
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 

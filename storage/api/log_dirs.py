@@ -39,9 +39,9 @@ from kafkalog.storage.engine.writer import append_to_partition
 from kafkalog.storage.errors import LogDirError
 from kafkalog.storage.io.fs import split_uri
 from kafkalog.storage.log.datadir import DataDir, check_topics
-from kafkalog.storage.log.partition import live_topic_partition
 from kafkalog.storage.log.paths import DATA_DIR, PARTITION_DIR
 from kafkalog.storage.log.paths import require as require_path
+from kafkalog.storage.log.topic_partition import live_topic_partition
 from kafkalog.storage.remote.layout import LocalTieredStorageLayout
 from kafkalog.storage.remote.rehydrate import RehydrateOptions, plan_rehydrate
 from kafkalog.storage.reports.describe import describe_paths

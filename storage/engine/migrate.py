@@ -50,13 +50,9 @@ from kafkalog.storage.io import fileops
 from kafkalog.storage.io.dirview import Blob, Op, WriteFile
 from kafkalog.storage.log.datadir import resolve_partition_dirs
 from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
-from kafkalog.storage.log.partition import (
-    PartitionLog,
-    parse_topic_partition_name,
-    partition_path,
-    validate_topic,
-)
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.segment import recover_segment
+from kafkalog.storage.log.topic_partition import parse_topic_partition_name, partition_path, validate_topic
 
 
 @dataclass

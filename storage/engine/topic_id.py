@@ -14,7 +14,7 @@ from kafkalog.storage.errors import ConfigError, KafkaLogError
 from kafkalog.storage.files.java import ZERO_UUID, uuid_from_string, uuid_to_string
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from kafkalog.storage.io.dirview import DirView
-from kafkalog.storage.log.partition import parse_topic_partition_name
+from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 
 
 def new_topic_id() -> str:

@@ -50,8 +50,8 @@ from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, P
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io.dirview import Blob, WriteFile
 from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
-from kafkalog.storage.log.partition import partition_path
 from kafkalog.storage.log.segment import recover_segment
+from kafkalog.storage.log.topic_partition import partition_path
 from kafkalog.storage.remote.inspect import read_remote_metadata, verify_remote_segment
 from kafkalog.storage.remote.layout import LocalTieredStorageLayout, RemoteSegment
 

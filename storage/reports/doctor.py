@@ -48,8 +48,10 @@ from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.names import is_index_file
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from kafkalog.storage.log.datadir import DataDir
-from kafkalog.storage.log.partition import METADATA_TOPIC, RememberedOffset, remembered_loss
+from kafkalog.storage.log.loss import RememberedOffset, remembered_loss
 from kafkalog.storage.log.paths import require_data_dir
+from kafkalog.storage.log.segment_check import closed_segment_crc_failures, closed_segment_holes
+from kafkalog.storage.log.topic_partition import METADATA_TOPIC
 from kafkalog.storage.parallel import run_partition_tasks
 from kafkalog.storage.reports.groups import OFFSETS_TOPIC, load_groups
 from kafkalog.storage.reports.serving import Serving, serving
@@ -294,8 +296,8 @@ def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path], crc: bo
     """A loss for every live partition whose checkpoints, producer snapshots, leader epochs or consumer groups'
     committed offsets remember offsets its log no longer holds (:meth:`PartitionLog.remembered_beyond_end`,
     :attr:`GroupsReport.beyond_end`), and for every closed segment with a torn end the recovery does not
-    truncate (:meth:`PartitionLog.closed_segment_holes`) or, with ``crc``, a batch failing its CRC
-    (:meth:`PartitionLog.closed_segment_crc_failures`): the broker starts and serves the log as it is."""
+    truncate (:func:`~kafkalog.storage.log.segment_check.closed_segment_holes`) or, with ``crc``, a batch failing its CRC
+    (:func:`~kafkalog.storage.log.segment_check.closed_segment_crc_failures`): the broker starts and serves the log as it is."""
     found: dict[Path, list[RememberedOffset]] = {}
     truncated = {p.partition for p in diag.problems if p.kind == "truncation"}
     for d in dirs:
@@ -306,12 +308,12 @@ def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path], crc: bo
                 found[log.path] = log.remembered_beyond_end()
                 if log.name in truncated:
                     continue  # the recovery truncates the log at or before any hole (its losses say where)
-                for h in log.closed_segment_holes():
+                for h in closed_segment_holes(log):
                     diag.problems.append(Problem(
                         LOSS, "lostOffsets", h.file, f"{h.reason}; the broker does not recover this segment at "
                         "load and serves the log with the hole", partition=log.name, first_offset=h.first_offset,
                         last_offset=h.last_offset, bytes=h.bytes))
-                for h in log.closed_segment_crc_failures() if crc else ():
+                for h in closed_segment_crc_failures(log) if crc else ():
                     diag.problems.append(Problem(
                         LOSS, "corruptBatch", h.file, f"{h.reason}; the broker does not recover this segment at "
                         "load and serves the batch as it is", partition=log.name, first_offset=h.first_offset,

@@ -19,7 +19,7 @@ from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.java import uuid_from_string, uuid_to_string
 from kafkalog.storage.files.meta_properties import directory_id_reserved
 from kafkalog.storage.log.datadir import DataDir
-from kafkalog.storage.log.partition import METADATA_TOPIC
+from kafkalog.storage.log.topic_partition import METADATA_TOPIC
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from kafkalog.storage.engine.cleaner.cleaner import (
 )
 from kafkalog.storage.engine.cleaner.parallel import default_workers
 from kafkalog.storage.engine.cleaner.record_filter import UncleanableError
-from kafkalog.storage.engine.plan import Loss, PartitionPlan, Plan, PlanError, Runner, default_runner
+from kafkalog.storage.engine.plan import Loss, PartitionPlan, Plan, PlanError, Runner, Setting, default_runner
 from kafkalog.storage.engine.swap import replacement_effect
 from kafkalog.storage.engine.targets import Target, checkpoint_bytes, group_partitions, plan_partitions
 from kafkalog.storage.errors import KafkaLogError
@@ -262,10 +262,10 @@ def _plan_partition(task: tuple) -> PartitionPlan:
                             recordsRetained=st.messages_retained, mapFull=result.map_full)
         dropped = None if result is None else result.stats.messages_read - result.stats.messages_retained
         pp.losses.append(Loss(
-            f"compaction: records superseded by a later record with the same key, tombstones and transaction "
-            f"markers older than delete.retention.ms={cfg.delete_retention_ms} "
-            f"({cfg.source('delete.retention.ms')}), and records of aborted transactions",
-            log.log_start_offset, end - 1, dropped, 0 if result is None else result.bytes_reclaimed))
+            "compaction: records superseded by a later record with the same key, tombstones and transaction "
+            "markers older than delete.retention.ms, and records of aborted transactions",
+            log.log_start_offset, end - 1, dropped, 0 if result is None else result.bytes_reclaimed,
+            setting=Setting("delete.retention.ms", cfg.delete_retention_ms, cfg.source("delete.retention.ms"))))
         pp.seal(view)
         log.close()
     return pp

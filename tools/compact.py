@@ -5,18 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 
-from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.cleaner.manager import plan_compact
-from kafkalog.tools.output import (
-    NOW_GRAMMAR,
-    add_topics_argument,
-    human_size,
-    positive_int,
-    render_table,
-    timestamp_ms,
-)
+from kafkalog.tools.config_args import add_config_arguments, config_resolver, now_ms
+from kafkalog.tools.output import add_topics_argument, human_size, positive_int, render_table
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -57,11 +49,7 @@ Examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="data dir(s) or partition dir(s)")
     add_plan_arguments(p)
-    p.add_argument("--now", type=timestamp_ms, default=None, metavar="TIME",
-                   help=f"cleaning time: {NOW_GRAMMAR} (default: wall clock)")
-    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config override")
-    p.add_argument("--topic-config", metavar="FILE", help="properties file of topic configs")
-    p.add_argument("--server-properties", metavar="FILE", help="the broker's server.properties")
+    add_config_arguments(p, "cleaning time")
     p.add_argument("--all", action="store_true", help="clean regardless of min.cleanable.dirty.ratio")
     p.add_argument("--kafka-version", default="4.0", metavar="VERSION",
                    help="broker version to match (< 4.0 keeps v0/v1 batches; default 4.0)")
@@ -73,15 +61,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    now = args.now if args.now is not None else int(time.time() * 1000)
     try:
-        version = tuple(int(x) for x in args.kafka_version.split(".")[:2])
+        major, minor = (int(x) for x in f"{args.kafka_version}.0".split(".")[:2])  # "4" is 4.0
     except ValueError:
         print(f"kafkalog compact: invalid --kafka-version {args.kafka_version!r}", file=sys.stderr)
         return 2
-    resolver = ConfigResolver(args.server_properties, args.topic_config, args.config, data_dirs=args.dirs)
-    plan = plan_compact(args.dirs, now_ms=now, resolver=resolver, topics=args.topics, force=args.all,
-                        kafka_version=version,  # type: ignore[arg-type]
+    plan = plan_compact(args.dirs, now_ms=now_ms(args), resolver=config_resolver(args), topics=args.topics,
+                        force=args.all, kafka_version=(major, minor),
                         exact=args.dry_run, keep_deleted=args.keep_deleted, map_workers=args.map_workers,
                         workers=args.workers or 1)
     def report(result) -> None:

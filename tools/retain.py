@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import time
 
-from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.retention import plan_retention
-from kafkalog.tools.output import NOW_GRAMMAR, add_topics_argument, timestamp_ms
+from kafkalog.tools.config_args import add_config_arguments, config_resolver, now_ms
+from kafkalog.tools.output import add_topics_argument
 from kafkalog.tools.plan_output import add_plan_arguments, run_plan
 
 DESCRIPTION = """\
@@ -36,18 +35,12 @@ Example:  kafkalog retain /var/lib/kafka/data --now 1732200000000 --dry-run
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="data dir(s) or partition dir(s)")
     add_plan_arguments(p)
-    p.add_argument("--now", type=timestamp_ms, default=None, metavar="TIME",
-                   help=f"retention time: {NOW_GRAMMAR} (default: wall clock)")
-    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config override")
-    p.add_argument("--topic-config", metavar="FILE", help="properties file of topic configs")
-    p.add_argument("--server-properties", metavar="FILE", help="the broker's server.properties")
+    add_config_arguments(p, "retention time")
     p.add_argument("--keep-deleted", action="store_true", help="leave deleted segments as *.deleted")
     add_topics_argument(p)
 
 
 def run(args) -> int:
-    now = args.now if args.now is not None else int(time.time() * 1000)
-    resolver = ConfigResolver(args.server_properties, args.topic_config, args.config, data_dirs=args.dirs)
-    plan = plan_retention(args.dirs, now_ms=now, resolver=resolver, topics=args.topics, keep_deleted=args.keep_deleted,
-                          workers=args.workers or 1)
+    plan = plan_retention(args.dirs, now_ms=now_ms(args), resolver=config_resolver(args), topics=args.topics,
+                          keep_deleted=args.keep_deleted, workers=args.workers or 1)
     return run_plan(args, plan)

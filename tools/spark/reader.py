@@ -84,7 +84,8 @@ class KafkaLogReader(DataSourceReader):
         return [KafkaLogPartition(g) for g in groups] or [KafkaLogPartition([])]
 
     # ---------------------------------------------------------------------------------- reading
-    def read(self, partition: KafkaLogPartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator:
+        assert isinstance(partition, KafkaLogPartition)  # Spark hands back the partitions planned above
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 

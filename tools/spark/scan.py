@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError
 from kafkalog.storage.io.fs import REMOTE_WINDOW, SegmentFile
-from kafkalog.storage.records import PARTIAL_BATCH, LogScanner, RecordBatch, RecordColumns
+from kafkalog.storage.records import PARTIAL_BATCH, LegacyBatch, LogScanner, RecordBatch, RecordColumns
 
 from .filters import columns as filter_columns
 from .filters import keeps
@@ -40,7 +40,7 @@ class Corrupt:
 
 
 # ----------------------------------------------------------------------------------- batch iteration
-def iter_piece(piece: Piece, f: SegmentFile, max_batch_size: int) -> Iterator[RecordBatch | Corrupt]:
+def iter_piece(piece: Piece, f: SegmentFile, max_batch_size: int) -> Iterator[RecordBatch | LegacyBatch | Corrupt]:
     """The entries of ``piece`` (batches, or one :class:`Corrupt` after which the piece ends)."""
     pos = piece.start
     end = piece.end
@@ -183,7 +183,7 @@ def _batch_row(piece: Piece, b, crc_valid) -> tuple:
 
 def _rows_to_arrow(rows: list[tuple], columns) -> pa.RecordBatch:
     schema = arrow_schema(columns)
-    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in columns]
+    cols: list[tuple | list] = list(zip(*rows, strict=True)) if rows else [[] for _ in columns]
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)],
                                       schema=schema)
 

@@ -367,22 +367,22 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 hi = state.end
             if lo >= hi:
                 continue
-            out.extend(self._plan(state, lo, hi))
+            out.extend(self._plan(tp, state, lo, hi))
         return out
 
-    def _plan(self, state: PartitionState, lo: int, hi: int) -> list:
+    def _plan(self, tp: tuple[str, int], state: PartitionState, lo: int, hi: int) -> list:
         last = state.segments[-1]
-        return [StreamPartition(last.topic, last.partition, display(last.spec, _partition_dir(last)), lo, hi,
-                                last.path, state.end_position)]
+        return [StreamPartition(*tp, display(last.spec, _partition_dir(last)), lo, hi, last.path, state.end_position)]
 
     # ---- reading (on the executors) ----------------------------------------------------------------------
-    def read(self, partition: StreamPartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator:
         """The partition's ``[lo, hi)``: planned here, at read time (a segment the cleaner replaced or retention
         deleted since the driver looked is seen as it is now), with the batch reader's planner and read by its
         scan; the last segment the driver saw is read up to its last complete batch then."""
         from .reader import KafkaLogPartition, KafkaLogReader
 
         part = partition
+        assert isinstance(part, StreamPartition)  # Spark hands back the partitions planned above
         # the driver chose this partition with the query's topic and partition options: its own dir is listed
         # here, not discovered again with them (a topic option applied to one partition's dir refuses it)
         opts = replace(self.opts, paths=(part.path,), topics=None, topic_in=None,

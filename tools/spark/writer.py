@@ -71,6 +71,13 @@ class Staged:
     records: int = 0
     batches: int = 0
 
+    @property
+    def span(self) -> tuple[int, int] | None:
+        """The first and last offset staged; None before the first record."""
+        if self.first_offset is None or self.last_offset is None:
+            return None
+        return self.first_offset, self.last_offset
+
 
 @dataclass
 class KafkaLogCommit(WriterCommitMessage):
@@ -104,8 +111,10 @@ def parse_write_options(options: dict[str, str]) -> WriteOptions:
     if mode not in ("assign", "keep"):
         raise ConfigError(f"option offsets: expected 'assign' or 'keep', got {mode!r}")
     codec_name = opts.get("codec", "none").lower()
-    if codec_name not in CODEC_IDS:
-        raise ConfigError(f"option codec: expected one of {', '.join(CODEC_IDS)}, got {codec_name!r}")
+    codec = CODEC_IDS.get(codec_name)
+    if codec is None:  # "producer" names no codec here: a DataFrame's rows are no producer's batches
+        names = ", ".join(n for n, c in CODEC_IDS.items() if c is not None)
+        raise ConfigError(f"option codec: expected one of {names}, got {codec_name!r}")
     try:
         batch_size = int(opts.get("batchsize", "16384"))
         max_records = int(opts.get("maxbatchrecords", "10000"))
@@ -115,7 +124,7 @@ def parse_write_options(options: dict[str, str]) -> WriteOptions:
     return WriteOptions(
         path=path,
         keep_offsets=mode == "keep",
-        codec=CODEC_IDS[codec_name],
+        codec=codec,
         batch_size=max(1, batch_size),
         max_batch_records=max(1, max_records),
         leader_epoch=epoch,
@@ -291,13 +300,15 @@ def commit_staged(wo: WriteOptions, staged: list[Staged]) -> dict[tuple[str, int
     ordered: dict[tuple[str, int], list[Staged]] = {}
     for (topic, part), items in sorted(by_tp.items()):
         if wo.keep_offsets:
-            items = sorted((s for s in items if s.records), key=lambda s: s.first_offset)
-            for a, b in zip(items, items[1:], strict=False):
-                if b.first_offset <= a.last_offset:
+            spans = sorted(((span, s) for s in items if s.records and (span := s.span) is not None),
+                           key=lambda x: x[0][0])
+            for ((a_first, a_last), a), ((b_first, b_last), b) in zip(spans, spans[1:], strict=False):
+                if b_first <= a_last:
                     raise LogDirError(
                         f"offsets of {topic}-{part} overlap between Spark tasks {a.task} and {b.task} "
-                        f"({a.first_offset}..{a.last_offset} and {b.first_offset}..{b.last_offset}): "
+                        f"({a_first}..{a_last} and {b_first}..{b_last}): "
                         "repartition by topic, partition and sort by offset first", str(root))
+            items = [s for _, s in spans]
         else:
             items = sorted(items, key=lambda s: s.task)
         ordered[(topic, part)] = items

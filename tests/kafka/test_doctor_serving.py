@@ -2,8 +2,8 @@
 
 A copy of the 4.3.1 fixture (cleanly stopped: the broker's start-up checks no segment) gets one CRC-corrupt batch
 in a closed segment of each partition of topic ``multi-segment``: in partition 1 a byte of a snappy batch (its
-records no longer decompress), in partition 0 a byte of a record value of an uncompressed batch (its framing
-is intact and its records decode). Doctor predicts, per batch, which readers fail and which receive the bytes
+records no longer decompress), in partition 0 a byte of the last record of an uncompressed batch (a header value:
+its framing is intact and its records decode; librdkafka's defaults hand the damaged record over as it is). Doctor predicts, per batch, which readers fail and which receive the bytes
 (``serving.servedTo``). One broker starts on the dir (asserted), then each reader fetches the corrupt offsets:
 
 * (a) the Java consumer: Kafka's own ``kafka-console-consumer`` (``ConsoleConsumer``) from the harness's jars;
@@ -25,8 +25,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from damage import damaged_copy
+from damage import FIXTURES, damaged_copy
 
+import kafkalog
 from kafkalog.compat.broker import Broker
 from kafkalog.compat.tools import run_tool
 from kafkalog.storage.files.java import uuid_to_string
@@ -45,14 +46,14 @@ CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 
 
 def _flip_uncompressed_value(pdir: Path) -> int:
-    """Flip a byte of the last record's value of the middle uncompressed batch of the first (closed) segment of
-    ``pdir``: its CRC fails, its framing and records stay intact. Returns the batch's base offset."""
+    """Flip a byte of the last record (its value or a header value) of the middle uncompressed batch of the first
+    (closed) segment of ``pdir``: its CRC fails, its framing and records stay intact. Returns its base offset."""
     seg = sorted(pdir.glob("*.log"))[0]
     data = bytearray(seg.read_bytes())
     plain = [(b.position, b.size, b.base_offset) for b in LogScanner(memoryview(bytes(data)))
              if b.codec == 0 and b.records_count > 0]
     pos, size, base = plain[len(plain) // 2]
-    data[pos + size - 3] ^= 0x5A  # the last record ends: value bytes, then its header count (0)
+    data[pos + size - 3] ^= 0x5A  # among the last bytes of the last record (a value, or a header's value)
     seg.write_bytes(bytes(data))
     return base
 
@@ -104,18 +105,21 @@ def _kafka_python(bootstrap: str, partition: int, offset: int) -> str:
     return _outcome(got, offset, error is not None, repr(error))
 
 
-def _librdkafka(bootstrap: str, partition: int, offset: int, **conf) -> tuple[str, list[str]]:
+def _librdkafka(bootstrap: str, partition: int, offset: int, last: int, **conf) -> tuple[str, list[str], dict]:
+    """librdkafka's outcome from ``offset - 2``, its errors, and the values it delivered by offset (up to ``last``,
+    the corrupt batch's last offset)."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"serving-{uuid.uuid4().hex}",
                   "enable.auto.commit": False, "log_level": 0, **conf})
     got: list[int] = []
     errors: list[str] = []
+    values: dict[int, tuple] = {}
     try:
         c.assign([TopicPartition(TOPIC, partition, offset - 2)])
         deadline = time.monotonic() + 20
         # an error comes back at every poll, the consumer never moving past the batch: 3 in a row are enough
-        while time.monotonic() < deadline and offset not in got and len(errors) < 3:
+        while time.monotonic() < deadline and last not in got and len(errors) < 3:
             m = c.poll(0.5)
             if m is None:
                 continue
@@ -123,9 +127,10 @@ def _librdkafka(bootstrap: str, partition: int, offset: int, **conf) -> tuple[st
                 errors.append(str(m.error()))
             else:
                 got.append(m.offset())
+                values[m.offset()] = (m.key(), m.value(), tuple(m.headers() or ()))
     finally:
         c.close()
-    return _outcome(got, offset, bool(errors), str(errors)), errors
+    return _outcome(got, offset, bool(errors), str(errors)), errors, values
 
 
 def _follower(leader: Broker, root: Path, leos: dict[int, int], corrupt: dict[int, int]) -> dict:
@@ -186,6 +191,7 @@ def run(tmp_path_factory, kafka_libs):
     found = {int(p["partition"].rsplit("-", 1)[1]): p for p in lines if p.get("kind") == "corruptBatch"}
     assert sorted(found) == [0, 1] and found[0]["firstOffset"] == plain, found
     corrupt = {p: f["firstOffset"] for p, f in found.items()}
+    last = {p: f["lastOffset"] for p, f in found.items()}
     leos = {p: PartitionLog(d / f"{TOPIC}-{p}").log_end_offset for p in corrupt}
     t0 = time.monotonic()
     broker = Broker(VERSION, data_dir=d, server_properties=FAST)
@@ -195,8 +201,8 @@ def run(tmp_path_factory, kafka_libs):
         seen["started"] = True
         bs = broker.bootstrap_servers
         seen["clients"] = {p: {"javaConsumer": _java(bs, p, o), "kafkaPython": _kafka_python(bs, p, o),
-                               "librdkafka": _librdkafka(bs, p, o), "librdkafkaCheckCrcs":
-                               _librdkafka(bs, p, o, **{"check.crcs": True})} for p, o in corrupt.items()}
+                               "librdkafka": _librdkafka(bs, p, o, last[p]), "librdkafkaCheckCrcs":
+                               _librdkafka(bs, p, o, last[p], **{"check.crcs": True})} for p, o in corrupt.items()}
         seen["follower"] = _follower(broker, root, leos, corrupt)
         broker.stop()
     finally:
@@ -226,6 +232,14 @@ def test_each_consumer_does_what_doctor_predicted(run, partition: int):
     assert got == {k: predicted[k] for k in got}, (got, clients)
     if partition == 0:  # the silent one: librdkafka's defaults deliver the damaged record, no error
         assert predicted["librdkafka"] == "delivers"
+        first, last = run["doctor"][2][0]["firstOffset"], run["doctor"][2][0]["lastOffset"]
+        with kafkalog.open(FIXTURES / FIXTURE / "data") as d:  # what the broker wrote, before the flipped byte
+            before = {r["offset"]: (r["key"], r["value"], tuple(r["headers"])) for r in d.partition(TOPIC, 0).records()
+                      if first <= r["offset"] <= last}
+        delivered = {o: v for o, v in clients["librdkafka"][2].items() if first <= o <= last}
+        assert sorted(delivered) == sorted(before), delivered
+        changed = [o for o in before if delivered[o] != before[o]]
+        assert changed == [last], (delivered, before)  # the last record's damaged byte, handed over as it is
     else:
         assert predicted["librdkafka"] == "fails" and "Decompression" in clients["librdkafka"][1][0]
     assert "CRC32C check" in clients["librdkafkaCheckCrcs"][1][0]

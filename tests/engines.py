@@ -193,7 +193,8 @@ def recover(pdir: Path, *, config: LogConfig | None = None, recovery_point: int 
     """The broker's load of one partition dir (:func:`~kafkalog.storage.engine.loader.load_partition` on a
     planned view), its operations run unless ``dry_run``."""
     from kafkalog.storage.engine.loader import load_partition
-    from kafkalog.storage.io.dirview import DirView, run_ops
+    from kafkalog.storage.io.dirview import DirView
+    from kafkalog.storage.io.ops import run_ops
 
     with DirView(pdir) as view:
         loaded = load_partition(view, config=config, recovery_point=recovery_point,

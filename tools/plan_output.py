@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kafkalog.storage.engine.plan import ApplyResult, Loss, Plan, Setting, apply, concurrent_writer
-from kafkalog.storage.io.dirview import Op
+from kafkalog.storage.io.ops import Op
 from kafkalog.tools.output import add_epoch_argument, human_size, human_time, positive_int, progress
 
 

@@ -26,7 +26,8 @@ from kafkalog.storage.files.clean_shutdown import (
     CleanShutdownMarker,
     read_clean_shutdown,
 )
-from kafkalog.storage.io.dirview import Delete, DirView, Sync
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.io.ops import Delete, Sync
 from kafkalog.storage.log.partition import PartitionLog, log_start_checkpoint
 from kafkalog.storage.log.producer_state import ProducerStateManager, rebuild_producer_state
 from kafkalog.storage.log.segment import trim_indexes

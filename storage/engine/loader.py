@@ -39,7 +39,8 @@ from kafkalog.storage.files.names import (
     txn_index_file_name,
 )
 from kafkalog.storage.files.segment import Segment
-from kafkalog.storage.io.dirview import DirView, Op
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.io.ops import Op
 from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
 from kafkalog.storage.log.partition import PartitionLog, log_start_offset
 from kafkalog.storage.log.producer_state import ProducerStateManager, rebuild_producer_state

@@ -47,7 +47,7 @@ from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, P
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.files.txn_index import TransactionIndex
 from kafkalog.storage.io import fileops
-from kafkalog.storage.io.dirview import Blob, Op, WriteFile
+from kafkalog.storage.io.ops import Blob, Op, WriteFile
 from kafkalog.storage.log.datadir import resolve_partition_dirs
 from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
 from kafkalog.storage.log.partition import PartitionLog

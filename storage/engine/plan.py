@@ -1,7 +1,7 @@
 """Plan, then apply: the one shape of every mutating engine.
 
 An engine's ``plan_<operation>(paths, ...)`` reads every partition it will touch, validates all of them and
-returns a :class:`Plan`: per data dir, per partition, the file operations (:class:`~kafkalog.storage.io.dirview.Op`)
+returns a :class:`Plan`: per data dir, per partition, the file operations (:class:`~kafkalog.storage.io.ops.Op`)
 in the order they will run, the records and offset ranges each partition loses and why (:class:`Loss`), the
 effective settings that decided it and where each came from, and notes. Nothing on disk changes while
 planning; if any partition cannot be planned the plan carries the error and :func:`apply` refuses it whole.
@@ -34,8 +34,9 @@ from typing import Any
 
 from kafkalog.storage.errors import KafkaLogError, LockedError, LogDirError
 from kafkalog.storage.io import fileops
-from kafkalog.storage.io.dirview import Op, stale
+from kafkalog.storage.io.dirview import stale
 from kafkalog.storage.io.lock import DirLock, describe_holders, lock_status
+from kafkalog.storage.io.ops import Op
 from kafkalog.storage.log.paths import require_data_dir, require_destination
 from kafkalog.storage.parallel import run_partition_tasks
 

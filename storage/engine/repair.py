@@ -38,7 +38,8 @@ from kafkalog.storage.files.clean_shutdown import (
     read_clean_shutdown,
 )
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
-from kafkalog.storage.io.dirview import DIR, DirView, Sync
+from kafkalog.storage.io.dirview import DIR, DirView
+from kafkalog.storage.io.ops import Sync
 from kafkalog.storage.log.partition import PartitionLog, log_start_checkpoint
 
 

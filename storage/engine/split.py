@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from kafkalog.storage.engine.swap import BlobBuild, NewSegment, ReplaceSegments, segment_files
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.names import offset_file_name
-from kafkalog.storage.io.dirview import Blob, DirView
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.io.ops import Blob
 from kafkalog.storage.log.segment import INT32_MAX, cleaned_name, fits, replay_appends
 from kafkalog.storage.records import LogScanner
 

@@ -34,7 +34,8 @@ from kafkalog.storage.files.names import SWAP_FILE_SUFFIX as SWAP
 from kafkalog.storage.files.names import leading_offset, offset_file_name
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io import fileops
-from kafkalog.storage.io.dirview import Blob, DirView, Op, byte_count
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.io.ops import Blob, Op, byte_count
 from kafkalog.storage.log.segment import SEGMENT_SUFFIXES, cleaned_name
 
 CrashHook = Callable[[str], None]

@@ -48,7 +48,7 @@ from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT, read_le
 from kafkalog.storage.files.names import offset_file_name, snapshot_file_name
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from kafkalog.storage.files.segment import Segment
-from kafkalog.storage.io.dirview import Blob, WriteFile
+from kafkalog.storage.io.ops import Blob, WriteFile
 from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
 from kafkalog.storage.log.segment import recover_segment
 from kafkalog.storage.log.topic_partition import partition_path

@@ -15,7 +15,7 @@ from test_matrix import snapshot
 from kafkalog.storage.engine.offset_checkpoints import plan_set_checkpoints
 from kafkalog.storage.engine.plan import DataDirPlan, Plan, apply
 from kafkalog.storage.engine.repair import plan_repair
-from kafkalog.storage.io.dirview import Blob, WriteFile
+from kafkalog.storage.io.ops import Blob, WriteFile
 from kafkalog.storage.log import paths
 from kafkalog.tools import cli
 

@@ -11,7 +11,8 @@ from kafkalog.storage.engine.reindex import plan_reindex
 from kafkalog.storage.engine.split import plan_overflow_split, split_overflowed_segment
 from kafkalog.storage.files.offset_index import read_offset_index
 from kafkalog.storage.io import fileops
-from kafkalog.storage.io.dirview import DirView, run_ops
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.io.ops import run_ops
 from kafkalog.storage.records import build_batch, iter_batches
 
 NOW = 1_700_000_000_000

@@ -13,7 +13,7 @@ from engines import retain
 
 from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.engine.plan import Loss, Setting
-from kafkalog.storage.io.dirview import Delete, Op, Truncate, WriteFile
+from kafkalog.storage.io.ops import Delete, Op, Truncate, WriteFile
 from kafkalog.tools import plan_output
 from kafkalog.tools.output import human_size, human_time
 

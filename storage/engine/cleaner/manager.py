@@ -35,7 +35,8 @@ from kafkalog.storage.engine.targets import Target, checkpoint_bytes, group_part
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.checkpoints import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.storage.files.names import offset_file_name
-from kafkalog.storage.io.dirview import DirView, Op, byte_count
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.io.ops import Op, byte_count
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.segment import SEGMENT_SUFFIXES
 

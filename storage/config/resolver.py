@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafkalog.storage.config.log_config import BrokerConfig, LogConfig, parse_overrides, read_properties
+from kafkalog.storage.config.log_config import BrokerConfig, LogConfig
+from kafkalog.storage.config.properties import parse_overrides, read_properties
 from kafkalog.storage.decoders.cluster_metadata import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataState
 from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, read_meta_properties

@@ -1,12 +1,7 @@
 import pytest
 
-from kafkalog.storage.config.log_config import (
-    BrokerConfig,
-    CleanerConfig,
-    LogConfig,
-    log_config_for,
-    parse_properties,
-)
+from kafkalog.storage.config.log_config import BrokerConfig, CleanerConfig, LogConfig, log_config_for
+from kafkalog.storage.config.properties import parse_properties
 from kafkalog.storage.errors import ConfigError
 
 

@@ -12,9 +12,9 @@ from kafkalog.storage.engine.export import (
     ExportFilter,
     export_bytes,
     export_jsonl,
-    export_parquet,
     key_bytes,
 )
+from kafkalog.storage.engine.parquet import export_parquet
 from kafkalog.storage.log.offset_spec import parse_offset_specs
 from kafkalog.tools.output import (
     PAYLOAD_FORMATS,

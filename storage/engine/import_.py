@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from kafkalog.storage.codec.compression import CODEC_IDS
-from kafkalog.storage.engine.export import iter_parquet_rows, row_from_json
+from kafkalog.storage.engine.export import row_from_json
 from kafkalog.storage.engine.offset_checkpoints import merge_checkpoint
+from kafkalog.storage.engine.parquet import iter_parquet_rows
 from kafkalog.storage.engine.plan import data_dir_lock
 from kafkalog.storage.engine.staging import PartitionStaging
 from kafkalog.storage.engine.topic_id import check_topic_id

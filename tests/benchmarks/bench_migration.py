@@ -25,8 +25,8 @@ from pathlib import Path
 
 from kafkalog.storage.codec.compression import GZIP
 from kafkalog.storage.engine.convert import ConvertOptions
-from kafkalog.storage.engine.export import export_parquet
 from kafkalog.storage.engine.message_format import plan_convert
+from kafkalog.storage.engine.parquet import export_parquet
 from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.records import build_legacy, build_legacy_message
 

@@ -260,7 +260,7 @@ def kafkalog_parquet(path: Path, out: Path, native: bool) -> int:
     """``export_parquet`` of a one-segment partition holding ``path`` (hard-linked), with the compiled core or
     on the pure-Python path (what KAFKALOG_NATIVE=0 runs)."""
     from kafkalog.storage.codec.native import backend
-    from kafkalog.storage.engine.export import export_parquet
+    from kafkalog.storage.engine.parquet import export_parquet
 
     pdir = out / "bench-0"
     seg = pdir / "00000000000000000000.log"

@@ -38,7 +38,7 @@ import duckdb  # noqa: E402
 from builders import generated_data_dir, write_data_dir_files  # noqa: E402
 
 import kafkalog  # noqa: E402
-from kafkalog.storage.engine.export import export_parquet  # noqa: E402
+from kafkalog.storage.engine.parquet import export_parquet  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 QUERY = "SELECT partition, count(*), sum(octet_length(value)) FROM {src} GROUP BY partition ORDER BY partition"

@@ -15,10 +15,10 @@ from kafkalog.storage.engine.export import (
     EXPORT_COLUMNS,
     ExportFilter,
     export_jsonl,
-    export_parquet,
     iter_export_rows,
 )
 from kafkalog.storage.engine.import_ import import_files
+from kafkalog.storage.engine.parquet import export_parquet
 from kafkalog.storage.errors import CorruptRecordError, LogDirError
 from kafkalog.storage.log.offset_spec import parse_offset_specs
 from kafkalog.storage.reports.diff import diff_paths

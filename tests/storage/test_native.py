@@ -310,12 +310,8 @@ def test_parquet_export_equals_the_row_export(tmp_path, request, window, native)
     """`export --format parquet` (batches straight into Arrow columns) and the JSON Lines rows (the records
     layer's tuples) hold the same rows, field for field, with and without a filter, on every fixture dir."""
     require_modules("pyarrow", extra="spark")
-    from kafkalog.storage.engine.export import (
-        ExportFilter,
-        export_parquet,
-        iter_export_rows,
-        iter_parquet_rows,
-    )
+    from kafkalog.storage.engine.export import ExportFilter, iter_export_rows
+    from kafkalog.storage.engine.parquet import export_parquet, iter_parquet_rows
 
     if not native:
         stack = contextlib.ExitStack()
@@ -418,7 +414,8 @@ def test_parquet_export_native_runs_stop_where_the_records_layer_judges(tmp_path
 
     from builders import generated_partition, legacy_segment_bytes
 
-    from kafkalog.storage.engine.export import ExportFilter, export_parquet, iter_parquet_rows
+    from kafkalog.storage.engine.export import ExportFilter
+    from kafkalog.storage.engine.parquet import export_parquet, iter_parquet_rows
 
     src = tmp_path / "src" / "t-0"
     if legacy:  # v0 and v1 plain messages, a run of gzip wrappers, then more plain v1 messages

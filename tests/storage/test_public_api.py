@@ -16,7 +16,8 @@ from builders import numbered_batches
 
 import kafkalog
 from kafkalog.compat.pytest_plugin import require_modules
-from kafkalog.storage.engine.export import ExportFilter, export_jsonl, export_parquet, iter_export_rows
+from kafkalog.storage.engine.export import ExportFilter, export_jsonl, iter_export_rows
+from kafkalog.storage.engine.parquet import export_parquet
 from kafkalog.storage.engine.plan import apply as engine_apply
 from kafkalog.storage.engine.retention import plan_retention
 from kafkalog.storage.errors import LogDirError

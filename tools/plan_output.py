@@ -50,7 +50,7 @@ def describe_setting(setting: Setting) -> str:
 def describe_loss(loss: Loss, epoch: bool = False) -> str:
     """A :class:`Loss` for people, from its fields: records, offsets, the size in KiB/MiB..., the file, the setting
     that removes it and the reason, whose ``{name}`` timestamps print as ISO-8601 UTC (raw epoch ms with
-    ``epoch``). The one rendering of a loss: the library gives fields, never a sentence to read back."""
+    ``epoch``) and sizes in KiB/MiB... The one rendering of a loss: the library gives fields, never a sentence to read back."""
     what = []
     if loss.records is not None:
         what.append(f"{loss.records:,d} records")
@@ -63,6 +63,8 @@ def describe_loss(loss: Loss, epoch: bool = False) -> str:
     reason = loss.reason
     for name, ms in loss.times.items():
         reason = reason.replace("{" + name + "}", human_time(ms, epoch))
+    for name, n in loss.sizes.items():
+        reason = reason.replace("{" + name + "}", human_size(n))
     if loss.setting is not None:
         reason = f"{describe_setting(loss.setting)}: {reason}"
     return f"{', '.join(what)}{where}: {reason}"

@@ -62,8 +62,9 @@ class Setting:
 class Loss:
     """Records a plan removes from one partition, and why: every number is a field (offsets, records, bytes, the
     position in the file, the setting that decided it and the timestamps it compared); ``reason`` is the words.
-    A timestamp the reason names is a ``{name}`` placeholder of ``times`` (epoch ms), which the one renderer
-    (``kafkalog.tools.plan_output``) prints as a time: nothing reads the reason back."""
+    A timestamp the reason names is a ``{name}`` placeholder of ``times`` (epoch ms), a size one of ``sizes``
+    (bytes), which the one renderer (``kafkalog.tools.plan_output``) prints as a time or a size: nothing reads the
+    reason back."""
 
     reason: str  # in words: "torn tail", "CRC mismatch ...", "its largest timestamp {largestTimestamp} is ..."
     first_offset: int | None = None
@@ -75,17 +76,20 @@ class Loss:
     damage: bool = False  # removed because it is invalid (repair), not by a policy (retention, compaction)
     setting: Setting | None = None  # the policy setting that removes these records (retention.ms=..., its source)
     times: dict[str, int] = field(default_factory=dict)  # the reason's {name} timestamps, epoch ms
+    sizes: dict[str, int] = field(default_factory=dict)  # the reason's {name} sizes, bytes
 
     def to_dict(self) -> dict:
-        """JSON: the fields; ``reason`` with its timestamps as epoch ms (as every timestamp of the JSON output),
-        ``setting`` and ``times`` as they are."""
+        """JSON: the fields; ``reason`` with its timestamps as epoch ms (as every timestamp of the JSON output) and
+        its sizes in bytes, ``setting``, ``times`` and ``sizes`` as they are."""
         reason = self.reason
         for name, ms in self.times.items():
             reason = reason.replace("{" + name + "}", str(ms))
+        for name, n in self.sizes.items():
+            reason = reason.replace("{" + name + "}", f"{n} bytes")
         return {"reason": reason, "firstOffset": self.first_offset, "lastOffset": self.last_offset,
                 "records": self.records, "bytes": self.bytes, "file": self.file, "position": self.position,
                 "damage": self.damage, "setting": self.setting.to_dict() if self.setting else None,
-                "times": dict(self.times)}
+                "times": dict(self.times), "sizes": dict(self.sizes)}
 
 
 @dataclass

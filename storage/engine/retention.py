@@ -40,6 +40,7 @@ class _Deletion:
     reason: str
     setting: Setting | None = None
     times: dict[str, int] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
 
 
 def _deletable(segs: list[Segment], leo: int, hw: int, pred) -> list[Segment]:
@@ -90,7 +91,7 @@ def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cl
     deletions: list[_Deletion] = []
     roll_at: int | None = None
 
-    def run(pred, reason: str, setting: Setting | None = None, times=None) -> None:
+    def run(pred, reason: str, setting: Setting | None = None, times=None, sizes=None) -> None:
         nonlocal segs, log_start, roll_at
         dels = _deletable(segs, leo, hw, pred)
         if not dels:
@@ -101,7 +102,7 @@ def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cl
                 dels = dels[:-1]
         for s in dels:
             nxt = segs[segs.index(s) + 1].base_offset if segs.index(s) + 1 < len(segs) else leo
-            deletions.append(_Deletion(s, nxt, reason, setting, times(s) if times else {}))
+            deletions.append(_Deletion(s, nxt, reason, setting, times(s) if times else {}, sizes or {}))
         segs = segs[len(dels):]
         first = segs[0].base_offset if segs else leo
         log_start = max(log_start, first)
@@ -121,8 +122,8 @@ def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cl
                     return True
                 return False
 
-            run(by_size, f"the log holds {size:,d} bytes; the oldest segments go until it is within the limit",
-                Setting("retention.bytes", rb, cfg.source("retention.bytes")))
+            run(by_size, "the log holds {logSize}; the oldest segments go until it is within the limit",
+                Setting("retention.bytes", rb, cfg.source("retention.bytes")), sizes={"logSize": size})
         rm = cfg.retention_ms
         if rm >= 0:
             run(lambda s, nxt: now - s.largest_timestamp() > rm,
@@ -144,7 +145,7 @@ def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cl
         s = d.segment
         t = tail_loss(s.buf, 0)
         pp.losses.append(Loss(d.reason, s.base_offset, d.next_base - 1, t.records, s.size, str(s.path), 0,
-                              setting=d.setting, times=d.times))
+                              setting=d.setting, times=d.times, sizes=d.sizes))
         why = (f"{d.setting.name}={d.setting.value} ({d.setting.source})" if d.setting else d.reason)
         for suffix in SEGMENT_SUFFIXES:
             name = offset_file_name(s.base_offset, suffix)

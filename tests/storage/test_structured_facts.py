@@ -85,3 +85,17 @@ def test_no_module_in_tools_reads_library_text_back_with_a_regex():
     # and storage no longer writes a time for people into a sentence (the `<ms> (<ISO time>)` pairs)
     for path in (ROOT / "storage").rglob("*.py"):
         assert "%Y-%m-%dT" not in path.read_text(), f"{path}: formats a time for people"
+
+
+def test_a_size_in_a_reason_is_a_field_rendered_as_a_size(tmp_path: Path):
+    cfg = LogConfig.defaults().with_overrides({"retention.bytes": 1})
+    plan = retain(aged_partition(tmp_path, NOW), cfg, NOW, dry_run=True)
+    loss = plan.partitions[0].losses[0]
+    assert loss.setting == Setting("retention.bytes", 1, "topic config")
+    size = loss.sizes["logSize"]
+    assert size == sum(p.stat().st_size for p in Path(plan.partitions[0].dir).glob("*.log")) > 0
+    assert not re.search(r"\d", loss.reason) and loss.to_dict()["sizes"] == {"logSize": size}
+    assert f"the log holds {size} bytes;" in loss.to_dict()["reason"]
+    assert plan_output.describe_loss(loss).endswith(
+        f"retention.bytes=1 (topic config): the log holds {human_size(size)}; the oldest segments go until it is "
+        "within the limit")

@@ -17,7 +17,9 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal, NamedTuple
 
 from kafkalog.storage.decoders.common import jackson_dumps
-from kafkalog.storage.decoders.schema import Message, Versions, kafka_reason
+from kafkalog.storage.decoders.readable import kafka_reason
+from kafkalog.storage.decoders.schema import Message
+from kafkalog.storage.decoders.spec import Versions
 from kafkalog.storage.errors import CorruptRecordError
 
 __all__ = ["DIALECTS", "Dialect", "RecordType", "format_record", "parse_key", "parse_value", "read_version"]

@@ -15,8 +15,8 @@ from typing import Any
 
 from kafkalog.storage.decoders.common import jackson_dumps
 from kafkalog.storage.decoders.coordinator import Dialect
-from kafkalog.storage.decoders.schema import Field as F
 from kafkalog.storage.decoders.schema import Message
+from kafkalog.storage.decoders.spec import Field as F
 from kafkalog.storage.errors import CorruptRecordError
 
 __all__ = [

@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-from kafkalog.storage.decoders.schema import Field as F
 from kafkalog.storage.decoders.schema import Message
+from kafkalog.storage.decoders.spec import Field as F
 
 
 def _m(api_key: int, name: str, valid: str, fields: list[F]) -> Message:

@@ -10,8 +10,9 @@ read at version 0. Values are read at the int16 version that prefixes them.
 from __future__ import annotations
 
 from kafkalog.storage.decoders.coordinator import RecordType
-from kafkalog.storage.decoders.schema import Field as F
-from kafkalog.storage.decoders.schema import Message, Versions
+from kafkalog.storage.decoders.schema import Message
+from kafkalog.storage.decoders.spec import Field as F
+from kafkalog.storage.decoders.spec import Versions
 
 # ------------------------------------------------------------------------------------- classic groups
 

@@ -26,8 +26,8 @@ from typing import Any
 from kafkalog.storage.codec.varint import write_uvarint
 from kafkalog.storage.decoders.cluster_metadata import parse_metadata_header
 from kafkalog.storage.decoders.common import b64, uuid_to_kafka_str
-from kafkalog.storage.decoders.schema import Field as F
 from kafkalog.storage.decoders.schema import Message
+from kafkalog.storage.decoders.spec import Field as F
 from kafkalog.storage.errors import CorruptRecordError
 
 __all__ = [

@@ -17,8 +17,8 @@ from typing import Any
 
 from kafkalog.storage.decoders.common import b64
 from kafkalog.storage.decoders.coordinator import Dialect, RecordType, format_record, parse_key, parse_value
-from kafkalog.storage.decoders.schema import Field as F
 from kafkalog.storage.decoders.schema import Message
+from kafkalog.storage.decoders.spec import Field as F
 from kafkalog.storage.errors import CorruptRecordError
 
 __all__ = [

@@ -36,7 +36,8 @@ from kafkalog.storage.decoders import offsets_schemas as os_
 from kafkalog.storage.decoders import transaction_state as ts
 from kafkalog.storage.decoders.common import jackson_dumps, java_double_str, java_string_hash
 from kafkalog.storage.decoders.consumer_offsets import decode_consumer_subscription
-from kafkalog.storage.decoders.schema import Field, Message, Struct
+from kafkalog.storage.decoders.schema import Message
+from kafkalog.storage.decoders.spec import Field, Struct
 from kafkalog.storage.errors import CorruptRecordError
 
 

@@ -194,11 +194,11 @@ def differential(data: bytes) -> None:
     from kafkalog.storage.codec.native import core
     from kafkalog.storage.engine.cleaner import records as cr
     from kafkalog.storage.engine.cleaner.offset_map import OffsetMap
-    from kafkalog.storage.engine.cleaner.records import Slow
     from kafkalog.storage.engine.convert import plain_legacy_to_v2
     from kafkalog.storage.records import LogScanner, RecordBatch
     from kafkalog.storage.records import batch as batch_mod
     from kafkalog.storage.records.legacy import LegacyBatch
+    from kafkalog.storage.records.record_grammar import Slow
     assert core is not None, "the compiled core is not built: nothing to compare"
     try:
         batches = list(LogScanner(data, path="fuzz.log", decompress_limit=ft.LIMIT))

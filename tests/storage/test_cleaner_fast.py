@@ -96,7 +96,7 @@ def test_map_records_puts_last_offset_per_key_and_rejects_truncated_regions():
     m = OffsetMap()
     map_records(data, 8, 10, m)
     assert (m.get(b"k0"), m.get(b"k1"), m.get(b"k2"), m.size) == (16, 14, 15, 3)
-    from kafkalog.storage.engine.cleaner.records import Slow
+    from kafkalog.storage.records.record_grammar import Slow
 
     with pytest.raises((Slow, IndexError)):
         map_records(data[:-3], 8, 10, m)

@@ -22,6 +22,7 @@ from kafkalog.storage.codec.native import core
 from kafkalog.storage.engine.cleaner import records as cr
 from kafkalog.storage.engine.cleaner.offset_map import OffsetMap
 from kafkalog.storage.records import RecordBatch, build_batch, iter_batches
+from kafkalog.storage.records.record_grammar import Slow
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TS = 1_700_000_000_000
@@ -34,20 +35,20 @@ def _map(fn, data: bytes, count: int, base: int):
     m = OffsetMap(1 << 20, spill_keys=1 << 20)
     try:
         fn(data, count, base, m)
-    except (cr.Slow, IndexError):
+    except (Slow, IndexError):
         return "slow", None
     return "ok", ({k: c[0] for k, c in m.raw.items()}, {d: c[0] for d, c in m.cells.items()})
 
 
 def _native_map(data, count, base, m):
     if not core.map_records(data, count, base, m.raw, m.new_cell):
-        raise cr.Slow
+        raise Slow
 
 
 def _scan(fn, data: bytes, count: int, base: int, base_ts: int, latest: int, m: OffsetMap, keep: bool):
     try:
         kept, n, invalid = fn(data, count, base, base_ts, latest, m, keep)
-    except (cr.Slow, IndexError):
+    except (Slow, IndexError):
         return "slow", None
     return "ok", ([tuple(k) for k in kept], n, invalid)
 
@@ -55,7 +56,7 @@ def _scan(fn, data: bytes, count: int, base: int, base_ts: int, latest: int, m: 
 def _native_scan(data, count, base, base_ts, latest, m, keep):
     r = core.scan_retained(data, count, base, base_ts, latest, m.raw, m.get_unknown, keep)
     if r is None:
-        raise cr.Slow
+        raise Slow
     return r
 
 

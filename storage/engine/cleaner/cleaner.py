@@ -35,7 +35,7 @@ from kafkalog.storage.engine.cleaner.record_filter import (
     LastRecord,
     UncleanableError,
 )
-from kafkalog.storage.engine.cleaner.records import Slow, map_records
+from kafkalog.storage.engine.cleaner.records import map_records
 from kafkalog.storage.engine.cleaner.txn import CleanedTransactionMetadata
 from kafkalog.storage.engine.plan import PlanError
 from kafkalog.storage.engine.swap import replace_segments
@@ -46,6 +46,7 @@ from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.segment import SegmentWriter
 from kafkalog.storage.records.batch import RecordBatch
 from kafkalog.storage.records.reader import iter_batches
+from kafkalog.storage.records.record_grammar import Slow
 
 INT32_MAX = 2147483647
 

@@ -20,11 +20,12 @@ from hashlib import md5
 from pathlib import Path
 
 from kafkalog.storage.engine.cleaner.offset_map import OffsetMap
-from kafkalog.storage.engine.cleaner.records import Slow, map_records
+from kafkalog.storage.engine.cleaner.records import map_records
 from kafkalog.storage.engine.cleaner.txn import AbortedTxn, CleanedTransactionMetadata
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.records.batch import RecordBatch
 from kafkalog.storage.records.reader import iter_batches
+from kafkalog.storage.records.record_grammar import Slow
 
 #: Below this many dirty bytes the sequential pass is used (process start-up is not worth it).
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024

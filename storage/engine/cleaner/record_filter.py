@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from kafkalog.storage.codec.compression import compress
 from kafkalog.storage.engine.cleaner.offset_map import OffsetMap
-from kafkalog.storage.engine.cleaner.records import Slow, scan_retained, splice_records
+from kafkalog.storage.engine.cleaner.records import scan_retained, splice_records
 from kafkalog.storage.engine.cleaner.txn import CleanedTransactionMetadata
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.records.batch import (
@@ -27,6 +27,7 @@ from kafkalog.storage.records.batch import (
 from kafkalog.storage.records.builder import build_batch, build_empty_batch_header, build_legacy
 from kafkalog.storage.records.reader import iter_batches
 from kafkalog.storage.records.record import Record
+from kafkalog.storage.records.record_grammar import Slow
 
 DELETE, RETAIN_EMPTY, DELETE_EMPTY = "DELETE", "RETAIN_EMPTY", "DELETE_EMPTY"
 

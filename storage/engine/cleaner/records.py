@@ -1,8 +1,10 @@
 """The cleaner's hot loops over the records region of one v2 batch, without per-record objects.
 
 Both loops walk the (decompressed) records region once, decoding varints inline (1- and 2-byte forms; anything
-longer, or anything malformed, raises :class:`Slow` or ``IndexError`` and the caller reruns the batch through
-the records layer's careful decoder, which gives the verdict and a precise error). Like Kafka's
+longer, or anything malformed, raises :class:`~kafkalog.storage.records.record_grammar.Slow` or ``IndexError``
+and the caller reruns the batch through the records layer's careful decoder, which gives the verdict and a
+precise error); the keep/drop scan reads each record with the records layer's
+:func:`~kafkalog.storage.records.record_grammar.read_record` (strict: only what Kafka writes). Like Kafka's
 ``DefaultRecord.readFrom`` every record must end exactly at its declared length and the region must hold exactly
 ``count`` records.
 
@@ -20,33 +22,7 @@ from kafkalog.storage.codec.native import core
 from kafkalog.storage.codec.varint import read_uvarint, read_uvarlong, write_varint, write_varlong
 from kafkalog.storage.engine.cleaner.offset_map import OffsetMap
 from kafkalog.storage.errors import CorruptRecordError
-
-
-class Slow(Exception):
-    """Something the fast loop does not handle: rerun the batch with the careful decoder."""
-
-
-def _skip_headers(data: bytes, p: int, rec_end: int) -> int:
-    """Skip the headers (count varint, then per header key length + key + value length + value)."""
-    n, p = _uvarint(data, p)
-    n = (n >> 1) ^ -(n & 1)
-    if n < 0 or n > rec_end - p:
-        raise Slow
-    for _ in range(n):
-        k, p = _uvarint(data, p)
-        k = (k >> 1) ^ -(k & 1)
-        if k < 0:
-            raise Slow
-        p += k
-        v, p = _uvarint(data, p)
-        v = (v >> 1) ^ -(v & 1)
-        if v >= 0:
-            p += v
-        elif v != -1:
-            raise Slow
-        if p > rec_end:
-            raise Slow
-    return p
+from kafkalog.storage.records.record_grammar import Slow, read_record, skip_headers
 
 
 def _uvarint(data: bytes, p: int) -> tuple[int, int]:
@@ -199,83 +175,12 @@ def py_scan_retained(data: bytes, count: int, base_offset: int, base_ts: int, la
     p = 0
     for _ in range(count):
         start = p
-        b = data[p]
-        if b < 128:
-            p += 1
-        else:
-            b2 = data[p + 1]
-            if b2 >= 128 or b2 == 0:  # longer, or not the shortest form Kafka writes
-                raise Slow
-            b = (b & 127) | (b2 << 7)
-            p += 2
-        if b & 1:
-            raise Slow
-        rec_end = p + (b >> 1)
-        if rec_end > end:
-            raise Slow
-        attrs = data[p]
-        # timestamp delta (varlong)
-        b = data[p + 1]
-        if b < 128:
-            p += 2
-        else:
-            b, p = _long_uvarint(data, p + 1)
-        ts_delta = (b >> 1) ^ -(b & 1)
-        # offset delta
-        b = data[p]
-        if b < 128:
-            p += 1
-        else:
-            b2 = data[p + 1]
-            if b2 >= 128 or b2 == 0:  # longer, or not the shortest form Kafka writes
-                raise Slow
-            b = (b & 127) | (b2 << 7)
-            p += 2
-        off_delta = (b >> 1) ^ -(b & 1)
-        tail = p
-        # key
-        b = data[p]
-        if b < 128:
-            p += 1
-        else:
-            b2 = data[p + 1]
-            if b2 >= 128 or b2 == 0:  # longer, or not the shortest form Kafka writes
-                raise Slow
-            b = (b & 127) | (b2 << 7)
-            p += 2
-        if b & 1:
-            if b != 1:
-                raise Slow
-            key = None
-        else:
-            q = p + (b >> 1)
-            key = data[p:q]
-            p = q
-        # value
-        b = data[p]
-        if b < 128:
-            p += 1
-            tomb = False
-        else:
-            b2 = data[p + 1]
-            if b2 >= 128 or b2 == 0:  # longer, or not the shortest form Kafka writes
-                raise Slow
-            b = (b & 127) | (b2 << 7)
-            p += 2
-            tomb = False
-        if b & 1:
-            if b != 1:
-                raise Slow
-            tomb = True
-        else:
-            p += b >> 1
-        # headers
-        if data[p] == 0:
-            p += 1
-        else:
-            p = _skip_headers(data, p, rec_end)
+        body, tail, rec_end, ts_delta, off_delta, key, _, value_end, p = read_record(data, p, end, True)
+        p = skip_headers(data, p, rec_end)
         if p != rec_end:
             raise Slow
+        tomb = value_end < 0
+        attrs = data[body]
         off = base_offset + off_delta
         if off > latest:
             pass  # beyond the map: always kept

@@ -21,6 +21,7 @@ from kafkalog.storage.files.checkpoints import (
     OffsetCheckpoint,
 )
 from kafkalog.storage.files.clean_shutdown import CLEAN_SHUTDOWN_FILE
+from kafkalog.storage.io.dirview import fingerprints
 from kafkalog.storage.io.lock import LockStatus, describe_holders, lock_status
 from kafkalog.storage.log.datadir import partition_dirs, read_checkpoint_or_empty, resolve_partition_dirs
 from kafkalog.storage.log.paths import require_data_dir, require_destination
@@ -40,15 +41,8 @@ class DataDirState:
     unreadable: set[str] = field(default_factory=set)  # checkpoint files that did not parse
 
     def fingerprints(self) -> dict[str, tuple | None]:
-        out: dict[str, tuple | None] = {}
-        for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
-                     CLEANER_OFFSET_CHECKPOINT, CLEAN_SHUTDOWN_FILE):
-            try:
-                st = os.stat(self.path / name)
-                out[name] = (st.st_size, st.st_mtime_ns, st.st_ino)
-            except OSError:
-                out[name] = None
-        return out
+        return fingerprints(self.path, (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                                        REPLICATION_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT, CLEAN_SHUTDOWN_FILE))
 
     def new_plan(self) -> DataDirPlan:
         dp = DataDirPlan(str(self.path), notes=list(self.notes), fingerprints=self.fingerprints())

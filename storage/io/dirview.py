@@ -338,14 +338,7 @@ class DirView:
     # ------------------------------------------------------------------------------------------ guarding
     def fingerprints(self) -> dict[str, tuple | None]:
         """What the plan read, to check before applying that nothing changed since (see :func:`stale`)."""
-        out: dict[str, tuple | None] = {}
-        for n in self.read_names:
-            try:
-                st = os.stat(self.path / n)
-                out[n] = (st.st_size, st.st_mtime_ns, st.st_ino)
-            except OSError:
-                out[n] = None
-        return out
+        return fingerprints(self.path, self.read_names)
 
     def expected_state(self) -> dict[str, int | None]:
         """The file names and sizes the directory holds once the planned ops have run (None: a size known only
@@ -353,18 +346,23 @@ class DirView:
         return {n: e.size for n, e in self.entries.items() if e.kind == FILE}
 
 
-def stale(path: str | os.PathLike, fingerprints: dict[str, tuple | None]) -> list[str]:
-    """Names (under ``path``) whose size, mtime or inode differ from ``fingerprints``."""
-    out = []
-    for n, fp in fingerprints.items():
+def fingerprints(path: str | os.PathLike, names: Iterable[str]) -> dict[str, tuple | None]:
+    """The fingerprint (size, mtime, inode; None: absent or unreadable) of each of ``names`` under ``path``: what a
+    plan read, compared again before it is applied (:func:`stale`)."""
+    out: dict[str, tuple | None] = {}
+    for n in names:
         try:
             st = os.stat(Path(path) / n)
-            now: tuple | None = (st.st_size, st.st_mtime_ns, st.st_ino)
+            out[n] = (st.st_size, st.st_mtime_ns, st.st_ino)
         except OSError:
-            now = None
-        if now != fp:
-            out.append(n)
-    return sorted(out)
+            out[n] = None
+    return out
+
+
+def stale(path: str | os.PathLike, fingerprints_then: dict[str, tuple | None]) -> list[str]:
+    """Names (under ``path``) whose size, mtime or inode differ from ``fingerprints_then``."""
+    now = fingerprints(path, fingerprints_then)
+    return sorted(n for n, fp in fingerprints_then.items() if now[n] != fp)
 
 
 def _inside(target: str, root: str) -> bool:

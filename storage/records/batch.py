@@ -16,9 +16,10 @@ from crc32c import crc32c as _crc32c
 from kafkalog.storage.codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_name, decompress
 from kafkalog.storage.codec.crc import crc32c
 from kafkalog.storage.codec.native import active
-from kafkalog.storage.codec.varint import read_uvarint, read_uvarlong, read_varint, read_varlong
+from kafkalog.storage.codec.varint import read_varint, read_varlong
 from kafkalog.storage.errors import CompressionError, CorruptRecordError
 from kafkalog.storage.records.record import PyRecord, Record, record_class
+from kafkalog.storage.records.record_grammar import Slow, read_headers, read_record
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = 61  # DefaultRecordBatch.RECORD_BATCH_OVERHEAD
@@ -35,6 +36,15 @@ NO_TIMESTAMP = -1
 CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE = 0, 1, -1
 TIMESTAMP_TYPE_NAMES = {CREATE_TIME: "CreateTime", LOG_APPEND_TIME: "LogAppendTime", NO_TIMESTAMP_TYPE: "NoTimestampType"}
 INT32_MAX = 2147483647
+
+
+MAGIC_OFFSET = 16  # Records.MAGIC_OFFSET: where every log entry (a v2 batch, a v0/v1 message) holds its magic
+
+
+def magic_at(buf, position: int = 0) -> int:
+    """The magic byte of the log entry at ``position``, signed as Kafka reads it (a byte above 127 is negative)."""
+    m = buf[position + MAGIC_OFFSET]
+    return m - 256 if m > 127 else m
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -78,8 +88,7 @@ class RecordBatch:
 
     @property
     def magic(self) -> int:
-        m = self.buf[16]
-        return m - 256 if m > 127 else m
+        return magic_at(self.buf)
 
     @property
     def base_offset(self) -> int:
@@ -256,10 +265,6 @@ class RecordBatch:
                 f"position={self.position}, size={self.size}, codec={self.codec_name})")
 
 
-class _Slow(Exception):
-    """The fast decoder met something unusual: run the careful decoder for the verdict."""
-
-
 def _decode(batch: RecordBatch, count: int, full: bool) -> list:
     h = batch._header()
     append_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else None
@@ -282,7 +287,7 @@ def _decode(batch: RecordBatch, count: int, full: bool) -> list:
     if core is None:
         try:
             return _decode_fast(data, count, h[0], h[7], append_ts, h[11], full)[0]
-        except (_Slow, IndexError, CorruptRecordError):
+        except (Slow, IndexError, CorruptRecordError):
             pass
     return _decode_careful(batch, data, count, full)[0]
 
@@ -307,7 +312,7 @@ def _iter_chunks(batch: RecordBatch, count: int, full: bool, chunk: int) -> Iter
         else:
             try:
                 got = _decode_fast(data, n, h[0], h[7], append_ts, h[11], full, p, last)
-            except (_Slow, IndexError, CorruptRecordError):
+            except (Slow, IndexError, CorruptRecordError):
                 pass
         if got is None:
             if not isinstance(data, bytes):
@@ -320,97 +325,24 @@ def _iter_chunks(batch: RecordBatch, count: int, full: bool, chunk: int) -> Iter
 
 def _decode_fast(data: bytes, count: int, base_offset: int, base_ts: int, append_ts: int | None,
                  base_seq: int, full: bool, p: int = 0, last: bool = True) -> tuple[list, int]:
-    """The hot loop: varints decoded inline (1 and 2 byte forms), one slice per key/value, no per-field bounds
-    checks -- a record must end exactly at its declared length, which catches every overrun (as Kafka's
-    ``DefaultRecord.readFrom`` does). Raises ``_Slow``/``IndexError`` on anything unusual. Decodes ``count``
-    records from byte ``p``; with ``last`` they must end the data. Returns the records and the next position."""
+    """The hot loop over :func:`~kafkalog.storage.records.record_grammar.read_record`: one slice per key/value, no
+    per-field bounds checks -- a record must end exactly at its declared length, which catches every overrun (as
+    Kafka's ``DefaultRecord.readFrom`` does). Raises ``Slow``/``IndexError`` on anything unusual. Decodes
+    ``count`` records from byte ``p``; with ``last`` they must end the data. Returns the records and the next
+    position."""
     out: list = []
     append = out.append
     end = len(data)
     for _ in range(count):
-        # record length
-        b = data[p]
-        if b < 128:
-            p += 1
-        else:
-            b2 = data[p + 1]
-            if b2 < 128:
-                b = (b & 127) | (b2 << 7)
-                p += 2
-            else:
-                b, p = read_uvarint(data, p, end)
-        if b & 1:
-            raise _Slow  # a negative length
-        rec_end = p + (b >> 1)
-        if rec_end > end:
-            raise _Slow
-        body = p
-        # timestamp delta (varlong); the attributes byte (data[body]) is read only for Record objects
-        b = data[p + 1]
-        if b < 128:
-            p += 2
-        else:
-            b2 = data[p + 2]
-            if b2 < 128:
-                b = (b & 127) | (b2 << 7)
-                p += 3
-            else:
-                b, p = read_uvarlong(data, p + 1, end)
-        ts_delta = (b >> 1) ^ -(b & 1)
-        # offset delta
-        b = data[p]
-        if b < 128:
-            p += 1
-        else:
-            b2 = data[p + 1]
-            if b2 < 128:
-                b = (b & 127) | (b2 << 7)
-                p += 2
-            else:
-                b, p = read_uvarint(data, p, end)
-        off_delta = (b >> 1) ^ -(b & 1)
-        # key
-        b = data[p]
-        if b < 128:
-            p += 1
-        else:
-            b2 = data[p + 1]
-            if b2 < 128:
-                b = (b & 127) | (b2 << 7)
-                p += 2
-            else:
-                b, p = read_uvarint(data, p, end)
-        if b & 1:
-            key = None
-        else:
-            q = p + (b >> 1)
-            key = data[p:q]
-            p = q
-        # value
-        b = data[p]
-        if b < 128:
-            p += 1
-        else:
-            b2 = data[p + 1]
-            if b2 < 128:
-                b = (b & 127) | (b2 << 7)
-                p += 2
-            else:
-                b, p = read_uvarint(data, p, end)
-        if b & 1:
-            value = None
-        else:
-            q = p + (b >> 1)
-            value = data[p:q]
-            p = q
-        # headers
+        body, _tail, rec_end, ts_delta, off_delta, key, vs, ve, p = read_record(data, p, end)
+        value = None if ve < 0 else data[vs:ve]
         if data[p] == 0:
             p += 1
-            headers = ()
+            headers: tuple = ()
         else:
-            headers, p = _read_headers(data, p, rec_end)
+            headers, p = read_headers(data, p, rec_end)
         if p != rec_end:
-            raise _Slow
+            raise Slow
         if full:
             append(PyRecord(base_offset + off_delta, append_ts if append_ts is not None else base_ts + ts_delta,
                           key, value, list(headers), data[body], ts_delta, off_delta,
@@ -419,30 +351,8 @@ def _decode_fast(data: bytes, count: int, base_offset: int, base_ts: int, append
             append((base_offset + off_delta, append_ts if append_ts is not None else base_ts + ts_delta,
                     key, value, headers))
     if last and p != end:
-        raise _Slow
+        raise Slow
     return out, p
-
-
-def _read_headers(data: bytes, p: int, rec_end: int) -> tuple[tuple, int]:
-    n, p = read_varint(data, p, rec_end)
-    if n < 0 or n > rec_end - p:
-        raise _Slow
-    headers = []
-    for _ in range(n):
-        hk, p = read_varint(data, p, rec_end)
-        if hk < 0:
-            raise _Slow
-        q = p + hk
-        hkey = data[p:q].decode("utf-8", "surrogateescape")
-        hv, p = read_varint(data, q, rec_end)
-        if hv < 0:
-            hval = None
-        else:
-            q = p + hv
-            hval = data[p:q]
-            p = q
-        headers.append((hkey, hval))
-    return tuple(headers), p
 
 
 def _decode_careful(batch: RecordBatch, data: bytes, count: int, full: bool, p: int = 0, first: int = 0,

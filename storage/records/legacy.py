@@ -12,7 +12,13 @@ from kafkalog.storage.codec.compression import DEFAULT_DECOMPRESS_LIMIT, codec_n
 from kafkalog.storage.codec.crc import crc32
 from kafkalog.storage.codec.native import active
 from kafkalog.storage.errors import CompressionError, CorruptRecordError
-from kafkalog.storage.records.batch import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, NO_TIMESTAMP_TYPE
+from kafkalog.storage.records.batch import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    NO_TIMESTAMP,
+    NO_TIMESTAMP_TYPE,
+    magic_at,
+)
 from kafkalog.storage.records.record import Record, record_class
 
 ENTRY_HEADER = struct.Struct(">qi")  # offset, size
@@ -112,8 +118,7 @@ class LegacyBatch:
 
     @property
     def magic(self) -> int:
-        m = self.buf[16]
-        return m - 256 if m > 127 else m
+        return magic_at(self.buf)
 
     @property
     def crc(self) -> int:

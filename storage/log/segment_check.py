@@ -35,15 +35,32 @@ class SegmentSummary:
     records: int | None = None  # deep only
 
 
-class _IndexCheck:
+class _StreamedIndex:
+    """An index's entries streamed alongside the batch scan: :attr:`cur` is the next ``(slot, entry)`` the scan has
+    not reached yet (None: none left)."""
+
+    def __init__(self, idx, path, out: list[Finding]):
+        self.idx = idx
+        self.path = str(path)
+        self.out = out
+        self.it: Iterator = iter(enumerate(idx))
+        self.cur = next(self.it, None)
+
+    def advance(self) -> None:
+        self.cur = next(self.it, None)
+
+    def leftovers(self) -> Iterator:
+        """The entries the scan never reached (``(slot, entry)``), consumed."""
+        while self.cur is not None:
+            yield self.cur
+            self.advance()
+
+
+class _IndexCheck(_StreamedIndex):
     """Streams the offset index alongside the batch scan (both ordered by position)."""
 
     def __init__(self, seg: Segment, out: list[Finding]):
-        self.idx = seg.offset_index
-        self.path = str(seg.index_path)
-        self.out = out
-        self.it: Iterator = iter(enumerate(self.idx))
-        self.cur = next(self.it, None)
+        super().__init__(seg.offset_index, seg.index_path, out)
         self.pending: tuple[int, int, int] | None = None  # (slot, offset, position) waiting for its last offset
         self.mismatches = 0
         self.prev_last = -1 << 63  # last offset of the batch before the current one
@@ -79,7 +96,7 @@ class _IndexCheck:
                     self.out.append(error(self.path, slot * 8, "index",
                                           f"entry {slot} ({e.offset}, {e.position}): offset not above the previous "
                                           f"batch's last offset {self.prev_last}: lookups would start too late"))
-            self.cur = next(self.it, None)
+            self.advance()
         if self.pending is not None and b.position > self.pending[2] and b.last_offset >= self.pending[1]:
             if b.last_offset != self.pending[1]:
                 self._close_pending()
@@ -89,27 +106,21 @@ class _IndexCheck:
 
     def finish(self, log_size: int) -> None:
         self._close_pending()
-        while self.cur is not None:
-            slot, e = self.cur
+        for slot, e in self.leftovers():
             where = "beyond the end of the log" if e.position >= log_size else "not at a batch start"
             self.out.append(error(self.path, slot * 8, "index",
                                   f"entry {slot} ({e.offset}, {e.position}): position {where}"))
-            self.cur = next(self.it, None)
         if self.mismatches:
             self.out.append(info(self.path, None, "index",
                                  f"{self.mismatches} entries carry the last offset of a multi-batch append "
                                  "(follower or cleaner write), not of the batch at their position"))
 
 
-class _TimeIndexCheck:
+class _TimeIndexCheck(_StreamedIndex):
     """Streams the time index alongside the batch scan (entries ordered by offset)."""
 
     def __init__(self, seg: Segment, out: list[Finding]):
-        self.idx = seg.time_index
-        self.path = str(seg.time_index_path)
-        self.out = out
-        self.it: Iterator = iter(enumerate(self.idx))
-        self.cur = next(self.it, None)
+        super().__init__(seg.time_index, seg.time_index_path, out)
         self.running_max = -1  # max timestamp of the batches before the current one
         self.deep_offsets = 0
 
@@ -127,15 +138,13 @@ class _TimeIndexCheck:
                                         f"reached timestamp {self.running_max}"))
             if e.offset != b.last_offset:
                 self.deep_offsets += 1
-            self.cur = next(self.it, None)
+            self.advance()
         self.running_max = max(self.running_max, b.max_timestamp)
 
     def finish(self, segment_max: int, closed: bool) -> None:
-        while self.cur is not None:
-            slot, e = self.cur
+        for slot, e in self.leftovers():
             self.out.append(error(self.path, slot * 12, "timeindex",
                                   f"entry {slot} ({e.timestamp}, {e.offset}): offset beyond the last batch"))
-            self.cur = next(self.it, None)
         if self.deep_offsets:
             self.out.append(info(self.path, None, "timeindex",
                                  f"{self.deep_offsets} entries point inside a batch (offset of the record with the "

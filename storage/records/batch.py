@@ -355,6 +355,16 @@ def _decode_fast(data: bytes, count: int, base_offset: int, base_ts: int, append
     return out, p
 
 
+def _checked_nullable_bytes(data: bytes, p: int, n: int, rec_end: int, what: str) -> tuple[bytes | None, int]:
+    """A key or value of length ``n`` (-1: null) at ``p`` for the careful decoder: running past the record is an
+    error."""
+    if n < 0:
+        return None, p
+    if n > rec_end - p:
+        raise CorruptRecordError(f"{what} of {n} bytes runs past the record ({rec_end - p} left)")
+    return data[p:p + n], p + n
+
+
 def _decode_careful(batch: RecordBatch, data: bytes, count: int, full: bool, p: int = 0, first: int = 0,
                     n: int | None = None) -> tuple[list, int]:
     """Field-by-field decoding with a precise error (byte position and reason) for every malformation:
@@ -404,22 +414,10 @@ def _decode_careful(batch: RecordBatch, data: bytes, count: int, full: bool, p: 
             off_delta, p = read_varint(data, p, rec_end)
             field = "key length"
             klen, p = read_varint(data, p, rec_end)
-            if klen < 0:
-                key = None
-            else:
-                if klen > rec_end - p:
-                    raise CorruptRecordError(f"key of {klen} bytes runs past the record ({rec_end - p} left)")
-                key = data[p:p + klen]
-                p += klen
+            key, p = _checked_nullable_bytes(data, p, klen, rec_end, "key")
             field = "value length"
             vlen, p = read_varint(data, p, rec_end)
-            if vlen < 0:
-                value = None
-            else:
-                if vlen > rec_end - p:
-                    raise CorruptRecordError(f"value of {vlen} bytes runs past the record ({rec_end - p} left)")
-                value = data[p:p + vlen]
-                p += vlen
+            value, p = _checked_nullable_bytes(data, p, vlen, rec_end, "value")
             field = "header count"
             hcount, p = read_varint(data, p, rec_end)
             if hcount < 0 or hcount > rec_end - p:

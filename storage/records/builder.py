@@ -186,22 +186,18 @@ def _signed16(v: int) -> int:
     return v - 0x10000 if v >= 0x8000 else v
 
 
+def _kept_header(batch: RecordBatch) -> dict:
+    """The header fields a rebuilt batch keeps from ``batch`` (the cleaner's empty batch, a rebuild)."""
+    return {"base_offset": batch.base_offset, "timestamp_type": batch.timestamp_type,
+            "max_timestamp": batch.max_timestamp, "producer_id": batch.producer_id,
+            "producer_epoch": batch.producer_epoch, "base_sequence": batch.base_sequence,
+            "partition_leader_epoch": batch.partition_leader_epoch, "is_transactional": batch.is_transactional,
+            "is_control": batch.is_control, "last_offset_delta": batch.last_offset_delta}
+
+
 def build_empty_batch_header(batch: RecordBatch) -> bytes:
     """The 61-byte retained empty batch the cleaner writes (``DefaultRecordBatch.writeEmptyHeader``)."""
-    return build_batch(
-        (),
-        base_offset=batch.base_offset,
-        timestamp_type=batch.timestamp_type,
-        base_timestamp=NO_TIMESTAMP,
-        max_timestamp=batch.max_timestamp,
-        producer_id=batch.producer_id,
-        producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence,
-        partition_leader_epoch=batch.partition_leader_epoch,
-        is_transactional=batch.is_transactional,
-        is_control=batch.is_control,
-        last_offset_delta=batch.last_offset_delta,
-    )
+    return build_batch((), base_timestamp=NO_TIMESTAMP, **_kept_header(batch))
 
 
 def build_end_txn_marker(
@@ -341,24 +337,15 @@ def rebuild(batch: RecordBatch | LegacyBatch, records: list[Record] | None = Non
                 else bytes(section)
         return build_batch(
             records or [],
-            base_offset=batch.base_offset,
             codec=batch.codec if codec is None else codec,
-            timestamp_type=batch.timestamp_type,
             base_timestamp=batch.base_timestamp,
-            max_timestamp=batch.max_timestamp,
-            producer_id=batch.producer_id,
-            producer_epoch=batch.producer_epoch,
-            base_sequence=batch.base_sequence,
-            partition_leader_epoch=batch.partition_leader_epoch,
-            is_transactional=batch.is_transactional,
-            is_control=batch.is_control,
             delete_horizon_ms=batch.delete_horizon_ms if batch.has_delete_horizon else None,
-            last_offset_delta=batch.last_offset_delta,
             keep_deltas=True,
             compressed_payload=payload,
             records_count=batch.records_count if payload is not None else None,
             attributes_high_byte=batch.buf[21] if codec is None else 0,  # a re-compression is a fresh build
             level=level,
+            **_kept_header(batch),
         )
     msg = batch.message()
     return build_legacy_message(msg.magic, msg.offset, msg.timestamp, msg.key, msg.value, msg.attributes)

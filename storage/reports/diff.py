@@ -178,21 +178,21 @@ def _diff_batches(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int,
     x, y = next(ia, None), next(ib, None)
     reported_batch = False
     only = {"a": 0, "b": 0}
+
+    def only_in(side: str, batch: BatchInfo) -> None:
+        if only[side] < limit:
+            res.differences.append(Difference(f"batch-only-in-{side}", rel,
+                                              f"batch {batch.base_offset}..{batch.last_offset} only in "
+                                              f"{side.upper()}", batch.base_offset, **{side: batch.header()}))
+        only[side] += 1
+
     while x is not None or y is not None:
         if y is None or (x is not None and x.last_offset < y.base_offset):
             assert x is not None  # (the loop runs while one side is left)
-            if only["a"] < limit:
-                res.differences.append(Difference("batch-only-in-a", rel,
-                                                  f"batch {x.base_offset}..{x.last_offset} only in A",
-                                                  x.base_offset, a=x.header()))
-            only["a"] += 1
+            only_in("a", x)
             x = next(ia, None)
         elif x is None or y.last_offset < x.base_offset:
-            if only["b"] < limit:
-                res.differences.append(Difference("batch-only-in-b", rel,
-                                                  f"batch {y.base_offset}..{y.last_offset} only in B",
-                                                  y.base_offset, b=y.header()))
-            only["b"] += 1
+            only_in("b", y)
             y = next(ib, None)
         else:
             if x.data != y.data and not reported_batch:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from kafkalog.storage.engine.plan import PartitionPlan, Plan, apply
@@ -36,7 +37,7 @@ def check_topic_id(topic_id: str) -> str:
     return topic_id
 
 
-def plan_topic_id(partition_dirs: list[str | os.PathLike], topic_id: str) -> Plan:
+def plan_topic_id(partition_dirs: Sequence[str | os.PathLike], topic_id: str) -> Plan:
     """A plan that writes ``partition.metadata`` with ``topic_id`` in each partition dir."""
     check_topic_id(topic_id)
     plan = Plan("topic-id")

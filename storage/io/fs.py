@@ -101,7 +101,8 @@ def _filesystem(spec: FsSpec):
         import fsspec  # optional dependency: the schemes pyarrow has no filesystem for
         from pyarrow.fs import FSSpecHandler, PyFileSystem  # optional dependency (as above)
 
-        return PyFileSystem(FSSpecHandler(fsspec.filesystem(spec.scheme)))
+        # pyarrow-stubs declare FSSpecHandler's handler methods abstract; pyarrow implements every one
+        return PyFileSystem(FSSpecHandler(fsspec.filesystem(spec.scheme)))  # type: ignore[abstract]
 
 
 @dataclass(frozen=True)

@@ -204,17 +204,26 @@ def _sibling(seg: Segment, suffix: str) -> str:
     return seg.path[: -len(".log")] + suffix
 
 
-def offset_index_entries(seg: Segment) -> list[tuple[int, int]] | None:
-    """The usable entries ``(offset, position)`` of the segment's offset index (strictly increasing, inside
-    the file), or None when there is no index."""
-    p = _sibling(seg, INDEX_FILE_SUFFIX)
+def _index_bytes(seg: Segment, suffix: str) -> tuple[bytes, str] | None:
+    """The bytes of the segment's index file with ``suffix`` and the name it is shown by, or None when there is
+    none or it cannot be read (planning then goes without it)."""
+    p = _sibling(seg, suffix)
     try:
         if info(seg.spec, p) is None:
             return None
-        data = read_bytes(seg.spec, p, MAX_INDEX_BYTES)
+        return read_bytes(seg.spec, p, MAX_INDEX_BYTES), display(seg.spec, p)
     except (OSError, KafkaLogError):
         return None
-    idx = OffsetIndex.from_bytes(data, seg.base_offset, display(seg.spec, p))
+
+
+def offset_index_entries(seg: Segment) -> list[tuple[int, int]] | None:
+    """The usable entries ``(offset, position)`` of the segment's offset index (strictly increasing, inside
+    the file), or None when there is no index."""
+    found = _index_bytes(seg, INDEX_FILE_SUFFIX)
+    if found is None:
+        return None
+    data, name = found
+    idx = OffsetIndex.from_bytes(data, seg.base_offset, name)
     out: list[tuple[int, int]] = []
     for e in idx:
         if 0 < e.position < seg.size and e.offset >= seg.base_offset \
@@ -226,14 +235,11 @@ def offset_index_entries(seg: Segment) -> list[tuple[int, int]] | None:
 def time_index_skip_offset(seg: Segment, start_ts: int) -> int | None:
     """An offset such that every batch whose last offset is below it has max timestamp < ``start_ts``
     (from the largest time-index entry with timestamp < start_ts), or None."""
-    p = _sibling(seg, TIME_INDEX_FILE_SUFFIX)
-    try:
-        if info(seg.spec, p) is None:
-            return None
-        data = read_bytes(seg.spec, p, MAX_INDEX_BYTES)
-    except (OSError, KafkaLogError):
+    found = _index_bytes(seg, TIME_INDEX_FILE_SUFFIX)
+    if found is None:
         return None
-    ti = TimeIndex.from_bytes(data, seg.base_offset, display(seg.spec, p))
+    data, name = found
+    ti = TimeIndex.from_bytes(data, seg.base_offset, name)
     e = ti.lookup(start_ts - 1)
     if e.timestamp < 0 or e.timestamp >= start_ts:
         return None

@@ -232,7 +232,7 @@ def scan_batches(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
 def corrupt_rows(items: list[Corrupt], columns) -> pa.RecordBatch:
     schema = arrow_schema(columns, corrupt=True)
     n = len(items)
-    known = {
+    known: dict[str, list[object]] = {
         "topic": [c.piece.topic for c in items],
         "partition": [c.piece.partition for c in items],
         "segment": [c.piece.name for c in items],

@@ -125,7 +125,7 @@ class _Sink:
         self.print_data = args.print_data_log or decoder is not None or (args.json and self.deep)
         self.skip_meta = args.skip_record_metadata
         self.payload = args.payload or ("base64" if args.json else "utf8")
-        self.out = JsonLines(sys.stdout) if self.json else None
+        self.out = JsonLines(sys.stdout)  # written to only with --json
         self.ok = True
 
     def problem(self, file: str, position: int | None, reason: str) -> None:
@@ -230,9 +230,8 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink, log: Partiti
         for d in _log_dicts(path, args, sink):
             event = d.get("event")
             if event == "invalidBytes":
-                err = KafkaLogError(f"{d['reason']}: {d['bytes']} invalid bytes at the end", path, d["position"])
-                if log is not None:
-                    err = _end_error(log, path, d["position"], err)
+                found = KafkaLogError(f"{d['reason']}: {d['bytes']} invalid bytes at the end", path, d["position"])
+                err = found if log is None else _end_error(log, path, d["position"], found)
                 if err is not None:
                     sink.problem(path, err.position, err.reason)
                 if sink.json:

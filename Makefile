@@ -63,10 +63,12 @@ fuzz-native:
 	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
 	$(PY) tests/fuzz/run_fuzz.py native $(FUZZ_LIMIT) --log $(FUZZ_LOG)
 
-## campaign: the full counted reliability campaigns (every fault injection point), not part of `make test`
+## campaign: the full counted reliability campaigns (every fault injection point), and kafkalog's writers
+## certified on the other Kafka versions (3.9.2; 2.8.2 when KAFKALOG_KAFKA_VERSIONS names it), not part of `make test`
 campaign:
 	$(PY) -m pytest -s -m campaign tests/reliability tests/storage/test_apply_crash.py \
-		tests/spark/test_write_faults_spark.py tests/kafka/test_write_faults_broker.py
+		tests/spark/test_write_faults_spark.py tests/kafka/test_write_faults_broker.py \
+		tests/kafka/test_certify_writers.py
 
 bench:
 	$(PY) tests/benchmarks/run_all.py

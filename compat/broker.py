@@ -37,7 +37,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any, Literal, Self
+from typing import IO, Any, Literal, Self, TypeVar
 
 from kafkalog.compat import jars
 from kafkalog.compat.errors import BrokerError, HarnessError
@@ -176,7 +176,9 @@ class KafkaBroker(ABC):
     data_dir: Path
     work_dir: Path
 
-    def __init__(self, version: str, mode: Mode, data_dir: Path | None, server_properties: Mapping[str, str] | None):
+    def __init__(self, version: str, mode: Mode, data_dir: Path | None, server_properties: Mapping[str, str] | None,
+                 cluster_id: str | None, heap: str):
+        """``cluster_id``: None for the one derived from the data dir's path; ``heap``: the broker JVM's -Xmx."""
         jars.parse_version(version)
         if mode not in ("kraft", "zk"):
             raise ValueError(f"mode must be 'kraft' or 'zk', not {mode!r}")
@@ -193,6 +195,8 @@ class KafkaBroker(ABC):
         self.port = free_port()
         self.controller_port = free_port() if mode == "kraft" else 0
         self.zk_port = free_port() if mode == "zk" else 0
+        self.cluster_id = cluster_id or cluster_id_from(str(self.data_dir))
+        self.heap = heap
 
     # ---- lifecycle (backend specific)
     @abstractmethod
@@ -210,10 +214,32 @@ class KafkaBroker(ABC):
     @abstractmethod
     def running(self) -> bool: ...
 
+    # ---- paths (both backends: the broker's files beside the data dir, in the work dir)
     @property
-    @abstractmethod
     def log_path(self) -> Path:
         """The broker's log (stdout/stderr); print it when a test fails."""
+        return self.work_dir / "broker.log"
+
+    @property
+    def properties_path(self) -> Path:
+        """The ``server.properties`` the broker runs with (:meth:`server_properties`)."""
+        return self.work_dir / "server.properties"
+
+    def log_size(self) -> int:
+        """How many bytes the broker's log holds now (0 before it exists): where :meth:`log_since` starts."""
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def log_since(self, start: int) -> str:
+        """The broker's log from byte ``start`` (a :meth:`log_size` taken before an action) to its end."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(start)
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
 
     # ---- config (both backends: the broker listens on 127.0.0.1 only, on free ports kept across restarts)
     def server_properties(self) -> dict[str, str]:
@@ -397,12 +423,10 @@ class Broker(KafkaBroker):
     ) -> None:
         """``extra_classpath``: jars appended to the broker's classpath (e.g. :func:`jars.ensure_test_jars` for
         ``LocalTieredStorage``, see :mod:`kafkalog.compat.tiered`)."""
-        super().__init__(version, mode, data_dir, server_properties)
+        super().__init__(version, mode, data_dir, server_properties, cluster_id, heap)
         self.extra_classpath = tuple(Path(p) for p in extra_classpath)
         self.libs = jars.ensure_kafka(version)
-        self.heap = heap
         self.jvm_args = jvm_args
-        self.cluster_id = cluster_id or cluster_id_from(str(self.data_dir))
         self._proc: subprocess.Popen[bytes] | None = None
         self._zk: subprocess.Popen[bytes] | None = None
         self._killed_at: float | None = None
@@ -412,16 +436,8 @@ class Broker(KafkaBroker):
 
     # ---- paths
     @property
-    def log_path(self) -> Path:
-        return self.work_dir / "broker.log"
-
-    @property
     def zk_log_path(self) -> Path:
         return self.work_dir / "zookeeper.log"
-
-    @property
-    def properties_path(self) -> Path:
-        return self.work_dir / "server.properties"
 
     @property
     def running(self) -> bool:
@@ -645,24 +661,14 @@ class ContainerBroker(KafkaBroker):
     ) -> None:
         if mode != "kraft":
             raise ValueError("the container backend runs KRaft mode only")
-        super().__init__(version, mode, data_dir, server_properties)
+        super().__init__(version, mode, data_dir, server_properties, cluster_id, heap)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if any(c.isspace() for c in str(self.work_dir)):
             raise HarnessError(f"the container backend needs a work dir without spaces: {self.work_dir}")
-        self.cluster_id = cluster_id or cluster_id_from(str(self.data_dir))
         self.image = image or os.environ.get("KAFKALOG_IMAGE") or None
-        self.heap = heap
         self._container: Any = None
         self._earlier_logs = b""
         _LIVE.add(self)
-
-    @property
-    def log_path(self) -> Path:
-        return self.work_dir / "broker.log"
-
-    @property
-    def properties_path(self) -> Path:
-        return self.work_dir / "server.properties"
 
     @property
     def official(self) -> bool:
@@ -786,6 +792,27 @@ def docker_available() -> bool:
 
 
 BACKENDS = ("jvm", "container")
+
+
+B = TypeVar("B", bound=KafkaBroker)
+
+
+class Brokers:
+    """The brokers a factory made, each started when asked; :meth:`close` kills whatever still runs (the
+    factories of the pytest plugin and of the conformance run are ones)."""
+
+    def __init__(self) -> None:
+        self.brokers: list[KafkaBroker] = []
+
+    def _made(self, broker: B, start: bool) -> B:
+        self.brokers.append(broker)
+        if start:
+            broker.start()
+        return broker
+
+    def close(self) -> None:
+        for b in self.brokers:
+            b.close()
 
 
 def make_broker(version: str = jars.LATEST_4, *, backend: str | None = None, image: str | None = None,

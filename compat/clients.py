@@ -161,13 +161,26 @@ class ClientProducer(ABC):
 
     client: Client
 
-    def __init__(self, bootstrap: str, *, compression: Codec, idempotent: bool, transactional_id: str | None) -> None:
+    def __init__(self, bootstrap: str, *, compression: Codec = "none", idempotent: bool = False,
+                 transactional_id: str | None = None, extra: Mapping[str, Any] | None = None) -> None:
+        """The harness's producer: 5 s linger and 1 MiB batches (a flush of :meth:`send_all` makes one batch per
+        partition), 4 MiB requests, acks from all replicas, idempotent when asked or transactional; ``extra``
+        (in the client's own setting names) on top."""
         if compression not in CODECS:
             raise ValueError(f"unknown codec {compression!r}")
         self.bootstrap = bootstrap
         self.compression = compression
         self.idempotent = idempotent or transactional_id is not None
         self.transactional_id = transactional_id
+        self._p: Any = self._open(self._settings() | dict(extra or {}))
+
+    @abstractmethod
+    def _settings(self) -> dict[str, Any]:
+        """The harness's producer settings (see ``__init__``) in the client's names."""
+
+    @abstractmethod
+    def _open(self, conf: dict[str, Any]) -> Any:
+        """The client's producer with ``conf``, its transactions initialised when it has a transactional id."""
 
     @abstractmethod
     def send_all(self, topic: str, records: Sequence[Record], timeout: float) -> list[Produced]:
@@ -199,26 +212,27 @@ class ClientProducer(ABC):
 class KafkaPythonProducer(ClientProducer):
     client: Client = "kafka-python"
 
-    def __init__(self, bootstrap: str, *, compression: Codec = "none", idempotent: bool = False,
-                 transactional_id: str | None = None, extra: Mapping[str, Any] | None = None) -> None:  # fmt: skip
-        super().__init__(bootstrap, compression=compression, idempotent=idempotent, transactional_id=transactional_id)
-        from kafka import KafkaProducer
-
+    def _settings(self) -> dict[str, Any]:
         conf: dict[str, Any] = {
-            "bootstrap_servers": bootstrap,
-            "compression_type": None if compression == "none" else compression,
+            "bootstrap_servers": self.bootstrap,
+            "compression_type": None if self.compression == "none" else self.compression,
             "linger_ms": 5000,
             "batch_size": 1024 * 1024,
             "max_request_size": 4 * 1024 * 1024,
             "acks": -1,
             "enable_idempotence": self.idempotent,
         }
-        if transactional_id is not None:
-            conf["transactional_id"] = transactional_id
-        conf |= dict(extra or {})
-        self._p = KafkaProducer(**conf)
-        if transactional_id is not None:
-            self._p.init_transactions()
+        if self.transactional_id is not None:
+            conf["transactional_id"] = self.transactional_id
+        return conf
+
+    def _open(self, conf: dict[str, Any]) -> Any:
+        from kafka import KafkaProducer
+
+        p = KafkaProducer(**conf)
+        if self.transactional_id is not None:
+            p.init_transactions()
+        return p
 
     def send_all(self, topic: str, records: Sequence[Record], timeout: float = 60.0) -> list[Produced]:
         futures = [
@@ -255,14 +269,10 @@ class KafkaPythonProducer(ClientProducer):
 class ConfluentProducer(ClientProducer):
     client: Client = "confluent"
 
-    def __init__(self, bootstrap: str, *, compression: Codec = "none", idempotent: bool = False,
-                 transactional_id: str | None = None, extra: Mapping[str, Any] | None = None) -> None:  # fmt: skip
-        super().__init__(bootstrap, compression=compression, idempotent=idempotent, transactional_id=transactional_id)
-        from confluent_kafka import Producer
-
+    def _settings(self) -> dict[str, Any]:
         conf: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
-            "compression.type": compression,
+            "bootstrap.servers": self.bootstrap,
+            "compression.type": self.compression,
             "linger.ms": 5000,
             "batch.size": 1024 * 1024,
             "batch.num.messages": 100000,
@@ -271,12 +281,17 @@ class ConfluentProducer(ClientProducer):
             "enable.idempotence": self.idempotent,
             "log_level": 3,
         }
-        if transactional_id is not None:
-            conf["transactional.id"] = transactional_id
-        conf |= dict(extra or {})
-        self._p = Producer(conf)
-        if transactional_id is not None:
-            self._p.init_transactions(60)
+        if self.transactional_id is not None:
+            conf["transactional.id"] = self.transactional_id
+        return conf
+
+    def _open(self, conf: dict[str, Any]) -> Any:
+        from confluent_kafka import Producer
+
+        p = Producer(conf)
+        if self.transactional_id is not None:
+            p.init_transactions(60)
+        return p
 
     def send_all(self, topic: str, records: Sequence[Record], timeout: float = 60.0) -> list[Produced]:
         from confluent_kafka import TIMESTAMP_NOT_AVAILABLE

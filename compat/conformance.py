@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafkalog.compat import jars
-from kafkalog.compat.broker import KafkaBroker, Mode, make_broker
+from kafkalog.compat.broker import Brokers, KafkaBroker, Mode, make_broker
 from kafkalog.compat.clients import (
     CLIENTS,
     CODECS,
@@ -172,30 +172,22 @@ class BrokerFactory(Protocol):
                  server_properties: Mapping[str, str] | None = None, start: bool = True) -> KafkaBroker: ...
 
 
-class LocalBrokerFactory:
+class LocalBrokerFactory(Brokers):
     """Brokers under ``base`` (JVM, or containers with ``KAFKALOG_BROKER=container``); :meth:`close` kills
     whatever still runs. Use as a context manager."""
 
     def __init__(self, base: Path, *, backend: str | None = None, image: str | None = None) -> None:
+        super().__init__()
         self.base = Path(base)
         self.backend = backend
         self.image = image
-        self.brokers: list[KafkaBroker] = []
 
     def __call__(self, version: str, *, mode: Mode = "kraft", data_dir: Path | None = None,
                  server_properties: Mapping[str, str] | None = None, start: bool = True) -> KafkaBroker:
         if data_dir is None:
             data_dir = self.base / f"broker-{len(self.brokers)}" / "data"
-        broker = make_broker(version, backend=self.backend, image=self.image, mode=mode, data_dir=data_dir,
-                             server_properties=server_properties)
-        self.brokers.append(broker)
-        if start:
-            broker.start()
-        return broker
-
-    def close(self) -> None:
-        for b in self.brokers:
-            b.close()
+        return self._made(make_broker(version, backend=self.backend, image=self.image, mode=mode,
+                                      data_dir=data_dir, server_properties=server_properties), start)
 
     def __enter__(self) -> LocalBrokerFactory:
         return self
@@ -204,25 +196,17 @@ class LocalBrokerFactory:
         self.close()
 
 
-class _Tracking:
+class _Tracking(Brokers):
     """Wraps a factory to kill, after a scenario, the brokers it started that still run."""
 
     def __init__(self, factory: BrokerFactory) -> None:
+        super().__init__()
         self.factory = factory
-        self.brokers: list[KafkaBroker] = []
 
     def __call__(self, version: str, *, mode: Mode = "kraft", data_dir: Path | None = None,
                  server_properties: Mapping[str, str] | None = None, start: bool = True) -> KafkaBroker:
-        broker = self.factory(version, mode=mode, data_dir=data_dir, server_properties=server_properties,
-                              start=False)
-        self.brokers.append(broker)
-        if start:
-            broker.start()
-        return broker
-
-    def close(self) -> None:
-        for b in self.brokers:
-            b.close()
+        return self._made(self.factory(version, mode=mode, data_dir=data_dir, server_properties=server_properties,
+                                       start=False), start)
 
 
 def segment_config(version: str, segment_bytes: int, **extra: str) -> dict[str, str]:
@@ -236,22 +220,6 @@ def kafkalog_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProces
     """Run ``kafkalog ARGS`` with this interpreter (what a user runs; output captured)."""
     return subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", *args], capture_output=True, text=True,
                           timeout=timeout, check=False)
-
-
-def _log_since(broker: KafkaBroker, start: int) -> str:
-    try:
-        with open(broker.log_path, "rb") as f:
-            f.seek(start)
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _log_size(broker: KafkaBroker) -> int:
-    try:
-        return broker.log_path.stat().st_size
-    except OSError:
-        return 0
 
 
 RECOVERY_LINES = ("Recovering unflushed segment", "no clean shutdown file was found")
@@ -653,9 +621,9 @@ def _kafkalog_writes_kafka_serves(factory: BrokerFactory, workdir: Path, version
         check.fail(f"kafkalog flush exited {flush.returncode}: {(flush.stdout + flush.stderr).strip()[-500:]}")
     check_written_indexes(version, [wp.partition_dir for wp in written], check)
 
-    start = _log_size(broker)
+    start = broker.log_size()
     broker.start()
-    if lines := recovery_lines(_log_since(broker, start), list(topics)):
+    if lines := recovery_lines(broker.log_since(start), list(topics)):
         check.fail(f"the broker recovered kafkalog's segments after `kafkalog flush`: {lines[0]}")
     for wp in written:
         for isolation in ("read_uncommitted", "read_committed"):
@@ -748,10 +716,10 @@ def _index_rebuild(factory: BrokerFactory, workdir: Path, version: str, mode: Mo
     deleted = delete_closed_segment_indexes(b.data_dir, topics)
     if not any(p.suffix == ".txnindex" for p in deleted):
         check.fail("no closed segment of the txn topic has a .txnindex (aborted transactions expected)")
-    start = _log_size(b)
+    start = b.log_size()
     b.start()
     b.stop()
-    if "rebuilding index files" not in _log_since(b, start):
+    if "rebuilding index files" not in b.log_since(start):
         check.fail("the broker did not say it rebuilt index files")
     check.count("index files deleted", len(deleted))
     for t in topics:

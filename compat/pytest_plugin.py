@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kafkalog.compat import jars
-from kafkalog.compat.broker import Broker, KafkaBroker, Mode, tail
+from kafkalog.compat.broker import Broker, Brokers, KafkaBroker, Mode, tail
 from kafkalog.compat.errors import HarnessError
 
 
@@ -138,13 +138,13 @@ def kafka_libs(kafka_versions: list[str]) -> dict[str, Path]:
         raise  # unreachable: unavailable() always raises
 
 
-class BrokerFactory:
+class BrokerFactory(Brokers):
     """Starts brokers under a pytest temp dir and kills whatever is still running at teardown."""
 
     def __init__(self, base: Path, libs: Mapping[str, Path]) -> None:
+        super().__init__()
         self.base = base
         self.libs = libs
-        self.brokers: list[KafkaBroker] = []
 
     def __call__(
         self,
@@ -164,15 +164,8 @@ class BrokerFactory:
         if data_dir is None:
             n = sum(1 for b in self.brokers if b.version == version and b.mode == mode)
             data_dir = self.base / f"kafka-{version}-{mode}-{n}" / "data"
-        broker = Broker(version, mode=mode, data_dir=data_dir, server_properties=server_properties, **kwargs)
-        self.brokers.append(broker)
-        if start:
-            broker.start()
-        return broker
-
-    def close(self) -> None:
-        for broker in self.brokers:
-            broker.close()
+        return self._made(Broker(version, mode=mode, data_dir=data_dir, server_properties=server_properties, **kwargs),
+                          start)
 
 
 @pytest.fixture

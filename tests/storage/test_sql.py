@@ -32,7 +32,8 @@ import duckdb  # noqa: E402
 import pyarrow  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from kafkalog.storage.api.sql import Pushdown, SqlError, execute, explain  # noqa: E402
+from kafkalog.storage.api.sql import SqlError, execute, explain  # noqa: E402
+from kafkalog.storage.api.sql_pushdown import Pushdown  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
@@ -302,7 +303,7 @@ def test_the_dataset_never_reaches_the_base_class():
     are refused (a base-class method would read a null pointer)."""
     import pyarrow.dataset as pds
 
-    from kafkalog.storage.api.sql import RecordsScan, _dataset
+    from kafkalog.storage.api.sql_dataset import RecordsScan, _dataset
 
     with kafkalog.open(KRAFT) as dirs:
         ds = _dataset(RecordsScan(dirs))

@@ -42,6 +42,14 @@ def _uvarint(data: bytes, p: int, end: int, strict: bool, wide: bool = False) ->
     return v, q
 
 
+def _short(data: bytes, p: int, end: int, strict: bool) -> tuple[int, int]:
+    """An unsigned varint at ``p``: its 1-byte form inline, longer ones by :func:`_uvarint`."""
+    b = data[p]
+    if b < 128:
+        return b, p + 1
+    return _uvarint(data, p, end, strict)
+
+
 def read_record(data: bytes, p: int, end: int, strict: bool = False) -> tuple:
     """The record at byte ``p`` of a records region ending at ``end``:
     ``(body, tail, rec_end, ts_delta, off_delta, key, value_start, value_end, headers)``.
@@ -51,11 +59,7 @@ def read_record(data: bytes, p: int, end: int, strict: bool = False) -> tuple:
     value_end]`` the value (``value_end`` -1: null), ``headers`` the position of the header count (read them with
     :func:`read_headers` or :func:`skip_headers`). The caller checks that the headers end at ``rec_end``."""
     # record length
-    b = data[p]
-    if b < 128:
-        p += 1
-    else:
-        b, p = _uvarint(data, p, end, strict)
+    b, p = _short(data, p, end, strict)
     if b & 1:
         raise Slow  # a negative length
     rec_end = p + (b >> 1)
@@ -70,42 +74,26 @@ def read_record(data: bytes, p: int, end: int, strict: bool = False) -> tuple:
         b, p = _uvarint(data, p + 1, end, strict, True)
     ts_delta = (b >> 1) ^ -(b & 1)
     # offset delta
-    b = data[p]
-    if b < 128:
-        p += 1
-    else:
-        b, p = _uvarint(data, p, end, strict)
+    b, p = _short(data, p, end, strict)
     off_delta = (b >> 1) ^ -(b & 1)
     tail = p
-    # key
-    b = data[p]
-    if b < 128:
-        p += 1
-    else:
-        b, p = _uvarint(data, p, end, strict)
-    if b & 1:
-        if strict and b != 1:
-            raise Slow
-        key = None
-    else:
-        q = p + (b >> 1)
-        key = data[p:q]
-        p = q
-    # value
-    b = data[p]
-    if b < 128:
-        p += 1
-    else:
-        b, p = _uvarint(data, p, end, strict)
-    if b & 1:
-        if strict and b != 1:
-            raise Slow
-        vs = ve = -1
-    else:
-        vs = p
-        p += b >> 1
-        ve = p
+    # key, value
+    ks, ke = _nullable(data, p, end, strict)
+    key = data[ks:ke] if ke >= 0 else None
+    vs, ve = _nullable(data, ke if ke >= 0 else ks, end, strict)
+    p = ve if ve >= 0 else vs
     return body, tail, rec_end, ts_delta, off_delta, key, vs, ve, p
+
+
+def _nullable(data: bytes, p: int, end: int, strict: bool) -> tuple[int, int]:
+    """A nullable bytes field (length varint, then the bytes) at ``p``: ``(start, stop)`` of its bytes, ``stop``
+    -1 for null (a negative length; strict: exactly -1)."""
+    b, p = _short(data, p, end, strict)
+    if b & 1:
+        if strict and b != 1:
+            raise Slow
+        return p, -1
+    return p, p + (b >> 1)
 
 
 def read_headers(data: bytes, p: int, rec_end: int) -> tuple[tuple, int]:
@@ -158,10 +146,7 @@ def skip_headers(data: bytes, p: int, rec_end: int) -> int:
 
 
 def _strict_varint(data: bytes, p: int, end: int) -> tuple[int, int]:
-    b = data[p]
-    if b < 128:
-        return (b >> 1) ^ -(b & 1), p + 1
-    b, p = _uvarint(data, p, end, True)
+    b, p = _short(data, p, end, True)
     return (b >> 1) ^ -(b & 1), p
 
 

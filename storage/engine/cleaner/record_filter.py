@@ -75,6 +75,16 @@ class ChunkResult:
             self.max_offset = max_offset
 
 
+def _retain_empty(b: RecordBatch, out: bytearray, res: ChunkResult, stats: FilterStats) -> None:
+    """``BatchRetention.RETAIN_EMPTY``: the batch's header with no records in its place (it keeps the producer's
+    last sequence and epoch)."""
+    data = build_empty_batch_header(b)
+    out += data
+    stats.batches_emptied += 1
+    stats.bytes_retained += len(data)
+    res._update(b.max_timestamp, b.last_offset, b.last_offset)
+
+
 class CleanerFilter:
     """The cleaner's ``RecordFilter`` (``Cleaner.cleanInto``'s anonymous class) plus the rebuild rules.
 
@@ -155,11 +165,7 @@ class CleanerFilter:
                     n = b.records_count
                     stats.messages_read += n if n > 0 else 0
                     if retention == RETAIN_EMPTY:
-                        data = build_empty_batch_header(b)
-                        out += data
-                        stats.batches_emptied += 1
-                        stats.bytes_retained += len(data)
-                        res._update(b.max_timestamp, b.last_offset, b.last_offset)
+                        _retain_empty(b, out, res, stats)
                         if capacity is not None and len(out) > capacity:
                             break
                     continue
@@ -255,11 +261,7 @@ class CleanerFilter:
                     raise UncleanableError("Empty batches are only supported for magic v2 and above",
                                            path, b.position)
                 assert isinstance(b, RecordBatch)  # not legacy: magic >= 2
-                data = build_empty_batch_header(b)
-                out += data
-                stats.batches_emptied += 1
-                stats.bytes_retained += len(data)
-                res._update(b.max_timestamp, b.last_offset, b.last_offset)
+                _retain_empty(b, out, res, stats)
             if capacity is not None and len(out) > capacity:
                 break
         return res

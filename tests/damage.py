@@ -643,8 +643,15 @@ def leader_epoch_ahead(p: Path) -> str:
 
 def crc_closed_segment(p: Path) -> str:
     """A flipped byte in a record of the first (closed) segment's second batch: its CRC fails."""
-    seg = _segments(p)[0]
+    return _crc_fails(_segments(p)[0])
 
+
+def crc_active_segment(p: Path) -> str:
+    """A flipped byte in a record of the last (active) segment's second batch: its CRC fails."""
+    return _crc_fails(_segments(p)[-1])
+
+
+def _crc_fails(seg: Path) -> str:
     def flip(b: bytearray) -> None:
         b[-10] ^= 0x55
 

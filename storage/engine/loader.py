@@ -91,11 +91,13 @@ class _Loader:
     def segments(self) -> list[Segment]:
         return PartitionLog(self.view).segments
 
-    def unflushed(self, segs: list[Segment]) -> list[Segment]:
-        """``segments.values(recoveryPoint, MAX)``: the floor segment of the recovery point and all later."""
-        floor = max((s.base_offset for s in segs if s.base_offset <= self.recovery_point), default=None)
-        lo = floor if floor is not None else self.recovery_point
-        return [s for s in segs if s.base_offset >= lo]
+    def recovered_bases(self) -> set[int]:
+        """The base offsets of the segments ``recoverLog`` recovers: every one that is not
+        :meth:`PartitionLog.segments_unchecked_at_load` (none after a clean shutdown; otherwise the floor segment
+        of the recovery point and all later ones)."""
+        log = PartitionLog(self.view, recovery_point=self.recovery_point)
+        unchecked = {s.base_offset for s in log.segments_unchecked_at_load(self.clean)}
+        return {s.base_offset for s in log.segments} - unchecked
 
     def write_if_changed(self, name: str, data: bytes, why: str) -> Op | None:
         v = self.view
@@ -139,7 +141,7 @@ class _Loader:
                     continue
                 if b not in bases:
                     view.delete(name, "an index file without its .log: the broker deletes it at load")
-        unflushed = {s.base_offset for s in self.unflushed(segs)} if not self.clean else set()
+        unflushed = self.recovered_bases()
         must_recover: list[Segment] = []
         for s in segs:
             b = s.base_offset

@@ -1,5 +1,5 @@
 """What a partition has lost, as facts: where a segment's batches end short of its file (the one rule every
-reader follows, :func:`segment_end_error`), the closed segments no reader can read whole (:class:`SegmentHole`), and
+reader follows, :func:`segment_end_error`), the segments no reader can read whole (:class:`SegmentHole`), and
 the offsets a partition's checkpoints, snapshots or leader epochs remember beyond its log end
 (:class:`RememberedOffset`)."""
 
@@ -46,10 +46,11 @@ def segment_end_error(path: str | os.PathLike, scanner: LogScanner, size: int, *
 
 @dataclass(frozen=True)
 class SegmentHole:
-    """Records of a closed segment that no reader can read: its batches end before its file does (offsets
-    ``first_offset..last_offset``, from the one after its last complete batch to the one before the next
-    segment's base offset; the ``bytes`` from ``position`` on are a torn or partial batch, :func:`segment_end_error`),
-    or the batch at ``position`` (``bytes`` long) fails its CRC; ``reason`` in words."""
+    """Records of a segment that no reader can read: its batches end before its file does (a segment other than
+    the active one; offsets ``first_offset..last_offset``, from the one after its last complete batch to the one
+    before the next segment's base offset; the ``bytes`` from ``position`` on are a torn or partial batch,
+    :func:`segment_end_error`), or the batch at ``position`` (``bytes`` long) fails its CRC (any segment, the
+    active one too); ``reason`` in words."""
 
     file: str
     position: int

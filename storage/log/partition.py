@@ -187,6 +187,19 @@ class PartitionLog:
         i = max(bisect.bisect_right(self._base_offsets, recovery_point) - 1, 0)
         return self.segments[i:]
 
+    def segments_unchecked_at_load(self, had_clean_shutdown: bool) -> list[Segment]:
+        """The segments the broker's start-up serves without reading them: ``LogLoader.recoverLog`` recovers
+        nothing after a clean shutdown (every segment, the active one too), and otherwise only
+        :meth:`segments_in_unflushed_range` of the checkpointed recovery point (none below it: all are checked
+        when the checkpoint has no entry). A torn batch or a CRC failure in one of these is served as it is
+        (consumers and followers meet it); anywhere else the recovery truncates the log there. A segment whose
+        ``.index`` is missing or whose ``.txnindex`` fails its check is recovered whatever the shutdown
+        (``loadSegmentFiles``): the repair plan predicts that recovery, and its losses name the file."""
+        if had_clean_shutdown:
+            return list(self.segments)
+        checked = self.segments_in_unflushed_range(self.recovery_point or 0)
+        return self.segments[:len(self.segments) - len(checked)]
+
     @property
     def size(self) -> int:
         """Sum of the ``.log`` sizes (``UnifiedLog.size``)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
@@ -344,13 +344,16 @@ def verify_segment(
     return out, summary
 
 
-def closed_segment_holes(log: PartitionLog) -> list[SegmentHole]:
-    """The segments of ``log`` other than the active one whose batches end before their file does (a torn or partial
-    batch: :func:`segment_end_error`): every reader stops there, and a broker that does not recover the
-    segment at load serves the log with the hole. Each segment is scanned from its last offset-index entry
-    (from its start when that scan ends early, so that a wrong index never makes a hole)."""
+def segment_holes(log: PartitionLog, segments: Iterable[Segment]) -> list[SegmentHole]:
+    """The ``segments`` of ``log`` whose batches end before their file does (a torn or partial batch) where the
+    log's one rule for readers calls it a hole (:meth:`PartitionLog.segment_end_error`: in any segment but the
+    active one, whose torn end is simply where the log ends, for the readers as for the broker, which computes
+    its log end there after a clean shutdown). Every reader stops there, and a broker that does not recover the
+    segment at load (:meth:`PartitionLog.segments_unchecked_at_load`) serves the log with the hole. Each segment
+    is scanned from its last offset-index entry (from its start when that scan ends early, so that a wrong index
+    never makes a hole)."""
     out: list[SegmentHole] = []
-    for seg in log.segments[:-1]:
+    for seg in segments:
         idx = seg.offset_index if seg.has_offset_index else None
         start = 0
         if idx is not None and idx.valid_entries:
@@ -362,7 +365,8 @@ def closed_segment_holes(log: PartitionLog) -> list[SegmentHole]:
         if found is not None:
             scanner, nxt = found
             err = log.segment_end_error(seg, scanner)
-            assert err is not None
+            if err is None:
+                continue  # the end of the active segment: where the log ends
             following = log.higher_segment(seg)
             assert following is not None
             out.append(SegmentHole(str(seg.path), scanner.stop_position, seg.size - scanner.stop_position,
@@ -370,12 +374,14 @@ def closed_segment_holes(log: PartitionLog) -> list[SegmentHole]:
                                    err.reason))
     return out
 
-def closed_segment_crc_failures(log: PartitionLog) -> list[SegmentHole]:
-    """The first entry that fails its CRC (or its framing) in each segment of ``log`` other than the active one, every
-    byte of them scanned (:func:`~kafkalog.storage.records.scan_crc`, the compiled core's pass): a broker
-    that does not recover such a segment at load serves it, and its consumers fail on that batch."""
+
+def segment_crc_failures(segments: Iterable[Segment]) -> list[SegmentHole]:
+    """The first entry that fails its CRC (or its framing) in each of ``segments``, every byte of them scanned
+    (:func:`~kafkalog.storage.records.scan_crc`, the compiled core's pass; a torn end is not one: see
+    :func:`segment_holes`): a broker that does not recover such a segment at load
+    (:meth:`PartitionLog.segments_unchecked_at_load`) serves it, and its consumers fail on that batch."""
     out: list[SegmentHole] = []
-    for seg in log.segments[:-1]:
+    for seg in segments:
         path = str(seg.path)
         try:
             scan = scan_crc(seg.buf, path=path)
@@ -393,6 +399,7 @@ def closed_segment_crc_failures(log: PartitionLog) -> list[SegmentHole]:
                                f"{b.compute_crc()})"))
         del b
     return out
+
 
 def _scan_end(seg: Segment, start: int) -> tuple[LogScanner, int | None] | None:
     """``(scanner, next offset after the last complete batch)`` when a scan from ``start`` ends early."""

@@ -50,7 +50,7 @@ from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, P
 from kafkalog.storage.log.datadir import DataDir
 from kafkalog.storage.log.loss import RememberedOffset, remembered_loss
 from kafkalog.storage.log.paths import require_data_dir
-from kafkalog.storage.log.segment_check import closed_segment_crc_failures, closed_segment_holes
+from kafkalog.storage.log.segment_check import segment_crc_failures, segment_holes
 from kafkalog.storage.log.topic_partition import METADATA_TOPIC
 from kafkalog.storage.parallel import run_partition_tasks
 from kafkalog.storage.reports.groups import OFFSETS_TOPIC, load_groups
@@ -295,28 +295,31 @@ def _topic_id(diag: Diagnosis, p: Path, topic: str, partition: int, expected: st
 def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path], crc: bool) -> None:
     """A loss for every live partition whose checkpoints, producer snapshots, leader epochs or consumer groups'
     committed offsets remember offsets its log no longer holds (:meth:`PartitionLog.remembered_beyond_end`,
-    :attr:`GroupsReport.beyond_end`), and for every closed segment with a torn end the recovery does not
-    truncate (:func:`~kafkalog.storage.log.segment_check.closed_segment_holes`) or, with ``crc``, a batch failing its CRC
-    (:func:`~kafkalog.storage.log.segment_check.closed_segment_crc_failures`): the broker starts and serves the log as it is."""
+    :attr:`GroupsReport.beyond_end`), and, in every segment the broker's start-up does not check
+    (:meth:`PartitionLog.segments_unchecked_at_load`: all of them after a clean shutdown, the active one too; those
+    below the recovery point otherwise) and the plan neither truncates nor deletes, a torn end that is a hole
+    (:func:`~kafkalog.storage.log.segment_check.segment_holes`) or, with ``crc``, a batch failing its CRC
+    (:func:`~kafkalog.storage.log.segment_check.segment_crc_failures`): the broker starts and serves the log as it
+    is. What the recovery does check, it truncates: the plan's losses say where."""
     found: dict[Path, list[RememberedOffset]] = {}
-    truncated = {p.partition for p in diag.problems if p.kind == "truncation"}
+    cut = {(p.partition, Path(p.path).name) for p in diag.problems if p.kind == "truncation"}
     for d in dirs:
         for log in d.partitions(include_metadata=False):
             try:
                 if log.dir_kind != "live":
                     continue
                 found[log.path] = log.remembered_beyond_end()
-                if log.name in truncated:
-                    continue  # the recovery truncates the log at or before any hole (its losses say where)
-                for h in closed_segment_holes(log):
+                unchecked = [s for s in log.segments_unchecked_at_load(d.had_clean_shutdown)
+                             if (log.name, s.path.name) not in cut]
+                for h in segment_holes(log, unchecked):
                     diag.problems.append(Problem(
-                        LOSS, "lostOffsets", h.file, f"{h.reason}; the broker does not recover this segment at "
-                        "load and serves the log with the hole", partition=log.name, first_offset=h.first_offset,
+                        LOSS, "lostOffsets", h.file, f"{Path(h.file).name}: {h.reason}; the broker does not recover "
+                        "this segment at load and serves the log with the hole", partition=log.name, first_offset=h.first_offset,
                         last_offset=h.last_offset, bytes=h.bytes))
-                for h in closed_segment_crc_failures(log) if crc else ():
+                for h in segment_crc_failures(unchecked) if crc else ():
                     diag.problems.append(Problem(
-                        LOSS, "corruptBatch", h.file, f"{h.reason}; the broker does not recover this segment at "
-                        "load and serves the batch as it is", partition=log.name, first_offset=h.first_offset,
+                        LOSS, "corruptBatch", h.file, f"{Path(h.file).name}: {h.reason}; the broker does not recover "
+                        "this segment at load and serves the batch as it is", partition=log.name, first_offset=h.first_offset,
                         last_offset=h.last_offset, bytes=h.bytes,
                         serving=serving(log, h.file, h.position, h.first_offset)))
             except KafkaLogError:

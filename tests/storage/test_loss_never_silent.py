@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 from builders import offset_batches, three_segment_data_dir, write_segment
+from damage import crc_active_segment, crc_closed_segment
 
 from kafkalog.storage.engine.export import ExportFilter, iter_export_rows
 from kafkalog.storage.errors import CorruptRecordError, LogDirError
 from kafkalog.storage.files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.storage.log.loss import PRODUCER_SNAPSHOT
 from kafkalog.storage.log.partition import PartitionLog
-from kafkalog.storage.log.segment_check import closed_segment_crc_failures, closed_segment_holes
+from kafkalog.storage.log.segment_check import segment_crc_failures, segment_holes
 from kafkalog.storage.records import RECORD_COLUMNS, iter_batches, to_arrow
 from kafkalog.storage.reports.describe import describe_partition
 from kafkalog.storage.reports.diff import diff_paths
@@ -133,7 +134,7 @@ def test_groups_and_transactions_stop_at_a_torn_closed_segment(tmp_path, capsys)
 def test_doctor_reports_a_hole_the_broker_serves(torn_middle, capsys):
     d, seg, pos = torn_middle  # a clean shutdown: the broker does not recover the segment
     with PartitionLog(d / "multi-segment-0") as log:
-        [hole] = closed_segment_holes(log)
+        [hole] = segment_holes(log, log.segments_unchecked_at_load(True))
     assert (hole.file, hole.position, hole.first_offset, hole.last_offset) == (str(seg), pos, 75, 119)
     diag = diagnose([d], now_ms=1_800_000_000_000, legacy=False)
     [lost] = [p for p in diag.problems if p.kind == "lostOffsets"]
@@ -141,7 +142,7 @@ def test_doctor_reports_a_hole_the_broker_serves(torn_middle, capsys):
     assert cli.main(["doctor", str(d)]) == 1
     assert "HEALTHY" not in capsys.readouterr().out
     with PartitionLog(KRAFT / "multi-segment-0") as log:
-        assert closed_segment_holes(log) == []
+        assert segment_holes(log, log.segments) == []
 
 
 # ------------------------------------------------------------------- 3. offsets remembered past the log end
@@ -310,7 +311,7 @@ def test_doctor_reports_a_crc_failure_in_a_closed_segment(tmp_path, capsys):
     del b
     seg.write_bytes(bytes(data))
     with PartitionLog(d / "multi-segment-0") as log:
-        [bad] = closed_segment_crc_failures(log)
+        [bad] = segment_crc_failures(log.segments_unchecked_at_load(True))
     assert (bad.file, bad.position, bad.first_offset, bad.last_offset) == (str(seg), pos, first, last)
     diag = diagnose([d], now_ms=1_800_000_000_000)
     [p] = [p for p in diag.problems if p.kind == "corruptBatch"]
@@ -318,3 +319,76 @@ def test_doctor_reports_a_crc_failure_in_a_closed_segment(tmp_path, capsys):
     assert not [p for p in diagnose([d], now_ms=1_800_000_000_000, legacy=False).problems
                 if p.kind == "corruptBatch"]  # (--no-format-check reads no batch)
     assert cli.main(["doctor", str(d)]) == 1
+
+
+def _bad_batch(seg: Path) -> tuple[int, int, int]:
+    """(position, first offset, last offset) of the one batch of ``seg`` that fails its CRC."""
+    [(pos, first, last)] = [(b.position, b.base_offset, b.last_offset) for b in iter_batches(seg.read_bytes())
+                            if not b.is_valid()]
+    return pos, first, last
+
+
+def test_doctor_reports_a_crc_failure_in_the_active_segment_after_a_clean_shutdown(tmp_path, capsys):
+    d = _copy(tmp_path)  # a clean shutdown: LogLoader.recoverLog checks no segment, the active one included
+    assert (d / ".kafka_cleanshutdown").is_file()
+    pdir = d / "multi-segment-0"
+    crc_active_segment(pdir)
+    seg = pdir / "00000000000000000120.log"
+    pos, first, last = _bad_batch(seg)
+    diag = diagnose([d], now_ms=1_800_000_000_000)
+    [p] = [p for p in diag.problems if p.kind == "corruptBatch"]
+    assert (p.path, p.partition, p.first_offset, p.last_offset) == (str(seg), "multi-segment-0", first, last)
+    assert f"byte {pos}" in p.message and p.severity == "loss"
+    assert p.serving is not None and (p.serving.cut_first_offset, p.serving.cut_last_offset) == (first, 149)
+    assert p.serving.served_to["javaConsumer"] == "fails" and p.serving.served_to["follower"] == "fails"
+    assert (diag.verdict, diag.exit_code) == ("recovery", 1)
+    assert cli.main(["doctor", str(d)]) == 1
+    out = capsys.readouterr().out
+    assert "HEALTHY" not in out and seg.name in out and f"byte {pos}" in out
+
+
+def test_doctor_without_a_clean_shutdown_reports_the_crc_failure_below_the_recovery_point(tmp_path):
+    """Without the marker the broker recovers from the floor segment of the recovery point (150: segment 120) on,
+    and truncates at its CRC failure (the plan's loss); the CRC failure in segment 0, below the recovery point, is
+    served as it is. One finding each: the recovered segment is not reported twice."""
+    d = _copy(tmp_path)
+    (d / ".kafka_cleanshutdown").unlink()
+    pdir = d / "multi-segment-0"
+    crc_closed_segment(pdir)
+    crc_active_segment(pdir)
+    first_seg, active = pdir / "00000000000000000000.log", pdir / "00000000000000000120.log"
+    diag = diagnose([d], now_ms=1_800_000_000_000)
+    mine = [p for p in diag.problems if p.partition == "multi-segment-0" and p.severity == "loss"]
+    [cut] = [p for p in mine if p.kind == "truncation"]
+    [bad] = [p for p in mine if p.kind == "corruptBatch"]
+    assert (cut.path, cut.first_offset) == (str(active), _bad_batch(active)[1])
+    pos, first, last = _bad_batch(first_seg)
+    assert (bad.path, bad.first_offset, bad.last_offset) == (str(first_seg), first, last)
+    assert f"byte {pos}" in bad.message and bad.serving is not None
+
+
+def test_a_torn_active_segment_after_a_clean_shutdown_is_the_log_end_not_a_hole(tmp_path):
+    """After a clean shutdown the broker computes its log end at the last complete batch of the active segment,
+    as every reader stops there (PartitionLog.segment_end_error): not a hole in the segment, nor a CRC failure."""
+    d = _copy(tmp_path)
+    pdir = d / "multi-segment-0"
+    _tear(pdir / "00000000000000000120.log")
+    with PartitionLog(pdir) as log:
+        unchecked = log.segments_unchecked_at_load(True)
+        assert [s.base_offset for s in unchecked] == [0, 44, 120]
+        assert segment_holes(log, unchecked) == [] and segment_crc_failures(unchecked) == []
+    diag = diagnose([d], now_ms=1_800_000_000_000)
+    # the offsets the cut removed are a loss through what remembers them (the high watermark, recovery point and
+    # snapshot at 150), named on the partition dir, not a hole in the segment
+    [lost] = [p for p in diag.problems if p.partition == "multi-segment-0" and p.severity == "loss"]
+    assert (lost.kind, lost.path, lost.first_offset, lost.last_offset) == ("lostOffsets", str(pdir), 130, 149)
+
+
+def test_segments_unchecked_at_load_follow_the_recovery_point(tmp_path):
+    d = _copy(tmp_path)
+    with PartitionLog(d / "multi-segment-0", recovery_point=150) as log:
+        assert [s.base_offset for s in log.segments_unchecked_at_load(False)] == [0, 44]
+    with PartitionLog(d / "multi-segment-0", recovery_point=44) as log:
+        assert [s.base_offset for s in log.segments_unchecked_at_load(False)] == [0]
+    with PartitionLog(d / "multi-segment-0") as log:  # no checkpoint entry: every segment is recovered
+        assert log.segments_unchecked_at_load(False) == []

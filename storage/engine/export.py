@@ -28,9 +28,15 @@ from typing import IO, Any
 
 from kafkalog.storage.codec.compression import DEFAULT_DECOMPRESS_LIMIT
 from kafkalog.storage.errors import ConfigError, KafkaLogError, LogDirError
+from kafkalog.storage.files.checkpoints import REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.storage.files.names import segment_log_files
 from kafkalog.storage.io.jsonio import b64_field, header_fields, text_output
-from kafkalog.storage.log.datadir import live_partition_name, open_partition_log, resolve_partition_dirs
+from kafkalog.storage.log.datadir import (
+    live_partition_name,
+    open_partition_log,
+    partition_checkpoints,
+    resolve_partition_dirs,
+)
 from kafkalog.storage.log.loss import remembered_loss
 from kafkalog.storage.log.offset_spec import OffsetSpec
 from kafkalog.storage.log.partition import PartitionLog
@@ -63,6 +69,10 @@ class ExportFilter:
     include_control: bool = False
     offset_spec: OffsetSpec | None = None
     read_committed: bool = False  # what a consumer with isolation.level=read_committed reads
+    #: read_committed as a broker that is the partition's only replica serves it once loaded: the leader's high
+    #: watermark is the smallest log end offset of its ISR (``Partition.maybeIncrementLeaderHW``), itself alone, so
+    #: the log end offset, whatever ``replication-offset-checkpoint`` held (``kafkalog conformance certify``)
+    sole_replica: bool = False
     producer_ids: set[int] | None = None  # only batches of these producers
     transactional_only: bool = False
     key: bytes | None = None  # only records with exactly this key (a record with a null key never matches)
@@ -122,7 +132,10 @@ def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
     if tp is None:
         raise KafkaLogError("not a partition directory (<topic>-<partition>)", str(pdir))
     topic, partition = tp.topic, tp.partition
-    with open_partition_log(pdir) as plog:
+    checkpoints = partition_checkpoints(pdir)
+    if flt.sole_replica:
+        checkpoints[REPLICATION_OFFSET_CHECKPOINT] = None
+    with open_partition_log(pdir, checkpoints) as plog:
         if plog.unfinished_swap:  # exporting the listed segments would silently miss records
             raise LogDirError(plog.unfinished_swap, str(pdir))
         remembered = plog.remembered_beyond_end()

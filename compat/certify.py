@@ -48,6 +48,7 @@ from typing import Any
 
 from kafkalog.compat import jars
 from kafkalog.compat.broker import KafkaBroker, make_broker
+from kafkalog.compat.clients import confluent_headers
 from kafkalog.compat.errors import BrokerError, HarnessError, ToolError
 from kafkalog.compat.tools import dump_log_segments
 from kafkalog.storage.engine.export import ExportFilter, iter_partition_batches
@@ -466,17 +467,21 @@ def _consume_confluent(bootstrap: str, topic: str, partition: int, isolation: st
             m = consumer.poll(0.5)
             if m is None:
                 continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
+            err, offset = m.error(), m.offset()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
                     break
-                out.error, out.error_offset = f"{m.error().name()}: {m.error().str()}", m.offset()
+                out.error, out.error_offset = f"{err.name()}: {err.str()}", offset
                 break
-            if out.rows and m.offset() <= out.rows[-1][0]:
-                out.error, out.error_offset = f"received offset {m.offset()} again after offset {out.rows[-1][0]}", m.offset()
+            if offset is None:
+                out.error = "a record without an offset"
+                break
+            if out.rows and offset <= out.rows[-1][0]:
+                out.error, out.error_offset = f"received offset {offset} again after offset {out.rows[-1][0]}", offset
                 break
             ts_type, ts = m.timestamp()
             none = ts_type == TIMESTAMP_NOT_AVAILABLE or ts == -1
-            out.rows.append((m.offset(), m.key(), m.value(), tuple((k, v) for k, v in (m.headers() or [])),
+            out.rows.append((offset, m.key(), m.value(), confluent_headers(m.headers()),
                              None if none else ts, None if none else TS_TYPES.get(ts_type - 1)))
             last = time.monotonic()
     finally:
@@ -816,12 +821,14 @@ def _install_copy(orig: Path, copy: Path, parts: list, rep: DirReport) -> None:
     if mp.exists() and (orig / "meta.properties").exists():
         theirs = _try_meta(orig / "meta.properties")
         ours = read_meta_properties(mp)
-        for key, old, new in (("cluster.id", theirs.cluster_id if theirs else None, ours.cluster_id),
-                              ("node.id", str(theirs.node_id) if theirs else None, str(ours.node_id)),
-                              ("directory.id", theirs.directory_id if theirs else None, ours.directory_id),
-                              ("version", str(theirs.version) if theirs else None, str(ours.version))):
-            if new is not None and old != new:
-                rep.restamps.append(Restamp("meta.properties", key, old, new))
+        stamps: list[tuple[str, str | None, str | None]] = [
+            ("cluster.id", theirs.cluster_id if theirs else None, ours.cluster_id),
+            ("node.id", str(theirs.node_id) if theirs else None, str(ours.node_id)),
+            ("directory.id", theirs.directory_id if theirs else None, ours.directory_id),
+            ("version", str(theirs.version) if theirs else None, str(ours.version))]
+        for key, original, restamped in stamps:
+            if restamped is not None and original != restamped:
+                rep.restamps.append(Restamp("meta.properties", key, original, restamped))
         write_meta_properties(mp, ours)
 
 

@@ -8,7 +8,9 @@ hides the rest of the directory.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
+import stat
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
@@ -177,6 +179,17 @@ def data_dir_of(path: str | os.PathLike) -> Path:
     return p.parent if is_partition_dir(p) else p
 
 
+@functools.lru_cache(maxsize=32)
+def _checkpoint_table(path: str, stamp: tuple[int, int, int]) -> dict[tuple[str, int], int] | None:
+    """A checkpoint file's entries as Kafka's ``read()`` map, once per version of the file (``stamp``: its inode,
+    size and mtime): the partitions of a data dir read their values from one parse, not one parse each (an export
+    of 5,000 partitions parsed its four checkpoints 20,000 times). None when it does not parse."""
+    try:
+        return read_offset_checkpoint(path).to_dict()
+    except KafkaLogError:
+        return None
+
+
 def partition_checkpoints(path: str | os.PathLike) -> dict[str, int | None]:
     """This partition's values in its parent data dir's four offset checkpoints (a checkpoint that is missing or
     does not parse gives None)."""
@@ -186,9 +199,14 @@ def partition_checkpoints(path: str | os.PathLike) -> dict[str, int | None]:
     for name in DATA_DIR_CHECKPOINTS:
         f = p.parent / name
         try:
-            values[name] = read_offset_checkpoint(f).get(tp.topic, tp.partition) if f.is_file() else None
-        except KafkaLogError:
+            st = f.stat()
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
             values[name] = None
+            continue
+        table = _checkpoint_table(str(f), (st.st_ino, st.st_size, st.st_mtime_ns))
+        values[name] = None if table is None else table.get((tp.topic, tp.partition))
     return values
 
 

@@ -628,20 +628,20 @@ def _certify_dir(orig: Path, work: Path, kafka: str, backend: str, image: str | 
             broker.stop()
             with _timed(rep, "copy", on_phase):
                 _install_copy(orig, copy, parts, rep)
-        log_start = _log_size(broker)
+        log_start = broker.log_size()
         with _timed(rep, "brokerStart", on_phase):
             try:
                 broker.start(timeout=180)
                 rep.started = True
             except BrokerError as e:
-                text = _log_since(broker, log_start)
+                text = broker.log_since(log_start)
                 cause = fatal_cause(text)
                 rep.divergences.append(Divergence(
                     "refused", None, kafka=f"Kafka {kafka} did not start on the copy"
                     + (f": {cause}" if cause else f" ({e.args[0].splitlines()[0]})"),
                     files="a data dir a broker can load", rule=_refusal_rule(cause),
                     command=_refusal_command(cause)))
-        rep.events = [e for e in load_events(_log_since(broker, log_start), names)
+        rep.events = [e for e in load_events(broker.log_since(log_start), names)
                       if rep.started or e.partition is not None or e.kind != "error"]  # (the refusal says it)
         for ev in rep.events:
             at = _OFFSET.search(ev.line)
@@ -747,22 +747,6 @@ def _legacy_segments(pdir: Path) -> list[tuple[Path, int]]:
     except KafkaLogError:
         return out
     return out
-
-
-def _log_size(broker: KafkaBroker) -> int:
-    try:
-        return broker.log_path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _log_since(broker: KafkaBroker, start: int) -> str:
-    try:
-        with open(broker.log_path, "rb") as f:
-            f.seek(start)
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 def _create_topics(broker: KafkaBroker, parts: list) -> None:

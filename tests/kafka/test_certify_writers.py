@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,26 +75,30 @@ def _migrate_in(src: Path, d: Path, name: str) -> None:
         "--overwrite", "--no-backup")
 
 
+_SPARK_WRITE = """
+import sys
+from kafkalog.tools.spark import session
+d, topic, part, topic_id, now = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+spark = session("local[1]", conf={"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1",
+                                  "spark.driver.memory": "512m"})
+try:
+    rows = [(topic, part, f"k{i}".encode(), f"spark-{i}".encode() * 3, now + i) for i in range(20)]
+    df = spark.createDataFrame(rows, "topic string, partition int, key binary, value binary, timestamp bigint")
+    (df.coalesce(1).write.format("kafkalog").mode("append").option("codec", "lz4").option("batchSize", "256")
+     .option("topicIds", f"{topic}={topic_id}").save(d))
+finally:
+    spark.stop()
+"""
+
+
 def _spark_write(d: Path, name: str) -> None:
-    """One small ``df.write.format("kafkalog")`` append (a local Spark: it starts a JVM)."""
+    """One small ``df.write.format("kafkalog")`` append, by a local Spark in a process of its own: a JVM this
+    process started would stay, without the JVM scan's jars the Spark tests' session needs on its classpath."""
     require_modules("pyspark", "pyarrow", extra="spark")
-    from pyspark.sql import SparkSession
-
-    from kafkalog.tools.spark import session
-
     topic, _, part = name.rpartition("-")
-    shared = SparkSession.getActiveSession()  # the Spark tests' session when they ran first: used, not stopped
-    spark = shared or session("local[1]", conf={"spark.sql.shuffle.partitions": "1",
-                                                "spark.default.parallelism": "1", "spark.driver.memory": "512m",
-                                                "spark.ui.enabled": "false"}, jvm_scan=False)
-    try:
-        rows = [(topic, int(part), f"k{i}".encode(), f"spark-{i}".encode() * 3, NOW + i) for i in range(20)]
-        df = spark.createDataFrame(rows, "topic string, partition int, key binary, value binary, timestamp bigint")
-        (df.coalesce(1).write.format("kafkalog").mode("append").option("codec", "lz4").option("batchSize", "256")
-         .option("topicIds", f"{topic}={_topic_id(d, name)}").save(str(d)))
-    finally:
-        if shared is None:
-            spark.stop()
+    proc = subprocess.run([sys.executable, "-c", _SPARK_WRITE, str(d), topic, part, _topic_id(d, name), str(NOW)],
+                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def build_written_dir(d: Path, work: Path) -> dict[str, str]:

@@ -101,13 +101,16 @@ def test_segment_listing(data_dir, tmp_path, monkeypatch):
                 retention_log_start(data_dir), tiered_bases())
 
     assert everyone() == (all_bases, 0, all_bases, 0, all_bases[:-1])
-    listed = PartitionLog._list
+    import kafkalog.storage.log.partition as partition_module
 
-    def without_the_first(self) -> None:  # the one listing, patched: the first segment is not listed
-        listed(self)
-        self.segments = self.segments[1:]
+    listed = partition_module.list_partition_files
 
-    monkeypatch.setattr(PartitionLog, "_list", without_the_first)
+    def without_the_first(*args, **kw):  # the one listing, patched: the first segment is not listed
+        files = listed(*args, **kw)
+        files.segments = files.segments[1:]
+        return files
+
+    monkeypatch.setattr(partition_module, "list_partition_files", without_the_first)
     rest = all_bases[1:]
     assert everyone() == (rest, rest[0], rest, rest[0], rest[:-1])
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
-from kafkalog.storage.errors import require
+from kafkalog.storage.errors import ConfigError, require
 
 from .schema import BATCH_COLUMNS, BATCH_SCHEMA_DDL, CORRUPT_COLUMN, RECORD_COLUMNS, RECORD_SCHEMA_DDL
 
@@ -83,5 +83,12 @@ def session(master: str = "local[*]", *, app_name: str = "kafkalog", conf: dict[
     for k, v in conf.items():
         b = b.config(k, v)
     spark = b.getOrCreate()
+    if jvm_scan:
+        from .jvm import has_scan
+
+        if not has_scan(spark):  # spark.jars reach the driver's classpath only when this process starts its JVM
+            raise ConfigError("jvm_scan=True: this Python process already started a Spark JVM without the JVM "
+                              "scan's jars (spark.jars is read once per JVM): ask for jvm_scan=True in the first "
+                              "session of the process")
     register(spark)
     return spark

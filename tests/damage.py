@@ -695,18 +695,17 @@ def unterminated_transaction(p: Path) -> str:
     return "producer 11's transaction has no marker"
 
 
-#: class -> (damage, needs an open transaction in the built partition, stops the broker loading the whole dir)
+#: the damages that need an open transaction in the built partition, and those that stop the broker loading the
+#: whole dir
+_NEEDS_OPEN_TXN = (producer_snapshot_missing, unterminated_transaction)
+_STOPS_LOADING = (partition_metadata_no_topic_id,)
+
+#: class (the damage's name, with dashes) -> (damage, needs an open transaction in the built partition, stops the
+#: broker loading the whole dir)
 CERTIFY_DAMAGES: dict[str, tuple[Callable[[Path], str], bool, bool]] = {
-    "index-entry-misplaced": (index_entry_misplaced, False, False),
-    "timeindex-not-monotonic": (timeindex_not_monotonic, False, False),
-    "segment-misnamed": (segment_misnamed, False, False),
-    "offsets-go-back": (offsets_go_back, False, False),
-    "producer-snapshot-missing": (producer_snapshot_missing, True, False),
-    "control-payload-malformed": (control_payload_malformed, False, False),
-    "leader-epoch-ahead": (leader_epoch_ahead, False, False),
-    "crc-closed-segment": (crc_closed_segment, False, False),
-    "partition-metadata-no-topic-id": (partition_metadata_no_topic_id, False, True),
-    "wrong-last-offset-delta": (wrong_last_offset_delta, False, False),
-    "log-start-past-end": (log_start_past_end, False, False),
-    "unterminated-transaction": (unterminated_transaction, True, False),
+    damage.__name__.replace("_", "-"): (damage, damage in _NEEDS_OPEN_TXN, damage in _STOPS_LOADING)
+    for damage in (index_entry_misplaced, timeindex_not_monotonic, segment_misnamed, offsets_go_back,
+                   producer_snapshot_missing, control_payload_malformed, leader_epoch_ahead, crc_closed_segment,
+                   partition_metadata_no_topic_id, wrong_last_offset_delta, log_start_past_end,
+                   unterminated_transaction)
 }

@@ -140,17 +140,30 @@ def test_matrix_size() -> None:
     assert cells == len(PATH_CELLS) + len(DAMAGE_CELLS) > 100
 
 
-@pytest.mark.parametrize(("name", "case"), PATH_CELLS, ids=[f"{n}-{c}" for n, c in PATH_CELLS])
-def test_path_case(name: str, case: str, tmp_path: Path, inputs: Path, capsys, monkeypatch) -> None:
-    inv = REGISTRY[name]
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch) -> Path:
+    """A cell's own folder, the working directory of the command it runs."""
     root = tmp_path / "cell"
     root.mkdir()
     monkeypatch.chdir(root)
-    path, also = make_case(root, case)
+    return root
+
+
+def run_cell(cell: str, inv, path: Path, root: Path, inputs: Path, capsys) -> tuple[int, str, set[str]]:
+    """Run the invocation ``inv`` of a cell over ``path``: its exit, its output and what it changed under ``root``
+    (no traceback, whatever it did)."""
     before = snapshot(root)
     rc, text = run(argv_of(inv, path, root, inputs), capsys)
     diff = changed(before, snapshot(root))
-    assert "Traceback" not in text and "internal error" not in text, f"{name} {case}: {text[-2000:]}"
+    assert "Traceback" not in text and "internal error" not in text, f"{cell}: {text[-2000:]}"
+    return rc, text, diff
+
+
+@pytest.mark.parametrize(("name", "case"), PATH_CELLS, ids=[f"{n}-{c}" for n, c in PATH_CELLS])
+def test_path_case(name: str, case: str, root: Path, inputs: Path, capsys) -> None:
+    inv = REGISTRY[name]
+    path, also = make_case(root, case)
+    rc, text, diff = run_cell(f"{name} {case}", inv, path, root, inputs, capsys)
     new_data_dir = inv.role == "destination" and case in ("missing", "empty")
     if new_data_dir:  # a new data dir, where the command documents it: exit 0 and writes inside it only, or refused
         rel = str(path.relative_to(root))
@@ -169,11 +182,8 @@ def test_path_case(name: str, case: str, tmp_path: Path, inputs: Path, capsys, m
 
 
 @pytest.mark.parametrize(("name", "damage"), DAMAGE_CELLS, ids=[f"{n}-{d}" for n, d in DAMAGE_CELLS])
-def test_damage_case(name: str, damage: str, tmp_path: Path, inputs: Path, capsys, monkeypatch) -> None:
+def test_damage_case(name: str, damage: str, root: Path, inputs: Path, capsys) -> None:
     inv = REGISTRY[name]
-    root = tmp_path / "cell"
-    root.mkdir()
-    monkeypatch.chdir(root)
     data = root / "data"
     shutil.copytree(FIXTURE, data)
     assert LOSSES[damage](data), f"{damage} does not apply to {FIXTURE}"
@@ -183,10 +193,7 @@ def test_damage_case(name: str, damage: str, tmp_path: Path, inputs: Path, capsy
         held = records(data) if check_records else None
     except Exception:  # noqa: BLE001 - the damage makes the dir unreadable to a strict reader: nothing to compare
         held = None
-    before = snapshot(root)
-    rc, text = run(argv_of(inv, path, root, inputs), capsys)
-    diff = changed(before, snapshot(root))
-    assert "Traceback" not in text and "internal error" not in text, f"{name} {damage}: {text[-2000:]}"
+    rc, text, diff = run_cell(f"{name} {damage}", inv, path, root, inputs, capsys)
     assert rc in (0, 1), f"{name} {damage}: exit {rc}\n{text[-2000:]}"
     outside = {k for k in diff if not inside(k, ("data", "out"))}
     assert not outside, f"{name} {damage} wrote outside the data dir: {sorted(outside)}"

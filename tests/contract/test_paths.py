@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from builders import KRAFT_META, indexed_partition, write_data_dir_files
+from contract_registry import PATH_CASES
 from damage import FIXTURES
 from test_matrix import snapshot
 
@@ -51,8 +52,8 @@ def test_what_a_data_dir_is(tmp_path: Path) -> None:
     assert e.value.case == paths.PARENT and e.value.data_dirs == (str(outer / "kafka-logs-0"),)
 
 
-@pytest.mark.parametrize("case", ["missing", "file", "empty", "not_kafka", "parent"])
-def test_one_error_per_case(tmp_path: Path, case: str) -> None:
+def make_path_case(tmp_path: Path, case: str) -> Path:
+    """A path of one case of the contract, made under ``tmp_path``."""
     p = {"missing": tmp_path / "nope", "file": tmp_path / "f.txt", "empty": tmp_path / "e",
          "not_kafka": tmp_path / "docs", "parent": tmp_path / "parent"}[case]
     if case == "file":
@@ -64,6 +65,12 @@ def test_one_error_per_case(tmp_path: Path, case: str) -> None:
         (p / "notes.md").write_text("x")
     elif case == "parent":
         write_data_dir_files(p / "data", meta=KRAFT_META)
+    return p
+
+
+@pytest.mark.parametrize("case", PATH_CASES)
+def test_one_error_per_case(tmp_path: Path, case: str) -> None:
+    p = make_path_case(tmp_path, case)
     with pytest.raises(paths.PathError) as e:
         paths.require(p)
     want = {"missing": paths.MISSING, "file": paths.NOT_A_DIRECTORY, "empty": paths.EMPTY,
@@ -71,7 +78,7 @@ def test_one_error_per_case(tmp_path: Path, case: str) -> None:
     assert e.value.case == want and e.value.path == str(p) and str(e.value).startswith(f"{p}: ")
 
 
-@pytest.mark.parametrize("case", ["missing", "file", "empty", "not_kafka", "parent"])
+@pytest.mark.parametrize("case", PATH_CASES)
 def test_the_library_answers_as_the_cli(tmp_path: Path, case: str) -> None:
     """describe_paths, verify_paths and diagnose answered a missing path in their own words (a description row
     named after it, ``no such file``, ``not a directory``): library callers get the contract's PathError, the
@@ -80,16 +87,7 @@ def test_the_library_answers_as_the_cli(tmp_path: Path, case: str) -> None:
     from kafkalog.storage.reports.doctor import diagnose
     from kafkalog.storage.reports.verify import verify_paths
 
-    p = {"missing": tmp_path / "nope", "file": tmp_path / "f.txt", "empty": tmp_path / "e",
-         "not_kafka": tmp_path / "docs", "parent": tmp_path / "parent"}[case]
-    if case == "file":
-        p.write_text("x")
-    elif case == "empty":
-        p.mkdir()
-    elif case == "not_kafka":
-        (p / "sub").mkdir(parents=True)
-    elif case == "parent":
-        write_data_dir_files(p / "data", meta=KRAFT_META)
+    p = make_path_case(tmp_path, case)
     calls = {"describe_paths": (lambda: describe_paths([FIXTURE, p]), paths.require),
              "diagnose": (lambda: diagnose([FIXTURE, p], now_ms=0, legacy=False), paths.require_data_dir)}
     if case != "file":  # verify reads single files

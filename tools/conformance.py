@@ -140,8 +140,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kafkalog conformance: {e}", file=sys.stderr)
         return 1
 
-    temporary = args.workdir is None
-    workdir = Path(tempfile.mkdtemp(prefix=f"kafkalog-conformance-{args.kafka}-") if temporary else args.workdir)
+    workdir, temporary = _workdir(args, "conformance")
     out = JsonLines() if args.json else None
     with progress(len(names), f"Kafka {args.kafka} ({args.mode})", unit_bytes=False) as bar:
 
@@ -180,6 +179,13 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _workdir(args: argparse.Namespace, run: str) -> tuple[Path, bool]:
+    """The work dir of a run: ``--workdir``, or a new temporary one (``True``: the run may remove it)."""
+    if args.workdir is None:
+        return Path(tempfile.mkdtemp(prefix=f"kafkalog-{run}-{args.kafka}-")), True
+    return Path(args.workdir), False
+
+
 def run_certify(args: argparse.Namespace) -> int:
     from kafkalog.compat import certify, jars
     from kafkalog.compat.errors import HarnessError
@@ -199,8 +205,7 @@ def run_certify(args: argparse.Namespace) -> int:
     except HarnessError as e:
         print(f"kafkalog conformance certify: error: {e}", file=sys.stderr)
         return 1
-    temporary = args.workdir is None
-    workdir = Path(tempfile.mkdtemp(prefix=f"kafkalog-certify-{args.kafka}-") if temporary else args.workdir)
+    workdir, temporary = _workdir(args, "certify")
     try:
         report = certify.certify(dirs, kafka=args.kafka, backend=args.backend, image=args.image, workdir=workdir)
     except HarnessError as e:

@@ -38,8 +38,6 @@ from kafkalog.storage.files.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    OffsetCheckpoint,
-    TopicPartitionOffset,
 )
 from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
@@ -307,7 +305,7 @@ def plan_migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: Migra
     if mp is not None:
         pre.append(WriteFile(str(dst / META_PROPERTIES_FILE), "meta.properties of a new data dir (v1, KRaft) for "
                              "--cluster-id/--node-id", Blob(mp)))
-    cps_dst = read_checkpoints(dst) if dst.exists() else {n: {} for n in DATA_DIR_CHECKPOINTS}
+    cps_dst = read_checkpoints(dst)
     new = {n: dict(v) for n, v in cps_dst.items()}
     for p in pdirs:
         tp = parse_topic_partition_name(p.name)
@@ -319,8 +317,7 @@ def plan_migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: Migra
             raise LogDirError(f"partition {target.name} already exists in the destination (use --overwrite)",
                               str(target))
         d = p.parent
-        cps = (read_checkpoints(d) if any((d / n).exists() for n in DATA_DIR_CHECKPOINTS)
-               else {n: {} for n in DATA_DIR_CHECKPOINTS})
+        cps = read_checkpoints(d)
         files, m = _stage_files(p, new_topic, new_part, opts, cps, (tp.topic, tp.partition))
         m.dest, m.replaced = str(target), target.exists()
         pp = PartitionPlan(str(dst), str(target), new_topic, new_part, facts=m.to_dict())
@@ -342,9 +339,8 @@ def plan_migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: Migra
     dp.pre_ops = pre  # the new data dir and its meta.properties come first
     for name in DATA_DIR_CHECKPOINTS:
         if new[name] != cps_dst[name] or not (dst / name).exists():
-            cp = read_checkpoint(dst / name) if (dst / name).exists() else OffsetCheckpoint()
-            cp.entries = [TopicPartitionOffset(t, n, o) for (t, n), o in new[name].items()]
-            cp.form = "full"
+            cp = read_checkpoint(dst / name)
+            cp.set_offsets(new[name])
             dp.ops.append(WriteFile(str(dst / name), "the migrated partitions' entries (recovery point = log end "
                                     "offset, log start, high watermark, clean point)", Blob(cp.to_bytes()),
                                     existed=(dst / name).exists()))

@@ -18,17 +18,10 @@ from kafkalog.storage.files.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    OffsetCheckpoint,
-    TopicPartitionOffset,
-    read_offset_checkpoint,
+    read_checkpoint,
     write_offset_checkpoint,
 )
 from kafkalog.storage.io.dirview import DirView
-
-
-def read_checkpoint(path: Path) -> OffsetCheckpoint:
-    """One offset checkpoint file of a data dir (a missing file reads as empty)."""
-    return read_offset_checkpoint(path) if path.exists() else OffsetCheckpoint()
 
 
 def read_checkpoints(data_dir: str | os.PathLike) -> dict[str, dict[tuple[str, int], int]]:
@@ -42,14 +35,7 @@ def merge_checkpoint(path: str | os.PathLike, updates: Mapping[tuple[str, int], 
     (and the file's line separator) as they are."""
     p = Path(path)
     cp = read_checkpoint(p)
-    entries = {(e.topic, e.partition): e.offset for e in cp.entries}
-    for k, v in updates.items():
-        if v is None:
-            entries.pop(k, None)
-        else:
-            entries[k] = v
-    cp.entries = [TopicPartitionOffset(t, part, o) for (t, part), o in entries.items()]
-    cp.form = "full"
+    cp.set_offsets(cp.updated(updates))
     write_offset_checkpoint(p, cp)
 
 
@@ -80,17 +66,11 @@ def plan_set_checkpoints(data_dir: str | os.PathLike, name: str,
     dp = st.new_plan()
     cp = read_checkpoint(d / fname)
     before = cp.to_dict()
-    entries = dict(before)
-    for k, v in updates.items():
-        if v is None:
-            entries.pop(k, None)
-        else:
-            entries[k] = v
+    entries = cp.updated(updates)
     plan = Plan("checkpoints", [dp])
     plan.options["changes"] = {f"{t}-{n}": (before.get((t, n)), v) for (t, n), v in updates.items()}
     if entries != before or not (d / fname).exists():
-        cp.entries = [TopicPartitionOffset(t, n, o) for (t, n), o in entries.items()]
-        cp.form = "full"
+        cp.set_offsets(entries)
         view = DirView(d)
         view.write(fname, cp.to_bytes(), "entries set by `kafkalog checkpoints --set`")
         dp.ops = list(view.ops)

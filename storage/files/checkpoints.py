@@ -14,6 +14,7 @@ A leftover ``<name>.tmp`` (crash during a write) is never read as the real file;
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Self, TypeVar
@@ -117,6 +118,21 @@ class OffsetCheckpoint(TextCheckpoint[TopicPartitionOffset]):
         """As Kafka's ``read()`` map: a later duplicate wins."""
         return {(e.topic, e.partition): e.offset for e in self.entries}
 
+    def updated(self, updates: Mapping[tuple[str, int], int | None]) -> dict[tuple[str, int], int]:
+        """:meth:`to_dict` with ``updates`` applied: an offset sets the partition's entry, ``None`` removes it."""
+        offsets = self.to_dict()
+        for tp, offset in updates.items():
+            if offset is None:
+                offsets.pop(tp, None)
+            else:
+                offsets[tp] = offset
+        return offsets
+
+    def set_offsets(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Make ``offsets`` (in their order) the entries, written in the full form (the line ending is kept)."""
+        self.entries = [TopicPartitionOffset(t, p, o) for (t, p), o in offsets.items()]
+        self.form = "full"
+
     def get(self, topic: str, partition: int) -> int | None:
         return self.to_dict().get((topic, partition))
 
@@ -154,6 +170,11 @@ def read_bytes_bounded(path: str | os.PathLike, limit: int, error_cls=CorruptChe
 def read_offset_checkpoint(path: str | os.PathLike) -> OffsetCheckpoint:
     """Read one offset checkpoint file; :class:`CorruptCheckpointError` (with line number) when malformed."""
     return OffsetCheckpoint.from_bytes(read_bytes_bounded(path, MAX_CHECKPOINT_BYTES), path)
+
+
+def read_checkpoint(path: Path) -> OffsetCheckpoint:
+    """One offset checkpoint file of a data dir (a missing file reads as empty)."""
+    return read_offset_checkpoint(path) if path.exists() else OffsetCheckpoint()
 
 
 def write_offset_checkpoint(

@@ -42,8 +42,8 @@ from kafkalog.storage.files.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpoint,
-    TopicPartitionOffset,
 )
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint
 from kafkalog.storage.files.names import offset_file_name, snapshot_file_name
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
@@ -105,9 +105,7 @@ def plan_rehydrate(store: LocalTieredStorageLayout, data_dir: str | os.PathLike,
                 new[REPLICATION_OFFSET_CHECKPOINT][key] = facts["logEndOffset"]
     for name in (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT):
         if new[name] != cps[name] or not (dst / name).exists():
-            cp = OffsetCheckpoint()
-            cp.entries = [TopicPartitionOffset(t, n, o) for (t, n), o in sorted(new[name].items())]
-            cp.form = "full"
+            cp = OffsetCheckpoint.from_mapping(dict(sorted(new[name].items())))
             dp.ops.append(WriteFile(str(dst / name), "the rehydrated partitions' entries (log start offset = the "
                                     "first remote segment's; recovery point and high watermark = the log end of a "
                                     "partition rebuilt from the store alone)", Blob(cp.to_bytes()),
@@ -127,9 +125,8 @@ def _plan_partition(store: LocalTieredStorageLayout, pp: PartitionPlan, target: 
             if state == "COPY_SEGMENT_FINISHED":
                 kept.append(s)
             else:
-                pp.notes.append(f"remote segment {s.start_offset}-{s.segment_id} skipped: "
-                                + (f"its metadata state is {state}" if state else "no __remote_log_metadata "
-                                   "record references it"))
+                pp.notes.append(note(pp.dir, "rehydrate.skipped", startOffset=s.start_offset,
+                                     segmentId=s.segment_id, state=state))
         segs = kept
         for sid, m in md.segments.items():
             if m.topic == topic and m.partition == partition and m.topic_id == topic_id and m.state and \
@@ -195,8 +192,7 @@ def _plan_partition(store: LocalTieredStorageLayout, pp: PartitionPlan, target: 
             for e in read_leader_epoch_checkpoint(ep).entries:
                 cache.assign(e.epoch, e.start_offset)
     if rebuilt:
-        pp.notes.append("indexes rebuilt (the remote ones failed verification or were absent) for the segments at "
-                        + ", ".join(map(str, rebuilt)))
+        pp.notes.append(note(pp.dir, "rehydrate.indexesRebuilt", baseOffsets=list(rebuilt)))
     local_names = {p.name for p in local_files}
     if chosen and not local_bases:
         last, end = chosen[-1]

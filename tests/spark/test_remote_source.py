@@ -5,32 +5,20 @@ from __future__ import annotations
 
 import pytest
 from builders import generated_data_dir, local_tiered_storage
+from test_s3 import scan_rows
 
 pytestmark = pytest.mark.spark
 
 
 def test_remote_option_reads_the_store(spark, tmp_path):
-    from kafkalog.tools.spark.options import parse_read_options
-    from kafkalog.tools.spark.plan import plan
-    from kafkalog.tools.spark.scan import scan
-
     local = generated_data_dir(tmp_path / "d", {"rt": 1}, 400, segment_bytes=8192, value_size=100)
     pdir = local / "rt-0"
     segs = local_tiered_storage(tmp_path / "remote", pdir)
     assert len(segs) >= 2
     remote_end = segs[-1][2]
 
-    def rows(options: dict) -> list[tuple]:
-        opts = parse_read_options(options)
-        out = []
-        for group in plan(opts):
-            for rb in scan(group, opts):
-                d = rb.to_pydict()
-                out += list(zip(d["topic"], d["partition"], d["offset"], d["key"], d["value"], strict=True))
-        return sorted(out)
-
-    want = [r for r in rows({"path": str(local)}) if r[2] <= remote_end]
-    assert rows({"remote": str(tmp_path / "remote")}) == want
+    want = [r for r in scan_rows({"path": str(local)}) if r[2] <= remote_end]
+    assert scan_rows({"remote": str(tmp_path / "remote")}) == want
     df = spark.read.format("kafkalog").option("remote", str(tmp_path / "remote")).load()
     assert sorted((r.topic, r.partition, r.offset) for r in df.select("topic", "partition", "offset").collect()) \
         == [(t, p, o) for t, p, o, _k, _v in want]

@@ -8,6 +8,22 @@ from builders import generated_data_dir
 pytestmark = pytest.mark.spark
 
 
+def scan_rows(options: dict) -> list[tuple]:
+    """The rows the data source reads with ``options``, planned and scanned in this process (no Spark):
+    ``(topic, partition, offset, key, value)``, sorted."""
+    from kafkalog.tools.spark.options import parse_read_options
+    from kafkalog.tools.spark.plan import plan
+    from kafkalog.tools.spark.scan import scan
+
+    opts = parse_read_options(options)
+    out = []
+    for group in plan(opts):
+        for rb in scan(group, opts):
+            d = rb.to_pydict()
+            out += list(zip(d["topic"], d["partition"], d["offset"], d["key"], d["value"], strict=True))
+    return sorted(out)
+
+
 def test_s3_read_equals_local_read(spark, s3_endpoint, tmp_path, monkeypatch):
     import pyarrow.fs as pafs
 
@@ -48,7 +64,6 @@ def test_any_fsspec_filesystem_reads_like_local(tmp_path):
 
     from kafkalog.tools.spark.options import parse_read_options
     from kafkalog.tools.spark.plan import plan
-    from kafkalog.tools.spark.scan import scan
 
     fixture = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-4.3.1-kraft" / "data"
     mem = fsspec.filesystem("memory")
@@ -56,21 +71,12 @@ def test_any_fsspec_filesystem_reads_like_local(tmp_path):
         for f in (fixture / name).iterdir():
             mem.pipe(f"/kl-test/{name}/{f.name}", f.read_bytes())
 
-    def rows(path: str) -> list[tuple]:
-        opts = parse_read_options({"path": path})
-        out = []
-        for group in plan(opts):
-            for rb in scan(group, opts):
-                d = rb.to_pydict()
-                out += list(zip(d["topic"], d["partition"], d["offset"], d["key"], d["value"], strict=True))
-        return sorted(out)
-
     local = tmp_path / "local"
     for name in ("multi-segment-0", "transactions-0", "codec-zstd-0"):
         import shutil
 
         shutil.copytree(fixture / name, local / name)
-    remote = rows("memory://kl-test")
-    assert remote and remote == rows(str(local))
+    remote = scan_rows({"path": "memory://kl-test"})
+    assert remote and remote == scan_rows({"path": str(local)})
     opts = parse_read_options({"path": "memory://kl-test"})
     assert all(p.name.startswith("memory://") for g in plan(opts) for p in g)

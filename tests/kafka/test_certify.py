@@ -15,10 +15,46 @@ from pathlib import Path
 import pytest
 from damage import tree
 
-from kafkalog.compat.certify import CertifyError, certify, check_input, fatal_cause, load_events
+from kafkalog.compat.certify import (
+    CertifyError,
+    DirReport,
+    Divergence,
+    LoadEvent,
+    PartitionResult,
+    Restamp,
+    ServedCount,
+    certify,
+    check_input,
+    fatal_cause,
+    load_events,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
+SCHEMAS = ROOT / "docs" / "schemas"
+
+
+def _schema_errors(line: dict) -> list[str]:
+    """What is wrong with one line of ``certify --json`` against its schema in docs/schemas (docs/json.md)."""
+    import jsonschema
+
+    name = {"dir": "certifyDir", "divergence": "certifyDivergence"}[line["type"]]
+    schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+    return [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(line)]
+
+
+def test_json_lines_follow_their_schemas():
+    d = DirReport(path="/d", work_dir="/w", kafka="4.3.1", backend="jvm", metadata="created",
+                  restamps=[Restamp("meta.properties", "version", "0", "1")],
+                  events=[LoadEvent("recovery", "t-0", "Recovering unflushed segment 0")],
+                  partitions=[PartitionResult("t-0", served=[ServedCount("confluent", "read_committed", 3, 3)])],
+                  divergences=[Divergence("serve", "t-0", "served 2", "3 records", "Fetcher", first_offset=0,
+                                          last_offset=2, client="confluent", isolation="read_committed")],
+                  segments_dumped=1, bytes=10, started=True, seconds={"broker_start": 1.5})
+    lines = [{"type": "divergence", "path": d.path, **x.to_json()} for x in d.divergences]
+    lines.append({"type": "dir", **d.to_json()})
+    assert [_schema_errors(x) for x in lines] == [[], []]
+    assert _schema_errors({**lines[0], "kind": "gone"})  # the schemas can fail
 
 
 def _cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -112,6 +148,7 @@ def test_a_dir_kafka_wrote_is_conformant_and_never_written(tmp_path: Path, kafka
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     assert [x["type"] for x in lines] == ["dir"], lines
+    assert [_schema_errors(x) for x in lines] == [[]]
     d = lines[0]
     assert d["conformant"] and d["started"] and d["metadata"] == "own" and d["divergences"] == 0
     served = [p for p in d["partitionResults"] if not p["internal"]]

@@ -42,7 +42,8 @@ from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io.dirview import DirView
 from kafkalog.storage.io.ops import Op
 from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
-from kafkalog.storage.log.partition import PartitionLog, log_start_offset
+from kafkalog.storage.log import partition as partition_log
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.producer_state import ProducerStateManager, rebuild_producer_state
 from kafkalog.storage.log.segment import RecoveredSegment, recover_segment, tail_loss, trim_indexes
 from kafkalog.storage.log.segment_check import MAX_SEGMENT_BYTES
@@ -271,7 +272,7 @@ class _Loader:
                        "broker creates it for an empty log")
             segs = self.segments()
             leo = self.log_start
-        lso = log_start_offset(self.log_start, segs[0].base_offset, self.cfg.remote_log_enabled)
+        lso = partition_log.log_start_offset(self.log_start, segs[0].base_offset, self.cfg.remote_log_enabled)
         out.log_end_offset, out.log_start_offset = leo, lso
         epochs = self.epochs
         epochs.truncate_from_end(leo)

@@ -4,7 +4,9 @@ The ``.log`` is memory-mapped read-only on first use (an empty file is ``b""``: 
 are zero-copy views. Index files are opened lazily, like Kafka's ``LazyIndex``. Nothing reads a whole file.
 
 A segment read through a :class:`~kafkalog.storage.io.dirview.DirView` (:meth:`Segment.in_view`) sees the files as a
-plan has them so far (a ``.log`` truncated by the plan reads shorter, an index the plan rewrote reads new).
+plan has them so far (a ``.log`` truncated by the plan reads shorter, an index the plan rewrote reads new). A view of
+a URL (``s3://...``) reads the indexes whole and the ``.log`` in bounded windows (:class:`WindowedScanner`), through
+the filesystem seam (:mod:`kafkalog.storage.io.fs`).
 
 The read-side rules of ``LogSegment`` live here once: :meth:`Segment.read_next_offset`,
 :meth:`~Segment.translate_offset`, :meth:`~Segment.find_offset_by_timestamp`, the largest timestamp and the
@@ -19,7 +21,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, LogDirError
 from kafkalog.storage.files.index import map_file
@@ -33,6 +35,7 @@ from kafkalog.storage.files.names import (
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from kafkalog.storage.files.txn_index import TransactionIndex
+from kafkalog.storage.io.fs import REMOTE_WINDOW, SegmentFile, UrlPath
 from kafkalog.storage.records import Batch, LogScanner, batch_at
 from kafkalog.storage.records.batch import HEADER_SIZE as V2_HEADER_SIZE
 
@@ -46,11 +49,48 @@ class LogOffsetPosition:
     size: int  # the batch's size in bytes
 
 
+class WindowedScanner(LogScanner):
+    """A :class:`LogScanner` over a ``.log`` read in windows of at most :data:`REMOTE_WINDOW` bytes (a batch larger
+    than that gets a window of its own size): a file under a URL is never read whole. ``stop_position`` and
+    ``stop_reason`` are reported as a scan of the whole file would report them."""
+
+    __slots__ = ("file",)
+
+    def __init__(self, file: SegmentFile, start: int = 0, end: int | None = None, *, path: str | None = None,
+                 max_batch_size: int | None = None):
+        super().__init__(b"", start, None, path=path, max_batch_size=max_batch_size)
+        self.file = file
+        self.end = file.size if end is None else min(end, file.size)
+
+    def __iter__(self) -> Iterator[Batch]:
+        pos, end = self.start, self.end
+        self.stop_reason = None
+        self.stop_position = pos
+        while True:
+            want = min(end - pos, REMOTE_WINDOW)
+            if want == REMOTE_WINDOW:  # a batch larger than a window, whole in the range: a window of its own size
+                head = self.file.view(pos, 12)
+                size = int.from_bytes(head[8:12], "big", signed=True) if len(head) == 12 else 0
+                if 14 <= size and 12 + size <= end - pos:
+                    want = max(want, 12 + size)
+            window = LogScanner(self.file.view(pos, want), 0, None, path=self.path, position_base=pos,
+                                max_batch_size=self.max_batch_size)
+            try:
+                yield from window
+            finally:
+                self.stop_position = window.stop_position
+            if pos + want >= end or window.stop_position == pos:  # the end of the range, or no whole batch left
+                self.stop_reason = window.stop_reason
+                return
+            pos = window.stop_position
+
+
 class Segment:
     """One segment. ``Segment(path)`` takes the ``.log`` path (or any path whose name starts with the base)."""
 
     def __init__(self, log_path: str | os.PathLike, base_offset: int | None = None, *, view: Any = None):
-        self.path = Path(log_path)
+        # (a segment under a URL has a UrlPath: name, parent, / and str() as a Path's)
+        self.path = cast(Path, log_path) if isinstance(log_path, UrlPath) else Path(log_path)
         self._view = view
         if base_offset is None:
             try:
@@ -69,6 +109,17 @@ class Segment:
         self._time_index: TimeIndex | None = None
         self._txn_index: TransactionIndex | None = None
         self._next_offset: int | None = None
+        self._file: SegmentFile | None = None  # the .log under a URL (read in windows)
+
+    @property
+    def _url_file(self) -> SegmentFile | None:
+        """The ``.log`` of a segment under a URL (a view of one), opened once; None for a local segment."""
+        url = getattr(self._view, "url", None)
+        if url is None:
+            return None
+        if self._file is None:
+            self._file = SegmentFile(url.spec, (url / self.path.name).fspath)
+        return self._file
 
     @classmethod
     def open(cls, log_path: str | os.PathLike, base_offset: int | None = None) -> Segment:
@@ -92,7 +143,10 @@ class Segment:
     def buf(self) -> memoryview:
         """The ``.log`` bytes (read-only mmap; empty for an empty file)."""
         if self._buf is None:
-            if self._view is not None:
+            remote = self._url_file
+            if remote is not None:  # read whole only when asked for the buffer (a scan reads in windows)
+                self._buf = remote.view(0, remote.size)
+            elif self._view is not None:
                 self._buf = self._view.map(self.path.name)
             else:
                 self._map, _ = map_file(self.path, LogDirError)
@@ -130,6 +184,9 @@ class Segment:
         return f"{self.base_offset:020d}"
 
     def scanner(self, start_position: int = 0, end: int | None = None) -> LogScanner:
+        remote = self._url_file if self._buf is None else None
+        if remote is not None:
+            return WindowedScanner(remote, start_position, end, path=str(self.path))
         return LogScanner(self.buf, start_position, end, path=str(self.path))
 
     def iter_batches(self, start_position: int = 0, end: int | None = None) -> Iterator[Batch]:
@@ -348,6 +405,9 @@ class Segment:
             except BufferError:
                 pass
         self._map = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def __enter__(self) -> Segment:
         return self
@@ -356,4 +416,4 @@ class Segment:
         self.close()
 
 
-__all__ = ["LogOffsetPosition", "NO_TIMESTAMP", "Segment"]
+__all__ = ["LogOffsetPosition", "NO_TIMESTAMP", "Segment", "WindowedScanner"]

@@ -12,6 +12,10 @@ composite operation; the operations are :mod:`~kafkalog.storage.io.ops`). What h
 * ``direct``: each mutation runs at once through :mod:`.fileops` (the write path of a live writer).
 * ``readonly``: a mutation is a bug (:class:`RuntimeError`).
 
+A URL (``s3://...``, a :class:`~kafkalog.storage.io.fs.UrlPath`) is listed and read through the filesystem seam
+(:mod:`kafkalog.storage.io.fs`), read-only: its small files are read whole, a segment's ``.log`` in windows
+(:class:`~kafkalog.storage.files.segment.Segment`).
+
 The listing never opens a file: kinds come from ``lstat``/``stat``. FIFOs, sockets and devices are listed as
 ``special`` and never read; a symlink is followed only when it stays inside the directory.
 """
@@ -24,9 +28,10 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kafkalog.storage.errors import LogDirError
+from kafkalog.storage.io.fs import UrlPath, is_url, listdir, read_bytes
 from kafkalog.storage.io.local import open_regular
 from kafkalog.storage.io.ops import Blob, Delete, Op, Rename, Touch, Truncate, WriteFile
 
@@ -54,8 +59,16 @@ class DirView:
 
     PLANNED, DIRECT, READONLY = "planned", "direct", "readonly"
 
-    def __init__(self, path: str | os.PathLike, mode: str = PLANNED, *, missing_ok: bool = False):
-        self.path = Path(os.path.abspath(path))
+    def __init__(self, path: str | os.PathLike | UrlPath, mode: str = PLANNED, *, missing_ok: bool = False):
+        #: the directory's URL when it is not a local path (read-only, through the filesystem seam)
+        self.url: UrlPath | None = UrlPath.of(path) if is_url(path) else None  # type: ignore[arg-type]
+        if self.url is not None:
+            if mode != self.READONLY:
+                raise LogDirError("a URL is read-only: kafkalog changes files only in a local directory",
+                                  str(self.url))
+            self.path = cast(Path, self.url)  # a UrlPath: name, parent, / and str() as a Path's
+        else:
+            self.path = Path(os.path.abspath(cast(str, path)))
         self.mode = mode
         self.ops: list[Op] = []
         self.entries: dict[str, Entry] = {}
@@ -74,6 +87,15 @@ class DirView:
 
     # ------------------------------------------------------------------------------------------ listing
     def _scan(self) -> None:
+        if self.url is not None:
+            try:
+                listing = listdir(self.url.spec, self.url.fspath)
+            except OSError as e:
+                raise LogDirError(f"cannot list the directory: {e}", str(self.url)) from None
+            for fe in listing:
+                self.entries[fe.name] = (Entry(fe.name, DIR, 0, fe.mtime_ns) if fe.is_dir else
+                                         Entry(fe.name, FILE, fe.size, fe.mtime_ns, disk=fe.name))
+            return
         try:
             with os.scandir(self.path) as it:
                 raw = list(it)
@@ -146,8 +168,13 @@ class DirView:
         assert disk is not None
         self.read_names.add(disk)
         cached = self._maps.get(disk)
+        if cached is None and self.url is not None:  # a small file under a URL, read whole (a .log: Segment)
+            try:
+                raw = read_bytes(self.url.spec, (self.url / disk).fspath, e.size)
+            except OSError as err:
+                raise LogDirError(f"cannot read: {err}", self.file(name)) from None
+            cached = self._maps[disk] = (raw, memoryview(raw))
         if cached is None:
-
             fd = open_regular(self.path / disk, LogDirError)
             try:
                 mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
@@ -187,7 +214,8 @@ class DirView:
         for mm, view in self._maps.values():
             try:
                 view.release()
-                mm.close()
+                if isinstance(mm, mmap.mmap):
+                    mm.close()
             except BufferError:  # a batch view still refers to it; the mapping goes with the last view
                 pass
         self._maps.clear()

@@ -111,6 +111,81 @@ class Entry:
     path: str
     is_dir: bool
     size: int
+    mtime_ns: int = 0
+
+
+def is_url(path: object) -> bool:
+    """``path`` names a file through a filesystem other than the local one (``s3://...``, a :class:`UrlPath`)."""
+    if isinstance(path, UrlPath):
+        return True
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+class UrlPath:
+    """A file or directory under a URL, with the part of :class:`pathlib.Path`'s API the partition model uses
+    (``name``, ``parent``, ``/``, ``with_name``, ``stem``, ``suffix``); ``str()`` is the URL. Reads go through
+    the seam (:func:`info`, :func:`listdir`, :func:`read_bytes`, :class:`SegmentFile`) with :attr:`spec`."""
+
+    __slots__ = ("spec", "fspath")
+
+    def __init__(self, spec: FsSpec, fspath: str):
+        self.spec = spec
+        self.fspath = fspath.rstrip("/") or fspath
+
+    @classmethod
+    def of(cls, path: str | UrlPath, options: Mapping[str, str] | None = None) -> UrlPath:
+        if isinstance(path, UrlPath):
+            return path
+        spec, fspath = split_uri(path, options)
+        return cls(spec, fspath)
+
+    @property
+    def name(self) -> str:
+        return self.fspath.rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> UrlPath:
+        return UrlPath(self.spec, self.fspath.rsplit("/", 1)[0]) if "/" in self.fspath else self
+
+    @property
+    def stem(self) -> str:
+        return self.name.rsplit(".", 1)[0] if "." in self.name else self.name
+
+    @property
+    def suffix(self) -> str:
+        return "." + self.name.rsplit(".", 1)[1] if "." in self.name else ""
+
+    def __truediv__(self, name: str) -> UrlPath:
+        return UrlPath(self.spec, f"{self.fspath}/{name}")
+
+    def with_name(self, name: str) -> UrlPath:
+        return self.parent / name
+
+    def is_dir(self) -> bool:
+        e = info(self.spec, self.fspath)
+        return e is not None and e.is_dir
+
+    def is_file(self) -> bool:
+        e = info(self.spec, self.fspath)
+        return e is not None and not e.is_dir
+
+    def exists(self) -> bool:
+        return info(self.spec, self.fspath) is not None
+
+    def __str__(self) -> str:
+        return display(self.spec, self.fspath)
+
+    def __repr__(self) -> str:
+        return f"UrlPath({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UrlPath) and (self.spec, self.fspath) == (other.spec, other.fspath)
+
+    def __lt__(self, other: UrlPath) -> bool:
+        return self.fspath < other.fspath
+
+    def __hash__(self) -> int:
+        return hash((self.spec, self.fspath))
 
 
 def info(spec: FsSpec, path: str) -> Entry | None:
@@ -119,13 +194,18 @@ def info(spec: FsSpec, path: str) -> Entry | None:
             st = os.stat(path)
         except FileNotFoundError:
             return None
-        return Entry(os.path.basename(path), path, stat.S_ISDIR(st.st_mode), st.st_size)
+        return Entry(os.path.basename(path), path, stat.S_ISDIR(st.st_mode), st.st_size, st.st_mtime_ns)
     import pyarrow.fs as pafs  # optional dependency: only a URL needs it
 
     fi = spec.filesystem().get_file_info(path)
     if fi.type == pafs.FileType.NotFound:
         return None
-    return Entry(fi.base_name, fi.path, fi.type == pafs.FileType.Directory, fi.size or 0)
+    return _entry(fi, pafs)
+
+
+def _entry(fi, pafs) -> Entry:
+    """A ``pyarrow.fs.FileInfo`` as an :class:`Entry`."""
+    return Entry(fi.base_name, fi.path, fi.type == pafs.FileType.Directory, fi.size or 0, fi.mtime_ns or 0)
 
 
 def listdir(spec: FsSpec, path: str) -> list[Entry]:
@@ -143,7 +223,8 @@ def listdir(spec: FsSpec, path: str) -> list[Entry]:
     import pyarrow.fs as pafs  # optional dependency: only a URL needs it
 
     infos = spec.filesystem().get_file_info(pafs.FileSelector(path, recursive=False))
-    return [Entry(fi.base_name, fi.path, fi.type == pafs.FileType.Directory, fi.size or 0) for fi in infos]
+    own = path.split("://", 1)[-1].strip("/")  # (some fsspec filesystems list a directory inside itself)
+    return [_entry(fi, pafs) for fi in infos if fi.path.split("://", 1)[-1].strip("/") != own]
 
 
 def read_bytes(spec: FsSpec, path: str, limit: int) -> bytes:

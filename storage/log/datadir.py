@@ -13,12 +13,14 @@ import os
 import stat
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
+from typing import cast
 
 from kafkalog.storage.errors import KafkaLogError, LogDirError
 from kafkalog.storage.files.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     DATA_DIR_CHECKPOINTS,
     LOG_START_OFFSET_CHECKPOINT,
+    MAX_CHECKPOINT_BYTES,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpoint,
@@ -32,6 +34,8 @@ from kafkalog.storage.files.clean_shutdown import (
 from kafkalog.storage.files.findings import Finding, error, info, warning
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
 from kafkalog.storage.io.dirview import DIR, FILE, SYMLINK_OUT, DirView
+from kafkalog.storage.io.fs import UrlPath, is_url, read_bytes
+from kafkalog.storage.io.fs import info as file_info
 from kafkalog.storage.io.lock import LOCK_FILE_NAME, LockStatus, lock_status
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import PARTITION_DIR, is_partition_listing, require, require_data_dir
@@ -190,12 +194,34 @@ def _checkpoint_table(path: str, stamp: tuple[int, int, int]) -> dict[tuple[str,
         return None
 
 
-def partition_checkpoints(path: str | os.PathLike) -> dict[str, int | None]:
+@functools.lru_cache(maxsize=32)
+def _url_checkpoint_table(f: UrlPath, stamp: tuple[int, int]) -> dict[tuple[str, int], int] | None:
+    """:func:`_checkpoint_table` of a checkpoint under a URL (``stamp``: its size and mtime), read through the
+    filesystem seam."""
+    try:
+        return OffsetCheckpoint.from_bytes(read_bytes(f.spec, f.fspath, MAX_CHECKPOINT_BYTES), str(f)).to_dict()
+    except (KafkaLogError, OSError):
+        return None
+
+
+def partition_checkpoints(path: str | os.PathLike | UrlPath) -> dict[str, int | None]:
     """This partition's values in its parent data dir's four offset checkpoints (a checkpoint that is missing or
-    does not parse gives None)."""
-    p = Path(path)
-    tp = parse_topic_partition_name(p.name)
+    does not parse gives None); a partition dir under a URL reads them through the filesystem seam."""
     values: dict[str, int | None] = {}
+    if is_url(path):
+        u = UrlPath.of(path)  # type: ignore[arg-type]
+        tp = parse_topic_partition_name(u.name)
+        for name in DATA_DIR_CHECKPOINTS:
+            uf = u.parent / name
+            try:
+                e = file_info(uf.spec, uf.fspath)
+            except OSError:
+                e = None
+            table = None if e is None or e.is_dir else _url_checkpoint_table(uf, (e.size, e.mtime_ns))
+            values[name] = None if table is None else table.get((tp.topic, tp.partition))
+        return values
+    p = Path(cast(str, path))
+    tp = parse_topic_partition_name(p.name)
     for name in DATA_DIR_CHECKPOINTS:
         f = p.parent / name
         try:
@@ -210,14 +236,15 @@ def partition_checkpoints(path: str | os.PathLike) -> dict[str, int | None]:
     return values
 
 
-def open_partition_log(path: str | os.PathLike, checkpoints: dict[str, int | None] | None = None) -> PartitionLog:
-    """A :class:`PartitionLog` of ``path`` with its data dir's checkpoint values (read from the parent dir unless
-    ``checkpoints`` gives them; ``{}`` for none)."""
+def open_partition_log(path: str | os.PathLike | UrlPath, checkpoints: dict[str, int | None] | None = None, *,
+                       remote_log_enabled: bool = False) -> PartitionLog:
+    """A :class:`PartitionLog` of ``path`` (a local path or a URL) with its data dir's checkpoint values (read from
+    the parent dir unless ``checkpoints`` gives them; ``{}`` for none)."""
     values = partition_checkpoints(path) if checkpoints is None else checkpoints
     return PartitionLog(path, log_start_offset_checkpoint=values.get(LOG_START_OFFSET_CHECKPOINT),
                         recovery_point=values.get(RECOVERY_POINT_CHECKPOINT),
                         high_watermark=values.get(REPLICATION_OFFSET_CHECKPOINT),
-                        clean_point=values.get(CLEANER_OFFSET_CHECKPOINT))
+                        clean_point=values.get(CLEANER_OFFSET_CHECKPOINT), remote_log_enabled=remote_log_enabled)
 
 
 class DataDir:

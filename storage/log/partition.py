@@ -41,6 +41,7 @@ from kafkalog.storage.files.names import (
     SWAP_FILE_SUFFIX,
     TMP_FILE_SUFFIX,
 )
+from kafkalog.storage.files.partition_metadata import MAX_BYTES as MAX_METADATA_BYTES
 from kafkalog.storage.files.partition_metadata import (
     PARTITION_METADATA_FILE,
     PartitionMetadata,
@@ -50,6 +51,7 @@ from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
 from kafkalog.storage.files.segment import LogOffsetPosition, Segment
 from kafkalog.storage.files.txn_index import AbortedTxn
 from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.io.fs import UrlPath
 from kafkalog.storage.log.loss import PRODUCER_SNAPSHOT, RememberedOffset, segment_end_error
 from kafkalog.storage.log.partition_files import list_partition_files, unfinished_swap
 from kafkalog.storage.log.producer_state import ProducerStateManager
@@ -93,7 +95,7 @@ class PartitionLog:
 
     def __init__(
         self,
-        path: str | os.PathLike | DirView,
+        path: str | os.PathLike | UrlPath | DirView,
         *,
         log_start_offset_checkpoint: int | None = None,
         recovery_point: int | None = None,
@@ -107,7 +109,9 @@ class PartitionLog:
         else:
             self.view = DirView(path, DirView.READONLY)
             self._owns_view = True
-        self.path = self.view.path if isinstance(path, DirView) else Path(path)
+        # (a URL's view has a UrlPath: name, parent, / and str() as a Path's)
+        self.path = self.view.path if isinstance(path, (DirView, UrlPath)) or self.view.url is not None \
+            else Path(path)
         self.tp = parse_topic_partition_name(self.path.name)
         self.log_start_offset_checkpoint = log_start_offset_checkpoint
         self.recovery_point = recovery_point
@@ -127,7 +131,7 @@ class PartitionLog:
         self._base_offsets = [s.base_offset for s in self.segments]
 
     @classmethod
-    def open(cls, path: str | os.PathLike, **kw) -> PartitionLog:
+    def open(cls, path: str | os.PathLike | UrlPath, **kw) -> PartitionLog:
         return cls(path, **kw)
 
     def __repr__(self) -> str:
@@ -211,6 +215,19 @@ class PartitionLog:
         """The log start offset the broker loads (:func:`log_start_offset`)."""
         return log_start_offset(self.log_start_offset_checkpoint,
                                 self.segments[0].base_offset if self.segments else None, self.remote_log_enabled)
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """``UnifiedLog.localLogStartOffset``: the first offset the local segments can serve, the log start offset
+        or, for a tiered topic whose log starts in the remote store, the first local segment's base offset."""
+        start = self.log_start_offset
+        return max(start, self.segments[0].base_offset) if self.segments else start
+
+    def readable_start(self, end: int) -> int:
+        """Where a reader of the local segments that has seen them up to ``end`` (the offset after the last
+        complete batch it found) starts: :attr:`local_log_start_offset`, never above ``end`` (a live broker may
+        checkpoint a log start offset past what the reader saw of its appends)."""
+        return min(self.local_log_start_offset, end)
 
     @property
     def log_end_offset(self) -> int:
@@ -394,7 +411,9 @@ class PartitionLog:
         if self._metadata is False:
             self._metadata = None
             if self.view.exists(PARTITION_METADATA_FILE):
-                self._metadata = read_partition_metadata(self.partition_metadata_path)
+                self._metadata = (read_partition_metadata(self.partition_metadata_path) if self.view.url is None
+                                  else PartitionMetadata.from_bytes(self._small(PARTITION_METADATA_FILE, MAX_METADATA_BYTES),
+                                                                    self.partition_metadata_path))
         return self._metadata  # type: ignore[return-value]
 
     @property

@@ -16,15 +16,15 @@ import bisect
 import fnmatch
 import struct
 from dataclasses import dataclass
+from pathlib import Path
 
 from kafkalog.storage.errors import ConfigError, KafkaLogError, LogDirError
 from kafkalog.storage.files.names import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, offset_from_file_name
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.files.time_index import TimeIndex
-from kafkalog.storage.io.fs import FsSpec, SegmentFile, display, info, listdir, read_bytes, split_uri
+from kafkalog.storage.io.fs import FsSpec, SegmentFile, UrlPath, display, info, listdir, read_bytes, split_uri
 from kafkalog.storage.log.datadir import check_topics, live_partition_name
 from kafkalog.storage.log.partition import PartitionLog
-from kafkalog.storage.log.partition_files import unfinished_swap
 
 from .filters import columns, keeps
 from .options import ReadOptions
@@ -36,7 +36,8 @@ SKIPPED_DIRS = ("remote-log-index-cache",)
 
 @dataclass(frozen=True)
 class Segment:
-    """One ``.log`` file found by discovery."""
+    """One segment found by discovery: a picklable record of a segment of storage's partition model
+    (:class:`~kafkalog.storage.log.partition.PartitionLog`'s), with no rule of its own."""
 
     spec: FsSpec
     path: str
@@ -81,32 +82,28 @@ def _live_partition(name: str) -> tuple[str, int] | None:
     return None if tp is None else (tp.topic, tp.partition)
 
 
-def _segments_of(spec: FsSpec, pdir: str, topic: str | None, partition: int | None) -> list[Segment]:
-    """The partition's segments by base offset. A local dir is listed by storage's partition model
-    (:class:`~kafkalog.storage.log.partition.PartitionLog`: the same segments every command reads); a URL's by its file
-    names, with the same name rule."""
-    logs: list[tuple[int, str, int]] = []
-    if spec.is_local and _live_partition(pdir.rstrip("/").rsplit("/", 1)[-1]) is not None:
-        with PartitionLog(pdir) as plog:
-            problem = plog.unfinished_swap
-            logs = [(s.base_offset, str(s.path), s.size) for s in plog.segments]
-    else:
-        entries = listdir(spec, pdir)
-        problem = unfinished_swap(pdir, [e.name for e in entries if not e.is_dir])
-        for e in entries:
-            if e.is_dir or not e.name.endswith(".log"):
-                continue
-            try:
-                logs.append((offset_from_file_name(e.name), e.path, e.size))
-            except ValueError:
-                continue
-        logs.sort(key=lambda t: t[0])
-    if problem:  # reading the listed segments would silently miss records
-        raise LogDirError(problem, display(spec, pdir))
-    out = []
-    for i, (base, path, size) in enumerate(logs):
-        nxt = logs[i + 1][0] if i + 1 < len(logs) else None
-        out.append(Segment(spec, path, topic, partition, base, size, nxt))
+def partition_dir(spec: FsSpec, pdir: str) -> str | UrlPath:
+    """A partition dir as storage's partition model opens it: a local path, or a URL (read through the seam)."""
+    return pdir if spec.is_local else UrlPath(spec, pdir)
+
+
+def _fspath(path: Path | UrlPath) -> str:
+    return path.fspath if isinstance(path, UrlPath) else str(path)
+
+
+def _segments_of(spec: FsSpec, pdir: str, topic: str, partition: int) -> list[Segment]:
+    """The partition's segments by base offset, as storage's partition model lists them
+    (:class:`~kafkalog.storage.log.partition.PartitionLog`: the same segments every command reads), for a local dir
+    and a URL alike."""
+    with PartitionLog(partition_dir(spec, pdir)) as plog:
+        problem = plog.unfinished_swap
+        if problem:  # reading the listed segments would silently miss records
+            raise LogDirError(problem, display(spec, pdir))
+        out = []
+        for s in plog.segments:
+            nxt = plog.higher_segment(s)
+            out.append(Segment(spec, _fspath(s.path), topic, partition, s.base_offset, s.size,
+                               None if nxt is None else nxt.base_offset))
     return out
 
 
@@ -162,7 +159,7 @@ def discover(opts: ReadOptions) -> list[Segment]:
             parent = path.rstrip("/").rsplit("/", 1)[0] if "/" in path else ""
             tp = _live_partition(parent.rsplit("/", 1)[-1])
             topic, part = tp if tp else (None, None)
-            segs = [s for s in _segments_of(spec, parent, topic, part) if s.path == e.path] if parent else []
+            segs = [s for s in _segments_of(spec, parent, *tp) if s.path == e.path] if parent and tp else []
             if not segs:
                 segs = [Segment(spec, path, topic, part, _base_of(e.name, raw), e.size, None)]
         else:

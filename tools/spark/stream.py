@@ -34,24 +34,26 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from kafkalog.storage.errors import ConfigError, CorruptRecordError, KafkaLogError
-from kafkalog.storage.files.checkpoints import (
-    LOG_START_OFFSET_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-    read_offset_checkpoint,
-)
 from kafkalog.storage.io.fs import SegmentFile, display, split_uri
-from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.log.datadir import open_partition_log
 from kafkalog.storage.records import LogScanner
 
 from .options import ReadOptions, _bool, _int, parse_read_options
-from .plan import Segment, _partition_dir, discover, offset_index_entries, partition_segments, plan_pieces
+from .plan import (
+    Segment,
+    _partition_dir,
+    discover,
+    offset_index_entries,
+    partition_dir,
+    partition_segments,
+    plan_pieces,
+)
 
 log = logging.getLogger("kafkalog.spark.stream")
 
@@ -167,17 +169,6 @@ def complete_end(seg: Segment, position: int, next_offset: int, opts: ReadOption
     return position, next_offset
 
 
-def _checkpoint(data_dir: str, name: str, cache: dict) -> dict[TP, int]:
-    key = (data_dir, name)
-    if key not in cache:
-        try:
-            p = Path(data_dir) / name
-            cache[key] = read_offset_checkpoint(p).to_dict() if p.is_file() else {}
-        except (OSError, KafkaLogError):
-            cache[key] = {}  # being rewritten by the broker, or damaged: as if absent this trigger
-    return cache[key]
-
-
 class LogView:
     """The partitions under the stream's paths, re-listed at each trigger; the scan of each active segment resumes
     where the previous trigger's ended."""
@@ -192,24 +183,19 @@ class LogView:
             if seg.topic is None or seg.partition is None:
                 continue
             by_tp.setdefault((seg.topic, seg.partition), []).append(seg)
-        cache: dict = {}
         out = {}
         for tp, segs in by_tp.items():
             last = segs[-1]
             pos, nxt = self._tail(last)
             log_start, hw = segs[0].base_offset, None
-            if last.spec.is_local:
-                pdir = _partition_dir(last)
-                data_dir = str(Path(pdir).parent)
-                ckpt = _checkpoint(data_dir, LOG_START_OFFSET_CHECKPOINT, cache).get(tp)
-                hw_ckpt = _checkpoint(data_dir, REPLICATION_OFFSET_CHECKPOINT, cache).get(tp)
-                # the log start offset and the high watermark are the partition log's (storage's one rule); the
-                # checkpointed log start is capped at the complete end a trigger may read to
-                with PartitionLog(pdir, log_start_offset_checkpoint=None if ckpt is None else min(ckpt, nxt),
-                                  high_watermark=hw_ckpt) as plog:
-                    if plog.segments:
-                        log_start = plog.log_start_offset
-                        hw = None if hw_ckpt is None else plog.high_watermark
+            # where the local log starts and the high watermark are the partition log's (storage's one rule, the
+            # data dir's checkpoints read through the filesystem seam for a local dir and a URL alike); the stream
+            # reads local segments: from the local log start (a tiered topic's older offsets are in its remote
+            # store), capped at the complete end this trigger may read to
+            with open_partition_log(partition_dir(last.spec, _partition_dir(last))) as plog:
+                if plog.segments:
+                    log_start = plog.readable_start(nxt)
+                    hw = None if plog.high_watermark_checkpoint is None else plog.high_watermark
             out[tp] = PartitionState(tuple(segs), log_start, nxt, pos, hw)
         self._tails = {k: v for k, v in self._tails.items() if any(k == s.segments[-1].path for s in out.values())}
         return out

@@ -8,10 +8,11 @@ import os
 import struct
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 
 from kafkalog.storage.errors import CorruptIndexError, KafkaLogError
 from kafkalog.storage.files.names import offset_from_file_name
+from kafkalog.storage.io.fileops import atomic_write
 from kafkalog.storage.io.local import map_regular
 
 INT32_MAX = (1 << 31) - 1
@@ -42,7 +43,42 @@ def base_offset_for(path: str | os.PathLike, base_offset: int | None) -> int:
         raise CorruptIndexError(f"cannot derive a base offset from the file name {name!r}", str(path)) from None
 
 
-class FixedIndex(ABC):
+class MappedIndex:
+    """What the three index files share: their bytes, read whole through a read-only mmap (:meth:`open`) or given
+    (:meth:`from_bytes`), the base offset their entries are relative to, and :meth:`close` (or ``with``)."""
+
+    def __init__(self, buf: Any, base_offset: int, path: str | None = None, *, _closer: Any = None):
+        self._buf = memoryview(buf)
+        self._closer = _closer
+        self.base_offset = base_offset
+        self.path = path
+        self.length = len(self._buf)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, base_offset: int | None = None) -> Self:
+        """Memory-map an existing index file read-only (base offset from the file name unless given)."""
+        base = base_offset_for(path, base_offset)
+        buf, _ = map_file(path)
+        return cls(buf, base, str(path), _closer=buf if isinstance(buf, mmap.mmap) else None)
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, base_offset: int, path: str | None = None) -> Self:
+        return cls(data, base_offset, path)
+
+    def close(self) -> None:
+        self._buf.release()
+        if self._closer is not None:
+            self._closer.close()
+            self._closer = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class FixedIndex(MappedIndex, ABC):
     """Base of :class:`OffsetIndex` and :class:`TimeIndex`. Subclasses set ``ENTRY``, ``KEY_FIELD``,
     ``REL_FIELD`` and implement ``_make``.
 
@@ -57,41 +93,14 @@ class FixedIndex(ABC):
     ENTRY: struct.Struct
     KEY_FIELD: int  # index in the unpacked tuple of the search key
     REL_FIELD: int  # index of the relative offset
+    FIELDS: tuple[str, str]  # what the two fields are, in messages
     KIND = "index"
     error_cls = CorruptIndexError
 
     def __init__(self, buf: Any, base_offset: int, path: str | None = None, *, _closer: Any = None):
+        super().__init__(buf, base_offset, path, _closer=_closer)
         self._raw = buf
-        self._buf = memoryview(buf)
-        self._closer = _closer
-        self.base_offset = base_offset
-        self.path = path
-        self.length = len(self._buf)
         self._valid: int | None = None
-
-    # ---- construction ------------------------------------------------------------------------------------
-    @classmethod
-    def open(cls, path: str | os.PathLike, base_offset: int | None = None):
-        """Memory-map an existing index file read-only (base offset from the file name unless given)."""
-        base = base_offset_for(path, base_offset)
-        buf, _ = map_file(path)
-        return cls(buf, base, str(path), _closer=buf if isinstance(buf, mmap.mmap) else None)
-
-    @classmethod
-    def from_bytes(cls, data: bytes | bytearray | memoryview, base_offset: int, path: str | None = None):
-        return cls(data, base_offset, path)
-
-    def close(self) -> None:
-        self._buf.release()
-        if self._closer is not None:
-            self._closer.close()
-            self._closer = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     # ---- geometry ----------------------------------------------------------------------------------------
     @property
@@ -186,3 +195,48 @@ class FixedIndex(ABC):
 
     def _err(self, reason: str, position: int | None = None) -> CorruptIndexError:
         return self.error_cls(reason, self.path, position)
+
+    def _check_length(self, what: str) -> None:
+        """The end of ``sanityCheck``: the length a multiple of the entry size."""
+        size = self.ENTRY.size
+        if self.length % size != 0:
+            raise self._err(f"{what} is corrupt, found {self.length} bytes which is not a multiple of {size}",
+                            self.length - self.length % size)
+
+    def problems(self) -> list[tuple[int, str]]:
+        """Stricter structural checks than Kafka's: ``(byte position, message)`` pairs."""
+        size = self.ENTRY.size
+        out: list[tuple[int, str]] = []
+        if self.length % size:
+            out.append((self.length - self.length % size, f"length {self.length} is not a multiple of {size}"))
+        prev: tuple | None = None
+        for i, t in enumerate(self.ENTRY.iter_unpack(self._buf[: self.valid_entries * size])):
+            out += [(i * size, f"entry {i}: {why}") for why in self._entry_problems(t, prev)]
+            prev = t
+        if not self.padding_is_zero():
+            out.append((self.valid_entries * size, "non-zero bytes after the last valid entry"))
+        return out
+
+    def _entry_problems(self, t: tuple, prev: tuple | None) -> list[str]:
+        """What is wrong with one valid entry (unpacked), given the one before it: a negative field, a key that
+        does not increase, the other field decreasing."""
+        rel, key = self.REL_FIELD, self.KEY_FIELD
+        out = [f"negative {'relative offset' if f == rel else self.FIELDS[f]} {t[f]}" for f in (rel, 1 - rel) if t[f] < 0]
+        if prev is not None:
+            for f, bad, verb in ((key, t[key] <= prev[key], "does not increase"),
+                                 (1 - key, t[1 - key] < prev[1 - key], "decreases")):
+                if bad:
+                    out.append(f"{self.FIELDS[f]} {self._value(f, t)} {verb} (previous {self._value(f, prev)})")
+        return out
+
+    def _value(self, f: int, t: tuple) -> int:
+        """Field ``f`` of an entry as messages show it (a relative offset made absolute)."""
+        return self.base_offset + t[f] if f == self.REL_FIELD else t[f]
+
+    def write(self, path: str | os.PathLike, *, trim: bool = True, size: int | None = None, fsync: bool = True) -> None:
+        atomic_write(path, self.to_bytes(trim=trim and size is None, size=size), fsync=fsync)
+
+
+def padded(data: bytes, size: int | None, entry_size: int) -> bytes:
+    """``data`` (entries) zero-padded to ``size`` rounded down to whole entries, as a preallocated index file."""
+    return data if size is None else data + bytes(max(0, size - size % entry_size - len(data)))

@@ -11,8 +11,7 @@ import struct
 from dataclasses import dataclass
 
 from kafkalog.storage.errors import CorruptIndexError
-from kafkalog.storage.files.index import INT32_MAX, FixedIndex
-from kafkalog.storage.io.fileops import atomic_write
+from kafkalog.storage.files.index import INT32_MAX, FixedIndex, padded
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
 
@@ -26,6 +25,7 @@ class OffsetPosition:
 class OffsetIndex(FixedIndex):
     ENTRY = struct.Struct(">ii")
     KEY_FIELD = 0
+    FIELDS = ("offset", "position")
     REL_FIELD = 0
     KIND = "index"
 
@@ -71,34 +71,7 @@ class OffsetIndex(FixedIndex):
                 f"the base offset {self.base_offset}",
                 (self.entries - 1) * 8,
             )
-        if self.length % 8 != 0:
-            raise self._err(f"index is corrupt, found {self.length} bytes which is not a multiple of 8",
-                            self.length - self.length % 8)
-
-    def problems(self) -> list[tuple[int, str]]:
-        """Stricter structural checks than Kafka's: ``(byte position, message)`` pairs."""
-        out: list[tuple[int, str]] = []
-        if self.length % 8:
-            out.append((self.length - self.length % 8, f"length {self.length} is not a multiple of 8"))
-        prev: tuple[int, int] | None = None
-        for i, (rel, pos) in enumerate(self.ENTRY.iter_unpack(self._buf[: self.valid_entries * 8])):
-            if rel < 0:
-                out.append((i * 8, f"entry {i}: negative relative offset {rel}"))
-            if pos < 0:
-                out.append((i * 8, f"entry {i}: negative position {pos}"))
-            if prev is not None:
-                if rel <= prev[0]:
-                    out.append((i * 8, f"entry {i}: offset {self.base_offset + rel} does not increase "
-                                       f"(previous {self.base_offset + prev[0]})"))
-                if pos < prev[1]:
-                    out.append((i * 8, f"entry {i}: position {pos} decreases (previous {prev[1]})"))
-            prev = (rel, pos)
-        if not self.padding_is_zero():
-            out.append((self.valid_entries * 8, "non-zero bytes after the last valid entry"))
-        return out
-
-    def write(self, path: str | os.PathLike, *, trim: bool = True, size: int | None = None, fsync: bool = True) -> None:
-        atomic_write(path, self.to_bytes(trim=trim and size is None, size=size), fsync=fsync)
+        self._check_length("index")
 
 
 class OffsetIndexBuilder:
@@ -130,10 +103,7 @@ class OffsetIndexBuilder:
         self.last_offset = offset
 
     def build(self, *, size: int | None = None) -> OffsetIndex:
-        data = bytes(self._buf)
-        if size is not None:
-            data += bytes(max(0, size - size % 8 - len(data)))
-        return OffsetIndex(data, self.base_offset)
+        return OffsetIndex(padded(bytes(self._buf), size, OffsetIndex.ENTRY.size), self.base_offset)
 
 
 def read_offset_index(path: str | os.PathLike, base_offset: int | None = None) -> OffsetIndex:

@@ -11,8 +11,7 @@ import struct
 from dataclasses import dataclass
 
 from kafkalog.storage.errors import CorruptIndexError
-from kafkalog.storage.files.index import INT32_MAX, FixedIndex
-from kafkalog.storage.io.fileops import atomic_write
+from kafkalog.storage.files.index import INT32_MAX, FixedIndex, padded
 
 NO_TIMESTAMP = -1
 
@@ -26,6 +25,7 @@ class TimestampOffset:
 class TimeIndex(FixedIndex):
     ENTRY = struct.Struct(">qi")
     KEY_FIELD = 0
+    FIELDS = ("timestamp", "offset")
     REL_FIELD = 1
     KIND = "timeindex"
 
@@ -83,33 +83,7 @@ class TimeIndex(FixedIndex):
                     f"the first offset {self.base_offset}",
                     (self.entries - 1) * 12,
                 )
-        if self.length % 12 != 0:
-            raise self._err(f"time index is corrupt, found {self.length} bytes which is not a multiple of 12",
-                            self.length - self.length % 12)
-
-    def problems(self) -> list[tuple[int, str]]:
-        out: list[tuple[int, str]] = []
-        if self.length % 12:
-            out.append((self.length - self.length % 12, f"length {self.length} is not a multiple of 12"))
-        prev: tuple[int, int] | None = None
-        for i, (ts, rel) in enumerate(self.ENTRY.iter_unpack(self._buf[: self.valid_entries * 12])):
-            if rel < 0:
-                out.append((i * 12, f"entry {i}: negative relative offset {rel}"))
-            if ts < 0:
-                out.append((i * 12, f"entry {i}: negative timestamp {ts}"))
-            if prev is not None:
-                if ts <= prev[0]:
-                    out.append((i * 12, f"entry {i}: timestamp {ts} does not increase (previous {prev[0]})"))
-                if rel < prev[1]:
-                    out.append((i * 12, f"entry {i}: offset {self.base_offset + rel} decreases "
-                                        f"(previous {self.base_offset + prev[1]})"))
-            prev = (ts, rel)
-        if not self.padding_is_zero():
-            out.append((self.valid_entries * 12, "non-zero bytes after the last valid entry"))
-        return out
-
-    def write(self, path: str | os.PathLike, *, trim: bool = True, size: int | None = None, fsync: bool = True) -> None:
-        atomic_write(path, self.to_bytes(trim=trim and size is None, size=size), fsync=fsync)
+        self._check_length("time index")
 
 
 class TimeIndexBuilder:
@@ -152,10 +126,7 @@ class TimeIndexBuilder:
         return False
 
     def build(self, *, size: int | None = None) -> TimeIndex:
-        data = bytes(self._buf)
-        if size is not None:
-            data += bytes(max(0, size - size % 12 - len(data)))
-        return TimeIndex(data, self.base_offset)
+        return TimeIndex(padded(bytes(self._buf), size, TimeIndex.ENTRY.size), self.base_offset)
 
 
 def read_time_index(path: str | os.PathLike, base_offset: int | None = None) -> TimeIndex:

@@ -8,14 +8,13 @@ Rebuilding needs producer state from earlier segments: :func:`.rebuild.rebuild_t
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kafkalog.storage.errors import CorruptIndexError
-from kafkalog.storage.files.index import base_offset_for, map_file
+from kafkalog.storage.files.index import MappedIndex
 from kafkalog.storage.io.fileops import atomic_write
 
 ENTRY = struct.Struct(">hqqqq")
@@ -33,24 +32,7 @@ class AbortedTxn:
     version: int = CURRENT_VERSION
 
 
-class TransactionIndex:
-    def __init__(self, buf, base_offset: int, path: str | None = None, *, _closer=None):
-        self._buf = memoryview(buf)
-        self._closer = _closer
-        self.base_offset = base_offset
-        self.path = path
-        self.length = len(self._buf)
-
-    @classmethod
-    def open(cls, path: str | os.PathLike, base_offset: int | None = None) -> TransactionIndex:
-        base = base_offset_for(path, base_offset)
-        buf, _ = map_file(path)
-        return cls(buf, base, str(path), _closer=buf if isinstance(buf, mmap.mmap) else None)
-
-    @classmethod
-    def from_bytes(cls, data, base_offset: int, path: str | None = None) -> TransactionIndex:
-        return cls(data, base_offset, path)
-
+class TransactionIndex(MappedIndex):
     @classmethod
     def from_entries(cls, base_offset: int, entries: list[AbortedTxn]) -> TransactionIndex:
         prev = None
@@ -63,18 +45,6 @@ class TransactionIndex:
             prev = e.last_offset
             out += ENTRY.pack(e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
         return cls(bytes(out), base_offset)
-
-    def close(self) -> None:
-        self._buf.release()
-        if self._closer is not None:
-            self._closer.close()
-            self._closer = None
-
-    def __enter__(self) -> TransactionIndex:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     @property
     def entries(self) -> int:

@@ -51,6 +51,12 @@ TOPIC_IDS = ["l5y0MjLvQdypLcP9XmR7bw", "pKnJ0cAhRMqJ0g3Tt0Vv0A", "MkU3OEVBNTcwNT
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 TS = 1_700_000_000_000
 
+
+def hex_bytes(s: str) -> bytes:
+    """Bytes written in hex with spaces anywhere (test vectors as docs/formats.md prints them)."""
+    return bytes.fromhex(s.replace(" ", ""))
+
+
 # ------------------------------------------------------------------------------------------------ batches
 
 

@@ -12,6 +12,7 @@ from typing import Any, Self
 
 from kafkalog.storage.errors import CorruptIndexError, KafkaLogError
 from kafkalog.storage.files.names import offset_from_file_name
+from kafkalog.storage.io.closing import Closing
 from kafkalog.storage.io.fileops import atomic_write
 from kafkalog.storage.io.local import map_regular
 
@@ -43,7 +44,7 @@ def base_offset_for(path: str | os.PathLike, base_offset: int | None) -> int:
         raise CorruptIndexError(f"cannot derive a base offset from the file name {name!r}", str(path)) from None
 
 
-class MappedIndex:
+class MappedIndex(Closing):
     """What the three index files share: their bytes, read whole through a read-only mmap (:meth:`open`) or given
     (:meth:`from_bytes`), the base offset their entries are relative to, and :meth:`close` (or ``with``)."""
 
@@ -70,12 +71,6 @@ class MappedIndex:
         if self._closer is not None:
             self._closer.close()
             self._closer = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 class FixedIndex(MappedIndex, ABC):

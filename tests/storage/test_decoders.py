@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
+from builders import hex_bytes as h
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,10 +40,6 @@ from kafkalog.storage.decoders.consumer_offsets import decode_consumer_subscript
 from kafkalog.storage.decoders.schema import Message
 from kafkalog.storage.decoders.spec import Field, Struct
 from kafkalog.storage.errors import CorruptRecordError
-
-
-def h(s: str) -> bytes:
-    return bytes.fromhex(s.replace(" ", ""))
 
 
 def i16(v: int) -> bytes:

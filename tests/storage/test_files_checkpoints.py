@@ -9,30 +9,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalog.storage.errors import CorruptCheckpointError
-from kafkalog.storage.files.checkpoints import (
-    OffsetCheckpoint,
-    TopicPartitionOffset,
-    leftover_tmp,
-    read_offset_checkpoint,
-    write_offset_checkpoint,
-)
-from kafkalog.storage.files.clean_shutdown import (
+from kafkalog.storage.files import (
     CleanShutdownMarker,
-    read_clean_shutdown,
-    write_clean_shutdown,
-)
-from kafkalog.storage.files.leader_epoch import (
     EpochEntry,
     LeaderEpochCheckpoint,
-    read_leader_epoch_checkpoint,
-    write_leader_epoch_checkpoint,
-)
-from kafkalog.storage.files.meta_properties import MetaProperties, read_meta_properties, write_meta_properties
-from kafkalog.storage.files.partition_metadata import (
+    MetaProperties,
+    OffsetCheckpoint,
     PartitionMetadata,
+    TopicPartitionOffset,
+    read_clean_shutdown,
+    read_leader_epoch_checkpoint,
+    read_meta_properties,
+    read_offset_checkpoint,
     read_partition_metadata,
+    write_clean_shutdown,
+    write_leader_epoch_checkpoint,
+    write_meta_properties,
+    write_offset_checkpoint,
     write_partition_metadata,
 )
+from kafkalog.storage.files.checkpoints import leftover_tmp
 from kafkalog.storage.io.fileops import atomic_write, fsync_dir, tmp_path
 
 # ---------------------------------------------------------------------------------------- offset checkpoints

@@ -1,6 +1,7 @@
 """The test vectors of docs/formats.md#test-vectors, built and parsed byte-exactly."""
 
 import pytest
+from builders import hex_bytes as h
 
 from kafkalog.storage.codec import compression
 from kafkalog.storage.records import (
@@ -12,11 +13,6 @@ from kafkalog.storage.records import (
 )
 from kafkalog.storage.records.builder import encode_record
 from kafkalog.storage.records.control import COMMIT, parse_control_key, parse_end_txn_marker
-
-
-def h(s: str) -> bytes:
-    return bytes.fromhex(s.replace(" ", ""))
-
 
 V2_ONE = h("0000000000000000 00000039 00000000 02 965a94b1 0000 00000000 0000018bcfe56800 0000018bcfe56800 "
            "ffffffffffffffff ffff ffffffff 00000001 0e 00 00 00 01 02 61 00")

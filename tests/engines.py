@@ -15,6 +15,7 @@ from kafkalog.storage.engine.cleaner.manager import plan_compact
 from kafkalog.storage.engine.plan import ApplyResult, Plan, apply
 from kafkalog.storage.engine.retention import plan_retention
 from kafkalog.storage.files.checkpoints import CLEANER_OFFSET_CHECKPOINT
+from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.log.datadir import read_checkpoint_or_empty
 
 
@@ -36,7 +37,7 @@ class Compaction:
     applied: ApplyResult | None
     result: CleanResult | None  # the round (measured in a dry run, done otherwise); None when not cleaned
     facts: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
 
     @property
     def eligible(self) -> bool:
@@ -183,7 +184,7 @@ class Recovery:
         return bool(self.ops)
 
     @property
-    def notes(self) -> list[str]:
+    def notes(self) -> list[Finding]:
         return self.loaded.notes
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import IO
 
 from kafkalog.storage.reports.groups import GroupsReport, load_groups
+from kafkalog.tools import facts
 
 from .output import JsonLines, add_epoch_argument, positive_int, progress, render_table, time_format
 
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                      epoch=args.epoch)
     sys.stdout.flush()
     for n in report.notes:
-        print(f"kafkalog groups: note: {n}", file=sys.stderr)
+        print(f"kafkalog groups: note: {facts.render(n)}", file=sys.stderr)
     for r in report.beyond_end:
         print(f"kafkalog groups: note: group {r.group} committed offset {r.offset} in {Path(r.file).name}, past its "
               f"log end offset {r.log_end_offset}: offsets {r.first_missing}..{r.last_missing} are no longer in the "

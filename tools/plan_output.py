@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kafkalog.storage.engine.plan import ApplyResult, Loss, Plan, Setting, apply, concurrent_writer
 from kafkalog.storage.io.ops import Op
+from kafkalog.tools import facts
 from kafkalog.tools.output import add_epoch_argument, human_size, human_time, positive_int, progress
 
 
@@ -101,11 +102,14 @@ def render_plan(plan: Plan, *, as_json: bool, dry_run: bool, verbose: bool = Fal
         for d in plan.data_dirs:
             for p in d.partitions:
                 if p.ops or p.losses or p.notes or p.error or verbose:
-                    print(json.dumps({"operation": plan.operation, "dryRun": dry_run, **p.to_dict()}), file=out)
+                    print(json.dumps({"operation": plan.operation, "dryRun": dry_run, **p.to_dict(),
+                                      "notes": [facts.to_json(n) for n in p.notes]}), file=out)
             if d.ops or d.notes:
                 print(json.dumps({"operation": plan.operation, "dryRun": dry_run, "dataDir": d.path,
-                                  "operations": [op.to_dict() for op in d.ops], "notes": d.notes}), file=out)
-        print(json.dumps({"summary": plan.summary(), "dryRun": dry_run}), file=out)
+                                  "operations": [op.to_dict() for op in d.ops],
+                                  "notes": [facts.to_json(n) for n in d.notes]}), file=out)
+        summary = plan.summary() | {"notes": [facts.to_json(n) for n in plan.all_notes()]}
+        print(json.dumps({"summary": summary, "dryRun": dry_run}), file=out)
         return
     for d in plan.data_dirs:
         quiet = 0
@@ -125,11 +129,11 @@ def render_plan(plan: Plan, *, as_json: bool, dry_run: bool, verbose: bool = Fal
                 label = "LOSS" if loss.damage else "removes"
                 print(f"    {label}: {describe_loss(loss, epoch)}", file=out)
             for n in p.notes:
-                print(f"    note: {n}", file=out)
+                print(f"    note: {facts.render(n)}", file=out)
         for line in _op_lines(d.ops, d.path):
             print(f"  {line}", file=out)
         for n in d.notes:
-            print(f"  note: {n}", file=out)
+            print(f"  note: {facts.render(n)}", file=out)
         if quiet:
             print(f"  {quiet} other partition(s): nothing to do", file=out)
     s = plan.summary()

@@ -33,6 +33,7 @@ from kafkalog.storage.config.log_config import BrokerConfig, LogConfig
 from kafkalog.storage.config.properties import parse_overrides, read_properties
 from kafkalog.storage.decoders.cluster_metadata import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataState
 from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, read_meta_properties
 from kafkalog.storage.files.names import segment_log_files
 from kafkalog.storage.files.segment import Segment
@@ -53,17 +54,18 @@ class ClusterMetadata:
     topic_configs: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # name -> (value, source)
     broker_configs: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # "" = cluster default
     undecodable: int = 0
-    notes: list[str] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
 
 
-def _batches(seg: Segment, min_offset: int, notes: list[str]) -> Iterator:
+def _batches(seg: Segment, min_offset: int, errors: list[str]) -> Iterator:
+    """The v2 data batches of ``seg`` from ``min_offset``; a corrupt batch ends them (``errors`` gets why)."""
     try:
         for b in seg.iter_batches():
             if b.magic >= 2 and not b.is_control and b.last_offset >= min_offset:
                 yield b
             del b
     except CorruptRecordError as e:
-        notes.append(f"{e}: the metadata after this point is not read")
+        errors.append(str(e))
 
 
 def _snapshots(mdir: Path) -> list[tuple[int, int, Path]]:
@@ -90,28 +92,30 @@ def read_cluster_metadata(metadata_dir: str | os.PathLike) -> ClusterMetadata:
     for offset, _epoch, path in reversed(_snapshots(mdir)):
         trial = MetadataState(strict=False)
         trial.label = f"{METADATA_TOPIC} snapshot {path.name}"
-        notes: list[str] = []
+        errors: list[str] = []
         try:
             with Segment(path, 0) as seg:
-                for b in _batches(seg, 0, notes):
+                for b in _batches(seg, 0, errors):
                     trial.replay_all(r.value for r in b.records())
                     del b
         except (KafkaLogError, OSError) as e:
-            notes.append(str(e))
-        if notes:
-            out.notes.append(f"{path}: unreadable snapshot ({'; '.join(notes)}); an older one is used")
+            errors.append(str(e))
+        if errors:
+            out.notes.append(note(path, "metadata.snapshotUnreadable", errors=errors))
             continue
         state, start, out.snapshot = trial, offset, path.name
         break
     state.label = f"{METADATA_TOPIC} log"
     for log in segment_log_files(mdir):
+        stopped: list[str] = []
         try:
             with Segment(log) as seg:
-                for b in _batches(seg, start, out.notes):
+                for b in _batches(seg, start, stopped):
                     state.replay_all(r.value for r in b.records() if r.offset >= start)
                     del b
         except (KafkaLogError, OSError) as e:
-            out.notes.append(f"{log}: {e}")
+            out.notes.append(note(log, "metadata.logUnreadable", error=str(e)))
+        out.notes += [note(log, "metadata.readStopped", error=e) for e in stopped]
     out.topic_ids = dict(state.topic_ids)
     out.undecodable = state.errors
     for (rtype, name), cfg in state.configs.items():
@@ -133,7 +137,7 @@ class DataDirInfo:
     node_id: int | None
     cluster_id: str | None
     metadata: ClusterMetadata | None
-    notes: list[str] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
 
 
 class ConfigResolver:
@@ -211,15 +215,12 @@ class ConfigResolver:
         if info.metadata is not None:
             info.notes += info.metadata.notes
             if info.metadata.undecodable:
-                info.notes.append(f"{info.metadata.dir}: {info.metadata.undecodable} metadata records could not "
-                                  "be decoded and were skipped")
+                info.notes.append(note(info.metadata.dir, "metadata.undecodable",
+                                       records=info.metadata.undecodable))
         elif info.mode == ZOOKEEPER:
-            info.notes.append(f"{d}: a ZooKeeper-mode data dir: topic config overrides live in ZooKeeper, not in "
-                              "the data dir; pass them with --config or --topic-config")
+            info.notes.append(note(d, "config.zookeeperDir"))
         elif info.mode == KRAFT:
-            info.notes.append(f"{d}: KRaft data dir without {METADATA_DIR} (it lives in the broker's "
-                              "metadata.log.dir): topic overrides are unknown unless that dir is given too, or "
-                              "--config/--topic-config")
+            info.notes.append(note(d, "config.noMetadataDir", metadataDir=METADATA_DIR))
         return info
 
     def broker_for(self, data_dir: str | os.PathLike) -> BrokerConfig:
@@ -263,7 +264,7 @@ class ConfigResolver:
         md = self.data_dir(data_dir).metadata
         return None if md is None else md.topic_ids.get(topic)
 
-    def notes(self, data_dir: str | os.PathLike) -> list[str]:
+    def notes(self, data_dir: str | os.PathLike) -> list[Finding]:
         return list(self.data_dir(data_dir).notes)
 
 

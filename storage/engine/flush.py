@@ -26,6 +26,7 @@ from kafkalog.storage.files.clean_shutdown import (
     CleanShutdownMarker,
     read_clean_shutdown,
 )
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.io.dirview import DirView
 from kafkalog.storage.io.ops import Delete, Sync
 from kafkalog.storage.log.partition import PartitionLog, log_start_checkpoint
@@ -60,7 +61,7 @@ def _plan_partition(task: tuple) -> PartitionPlan:
     with pp.planning(), DirView(pdir) as view:
         log = PartitionLog(view, log_start_offset_checkpoint=lso_ckpt, remote_log_enabled=tiered)
         if not log.segments:
-            pp.notes.append(f"{pdir}: no segments: NOT flushed; run repair")
+            pp.notes.append(note(pdir, "flush.noSegments"))
             pp.facts = {"verified": False, "recoveryPoint": rp, "logEndOffset": rp, "logStartOffset": lso_ckpt,
                         "firstBaseOffset": lso_ckpt, "problem": "no segments: run repair"}
             return pp
@@ -72,8 +73,7 @@ def _plan_partition(task: tuple) -> PartitionPlan:
         if tiered:
             pp.facts["remoteLogEnabled"] = True
         if problem is not None:
-            pp.notes.append(f"{pdir}: NOT flushed: {problem}; its recovery point stays {min(rp, leo)}: run "
-                            "repair first")
+            pp.notes.append(note(pdir, "flush.notVerified", problem=problem, recoveryPoint=min(rp, leo)))
             pp.fingerprints = view.fingerprints()
             return pp
         files = [str(p) for s in log.segments_in_unflushed_range(rp) for p in s.files()]

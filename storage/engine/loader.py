@@ -30,6 +30,7 @@ from kafkalog.storage.engine.plan import Loss
 from kafkalog.storage.engine.split import split_overflowed_segment
 from kafkalog.storage.engine.swap import recover_swap_files
 from kafkalog.storage.errors import CorruptCheckpointError, KafkaLogError, OffsetOverflowError
+from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.files.names import (
     index_file_name,
     is_index_file,
@@ -41,8 +42,8 @@ from kafkalog.storage.files.names import (
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io.dirview import DirView
 from kafkalog.storage.io.ops import Op
-from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
 from kafkalog.storage.log import partition as partition_log
+from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.producer_state import ProducerStateManager, rebuild_producer_state
 from kafkalog.storage.log.segment import RecoveredSegment, recover_segment, tail_loss, trim_indexes
@@ -59,7 +60,7 @@ class LoadedPartition:
     log_end_offset: int = 0
     recovered: list[RecoveredSegment] = field(default_factory=list)
     losses: list[Loss] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
     #: files the broker fails on at startup (:func:`startup_error`; the plan rebuilds them, the broker does not)
     startup_errors: list[dict[str, Any]] = field(default_factory=list)
 
@@ -113,7 +114,7 @@ class _Loader:
         out.mark_routine([op for op in self.view.ops if op.kind == "delete" and op.path.endswith(".deleted")
                           and "scheduled for deletion" in op.why])
         if tmp.renamed:
-            out.notes.append(f"{self.name}: an interrupted segment replacement is completed, as the broker does")
+            out.notes.append(note(self.view.path, "loader.swapCompleted"))
         for _attempt in range(MAX_SPLITS):
             try:
                 self.load_segments()
@@ -121,8 +122,8 @@ class _Loader:
             except OffsetOverflowError as e:
                 new = split_overflowed_segment(self.view, e.base_offset,
                                                index_interval_bytes=self.cfg.index_interval_bytes)
-                out.notes.append(f"{self.name}: segment {e.base_offset}: {e.reason} (KAFKA-6264): split into "
-                                 f"segments {', '.join(map(str, new))} as the broker does, then loaded again")
+                out.notes.append(note(self.view.path, "loader.split", baseOffset=e.base_offset, reason=e.reason,
+                                      newSegments=list(new)))
                 self.next_offsets.clear()
         else:  # pragma: no cover - a broker gives up too
             raise KafkaLogError("too many offset-overflow splits", str(self.view.path))
@@ -158,8 +159,7 @@ class _Loader:
                 if why is None and self.strict:
                     why = s.index_problem()
             if why is not None:
-                out.notes.append(f"{self.name}: segment {b}: {why}; the segment is recovered and its indexes "
-                                 "rebuilt")
+                out.notes.append(note(self.view.path, "loader.indexRebuilt", baseOffset=b, reason=why))
                 must_recover.append(s)
         if self.epochs is None:
             self.epochs = self.load_epochs(segs)
@@ -187,8 +187,7 @@ class _Loader:
         try:
             return LeaderEpochCache.load(self.view, auto_flush=False)
         except CorruptCheckpointError as e:
-            self.out.notes.append(f"{self.name}: leader-epoch-checkpoint is unreadable ({e.reason}); rebuilt from "
-                                  "the batches (the broker would fail to load this partition)")
+            self.out.notes.append(note(self.view.path, "loader.epochCheckpointUnreadable", error=e.reason))
             path = self.view.file("leader-epoch-checkpoint")
             self.out.startup_errors.append(startup_error(path, f"Error while reading checkpoint file {path}",
                                                          offline=True))
@@ -227,7 +226,8 @@ class _Loader:
             out.losses.append(Loss(f"{reason} (the broker truncates the log at byte {rec.valid_bytes})",
                                    rec.next_offset, t.last_offset if t else None, t.records if t else None,
                                    rec.truncated_bytes, str(seg.path), rec.valid_bytes, damage=True))
-            out.notes.append(f"{self.name}: segment {base}: valid region ends at byte {rec.valid_bytes}: {reason}")
+            out.notes.append(note(self.view.path, "loader.truncated", baseOffset=base, validBytes=rec.valid_bytes,
+                                  reason=reason))
         why = f"rebuilt by the broker's segment recovery of {name}"
         self.write_if_changed(index_file_name(base), rec.offset_index.to_bytes(), why)
         self.write_if_changed(time_index_file_name(base), rec.time_index.to_bytes(), why)
@@ -260,8 +260,8 @@ class _Loader:
         else:
             leo = segs[-1].read_next_offset()
         if segs and leo < self.log_start:
-            out.notes.append(f"{self.name}: log end offset {leo} is below the checkpointed log start offset "
-                             f"{self.log_start}: every segment is deleted (as the broker does)")
+            out.notes.append(note(self.view.path, "loader.endBelowStart", logEndOffset=leo,
+                                  logStartOffset=self.log_start))
             for s in segs:
                 self.delete_segment(s.base_offset, f"the log end offset {leo} is below the checkpointed log start "
                                     f"offset {self.log_start}: the broker deletes every segment")

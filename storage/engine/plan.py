@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalog.storage.errors import KafkaLogError, LockedError, LogDirError
+from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.io import fileops
 from kafkalog.storage.io.dirview import stale
 from kafkalog.storage.io.lock import DirLock, describe_holders, lock_status
@@ -102,7 +103,7 @@ class PartitionPlan:
     partition: int
     ops: list[Op] = field(default_factory=list)
     losses: list[Loss] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)  # structured notes (kind, subject, facts): tools/ words them
     settings: list[dict] = field(default_factory=list)  # [{name, value, source}] that decided the plan
     facts: dict[str, Any] = field(default_factory=dict)  # engine-specific results (new offsets, sizes...)
     fingerprints: dict[str, Any] = field(default_factory=dict)  # files read while planning
@@ -138,7 +139,7 @@ class PartitionPlan:
         replace a fixed key: ``partition`` is always the dir name, ``partitionId`` its number)."""
         d = {"dataDir": self.data_dir, "partition": self.name, "topic": self.topic,
              "partitionId": self.partition, "operations": [op.to_dict() for op in self.ops],
-             "losses": [loss.to_dict() for loss in self.losses], "notes": list(self.notes),
+             "losses": [loss.to_dict() for loss in self.losses], "notes": [n.to_dict() for n in self.notes],
              "settings": list(self.settings), **({"error": self.error} if self.error else {})}
         return d | {k: v for k, v in self.facts.items() if k not in d}
 
@@ -151,7 +152,7 @@ class DataDirPlan:
     partitions: list[PartitionPlan] = field(default_factory=list)
     ops: list[Op] = field(default_factory=list)  # after the partitions
     pre_ops: list[Op] = field(default_factory=list)  # before the partitions (creating a new data dir)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
     fingerprints: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -163,7 +164,7 @@ class DataDirPlan:
 class Plan:
     operation: str  # repair, reindex, flush, retain, compact, convert, migrate, checkpoints, topic-id
     data_dirs: list[DataDirPlan] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
     now: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -212,7 +213,11 @@ class Plan:
                 "operations": sum(1 for _ in self.ops()), "bytes": self.bytes,
                 "recordsRemoved": sum(loss.records or 0 for _, loss in self.losses),
                 "recordsLost": sum(loss.records or 0 for _, loss in self.losses if loss.damage), "errors": self.errors,
-                "notes": list(self.notes) + [n for d in self.data_dirs for n in d.notes]}
+                "notes": [n.to_dict() for n in self.all_notes()]}
+
+    def all_notes(self) -> list[Finding]:
+        """The plan's own notes, then each data dir's."""
+        return list(self.notes) + [n for d in self.data_dirs for n in d.notes]
 
 
 # ------------------------------------------------------------------------------------------------- backup

@@ -37,6 +37,7 @@ from kafkalog.storage.files.clean_shutdown import (
     CleanShutdownMarker,
     read_clean_shutdown,
 )
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from kafkalog.storage.io.dirview import DIR, DirView
 from kafkalog.storage.io.ops import Sync
@@ -92,16 +93,12 @@ def _partition_metadata(view: DirView, pp: PartitionPlan, known: str | None, giv
                        f"unreadable ({e.reason}): rewritten with topic id {tid} from {src}; the broker would stop "
                        "at startup on it (fatal: Error starting LogManager)")
         else:
-            pp.notes.append(
-                f"{view.file(PARTITION_METADATA_FILE)}: unreadable ({e.reason}) and no topic id is known (no "
-                f"{METADATA_DIR}, no --topic-id): left as is. The broker stops at startup on it (fatal: Error "
-                "starting LogManager); with the file removed, a KRaft broker would treat the partition as a stray "
-                "replica unless the metadata still lists it. Pass --topic-id TOPIC=ID to rewrite it.")
+            pp.notes.append(note(view.file(PARTITION_METADATA_FILE), "repair.topicIdUnknown", error=e.reason,
+                                 metadataDir=METADATA_DIR))
         return
     if given and given != cur.topic_id:
-        pp.notes.append(f"{view.file(PARTITION_METADATA_FILE)}: holds topic id {cur.topic_id}, --topic-id says "
-                        f"{given}: left as is (the broker would treat the replica as stray if the cluster metadata "
-                        "disagrees)")
+        pp.notes.append(note(view.file(PARTITION_METADATA_FILE), "repair.topicIdDiffers", topicId=cur.topic_id,
+                             given=given))
 
 
 def _sync_unflushed(view: DirView, recovery_point: int) -> None:
@@ -128,15 +125,12 @@ def plan_repair(data_dirs: Iterable[str | os.PathLike], *, now_ms: int, resolver
     def prepare(dp: DataDirPlan, st: DataDirState) -> None:
         d = st.path
         if not st.clean_shutdown:
-            dp.notes.append(f"{d}: no clean shutdown marker: segments above each recovery point are recovered")
+            dp.notes.append(note(d, "repair.noCleanShutdown"))
         elif full:
-            dp.notes.append(f"{d}: --full: every segment is recovered, as the broker would without a recovery point")
+            dp.notes.append(note(d, "repair.full"))
         for entry in DirView(d, DirView.READONLY).names(DIR):
             if entry.endswith(("-delete", "-stray")):
-                what = ("queued for deletion: the broker loads it without recovery and deletes it"
-                        if entry.endswith("-delete") else "a stray replica: the broker loads it aside and never "
-                        "deletes it")
-                dp.notes.append(f"{d / entry}: {what}; left as is")
+                dp.notes.append(note(d / entry, "repair.deleteDir" if entry.endswith("-delete") else "repair.strayDir"))
 
     def task(t: Target) -> tuple:
         st = t.state
@@ -183,29 +177,28 @@ def _dir_ops(dp, st) -> None:
 
 def _defer_routine(dp) -> None:
     """A healthy dir: leave what the broker does at every start to the broker, and say what that is."""
-    counts: Counter[str] = Counter()
+    counts: Counter[tuple[str, str]] = Counter()
     for p in dp.partitions:
         for op in p.ops:
             counts[_routine_kind(op)] += 1
         p.ops = []
-    if counts:
-        what = "; ".join(f"{k} ({n})" for k, n in sorted(counts.items()))
-        dp.notes.append(f"{dp.path}: healthy, nothing to repair. At its next start the broker will itself: {what}")
-    else:
-        dp.notes.append(f"{dp.path}: healthy, nothing to repair")
+    routine = [{"action": action, **({"file": name} if name else {}), "count": n}
+               for (action, name), n in sorted(counts.items())]
+    dp.notes.append(note(dp.path, "repair.healthy", routine=routine))
 
 
-def _routine_kind(op) -> str:
+def _routine_kind(op) -> tuple[str, str]:
+    """What the broker does by itself with ``op``'s file: an action code (and the file for any other op)."""
     name = Path(op.path).name
     if op.kind == "delete" and name.endswith(".deleted"):
-        return "delete files left by asynchronous deletions (.deleted)"
+        return "deletedFiles", ""
     if name == "leader-epoch-checkpoint":
-        return "rewrite leader-epoch-checkpoint to the log's range"
+        return "epochCheckpoint", ""
     if name.endswith(".snapshot"):
-        return "write or remove producer snapshots"
+        return "producerSnapshots", ""
     if name.endswith((".index", ".timeindex")):
-        return "trim the active segment's indexes"
-    return f"{op.kind} {name}"
+        return "activeIndexes", ""
+    return op.kind, name
 
 
 __all__ = ["plan_repair"]

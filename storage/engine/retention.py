@@ -25,6 +25,7 @@ from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.plan import Loss, PartitionPlan, Plan, Runner, Setting, default_runner
 from kafkalog.storage.engine.targets import Target, checkpoint_bytes, group_partitions, plan_partitions
 from kafkalog.storage.files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.names import offset_file_name
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io.dirview import DirView
@@ -70,21 +71,19 @@ def _plan_partition(task: tuple) -> PartitionPlan:
 def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cleaner_enabled: bool,
           expiration: int, keep_deleted: bool) -> None:
     if not log.segments:
-        pp.notes.append(f"{log.path}: no segments (run repair): nothing retained or deleted")
+        pp.notes.append(note(log.path, "retain.noSegments"))
         return
     if cfg.remote_log_enabled:
         # Kafka deletes a tiered partition's local segments only once they are in the remote store
         # (UnifiedLog.deleteOldSegments: local.retention.* up to the highest offset uploaded); that is known to the
         # broker's RemoteLogManager, not from the local files: never delete a segment that may exist nowhere else
-        pp.notes.append(f"{log.path}: a tiered-storage topic (remote.storage.enable): its local segments are "
-                        "deleted by the broker once uploaded to the remote store; nothing retained or deleted")
+        pp.notes.append(note(log.path, "retain.tiered"))
         return
     old_start = log_start = log.log_start_offset
     pp.facts = {"oldLogStartOffset": old_start, "newLogStartOffset": old_start,
                 "firstBaseOffset": log.segments[0].base_offset, "segmentsDeleted": 0, "rolledAt": None}
     if cfg.compact and not cleaner_enabled:
-        pp.notes.append("cleanup.policy contains compact and log.cleaner.enable=false: the broker runs no "
-                        "retention on this log")
+        pp.notes.append(note(log.path, "retain.cleanerDisabled"))
         return
     segs = list(log.segments)
     leo, hw = log.log_end_offset, log.high_watermark

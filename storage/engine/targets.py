@@ -21,6 +21,7 @@ from kafkalog.storage.files.checkpoints import (
     OffsetCheckpoint,
 )
 from kafkalog.storage.files.clean_shutdown import CLEAN_SHUTDOWN_FILE
+from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.io.dirview import fingerprints
 from kafkalog.storage.io.lock import LockStatus, describe_holders, lock_status
 from kafkalog.storage.log.datadir import partition_dirs, read_checkpoint_or_empty, resolve_partition_dirs
@@ -37,7 +38,7 @@ class DataDirState:
     clean_points: dict[tuple[str, int], int] = field(default_factory=dict)
     clean_shutdown: bool = False
     lock: LockStatus | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
     unreadable: set[str] = field(default_factory=set)  # checkpoint files that did not parse
 
     def fingerprints(self) -> dict[str, tuple | None]:
@@ -48,8 +49,7 @@ class DataDirState:
         dp = DataDirPlan(str(self.path), notes=list(self.notes), fingerprints=self.fingerprints())
         if self.lock is not None and self.lock.held:
             who = describe_holders(self.lock.holders, "a live process")
-            dp.notes.append(f"{self.path}: its .lock is held by {who} (a running broker?): applying this plan "
-                            "will be refused until it stops")
+            dp.notes.append(note(self.path, "lock.held", holders=who))
         return dp
 
 
@@ -70,7 +70,7 @@ def read_data_dir(path: str | os.PathLike) -> DataDirState:
     try:
         st.lock = lock_status(d)
     except (OSError, LogDirError) as e:  # a FIFO .lock: applying refuses it (DirLock) with the reason
-        st.notes.append(f"{d / '.lock'}: {getattr(e, 'reason', e)}")
+        st.notes.append(note(d / ".lock", "lock.unreadable", error=str(getattr(e, "reason", e))))
         st.lock = None
     return st
 

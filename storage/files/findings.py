@@ -5,8 +5,9 @@ Lives in the files layer so that every layer above (log, logdir, verify) reports
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
 
@@ -19,16 +20,26 @@ class Finding:
     applies, ``kind`` a short machine-readable category (``crc``, ``batch``, ``offsets``, ``index``,
     ``timeindex``, ``txnindex``, ``checkpoint``, ``snapshot``, ``metadata``, ``leftover``, ``layout``, ...),
     ``severity`` one of ``error``/``warning``/``info``.
+
+    A note (what a plan, a load or a report says beside its results) is a finding too: its ``kind`` is a code
+    (``cleaner.notEligible``, ``loader.split``...), ``file`` the path it is about, and ``facts`` its offsets, counts,
+    bytes, timestamps (epoch ms) and config names/values as typed fields. Its words are made in ``kafkalog.tools``
+    (``tools/facts.py``: one template per kind, over ``facts``); ``message`` is empty then.
     """
 
     file: str
     position: int | None
     kind: str
     severity: Severity
-    message: str
+    message: str = ""
+    facts: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """JSON: the fields; ``facts`` only when the finding has some (a structured note)."""
+        d = asdict(self)
+        if not self.facts:
+            del d["facts"]
+        return d
 
     def __str__(self) -> str:
         where = self.file if self.position is None else f"{self.file}@{self.position}"
@@ -45,3 +56,8 @@ def warning(file, position: int | None, kind: str, message: str) -> Finding:
 
 def info(file, position: int | None, kind: str, message: str) -> Finding:
     return Finding(str(file), position, kind, "info", message)
+
+
+def note(subject, kind: str, **facts: Any) -> Finding:
+    """A structured note about ``subject`` (a path): ``kind`` is its code, ``facts`` its typed fields."""
+    return Finding(str(subject), None, kind, "info", "", facts)

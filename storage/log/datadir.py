@@ -31,7 +31,7 @@ from kafkalog.storage.files.clean_shutdown import (
     CleanShutdownMarker,
     read_clean_shutdown,
 )
-from kafkalog.storage.files.findings import Finding, error, info, warning
+from kafkalog.storage.files.findings import Finding, error, info, note, warning
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
 from kafkalog.storage.io.dirview import DIR, FILE, SYMLINK_OUT, DirView
 from kafkalog.storage.io.fs import UrlPath, is_url, read_bytes
@@ -164,7 +164,8 @@ def partition_dirs(data_dir: str | os.PathLike) -> list[tuple[Path, str, int]]:
             for p, tp in list_partition_dirs(data_dir, kinds=("live", "future"), include_metadata=False)]
 
 
-def read_checkpoint_or_empty(path: str | os.PathLike, notes: list[str] | None = None) -> dict[tuple[str, int], int]:
+def read_checkpoint_or_empty(path: str | os.PathLike,
+                             notes: list[Finding] | None = None) -> dict[tuple[str, int], int]:
     """As ``LogManager.loadLogs``: a missing or malformed offset checkpoint reads as empty (``notes`` gets why)."""
     p = Path(path)
     if not p.is_file():
@@ -173,7 +174,7 @@ def read_checkpoint_or_empty(path: str | os.PathLike, notes: list[str] | None = 
         return read_offset_checkpoint(p).to_dict()
     except KafkaLogError as e:
         if notes is not None:
-            notes.append(f"{p}: {e.reason} (the broker reads it as empty)")
+            notes.append(note(p, "checkpoint.unreadable", error=e.reason))
         return {}
 
 

@@ -32,6 +32,7 @@ from kafkalog.storage.decoders.consumer_offsets import (
     parse_offsets_value,
 )
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.records.control import parse_control_key
 from kafkalog.storage.reports.consumer_group import CommittedOffset, Group, Member
@@ -62,7 +63,7 @@ class GroupCoordinatorShard:
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self.pending: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
         self.open_txns: dict[str, set[int]] = {}
-        self.notes: list[str] = []
+        self.notes: list[Finding] = []  # about the partition replayed (its ``file`` is set by who knows it)
 
     # -- groups
     def _new(self, group_id: str, kind: str) -> Group:
@@ -85,7 +86,7 @@ class GroupCoordinatorShard:
             raise KafkaLogError("__consumer_offsets record without a key", position=None)
         record_type, k = parse_offsets_key(key)
         if k is None:
-            self.notes.append(f"offset {record_offset}: unknown record type {record_type}, ignored")
+            self.notes.append(note("", "groups.unknownRecordType", offset=record_offset, recordType=record_type))
             return
         parsed = parse_offsets_value(record_type, value)
         v = None if parsed is None else parsed[1]
@@ -159,7 +160,7 @@ class GroupCoordinatorShard:
                     member.assignment = [(t["topic"], p) for t in a.get("assignedPartitions") or []
                                          for p in t.get("partitions") or []]
                 except KafkaLogError:
-                    self.notes.append(f"group {group_id}: member {m['memberId']}: assignment not decodable")
+                    self.notes.append(note("", "groups.assignmentUndecodable", group=group_id, member=m["memberId"]))
             g.members[member.member_id] = member
         self.groups[group_id] = g
 
@@ -272,8 +273,7 @@ def replay_offsets_partition(log: PartitionLog, shard: GroupCoordinatorShard | N
     for seg in log.segments:  # a torn tail (a crash mid-write): the broker's recovery truncates it, so do we
         end = ends.get(seg.path, 0)
         if seg.size > end:
-            shard.notes.append(f"{seg.path.name}: {seg.size - end} bytes at the end (from byte {end}) are not a "
-                               "complete batch (a torn write): ignored, as the broker's recovery truncates them")
+            shard.notes.append(note(seg.path, "groups.tornTail", bytes=seg.size - end, position=end))
     return shard, None
 
 

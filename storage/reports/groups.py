@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.log.datadir import DataDir
 from kafkalog.storage.log.loss import CONSUMER_GROUP, RememberedOffset
 from kafkalog.storage.log.partition import PartitionLog
@@ -37,7 +38,7 @@ class GroupsReport:
     groups: list[Group]
     partitions: list[str]  # the __consumer_offsets partition dirs read
     errors: list[str]  # a partition that could not be read to its end (its groups as far as it was read)
-    notes: list[str]
+    notes: list[Finding]  # structured notes (tools/facts words them)
     #: end offsets (high watermark, else log end offset) of the partitions present that some member is assigned
     assigned_ends: dict[tuple[str, int], int | None] = field(default_factory=dict)
     #: committed offsets past the log end offset of their partition (present in these dirs): offsets the group
@@ -90,7 +91,7 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
                 topic_names.setdefault(tid, topic)
         groups: list[Group] = []
         errors: list[str] = []
-        notes: list[str] = []
+        notes: list[Finding] = []
         ordered = sorted(offsets_logs, key=lambda lg: lg.partition)
         sizes = [lg.size for lg in ordered]
         if progress is not None:
@@ -108,7 +109,7 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
         for log, (shard, err) in zip(ordered, results, strict=True):
             if err:
                 errors.append(err)
-            notes.extend(f"{log.path.name}: {n}" for n in shard.notes)
+            notes.extend(n if n.file else replace(n, file=str(log.path)) for n in shard.notes)
             groups.extend(shard.finish(topic_names))
         if group is not None:
             groups = [g for g in groups if g.group_id == group]

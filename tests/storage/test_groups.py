@@ -25,6 +25,7 @@ from kafkalog.storage.records.builder import build_batch, build_end_txn_marker
 from kafkalog.storage.reports.group_coordinator import GroupCoordinatorShard
 from kafkalog.storage.reports.groups import load_groups
 from kafkalog.tools.cli import main
+from kafkalog.tools.facts import render
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
@@ -193,7 +194,7 @@ def test_consumer_group_state_as_the_broker_computes_it():
 
 def test_unknown_record_types_are_noted_not_fatal():
     s = replay([(I16.pack(99) + b"xx", b"\x00\x00")])
-    assert groups_of(s) == {} and "unknown record type 99" in s.notes[0]
+    assert groups_of(s) == {} and "unknown record type 99" in render(s.notes[0])
 
 
 # ------------------------------------------------------------------------------------------------ from files
@@ -342,7 +343,7 @@ def test_torn_tail_is_noted_and_ignored_as_recovery_would(tmp_path: Path):
     with open(seg, "r+b") as f:
         f.truncate(700)  # inside the last batch (the group's empty GroupMetadata after the member left)
     r = load_groups([data])
-    assert r.errors == [] and "65 bytes at the end (from byte 635)" in r.notes[0]
+    assert r.errors == [] and "65 bytes at the end (from byte 635)" in render(r.notes[0])
     (g,) = r.groups
     assert g.state == "Stable" and offsets_of(g) == {("killed", 0): 50, ("killed", 1): 50}
     rc, out, err = run_cli(["groups", "--offsets", str(data)])

@@ -11,6 +11,7 @@ from kafkalog.storage.files.checkpoints import read_offset_checkpoint
 from kafkalog.storage.files.offset_index import read_offset_index
 from kafkalog.storage.records import build_batch, iter_batches
 from kafkalog.tools.cli import main
+from kafkalog.tools.facts import render
 
 NOW = 1_700_000_000_000
 CFG = LogConfig.from_topic_props({"segment.bytes": "20000", "index.interval.bytes": "1000"})
@@ -95,7 +96,7 @@ def test_repair_plan_cli_and_flush(tmp_path):
     plan = plan_repair([data], now_ms=NOW)
     kinds = [op.kind for op in plan.ops()]
     assert "truncate" in kinds and plan.data_dirs[0].ops[-1].path.endswith(".kafka_cleanshutdown")
-    assert any("bad line" in n or "malformed" in n for n in plan.data_dirs[0].notes)
+    assert any("bad line" in n or "malformed" in n for n in map(render, plan.data_dirs[0].notes))
     assert plan.losses and plan.losses[0][1].damage
     assert main(["repair", str(data), "--dry-run", "--json"]) == 1
     assert last.read_bytes().endswith(b"\x00" * 10)

@@ -5,6 +5,7 @@ from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.tools import cli
+from kafkalog.tools.facts import render
 
 NOW = 1_700_000_000_000
 TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"
@@ -32,7 +33,7 @@ def test_no_source_is_reported_not_deleted(tmp_path, capsys):
     data = _dir(tmp_path)
     plan = plan_repair([data], now_ms=NOW)
     assert not [a for a in plan.ops() if "partition.metadata" in a.path]
-    (note,) = [n for p in plan.partitions for n in p.notes if "partition.metadata" in n]
+    (note,) = [text for p in plan.partitions for text in map(render, p.notes) if "partition.metadata" in text]
     assert "no topic id is known" in note and "stray" in note and "--topic-id" in note
     assert cli.main(["repair", "--no-backup", str(data), "--now", str(NOW)]) == 1
     assert (data / "t-0" / "partition.metadata").exists()

@@ -1,6 +1,7 @@
 """Facts are data (issue 30 item 6): a plan's losses and operations carry their offsets, records, bytes, timestamps
-and the setting that decided them as fields; the words are rendered once, in tools/, from those fields, and no
-module reads a library sentence back with a regular expression."""
+and the setting that decided them as fields; so do the notes of plans, loads, the config resolver and reports (a
+:class:`Finding` with a ``kind`` code and typed ``facts``); the words are rendered once, in tools/, from those fields,
+and no module reads a library sentence back with a regular expression."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import ast
 import re
 from pathlib import Path
 
-from builders import aged_partition
-from engines import retain
+from builders import aged_partition, three_segment_data_dir, three_segment_partition
+from engines import compact, recover, retain
 
 from kafkalog.storage.config.log_config import LogConfig
+from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.plan import Loss, Setting
+from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.io.ops import Delete, Op, Truncate, WriteFile
-from kafkalog.tools import plan_output
+from kafkalog.tools import facts, plan_output
 from kafkalog.tools.output import human_size, human_time
 
 NOW = 1_700_000_000_000
@@ -99,3 +102,96 @@ def test_a_size_in_a_reason_is_a_field_rendered_as_a_size(tmp_path: Path):
     assert plan_output.describe_loss(loss).endswith(
         f"retention.bytes=1 (topic config): the log holds {human_size(size)}; the oldest segments go until it is "
         "within the limit")
+
+
+# ------------------------------------------------------------------------------------------------ notes
+
+
+def test_a_not_eligible_note_carries_the_dirty_ratio_and_the_setting_as_numbers(tmp_path: Path):
+    pdir = three_segment_partition(tmp_path)
+    cfg = LogConfig.defaults().with_overrides({"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 1.0})
+    out = compact(pdir, cfg, now=NOW)
+    assert not out.eligible
+    (n,) = out.notes
+    assert isinstance(n, Finding) and n.kind == "compact.notEligible" and n.file == str(pdir) and not n.message
+    assert n.facts["dirtyRatio"] == out.facts["cleanableRatio"] == 1.0
+    assert n.facts["setting"] == {"name": "min.cleanable.dirty.ratio", "value": 1.0, "source": "topic config"}
+    assert facts.render(n) == ("not eligible: dirty ratio 1.000 <= min.cleanable.dirty.ratio 1.0 (topic config) and "
+                               "no segment past max.compaction.lag.ms (--all cleans anyway)")
+    # --json: the fields, and the words the command renders
+    assert facts.to_json(n) == {"file": str(pdir), "position": None, "kind": "compact.notEligible",
+                                "severity": "info", "message": facts.render(n), "facts": dict(n.facts)}
+
+
+def test_an_active_only_note_carries_its_bytes_and_offsets(tmp_path: Path):
+    pdir = tmp_path / "t-0"
+    pdir.mkdir()
+    (three_segment_partition(tmp_path, "src") / "00000000000000000040.log").rename(pdir / "00000000000000000040.log")
+    out = compact(pdir, LogConfig.defaults().with_overrides({"cleanup.policy": "compact"}), now=NOW)
+    (n,) = out.notes
+    size = (pdir / "00000000000000000040.log").stat().st_size
+    assert (n.kind, n.facts) == ("compact.activeOnly", {"bytes": size, "firstOffset": 40, "lastOffset": 49})
+    assert facts.render(n).startswith(f"only the active segment holds data ({size} bytes, offsets 40..49)")
+
+
+def test_a_loader_note_carries_the_segment_base_offset_and_the_valid_bytes(tmp_path: Path):
+    pdir = three_segment_partition(tmp_path)
+    last = pdir / "00000000000000000040.log"
+    size = last.stat().st_size
+    with open(last, "ab") as f:
+        f.write(b"\x00" * 10)  # a torn tail
+    r = recover(pdir, now_ms=NOW, dry_run=True)
+    (n,) = [n for n in r.notes if n.kind == "loader.truncated"]
+    assert n.file == str(pdir) and n.facts["baseOffset"] == 40 and n.facts["validBytes"] == size
+    assert facts.render(n) == f"orders-3: segment 40: valid region ends at byte {size}: {n.facts['reason']}"
+
+
+def test_a_resolver_note_carries_the_data_dir_path(tmp_path: Path):
+    data = three_segment_data_dir(tmp_path / "data")
+    (n,) = ConfigResolver(data_dirs=[data]).notes(data)
+    assert (n.kind, n.file, n.facts) == ("config.noMetadataDir", str(data), {"metadataDir": "__cluster_metadata-0"})
+    assert facts.render(n).startswith(f"{data}: KRaft data dir without __cluster_metadata-0 (it lives in the broker's")
+
+
+def test_every_kind_has_one_template_and_a_note_without_one_renders_its_message():
+    assert all(k.count(".") == 1 for k in facts.TEMPLATES)
+    assert facts.render(Finding("/x", 3, "crc", "error", "CRC mismatch")) == "CRC mismatch"
+    n = note("/d/t-0", "flush.notVerified", problem="torn tail", recoveryPoint=7)
+    assert facts.render(n) == "/d/t-0: NOT flushed: torn tail; its recovery point stays 7: run repair first"
+    assert n.to_dict()["facts"] == {"problem": "torn tail", "recoveryPoint": 7} and "facts" not in \
+        Finding("/x", 3, "crc", "error", "CRC mismatch").to_dict()
+
+
+#: the modules whose notes are structured: each builds a note with ``note(subject, kind, **facts)``, never words
+STRUCTURED = ["storage/config/resolver.py", "storage/engine/cleaner/manager.py", "storage/engine/loader.py",
+              "storage/engine/repair.py", "storage/engine/retention.py", "storage/engine/flush.py",
+              "storage/engine/targets.py", "storage/log/datadir.py", "storage/reports/group_coordinator.py",
+              "storage/remote/rehydrate.py"]
+
+
+def _worded_notes(tree: ast.AST) -> list[int]:
+    """Lines that add a string (an f-string, a literal, a concatenation) to a ``notes`` list."""
+    def words(e: ast.AST) -> bool:
+        return isinstance(e, ast.JoinedStr) or (isinstance(e, ast.Constant) and isinstance(e.value, str)) or (
+            isinstance(e, ast.BinOp) and (words(e.left) or words(e.right)))
+
+    def is_notes(e: ast.AST) -> bool:
+        return (isinstance(e, ast.Name) and e.id == "notes") or (isinstance(e, ast.Attribute) and e.attr == "notes")
+
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend") \
+                and is_notes(n.func.value) and n.args and (words(n.args[0]) or (
+                    isinstance(n.args[0], ast.GeneratorExp | ast.ListComp) and words(n.args[0].elt))):
+            out.append(n.lineno)
+    return out
+
+
+def test_no_storage_module_words_a_note():
+    for rel in STRUCTURED:
+        src = (ROOT / rel).read_text()
+        assert not _worded_notes(ast.parse(src)), f"{rel}: a note built as words, lines {_worded_notes(ast.parse(src))}"
+        assert "note(" in src, rel
+    # and nowhere else in storage either: a note is a Finding with facts
+    for path in (ROOT / "storage").rglob("*.py"):
+        assert not _worded_notes(ast.parse(path.read_text())), path

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.tools.facts import render_all
 
 
 @dataclass
@@ -149,7 +150,7 @@ def spark_runner(spark, fence_parent: str | None = None):
 
 
 def _plan_rows(plan) -> list[dict]:
-    return [{"partition": p.name, "dir": p.dir, "plan": [op.describe() for op in p.ops], "notes": p.notes,
+    return [{"partition": p.name, "dir": p.dir, "plan": [op.describe() for op in p.ops], "notes": render_all(p.notes),
              **({"error": p.error} if p.error else {}), **p.facts} for p in plan.partitions]
 
 

@@ -34,6 +34,7 @@ from kafkalog.storage.engine.swap import replacement_effect
 from kafkalog.storage.engine.targets import Target, checkpoint_bytes, group_partitions, plan_partitions
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.checkpoints import CLEANER_OFFSET_CHECKPOINT
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.names import offset_file_name
 from kafkalog.storage.io.dirview import DirView
 from kafkalog.storage.io.ops import Op, byte_count
@@ -175,21 +176,24 @@ class CompactRound(Op):
                 f"offsets up to {self.end_offset - 1}: {self.why}")
 
 
+def _setting(cfg: LogConfig, name: str, value) -> dict:
+    return Setting(name, value, cfg.source(name)).to_dict()
+
+
 def _plan_partition(task: tuple) -> PartitionPlan:
     (data_dir, pdir, topic, part, cfg, cleaner, checkpoint, lso, hw, now, force, version, exact, keep_deleted,
      map_workers, expiration, settings) = task
     pp = PartitionPlan(data_dir, pdir, topic, part, settings=settings)
     if not cfg.compact:
-        pp.notes.append(f"not compacted: cleanup.policy={','.join(cfg.cleanup_policy)} "
-                        f"({cfg.source('cleanup.policy')})")
+        pp.notes.append(note(pdir, "compact.policy", setting=_setting(cfg, "cleanup.policy", list(cfg.cleanup_policy))))
         return pp
     if not cleaner.enable_cleaner:
-        pp.notes.append("not compacted: log.cleaner.enable=false")
+        pp.notes.append(note(pdir, "compact.cleanerDisabled", setting={"name": "log.cleaner.enable", "value": False}))
         return pp
     with pp.planning(), DirView(pdir) as view:
         log = PartitionLog(view, log_start_offset_checkpoint=lso, high_watermark=hw)
         if not log.segments:
-            pp.notes.append("no segments (run repair): nothing to compact")
+            pp.notes.append(note(pdir, "compact.noSegments"))
             return pp
         ltc = log_to_clean(log, checkpoint, now, cfg, expiration)
         pp.facts = {"firstDirtyOffset": ltc.first_dirty_offset,
@@ -198,28 +202,26 @@ def _plan_partition(task: tuple) -> PartitionPlan:
                     "cleanBytes": ltc.clean_bytes}
         if ltc.force_update_checkpoint:
             pp.facts["cleanPoint"] = ltc.first_dirty_offset
-            pp.notes.append(f"the clean point {checkpoint} is outside the log: reset to {ltc.first_dirty_offset}, "
-                            "as the broker does")
+            pp.notes.append(note(pdir, "compact.cleanPointReset", cleanPoint=checkpoint,
+                                 firstDirtyOffset=ltc.first_dirty_offset))
         if ltc.total_bytes == 0:
             active = log.active_segment
             assert active is not None
             leo = log.log_end_offset
             if active.size == 0 or leo <= active.base_offset:
-                pp.notes.append("empty log: nothing to compact")
+                pp.notes.append(note(pdir, "compact.emptyLog"))
                 return pp
             pp.facts["activeSegmentBytes"] = active.size
             pp.facts["activeSegmentOffsets"] = [active.base_offset, leo - 1]
-            pp.notes.append(f"only the active segment holds data ({active.size} bytes, offsets "
-                            f"{active.base_offset}..{leo - 1}), and the cleaner never cleans the active segment: "
-                            "nothing to compact until the broker rolls it (segment.bytes, segment.ms)")
+            pp.notes.append(note(pdir, "compact.activeOnly", bytes=active.size, firstOffset=active.base_offset,
+                                 lastOffset=leo - 1))
             return pp
         if not force and not ltc.eligible(cfg.min_cleanable_dirty_ratio):
-            pp.notes.append(f"not eligible: dirty ratio {ltc.cleanable_ratio:.3f} <= min.cleanable.dirty.ratio "
-                            f"{cfg.min_cleanable_dirty_ratio} ({cfg.source('min.cleanable.dirty.ratio')}) and no "
-                            "segment past max.compaction.lag.ms (--all cleans anyway)")
+            pp.notes.append(note(pdir, "compact.notEligible", dirtyRatio=ltc.cleanable_ratio,
+                                 setting=_setting(cfg, "min.cleanable.dirty.ratio", cfg.min_cleanable_dirty_ratio)))
             return pp
         if ltc.first_uncleanable_offset <= ltc.first_dirty_offset and not ltc.cleanable_bytes:
-            pp.notes.append("nothing cleanable")
+            pp.notes.append(note(pdir, "compact.nothingCleanable"))
             return pp
         legacy_to_v2, per_batch = version >= (4, 0), version >= (3, 9)
         result: CleanResult | None = None

@@ -31,12 +31,19 @@ from kafkalog.storage.engine.plan import ApplyResult, Plan
 
 
 def open(paths: PathLike | Iterable[PathLike], *, server_properties: PathLike | Mapping[str, Any] | None = None,  # noqa: A001
-         topic_config_file: PathLike | None = None, config_overrides: Mapping[str, Any] | None = None) -> LogDirs:
+         topic_config_file: PathLike | None = None, config_overrides: Mapping[str, Any] | None = None,
+         filesystem_options: Mapping[str, str] | None = None) -> LogDirs:
     """Open the log dirs of one broker: a data dir, several (JBOD: the ``log.dirs`` of one broker, in their
     configured order) or partition dirs (then only those partitions). Read-only; use it as a context manager or
     :meth:`LogDirs.close` it. ``server_properties`` (a file or a mapping), ``topic_config_file`` and
     ``config_overrides`` (topic config names) set the configuration plans and :attr:`Partition.config` use, as
     the command line's ``--server-properties``, ``--topic-config`` and ``--config`` do.
+
+    A path may be a URL (``s3://bucket/data``, ``gs://``, ``hdfs://``, any fsspec filesystem): its partitions,
+    offsets, records and Arrow are read through the filesystem seam (:mod:`kafkalog.storage.io.fs`; small files
+    whole, segments in bounded windows), with ``filesystem_options`` (``s3.endpoint``, ``s3.accessKey``,
+    ``s3.secretKey``, ``s3.region``, ``s3.anonymous``; else pyarrow's usual AWS environment). A URL is read-only:
+    an operation that changes files refuses it with a :class:`~kafkalog.storage.errors.LogDirError`.
 
     A path that does not exist, is not a directory or holds nothing of Kafka's is a
     :class:`~kafkalog.storage.log.paths.PathError` (the command line's one-line error).
@@ -49,7 +56,7 @@ def open(paths: PathLike | Iterable[PathLike], *, server_properties: PathLike | 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     return LogDirs(paths, server_properties=server_properties, topic_config_file=topic_config_file,
-                   config_overrides=config_overrides)
+                   config_overrides=config_overrides, filesystem_options=filesystem_options)
 
 
 def apply(plan: Plan, *, backup: bool = True, backup_root: PathLike | None = None, workers: int = 1) -> ApplyResult:

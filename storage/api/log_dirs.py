@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kafkalog.storage.api import sql as _sql
 from kafkalog.storage.api.partition import (
@@ -37,8 +37,8 @@ from kafkalog.storage.engine.topic_id import plan_topic_id
 from kafkalog.storage.engine.validator import preview_append
 from kafkalog.storage.engine.writer import append_to_partition
 from kafkalog.storage.errors import LogDirError
-from kafkalog.storage.io.fs import split_uri
-from kafkalog.storage.log.datadir import DataDir, check_topics
+from kafkalog.storage.io.fs import UrlPath, is_url
+from kafkalog.storage.log.datadir import DataDir, check_topics, require_url_dir
 from kafkalog.storage.log.paths import DATA_DIR, PARTITION_DIR
 from kafkalog.storage.log.paths import require as require_path
 from kafkalog.storage.log.topic_partition import live_topic_partition
@@ -58,6 +58,11 @@ from kafkalog.storage.reports.verify import VerifyReport, verify_paths
 if TYPE_CHECKING:
     import duckdb
     import pyarrow
+
+
+def _key(path: Path) -> Path:
+    """A data dir's or partition dir's identity: its absolute path (a URL is its own)."""
+    return path if is_url(path) else Path(os.path.abspath(path))
 
 
 class LogDirs:
@@ -81,7 +86,8 @@ class LogDirs:
     """
 
     def __init__(self, paths: Iterable[PathLike], *, server_properties: PathLike | Mapping[str, Any] | None = None,
-                 topic_config_file: PathLike | None = None, config_overrides: Mapping[str, Any] | None = None):
+                 topic_config_file: PathLike | None = None, config_overrides: Mapping[str, Any] | None = None,
+                 filesystem_options: Mapping[str, str] | None = None):
         self.paths: list[Path] = []
         """The paths as given (data dirs, or partition dirs: then only those partitions)."""
         self.dirs: list[DataDir] = []
@@ -89,22 +95,23 @@ class LogDirs:
         self._only: dict[Path, set[Path]] = {}  # data dir -> the partition dirs given (a data dir given: absent)
         by_path: dict[Path, DataDir] = {}
         for raw in paths:
-            if split_uri(os.fspath(raw))[0].scheme:
-                raise LogDirError("a URL: kafkalog.open reads local data dirs (the Spark source reads s3://, gs://, "
-                                  "hdfs:// data dirs)", os.fspath(raw))
-            kind = require_path(raw, (DATA_DIR, PARTITION_DIR))
-            p = kind.path
+            if is_url(raw):  # read-only, through the filesystem seam
+                url, what = require_url_dir(UrlPath.of(cast(str, raw), filesystem_options))
+                p, kind_name = cast(Path, url), what
+            else:
+                kind = require_path(raw, (DATA_DIR, PARTITION_DIR))
+                p, kind_name = kind.path, kind.kind
             self.paths.append(p)
-            ddir_path = p.parent if kind.kind == PARTITION_DIR else p
-            key = Path(os.path.abspath(ddir_path))
+            ddir_path = p.parent if kind_name == PARTITION_DIR else p
+            key = _key(ddir_path)
             if key not in by_path:
                 by_path[key] = DataDir(ddir_path)
                 self.dirs.append(by_path[key])
-                if kind.kind == PARTITION_DIR:
+                if kind_name == PARTITION_DIR:
                     self._only[key] = set()
-            if kind.kind == PARTITION_DIR:
+            if kind_name == PARTITION_DIR:
                 if key in self._only:
-                    self._only[key].add(Path(os.path.abspath(p)))
+                    self._only[key].add(_key(p))
             else:
                 self._only.pop(key, None)
         if not self.paths:
@@ -123,11 +130,11 @@ class LogDirs:
         if self._partitions is None:
             found: dict[tuple[str, int], Partition] = {}
             for d in self.dirs:
-                only = self._only.get(Path(os.path.abspath(d.path)))
+                only = self._only.get(_key(d.path))
                 for p, tp in d.partition_dirs.items():
                     if tp.kind != "live" or (tp.topic, tp.partition) in found:
                         continue
-                    if only is not None and Path(os.path.abspath(p)) not in only:
+                    if only is not None and _key(p) not in only:
                         continue
                     found[(tp.topic, tp.partition)] = Partition(d.open_partition(p), d, self)
             self._partitions = [found[k] for k in sorted(found)]
@@ -164,6 +171,7 @@ class LogDirs:
         plan uses: ``server_properties``, ``topic_config_file`` and ``config_overrides`` of :func:`open`, and
         the topic configs of ``__cluster_metadata``)."""
         if self._resolver is None:
+            self._local("the effective topic configuration (its __cluster_metadata)")
             self._resolver = ConfigResolver(self._server_properties, self._topic_config_file, self._overrides,
                                             data_dirs=[d.path for d in self.dirs])
         return self._resolver
@@ -217,34 +225,55 @@ class LogDirs:
     def verify(self, *, deep: bool = False, workers: int | None = 1) -> VerifyReport:
         """``kafkalog verify``: findings (file, byte position, kind, severity) of every file; ``deep`` decodes
         every record. ``workers``: processes (None: one per CPU)."""
+        self._local("verify")
         return verify_paths(list(self.paths), deep=deep, workers=workers)
 
     def doctor(self, *, now_ms: int | None = None, node_id: int | None = None) -> Diagnosis:
         """``kafkalog doctor``: what the broker's next start on these dirs will do (the first is the metadata
         dir)."""
+        self._local("doctor")
         return diagnose(self.paths, now_ms=now_ms, resolver=self.resolver, node_id=node_id)
 
     def groups(self, group: str | None = None) -> GroupsReport:
         """``kafkalog groups``: consumer groups from ``__consumer_offsets``, members, committed offsets, lag."""
+        self._local("groups")
         return load_groups(self.paths, group=group, workers=1)
 
     def transactions(self, *, now_ms: int | None = None, topics: str | Iterable[str] | None = None,
                      expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> TransactionReport:
         """``kafkalog transactions``: open transactions, joined with ``__transaction_state``."""
+        self._local("transactions")
         return find_transactions(self.paths, now_ms=now_ms, expiration_ms=expiration_ms, topics=_topic_set(topics),
                                  workers=1)
 
     def describe(self, *, scan: bool = True) -> list[dict[str, Any]]:
         """``kafkalog describe``: one JSON-ready dict per partition."""
+        if any(is_url(p) for p in self.paths):  # each partition of a URL, as its Partition describes it
+            return [p.describe(scan=scan) for p in self._all()]
         return list(describe_paths(list(self.paths), scan=scan))
 
     def diff(self, other: PathLike | LogDirs, *, level: str = "records", offsets: Offsets = None,
              limit: int = 20) -> DiffResult:
         """``kafkalog diff``: compare these dirs (one path) with ``other`` at ``level`` (``bytes``, ``batches``,
         ``records``), over the offset range ``offsets`` of each partition; the differences as data."""
+        self._local("diff")
         if isinstance(other, LogDirs):
             other = other._one_path("diff")
         return diff_paths(self._one_path("diff"), other, level=level, limit=limit, offset_spec=_spec(offsets))
+
+    def _writable(self, what: str) -> None:
+        """Refuse an operation that changes files when a path is a URL (read-only through the filesystem seam)."""
+        for p in self.paths:
+            if is_url(p):
+                raise LogDirError(f"{what} changes files, and a URL is read-only: kafkalog changes local data dirs "
+                                  "only (copy the data dir to a local disk first)", str(p))
+
+    def _local(self, what: str) -> None:
+        """Refuse a report that reads local data dirs only when a path is a URL."""
+        for p in self.paths:
+            if is_url(p):
+                raise LogDirError(f"{what} reads local data dirs; over a URL, read partitions, offsets, records "
+                                  "and Arrow", str(p))
 
     def _one_path(self, what: str) -> Path:
         if len(self.paths) != 1:
@@ -255,51 +284,61 @@ class LogDirs:
     def plan_retention(self, *, now_ms: int | None = None, topics: str | Iterable[str] | None = None,
                        keep_deleted: bool = False) -> Plan:
         """``kafkalog retain``: the segments the broker's retention would delete at ``now_ms`` (default: now)."""
+        self._writable("retain")
         return plan_retention(self.paths, now_ms=_now_ms() if now_ms is None else now_ms, resolver=self.resolver,
                               topics=_topic_set(topics), keep_deleted=keep_deleted)
 
     def plan_compact(self, *, now_ms: int | None = None, topics: str | Iterable[str] | None = None,
                      force: bool = False, exact: bool = False, keep_deleted: bool = False) -> Plan:
         """``kafkalog compact``: one log cleaner round per compacted partition."""
+        self._writable("compact")
         return plan_compact(self.paths, now_ms=_now_ms() if now_ms is None else now_ms, resolver=self.resolver,
                             topics=_topic_set(topics), force=force, exact=exact, keep_deleted=keep_deleted)
 
     def plan_repair(self, *, now_ms: int | None = None, full: bool = False,
                     topic_ids: Mapping[str, str] | None = None) -> Plan:
         """``kafkalog repair``: what the broker's startup recovery would do (``full``: every segment)."""
+        self._writable("repair")
         return plan_repair(self._data_dirs(), now_ms=_now_ms() if now_ms is None else now_ms,
                            resolver=self.resolver, full=full, topic_ids=dict(topic_ids or {}))
 
     def plan_flush(self, *, now_ms: int | None = None) -> Plan:
         """``kafkalog flush``: the checkpoints and marker of a clean shutdown."""
+        self._writable("flush")
         return plan_flush(self._data_dirs(), now_ms=_now_ms() if now_ms is None else now_ms, resolver=self.resolver)
 
     def plan_reindex(self, *, topics: str | Iterable[str] | None = None, all_segments: bool = False) -> Plan:
         """``kafkalog reindex``: rebuild offset and time indexes that need it (``all_segments``: every one)."""
+        self._writable("reindex")
         return plan_reindex(self.paths, resolver=self.resolver, topics=_topic_set(topics), all_segments=all_segments)
 
     def plan_convert(self, options: ConvertOptions | None = None, *,
                      topics: str | Iterable[str] | None = None) -> Plan:
         """``kafkalog convert``: rewrite segments (v0/v1 to v2, codec) as ``options`` say."""
+        self._writable("convert")
         return plan_convert(self.paths, options, topics=_topic_set(topics), resolver=self.resolver)
 
     def plan_migrate(self, dest: PathLike, options: MigrateOptions | None = None) -> Plan:
         """``kafkalog migrate``: copy these partitions into the data dir ``dest`` (one source path)."""
+        self._writable("migrate")
         return plan_migrate(self._one_path("migrate"), dest, options)
 
     def plan_topic_id(self, topic: str, topic_id: str) -> Plan:
         """``kafkalog topic-id``: write ``partition.metadata`` with ``topic_id`` in every partition of ``topic``."""
+        self._writable("topic-id")
         return plan_topic_id([p.path for p in self.partitions(topic)], topic_id)
 
     def plan_rehydrate(self, store: LocalTieredStorageLayout, options: RehydrateOptions | None = None) -> Plan:
         """``kafkalog rehydrate``: copy the remote segments of a tiered store (open it with
         :func:`~kafkalog.storage.remote.layout.open_remote_store`, and keep it open until the plan is applied)
         back into the (one) data dir as local segments."""
+        self._writable("rehydrate")
         return plan_rehydrate(store, self._one_data_dir("rehydrate"), options)
 
     def plan_checkpoint(self, name: str, updates: Mapping[tuple[str, int], int | None]) -> Plan:
         """``kafkalog checkpoints set``: entries of the checkpoint ``name`` (``recovery-point``, ``log-start``,
         ``replication``, ``cleaner``; None removes one) in the data dir holding each partition."""
+        self._writable("checkpoints set")
         plans = []
         for d in self.dirs:
             mine = {tp: v for tp, v in updates.items() if any(
@@ -324,6 +363,7 @@ class LogDirs:
         """``kafkalog import``: rows of ``export`` JSON Lines or Parquet files into the (one) data dir, new
         partitions only unless ``append``; ``dry_run`` checks every row and returns what it would write. All or
         nothing."""
+        self._writable("import")
         ddir = self._one_data_dir("import")
         if dry_run:
             return preview_import(files, ddir, topic=topic, append=append)
@@ -337,6 +377,7 @@ class LogDirs:
         leader assigns offsets (or, ``keep_offsets``, as a follower keeps them), with the topic's effective
         configuration. Returns ``(appends, log end offset after)``; ``dry_run`` checks every batch and touches
         nothing. All or nothing."""
+        self._writable("append")
         ddir = self._one_data_dir("append")
         config = self.resolver.log_config(ddir, live_topic_partition(partition)[0])
         if dry_run:

@@ -23,13 +23,13 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import IO, Any
 
 from kafkalog.storage.codec.compression import DEFAULT_DECOMPRESS_LIMIT
 from kafkalog.storage.errors import ConfigError, KafkaLogError, LogDirError
 from kafkalog.storage.files.checkpoints import REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.storage.files.names import segment_log_files
+from kafkalog.storage.io.fs import as_path
 from kafkalog.storage.io.jsonio import b64_field, header_fields, text_output
 from kafkalog.storage.log.datadir import (
     live_partition_name,
@@ -127,7 +127,7 @@ def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
     With ``run`` and a filter that keeps every batch whatever its offsets, times and producer, runs of plain
     entries go to ``run`` instead; the entry each run stops at (compressed, legacy, control, damaged, the end)
     is read here as usual, so errors and skips are the same."""
-    pdir = Path(partition_dir)
+    pdir = as_path(partition_dir)  # (a partition dir under a URL is read through the filesystem seam)
     tp = live_partition_name(pdir.name)
     if tp is None:
         raise KafkaLogError("not a partition directory (<topic>-<partition>)", str(pdir))
@@ -280,7 +280,7 @@ def _resolved(partition_dir: str | os.PathLike, flt: ExportFilter) -> ExportFilt
     checkpoint holds, as the broker's)."""
     if flt.offset_spec is None:
         return flt
-    with open_partition_log(Path(partition_dir)) as plog:
+    with open_partition_log(as_path(partition_dir)) as plog:
         return flt.for_partition(plog)
 
 

@@ -22,6 +22,8 @@ import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
+from typing import cast
 from urllib.parse import urlparse
 
 from kafkalog.storage.errors import LogDirError
@@ -119,6 +121,12 @@ def is_url(path: object) -> bool:
     if isinstance(path, UrlPath):
         return True
     return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+def as_path(path: str | os.PathLike | UrlPath) -> Path:
+    """``path`` as the partition model takes it: a :class:`~pathlib.Path`, or for a URL a :class:`UrlPath` (which
+    answers ``name``, ``parent``, ``/`` and ``str()`` as a Path does)."""
+    return cast(Path, UrlPath.of(path)) if is_url(path) else Path(cast(str, path))  # type: ignore[arg-type]
 
 
 class UrlPath:

@@ -34,11 +34,17 @@ from kafkalog.storage.files.clean_shutdown import (
 from kafkalog.storage.files.findings import Finding, error, info, note, warning
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
 from kafkalog.storage.io.dirview import DIR, FILE, SYMLINK_OUT, DirView
-from kafkalog.storage.io.fs import UrlPath, is_url, read_bytes
+from kafkalog.storage.io.fs import UrlPath, is_url, listdir, read_bytes
 from kafkalog.storage.io.fs import info as file_info
 from kafkalog.storage.io.lock import LOCK_FILE_NAME, LockStatus, lock_status
 from kafkalog.storage.log.partition import PartitionLog
-from kafkalog.storage.log.paths import PARTITION_DIR, is_partition_listing, require, require_data_dir
+from kafkalog.storage.log.paths import (
+    DATA_DIR,
+    PARTITION_DIR,
+    is_partition_listing,
+    require,
+    require_data_dir,
+)
 from kafkalog.storage.log.topic_partition import METADATA_TOPIC, TopicPartitionDir, parse_topic_partition_name
 
 REMOTE_LOG_INDEX_CACHE = "remote-log-index-cache"
@@ -63,6 +69,30 @@ def classify_path(path: str | os.PathLike) -> str:
     if not p.is_dir():
         return "file" if p.exists() else require(p).kind
     return require(p).kind
+
+
+def require_url_dir(url: UrlPath, accept: tuple[str, ...] = (DATA_DIR, PARTITION_DIR)) -> tuple[UrlPath, str]:
+    """``(url, kind)``: what a directory under a URL is (a data dir or a partition dir, by the names it holds, as
+    the one path contract classifies a local one), else :class:`LogDirError` naming it."""
+    try:
+        e = file_info(url.spec, url.fspath)
+        names = [x.name for x in listdir(url.spec, url.fspath)] if e is not None and e.is_dir else []
+    except OSError as err:
+        raise LogDirError(f"cannot list the directory: {err}", str(url)) from None
+    if e is None or not e.is_dir or not names:
+        raise LogDirError("no such directory" if e is None or not names else "not a directory", str(url))
+    if is_partition_listing(names):
+        kind = PARTITION_DIR
+    elif any(n in KNOWN_TOP_FILES for n in names) or any(live_partition_name(n) is not None for n in names):
+        kind = DATA_DIR
+    else:
+        raise LogDirError("not a Kafka data dir or partition dir: it holds no partition dir, no meta.properties "
+                          "and no checkpoint file", str(url))
+    if kind not in accept:
+        raise LogDirError(f"a {'partition dir' if kind == PARTITION_DIR else 'data dir'}, not a "
+                          f"{' or '.join('partition dir' if a == PARTITION_DIR else 'data dir' for a in accept)}",
+                          str(url))
+    return url, kind
 
 
 def live_partition_name(name: str) -> TopicPartitionDir | None:
@@ -251,8 +281,11 @@ def open_partition_log(path: str | os.PathLike | UrlPath, checkpoints: dict[str,
 class DataDir:
     """One data directory, loaded read-only."""
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = require_data_dir(path)
+    def __init__(self, path: str | os.PathLike | UrlPath):
+        if is_url(path):  # read-only through the filesystem seam (a UrlPath: name, parent, / and str() as a Path's)
+            self.path = cast(Path, require_url_dir(UrlPath.of(path), (DATA_DIR,))[0])  # type: ignore[arg-type]
+        else:
+            self.path = require_data_dir(cast(str, path))
         self.findings: list[Finding] = []
         self.meta_properties: MetaProperties | None = None
         self.checkpoints: dict[str, OffsetCheckpoint | None] = {}
@@ -267,7 +300,43 @@ class DataDir:
         return f"DataDir({str(self.path)!r}, partitions={len(self.partition_dirs)})"
 
     # ---- loading -----------------------------------------------------------------------------------------
+    def _load_url(self, listing: DirView) -> None:
+        """:meth:`_load`'s files of a data dir under a URL, read through the filesystem seam (listed once)."""
+        url = cast(UrlPath, self.path)
+
+        def read(name: str, limit: int) -> bytes | None:
+            if not listing.is_file(name):
+                return None
+            return read_bytes(url.spec, (url / name).fspath, limit)
+
+        for name, parse in ((META_PROPERTIES_FILE, MetaProperties.from_bytes),
+                            (CLEAN_SHUTDOWN_FILE, CleanShutdownMarker.from_bytes)):
+            try:
+                data = read(name, MAX_CHECKPOINT_BYTES)
+                if data is not None:
+                    setattr(self, "meta_properties" if name == META_PROPERTIES_FILE else "clean_shutdown",
+                            parse(data, str(url / name)))
+            except (KafkaLogError, OSError) as e:
+                self.findings.append(error(url / name, getattr(e, "position", None), "metadata",
+                                           getattr(e, "reason", str(e))))
+        if self.meta_properties is not None:
+            for problem in self.meta_properties.validate():
+                self.findings.append(error(url / META_PROPERTIES_FILE, None, "metadata", problem))
+        for name in DATA_DIR_CHECKPOINTS:
+            try:
+                data = read(name, MAX_CHECKPOINT_BYTES)
+                self.checkpoints[name] = None if data is None else OffsetCheckpoint.from_bytes(data, str(url / name))
+            except (KafkaLogError, OSError) as e:
+                self.checkpoints[name] = None
+                self.findings.append(error(url / name, getattr(e, "position", None), "checkpoint",
+                                           getattr(e, "reason", str(e))))
+
     def _load(self) -> None:
+        if is_url(self.path):
+            listing = DirView(self.path, DirView.READONLY)
+            self._load_url(listing)
+            self._load_listing(listing)
+            return
         mp = self.path / META_PROPERTIES_FILE
         if mp.exists():
             try:
@@ -291,7 +360,9 @@ class DataDir:
         except KafkaLogError as e:  # e.g. not a regular file: the marker still "exists" for Kafka
             self.clean_shutdown = CleanShutdownMarker(path=str(self.path / CLEAN_SHUTDOWN_FILE))
             self.findings.append(warning(self.path / CLEAN_SHUTDOWN_FILE, None, "metadata", e.reason))
-        listing = DirView(self.path, DirView.READONLY)
+        self._load_listing(DirView(self.path, DirView.READONLY))
+
+    def _load_listing(self, listing: DirView) -> None:
         for name in listing.names(None):
             ent = listing.entry(name)
             assert ent is not None

@@ -27,6 +27,7 @@ inside one); the destinations of ``import``, ``migrate`` and ``rehydrate`` may a
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE
 from kafkalog.storage.files.names import INDEX_SUFFIXES, LOG_FILE_SUFFIX, PRODUCER_SNAPSHOT_FILE_SUFFIX
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE
+from kafkalog.storage.io.fs import is_url
 from kafkalog.storage.io.lock import LOCK_FILE_NAME
 from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 
@@ -62,6 +64,9 @@ _EXPECTED = {
     PARTITION_DIR: "a Kafka partition dir",
     FILE: "a Kafka file",
 }
+
+
+_URL_AS_PATH = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:/")
 
 
 class PathError(LogDirError):
@@ -130,7 +135,11 @@ def _dir_kind(p: Path, names: list[str]) -> str | None:
 def classify(path: str | os.PathLike, expected: tuple[str, ...] = (DATA_DIR, PARTITION_DIR)) -> PathKind:
     """What ``path`` is (:class:`PathKind`), or :class:`PathError` with the contract's message when it is
     nothing of Kafka's (the message names what was ``expected``). A directory that cannot be listed reads as a
-    data dir (its reader names the OS error)."""
+    data dir (its reader names the OS error). A URL is not a local path: the commands that take one read and
+    change local dirs (:func:`kafkalog.open` and the Spark source read ``s3://``... dirs)."""
+    if is_url(path) or _URL_AS_PATH.match(os.fspath(path)):  # (a URL made a Path keeps one slash: s3:/bucket)
+        raise PathError(NOT_KAFKA, os.fspath(path), "a URL: this command reads and changes local data dirs only "
+                        "(kafkalog.open(url) and the Spark source read s3://, gs://, hdfs:// data dirs)")
     p = Path(path)
     if not p.exists():
         raise PathError(MISSING, p, "no such file or directory" if not p.is_symlink() else

@@ -29,6 +29,7 @@ from kafkalog.tools import apidoc
 
 require_modules("pyarrow", extra="spark")  # skipped without the spark extra, a failure under CI=true
 
+import fsspec  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -249,8 +250,14 @@ def test_import_and_append_write_through_the_api(tmp_path: Path):
         assert dirs.partition("copied", 0).log_end_offset == 60
         assert dirs.append("copied-0", batches) == (3, 66)
         assert dirs.partition("copied", 0).log_end_offset == 66
-    with pytest.raises(LogDirError, match="a URL"):
-        kafkalog.open("s3://bucket/data")
+    # a URL opens read-only (tests/storage/test_open_url.py): writing through it is refused, naming the URL
+    mem = fsspec.filesystem("memory")
+    for f in (data / "copied-0").iterdir():
+        mem.pipe(f"/public-api/data/copied-0/{f.name}", f.read_bytes())
+    with kafkalog.open("memory://public-api/data") as remote:
+        assert remote.partition("copied", 0).log_end_offset == 66
+        with pytest.raises(LogDirError, match="memory://public-api/data: append changes files, and a URL is read-only"):
+            remote.append("copied-0", numbered_batches(0, 1))
 
 
 def test_docs_api_md_is_generated_from_the_docstrings():

@@ -6,8 +6,9 @@
 * ``startingOffset``/``endingOffset`` skip whole segments by base offset and cut the byte range of the first and
   last one through the offset index; ``startingTimestamp`` skips the prefix of each segment whose batches all
   have smaller max timestamps, through the time index (exact filtering of records happens in the scan);
-* the ``offset`` option (rpk's grammar) is resolved per partition (:func:`partition_windows`, the library's
-  ``OffsetSpec.resolve_in_dir``) and each piece carries its partition's ``[lo, hi)``, read as above.
+* the ``offset`` option (rpk's grammar) is resolved per partition, local or under a URL
+  (:func:`partition_windows`: the library's ``OffsetSpec.resolve_in`` on its ``PartitionLog``) and each piece
+  carries its partition's ``[lo, hi)``, read as above.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkalog.storage.errors import ConfigError, KafkaLogError, LogDirError
+from kafkalog.storage.errors import KafkaLogError, LogDirError
 from kafkalog.storage.files.names import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, offset_from_file_name
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.files.time_index import TimeIndex
 from kafkalog.storage.io.fs import FsSpec, SegmentFile, UrlPath, display, info, listdir, read_bytes, split_uri
-from kafkalog.storage.log.datadir import check_topics, live_partition_name
+from kafkalog.storage.log.datadir import check_topics, live_partition_name, open_partition_log
 from kafkalog.storage.log.partition import PartitionLog
 
 from .filters import columns, keeps
@@ -315,8 +316,9 @@ def _partition_dir(seg: Segment) -> str:
 
 
 def partition_windows(segments: list[Segment], opts: ReadOptions) -> dict[tuple[FsSpec, str], tuple[int, int]]:
-    """The ``offset`` option resolved for each partition dir of ``segments`` (its log start and end offsets and
-    its time index, through the library's :meth:`~kafkalog.storage.log.offset_spec.OffsetSpec.resolve_in_dir`)."""
+    """The ``offset`` option resolved for each partition dir of ``segments``, local or under a URL (its log start and
+    end offsets and its time index, through the library's
+    :meth:`~kafkalog.storage.log.offset_spec.OffsetSpec.resolve_in`)."""
     spec = opts.offset_spec
     if spec is None:
         return {}
@@ -325,10 +327,8 @@ def partition_windows(segments: list[Segment], opts: ReadOptions) -> dict[tuple[
         key = (seg.spec, _partition_dir(seg))
         if key in out:
             continue
-        if not seg.spec.is_local:
-            raise ConfigError(f"option offset ({spec.text}): resolving a range needs the partition's files on a "
-                              f"local path, not {seg.name} (startingOffset/endingOffset work on any path)")
-        out[key] = spec.resolve_in_dir(key[1])
+        with open_partition_log(partition_dir(*key)) as plog:  # a local dir or a URL, with its data dir's checkpoints
+            out[key] = spec.resolve_in(plog)
     return out
 
 

@@ -195,3 +195,29 @@ def test_no_storage_module_words_a_note():
     # and nowhere else in storage either: a note is a Finding with facts
     for path in (ROOT / "storage").rglob("*.py"):
         assert not _worded_notes(ast.parse(path.read_text())), path
+
+
+def _note_calls() -> list[tuple[str, str, list[str]]]:
+    """Every ``note(subject, "kind", **facts)`` in storage: (module, kind, the facts' names)."""
+    out = []
+    for path in (ROOT / "storage").rglob("*.py"):
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "note" and len(n.args) >= 2:
+                k = n.args[1]
+                kinds = [e.value for e in ([k.body, k.orelse] if isinstance(k, ast.IfExp) else [k])
+                         if isinstance(e, ast.Constant)]
+                out += [(path.name, k, [kw.arg for kw in n.keywords if kw.arg]) for k in kinds]
+    return out
+
+
+def test_every_kind_storage_notes_has_a_template_that_renders_its_facts():
+    samples = {"setting": {"name": "x.y", "value": 1.0, "source": "topic config"}, "errors": ["e"],
+               "newSegments": [5, 9], "baseOffsets": [0, 5], "routine": [{"action": "deletedFiles", "count": 2}],
+               "state": None, "dirtyRatio": 0.25}
+    calls = _note_calls()
+    assert len(calls) >= 40, calls
+    for module, kind, names in calls:
+        assert kind in facts.TEMPLATES, f"{module}: {kind} has no template in tools/facts.py"
+        text = facts.render(note("/d/t-0/x", kind, **{k: samples.get(k, 7) for k in names}))
+        assert text and "{" not in text, (kind, text)
+    assert {k for _, k, _ in calls} == set(facts.TEMPLATES), "a template no storage module uses"

@@ -3,18 +3,27 @@
 //! with. A read takes the data, a position it advances and an end it never reads past: `None` past the end or
 //! for an encoding longer than Kafka accepts.
 
-/// Kafka's unsigned varint (at most 5 bytes; the fifth contributes its low 4 bits), as
-/// `ByteUtils.readUnsignedVarint` and `storage/codec/varint.read_uvarint`. `None` past `end` or when too long.
+/// The one-byte varint at `p` (before `end`), consumed: most lengths, deltas and counts of a record, so both
+/// readers try it first. `None` (nothing consumed) for anything else.
 #[inline(always)]
-fn uvarint(d: &[u8], p: &mut usize, end: usize) -> Option<u32> {
-    // one byte: most lengths, deltas and counts of a record
+fn single_byte(d: &[u8], p: &mut usize, end: usize) -> Option<u8> {
     if *p < end {
         if let Some(&b) = d.get(*p) {
             if b & 0x80 == 0 {
                 *p += 1;
-                return Some(b as u32);
+                return Some(b);
             }
         }
+    }
+    None
+}
+
+/// Kafka's unsigned varint (at most 5 bytes; the fifth contributes its low 4 bits), as
+/// `ByteUtils.readUnsignedVarint` and `storage/codec/varint.read_uvarint`. `None` past `end` or when too long.
+#[inline(always)]
+fn uvarint(d: &[u8], p: &mut usize, end: usize) -> Option<u32> {
+    if let Some(b) = single_byte(d, p, end) {
+        return Some(b as u32);
     }
     let mut value: u32 = 0;
     let mut shift = 0u32;
@@ -41,13 +50,8 @@ fn uvarint(d: &[u8], p: &mut usize, end: usize) -> Option<u32> {
 /// Kafka's unsigned varlong (at most 10 bytes, bits past 64 dropped), as `read_uvarlong`.
 #[inline(always)]
 fn uvarlong(d: &[u8], p: &mut usize, end: usize) -> Option<u64> {
-    if *p < end {
-        if let Some(&b) = d.get(*p) {
-            if b & 0x80 == 0 {
-                *p += 1;
-                return Some(b as u64);
-            }
-        }
+    if let Some(b) = single_byte(d, p, end) {
+        return Some(b as u64);
     }
     let mut value: u64 = 0;
     let mut shift = 0u32;

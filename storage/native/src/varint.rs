@@ -3,16 +3,30 @@
 //! with. A read takes the data, a position it advances and an end it never reads past: `None` past the end or
 //! for an encoding longer than Kafka accepts.
 
-/// The one-byte varint at `p` (before `end`), consumed: most lengths, deltas and counts of a record, so both
-/// readers try it first. `None` (nothing consumed) for anything else.
+/// An unsigned LEB128 of at most `max_bytes` bytes, as `ByteUtils.readUnsignedVarint`/`Varlong` read it (and
+/// `storage/codec/varint._read_unsigned`): a continuation bit on the last allowed byte is too long (`None`), as is
+/// running past `end`; bits past 64 are dropped.
 #[inline(always)]
-fn single_byte(d: &[u8], p: &mut usize, end: usize) -> Option<u8> {
+fn unsigned(d: &[u8], p: &mut usize, end: usize, max_bytes: u32) -> Option<u64> {
+    // one byte: most lengths, deltas and counts of a record
     if *p < end {
         if let Some(&b) = d.get(*p) {
             if b & 0x80 == 0 {
                 *p += 1;
-                return Some(b);
+                return Some(b as u64);
             }
+        }
+    }
+    let mut value: u64 = 0;
+    for i in 0..max_bytes {
+        if *p >= end {
+            return None;
+        }
+        let b = *d.get(*p)?;
+        *p += 1;
+        value |= ((b & 0x7F) as u64).wrapping_shl(7 * i);
+        if b & 0x80 == 0 {
+            return Some(value);
         }
     }
     None
@@ -22,51 +36,13 @@ fn single_byte(d: &[u8], p: &mut usize, end: usize) -> Option<u8> {
 /// `ByteUtils.readUnsignedVarint` and `storage/codec/varint.read_uvarint`. `None` past `end` or when too long.
 #[inline(always)]
 fn uvarint(d: &[u8], p: &mut usize, end: usize) -> Option<u32> {
-    if let Some(b) = single_byte(d, p, end) {
-        return Some(b as u32);
-    }
-    let mut value: u32 = 0;
-    let mut shift = 0u32;
-    loop {
-        if *p >= end {
-            return None;
-        }
-        let b = *d.get(*p)?;
-        *p += 1;
-        if shift == 28 {
-            if b & 0x80 != 0 {
-                return None;
-            }
-            return Some(value | (((b & 0x0F) as u32) << 28));
-        }
-        value |= ((b & 0x7F) as u32) << shift;
-        if b & 0x80 == 0 {
-            return Some(value);
-        }
-        shift += 7;
-    }
+    unsigned(d, p, end, 5).map(|v| v as u32)
 }
 
 /// Kafka's unsigned varlong (at most 10 bytes, bits past 64 dropped), as `read_uvarlong`.
 #[inline(always)]
 fn uvarlong(d: &[u8], p: &mut usize, end: usize) -> Option<u64> {
-    if let Some(b) = single_byte(d, p, end) {
-        return Some(b as u64);
-    }
-    let mut value: u64 = 0;
-    let mut shift = 0u32;
-    loop {
-        if *p >= end || shift > 63 {
-            return None;
-        }
-        let b = *d.get(*p)?;
-        *p += 1;
-        value |= ((b & 0x7F) as u64).wrapping_shl(shift);
-        if b & 0x80 == 0 {
-            return Some(value);
-        }
-        shift += 7;
-    }
+    unsigned(d, p, end, 10)
 }
 
 /// Kafka's zig-zag decoding of an unsigned varint or varlong.

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.reports.doctor import SCAN_RATE, diagnose
+from kafkalog.tools import facts
 from kafkalog.tools.output import (
     NOW_GRAMMAR,
     JsonLines,
@@ -99,7 +100,8 @@ def _show(text: str) -> str:
 
 
 def _message(p) -> str:
-    return _show(f"{p.broker_message}: {p.message}" if p.broker_message else p.message)
+    text = facts.render(p.note) if p.note is not None else p.message
+    return _show(f"{p.broker_message}: {text}" if p.broker_message else text)
 
 
 def _serving(p) -> list[str]:
@@ -143,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         out = JsonLines()
         for p in diag.problems:
-            out.write(p.to_dict())
+            out.write(p.to_dict() | ({"message": facts.render(p.note)} if p.note is not None else {}))
         out.write(diag.summary())
         return diag.exit_code
     print(_show(diag.headline()))

@@ -13,8 +13,25 @@ from pathlib import Path
 from typing import Any
 
 from kafkalog.storage.files.findings import Finding
+from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE
 
 Template = Callable[[str, Mapping[str, Any]], str]
+
+
+def _files(names: list[str]) -> str:
+    """Up to three file names, else how many."""
+    return ", ".join(names) if len(names) <= 3 else f"{len(names)} index and snapshot files"
+
+
+def _unreadable(file: str, x: Mapping[str, Any]) -> str:
+    """A file the broker fails on at startup (doctor): what happens, why, and what repairs it."""
+    name = Path(file).name
+    fix = ("`kafkalog repair` rewrites it from the topic id in __cluster_metadata or --topic-id"
+           if name == PARTITION_METADATA_FILE else "`kafkalog repair` rebuilds it from the batches")
+    what = "its log dir goes offline while the logs load" if x["offline"] else \
+        "loading the logs fails and the broker stops"
+    text = f"{name} is unreadable: {what} ({x['cause']}); {fix}"
+    return text + f": log dir {x['logDir']} goes offline, its partitions are not served" if "logDir" in x else text
 
 
 def _at(file: str) -> str:
@@ -118,6 +135,30 @@ TEMPLATES: dict[str, str | Template] = {
     # flush
     "flush.noSegments": "{file}: no segments: NOT flushed; run repair",
     "flush.notVerified": "{file}: NOT flushed: {problem}; its recovery point stays {recoveryPoint}: run repair first",
+    # doctor: what the broker does at its next start
+    "doctor.recovers": lambda f, x: (f"recovers {x['segments']} segment(s)"
+                                     + (f", rebuilding {_files(x['rebuilt'])}" if x["rebuilt"] else "")
+                                     + f"; the log ends at offset {x['lastOffset']}"),
+    "doctor.rebuilds": lambda f, x: f"rebuilds {_files(x['rebuilt'])}",
+    "doctor.swapCompleted": lambda f, x: f"completes an interrupted segment replacement: {', '.join(x['files'])}",
+    "doctor.unreadable": lambda f, x: _unreadable(f, x),
+    "doctor.noCleanShutdown": "no clean shutdown marker: every segment above each partition's recovery point is "
+                              "recovered",
+    "doctor.deleteDir": "queued for deletion: the broker loads it without recovery and deletes it",
+    "doctor.strayDir": "a stray replica: the broker loads it aside, never serves it and never deletes it",
+    "doctor.futureDir": "a replica being moved to this log dir: the broker resumes the move once the partition is "
+                        "online",
+    "doctor.noTopicId": "no partition.metadata (no topic id): the broker treats it as a stray log and renames it "
+                        "{strayName}; it is not served",
+    "doctor.unknownTopic": "topic {topic} is not in {metadataDir}: the broker treats it as a stray log and renames "
+                           "it {strayName}",
+    "doctor.topicIdDiffers": "topic id {topicId} is not the id {expected} of topic {topic} in {metadataDir}: the "
+                             "broker treats it as a stray log (a deleted, recreated topic) and renames it {strayName}; "
+                             "it is not served",
+    "doctor.legacyFormat": "{segments} segment(s) hold {batches:,d} message format v0/v1 batch(es): a 4.x broker "
+                           "still loads and serves them as they are and appends only v2 batches after them (KIP-724: "
+                           "no message.format.version, no fetch down-conversion); its cleaner rewrites them as v2 "
+                           "when it compacts them; `kafkalog convert` rewrites them offline",
     # rehydrate (tiered storage back to local segments)
     "rehydrate.skipped": lambda f, x: (f"remote segment {x['startOffset']}-{x['segmentId']} skipped: " + (
         f"its metadata state is {x['state']}" if x["state"] else "no __remote_log_metadata record references it")),

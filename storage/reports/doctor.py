@@ -45,6 +45,7 @@ from kafkalog.storage.engine.plan import Plan
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.targets import whole_data_dirs
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.files.names import is_index_file
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from kafkalog.storage.log.datadir import DataDir
@@ -81,7 +82,7 @@ class Problem:
     kind: str  # startup, truncation, lostOffsets, corruptBatch, recovery, rebuild, leftover, stray, topicId, dirs, offlineDir,
     # legacyFormat, plan
     path: str
-    message: str
+    message: str  # words the library still gives itself ("" when ``note`` says it)
     broker_message: str | None = None  # fatal: what the broker logs as it stops (its exception's message)
     partition: str | None = None
     first_offset: int | None = None
@@ -90,13 +91,27 @@ class Problem:
     bytes: int | None = None
     cause: str | None = None  # what the broker logs first (the exception under its fatal fault)
     serving: Serving | None = None  # corruptBatch: which readers fail on the batch, what cuts or salvages it
+    note: Finding | None = None  # what was observed, as a code and its facts (kafkalog.tools.facts words it)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON: the fields; with a ``note``, its ``code`` and ``facts`` (the command puts its words in
+        ``message``)."""
         return {"type": "problem", "severity": self.severity, "kind": self.kind, "path": self.path,
                 "partition": self.partition, "message": self.message, "brokerMessage": self.broker_message,
                 "firstOffset": self.first_offset, "lastOffset": self.last_offset, "records": self.records,
                 "bytes": self.bytes, "cause": self.cause,
-                "serving": None if self.serving is None else self.serving.to_dict()}
+                "serving": None if self.serving is None else self.serving.to_dict(),
+                **({"code": self.note.kind, "facts": dict(self.note.facts)} if self.note is not None else {})}
+
+
+def _noted(severity: str, kind: str, path, code: str, *, partition: str | None = None, cause: str | None = None,
+           broker_message: str | None = None, **facts: Any) -> Problem:
+    """A problem whose words are its note's: ``code`` and ``facts`` (the offsets, counts and bytes among them are
+    also the problem's own fields where it has one)."""
+    return Problem(severity, kind, str(path), "", broker_message, partition=partition, cause=cause,
+                   first_offset=facts.get("firstOffset"), last_offset=facts.get("lastOffset"),
+                   records=facts.get("records"), bytes=facts.get("bytes"),
+                   note=note(path, code, **facts, **({"cause": cause} if cause is not None else {})))
 
 
 @dataclass
@@ -190,21 +205,20 @@ def _from_plan(diag: Diagnosis, plan: Plan) -> None:
                 if e["offline"]:
                     offline.setdefault(dp.path, []).append((name, e))
                 else:
-                    diag.problems.append(Problem(FATAL, "startup", e["file"], _startup_reason(e),
-                                                 e["brokerMessage"], partition=name, cause=e["cause"]))
+                    diag.problems.append(_noted(FATAL, "startup", e["file"], "doctor.unreadable", partition=name,
+                                                cause=e["cause"], broker_message=e["brokerMessage"], offline=False))
             scanned = pp.facts.get("bytesScanned", 0)
             rebuilt = sorted({Path(op.path).name for op in pp.ops if not op.routine and op.kind in ("write", "create")
                               and (is_index_file(Path(op.path).name) or op.path.endswith(".snapshot"))})
-            files = (", ".join(rebuilt) if len(rebuilt) <= 3 else f"{len(rebuilt)} index and snapshot files")
             if pp.facts.get("segmentsRecovered"):
                 diag.partitions_recovered += 1
                 diag.bytes_to_scan += scanned
-                diag.problems.append(Problem(
-                    RECOVERY, "recovery", pp.dir, f"recovers {pp.facts['segmentsRecovered']} segment(s)"
-                    + (f", rebuilding {files}" if rebuilt else "") + f"; the log ends at offset "
-                    f"{pp.facts['logEndOffset']}", partition=name, last_offset=pp.facts["logEndOffset"], bytes=scanned))
+                diag.problems.append(_noted(RECOVERY, "recovery", pp.dir, "doctor.recovers", partition=name,
+                                            segments=pp.facts["segmentsRecovered"], rebuilt=rebuilt,
+                                            lastOffset=pp.facts["logEndOffset"], bytes=scanned))
             elif rebuilt:
-                diag.problems.append(Problem(RECOVERY, "rebuild", pp.dir, f"rebuilds {files}", partition=name))
+                diag.problems.append(_noted(RECOVERY, "rebuild", pp.dir, "doctor.rebuilds", partition=name,
+                                            rebuilt=rebuilt))
             for loss in pp.losses:
                 if loss.records:
                     diag.records_truncated += loss.records
@@ -215,30 +229,19 @@ def _from_plan(diag: Diagnosis, plan: Plan) -> None:
             leftovers = [op for op in pp.ops if not op.routine and op.kind in ("rename", "delete")
                          and Path(op.path).name.endswith((".swap", ".cleaned", ".deleted"))]
             if leftovers:
-                diag.problems.append(Problem(
-                    RECOVERY, "leftover", pp.dir, f"completes an interrupted segment replacement: "
-                    f"{', '.join(sorted({Path(op.path).name for op in leftovers}))}", partition=name))
+                diag.problems.append(_noted(RECOVERY, "leftover", pp.dir, "doctor.swapCompleted", partition=name,
+                                            files=sorted({Path(op.path).name for op in leftovers})))
     every = len(offline) == len(plan.data_dirs)
     dirs = ", ".join(dp.path for dp in plan.data_dirs)
     for d, failed in offline.items():
         for name, e in failed:
             if every:  # LogManager.handleLogDirFailure
-                diag.problems.append(Problem(FATAL, "startup", e["file"], _startup_reason(e), f"Shutdown broker "
-                                             f"because all log dirs in {dirs} have failed", partition=name,
-                                             cause=e["cause"]))
+                diag.problems.append(_noted(FATAL, "startup", e["file"], "doctor.unreadable", partition=name,
+                                            cause=e["cause"], broker_message=f"Shutdown broker because all log dirs "
+                                            f"in {dirs} have failed", offline=True))
             else:
-                diag.problems.append(Problem(WARNING, "offlineDir", e["file"], _startup_reason(e) + f": log dir {d} "
-                                             "goes offline, its partitions are not served", partition=name,
-                                             cause=e["cause"]))
-
-
-def _startup_reason(e: dict) -> str:
-    name = Path(e["file"]).name
-    fix = ("`kafkalog repair` rewrites it from the topic id in __cluster_metadata or --topic-id"
-           if name == PARTITION_METADATA_FILE else "`kafkalog repair` rebuilds it from the batches")
-    what = ("its log dir goes offline while the logs load" if e["offline"] else
-            "loading the logs fails and the broker stops")
-    return f"{name} is unreadable: {what} ({e['cause']}); {fix}"
+                diag.problems.append(_noted(WARNING, "offlineDir", e["file"], "doctor.unreadable", partition=name,
+                                            cause=e["cause"], offline=True, logDir=d))
 
 
 # ------------------------------------------------------------------------------------- dirs and topic ids
@@ -247,23 +250,18 @@ def _startup_reason(e: dict) -> str:
 def _dir_checks(diag: Diagnosis, dirs: list[DataDir], resolver: ConfigResolver, kraft: bool) -> None:
     for d in dirs:
         if not d.had_clean_shutdown:
-            diag.problems.append(Problem(INFO, "recovery", str(d.path / ".kafka_cleanshutdown"),
-                                         "no clean shutdown marker: every segment above each partition's recovery "
-                                         "point is recovered"))
+            diag.problems.append(_noted(INFO, "recovery", d.path / ".kafka_cleanshutdown", "doctor.noCleanShutdown"))
         md = resolver.data_dir(d.path).metadata if kraft else None
         known = md.topic_ids if md is not None else {}
         for p, tp in sorted(d.partition_dirs.items()):
             if tp.topic == METADATA_TOPIC:
                 continue
             if tp.kind == "delete":
-                diag.problems.append(Problem(INFO, "dirs", str(p), "queued for deletion: the broker loads it without "
-                                             "recovery and deletes it", partition=p.name))
+                diag.problems.append(_noted(INFO, "dirs", p, "doctor.deleteDir", partition=p.name))
             elif tp.kind == "stray":
-                diag.problems.append(Problem(WARNING, "stray", str(p), "a stray replica: the broker loads it aside, "
-                                             "never serves it and never deletes it", partition=p.name))
+                diag.problems.append(_noted(WARNING, "stray", p, "doctor.strayDir", partition=p.name))
             elif tp.kind == "future":
-                diag.problems.append(Problem(INFO, "dirs", str(p), "a replica being moved to this log dir: the broker "
-                                             "resumes the move once the partition is online", partition=p.name))
+                diag.problems.append(_noted(INFO, "dirs", p, "doctor.futureDir", partition=p.name))
             elif tp.kind == "live" and known:
                 _topic_id(diag, p, tp.topic, tp.partition, known.get(tp.topic))
 
@@ -279,17 +277,14 @@ def _topic_id(diag: Diagnosis, p: Path, topic: str, partition: int, expected: st
     except (KafkaLogError, OSError):
         return  # unreadable: the plan's startupErrors say what happens
     if tid is None:
-        diag.problems.append(Problem(WARNING, "stray", str(p), "no partition.metadata (no topic id): the broker "
-                                     f"treats it as a stray log and renames it {stray}; it is not served",
-                                     partition=p.name))
+        diag.problems.append(_noted(WARNING, "stray", p, "doctor.noTopicId", partition=p.name, strayName=stray))
     elif expected is None:
-        diag.problems.append(Problem(WARNING, "stray", str(p), f"topic {topic} is not in {METADATA_DIR}: the broker "
-                                     f"treats it as a stray log and renames it {stray}", partition=p.name))
+        diag.problems.append(_noted(WARNING, "stray", p, "doctor.unknownTopic", partition=p.name, topic=topic,
+                                    metadataDir=METADATA_DIR, strayName=stray))
     elif tid != expected:
-        diag.problems.append(Problem(WARNING, "topicId", str(p / PARTITION_METADATA_FILE),
-                                     f"topic id {tid} is not the id {expected} of topic {topic} in {METADATA_DIR}: "
-                                     f"the broker treats it as a stray log (a deleted, recreated topic) and renames "
-                                     f"it {stray}; it is not served", partition=p.name))
+        diag.problems.append(_noted(WARNING, "topicId", p / PARTITION_METADATA_FILE, "doctor.topicIdDiffers",
+                                    partition=p.name, topic=topic, topicId=tid, expected=expected,
+                                    metadataDir=METADATA_DIR, strayName=stray))
 
 
 def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path], crc: bool) -> None:
@@ -364,13 +359,9 @@ def _legacy(diag: Diagnosis, dirs: list[DataDir], *, workers: int = 1, progress=
         for p in d.partition_dirs:
             segs = per.get(p.name)
             if segs and p in live:
-                n = sum(a.v0_batches + a.v1_batches for a in segs)
-                diag.problems.append(Problem(
-                    INFO, "legacyFormat", str(p), f"{len(segs)} segment(s) hold {n:,d} message format v0/v1 "
-                    "batch(es): a 4.x broker still loads and serves them as they are and appends only v2 batches "
-                    "after them (KIP-724: no message.format.version, no fetch down-conversion); its cleaner rewrites "
-                    "them as v2 when it compacts them; `kafkalog convert` rewrites them offline", partition=p.name,
-                    bytes=sum(a.legacy_bytes for a in segs)))
+                diag.problems.append(_noted(INFO, "legacyFormat", p, "doctor.legacyFormat", partition=p.name,
+                                            segments=len(segs), batches=sum(a.v0_batches + a.v1_batches for a in segs),
+                                            bytes=sum(a.legacy_bytes for a in segs)))
 
 
 # ------------------------------------------------------------------------------------- the diagnosis

@@ -16,6 +16,7 @@ from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.reports.doctor import diagnose
 from kafkalog.storage.reports.startup_gate import java_sorted
 from kafkalog.tools.cli import main
+from kafkalog.tools.facts import render
 
 KRAFT = "kafka-4.3.1-kraft"
 
@@ -144,7 +145,7 @@ def test_topic_id_mismatch_and_other_dirs(tmp_path: Path) -> None:
     diag = diagnose([d], now_ms=NOW)
     assert diag.verdict == "recovery" and diag.exit_code == 1
     stray = [p for p in diag.problems if p.kind == "topicId"]
-    assert len(stray) == 1 and stray[0].partition == "codec-none-0" and "-stray" in stray[0].message
+    assert len(stray) == 1 and stray[0].partition == "codec-none-0" and "-stray" in render(stray[0].note)
     assert any(p.kind == "dirs" and p.path.endswith("-delete") and p.severity == "info" for p in diag.problems)
 
 

@@ -9,7 +9,8 @@ import ast
 import re
 from pathlib import Path
 
-from builders import aged_partition, three_segment_data_dir, three_segment_partition
+from builders import aged_partition, mixed_format_data_dir, three_segment_data_dir, three_segment_partition
+from damage import damaged_copy
 from engines import compact, recover, retain
 
 from kafkalog.storage.config.log_config import LogConfig
@@ -17,6 +18,7 @@ from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.plan import Loss, Setting
 from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.io.ops import Delete, Op, Truncate, WriteFile
+from kafkalog.storage.reports.doctor import diagnose
 from kafkalog.tools import facts, plan_output
 from kafkalog.tools.output import human_size, human_time
 
@@ -198,12 +200,15 @@ def test_no_storage_module_words_a_note():
 
 
 def _note_calls() -> list[tuple[str, str, list[str]]]:
-    """Every ``note(subject, "kind", **facts)`` in storage: (module, kind, the facts' names)."""
+    """Every ``note(subject, "kind", **facts)`` in storage (and doctor's ``_noted``): (module, kind, the facts'
+    names)."""
     out = []
     for path in (ROOT / "storage").rglob("*.py"):
         for n in ast.walk(ast.parse(path.read_text())):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "note" and len(n.args) >= 2:
-                k = n.args[1]
+            at = {"note": 1, "_noted": 3}.get(n.func.id, -1) if isinstance(n, ast.Call) and \
+                isinstance(n.func, ast.Name) else -1  # note(subject, kind); doctor's _noted(severity, kind, path, code)
+            if 0 <= at < len(n.args):
+                k = n.args[at]
                 kinds = [e.value for e in ([k.body, k.orelse] if isinstance(k, ast.IfExp) else [k])
                          if isinstance(e, ast.Constant)]
                 out += [(path.name, k, [kw.arg for kw in n.keywords if kw.arg]) for k in kinds]
@@ -213,7 +218,7 @@ def _note_calls() -> list[tuple[str, str, list[str]]]:
 def test_every_kind_storage_notes_has_a_template_that_renders_its_facts():
     samples = {"setting": {"name": "x.y", "value": 1.0, "source": "topic config"}, "errors": ["e"],
                "newSegments": [5, 9], "baseOffsets": [0, 5], "routine": [{"action": "deletedFiles", "count": 2}],
-               "state": None, "dirtyRatio": 0.25}
+               "state": None, "dirtyRatio": 0.25, "rebuilt": ["0.index"], "files": ["0.log.swap"], "offline": True}
     calls = _note_calls()
     assert len(calls) >= 40, calls
     for module, kind, names in calls:
@@ -221,3 +226,21 @@ def test_every_kind_storage_notes_has_a_template_that_renders_its_facts():
         text = facts.render(note("/d/t-0/x", kind, **{k: samples.get(k, 7) for k in names}))
         assert text and "{" not in text, (kind, text)
     assert {k for _, k, _ in calls} == set(facts.TEMPLATES), "a template no storage module uses"
+
+
+def test_doctor_problems_carry_their_numbers_as_facts(tmp_path: Path):
+    d = tmp_path / "killed"
+    damaged_copy("kafka-4.3.1-kraft-killed", d, ("torn_tail",))
+    diag = diagnose([d], now_ms=NOW)
+    rec = next(p for p in diag.problems if p.kind == "recovery" and p.partition == "killed-0")
+    assert rec.message == "" and rec.note is not None and rec.note.kind == "doctor.recovers"
+    assert rec.note.facts["lastOffset"] == rec.last_offset and rec.note.facts["bytes"] == rec.bytes > 0
+    assert rec.note.facts["segments"] >= 1 and isinstance(rec.note.facts["rebuilt"], list)
+    assert facts.render(rec.note).startswith(f"recovers {rec.note.facts['segments']} segment(s)")
+    assert facts.render(rec.note).endswith(f"; the log ends at offset {rec.last_offset}")
+    d = rec.to_dict()
+    assert d["code"] == "doctor.recovers" and d["facts"]["lastOffset"] == rec.last_offset
+    legacy = diagnose([mixed_format_data_dir(tmp_path / "mixed")], now_ms=NOW)
+    (p,) = [p for p in legacy.problems if p.kind == "legacyFormat"]
+    assert p.note is not None and p.note.facts == {"segments": 1, "batches": 2, "bytes": p.bytes}  # two v1 messages
+    assert facts.render(p.note).startswith("1 segment(s) hold 2 message format v0/v1 batch(es)")

@@ -39,6 +39,9 @@ class _StreamedIndex:
     """An index's entries streamed alongside the batch scan: :attr:`cur` is the next ``(slot, entry)`` the scan has
     not reached yet (None: none left)."""
 
+    KIND: str  # the findings' kind
+    SLOT: int  # bytes per entry
+
     def __init__(self, idx, path, out: list[Finding]):
         self.idx = idx
         self.path = str(path)
@@ -55,9 +58,20 @@ class _StreamedIndex:
             yield self.cur
             self.advance()
 
+    def found(self, level, slot: int, fields: tuple[int, int], text: str) -> None:
+        """A finding of ``level`` about entry ``slot`` (its two ``fields``), at the entry's byte position."""
+        self.out.append(level(self.path, slot * self.SLOT, self.KIND, f"entry {slot} {fields}: {text}"))
+
+    def count(self, n: int, text: str) -> None:
+        """An info finding about the ``n`` entries ``text`` says (none when ``n`` is 0)."""
+        if n:
+            self.out.append(info(self.path, None, self.KIND, f"{n} entries {text}"))
+
 
 class _IndexCheck(_StreamedIndex):
     """Streams the offset index alongside the batch scan (both ordered by position)."""
+
+    KIND, SLOT = "index", 8
 
     def __init__(self, seg: Segment, out: list[Finding]):
         super().__init__(seg.offset_index, seg.index_path, out)
@@ -68,9 +82,8 @@ class _IndexCheck(_StreamedIndex):
     def _close_pending(self) -> None:
         if self.pending is not None:
             slot, off, pos = self.pending
-            self.out.append(error(self.path, slot * 8, "index",
-                                  f"entry {slot} ({off}, {pos}): no batch from position {pos} up to the next "
-                                  f"entry ends at offset {off}"))
+            self.found(error, slot, (off, pos), f"no batch from position {pos} up to the next entry ends at offset "
+                                                f"{off}")
             self.pending = None
 
     def batch(self, b) -> None:
@@ -78,8 +91,7 @@ class _IndexCheck(_StreamedIndex):
             slot, e = self.cur
             if e.position < b.position:
                 self._close_pending()
-                self.out.append(error(self.path, slot * 8, "index",
-                                      f"entry {slot} ({e.offset}, {e.position}): position is not the start of a batch"))
+                self.found(error, slot, (e.offset, e.position), "position is not the start of a batch")
             else:
                 self._close_pending()
                 if e.offset == b.last_offset:
@@ -88,14 +100,13 @@ class _IndexCheck(_StreamedIndex):
                     self.pending = (slot, e.offset, e.position)
                     self.mismatches += 1
                 elif e.offset > self.prev_last:
-                    self.out.append(warning(self.path, slot * 8, "index",
-                                            f"entry {slot} ({e.offset}, {e.position}): offset inside the batch there "
-                                            f"(last offset {b.last_offset}); Kafka before 0.10.1 indexed the first "
-                                            "offset of an append"))
+                    self.found(warning, slot, (e.offset, e.position),
+                               f"offset inside the batch there (last offset {b.last_offset}); Kafka before 0.10.1 "
+                               "indexed the first offset of an append")
                 else:
-                    self.out.append(error(self.path, slot * 8, "index",
-                                          f"entry {slot} ({e.offset}, {e.position}): offset not above the previous "
-                                          f"batch's last offset {self.prev_last}: lookups would start too late"))
+                    self.found(error, slot, (e.offset, e.position),
+                               f"offset not above the previous batch's last offset {self.prev_last}: lookups would "
+                               "start too late")
             self.advance()
         if self.pending is not None and b.position > self.pending[2] and b.last_offset >= self.pending[1]:
             if b.last_offset != self.pending[1]:
@@ -108,16 +119,15 @@ class _IndexCheck(_StreamedIndex):
         self._close_pending()
         for slot, e in self.leftovers():
             where = "beyond the end of the log" if e.position >= log_size else "not at a batch start"
-            self.out.append(error(self.path, slot * 8, "index",
-                                  f"entry {slot} ({e.offset}, {e.position}): position {where}"))
-        if self.mismatches:
-            self.out.append(info(self.path, None, "index",
-                                 f"{self.mismatches} entries carry the last offset of a multi-batch append "
-                                 "(follower or cleaner write), not of the batch at their position"))
+            self.found(error, slot, (e.offset, e.position), f"position {where}")
+        self.count(self.mismatches, "carry the last offset of a multi-batch append (follower or cleaner write), not "
+                                    "of the batch at their position")
 
 
 class _TimeIndexCheck(_StreamedIndex):
     """Streams the time index alongside the batch scan (entries ordered by offset)."""
+
+    KIND, SLOT = "timeindex", 12
 
     def __init__(self, seg: Segment, out: list[Finding]):
         super().__init__(seg.time_index, seg.time_index_path, out)
@@ -127,15 +137,12 @@ class _TimeIndexCheck(_StreamedIndex):
     def batch(self, b) -> None:
         while self.cur is not None and self.cur[1].offset <= b.last_offset:
             slot, e = self.cur
-            pos = slot * 12
             if b.max_timestamp != e.timestamp:
-                self.out.append(warning(self.path, pos, "timeindex",
-                                        f"entry {slot} ({e.timestamp}, {e.offset}): the batch holding offset "
-                                        f"{e.offset} has max timestamp {b.max_timestamp}"))
+                self.found(warning, slot, (e.timestamp, e.offset),
+                           f"the batch holding offset {e.offset} has max timestamp {b.max_timestamp}")
             elif self.running_max >= e.timestamp:
-                self.out.append(warning(self.path, pos, "timeindex",
-                                        f"entry {slot} ({e.timestamp}, {e.offset}): an earlier batch already "
-                                        f"reached timestamp {self.running_max}"))
+                self.found(warning, slot, (e.timestamp, e.offset),
+                           f"an earlier batch already reached timestamp {self.running_max}")
             if e.offset != b.last_offset:
                 self.deep_offsets += 1
             self.advance()
@@ -143,12 +150,9 @@ class _TimeIndexCheck(_StreamedIndex):
 
     def finish(self, segment_max: int, closed: bool) -> None:
         for slot, e in self.leftovers():
-            self.out.append(error(self.path, slot * 12, "timeindex",
-                                  f"entry {slot} ({e.timestamp}, {e.offset}): offset beyond the last batch"))
-        if self.deep_offsets:
-            self.out.append(info(self.path, None, "timeindex",
-                                 f"{self.deep_offsets} entries point inside a batch (offset of the record with the "
-                                 "max timestamp, as leaders before Kafka 3.8 wrote them)"))
+            self.found(error, slot, (e.timestamp, e.offset), "offset beyond the last batch")
+        self.count(self.deep_offsets, "point inside a batch (offset of the record with the max timestamp, as leaders "
+                                      "before Kafka 3.8 wrote them)")
         last = self.idx.last_valid_entry.timestamp
         if closed and segment_max >= 0 and last < segment_max:
             self.out.append(warning(self.path, None, "timeindex",
@@ -220,9 +224,10 @@ def verify_segment(
     if size > MAX_SEGMENT_BYTES:
         out.append(error(path, None, "batch", f"log file of {size} bytes exceeds 2147483647 bytes"))
     if not seg.has_offset_index:
-        out.append(warning(seg.index_path, None, "index", "missing: Kafka rebuilds it by recovering the segment"))
+        out.append(warning(seg.index_path, None, "index", "missing: Kafka rebuilds it by recovering the segment",
+                           missing=True))
     if not seg.has_time_index:
-        out.append(info(seg.time_index_path, None, "timeindex", "missing: Kafka creates it empty at load"))
+        out.append(info(seg.time_index_path, None, "timeindex", "missing: Kafka creates it empty at load", missing=True))
     checks: list = []
     idx_check = time_check = None
     for kind, idx in (("index", seg.offset_index), ("timeindex", seg.time_index)):

@@ -23,14 +23,13 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from crc32c import crc32c
+from scratch import scratch_dir
 
 from kafkalog.compat import jars
 from kafkalog.compat.broker import Broker, write_properties
@@ -87,8 +86,7 @@ def main() -> int:
     a = ap.parse_args()
     partitions = max(1, int(2000 * a.scale))
     per_partition = int(4 * 1024**3 * a.scale) // partitions
-    root = Path(tempfile.mkdtemp(prefix="bench-repair-"))
-    try:
+    with scratch_dir("bench-repair-", keep=a.keep) as root:
         broker_dir = root / "broker" / "data"
         broker = Broker(a.version, data_dir=broker_dir, heap="1g",
                         server_properties={"num.recovery.threads.per.data.dir": str(a.recovery_threads)})
@@ -142,9 +140,6 @@ def main() -> int:
             "ratio_broker_load_over_kafkalog": round(loaded[1] / 1000 / ours_s, 2),
             "ratio_broker_wall_over_kafkalog": round(broker_wall / ours_s, 2),
         }))
-    finally:
-        if not a.keep:
-            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

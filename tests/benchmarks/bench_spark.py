@@ -58,13 +58,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from scratch import scratch_dir
 
 PARTITIONS = 4
 BASE_TS = 1_700_000_000_000
@@ -298,8 +298,7 @@ def main() -> int:
     from kafkalog.tools.spark import ensure_worker_python
 
     ensure_worker_python()
-    root = Path(args.dir or tempfile.mkdtemp(prefix="bench-spark-"))
-    try:
+    with scratch_dir("bench-spark-", keep=args.keep, path=args.dir) as root:
         t = time.perf_counter()
         n = generate(root, args.scale)
         size = sum(p.stat().st_size for p in root.rglob("*.log"))
@@ -351,9 +350,6 @@ def main() -> int:
             rd = statistics.median(dump_rate(root, max(1, args.runs - 2), n))
             print(f"kafkalog dump --json --deep (1 core): {rd / 1e6:.3f} M records/s; "
                   f"spark local[1] / dump = {r1 / rd:.2f}x, local[2] / dump = {r2 / rd:.2f}x")
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

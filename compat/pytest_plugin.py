@@ -138,6 +138,14 @@ def kafka_libs(kafka_versions: list[str]) -> dict[str, Path]:
         raise  # unreachable: unavailable() always raises
 
 
+def configured_libs(kafka_libs: Mapping[str, Path], version: str) -> Path:
+    """The libs dir of Kafka ``version`` (from the ``kafka_libs`` fixture); a test that needs a version the session
+    does not configure is skipped."""
+    if version not in kafka_libs:
+        pytest.skip(f"Kafka {version} not configured (KAFKALOG_KAFKA_VERSIONS)")
+    return kafka_libs[version]
+
+
 class BrokerFactory(Brokers):
     """Starts brokers under a pytest temp dir and kills whatever is still running at teardown."""
 

@@ -27,6 +27,7 @@ import pytest
 from damage import FIXTURES, damaged_copy
 
 from kafkalog.compat.errors import BrokerError
+from kafkalog.compat.pytest_plugin import configured_libs
 from kafkalog.storage.records import LogScanner
 from kafkalog.storage.reports.partition_records import iter_partition_batches
 from kafkalog.tools.cli import main
@@ -125,8 +126,7 @@ def _doctor_and_broker(version: str, dirs: list[Path], extra, timeout: float, st
 def runs(request, tmp_path_factory, kafka_libs):
     """version, and per damaged dir: (doctor's exit, its JSON lines, what the broker did)."""
     version = request.param
-    if version not in kafka_libs:
-        pytest.skip(f"Kafka {version} not configured (KAFKALOG_KAFKA_VERSIONS)")
+    configured_libs(kafka_libs, version)
     root = tmp_path_factory.mktemp(f"doctor-{version}")
     out = {}
     for name, dirs in _build(root, FIXTURE[version]).items():
@@ -272,8 +272,7 @@ def _gate_cases(root: Path) -> dict[str, tuple[list[Path], list[str]]]:
 @pytest.fixture(scope="module")
 def gate_runs(tmp_path_factory, kafka_libs):
     """Per start-up gate case: (doctor's exit, its JSON lines, what the 4.3.1 broker did)."""
-    if GATE_VERSION not in kafka_libs:
-        pytest.skip(f"Kafka {GATE_VERSION} not configured (KAFKALOG_KAFKA_VERSIONS)")
+    configured_libs(kafka_libs, GATE_VERSION)
     root = tmp_path_factory.mktemp("doctor-gate")
     out = {}
     for name, (dirs, extra) in _gate_cases(root).items():

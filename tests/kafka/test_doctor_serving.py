@@ -29,6 +29,7 @@ from damage import FIXTURES, damaged_copy
 
 import kafkalog
 from kafkalog.compat.broker import Broker
+from kafkalog.compat.pytest_plugin import configured_libs
 from kafkalog.compat.tools import run_tool
 from kafkalog.storage.files.java import uuid_to_string
 from kafkalog.storage.log.partition import PartitionLog
@@ -181,8 +182,7 @@ def _follower(leader: Broker, root: Path, leos: dict[int, int], corrupt: dict[in
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, kafka_libs):
-    if VERSION not in kafka_libs:
-        pytest.skip(f"Kafka {VERSION} not configured (KAFKALOG_KAFKA_VERSIONS)")
+    configured_libs(kafka_libs, VERSION)
     root = tmp_path_factory.mktemp("doctor-serving")
     d = root / "data"
     damaged_copy(FIXTURE, d, ("crc_mismatch",))  # multi-segment-1: a byte of a snappy batch

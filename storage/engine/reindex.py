@@ -39,7 +39,7 @@ def _index_problem(seg, is_active: bool) -> str | None:
     names = {seg.index_path.name, seg.time_index_path.name, seg.txn_index_path.name}
     findings, _ = verify_segment(seg, is_active=is_active)
     for f in findings:
-        if Path(f.file).name in names and (f.severity == "error" or "missing" in f.message):
+        if Path(f.file).name in names and (f.severity == "error" or f.facts.get("missing")):
             return f"{Path(f.file).name}: {f.message}"
     return None
 

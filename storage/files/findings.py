@@ -46,16 +46,16 @@ class Finding:
         return f"{self.severity}: {where}: [{self.kind}] {self.message}"
 
 
-def error(file, position: int | None, kind: str, message: str) -> Finding:
-    return Finding(str(file), position, kind, "error", message)
+def error(file, position: int | None, kind: str, message: str, **facts: Any) -> Finding:
+    return Finding(str(file), position, kind, "error", message, facts)
 
 
-def warning(file, position: int | None, kind: str, message: str) -> Finding:
-    return Finding(str(file), position, kind, "warning", message)
+def warning(file, position: int | None, kind: str, message: str, **facts: Any) -> Finding:
+    return Finding(str(file), position, kind, "warning", message, facts)
 
 
-def info(file, position: int | None, kind: str, message: str) -> Finding:
-    return Finding(str(file), position, kind, "info", message)
+def info(file, position: int | None, kind: str, message: str, **facts: Any) -> Finding:
+    return Finding(str(file), position, kind, "info", message, facts)
 
 
 def note(subject, kind: str, **facts: Any) -> Finding:

@@ -377,7 +377,8 @@ class DataDir:
                     self.partition_dirs[p] = parse_topic_partition_name(name)
                 except LogDirError as err:
                     self.findings.append(
-                        error(p, None, "layout", f"{err.reason}; Kafka refuses to load this data directory")
+                        error(p, None, "layout", f"{err.reason}; Kafka refuses to load this data directory",
+                              refuses=True)
                     )
                 continue
             if ent.kind != FILE:
@@ -532,7 +533,8 @@ class DataDirs:
                     continue
                 key = (tp.topic, tp.partition)
                 if key in live:
-                    out.append(error(p, None, "layout", f"{tp.name} is also live in {live[key]}; Kafka refuses to start"))
+                    out.append(error(p, None, "layout", f"{tp.name} is also live in {live[key]}; Kafka refuses to start",
+                                     refuses=True))
                 live.setdefault(key, p)
         if len(metadata_dirs) > 1:
             out.append(error(metadata_dirs[1], None, "layout", f"{METADATA_PARTITION_DIR} found in several data dirs"))

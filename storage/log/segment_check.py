@@ -284,9 +284,9 @@ def verify_segment(
             if b.magic > 2:
                 out.append(error(path, b.position, "batch", f"unknown magic {b.magic}"))
             if not b.is_valid():
-                out.append(error(path, b.position, "crc",
-                                 f"CRC mismatch (stored 0x{b.crc:08x}, computed 0x{b.compute_crc():08x}); recovery "
-                                 "truncates the segment here"))
+                crc = f"CRC mismatch (stored 0x{b.crc:08x}, computed 0x{b.compute_crc():08x})"
+                out.append(error(path, b.position, "crc", f"{crc}; recovery truncates the segment here",
+                                 recoveryTruncates=True, reason=crc, storedCrc=b.crc, computedCrc=b.compute_crc()))
             last = b.last_offset
             first = b.base_offset if b.magic >= 2 or not b.is_compressed else None
             if b.magic >= 2 and isinstance(b, RecordBatch) and b.last_offset_delta < 0:
@@ -330,12 +330,13 @@ def verify_segment(
             if deep:
                 _deep_check(b, path, out, summary)
     except CorruptRecordError as e:
-        out.append(error(path, e.position, "batch", f"{e.reason}; recovery truncates the segment here"))
+        out.append(error(path, e.position, "batch", f"{e.reason}; recovery truncates the segment here",
+                         recoveryTruncates=True, reason=e.reason))
     else:
         if scanner.stop_reason is not None:
-            out.append(error(path, scanner.stop_position, "batch",
-                             f"{scanner.stop_reason}: {size - scanner.stop_position} bytes after the last complete "
-                             "batch; recovery truncates them"))
+            tail = f"{scanner.stop_reason}: {size - scanner.stop_position} bytes after the last complete batch"
+            out.append(error(path, scanner.stop_position, "batch", f"{tail}; recovery truncates them",
+                             recoveryTruncates=True, reason=tail, bytes=size - scanner.stop_position))
     if idx_check is not None:
         idx_check.finish(size)
     if time_check is not None:

@@ -121,7 +121,7 @@ def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None
                       "partition in the log directory that is known to have failed recently.")
             live.setdefault(key, p)
         for f in d.findings:
-            if f.severity == "error" and f.kind == "layout" and "refuses" in f.message:
+            if f.severity == "error" and f.kind == "layout" and f.facts.get("refuses"):
                 # LocalLog.parseTopicPartitionName, in a log-loading thread: the fatal fault of any such failure
                 p = Path(f.file)
                 out.append(Refusal(str(p), f.message, "Error starting LogManager",

@@ -244,3 +244,23 @@ def test_doctor_problems_carry_their_numbers_as_facts(tmp_path: Path):
     (p,) = [p for p in legacy.problems if p.kind == "legacyFormat"]
     assert p.note is not None and p.note.facts == {"segments": 1, "batches": 2, "bytes": p.bytes}  # two v1 messages
     assert facts.render(p.note).startswith("1 segment(s) hold 2 message format v0/v1 batch(es)")
+
+
+def _reads_words_back(tree: ast.AST) -> list[int]:
+    """Lines testing a finding's words (``"missing" in f.message``, ``f.message.startswith(...)``)."""
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Compare) and any(isinstance(op, ast.In | ast.NotIn) for op in n.ops) and any(
+                isinstance(c, ast.Attribute) and c.attr == "message" for c in n.comparators):
+            out.append(n.lineno)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in (
+                "startswith", "endswith", "find", "index") and isinstance(n.func.value, ast.Attribute) and \
+                n.func.value.attr == "message":
+            out.append(n.lineno)
+    return out
+
+
+def test_no_module_decides_on_a_findings_words():
+    # reindex asks for a missing index file, the startup gate for a dir the broker refuses: both are facts now
+    for path in list((ROOT / "storage").rglob("*.py")) + list((ROOT / "tools").rglob("*.py")):
+        assert not _reads_words_back(ast.parse(path.read_text())), (path, _reads_words_back(ast.parse(path.read_text())))

@@ -67,9 +67,8 @@ def _not_truncated_by_broker(out: list[Finding], first: int, log: PartitionLog, 
     data_dir = log.path.parent
     for i in range(first, len(out)):
         f = out[i]
-        if f.severity == "error" and f.kind in ("crc", "batch") and "recovery truncates" in f.message:
-            msg = f.message.replace("; recovery truncates the segment here", "").replace(
-                "; recovery truncates them", "").replace("recovery truncates the segment here", "")
+        if f.severity == "error" and f.kind in ("crc", "batch") and f.facts.get("recoveryTruncates"):
+            msg = f.facts["reason"]
             out[i] = error(f.file, f.position, f.kind,
                            f"{msg}; the broker will NOT truncate this at startup ({why}): it would serve and replicate "
                            f"the segment as it is. `kafkalog repair {data_dir} --full --dry-run` shows the cut (the "

@@ -144,20 +144,27 @@ pub(crate) fn map_records(
 /// One retained record: `(start, tail, end, timestamp, offset_delta, attributes, is_tombstone)`.
 pub(crate) type Kept = (usize, usize, usize, i64, i64, usize, bool);
 
+/// What the retain pass over one records section is given beside its bytes and the map: the batch's record
+/// count, base offset and base timestamp, the map's latest offset, and whether tombstones are kept.
+#[derive(Clone, Copy)]
+pub(crate) struct RetainPass {
+    pub(crate) count: i64,
+    pub(crate) base_offset: i64,
+    pub(crate) base_ts: i64,
+    pub(crate) latest: i64,
+    pub(crate) keep_tombstones: bool,
+}
+
 /// Walk the records of a data batch applying `shouldRetainRecord` with `mapped(key)` (the map's offset for a
 /// key, -1 when absent). `Ok(None)` when the batch needs the careful path; else the retained records and the
 /// number of keyless records dropped.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(crate) fn walk_retained<E>(
     d: &[u8],
-    count: i64,
-    base_offset: i64,
-    base_ts: i64,
-    latest: i64,
-    keep_tombstones: bool,
+    pass: RetainPass,
     mut mapped: impl FnMut(&[u8]) -> Result<i64, E>,
 ) -> Result<Option<(Vec<Kept>, i64)>, E> {
+    let RetainPass { count, base_offset, base_ts, latest, keep_tombstones } = pass;
     let end = d.len();
     let mut kept: Vec<Kept> = Vec::new();
     let mut invalid: i64 = 0;
@@ -259,7 +266,8 @@ pub(crate) fn scan_retained<'py>(
     get_unknown: &Bound<'py, PyAny>,
     keep_tombstones: bool,
 ) -> PyResult<Option<Bound<'py, PyTuple>>> {
-    let r = walk_retained(data.as_bytes(), count, base_offset, base_ts, latest, keep_tombstones, |key| {
+    let pass = RetainPass { count, base_offset, base_ts, latest, keep_tombstones };
+    let r = walk_retained(data.as_bytes(), pass, |key| {
         let k = PyBytes::new(py, key);
         match raw.get_item(&k)? {
             Some(cell) => cell.downcast::<PyList>()?.get_item(0)?.extract(),
@@ -508,9 +516,8 @@ impl OffsetMapCore {
         latest: i64,
         keep_tombstones: bool,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let r = walk_retained(data.as_bytes(), count, base_offset, base_ts, latest, keep_tombstones, |key| {
-            Ok::<i64, PyErr>(self.get_key(key))
-        })?;
+        let pass = RetainPass { count, base_offset, base_ts, latest, keep_tombstones };
+        let r = walk_retained(data.as_bytes(), pass, |key| Ok::<i64, PyErr>(self.get_key(key)))?;
         retained_tuple(py, r, count)
     }
 }

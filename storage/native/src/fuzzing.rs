@@ -84,9 +84,8 @@ pub fn scan_retained(
     keep_tombstones: bool,
     mut mapped: impl FnMut(&[u8]) -> i64,
 ) -> Option<(Vec<Kept>, i64)> {
-    let r = crate::cleaner::walk_retained(d, count, base_offset, base_ts, latest, keep_tombstones, |k| {
-        Ok::<i64, std::convert::Infallible>(mapped(k))
-    });
+    let pass = crate::cleaner::RetainPass { count, base_offset, base_ts, latest, keep_tombstones };
+    let r = crate::cleaner::walk_retained(d, pass, |k| Ok::<i64, std::convert::Infallible>(mapped(k)));
     match r {
         Ok(r) => r,
         Err(never) => match never {},

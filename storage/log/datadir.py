@@ -34,7 +34,7 @@ from kafkalog.storage.files.clean_shutdown import (
 from kafkalog.storage.files.findings import Finding, error, info, note, warning
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
 from kafkalog.storage.io.dirview import DIR, FILE, SYMLINK_OUT, DirView
-from kafkalog.storage.io.fs import UrlPath, is_url, listdir, read_bytes
+from kafkalog.storage.io.fs import UrlPath, as_path, is_url, listdir, read_bytes
 from kafkalog.storage.io.fs import info as file_info
 from kafkalog.storage.io.lock import LOCK_FILE_NAME, LockStatus, lock_status
 from kafkalog.storage.log.partition import PartitionLog
@@ -235,36 +235,47 @@ def _url_checkpoint_table(f: UrlPath, stamp: tuple[int, int]) -> dict[tuple[str,
         return None
 
 
-def partition_checkpoints(path: str | os.PathLike | UrlPath) -> dict[str, int | None]:
-    """This partition's values in its parent data dir's four offset checkpoints (a checkpoint that is missing or
-    does not parse gives None); a partition dir under a URL reads them through the filesystem seam."""
-    values: dict[str, int | None] = {}
-    if is_url(path):
-        u = UrlPath.of(path)  # type: ignore[arg-type]
-        tp = parse_topic_partition_name(u.name)
+CheckpointTables = dict[str, "dict[tuple[str, int], int] | None"]
+
+
+def checkpoint_tables(data_dir: str | os.PathLike | UrlPath) -> CheckpointTables:
+    """The four offset checkpoints of a data dir as maps by name (None: missing, not a regular file or not
+    parsing), each parsed once per version of its file; a data dir under a URL is read through the filesystem
+    seam. A reader that opens many partitions of one data dir at once reads them here once
+    (:func:`partition_checkpoints`)."""
+    tables: CheckpointTables = {}
+    if is_url(data_dir):
+        u = UrlPath.of(data_dir)  # type: ignore[arg-type]
         for name in DATA_DIR_CHECKPOINTS:
-            uf = u.parent / name
+            uf = u / name
             try:
                 e = file_info(uf.spec, uf.fspath)
             except OSError:
                 e = None
-            table = None if e is None or e.is_dir else _url_checkpoint_table(uf, (e.size, e.mtime_ns))
-            values[name] = None if table is None else table.get((tp.topic, tp.partition))
-        return values
-    p = Path(cast(str, path))
-    tp = parse_topic_partition_name(p.name)
+            tables[name] = None if e is None or e.is_dir else _url_checkpoint_table(uf, (e.size, e.mtime_ns))
+        return tables
+    d = Path(cast(str, data_dir))
     for name in DATA_DIR_CHECKPOINTS:
-        f = p.parent / name
+        f = d / name
         try:
             st = f.stat()
         except OSError:
             st = None
-        if st is None or not stat.S_ISREG(st.st_mode):
-            values[name] = None
-            continue
-        table = _checkpoint_table(str(f), (st.st_ino, st.st_size, st.st_mtime_ns))
-        values[name] = None if table is None else table.get((tp.topic, tp.partition))
-    return values
+        tables[name] = None if st is None or not stat.S_ISREG(st.st_mode) else \
+            _checkpoint_table(str(f), (st.st_ino, st.st_size, st.st_mtime_ns))
+    return tables
+
+
+def partition_checkpoints(path: str | os.PathLike | UrlPath,
+                          tables: CheckpointTables | None = None) -> dict[str, int | None]:
+    """This partition's values in its parent data dir's four offset checkpoints (a checkpoint that is missing or
+    does not parse gives None), from ``tables`` when given (:func:`checkpoint_tables` of the parent), else read
+    (through the filesystem seam for a partition dir under a URL)."""
+    p = as_path(path)
+    tp = parse_topic_partition_name(p.name)
+    if tables is None:
+        tables = checkpoint_tables(p.parent)
+    return {name: None if table is None else table.get((tp.topic, tp.partition)) for name, table in tables.items()}
 
 
 def open_partition_log(path: str | os.PathLike | UrlPath, checkpoints: dict[str, int | None] | None = None, *,

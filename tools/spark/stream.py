@@ -40,8 +40,14 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from pyspark.sql.types import StructType
 
 from kafkalog.storage.errors import ConfigError, CorruptRecordError, KafkaLogError
-from kafkalog.storage.io.fs import SegmentFile, display, split_uri
-from kafkalog.storage.log.datadir import open_partition_log
+from kafkalog.storage.files.segment import WindowedScanner
+from kafkalog.storage.io.fs import SegmentFile, as_path, display, split_uri
+from kafkalog.storage.log.datadir import (
+    CheckpointTables,
+    checkpoint_tables,
+    open_partition_log,
+    partition_checkpoints,
+)
 from kafkalog.storage.records import LogScanner
 
 from .options import ReadOptions, _bool, _int, parse_read_options
@@ -145,10 +151,11 @@ def complete_end(seg: Segment, position: int, next_offset: int, opts: ReadOption
     with SegmentFile(seg.spec, seg.path) as f:
         if f.size <= position:
             return position, next_offset
-        buf = f.view(position, f.size - position)
-        try:
+        buf = f.view(position, f.size - position) if f.is_mapped else memoryview(b"")
+        try:  # (a segment under a URL is read in bounded windows)
             scanner = LogScanner(buf, 0, len(buf), path=seg.name, position_base=position,
-                                 max_batch_size=opts.max_batch_size)
+                                 max_batch_size=opts.max_batch_size) if f.is_mapped else \
+                WindowedScanner(f, position, path=seg.name, max_batch_size=opts.max_batch_size)
             pending = None  # the last batch failed its CRC: still being written, unless another batch follows
             try:
                 for b in scanner:
@@ -184,6 +191,7 @@ class LogView:
                 continue
             by_tp.setdefault((seg.topic, seg.partition), []).append(seg)
         out = {}
+        tables: dict[str, CheckpointTables] = {}  # each data dir's checkpoints, read once this trigger
         for tp, segs in by_tp.items():
             last = segs[-1]
             pos, nxt = self._tail(last)
@@ -192,7 +200,11 @@ class LogView:
             # data dir's checkpoints read through the filesystem seam for a local dir and a URL alike); the stream
             # reads local segments: from the local log start (a tiered topic's older offsets are in its remote
             # store), capped at the complete end this trigger may read to
-            with open_partition_log(partition_dir(last.spec, _partition_dir(last))) as plog:
+            pdir = partition_dir(last.spec, _partition_dir(last))
+            ddir = str(as_path(pdir).parent)
+            if ddir not in tables:
+                tables[ddir] = checkpoint_tables(as_path(pdir).parent)
+            with open_partition_log(pdir, partition_checkpoints(pdir, tables[ddir])) as plog:
                 if plog.segments:
                     log_start = plog.readable_start(nxt)
                     hw = None if plog.high_watermark_checkpoint is None else plog.high_watermark

@@ -159,6 +159,27 @@ TEMPLATES: dict[str, str | Template] = {
                            "still loads and serves them as they are and appends only v2 batches after them (KIP-724: "
                            "no message.format.version, no fetch down-conversion); its cleaner rewrites them as v2 "
                            "when it compacts them; `kafkalog convert` rewrites them offline",
+    # verify: a partition's files checked against each other
+    "verify.baseBelowPrevious": "base offset {baseOffset} is below the previous segment's next offset "
+                                "{previousNextOffset}",
+    "verify.logStartAboveEnd": "{checkpoint} says {offset}, above the log end offset {logEndOffset}: Kafka deletes "
+                               "every segment at load",
+    "verify.logStartNotAboveBase": "{checkpoint} entry {offset} is not above the first segment's base offset (Kafka "
+                                   "only writes entries above it)",
+    "verify.recoveryPointAboveEnd": "{checkpoint} says {offset}, above the log end offset {logEndOffset} (Kafka uses "
+                                    "the log end offset)",
+    "verify.highWatermarkOutside": "{checkpoint} high watermark {offset} is outside [{logStartOffset}, "
+                                   "{logEndOffset}]",
+    "verify.cleanPointOutside": "{checkpoint} first dirty offset {offset} is outside [{logStartOffset}, "
+                                "{logEndOffset}] (Kafka resets it)",
+    "verify.epochAfterEnd": "epoch {epoch} starts at {startOffset}, after the log end offset {logEndOffset} (Kafka "
+                            "truncates it at load)",
+    "verify.epochMissing": "epoch {epoch} (first batch at offset {firstBatchOffset}) is missing",
+    "verify.epochStartDiffers": "epoch {epoch} recorded at {startOffset}, first batch of that epoch starts at "
+                                "{firstBatchOffset}",
+    "verify.metadataVersion": "version {version} (Kafka writes 0)",
+    "verify.snapshotAboveEnd": "snapshot offset {offset} is above the log end offset {logEndOffset} (Kafka deletes "
+                               "it)",
     # rehydrate (tiered storage back to local segments)
     "rehydrate.skipped": lambda f, x: (f"remote segment {x['startOffset']}-{x['segmentId']} skipped: " + (
         f"its metadata state is {x['state']}" if x["state"] else "no __remote_log_metadata record references it")),
@@ -174,7 +195,7 @@ TEMPLATES: dict[str, str | Template] = {
 
 def render(finding: Finding) -> str:
     """The sentence of a note or finding: its kind's template over its facts, or its own ``message``."""
-    template = TEMPLATES.get(finding.kind)
+    template = TEMPLATES.get(finding.code or finding.kind)
     if template is None or finding.message:
         return finding.message
     if isinstance(template, str):
@@ -186,14 +207,22 @@ def render(finding: Finding) -> str:
 
 def to_json(finding: Finding) -> dict[str, Any]:
     """A note for ``--json``: its fields (``kind``, ``file``, ``facts``...) and ``message``, its rendered words."""
-    d = finding.to_dict()
-    d["message"] = render(finding)
-    d.setdefault("facts", {})
-    return d
+    return finding.to_dict() | {"message": render(finding), "facts": dict(finding.facts)}
+
+
+def line(finding: Finding) -> str:
+    """``severity: file[@position]: [kind] words``: a finding on one line."""
+    where = finding.file if finding.position is None else f"{finding.file}@{finding.position}"
+    return f"{finding.severity}: {where}: [{finding.kind}] {render(finding)}"
+
+
+def finding_json(finding: Finding) -> dict[str, Any]:
+    """A finding for ``--json`` (verify, remote verify, spark verify): its fields, ``message`` its words."""
+    return finding.to_dict() | {"message": render(finding)}
 
 
 def render_all(findings: list[Finding]) -> list[str]:
     return [render(f) for f in findings]
 
 
-__all__ = ["TEMPLATES", "render", "render_all", "to_json"]
+__all__ = ["TEMPLATES", "finding_json", "line", "render", "render_all", "to_json"]

@@ -7,6 +7,7 @@ import sys
 
 from kafkalog.storage.remote import open_remote_store
 from kafkalog.storage.remote.inspect import iter_remote_segments, list_remote, verify_remote
+from kafkalog.tools.facts import finding_json
 from kafkalog.tools.output import JsonLines, add_output_arguments, human_size, progress, render_table
 
 DESCRIPTION = """\
@@ -88,12 +89,12 @@ def _verify(store, args) -> int:
     if args.json:
         out = JsonLines()
         for f in rep.findings:
-            out.write(f.to_dict())
+            out.write(finding_json(f))
         out.write({"summary": {"store": args.store, "segments": rep.segments, "bytes": rep.bytes,
                                "errors": errors, "warnings": warnings}})
     else:
         if rep.findings:
-            render_table([f.to_dict() for f in rep.findings], ["severity", "kind", "file", "position", "message"])
+            render_table([finding_json(f) for f in rep.findings], ["severity", "kind", "file", "position", "message"])
         print(f"{rep.segments} remote segment(s), {human_size(rep.bytes)}: {errors} error(s), {warnings} warning(s)")
     return 1 if errors else 0
 

@@ -10,6 +10,7 @@ from typing import IO
 
 from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.reports.verify import VerifyReport, verify_paths
+from kafkalog.tools.facts import finding_json, render
 
 from .output import JsonLines, human_size, positive_int, progress, render_table
 
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         out = JsonLines(sys.stdout)
         for f in shown:
-            out.write(f.to_dict())
+            out.write(finding_json(f))
         print(summary_line(report), file=sys.stderr)
     else:
         print_findings(shown, sys.stdout)
@@ -94,7 +95,7 @@ def print_findings(findings: list[Finding], stream: IO[str]) -> None:
         return
     ordered = sorted(findings, key=lambda f: SEVERITY_RANK.get(f.severity, 3))
     rows = [{"severity": f.severity, "kind": f.kind, "file": _short(f.file), "position": f.position,
-             "message": f.message} for f in ordered]
+             "message": render(f)} for f in ordered]
     render_table(rows, ["severity", "kind", "file", "position", "message"], stream,
                  headers=["SEVERITY", "KIND", "FILE", "POSITION", "MESSAGE"])
 

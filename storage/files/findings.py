@@ -6,7 +6,7 @@ Lives in the files layer so that every layer above (log, logdir, verify) reports
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
@@ -33,29 +33,35 @@ class Finding:
     severity: Severity
     message: str = ""
     facts: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    code: str | None = None  # what was found, when ``kind`` is a category (``checkpoint``...): its template's name
 
     def to_dict(self) -> dict:
-        """JSON: the fields; ``facts`` only when the finding has some (a structured note)."""
-        d = asdict(self)
-        if not self.facts:
-            del d["facts"]
-        return d
+        """JSON (docs/schemas/finding.schema.json): file, position, kind, severity and message. A structured
+        finding's ``facts`` and ``code`` are the library's (the plan notes' JSON carries them:
+        ``kafkalog.tools.facts.to_json``)."""
+        return {"file": self.file, "position": self.position, "kind": self.kind, "severity": self.severity,
+                "message": self.message}
 
     def __str__(self) -> str:
         where = self.file if self.position is None else f"{self.file}@{self.position}"
         return f"{self.severity}: {where}: [{self.kind}] {self.message}"
 
 
-def error(file, position: int | None, kind: str, message: str, **facts: Any) -> Finding:
-    return Finding(str(file), position, kind, "error", message, facts)
+def error(file, position: int | None, kind: str, message: str = "", *, code: str | None = None,
+          **facts: Any) -> Finding:
+    """An error about ``file``: in words (``message``), or as a ``code`` and its ``facts`` (kafkalog.tools words
+    it)."""
+    return Finding(str(file), position, kind, "error", message, facts, code)
 
 
-def warning(file, position: int | None, kind: str, message: str, **facts: Any) -> Finding:
-    return Finding(str(file), position, kind, "warning", message, facts)
+def warning(file, position: int | None, kind: str, message: str = "", *, code: str | None = None,
+            **facts: Any) -> Finding:
+    return Finding(str(file), position, kind, "warning", message, facts, code)
 
 
-def info(file, position: int | None, kind: str, message: str, **facts: Any) -> Finding:
-    return Finding(str(file), position, kind, "info", message, facts)
+def info(file, position: int | None, kind: str, message: str = "", *, code: str | None = None,
+         **facts: Any) -> Finding:
+    return Finding(str(file), position, kind, "info", message, facts, code)
 
 
 def note(subject, kind: str, **facts: Any) -> Finding:

@@ -133,12 +133,17 @@ class QuorumState:
             st.voted_directory_id = d
         return st
 
-    def validate(self, log_end_epoch: int | None = None) -> list[str]:
-        """What ``QuorumState.initialize`` would object to or change (the file itself parsed)."""
-        out = []
+    def fatal_problems(self) -> list[str]:
+        """What of :meth:`validate` stops the broker at startup."""
         if self.data_version == 0 and self.current_voters is None:
-            out.append("currentVoters is null: ElectionState.fromQuorumStateData fails on it "
-                       "(NullPointerException) and the broker does not start")
+            return ["currentVoters is null: ElectionState.fromQuorumStateData fails on it (NullPointerException) and "
+                    "the broker does not start"]
+        return []
+
+    def validate(self, log_end_epoch: int | None = None) -> list[str]:
+        """What ``QuorumState.initialize`` would object to or change (the file itself parsed): first the
+        :meth:`fatal_problems`, then the warnings."""
+        out = self.fatal_problems()
         if self.leader_epoch < 0 and (self.has_leader or self.has_voted):
             out.append(f"leaderEpoch {self.leader_epoch} with a leader or a vote")
         if log_end_epoch is not None and self.leader_epoch < log_end_epoch:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kafkalog.storage.decoders.remote_log_metadata import REMOTE_LOG_METADATA_TOPIC
@@ -205,8 +205,7 @@ def verify_remote_segment(store: LocalTieredStorageLayout, seg: RemoteSegment, *
             found, summary = verify_segment(s, deep=deep)
         for f in found:
             name = os.path.basename(f.file)
-            out.append(Finding(store.display(seg.files.get(_kind_of(name), f.file)), f.position, f.kind,
-                               f.severity, f.message))
+            out.append(replace(f, file=store.display(seg.files.get(_kind_of(name), f.file))))
         if summary.first_offset is None:
             out.append(error(where, 0, "remote", "the remote segment holds no batch"))
         elif expected_end is not None and summary.next_offset is not None and summary.next_offset - 1 != expected_end:

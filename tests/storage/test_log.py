@@ -24,6 +24,7 @@ from kafkalog.storage.log.topic_partition import TopicPartitionDir, parse_topic_
 from kafkalog.storage.records import build_batch
 from kafkalog.storage.reports.describe import describe_partition
 from kafkalog.storage.reports.verify import verify_data_dir, verify_data_dirs, verify_partition
+from kafkalog.tools.facts import line
 
 TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"
 
@@ -288,7 +289,7 @@ def test_verify_checkpoints_metadata_snapshots(tmp_path):
     (d / snapshot_file_name(60)).write_bytes(b"\0\1garbage")
     (d / "00000000000000000040.log.swap").write_bytes(b"")
     findings = verify_data_dir(root)
-    text = "\n".join(str(f) for f in findings)
+    text = "\n".join(line(f) for f in findings)
     assert "deletes every segment" in text
     assert "high watermark 70" in text
     assert "first dirty offset 500" in text
@@ -302,11 +303,11 @@ def test_verify_leader_epochs(tmp_path):
     root = three_segment_data_dir(tmp_path / "d")
     d = root / "orders-3"
     write_leader_epoch_checkpoint(d / "leader-epoch-checkpoint", [EpochEntry(0, 0), EpochEntry(1, 28), EpochEntry(4, 77)])
-    text = "\n".join(str(f) for f in verify_partition(d))
+    text = "\n".join(line(f) for f in verify_partition(d))
     assert "epoch 1 recorded at 28, first batch of that epoch starts at 30" in text
     assert "epoch 4 starts at 77, after the log end offset 50" in text
     write_leader_epoch_checkpoint(d / "leader-epoch-checkpoint", [EpochEntry(0, 0)])
-    assert "epoch 1 (first batch at offset 30) is missing" in "\n".join(str(f) for f in verify_partition(d))
+    assert "epoch 1 (first batch at offset 30) is missing" in "\n".join(line(f) for f in verify_partition(d))
 
 
 def test_verify_topic_id_consistency_and_lock(tmp_path):
@@ -377,7 +378,7 @@ def test_special_files_do_not_block_or_crash(tmp_path):
     (root / ".kafka_cleanshutdown").mkdir()
     (d / "dangling.index").symlink_to(d / "nowhere")
     findings = verify_data_dir(root, deep=True)
-    text = "\n".join(str(f) for f in findings)
+    text = "\n".join(line(f) for f in findings)
     assert "not a regular file" in text
     with DataDir(root) as dd:
         assert dd.had_clean_shutdown  # a directory named like the marker still counts for Kafka

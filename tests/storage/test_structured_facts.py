@@ -160,8 +160,12 @@ def test_every_kind_has_one_template_and_a_note_without_one_renders_its_message(
     assert facts.render(Finding("/x", 3, "crc", "error", "CRC mismatch")) == "CRC mismatch"
     n = note("/d/t-0", "flush.notVerified", problem="torn tail", recoveryPoint=7)
     assert facts.render(n) == "/d/t-0: NOT flushed: torn tail; its recovery point stays 7: run repair first"
-    assert n.to_dict()["facts"] == {"problem": "torn tail", "recoveryPoint": 7} and "facts" not in \
-        Finding("/x", 3, "crc", "error", "CRC mismatch").to_dict()
+    assert facts.to_json(n)["facts"] == {"problem": "torn tail", "recoveryPoint": 7}
+    # a finding's --json keeps its five documented keys (finding.schema.json), its message rendered
+    f = Finding("/d/t-0/x.log", None, "offsets", "error", code="verify.baseBelowPrevious",
+                facts={"baseOffset": 5, "previousNextOffset": 9})
+    assert facts.finding_json(f) == {"file": "/d/t-0/x.log", "position": None, "kind": "offsets", "severity": "error",
+                                     "message": "base offset 5 is below the previous segment's next offset 9"}
 
 
 #: the modules whose notes are structured: each builds a note with ``note(subject, kind, **facts)``, never words
@@ -200,18 +204,21 @@ def test_no_storage_module_words_a_note():
 
 
 def _note_calls() -> list[tuple[str, str, list[str]]]:
-    """Every ``note(subject, "kind", **facts)`` in storage (and doctor's ``_noted``): (module, kind, the facts'
-    names)."""
+    """Every ``note(subject, "kind", **facts)`` in storage (doctor's ``_noted``, and findings made with a
+    ``code=``): (module, kind or code, the facts' names)."""
     out = []
     for path in (ROOT / "storage").rglob("*.py"):
         for n in ast.walk(ast.parse(path.read_text())):
-            at = {"note": 1, "_noted": 3}.get(n.func.id, -1) if isinstance(n, ast.Call) and \
-                isinstance(n.func, ast.Name) else -1  # note(subject, kind); doctor's _noted(severity, kind, path, code)
-            if 0 <= at < len(n.args):
-                k = n.args[at]
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+                continue
+            # note(subject, kind); doctor's _noted(severity, kind, path, code); error/warning/info(..., code=...)
+            at = {"note": 1, "_noted": 3}.get(n.func.id, -1)
+            code = [kw.value for kw in n.keywords if kw.arg == "code"]
+            if 0 <= at < len(n.args) or code:
+                k = code[0] if code else n.args[at]
                 kinds = [e.value for e in ([k.body, k.orelse] if isinstance(k, ast.IfExp) else [k])
                          if isinstance(e, ast.Constant)]
-                out += [(path.name, k, [kw.arg for kw in n.keywords if kw.arg]) for k in kinds]
+                out += [(path.name, k, [kw.arg for kw in n.keywords if kw.arg and kw.arg != "code"]) for k in kinds]
     return out
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.tools.facts import render_all
+from kafkalog.tools.facts import finding_json, render_all
 
 
 @dataclass
@@ -66,7 +66,7 @@ def verify(spark, paths: list[str], *, deep: bool = False, independent: bool = F
 
     report = verify_paths(paths, deep=deep, independent=independent,
                           runner=lambda tasks: _run_per_item(spark, tasks, _verify_one))
-    rows = [f.to_dict() for f in report.findings]
+    rows = [finding_json(f) for f in report.findings]
     sev = {"error": 0, "warning": 0, "info": 0}
     for r in rows:
         sev[r["severity"]] = sev.get(r["severity"], 0) + 1

@@ -101,8 +101,8 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
     summaries: list[SegmentSummary] = []
     for i, seg in enumerate(log.segments):
         if prev_next is not None and seg.base_offset < prev_next:
-            out.append(error(seg.path, None, "offsets",
-                             f"base offset {seg.base_offset} is below the previous segment's next offset {prev_next}"))
+            out.append(error(seg.path, None, "offsets", code="verify.baseBelowPrevious", baseOffset=seg.base_offset,
+                             previousNextOffset=prev_next))
         first = len(out)
         try:
             _, summary = verify_segment(seg, deep=deep, is_active=i == len(log.segments) - 1,
@@ -134,27 +134,24 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
     lso_ckpt = log.log_start_offset_checkpoint
     if lso_ckpt is not None:
         if lso_ckpt > leo:
-            out.append(error(d, None, "checkpoint",
-                             f"{LOG_START_OFFSET_CHECKPOINT} says {lso_ckpt}, above the log end offset {leo}: Kafka "
-                             "deletes every segment at load"))
+            out.append(error(d, None, "checkpoint", code="verify.logStartAboveEnd",
+                             checkpoint=LOG_START_OFFSET_CHECKPOINT, offset=lso_ckpt, logEndOffset=leo))
         elif log.segments and lso_ckpt <= log.segments[0].base_offset:
-            out.append(info(d, None, "checkpoint",
-                            f"{LOG_START_OFFSET_CHECKPOINT} entry {lso_ckpt} is not above the first segment's base "
-                            "offset (Kafka only writes entries above it)"))
+            out.append(info(d, None, "checkpoint", code="verify.logStartNotAboveBase",
+                            checkpoint=LOG_START_OFFSET_CHECKPOINT, offset=lso_ckpt))
     rp = log.recovery_point
     if rp is not None and rp > leo:
-        out.append(warning(d, None, "checkpoint",
-                           f"{RECOVERY_POINT_CHECKPOINT} says {rp}, above the log end offset {leo} (Kafka uses "
-                           "the log end offset)"))
+        out.append(warning(d, None, "checkpoint", code="verify.recoveryPointAboveEnd",
+                           checkpoint=RECOVERY_POINT_CHECKPOINT, offset=rp, logEndOffset=leo))
     hw = log.high_watermark_checkpoint
     if hw is not None and (hw > leo or hw < log_start):
-        out.append(warning(d, None, "checkpoint",
-                           f"{REPLICATION_OFFSET_CHECKPOINT} high watermark {hw} is outside [{log_start}, {leo}]"))
+        out.append(warning(d, None, "checkpoint", code="verify.highWatermarkOutside",
+                           checkpoint=REPLICATION_OFFSET_CHECKPOINT, offset=hw, logStartOffset=log_start,
+                           logEndOffset=leo))
     cp = log.clean_point
     if cp is not None and (cp > leo or cp < log_start):
-        out.append(warning(d, None, "checkpoint",
-                           f"{CLEANER_OFFSET_CHECKPOINT} first dirty offset {cp} is outside [{log_start}, {leo}] "
-                           "(Kafka resets it)"))
+        out.append(warning(d, None, "checkpoint", code="verify.cleanPointOutside",
+                           checkpoint=CLEANER_OFFSET_CHECKPOINT, offset=cp, logStartOffset=log_start, logEndOffset=leo))
 
     # leader epochs
     epochs_path = log.leader_epoch_checkpoint_path
@@ -170,9 +167,8 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
             known = {entry.epoch: entry.start_offset for entry in ckpt.entries}
             for entry in ckpt.entries:
                 if entry.start_offset > leo:
-                    out.append(warning(epochs_path, None, "epoch",
-                                       f"epoch {entry.epoch} starts at {entry.start_offset}, after the log "
-                                       f"end offset {leo} (Kafka truncates it at load)"))
+                    out.append(warning(epochs_path, None, "epoch", code="verify.epochAfterEnd", epoch=entry.epoch,
+                                       startOffset=entry.start_offset, logEndOffset=leo))
             seen_max = -1
             for s in summaries:
                 for epoch, start in s.epochs:
@@ -181,12 +177,11 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
                     seen_max = epoch
                     if epoch not in known:
                         if ckpt.entries and epoch > ckpt.entries[0].epoch:
-                            out.append(warning(epochs_path, None, "epoch",
-                                               f"epoch {epoch} (first batch at offset {start}) is missing"))
+                            out.append(warning(epochs_path, None, "epoch", code="verify.epochMissing", epoch=epoch,
+                                               firstBatchOffset=start))
                     elif known[epoch] != start and start >= log_start and known[epoch] > log_start:
-                        out.append(warning(epochs_path, None, "epoch",
-                                           f"epoch {epoch} recorded at {known[epoch]}, first batch of that epoch "
-                                           f"starts at {start}"))
+                        out.append(warning(epochs_path, None, "epoch", code="verify.epochStartDiffers", epoch=epoch,
+                                           startOffset=known[epoch], firstBatchOffset=start))
     elif any(2 in s.magics for s in summaries):
         out.append(info(epochs_path, None, "epoch", "missing (Kafka recreates it from the log)"))
 
@@ -198,7 +193,7 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
             if meta is not None and not meta.canonical:
                 out.append(warning(mpath, None, "metadata", "not in the exact form Kafka writes"))
             if meta is not None and meta.version != 0:
-                out.append(warning(mpath, None, "metadata", f"version {meta.version} (Kafka writes 0)"))
+                out.append(warning(mpath, None, "metadata", code="verify.metadataVersion", version=meta.version))
         except KafkaLogError as e:
             out.append(error(mpath, e.position, "metadata", e.reason))
     elif log.topic != METADATA_TOPIC:
@@ -223,8 +218,7 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
         for problem in snap.validate():
             out.append(warning(sp, None, "snapshot", problem))
         if offset > leo:
-            out.append(warning(sp, None, "snapshot",
-                               f"snapshot offset {offset} is above the log end offset {leo} (Kafka deletes it)"))
+            out.append(warning(sp, None, "snapshot", code="verify.snapshotAboveEnd", offset=offset, logEndOffset=leo))
 
 
 def _quorum_state_check(log: PartitionLog, summaries: list[SegmentSummary], out: list[Finding]) -> None:
@@ -238,6 +232,7 @@ def _quorum_state_check(log: PartitionLog, summaries: list[SegmentSummary], out:
         out.append(error(qpath, e.position, "metadata", e.reason))
         return
     epochs = [epoch for s in summaries for epoch, _ in s.epochs]
+    fatal = state.fatal_problems()
     for problem in state.validate(max(epochs) if epochs else None):
-        sev = error if "does not start" in problem else warning
+        sev = error if problem in fatal else warning
         out.append(sev(qpath, None, "metadata", problem))

@@ -53,6 +53,8 @@ from kafkalog.compat.errors import BrokerError, HarnessError, ToolError
 from kafkalog.compat.tools import dump_log_segments
 from kafkalog.storage.engine.export import ExportFilter, iter_partition_batches
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.checkpoints import DATA_DIR_CHECKPOINTS
+from kafkalog.storage.files.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from kafkalog.storage.files.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.storage.files.meta_properties import MetaProperties, read_meta_properties, write_meta_properties
 from kafkalog.storage.files.names import segment_log_files
@@ -66,9 +68,6 @@ from kafkalog.storage.reports.verify import verify_paths
 CLIENTS = ("kafka-python", "confluent")
 ISOLATIONS = ("read_uncommitted", "read_committed")
 METADATA_DIR = "__cluster_metadata-0"
-CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint",
-               "cleaner-offset-checkpoint")
-CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 
 #: the broker settings of a certification run: nothing the broker does on its own (cleaning, retention) may
 #: change the copy while it is read
@@ -791,16 +790,12 @@ def _install_copy(orig: Path, copy: Path, parts: list, rep: DirReport) -> None:
         if old != tid:
             write_partition_metadata(pm, tid)
             rep.restamps.append(Restamp(f"{pd.name}/partition.metadata", "topic_id", old, tid))
-    for name in CHECKPOINTS:
+    for name in (*DATA_DIR_CHECKPOINTS, CLEAN_SHUTDOWN_FILE):
         src, dst = orig / name, copy / name
         if src.exists():
             shutil.copyfile(src, dst)
         else:
             dst.unlink(missing_ok=True)
-    if (orig / CLEAN_SHUTDOWN).exists():
-        shutil.copyfile(orig / CLEAN_SHUTDOWN, copy / CLEAN_SHUTDOWN)
-    else:
-        (copy / CLEAN_SHUTDOWN).unlink(missing_ok=True)
     mp = copy / "meta.properties"
     if mp.exists() and (orig / "meta.properties").exists():
         theirs = _try_meta(orig / "meta.properties")

@@ -448,15 +448,28 @@ def _wait_for(get_partitions: Any, topic: str, timeout: float) -> set[int]:
         time.sleep(0.3)
 
 
-def _done(got: int, count: int | None, last_progress: float, idle: float, deadline: float, started: bool) -> bool:
-    now = time.monotonic()
-    if count is not None and got >= count:
-        return True
-    if now > deadline:
-        if count is not None:
-            raise HarnessError(f"consumed {got} of {count} records before the timeout")
-        return True
-    return count is None and started and now - last_progress > idle
+class _Polling:
+    """When a consume loop stops: ``count`` records read, or the ``timeout`` passed (an error when ``count`` was
+    not reached), or, reading everything (``count`` None), nothing new for ``idle`` seconds once the consumer has
+    partitions (``started``: at once when they were assigned, not subscribed)."""
+
+    def __init__(self, count: int | None, timeout: float, idle: float, started: bool) -> None:
+        self.count, self.idle, self.started = count, idle, started
+        self.deadline = time.monotonic() + timeout
+        self.last = time.monotonic()  # the last progress
+
+    def progress(self) -> None:
+        self.last = time.monotonic()
+
+    def done(self, got: int) -> bool:
+        now = time.monotonic()
+        if self.count is not None and got >= self.count:
+            return True
+        if now > self.deadline:
+            if self.count is not None:
+                raise HarnessError(f"consumed {got} of {self.count} records before the timeout")
+            return True
+        return self.count is None and self.started and now - self.last > self.idle
 
 
 def _consume_kafka_python(
@@ -478,19 +491,17 @@ def _consume_kafka_python(
             consumer.seek_to_beginning(*tps)
         else:
             consumer.subscribe([topic])
-        deadline = time.monotonic() + timeout
-        last = time.monotonic()
-        started = group_id is None
-        while not _done(len(out), count, last, idle, deadline, started):
+        polling = _Polling(count, timeout, idle, started=group_id is None)
+        while not polling.done(len(out)):
             polled = consumer.poll(timeout_ms=500)
             if consumer.assignment():
-                started = True
+                polling.started = True
             for recs in polled.values():
                 for m in recs:
                     ts_type = {0: "CreateTime", 1: "LogAppendTime"}.get(m.timestamp_type)
                     headers = tuple((k, v) for k, v in (m.headers or []))
                     out.append(Consumed(m.topic, m.partition, m.offset, m.key, m.value, headers, m.timestamp, ts_type))
-                last = time.monotonic()
+                polling.progress()
         if commit:
             consumer.commit()
     finally:
@@ -529,14 +540,12 @@ def _consume_confluent(
             consumer.assign([TP(topic, p, OFFSET_BEGINNING) for p in sorted(parts)])
         else:
             consumer.subscribe([topic])
-        deadline = time.monotonic() + timeout
-        last = time.monotonic()
-        started = group_id is None
-        while not _done(len(out), count, last, idle, deadline, started):
+        polling = _Polling(count, timeout, idle, started=group_id is None)
+        while not polling.done(len(out)):
             m = consumer.poll(0.5)
-            if not started and consumer.assignment():
-                started = True
-                last = time.monotonic()
+            if not polling.started and consumer.assignment():
+                polling.started = True
+                polling.progress()
             if m is None:
                 continue
             err = m.error()
@@ -550,7 +559,7 @@ def _consume_confluent(
             ts_type, ts = m.timestamp()
             out.append(Consumed(m_topic, m_partition, m_offset, m.key(), m.value(), confluent_headers(m.headers()), ts,
                                 ts_types.get(ts_type)))
-            last = time.monotonic()
+            polling.progress()
         if commit and out:
             consumer.commit(asynchronous=False)
     finally:

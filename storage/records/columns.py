@@ -112,6 +112,18 @@ def arrow_schema(columns: list[tuple[str, str]], extra: tuple[str, ...] = ()):
     return pa.schema(fields)
 
 
+def _batch_meta(b) -> tuple:
+    """A batch's values of the batch-level columns, then its size: what ``ArrowRecords.add_rows`` takes."""
+    return (b.timestamp_type, b.partition_leader_epoch, b.producer_id, b.producer_epoch, b.is_transactional,
+            b.is_control, b.magic, b.codec_name, b.position, b.size)
+
+
+#: the columns of ``_batch_meta``'s values, in its order, with their Arrow types (``pyarrow`` factories)
+_BATCH_META_COLUMNS = (("timestampType", "int32"), ("leaderEpoch", "int32"), ("producerId", "int64"),
+                       ("producerEpoch", "int32"), ("isTransactional", "bool_"), ("isControl", "bool_"),
+                       ("magic", "int32"), ("codec", "string"), ("position", "int64"))
+
+
 class RecordColumns:
     """Rows of ``RECORD_COLUMNS``, added a batch at a time (see the module docstring)."""
 
@@ -126,16 +138,8 @@ class RecordColumns:
         # per batch (pure-Python path)
         self.b_topic: list = []
         self.b_part: list = []
-        self.b_tstype: list = []
-        self.b_epoch: list = []
-        self.b_pid: list = []
-        self.b_pepoch: list = []
-        self.b_txn: list = []
-        self.b_ctrl: list = []
-        self.b_magic: list = []
-        self.b_codec: list = []
         self.b_seg: list = []
-        self.b_pos: list = []
+        self.b_meta: list[tuple] = []  # _batch_meta of each batch
         # per record (pure-Python path)
         self.take: list[int] = []
         self.offsets: list = []
@@ -189,16 +193,8 @@ class RecordColumns:
         self.sequences.extend(_sequences(b, recs))
         self.b_topic.append(topic)
         self.b_part.append(partition)
-        self.b_tstype.append(b.timestamp_type)
-        self.b_epoch.append(b.partition_leader_epoch)
-        self.b_pid.append(b.producer_id)
-        self.b_pepoch.append(b.producer_epoch)
-        self.b_txn.append(b.is_transactional)
-        self.b_ctrl.append(b.is_control)
-        self.b_magic.append(b.magic)
-        self.b_codec.append(b.codec_name)
         self.b_seg.append(segment)
-        self.b_pos.append(b.position)
+        self.b_meta.append(_batch_meta(b))
         self._nbytes += b.size
 
     @staticmethod
@@ -242,9 +238,7 @@ class RecordColumns:
 
     def _add_rows(self, b, recs: list, pi: int) -> None:
         assert self._core is not None  # (only called with the native core)
-        self._core.add_rows(recs, _sequences(b, recs), pi, (
-            b.timestamp_type, b.partition_leader_epoch, b.producer_id, b.producer_epoch, b.is_transactional,
-            b.is_control, b.magic, b.codec_name, b.position, b.size))
+        self._core.add_rows(recs, _sequences(b, recs), pi, _batch_meta(b))
 
     def to_arrow(self):
         """The rows as one ``pyarrow.RecordBatch`` with the schema of ``RECORD_COLUMNS``; the builder is empty
@@ -271,21 +265,15 @@ class RecordColumns:
             "partition": expand(self.b_part, pa.int32()),
             "offset": pa.array(self.offsets, pa.int64()),
             "timestampMs": pa.array(self.timestamps, pa.int64()),
-            "timestampType": expand(self.b_tstype, pa.int32()),
             "key": pa.array(self.keys, pa.binary()),
             "value": pa.array(self.values, pa.binary()),
             "headers": null_empty_headers(self._headers_array(pa)),
-            "leaderEpoch": expand(self.b_epoch, pa.int32()),
-            "producerId": expand(self.b_pid, pa.int64()),
-            "producerEpoch": expand(self.b_pepoch, pa.int32()),
             "sequence": pa.array(self.sequences, pa.int32()),
-            "isTransactional": expand(self.b_txn, pa.bool_()),
-            "isControl": expand(self.b_ctrl, pa.bool_()),
-            "magic": expand(self.b_magic, pa.int32()),
-            "codec": expand(self.b_codec, pa.string()),
             "segment": expand(self.b_seg, pa.string()),
-            "position": expand(self.b_pos, pa.int64()),
         }
+        metas = list(zip(*self.b_meta, strict=True)) or [()] * len(_BATCH_META_COLUMNS)
+        for (name, typ), values in zip(_BATCH_META_COLUMNS, metas, strict=False):  # (the batch size is no column)
+            cols[name] = expand(values, getattr(pa, typ)())
         cols["timestamp"], _ = timestamp_columns(cols["timestampMs"])
         self._clear()
         return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)

@@ -24,6 +24,7 @@ from kafkalog.storage.engine.export import (
 )
 from kafkalog.storage.errors import KafkaLogError, require
 from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.io.fs import is_url
 from kafkalog.storage.log.datadir import DataDir
 from kafkalog.storage.log.offset_spec import OffsetSpec, parse_offset_spec, parse_offset_specs
 from kafkalog.storage.log.partition import PartitionLog
@@ -239,7 +240,9 @@ def _arrow_batches(selected: list[tuple[Path, ExportFilter]], batch_rows: int) -
         cols = RecordColumns()
         full = _Batches()
         run = None
-        if cols._core is not None and window is None:  # runs of plain batches go into the core in one call each
+        # runs of plain batches go into the core in one call each, over a local segment's mmap (a segment under a
+        # URL is read batch by batch, in bounded windows, never whole)
+        if cols._core is not None and window is None and not is_url(pdir):
             run = _native_runs(cols, full, ExportStats(), flt.include_control, batch_rows, DEFAULT_ROW_GROUP_BYTES)
         for topic, partition, name, b in _selected_batches(pdir, flt, None, run):
             yield from full.take()

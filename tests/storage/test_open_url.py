@@ -106,3 +106,8 @@ def test_a_segment_under_a_url_is_read_in_windows(local, monkeypatch):
         assert there.log_end_offset == here.log_end_offset == N
         biggest_segment = max(s.size for s in there.segments)
         assert reads and max(reads) < biggest_segment
+    reads.clear()
+    with kafkalog.open(local) as here_dirs, kafkalog.open("memory://windows/data") as there_dirs:  # Arrow too
+        want_rows = here_dirs.to_arrow("t", partitions=[0]).read_all()
+        assert there_dirs.to_arrow().read_all().equals(want_rows) and want_rows.num_rows == N
+    assert reads and max(reads) < biggest_segment

@@ -180,6 +180,21 @@ TEMPLATES: dict[str, str | Template] = {
     "verify.metadataVersion": "version {version} (Kafka writes 0)",
     "verify.snapshotAboveEnd": "snapshot offset {offset} is above the log end offset {logEndOffset} (Kafka deletes "
                                "it)",
+    "verify.lockUnreadable": "{error}; a broker cannot start on it either",
+    "verify.lockHeld": lambda f, x: (f".lock is held by {', '.join(f'pid {p}' for p in x['pids']) or 'another process'}"
+                                     ": a broker is running and files may change while being read"),
+    "verify.entryNotHosted": "entry for {topic}-{partition}, which is not hosted in this data dir",
+    "verify.topicIdDiffers": "topic id {topicId} differs from {otherTopicId} in {otherPartition}",
+    "verify.notInRecoveryPoints": "not in {checkpoint}: after an unclean shutdown every segment is recovered",
+    "verify.snapshotMagic": "magic {magic}: a KRaft snapshot holds only v2 record batches (magic 2)",
+    "verify.crc": "CRC mismatch (stored 0x{storedCrc:08x}, computed 0x{computedCrc:08x})",
+    "verify.tail": "{reason}: {bytes} bytes after the last complete batch",
+    "verify.noLogFile": "missing: {given} has no log file",
+    "verify.zookeeperTopicIds": "a ZooKeeper-mode data dir: {partitions} partitions of {topics} topics have no topic "
+                                "id (partition.metadata). A ZooKeeper broker does not need one; after a migration to "
+                                "KRaft, a KRaft broker treats such a replica as stray. Before migrating, give each "
+                                "topic its id (kafka-topics.sh --describe shows it): kafkalog topic-id {file} --topics "
+                                "TOPIC --set TOPIC_ID",
     # rehydrate (tiered storage back to local segments)
     "rehydrate.skipped": lambda f, x: (f"remote segment {x['startOffset']}-{x['segmentId']} skipped: " + (
         f"its metadata state is {x['state']}" if x["state"] else "no __remote_log_metadata record references it")),
@@ -195,6 +210,13 @@ TEMPLATES: dict[str, str | Template] = {
 
 def render(finding: Finding) -> str:
     """The sentence of a note or finding: its kind's template over its facts, or its own ``message``."""
+    text = _words(finding)
+    if finding.facts.get("bootstrap"):  # a finding about bootstrap.checkpoint
+        text += " (the bootstrap metadata every KRaft node reads at start-up, without checking CRCs)"
+    return text
+
+
+def _words(finding: Finding) -> str:
     template = TEMPLATES.get(finding.code or finding.kind)
     if template is None or finding.message:
         return finding.message

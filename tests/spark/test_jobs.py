@@ -17,6 +17,7 @@ from kafkalog.storage.files.checkpoints import read_offset_checkpoint, write_off
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.records import build_legacy, iter_batches
 from kafkalog.storage.reports.verify import verify_partition, verify_paths
+from kafkalog.tools.facts import finding_json
 from kafkalog.tools.spark import jobs
 from kafkalog.tools.spark.jvm import NO_SCAN, has_scan
 
@@ -36,7 +37,7 @@ def _corrupt_one(tmp_path):
 def test_verify_matches_single_machine(spark, tmp_path):
     root, log, pos = _corrupt_one(tmp_path)
     report = jobs.verify(spark, [str(root)], deep=True)
-    single = [f.to_dict() for p in ("v-0", "v-1", "v-2") for f in verify_partition(root / p, True)]
+    single = [finding_json(f) for p in ("v-0", "v-1", "v-2") for f in verify_partition(root / p, True)]
     part_rows = [r for r in report.rows if "/v-" in r["file"]]
     key = lambda r: (r["file"], r["position"] or -1, r["kind"], r["message"])  # noqa: E731
     assert sorted(part_rows, key=key) == sorted(single, key=key)
@@ -54,7 +55,7 @@ def test_verify_is_the_single_machine_report(spark, tmp_path):
     write_partition_metadata(root / "v-1" / "partition.metadata", "AAAAAAAAAAAAAAAAAAAAAg")
     report = jobs.verify(spark, [str(root)], deep=True)
     single = verify_paths([str(root)], deep=True, workers=1)
-    assert report.rows == [f.to_dict() for f in single.findings]
+    assert report.rows == [finding_json(f) for f in single.findings]
     msgs = [r["message"] for r in report.rows]
     assert any("gone-7, which is not hosted" in m for m in msgs)
     assert any("topic id AAAAAAAAAAAAAAAAAAAAAg differs" in m for m in msgs)

@@ -28,6 +28,7 @@ from builders import multi_partition_data_dir
 from kafkalog.storage.reports.describe import describe_paths
 from kafkalog.storage.reports.verify import verify_paths
 from kafkalog.tools.cli import main
+from kafkalog.tools.facts import render
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
@@ -183,8 +184,8 @@ def test_zookeeper_dir_one_warning_about_topic_ids(tmp_path, capsys):
     assert len(warnings) == 1, warnings
     (w,) = warnings
     assert w.file == str(data) and w.kind == "metadata"
-    assert "ZooKeeper" in w.message and "KRaft" in w.message and f"{partitions} partitions" in w.message
-    assert f"kafkalog topic-id {data} --topics TOPIC --set" in w.message
+    assert "ZooKeeper" in render(w) and "KRaft" in render(w) and f"{partitions} partitions" in render(w)
+    assert f"kafkalog topic-id {data} --topics TOPIC --set" in render(w)
     # the per-partition fact stays, as info
     infos = [f for f in report.findings if f.file.endswith("partition.metadata") and "no topic id" in f.message]
     assert len(infos) == partitions and {f.severity for f in infos} == {"info"}
@@ -195,7 +196,7 @@ def test_zookeeper_dir_one_warning_about_topic_ids(tmp_path, capsys):
     capsys.readouterr()
     report = verify_paths([data], workers=1)
     (w,) = [f for f in report.findings if f.severity == "warning"]
-    assert f"{partitions - assigned} partitions" in w.message
+    assert f"{partitions - assigned} partitions" in render(w)
     # human output: one warning line
     assert main(["verify", str(data)]) == 0
     out = capsys.readouterr().out

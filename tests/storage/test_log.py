@@ -24,7 +24,7 @@ from kafkalog.storage.log.topic_partition import TopicPartitionDir, parse_topic_
 from kafkalog.storage.records import build_batch
 from kafkalog.storage.reports.describe import describe_partition
 from kafkalog.storage.reports.verify import verify_data_dir, verify_data_dirs, verify_partition
-from kafkalog.tools.facts import line
+from kafkalog.tools.facts import line, render
 
 TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"
 
@@ -316,9 +316,9 @@ def test_verify_topic_id_consistency_and_lock(tmp_path):
     write_partition_metadata(other / "partition.metadata", "AAAAAAAAAAAAAAAAAAAAAQ")
     with DirLock(root):
         findings = verify_data_dir(root)
-    assert any(f.kind == "metadata" and "differs" in f.message for f in findings)
+    assert any(f.kind == "metadata" and "differs" in render(f) for f in findings)
     assert any(f.kind == "lock" for f in findings)
-    assert any("not in recovery-point-offset-checkpoint" in f.message for f in findings)
+    assert any("not in recovery-point-offset-checkpoint" in render(f) for f in findings)
 
 
 def test_verify_data_dirs(tmp_path):

@@ -225,7 +225,8 @@ def _note_calls() -> list[tuple[str, str, list[str]]]:
 def test_every_kind_storage_notes_has_a_template_that_renders_its_facts():
     samples = {"setting": {"name": "x.y", "value": 1.0, "source": "topic config"}, "errors": ["e"],
                "newSegments": [5, 9], "baseOffsets": [0, 5], "routine": [{"action": "deletedFiles", "count": 2}],
-               "state": None, "dirtyRatio": 0.25, "rebuilt": ["0.index"], "files": ["0.log.swap"], "offline": True}
+               "state": None, "dirtyRatio": 0.25, "rebuilt": ["0.index"], "files": ["0.log.swap"], "offline": True,
+               "pids": [12]}
     calls = _note_calls()
     assert len(calls) >= 40, calls
     for module, kind, names in calls:

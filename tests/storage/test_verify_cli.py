@@ -14,6 +14,7 @@ from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.log.paths import PathError
 from kafkalog.storage.reports.verify import classify_path, verify_paths
 from kafkalog.tools.cli import main
+from kafkalog.tools.facts import render
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIXTURE_DATA = sorted(FIXTURES.glob("*/data")) if FIXTURES.is_dir() else []
@@ -143,7 +144,7 @@ def test_topic_id_disagreement_across_partitions(tmp_path):
     for workers in (1, 2):
         r = verify_paths([root], workers=workers)
         bad = [f for f in r.findings if f.severity == "error"]
-        assert len(bad) == 1 and bad[0].kind == "metadata" and TOPIC_IDS[2] in bad[0].message
+        assert len(bad) == 1 and bad[0].kind == "metadata" and TOPIC_IDS[2] in render(bad[0])
 
 
 def test_os_errors_and_bugs_are_one_line(tmp_path, capsys, monkeypatch):

@@ -164,12 +164,8 @@ def _zookeeper_topic_ids(ddir: DataDir, missing: list[tuple[int, Path]], results
                       if f.file == where and f.kind == "metadata" and f.severity == "warning" else f
                       for f in results[s]]
     topics = sorted({ddir.partition_dirs[pp].topic for _, pp in missing})
-    post.append(warning(ddir.path, None, "metadata",
-                        f"a ZooKeeper-mode data dir: {len(missing)} partitions of {len(topics)} topics have no topic "
-                        "id (partition.metadata). A ZooKeeper broker does not need one; after a migration to KRaft, "
-                        "a KRaft broker treats such a replica as stray. Before migrating, give each topic its id "
-                        "(kafka-topics.sh --describe shows it): kafkalog topic-id "
-                        f"{ddir.path} --topics TOPIC --set TOPIC_ID"))
+    post.append(warning(ddir.path, None, "metadata", code="verify.zookeeperTopicIds", partitions=len(missing),
+                        topics=len(topics)))
 
 
 def verify_paths(

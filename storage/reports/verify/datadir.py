@@ -57,12 +57,11 @@ def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
     try:
         status = ddir.lock_status()
     except KafkaLogError as e:  # e.g. a FIFO .lock: reported, never waited on
-        out.append(error(e.path or d / ".lock", None, "lock", f"{e.reason}; a broker cannot start on it either"))
+        out.append(error(e.path or d / ".lock", None, "lock", code="verify.lockUnreadable", error=e.reason))
         status = None
     if status is not None and status.held:
-        who = ", ".join(f"pid {h.pid}" for h in status.holders if h.pid) or "another process"
-        out.append(warning(status.path, None, "lock",
-                           f".lock is held by {who}: a broker is running and files may change while being read"))
+        out.append(warning(status.path, None, "lock", code="verify.lockHeld",
+                           pids=[h.pid for h in status.holders if h.pid]))
     if ddir.meta_properties is None and not any(f.file.endswith("meta.properties") for f in out):
         out.append(warning(d / "meta.properties", None, "metadata", "missing"))
     elif ddir.meta_properties is not None and not ddir.meta_properties.canonical:
@@ -75,8 +74,7 @@ def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
         # kafka-storage format writes it; every KRaft node reads it at start-up (KafkaRaftServer ->
         # BootstrapDirectory.read, BatchFileReader: records decoded, CRCs not checked). Small: read deeply.
         for f in verify_kraft_snapshot(bootstrap, deep=True)[0]:
-            out.append(replace(f, message=f"{f.message} (the bootstrap metadata every KRaft node reads at "
-                                          "start-up, without checking CRCs)"))
+            out.append(replace(f, facts={**f.facts, "bootstrap": True}))
     hosted = {(tp.topic, tp.partition) for tp in ddir.partition_dirs.values() if tp.kind in ("live", "future")}
     for name, ckpt in ddir.checkpoints.items():
         p = d / name
@@ -88,9 +86,8 @@ def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
             out.append(warning(p, None, "checkpoint", problem))
         for entry in ckpt.entries:
             if (entry.topic, entry.partition) not in hosted:
-                out.append(warning(p, None, "checkpoint",
-                                   f"entry for {entry.topic}-{entry.partition}, which is not hosted in this "
-                                   "data dir"))
+                out.append(warning(p, None, "checkpoint", code="verify.entryNotHosted", topic=entry.topic,
+                                   partition=entry.partition))
 
 
 def _group_offsets_beyond_end(ddir: DataDir, out: list[Finding]) -> None:
@@ -115,8 +112,8 @@ def _topic_id_check(topic_ids: dict[str, tuple[str, Path]], topic: str, kind: st
     if tid is not None and kind == "live":
         seen = topic_ids.setdefault(topic, (tid, path))
         if seen[0] != tid:
-            out.append(error(path / "partition.metadata", None, "metadata",
-                             f"topic id {tid} differs from {seen[0]} in {seen[1].name}"))
+            out.append(error(path / "partition.metadata", None, "metadata", code="verify.topicIdDiffers", topicId=tid,
+                             otherTopicId=seen[0], otherPartition=seen[1].name))
 
 
 def _recovery_point_membership(ddir: DataDir, out: list[Finding]) -> None:
@@ -125,9 +122,8 @@ def _recovery_point_membership(ddir: DataDir, out: list[Finding]) -> None:
         if (tp.kind in ("live", "future") and tp.topic != METADATA_TOPIC
                 and ddir.checkpoints.get(RECOVERY_POINT_CHECKPOINT) is not None):
             if (tp.topic, tp.partition) not in rp:
-                out.append(info(p, None, "checkpoint",
-                                f"not in {RECOVERY_POINT_CHECKPOINT}: after an unclean shutdown every segment is "
-                                "recovered"))
+                out.append(info(p, None, "checkpoint", code="verify.notInRecoveryPoints",
+                                checkpoint=RECOVERY_POINT_CHECKPOINT))
 
 
 def verify_data_dirs(paths: list[str | os.PathLike], deep: bool = False) -> list[Finding]:

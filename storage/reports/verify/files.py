@@ -33,11 +33,10 @@ def verify_kraft_snapshot(path: str | os.PathLike, deep: bool = False) -> tuple[
         try:
             for b in scanner:
                 if b.magic != 2:  # RecordsIterator: a KRaft snapshot holds v2 batches only
-                    out.append(error(name, b.position, "batch",
-                                     f"magic {b.magic}: a KRaft snapshot holds only v2 record batches (magic 2)"))
+                    out.append(error(name, b.position, "batch", code="verify.snapshotMagic", magic=b.magic))
                 elif not b.is_valid():
-                    out.append(error(name, b.position, "crc",
-                                     f"CRC mismatch (stored 0x{b.crc:08x}, computed 0x{b.compute_crc():08x})"))
+                    out.append(error(name, b.position, "crc", code="verify.crc", storedCrc=b.crc,
+                                     computedCrc=b.compute_crc()))
                 if deep and b.magic == 2:
                     _deep_check(b, name, out, summary)
                 del b
@@ -45,9 +44,8 @@ def verify_kraft_snapshot(path: str | os.PathLike, deep: bool = False) -> tuple[
             out.append(error(name, e.position, "batch", e.reason))
         else:
             if scanner.stop_reason is not None:
-                out.append(error(name, scanner.stop_position, "batch",
-                                 f"{scanner.stop_reason}: {len(buf) - scanner.stop_position} bytes after the last "
-                                 "complete batch"))
+                out.append(error(name, scanner.stop_position, "batch", code="verify.tail", reason=scanner.stop_reason,
+                                 bytes=len(buf) - scanner.stop_position))
         return out, len(buf)
     finally:
         scanner = None  # type: ignore[assignment]
@@ -76,7 +74,7 @@ def verify_file(path: str | os.PathLike, deep: bool = False) -> tuple[list[Findi
         prefix = p.name.split(".", 1)[0]
         log_path = p.parent / (prefix + ".log")
         if not log_path.exists():
-            return [error(log_path, None, "layout", f"missing: {p.name} has no log file")], 0, 0
+            return [error(log_path, None, "layout", code="verify.noLogFile", given=p.name)], 0, 0
         later = [q for q in p.parent.glob("*.log") if q.name > log_path.name]
         seg = Segment(log_path)
         try:

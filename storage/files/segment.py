@@ -118,7 +118,10 @@ class Segment:
         if url is None:
             return None
         if self._file is None:
-            self._file = SegmentFile(url.spec, (url / self.path.name).fspath)
+            try:
+                self._file = SegmentFile(url.spec, (url / self.path.name).fspath)
+            except OSError as e:  # as a local segment that cannot be mapped: the file and why, on one line
+                raise LogDirError(f"cannot open: {e}", str(self.path)) from None
         return self._file
 
     @classmethod

@@ -155,6 +155,11 @@ TEMPLATES: dict[str, str | Template] = {
     "doctor.topicIdDiffers": "topic id {topicId} is not the id {expected} of topic {topic} in {metadataDir}: the "
                              "broker treats it as a stray log (a deleted, recreated topic) and renames it {strayName}; "
                              "it is not served",
+    "doctor.planError": "kafkalog cannot predict this partition's recovery: {error}",
+    "doctor.hole": "{name}: {reason}; the broker does not recover this segment at load and serves the log with the "
+                   "hole",
+    "doctor.corruptBatch": "{name}: {reason}; the broker does not recover this segment at load and serves the batch "
+                           "as it is",
     "doctor.legacyFormat": "{segments} segment(s) hold {batches:,d} message format v0/v1 batch(es): a 4.x broker "
                            "still loads and serves them as they are and appends only v2 batches after them (KIP-724: "
                            "no message.format.version, no fetch down-conversion); its cleaner rewrites them as v2 "

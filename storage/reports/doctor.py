@@ -198,8 +198,8 @@ def _from_plan(diag: Diagnosis, plan: Plan) -> None:
             diag.partitions += 1
             name = pp.name
             if pp.error:
-                diag.problems.append(Problem(ERROR, "plan", pp.dir, f"kafkalog cannot predict this partition's "
-                                             f"recovery: {pp.error}", partition=name))
+                diag.problems.append(_noted(ERROR, "plan", pp.dir, "doctor.planError", partition=name,
+                                            error=pp.error))
                 continue
             for e in pp.facts.get("startupErrors", []):
                 if e["offline"]:
@@ -307,16 +307,15 @@ def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path], crc: bo
                 unchecked = [s for s in log.segments_unchecked_at_load(d.had_clean_shutdown)
                              if (log.name, s.path.name) not in cut]
                 for h in segment_holes(log, unchecked):
-                    diag.problems.append(Problem(
-                        LOSS, "lostOffsets", h.file, f"{Path(h.file).name}: {h.reason}; the broker does not recover "
-                        "this segment at load and serves the log with the hole", partition=log.name, first_offset=h.first_offset,
-                        last_offset=h.last_offset, bytes=h.bytes))
+                    diag.problems.append(_noted(LOSS, "lostOffsets", h.file, "doctor.hole", partition=log.name,
+                                                firstOffset=h.first_offset, lastOffset=h.last_offset, bytes=h.bytes,
+                                                position=h.position, reason=h.reason))
                 for h in segment_crc_failures(unchecked) if crc else ():
-                    diag.problems.append(Problem(
-                        LOSS, "corruptBatch", h.file, f"{Path(h.file).name}: {h.reason}; the broker does not recover "
-                        "this segment at load and serves the batch as it is", partition=log.name, first_offset=h.first_offset,
-                        last_offset=h.last_offset, bytes=h.bytes,
-                        serving=serving(log, h.file, h.position, h.first_offset)))
+                    p = _noted(LOSS, "corruptBatch", h.file, "doctor.corruptBatch", partition=log.name,
+                               firstOffset=h.first_offset, lastOffset=h.last_offset, bytes=h.bytes,
+                               position=h.position, reason=h.reason)
+                    p.serving = serving(log, h.file, h.position, h.first_offset)
+                    diag.problems.append(p)
             except KafkaLogError:
                 pass  # an unreadable log end: the plan reports the partition
             finally:

@@ -27,6 +27,7 @@ from kafkalog.storage.reports.groups import load_groups
 from kafkalog.storage.reports.transactions import read_transaction_state
 from kafkalog.storage.reports.verify import verify_paths
 from kafkalog.tools import cli
+from kafkalog.tools.facts import render
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 KRAFT = FIXTURES / "kafka-4.3.1-kraft" / "data"
@@ -338,7 +339,7 @@ def test_doctor_reports_a_crc_failure_in_the_active_segment_after_a_clean_shutdo
     diag = diagnose([d], now_ms=1_800_000_000_000)
     [p] = [p for p in diag.problems if p.kind == "corruptBatch"]
     assert (p.path, p.partition, p.first_offset, p.last_offset) == (str(seg), "multi-segment-0", first, last)
-    assert f"byte {pos}" in p.message and p.severity == "loss"
+    assert f"byte {pos}" in render(p.note) and p.severity == "loss"
     assert p.serving is not None and (p.serving.cut_first_offset, p.serving.cut_last_offset) == (first, 149)
     assert p.serving.served_to["javaConsumer"] == "fails" and p.serving.served_to["follower"] == "fails"
     assert (diag.verdict, diag.exit_code) == ("recovery", 1)
@@ -364,7 +365,7 @@ def test_doctor_without_a_clean_shutdown_reports_the_crc_failure_below_the_recov
     assert (cut.path, cut.first_offset) == (str(active), _bad_batch(active)[1])
     pos, first, last = _bad_batch(first_seg)
     assert (bad.path, bad.first_offset, bad.last_offset) == (str(first_seg), first, last)
-    assert f"byte {pos}" in bad.message and bad.serving is not None
+    assert f"byte {pos}" in render(bad.note) and bad.serving is not None
 
 
 def test_a_torn_active_segment_after_a_clean_shutdown_is_the_log_end_not_a_hole(tmp_path):

@@ -22,6 +22,7 @@ from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import FILE, PARTITION_DIR, PathError, classify
 from kafkalog.storage.records.dump import RecordStream, dump_log
 from kafkalog.storage.reports import dump as dumpers
+from kafkalog.tools.facts import describe_remembered
 
 from .output import (
     JsonLines,
@@ -199,7 +200,7 @@ def _dump_partition(pdir: Path, args: argparse.Namespace, sink: _Sink) -> None:
             except KafkaLogError:
                 remembered = []
             said = (f": offsets {remembered[0].first_missing}..{max(r.last_missing for r in remembered)} are gone "
-                    f"({'; '.join(r.describe() for r in remembered)})" if remembered else "")
+                    f"({'; '.join(describe_remembered(r.to_dict()) for r in remembered)})" if remembered else "")
             _error(sink, str(pdir), KafkaLogError(f"no .log segment file: the partition's records are not there{said}"))
             return
         for seg in log.segments:

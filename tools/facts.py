@@ -12,8 +12,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from kafkalog.storage.files.checkpoints import REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.storage.files.findings import Finding
+from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE
+from kafkalog.storage.log.loss import CONSUMER_GROUP, PRODUCER_SNAPSHOT
 
 Template = Callable[[str, Mapping[str, Any]], str]
 
@@ -32,6 +35,20 @@ def _unreadable(file: str, x: Mapping[str, Any]) -> str:
         "loading the logs fails and the broker stops"
     text = f"{name} is unreadable: {what} ({x['cause']}); {fix}"
     return text + f": log dir {x['logDir']} goes offline, its partitions are not served" if "logDir" in x else text
+
+
+def describe_remembered(r: Mapping[str, Any]) -> str:
+    """What remembers an offset past a partition's log end (a ``RememberedOffset.to_dict()``), in words."""
+    name, offset = Path(r["file"]).name, r["offset"]
+    if r["source"] == REPLICATION_OFFSET_CHECKPOINT:
+        return f"{name} holds the high watermark {offset}"
+    if r["source"] == LEADER_EPOCH_CHECKPOINT:
+        return f"{name} starts epoch {r['epoch']} at offset {offset}"
+    if r["source"] == PRODUCER_SNAPSHOT:
+        return f"the producer snapshot {name} was taken at offset {offset}"
+    if r["source"] == CONSUMER_GROUP:
+        return f"consumer group {r['group']} committed offset {offset}"
+    return f"{name} holds {offset}"
 
 
 def _at(file: str) -> str:
@@ -200,6 +217,10 @@ TEMPLATES: dict[str, str | Template] = {
                                 "KRaft, a KRaft broker treats such a replica as stray. Before migrating, give each "
                                 "topic its id (kafka-topics.sh --describe shows it): kafkalog topic-id {file} --topics "
                                 "TOPIC --set TOPIC_ID",
+    # offsets a partition's files remember beyond its log end (verify, doctor)
+    "loss.remembered": lambda f, x: (f"offsets {x['logEndOffset']}..{x['lastMissing']} are gone: the log ends at "
+                                     f"offset {x['logEndOffset']}, but "
+                                     + "; ".join(map(describe_remembered, x["remembered"]))),
     # rehydrate (tiered storage back to local segments)
     "rehydrate.skipped": lambda f, x: (f"remote segment {x['startOffset']}-{x['segmentId']} skipped: " + (
         f"its metadata state is {x['state']}" if x["state"] else "no __remote_log_metadata record references it")),
@@ -252,4 +273,4 @@ def render_all(findings: list[Finding]) -> list[str]:
     return [render(f) for f in findings]
 
 
-__all__ = ["TEMPLATES", "finding_json", "line", "render", "render_all", "to_json"]
+__all__ = ["TEMPLATES", "describe_remembered", "finding_json", "line", "render", "render_all", "to_json"]

@@ -37,7 +37,7 @@ from kafkalog.storage.log.datadir import (
     partition_checkpoints,
     resolve_partition_dirs,
 )
-from kafkalog.storage.log.loss import remembered_loss
+from kafkalog.storage.log.loss import remembered_facts
 from kafkalog.storage.log.offset_spec import OffsetSpec
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.records.batch import RECORD_CHUNK, increment_sequence
@@ -140,7 +140,11 @@ def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
             raise LogDirError(plog.unfinished_swap, str(pdir))
         remembered = plog.remembered_beyond_end()
         if remembered:  # its checkpoints, snapshots or epochs remember offsets the log no longer holds
-            raise LogDirError(remembered_loss(remembered), str(pdir))
+            gone = remembered_facts(remembered)
+            names = ", ".join(dict.fromkeys(os.path.basename(r.file) for r in remembered))
+            raise LogDirError(f"offsets {gone['logEndOffset']}..{gone['lastMissing']} are gone: the log ends at offset "
+                              f"{gone['logEndOffset']}, but {names} remember later offsets (`kafkalog verify` says "
+                              "which)", str(pdir))
         lo, hi = flt.from_offset, flt.to_offset  # (an offset spec is resolved by the caller: for_partition)
         t_lo = flt.from_time
         aborted: dict[int, list[tuple[int, int]]] = {}

@@ -7,16 +7,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkalog.storage.errors import CorruptRecordError
-from kafkalog.storage.files.checkpoints import (
-    REPLICATION_OFFSET_CHECKPOINT,
-)
-from kafkalog.storage.files.leader_epoch import (
-    LEADER_EPOCH_CHECKPOINT,
-)
 from kafkalog.storage.records import LogScanner
 
 if TYPE_CHECKING:
@@ -93,24 +86,15 @@ class RememberedOffset:
         """How many offsets are gone."""
         return self.offset - self.log_end_offset
 
-    def describe(self) -> str:
-        """What remembers the offset, in words (for findings)."""
-        name = Path(self.file).name
-        if self.source == REPLICATION_OFFSET_CHECKPOINT:
-            return f"{name} holds the high watermark {self.offset}"
-        if self.source == LEADER_EPOCH_CHECKPOINT:
-            return f"{name} starts epoch {self.epoch} at offset {self.offset}"
-        if self.source == PRODUCER_SNAPSHOT:
-            return f"the producer snapshot {name} was taken at offset {self.offset}"
-        if self.source == CONSUMER_GROUP:
-            return f"consumer group {self.group} committed offset {self.offset}"
-        return f"{name} holds {self.offset}"
+    def to_dict(self) -> dict:
+        """The facts: what remembers the offset (``source``, ``file``, ``group``, ``epoch``), the offset and the log
+        end offset (``kafkalog.tools.facts`` words them)."""
+        return {"source": self.source, "file": self.file, "offset": self.offset, "logEndOffset": self.log_end_offset,
+                "group": self.group, "epoch": self.epoch}
 
 
-def remembered_loss(found: list[RememberedOffset]) -> str:
-    """One sentence for a partition's :meth:`PartitionLog.remembered_beyond_end` (and groups' commits): which
-    offsets are gone and what remembers them."""
-    leo = found[0].log_end_offset
-    last = max(r.last_missing for r in found)
-    return (f"offsets {leo}..{last} are gone: the log ends at offset {leo}, but "
-            + "; ".join(r.describe() for r in found))
+def remembered_facts(found: list[RememberedOffset]) -> dict:
+    """A partition's :meth:`PartitionLog.remembered_beyond_end` (and groups' commits) as the facts of one finding
+    (code ``loss.remembered``): the offsets gone (``logEndOffset`` .. ``lastMissing``) and what remembers them."""
+    return {"logEndOffset": found[0].log_end_offset, "lastMissing": max(r.last_missing for r in found),
+            "remembered": [r.to_dict() for r in found]}

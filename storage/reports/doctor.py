@@ -49,7 +49,7 @@ from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.files.names import is_index_file
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from kafkalog.storage.log.datadir import DataDir
-from kafkalog.storage.log.loss import RememberedOffset, remembered_loss
+from kafkalog.storage.log.loss import RememberedOffset, remembered_facts
 from kafkalog.storage.log.paths import require_data_dir
 from kafkalog.storage.log.segment_check import segment_crc_failures, segment_holes
 from kafkalog.storage.log.topic_partition import METADATA_TOPIC
@@ -328,10 +328,9 @@ def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path], crc: bo
             pass  # `kafkalog groups` reports what cannot be read
     for pdir, rs in sorted(found.items()):
         if rs:
-            diag.problems.append(Problem(
-                LOSS, "lostOffsets", str(pdir), remembered_loss(rs), partition=pdir.name,
-                first_offset=rs[0].log_end_offset, last_offset=max(r.last_missing for r in rs),
-                records=None, bytes=None))
+            gone = remembered_facts(rs)
+            diag.problems.append(_noted(LOSS, "lostOffsets", pdir, "loss.remembered", partition=pdir.name,
+                                        firstOffset=gone["logEndOffset"], lastOffset=gone["lastMissing"], **gone))
 
 
 def _live(dirs: list[DataDir]) -> list[Path]:

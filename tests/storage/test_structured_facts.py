@@ -218,7 +218,8 @@ def _note_calls() -> list[tuple[str, str, list[str]]]:
                 k = code[0] if code else n.args[at]
                 kinds = [e.value for e in ([k.body, k.orelse] if isinstance(k, ast.IfExp) else [k])
                          if isinstance(e, ast.Constant)]
-                out += [(path.name, k, [kw.arg for kw in n.keywords if kw.arg and kw.arg != "code"]) for k in kinds]
+                # a **spread of facts is named "**" (the sample facts stand for it)
+                out += [(path.name, k, [kw.arg or "**" for kw in n.keywords if kw.arg != "code"]) for k in kinds]
     return out
 
 
@@ -226,12 +227,15 @@ def test_every_kind_storage_notes_has_a_template_that_renders_its_facts():
     samples = {"setting": {"name": "x.y", "value": 1.0, "source": "topic config"}, "errors": ["e"],
                "newSegments": [5, 9], "baseOffsets": [0, 5], "routine": [{"action": "deletedFiles", "count": 2}],
                "state": None, "dirtyRatio": 0.25, "rebuilt": ["0.index"], "files": ["0.log.swap"], "offline": True,
-               "pids": [12]}
+               "pids": [12], "logEndOffset": 7, "lastMissing": 9,
+               "remembered": [{"source": "consumer group", "file": "/d", "offset": 10, "logEndOffset": 7, "group": "g",
+                               "epoch": None}]}
     calls = _note_calls()
     assert len(calls) >= 40, calls
     for module, kind, names in calls:
         assert kind in facts.TEMPLATES, f"{module}: {kind} has no template in tools/facts.py"
-        text = facts.render(note("/d/t-0/x", kind, **{k: samples.get(k, 7) for k in names}))
+        given = {k: samples.get(k, 7) for k in names if k != "**"} | (samples if "**" in names else {})
+        text = facts.render(note("/d/t-0/x", kind, **given))
         assert text and "{" not in text, (kind, text)
     assert {k for _, k, _ in calls} == set(facts.TEMPLATES), "a template no storage module uses"
 

@@ -12,7 +12,7 @@ from kafkalog.storage.files.checkpoints import (
 )
 from kafkalog.storage.files.findings import Finding, error, info, warning
 from kafkalog.storage.log.datadir import BOOTSTRAP_CHECKPOINT, DataDir, DataDirs
-from kafkalog.storage.log.loss import RememberedOffset, remembered_loss
+from kafkalog.storage.log.loss import RememberedOffset, remembered_facts
 from kafkalog.storage.log.topic_partition import METADATA_TOPIC
 from kafkalog.storage.reports.groups import OFFSETS_TOPIC, load_groups
 from kafkalog.storage.reports.verify.files import verify_kraft_snapshot
@@ -103,7 +103,7 @@ def _group_offsets_beyond_end(ddir: DataDir, out: list[Finding]) -> None:
     for r in found:
         per.setdefault(r.file, []).append(r)
     for pdir, rs in sorted(per.items()):
-        out.append(error(pdir, None, "loss", remembered_loss(rs)))
+        out.append(error(pdir, None, "loss", code="loss.remembered", **remembered_facts(rs)))
 
 
 def _topic_id_check(topic_ids: dict[str, tuple[str, Path]], topic: str, kind: str, tid: str | None, path: Path,

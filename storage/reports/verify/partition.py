@@ -23,7 +23,7 @@ from kafkalog.storage.files.names import (
 from kafkalog.storage.files.producer_snapshot import read_producer_snapshot
 from kafkalog.storage.files.quorum_state import QUORUM_STATE_FILE, read_quorum_state
 from kafkalog.storage.log.datadir import open_partition_log
-from kafkalog.storage.log.loss import remembered_loss
+from kafkalog.storage.log.loss import remembered_facts
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.segment_check import SegmentSummary, verify_segment
 from kafkalog.storage.log.topic_partition import METADATA_TOPIC
@@ -128,7 +128,7 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
         except KafkaLogError:
             remembered = []  # an unreadable log end: the segment findings say why
         if remembered:
-            out.append(error(d, None, "loss", remembered_loss(remembered)))
+            out.append(error(d, None, "loss", code="loss.remembered", **remembered_facts(remembered)))
 
     # data-dir checkpoints
     lso_ckpt = log.log_start_offset_checkpoint

@@ -27,7 +27,7 @@ from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io.fs import is_url
 from kafkalog.storage.log.datadir import DataDir
 from kafkalog.storage.log.offset_spec import OffsetSpec, parse_offset_spec, parse_offset_specs
-from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.log.partition import Forward, PartitionLog
 from kafkalog.storage.records import Batch
 from kafkalog.storage.records.batch import RECORD_CHUNK
 from kafkalog.storage.records.columns import RECORD_COLUMNS, RecordColumns, arrow_schema
@@ -110,44 +110,20 @@ class Partition:
         return f"Partition({self.name!r}, {str(self.path)!r})"
 
     # ---- names ------------------------------------------------------------------------------------------
-    @property
-    def topic(self) -> str:
-        return self.log.topic
-
-    @property
-    def partition(self) -> int:
-        return self.log.partition
-
-    @property
-    def name(self) -> str:
-        """``<topic>-<partition>``."""
-        return self.log.name
-
-    @property
-    def path(self) -> Path:
-        """The partition dir."""
-        return self.log.path
-
-    @property
-    def topic_id(self) -> str | None:
-        """The topic id ``partition.metadata`` holds (None without one)."""
-        return self.log.topic_id
+    topic = Forward[str]("log.topic")
+    partition = Forward[int]("log.partition")
+    name = Forward[str]("log.name", "``<topic>-<partition>``.")
+    path = Forward[Path]("log.path", "The partition dir.")
+    topic_id = Forward[str | None]("log.topic_id", "The topic id ``partition.metadata`` holds (None without one).")
 
     # ---- offsets ----------------------------------------------------------------------------------------
-    @property
-    def log_start_offset(self) -> int:
-        """The log start offset the broker loads (``log-start-offset-checkpoint`` and the first segment)."""
-        return self.log.log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        """The next offset the broker would assign (``readNextOffset`` of the active segment)."""
-        return self.log.log_end_offset
-
-    @property
-    def high_watermark(self) -> int:
-        """The checkpointed high watermark capped at the log end offset."""
-        return self.log.high_watermark
+    log_start_offset = Forward[int](
+        "log.log_start_offset",
+        "The log start offset the broker loads (``log-start-offset-checkpoint`` and the first segment).")
+    log_end_offset = Forward[int](
+        "log.log_end_offset", "The next offset the broker would assign (``readNextOffset`` of the active segment).")
+    high_watermark = Forward[int](
+        "log.high_watermark", "The checkpointed high watermark capped at the log end offset.")
 
     @property
     def last_stable_offset(self) -> int:
@@ -169,10 +145,7 @@ class Partition:
             return self.log_start_offset, self.log_end_offset
         return spec.resolve_in(self.log)
 
-    @property
-    def size(self) -> int:
-        """Bytes of the ``.log`` files."""
-        return self.log.size
+    size = Forward[int]("log.size", "Bytes of the ``.log`` files.")
 
     # ---- configuration ----------------------------------------------------------------------------------
     @property
@@ -182,10 +155,8 @@ class Partition:
         return self._owner.resolver.log_config(self.data_dir.path, self.topic)
 
     # ---- contents ---------------------------------------------------------------------------------------
-    @property
-    def segments(self) -> list[Segment]:
-        """The segments, by base offset (:class:`~kafkalog.storage.files.segment.Segment`)."""
-        return self.log.segments
+    segments = Forward[list[Segment]](
+        "log.segments", "The segments, by base offset (:class:`~kafkalog.storage.files.segment.Segment`).")
 
     def batches(self, offsets: Offsets = None) -> Iterator[tuple[Segment, Batch]]:
         """``(segment, batch)`` of every batch whose offsets reach into the range, in offset order (a v0/v1

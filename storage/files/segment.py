@@ -35,6 +35,7 @@ from kafkalog.storage.files.names import (
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from kafkalog.storage.files.txn_index import TransactionIndex
+from kafkalog.storage.io.closing import Closing, unmap
 from kafkalog.storage.io.fs import REMOTE_WINDOW, SegmentFile, UrlPath
 from kafkalog.storage.records import Batch, LogScanner, batch_at
 from kafkalog.storage.records.batch import HEADER_SIZE as V2_HEADER_SIZE
@@ -85,7 +86,7 @@ class WindowedScanner(LogScanner):
             pos = window.stop_position
 
 
-class Segment:
+class Segment(Closing):
     """One segment. ``Segment(path)`` takes the ``.log`` path (or any path whose name starts with the base)."""
 
     def __init__(self, log_path: str | os.PathLike, base_offset: int | None = None, *, view: Any = None):
@@ -390,33 +391,18 @@ class Segment:
     def close(self) -> None:
         for idx in (self._offset_index, self._time_index, self._txn_index):
             if idx is not None:
-                try:
-                    idx.close()
-                except BufferError:
-                    pass
+                unmap(idx.close)
         self._offset_index = self._time_index = self._txn_index = None
         if self._buf is not None:
             if self._view is None:  # a view's mappings belong to the view
-                try:
-                    self._buf.release()
-                except BufferError:
-                    pass  # batch views still alive; the mapping goes when they do
+                unmap(self._buf.release)
             self._buf = None
         if isinstance(self._map, mmap.mmap):
-            try:
-                self._map.close()
-            except BufferError:
-                pass
+            unmap(self._map.close)
         self._map = None
         if self._file is not None:
             self._file.close()
             self._file = None
-
-    def __enter__(self) -> Segment:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 __all__ = ["LogOffsetPosition", "NO_TIMESTAMP", "Segment", "WindowedScanner"]

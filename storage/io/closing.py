@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Self
 
 
@@ -18,4 +19,13 @@ class Closing:
         self.close()
 
 
-__all__ = ["Closing"]
+def unmap(close: Callable[[], object]) -> None:
+    """Call ``close`` (an mmap's ``close``, a memoryview's ``release``, a mapped index's ``close``); while views of
+    the mapping are still alive (``BufferError``) it is left to go when they do."""
+    try:
+        close()
+    except BufferError:
+        pass
+
+
+__all__ = ["Closing", "unmap"]

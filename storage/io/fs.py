@@ -27,6 +27,7 @@ from typing import cast
 from urllib.parse import urlparse
 
 from kafkalog.storage.errors import LogDirError
+from kafkalog.storage.io.closing import Closing, unmap
 
 #: remote reads come in windows of this size (a batch larger than this gets a window of its own size)
 REMOTE_WINDOW = 16 * 1024 * 1024
@@ -261,7 +262,7 @@ def fetch(spec: FsSpec, path: str, dst: str | os.PathLike) -> None:
             out.write(chunk)
 
 
-class SegmentFile:
+class SegmentFile(Closing):
     """Read access to one ``.log`` file: ``windows(start, end)`` yields ``(memoryview, position_of_view[0])``.
 
     Local files are memory-mapped (one zero-copy window); remote files are read in bounded windows, so memory
@@ -298,20 +299,11 @@ class SegmentFile:
 
     def close(self) -> None:
         if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:  # views still alive: the mapping goes when they do
-                pass
+            unmap(self._mm.close)
             self._mm = None
         if self._remote is not None:
             self._remote.close()
             self._remote = None
-
-    def __enter__(self) -> SegmentFile:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def iter_files(spec: FsSpec, root: str) -> Iterator[Entry]:

@@ -12,6 +12,7 @@ import functools
 import os
 import stat
 from collections.abc import Collection, Iterable, Iterator
+from operator import methodcaller
 from pathlib import Path
 from typing import cast
 
@@ -37,7 +38,7 @@ from kafkalog.storage.io.dirview import DIR, FILE, SYMLINK_OUT, DirView
 from kafkalog.storage.io.fs import UrlPath, as_path, is_url, listdir, read_bytes
 from kafkalog.storage.io.fs import info as file_info
 from kafkalog.storage.io.lock import LOCK_FILE_NAME, LockStatus, lock_status
-from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.log.partition import Forward, PartitionLog
 from kafkalog.storage.log.paths import (
     DATA_DIR,
     PARTITION_DIR,
@@ -289,6 +290,10 @@ def open_partition_log(path: str | os.PathLike | UrlPath, checkpoints: dict[str,
                         clean_point=values.get(CLEANER_OFFSET_CHECKPOINT), remote_log_enabled=remote_log_enabled)
 
 
+OffsetMap = dict[tuple[str, int], int]
+"""A checkpoint file's entries: an offset by (topic, partition)."""
+
+
 class DataDir:
     """One data directory, loaded read-only."""
 
@@ -407,7 +412,7 @@ class DataDir:
                 self.findings.append(info(p, None, "layout", "file Kafka does not use in a data directory"))
 
     # ---- checkpoints -------------------------------------------------------------------------------------
-    def _map(self, name: str) -> dict[tuple[str, int], int]:
+    def _map(self, name: str) -> OffsetMap:
         """The checkpoint as a map, built once per checkpoint read (readers ask once per partition: rebuilding it
         each time made a 100,000-partition dir quadratic). Shared: callers copy it before changing it."""
         c = self.checkpoints.get(name)
@@ -419,21 +424,10 @@ class DataDir:
             hit = cache[name] = (c, c.to_dict())
         return hit[1]
 
-    @property
-    def recovery_points(self) -> dict[tuple[str, int], int]:
-        return self._map(RECOVERY_POINT_CHECKPOINT)
-
-    @property
-    def log_start_offsets(self) -> dict[tuple[str, int], int]:
-        return self._map(LOG_START_OFFSET_CHECKPOINT)
-
-    @property
-    def high_watermarks(self) -> dict[tuple[str, int], int]:
-        return self._map(REPLICATION_OFFSET_CHECKPOINT)
-
-    @property
-    def clean_points(self) -> dict[tuple[str, int], int]:
-        return self._map(CLEANER_OFFSET_CHECKPOINT)
+    recovery_points = Forward[OffsetMap](methodcaller("_map", RECOVERY_POINT_CHECKPOINT))
+    log_start_offsets = Forward[OffsetMap](methodcaller("_map", LOG_START_OFFSET_CHECKPOINT))
+    high_watermarks = Forward[OffsetMap](methodcaller("_map", REPLICATION_OFFSET_CHECKPOINT))
+    clean_points = Forward[OffsetMap](methodcaller("_map", CLEANER_OFFSET_CHECKPOINT))
 
     @property
     def had_clean_shutdown(self) -> bool:

@@ -19,9 +19,11 @@ what a partition has lost is in :mod:`~kafkalog.storage.log.loss`.
 from __future__ import annotations
 
 import bisect
+import operator
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, Generic, TypeVar, overload
 
 from kafkalog.storage.errors import CorruptCheckpointError, CorruptRecordError, KafkaLogError, LogDirError
 from kafkalog.storage.files.checkpoints import (
@@ -58,6 +60,32 @@ from kafkalog.storage.log.producer_state import ProducerStateManager
 from kafkalog.storage.log.segment import recover_segment
 from kafkalog.storage.log.topic_partition import METADATA_TOPIC, parse_topic_partition_name
 from kafkalog.storage.records import Batch, LogScanner
+
+T = TypeVar("T")
+
+
+class Forward(property, Generic[T]):
+    """A read-only property that only returns an attribute of an attribute (``topic = Forward[str]("tp.topic")``
+    reads ``self.tp.topic``) or what ``get(self)`` returns; ``doc`` is its docstring."""
+
+    def __init__(self, get: str | Callable[[Any], T], doc: str | None = None) -> None:
+        if isinstance(get, str):
+            get = operator.attrgetter(get)
+
+        def fget(obj: Any) -> Any:  # a function of its own: it carries the docstring (docs/api.md reads fget's)
+            return get(obj)
+
+        fget.__doc__ = doc
+        super().__init__(fget)
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Forward[T]: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return super().__get__(obj, owner)
 
 
 def log_start_offset(checkpoint: int | None, first_base_offset: int | None, remote_log_enabled: bool = False) -> int:
@@ -138,21 +166,10 @@ class PartitionLog:
         return f"PartitionLog({str(self.path)!r}, segments={len(self.segments)})"
 
     # ---- names -------------------------------------------------------------------------------------------
-    @property
-    def topic(self) -> str:
-        return self.tp.topic
-
-    @property
-    def partition(self) -> int:
-        return self.tp.partition
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
-    def dir_kind(self) -> str:
-        return self.tp.kind
+    topic = Forward[str]("tp.topic")
+    partition = Forward[int]("tp.partition")
+    name = Forward[str]("path.name")
+    dir_kind = Forward[str]("tp.kind")
 
     @property
     def is_metadata_log(self) -> bool:

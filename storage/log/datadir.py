@@ -34,6 +34,7 @@ from kafkalog.storage.files.clean_shutdown import (
 )
 from kafkalog.storage.files.findings import Finding, error, info, note, warning
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
+from kafkalog.storage.io.closing import Closing
 from kafkalog.storage.io.dirview import DIR, FILE, SYMLINK_OUT, DirView
 from kafkalog.storage.io.fs import UrlPath, as_path, is_url, listdir, read_bytes
 from kafkalog.storage.io.fs import info as file_info
@@ -294,7 +295,7 @@ OffsetMap = dict[tuple[str, int], int]
 """A checkpoint file's entries: an offset by (topic, partition)."""
 
 
-class DataDir:
+class DataDir(Closing):
     """One data directory, loaded read-only."""
 
     def __init__(self, path: str | os.PathLike | UrlPath):
@@ -480,14 +481,8 @@ class DataDir:
             log.close()
         self._logs.clear()
 
-    def __enter__(self) -> DataDir:
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-class DataDirs:
+class DataDirs(Closing):
     """Several data dirs of one broker (``log.dirs``)."""
 
     def __init__(self, paths: list[str | os.PathLike]):
@@ -548,9 +543,3 @@ class DataDirs:
     def close(self) -> None:
         for d in self.dirs:
             d.close()
-
-    def __enter__(self) -> DataDirs:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

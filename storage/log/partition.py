@@ -52,6 +52,7 @@ from kafkalog.storage.files.partition_metadata import (
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
 from kafkalog.storage.files.segment import LogOffsetPosition, Segment
 from kafkalog.storage.files.txn_index import AbortedTxn
+from kafkalog.storage.io.closing import Closing
 from kafkalog.storage.io.dirview import DirView
 from kafkalog.storage.io.fs import UrlPath
 from kafkalog.storage.log.loss import PRODUCER_SNAPSHOT, RememberedOffset, segment_end_error
@@ -114,7 +115,7 @@ def log_start_checkpoint(partitions) -> dict[tuple[str, int], int]:
                                      p.facts.get("remoteLogEnabled", False))}
 
 
-class PartitionLog:
+class PartitionLog(Closing):
     """A partition directory, loaded read-only (from a path, or as a :class:`DirView` has it).
 
     ``log_start_offset_checkpoint`` / ``recovery_point`` / ``high_watermark`` / ``clean_point`` are the
@@ -517,9 +518,3 @@ class PartitionLog:
             s.close()
         if self._owns_view:
             self.view.close()
-
-    def __enter__(self) -> PartitionLog:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

@@ -202,6 +202,13 @@ TEMPLATES: dict[str, str | Template] = {
     "verify.metadataVersion": "version {version} (Kafka writes 0)",
     "verify.snapshotAboveEnd": "snapshot offset {offset} is above the log end offset {logEndOffset} (Kafka deletes "
                                "it)",
+    "verify.notTruncated": lambda f, x: (
+        f"{x['reason']}; the broker will NOT truncate this at startup ("
+        + ("the data dir had a clean shutdown" if x["cleanShutdown"] else
+           f"the segment lies below the recovery point {x['recoveryPoint']}")
+        + f"): it would serve and replicate the segment as it is. `kafkalog repair {x['dataDir']} --full --dry-run` "
+        f"shows the cut (the records from byte {x['cutAt']} on, and every later segment), `kafkalog repair "
+        f"{x['dataDir']} --full` makes it"),
     "verify.lockUnreadable": "{error}; a broker cannot start on it either",
     "verify.lockHeld": lambda f, x: (f".lock is held by {', '.join(f'pid {p}' for p in x['pids']) or 'another process'}"
                                      ": a broker is running and files may change while being read"),

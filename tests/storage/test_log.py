@@ -220,7 +220,7 @@ def test_verify_crc_and_truncation(tmp_path):
     crc = [f for f in findings if f.kind == "crc"]
     assert len(crc) == 1 and crc[0].severity == "error" and crc[0].file == str(seg)
     assert crc[0].position == 300 - 300 % 97 or crc[0].position < 300
-    assert any(f.kind == "batch" and "torn tail" in f.message for f in findings)
+    assert any(f.kind == "batch" and "torn tail" in render(f) for f in findings)
 
 
 def test_verify_offsets_and_indexes(tmp_path):

@@ -62,18 +62,12 @@ def verify_partition(
 def _not_truncated_by_broker(out: list[Finding], first: int, log: PartitionLog, clean: bool) -> None:
     """Invalid bytes in a segment the broker does not recover at startup (after a clean shutdown, or below the
     recovery point): say so, and how to cut them."""
-    why = ("the data dir had a clean shutdown" if clean else
-           f"the segment lies below the recovery point {log.recovery_point}")
-    data_dir = log.path.parent
     for i in range(first, len(out)):
         f = out[i]
         if f.severity == "error" and f.kind in ("crc", "batch") and f.facts.get("recoveryTruncates"):
-            msg = f.facts["reason"]
-            out[i] = error(f.file, f.position, f.kind,
-                           f"{msg}; the broker will NOT truncate this at startup ({why}): it would serve and replicate "
-                           f"the segment as it is. `kafkalog repair {data_dir} --full --dry-run` shows the cut (the "
-                           f"records from byte {f.position} on, and every later segment), `kafkalog repair {data_dir} "
-                           "--full` makes it")
+            out[i] = error(f.file, f.position, f.kind, code="verify.notTruncated", reason=f.facts["reason"],
+                           cleanShutdown=clean, recoveryPoint=log.recovery_point, dataDir=str(log.path.parent),
+                           cutAt=f.position)
 
 
 def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:

@@ -43,8 +43,11 @@ class Finding:
                 "message": self.message}
 
     def __str__(self) -> str:
+        """For debugging: the message, or the code and facts of a structured finding (its words are
+        ``kafkalog.tools.facts.line``)."""
         where = self.file if self.position is None else f"{self.file}@{self.position}"
-        return f"{self.severity}: {where}: [{self.kind}] {self.message}"
+        what = self.message if self.message else f"{self.code or self.kind} {dict(self.facts)}"
+        return f"{self.severity}: {where}: [{self.kind}] {what}"
 
 
 def error(file, position: int | None, kind: str, message: str = "", *, code: str | None = None,

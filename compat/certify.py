@@ -51,6 +51,7 @@ from kafkalog.compat.broker import KafkaBroker, make_broker
 from kafkalog.compat.clients import confluent_headers
 from kafkalog.compat.errors import BrokerError, HarnessError, ToolError
 from kafkalog.compat.tools import dump_log_segments
+from kafkalog.facts import render
 from kafkalog.storage.engine.export import ExportFilter, iter_partition_batches
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.checkpoints import DATA_DIR_CHECKPOINTS
@@ -988,6 +989,6 @@ def _verify(orig: Path, rep: DirReport) -> None:
         p = Path(f.file)
         part = p.name if p.is_dir() and p.parent == orig else p.parent.name if p.parent.parent == orig else None
         rep.divergences.append(Divergence("verify", part, file=f.file, position=f.position,
-                                          kafka="kafkalog verify --deep (Kafka's loading rules): " + f.message,
-                                          files=f"[{f.kind}] {f.message}", rule=f"kafkalog verify [{f.kind}]",
+                                          kafka="kafkalog verify --deep (Kafka's loading rules): " + render(f),
+                                          files=f"[{f.kind}] {render(f)}", rule=f"kafkalog verify [{f.kind}]",
                                           command="kafkalog doctor"))

@@ -8,9 +8,9 @@ import sys
 import time
 from pathlib import Path
 
+from kafkalog import facts
 from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.reports.doctor import SCAN_RATE, diagnose
-from kafkalog.tools import facts
 from kafkalog.tools.output import (
     NOW_GRAMMAR,
     JsonLines,

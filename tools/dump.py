@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from kafkalog.facts import describe_remembered
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.log.datadir import open_partition_log, resolve_partition_dirs
@@ -22,7 +23,6 @@ from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import FILE, PARTITION_DIR, PathError, classify
 from kafkalog.storage.records.dump import RecordStream, dump_log
 from kafkalog.storage.reports import dump as dumpers
-from kafkalog.tools.facts import describe_remembered
 
 from .output import (
     JsonLines,

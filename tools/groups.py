@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import IO
 
+from kafkalog import facts
 from kafkalog.storage.reports.groups import GroupsReport, load_groups
-from kafkalog.tools import facts
 
 from .output import JsonLines, add_epoch_argument, positive_int, progress, render_table, time_format
 

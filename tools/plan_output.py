@@ -10,9 +10,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from kafkalog import facts
 from kafkalog.storage.engine.plan import ApplyResult, Loss, Plan, Setting, apply, concurrent_writer
 from kafkalog.storage.io.ops import Op
-from kafkalog.tools import facts
 from kafkalog.tools.output import add_epoch_argument, human_size, human_time, positive_int, progress
 
 

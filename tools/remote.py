@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kafkalog.facts import finding_json
 from kafkalog.storage.remote import open_remote_store
 from kafkalog.storage.remote.inspect import iter_remote_segments, list_remote, verify_remote
-from kafkalog.tools.facts import finding_json
 from kafkalog.tools.output import JsonLines, add_output_arguments, human_size, progress, render_table
 
 DESCRIPTION = """\

@@ -8,9 +8,9 @@ import os
 import sys
 from typing import IO
 
+from kafkalog.facts import finding_json, render
 from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.reports.verify import VerifyReport, verify_paths
-from kafkalog.tools.facts import finding_json, render
 
 from .output import JsonLines, human_size, positive_int, progress, render_table
 

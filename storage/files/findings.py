@@ -24,7 +24,7 @@ class Finding:
     A note (what a plan, a load or a report says beside its results) is a finding too: its ``kind`` is a code
     (``cleaner.notEligible``, ``loader.split``...), ``file`` the path it is about, and ``facts`` its offsets, counts,
     bytes, timestamps (epoch ms) and config names/values as typed fields. Its words are made in ``kafkalog.tools``
-    (``tools/facts.py``: one template per kind, over ``facts``); ``message`` is empty then.
+    (``tools/package/facts.py``: one template per kind, over ``facts``); ``message`` is empty then.
     """
 
     file: str
@@ -38,13 +38,13 @@ class Finding:
     def to_dict(self) -> dict:
         """JSON (docs/schemas/finding.schema.json): file, position, kind, severity and message. A structured
         finding's ``facts`` and ``code`` are the library's (the plan notes' JSON carries them:
-        ``kafkalog.tools.facts.to_json``)."""
+        ``kafkalog.facts.to_json``)."""
         return {"file": self.file, "position": self.position, "kind": self.kind, "severity": self.severity,
                 "message": self.message}
 
     def __str__(self) -> str:
         """For debugging: the message, or the code and facts of a structured finding (its words are
-        ``kafkalog.tools.facts.line``)."""
+        ``kafkalog.facts.line``)."""
         where = self.file if self.position is None else f"{self.file}@{self.position}"
         what = self.message if self.message else f"{self.code or self.kind} {dict(self.facts)}"
         return f"{self.severity}: {where}: [{self.kind}] {what}"

@@ -88,7 +88,7 @@ class RememberedOffset:
 
     def to_dict(self) -> dict:
         """The facts: what remembers the offset (``source``, ``file``, ``group``, ``epoch``), the offset and the log
-        end offset (``kafkalog.tools.facts`` words them)."""
+        end offset (``kafkalog.facts`` words them)."""
         return {"source": self.source, "file": self.file, "offset": self.offset, "logEndOffset": self.log_end_offset,
                 "group": self.group, "epoch": self.epoch}
 

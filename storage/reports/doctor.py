@@ -91,7 +91,7 @@ class Problem:
     bytes: int | None = None
     cause: str | None = None  # what the broker logs first (the exception under its fatal fault)
     serving: Serving | None = None  # corruptBatch: which readers fail on the batch, what cuts or salvages it
-    note: Finding | None = None  # what was observed, as a code and its facts (kafkalog.tools.facts words it)
+    note: Finding | None = None  # what was observed, as a code and its facts (kafkalog.facts words it)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON: the fields; with a ``note``, its ``code`` and ``facts`` (the command puts its words in

@@ -38,7 +38,7 @@ class GroupsReport:
     groups: list[Group]
     partitions: list[str]  # the __consumer_offsets partition dirs read
     errors: list[str]  # a partition that could not be read to its end (its groups as far as it was read)
-    notes: list[Finding]  # structured notes (tools/facts words them)
+    notes: list[Finding]  # structured notes (kafkalog.facts words them)
     #: end offsets (high watermark, else log end offset) of the partitions present that some member is assigned
     assigned_ends: dict[tuple[str, int], int | None] = field(default_factory=dict)
     #: committed offsets past the log end offset of their partition (present in these dirs): offsets the group

@@ -10,6 +10,7 @@ import sys
 import pytest
 from builders import BASE_TS, generated_data_dir, generated_partition
 
+from kafkalog.facts import finding_json
 from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.cleaner.manager import plan_compact
 from kafkalog.storage.engine.plan import apply
@@ -17,7 +18,6 @@ from kafkalog.storage.files.checkpoints import read_offset_checkpoint, write_off
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.records import build_legacy, iter_batches
 from kafkalog.storage.reports.verify import verify_partition, verify_paths
-from kafkalog.tools.facts import finding_json
 from kafkalog.tools.spark import jobs
 from kafkalog.tools.spark.jvm import NO_SCAN, has_scan
 

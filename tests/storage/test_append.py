@@ -3,6 +3,7 @@
 import base64
 import json
 
+from kafkalog.facts import render
 from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.writer import LogWriter
@@ -10,7 +11,6 @@ from kafkalog.storage.files.offset_index import read_offset_index
 from kafkalog.storage.records import iter_batches
 from kafkalog.tools import cli
 from kafkalog.tools.append import batch_from_json
-from kafkalog.tools.facts import render
 
 NOW = 1_700_000_000_000
 TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"

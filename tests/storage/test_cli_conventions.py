@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 from builders import multi_partition_data_dir
 
+from kafkalog.facts import render
 from kafkalog.storage.reports.describe import describe_paths
 from kafkalog.storage.reports.verify import verify_paths
 from kafkalog.tools.cli import main
-from kafkalog.tools.facts import render
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from damage import FIXTURES, NOW, damaged_copy
 
+from kafkalog.facts import render
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.reports.doctor import diagnose
 from kafkalog.storage.reports.startup_gate import java_sorted
 from kafkalog.tools.cli import main
-from kafkalog.tools.facts import render
 
 KRAFT = "kafka-4.3.1-kraft"
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.facts import render
 from kafkalog.storage.decoders.offsets_schemas import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     RECORD_TYPES,
@@ -25,7 +26,6 @@ from kafkalog.storage.records.builder import build_batch, build_end_txn_marker
 from kafkalog.storage.reports.group_coordinator import GroupCoordinatorShard
 from kafkalog.storage.reports.groups import load_groups
 from kafkalog.tools.cli import main
-from kafkalog.tools.facts import render
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"

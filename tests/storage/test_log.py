@@ -11,6 +11,7 @@ from builders import numbered_batches, three_segment_data_dir, three_segment_par
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkalog.facts import line, render
 from kafkalog.storage.errors import LogDirError
 from kafkalog.storage.files.checkpoints import write_offset_checkpoint
 from kafkalog.storage.files.leader_epoch import EpochEntry, write_leader_epoch_checkpoint
@@ -24,7 +25,6 @@ from kafkalog.storage.log.topic_partition import TopicPartitionDir, parse_topic_
 from kafkalog.storage.records import build_batch
 from kafkalog.storage.reports.describe import describe_partition
 from kafkalog.storage.reports.verify import verify_data_dir, verify_data_dirs, verify_partition
-from kafkalog.tools.facts import line, render
 
 TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"
 

@@ -13,6 +13,7 @@ import pytest
 from builders import offset_batches, three_segment_data_dir, write_segment
 from damage import crc_active_segment, crc_closed_segment
 
+from kafkalog.facts import render
 from kafkalog.storage.engine.export import ExportFilter, iter_export_rows
 from kafkalog.storage.errors import CorruptRecordError, LogDirError
 from kafkalog.storage.files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
@@ -27,7 +28,6 @@ from kafkalog.storage.reports.groups import load_groups
 from kafkalog.storage.reports.transactions import read_transaction_state
 from kafkalog.storage.reports.verify import verify_paths
 from kafkalog.tools import cli
-from kafkalog.tools.facts import render
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 KRAFT = FIXTURES / "kafka-4.3.1-kraft" / "data"

@@ -2,6 +2,7 @@ import os
 
 from engines import recover
 
+from kafkalog.facts import render
 from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.engine.flush import plan_flush
 from kafkalog.storage.engine.plan import apply
@@ -11,7 +12,6 @@ from kafkalog.storage.files.checkpoints import read_offset_checkpoint
 from kafkalog.storage.files.offset_index import read_offset_index
 from kafkalog.storage.records import build_batch, iter_batches
 from kafkalog.tools.cli import main
-from kafkalog.tools.facts import render
 
 NOW = 1_700_000_000_000
 CFG = LogConfig.from_topic_props({"segment.bytes": "20000", "index.interval.bytes": "1000"})

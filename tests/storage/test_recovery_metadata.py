@@ -1,11 +1,11 @@
 """repair and an unreadable partition.metadata: rewritten from --topic-id (or the KRaft metadata log), never
 deleted; with no source the plan says what the broker would do and leaves the file."""
 
+from kafkalog.facts import render
 from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.tools import cli
-from kafkalog.tools.facts import render
 
 NOW = 1_700_000_000_000
 TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"

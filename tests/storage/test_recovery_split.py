@@ -7,6 +7,7 @@ import pytest
 from builders import batch_at
 from engines import recover
 
+from kafkalog.facts import render
 from kafkalog.storage.engine.reindex import plan_reindex
 from kafkalog.storage.engine.split import plan_overflow_split, split_overflowed_segment
 from kafkalog.storage.files.offset_index import read_offset_index
@@ -14,7 +15,6 @@ from kafkalog.storage.io import fileops
 from kafkalog.storage.io.dirview import DirView
 from kafkalog.storage.io.ops import run_ops
 from kafkalog.storage.records import build_batch, iter_batches
-from kafkalog.tools.facts import render
 
 NOW = 1_700_000_000_000
 HIGH = 2**31 + 100  # beyond base 0 + Int.MaxValue

@@ -13,13 +13,14 @@ from builders import aged_partition, mixed_format_data_dir, three_segment_data_d
 from damage import damaged_copy
 from engines import compact, recover, retain
 
+from kafkalog import facts
 from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.plan import Loss, Setting
 from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.io.ops import Delete, Op, Truncate, WriteFile
 from kafkalog.storage.reports.doctor import diagnose
-from kafkalog.tools import facts, plan_output
+from kafkalog.tools import plan_output
 from kafkalog.tools.output import human_size, human_time
 
 NOW = 1_700_000_000_000
@@ -233,7 +234,7 @@ def test_every_kind_storage_notes_has_a_template_that_renders_its_facts():
     calls = _note_calls()
     assert len(calls) >= 40, calls
     for module, kind, names in calls:
-        assert kind in facts.TEMPLATES, f"{module}: {kind} has no template in tools/facts.py"
+        assert kind in facts.TEMPLATES, f"{module}: {kind} has no template in tools/package/facts.py"
         given = {k: samples.get(k, 7) for k in names if k != "**"} | (samples if "**" in names else {})
         text = facts.render(note("/d/t-0/x", kind, **given))
         assert text and "{" not in text, (kind, text)

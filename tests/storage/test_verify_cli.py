@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from builders import TOPIC_IDS, multi_partition_data_dir
 
+from kafkalog.facts import render
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.log.paths import PathError
 from kafkalog.storage.reports.verify import classify_path, verify_paths
 from kafkalog.tools.cli import main
-from kafkalog.tools.facts import render
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIXTURE_DATA = sorted(FIXTURES.glob("*/data")) if FIXTURES.is_dir() else []

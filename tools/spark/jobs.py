@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkalog.facts import finding_json, render_all
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.tools.facts import finding_json, render_all
 
 
 @dataclass

@@ -4,6 +4,10 @@ timestamps, config names and values); this module holds one template per kind an
 become sentences, for every command's human output and for the ``message`` of its ``--json`` notes.
 
 A finding without a template (one the library still words itself) renders as its ``message``.
+
+It lives with the ``kafkalog`` package's own modules (``tools/package``), above ``kafkalog.storage`` and beside
+``kafkalog.tools`` and ``kafkalog.compat``, so that the commands and the certify report (``compat/certify``, which
+may not import ``kafkalog.tools``) word a finding the same way.
 """
 
 from __future__ import annotations

@@ -204,6 +204,7 @@ TEMPLATES: dict[str, str | Template] = {
     "verify.epochStartDiffers": "epoch {epoch} recorded at {startOffset}, first batch of that epoch starts at "
                                 "{firstBatchOffset}",
     "verify.metadataVersion": "version {version} (Kafka writes 0)",
+    "verify.snapshotUnreadable": "{error} (Kafka deletes it and falls back to an older snapshot)",
     "verify.snapshotAboveEnd": "snapshot offset {offset} is above the log end offset {logEndOffset} (Kafka deletes "
                                "it)",
     "verify.notTruncated": lambda f, x: (

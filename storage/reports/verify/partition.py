@@ -206,8 +206,7 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
         try:
             snap = read_producer_snapshot(sp)
         except KafkaLogError as e:
-            out.append(error(sp, e.position, "snapshot",
-                             f"{e.reason} (Kafka deletes it and falls back to an older snapshot)"))
+            out.append(error(sp, e.position, "snapshot", code="verify.snapshotUnreadable", error=e.reason))
             continue
         for problem in snap.validate():
             out.append(warning(sp, None, "snapshot", problem))

@@ -32,7 +32,7 @@ from kafkalog.storage.files.names import (
     TXN_INDEX_FILE_SUFFIX,
     offset_from_file_name,
 )
-from kafkalog.storage.files.offset_index import OffsetIndex
+from kafkalog.storage.files.offset_index import OffsetIndex, OffsetPosition
 from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from kafkalog.storage.files.txn_index import TransactionIndex
 from kafkalog.storage.io.closing import Closing, unmap
@@ -268,6 +268,19 @@ class Segment(Closing):
             if not idx.padding_is_zero():
                 return f"{path.name}: non-zero bytes after the last entry"
         return None
+
+    def seek_index(self, size: int | None = None) -> OffsetIndex:
+        """The offset index's entries a reader can seek by: positions inside the ``.log`` (below ``size``, the log's
+        size by default) past its first batch, offsets from the base, both strictly increasing; the zero tail of a
+        preallocated index and a damaged index's stray entries are left out. Empty without an ``.index``."""
+        end = self.size if size is None else size
+        index = self.offset_index
+        out: list[OffsetPosition] = []
+        for e in index:
+            if 0 < e.position < end and e.offset >= self.base_offset \
+                    and (not out or (e.offset > out[-1].offset and e.position > out[-1].position)):
+                out.append(e)
+        return index if len(out) == len(index) else OffsetIndex.from_entries(self.base_offset, out)
 
     def txn_index_oversized(self) -> str | None:
         """Why the ``.txnindex`` cannot belong to this segment by its size alone: it holds one entry per abort

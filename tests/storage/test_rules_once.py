@@ -17,6 +17,7 @@ from kafkalog.compat.pytest_plugin import require_modules
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.retention import plan_retention
 from kafkalog.storage.files.offset_index import OffsetIndex
+from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.log import partition as storage_log
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.remote.layout import open_remote_store, remote_partition_view
@@ -155,6 +156,30 @@ def test_index_lookup(data_dir, monkeypatch):
     assert first_piece_start() > 0
     monkeypatch.setattr(OffsetIndex, "lookup", lambda self, t: type(lookup(self, t))(self.base_offset, 0))
     assert first_piece_start() == 0  # the patched lookup decides where the read starts
+
+
+def test_seek_index(data_dir, monkeypatch):
+    """The offset-index entries a read may start at or be cut at are the segment's (``Segment.seek_index``): the
+    Spark planner's start and the stream's tail ask it."""
+    seek_index = Segment.seek_index
+    asked: list[int] = []
+
+    def spy(self, size=None):
+        asked.append(self.base_offset)
+        return seek_index(self, size)
+
+    monkeypatch.setattr(Segment, "seek_index", spy)
+    second = bases(data_dir)[1]
+    opts = parse_read_options({"path": str(data_dir), "startingOffset": str(second + 100)})
+
+    def first_piece_start() -> int:
+        return next(p.start for g in plan(opts) for p in g if p.base_offset == second)
+
+    assert first_piece_start() > 0 and second in asked  # the Spark source's planning
+    asked.clear()
+    assert stream_end(data_dir) == N and bases(data_dir)[-1] in asked  # the stream's tail of the last segment
+    monkeypatch.setattr(Segment, "seek_index", lambda self, size=None: OffsetIndex.from_entries(self.base_offset, []))
+    assert first_piece_start() == 0  # no entry to start at: the read starts at the segment's first byte
 
 
 # ---- over a URL (s3://, a local moto server), the loader and dump: the same one rule each time ----------------------

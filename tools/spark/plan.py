@@ -20,17 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkalog.storage.errors import KafkaLogError, LogDirError
-from kafkalog.storage.files.names import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, offset_from_file_name
+from kafkalog.storage.files.names import offset_from_file_name
 from kafkalog.storage.files.offset_index import OffsetIndex
-from kafkalog.storage.files.time_index import TimeIndex
-from kafkalog.storage.io.fs import FsSpec, SegmentFile, UrlPath, display, info, listdir, read_bytes, split_uri
+from kafkalog.storage.files.segment import Segment as LogSegment
+from kafkalog.storage.io.closing import Closing
+from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.io.fs import FsSpec, SegmentFile, UrlPath, display, info, listdir, split_uri
 from kafkalog.storage.log.datadir import check_topics, live_partition_name, open_partition_log
 from kafkalog.storage.log.partition import PartitionLog
 
 from .filters import columns, keeps
 from .options import ReadOptions
 
-MAX_INDEX_BYTES = 64 * 1024 * 1024
 _ENTRY_HEAD = struct.Struct(">qi")
 SKIPPED_DIRS = ("remote-log-index-cache",)
 
@@ -198,47 +199,60 @@ def _base_of(name: str, raw: str) -> int:
 
 
 # --------------------------------------------------------------------------------------------- indexes
-def _sibling(seg: Segment, suffix: str) -> str:
-    return seg.path[: -len(".log")] + suffix
+class Opened(Closing):
+    """Storage's segments (:class:`~kafkalog.storage.files.segment.Segment`) of discovery's records, their indexes
+    read as every command reads them (a URL's partition dir through one read-only view), opened when first asked
+    for, open until :meth:`close`."""
+
+    def __init__(self) -> None:
+        self._views: dict[tuple[FsSpec, str], DirView] = {}
+        self._segments: dict[tuple[FsSpec, str], LogSegment] = {}
+
+    def segment(self, seg: Segment) -> LogSegment:
+        s = self._segments.get((seg.spec, seg.path))
+        if s is not None:
+            return s
+        if seg.spec.is_local:  # its files mapped as they are
+            s = LogSegment(seg.path, seg.base_offset)
+        else:
+            key = (seg.spec, _partition_dir(seg))
+            view = self._views.get(key)
+            if view is None:
+                view = self._views[key] = DirView(partition_dir(*key), DirView.READONLY)
+            s = LogSegment.in_view(view, seg.base_offset, seg.path.rstrip("/").rsplit("/", 1)[-1])
+        self._segments[(seg.spec, seg.path)] = s
+        return s
+
+    def close(self) -> None:
+        for s in self._segments.values():
+            s.close()
+        for v in self._views.values():
+            v.close()
+        self._segments.clear()
+        self._views.clear()
 
 
-def _index_bytes(seg: Segment, suffix: str) -> tuple[bytes, str] | None:
-    """The bytes of the segment's index file with ``suffix`` and the name it is shown by, or None when there is
-    none or it cannot be read (planning then goes without it)."""
-    p = _sibling(seg, suffix)
+def seek_index(seg: Segment, opened: Opened) -> OffsetIndex | None:
+    """The entries of the segment's offset index a read can start at (storage's
+    :meth:`~kafkalog.storage.files.segment.Segment.seek_index`, inside the ``size`` discovery saw), or None when
+    there is no index or it cannot be read (planning then goes without it)."""
     try:
-        if info(seg.spec, p) is None:
-            return None
-        return read_bytes(seg.spec, p, MAX_INDEX_BYTES), display(seg.spec, p)
+        s = opened.segment(seg)
+        return s.seek_index(seg.size) if s.has_offset_index else None
     except (OSError, KafkaLogError):
         return None
 
 
-def offset_index_entries(seg: Segment) -> list[tuple[int, int]] | None:
-    """The usable entries ``(offset, position)`` of the segment's offset index (strictly increasing, inside
-    the file), or None when there is no index."""
-    found = _index_bytes(seg, INDEX_FILE_SUFFIX)
-    if found is None:
-        return None
-    data, name = found
-    idx = OffsetIndex.from_bytes(data, seg.base_offset, name)
-    out: list[tuple[int, int]] = []
-    for e in idx:
-        if 0 < e.position < seg.size and e.offset >= seg.base_offset \
-                and (not out or (e.offset > out[-1][0] and e.position > out[-1][1])):
-            out.append((e.offset, e.position))
-    return out
-
-
-def time_index_skip_offset(seg: Segment, start_ts: int) -> int | None:
+def time_index_skip_offset(seg: Segment, start_ts: int, opened: Opened) -> int | None:
     """An offset such that every batch whose last offset is below it has max timestamp < ``start_ts``
-    (from the largest time-index entry with timestamp < start_ts), or None."""
-    found = _index_bytes(seg, TIME_INDEX_FILE_SUFFIX)
-    if found is None:
+    (from the segment's time index: its largest entry with timestamp < start_ts), or None."""
+    try:
+        s = opened.segment(seg)
+        if not s.has_time_index:
+            return None
+        e = s.time_index.lookup(start_ts - 1)
+    except (OSError, KafkaLogError):
         return None
-    data, name = found
-    ti = TimeIndex.from_bytes(data, seg.base_offset, name)
-    e = ti.lookup(start_ts - 1)
     if e.timestamp < 0 or e.timestamp >= start_ts:
         return None
     return e.offset + 1
@@ -266,30 +280,30 @@ def header_boundaries(seg: Segment, start: int, end: int) -> list[int]:
 
 
 # --------------------------------------------------------------------------------------------- planning
-def segment_range(seg: Segment, opts: ReadOptions, entries: list[tuple[int, int]] | None) -> tuple[int, int] | None:
-    """The byte range of ``seg`` worth reading under the offset/time options, or None to skip it."""
+def segment_range(seg: Segment, opts: ReadOptions, index: OffsetIndex | None, opened: Opened) -> tuple[int, int] | None:
+    """The byte range of ``seg`` worth reading under the offset/time options (``index``: its :func:`seek_index`), or
+    None to skip it."""
     s_off, e_off = opts.start_offset, opts.end_offset
     if s_off is not None and seg.next_base_offset is not None and seg.next_base_offset <= s_off:
         return None
     if e_off is not None and seg.base_offset >= e_off:
         return None
     start, end = 0, seg.size
-    offsets = [e[0] for e in entries] if entries else []
-    if entries:
+    if index is not None and len(index):
         targets = []
         if s_off is not None and s_off > seg.base_offset:
             targets.append(s_off)
         if opts.start_timestamp is not None:
-            t = time_index_skip_offset(seg, opts.start_timestamp)
+            t = time_index_skip_offset(seg, opts.start_timestamp, opened)
             if t is not None:
                 targets.append(t)
-        index = OffsetIndex.from_entries(seg.base_offset, entries)
         for target in targets:
             start = max(start, index.lookup(target).position)  # Kafka's lookup: the largest entry <= target
         if e_off is not None:
-            j = bisect.bisect_left(offsets, e_off)  # first entry with offset >= end offset
+            entries = list(index)
+            j = bisect.bisect_left([e.offset for e in entries], e_off)  # first entry with offset >= end offset
             if j + 1 < len(entries):
-                end = entries[j + 1][1]
+                end = entries[j + 1].position
     if start >= end:
         return None
     return start, end
@@ -338,28 +352,29 @@ def plan_pieces(segments: list[Segment], opts: ReadOptions) -> list[Piece]:
     target = _target_bytes(total, len(segments), opts)
     windows = partition_windows(segments, opts)
     base_opts = opts
-    for seg in segments:
-        if seg.size == 0:
-            continue
-        window = windows.get((seg.spec, _partition_dir(seg)))
-        opts = base_opts.in_window(window)
-        needs_index = seg.size > target or opts.start_offset is not None or opts.end_offset is not None \
-            or opts.start_timestamp is not None
-        entries = offset_index_entries(seg) if needs_index else None
-        rng = segment_range(seg, opts, entries)
-        if rng is None:
-            continue
-        start, end = rng
-        cuts: list[int] = []
-        if end - start > target:
-            candidates = [p for _, p in entries] if entries else []
-            if not candidates and seg.spec.is_local:
-                candidates = header_boundaries(seg, start, end)
-            cuts = _cuts(sorted(c for c in candidates if start < c < end), start, end, target)
-        bounds = [start, *cuts, end]
-        for a, b in zip(bounds, bounds[1:], strict=False):
-            pieces.append(Piece(seg.spec, seg.path, seg.topic, seg.partition, seg.base_offset, a, b, seg.size,
-                                window))
+    with Opened() as opened:
+        for seg in segments:
+            if seg.size == 0:
+                continue
+            window = windows.get((seg.spec, _partition_dir(seg)))
+            opts = base_opts.in_window(window)
+            needs_index = seg.size > target or opts.start_offset is not None or opts.end_offset is not None \
+                or opts.start_timestamp is not None
+            index = seek_index(seg, opened) if needs_index else None
+            rng = segment_range(seg, opts, index, opened)
+            if rng is None:
+                continue
+            start, end = rng
+            cuts: list[int] = []
+            if end - start > target:
+                candidates = [e.position for e in index] if index is not None else []
+                if not candidates and seg.spec.is_local:
+                    candidates = header_boundaries(seg, start, end)
+                cuts = _cuts(sorted(c for c in candidates if start < c < end), start, end, target)
+            bounds = [start, *cuts, end]
+            for a, b in zip(bounds, bounds[1:], strict=False):
+                pieces.append(Piece(seg.spec, seg.path, seg.topic, seg.partition, seg.base_offset, a, b, seg.size,
+                                    window))
     return pieces
 
 

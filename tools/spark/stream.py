@@ -52,13 +52,14 @@ from kafkalog.storage.records import LogScanner
 
 from .options import ReadOptions, _bool, _int, parse_read_options
 from .plan import (
+    Opened,
     Segment,
     _partition_dir,
     discover,
-    offset_index_entries,
     partition_dir,
     partition_segments,
     plan_pieces,
+    seek_index,
 )
 
 log = logging.getLogger("kafkalog.spark.stream")
@@ -218,9 +219,11 @@ class LogView:
             pos, nxt = cached
         else:
             pos, nxt = 0, seg.base_offset
-            entries = offset_index_entries(seg)  # a live broker's index is preallocated: zero entries are dropped
-            if entries:
-                p, n = complete_end(seg, entries[-1][1], -1, self.opts)
+            with Opened() as opened:  # a live broker's index is preallocated: its zero tail is not an entry
+                index = seek_index(seg, opened)
+                last = index.entry(len(index) - 1).position if index is not None and len(index) else None
+            if last is not None:
+                p, n = complete_end(seg, last, -1, self.opts)
                 if n >= 0:  # the last index entry points at a whole batch: scan on from there
                     pos, nxt = p, n
         pos, nxt = complete_end(seg, pos, nxt, self.opts)

@@ -385,7 +385,7 @@ class DataDir(Closing):
             assert ent is not None
             p = self.path / name
             if ent.kind == SYMLINK_OUT:
-                self.findings.append(warning(p, None, "layout", "symlink leaving the data directory: not followed"))
+                self.findings.append(warning(p, None, "layout", code="layout.symlinkOutOfDataDir"))
                 continue
             if ent.kind == DIR:
                 if name == REMOTE_LOG_INDEX_CACHE:
@@ -400,17 +400,16 @@ class DataDir(Closing):
                 continue
             if ent.kind != FILE:
                 if name != LOCK_FILE_NAME:
-                    self.findings.append(warning(p, None, "layout",
-                                                 f"not a regular file ({ent.kind}): not read"))
+                    self.findings.append(warning(p, None, "layout", code="layout.notRegular", entry=ent.kind))
                 continue
             if name.endswith(".tmp"):
                 self.leftover_tmp_files.append(p)
                 self.findings.append(
-                    warning(p, None, "leftover", "temporary file of an interrupted atomic write (Kafka ignores it)")
+                    warning(p, None, "leftover", code="layout.tmpFile")
                 )
             elif name not in KNOWN_TOP_FILES:
                 self.other_entries.append(p)
-                self.findings.append(info(p, None, "layout", "file Kafka does not use in a data directory"))
+                self.findings.append(info(p, None, "layout", code="layout.unusedInDataDir"))
 
     # ---- checkpoints -------------------------------------------------------------------------------------
     def _map(self, name: str) -> OffsetMap:
@@ -517,12 +516,14 @@ class DataDirs(Closing):
             did = m.directory_id
             if did is not None:
                 if did in directory_ids:
-                    out.append(error(mp, None, "metadata", f"directory.id {did} also used by {directory_ids[did]}"))
+                    out.append(error(mp, None, "metadata", code="metadata.directoryIdReused", directoryId=did,
+                                     other=str(directory_ids[did])))
                 directory_ids.setdefault(did, mp)
         if len(cluster_ids) > 1:
-            out.append(error(self.dirs[0].path, None, "metadata", f"data dirs disagree on cluster.id: {sorted(cluster_ids)}"))
+            out.append(error(self.dirs[0].path, None, "metadata", code="metadata.clusterIdsDiffer",
+                             clusterIds=sorted(cluster_ids)))
         if len(node_ids) > 1:
-            out.append(error(self.dirs[0].path, None, "metadata", f"data dirs disagree on the node id: {sorted(node_ids)}"))
+            out.append(error(self.dirs[0].path, None, "metadata", code="metadata.nodeIdsDiffer", nodeIds=sorted(node_ids)))
         live: dict[tuple[str, int], Path] = {}
         metadata_dirs = []
         for d in self.dirs:
@@ -533,11 +534,11 @@ class DataDirs(Closing):
                     continue
                 key = (tp.topic, tp.partition)
                 if key in live:
-                    out.append(error(p, None, "layout", f"{tp.name} is also live in {live[key]}; Kafka refuses to start",
+                    out.append(error(p, None, "layout", code="layout.alsoLive", partition=tp.name, other=str(live[key]),
                                      refuses=True))
                 live.setdefault(key, p)
         if len(metadata_dirs) > 1:
-            out.append(error(metadata_dirs[1], None, "layout", f"{METADATA_PARTITION_DIR} found in several data dirs"))
+            out.append(error(metadata_dirs[1], None, "layout", code="layout.metadataDirTwice", metadataDir=METADATA_PARTITION_DIR))
         return out
 
     def close(self) -> None:

@@ -77,22 +77,19 @@ def list_partition_files(view: DirView, path: Path, metadata_log: bool) -> Parti
         assert e is not None
         p = path / name
         if e.kind == SYMLINK_OUT:
-            out.findings.append(warning(p, None, "layout", "symlink leaving the partition directory: not followed"))
+            out.findings.append(warning(p, None, "layout", code="layout.symlinkOutOfPartitionDir"))
             continue
         if e.kind in (DIR, SPECIAL) and _kafka_file_name(name):
-            what = "a directory" if e.kind == DIR else "not a regular file (a FIFO, socket or device)"
-            out.findings.append(error(p, None, "layout", f"{what} with the name of a Kafka file: not read; the "
-                                      "broker cannot load or write it (move it away)"))
+            out.findings.append(error(p, None, "layout", code="layout.kafkaNameNotAFile", directory=e.kind == DIR))
             continue
         if e.kind == DIR:
-            out.findings.append(info(p, None, "layout", "unexpected sub-directory in a partition directory"))
+            out.findings.append(info(p, None, "layout", code="layout.subdirectory"))
             continue
         if e.kind == SPECIAL:
-            out.findings.append(warning(p, None, "layout", "not a regular file (a FIFO, socket or device): "
-                                        "not read"))
+            out.findings.append(warning(p, None, "layout", code="layout.special"))
             continue
         if e.kind == DANGLING:
-            out.findings.append(warning(p, None, "layout", "dangling or looping symlink: not read"))
+            out.findings.append(warning(p, None, "layout", code="layout.danglingSymlink"))
             continue
         assert e.kind == FILE
         suffix = temp_suffix(name)
@@ -103,15 +100,14 @@ def list_partition_files(view: DirView, path: Path, metadata_log: bool) -> Parti
             try:
                 base = offset_from_file_name(name)
             except ValueError:
-                out.findings.append(error(p, None, "layout", "log file name does not start with an offset"))
+                out.findings.append(error(p, None, "layout", code="layout.logNameNoOffset"))
                 continue
             if base < 0:
-                out.findings.append(error(p, None, "layout", f"negative base offset {base}"))
+                out.findings.append(error(p, None, "layout", code="layout.negativeBaseOffset", baseOffset=base))
                 continue
             if base in logs:
-                out.findings.append(
-                    error(p, None, "layout", f"two log files with base offset {base}: {logs[base]}, {name}")
-                )
+                out.findings.append(error(p, None, "layout", code="layout.baseOffsetTwice", baseOffset=base,
+                                          first=logs[base], second=name))
                 continue
             logs[base] = name
             prefixes_with_log.add(name.split(".", 1)[0])
@@ -121,7 +117,7 @@ def list_partition_files(view: DirView, path: Path, metadata_log: bool) -> Parti
             try:
                 out.snapshot_files.append((offset_from_file_name(name), p))
             except ValueError:
-                out.findings.append(warning(p, None, "snapshot", "snapshot file name does not start with an offset"))
+                out.findings.append(warning(p, None, "snapshot", code="layout.snapshotNameNoOffset"))
         elif name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE, QUORUM_STATE_FILE):
             continue
         elif metadata_log and (
@@ -131,12 +127,10 @@ def list_partition_files(view: DirView, path: Path, metadata_log: bool) -> Parti
             out.kraft_snapshots.append(p)
         else:
             out.other_files.append(p)
-            out.findings.append(info(p, None, "layout", "file Kafka does not use in a partition directory"))
+            out.findings.append(info(p, None, "layout", code="layout.unusedInPartitionDir"))
     for p in index_files:
         if p.name.split(".", 1)[0] not in prefixes_with_log:
-            out.findings.append(
-                warning(p, None, "index", "orphaned index file without a .log (Kafka deletes it at load)")
-            )
+            out.findings.append(warning(p, None, "index", code="layout.orphanedIndex"))
     out.segments = [Segment.in_view(view, b, logs[b]) for b in sorted(logs)]
     out.snapshot_files.sort()
     return out

@@ -59,13 +59,19 @@ class _StreamedIndex:
             self.advance()
 
     def found(self, level, slot: int, fields: tuple[int, int], text: str) -> None:
-        """A finding of ``level`` about entry ``slot`` (its two ``fields``), at the entry's byte position."""
+        """A finding of ``level`` about entry ``slot`` (its two ``fields``), at the entry's byte position.
+
+        In words: ``reindex`` quotes the message of an index error as the reason it rebuilds the index."""
         self.out.append(level(self.path, slot * self.SLOT, self.KIND, f"entry {slot} {fields}: {text}"))
 
-    def count(self, n: int, text: str) -> None:
-        """An info finding about the ``n`` entries ``text`` says (none when ``n`` is 0)."""
-        if n:
-            self.out.append(info(self.path, None, self.KIND, f"{n} entries {text}"))
+    def noted(self, *, code: str, entry: int, **facts) -> None:
+        """A warning ``code`` about the index's ``entry`` (its fields among ``facts``), at its byte position."""
+        self.out.append(warning(self.path, entry * self.SLOT, self.KIND, code=code, entry=entry, **facts))
+
+    def count(self, *, code: str, entries: int) -> None:
+        """An info finding ``code`` about a number of ``entries`` (none when it is 0)."""
+        if entries:
+            self.out.append(info(self.path, None, self.KIND, code=code, entries=entries))
 
 
 class _IndexCheck(_StreamedIndex):
@@ -100,9 +106,8 @@ class _IndexCheck(_StreamedIndex):
                     self.pending = (slot, e.offset, e.position)
                     self.mismatches += 1
                 elif e.offset > self.prev_last:
-                    self.found(warning, slot, (e.offset, e.position),
-                               f"offset inside the batch there (last offset {b.last_offset}); Kafka before 0.10.1 "
-                               "indexed the first offset of an append")
+                    self.noted(code="verify.indexInsideBatch", entry=slot, offset=e.offset, filePosition=e.position,
+                               lastOffset=b.last_offset)
                 else:
                     self.found(error, slot, (e.offset, e.position),
                                f"offset not above the previous batch's last offset {self.prev_last}: lookups would "
@@ -120,8 +125,7 @@ class _IndexCheck(_StreamedIndex):
         for slot, e in self.leftovers():
             where = "beyond the end of the log" if e.position >= log_size else "not at a batch start"
             self.found(error, slot, (e.offset, e.position), f"position {where}")
-        self.count(self.mismatches, "carry the last offset of a multi-batch append (follower or cleaner write), not "
-                                    "of the batch at their position")
+        self.count(code="verify.indexLastOffsetOfAppend", entries=self.mismatches)
 
 
 class _TimeIndexCheck(_StreamedIndex):
@@ -138,11 +142,11 @@ class _TimeIndexCheck(_StreamedIndex):
         while self.cur is not None and self.cur[1].offset <= b.last_offset:
             slot, e = self.cur
             if b.max_timestamp != e.timestamp:
-                self.found(warning, slot, (e.timestamp, e.offset),
-                           f"the batch holding offset {e.offset} has max timestamp {b.max_timestamp}")
+                self.noted(code="verify.timeIndexTimestampDiffers", entry=slot, timestamp=e.timestamp, offset=e.offset,
+                           maxTimestamp=b.max_timestamp)
             elif self.running_max >= e.timestamp:
-                self.found(warning, slot, (e.timestamp, e.offset),
-                           f"an earlier batch already reached timestamp {self.running_max}")
+                self.noted(code="verify.timeIndexNotAboveEarlier", entry=slot, timestamp=e.timestamp, offset=e.offset,
+                           earlierTimestamp=self.running_max)
             if e.offset != b.last_offset:
                 self.deep_offsets += 1
             self.advance()
@@ -151,14 +155,11 @@ class _TimeIndexCheck(_StreamedIndex):
     def finish(self, segment_max: int, closed: bool) -> None:
         for slot, e in self.leftovers():
             self.found(error, slot, (e.timestamp, e.offset), "offset beyond the last batch")
-        self.count(self.deep_offsets, "point inside a batch (offset of the record with the max timestamp, as leaders "
-                                      "before Kafka 3.8 wrote them)")
+        self.count(code="verify.timeIndexInsideBatch", entries=self.deep_offsets)
         last = self.idx.last_valid_entry.timestamp
         if closed and segment_max >= 0 and last < segment_max:
-            self.out.append(warning(self.path, None, "timeindex",
-                                    f"last entry has timestamp {last} but the segment's max timestamp is "
-                                    f"{segment_max}: the final entry written at roll/close is missing, so Kafka "
-                                    "under-reports the segment's largest timestamp (retention)"))
+            self.out.append(warning(self.path, None, "timeindex", code="verify.timeIndexFinalEntry",
+                                    lastTimestamp=last, maxTimestamp=segment_max))
 
 
 def _deep_check(b, path: str, out: list[Finding], summary: SegmentSummary) -> None:
@@ -177,35 +178,38 @@ def _deep_check(b, path: str, out: list[Finding], summary: SegmentSummary) -> No
                         if ctype in (ABORT, COMMIT):
                             parse_end_txn_marker(r.value)
                     except CorruptRecordError as e:
-                        out.append(error(path, b.position, "batch", f"control record: {e.reason}"))
+                        out.append(error(path, b.position, "batch", code="verify.controlRecord", error=e.reason))
             n += len(records)
             for r in records:
                 if b.magic >= 2:
                     if r.offset < b.base_offset or r.offset > b.last_offset:
-                        out.append(error(path, b.position, "offsets", f"record offset {r.offset} outside the "
-                                         f"batch range [{b.base_offset}, {b.last_offset}]"))
+                        out.append(error(path, b.position, "offsets", code="verify.recordOutsideBatch", offset=r.offset,
+                                         baseOffset=b.base_offset, lastOffset=b.last_offset))
                     if prev is not None and r.offset <= prev:
-                        out.append(error(path, b.position, "offsets", f"record offset {r.offset} after {prev}"))
+                        out.append(error(path, b.position, "offsets", code="verify.recordOffsetBack", offset=r.offset,
+                                         previousOffset=prev))
                     max_ts = max(max_ts, r.timestamp)
                 elif prev is not None and r.offset <= prev:
-                    out.append(error(path, b.position, "offsets", f"inner message offset {r.offset} after {prev}"))
+                    out.append(error(path, b.position, "offsets", code="verify.innerOffsetBack", offset=r.offset,
+                                     previousOffset=prev))
                 prev = r.offset
             if records:
                 last_inner = records[-1].offset
     except KafkaLogError as e:
         out.append(error(path, b.position if e.position is None else e.position, "batch",
-                         f"records cannot be decoded: {e.reason}"))
+                         code="verify.recordsUndecodable", error=e.reason))
         return
     summary.records = (summary.records or 0) + n
     if b.magic >= 2:
         if n != b.records_count:
-            out.append(error(path, b.position, "batch", f"header says {b.records_count} records, {n} decoded"))
+            out.append(error(path, b.position, "batch", code="verify.recordCount", declared=b.records_count,
+                             decoded=n))
         if n and b.timestamp_type == 0 and not b.has_delete_horizon and max_ts != b.max_timestamp:
-            out.append(warning(path, b.position, "batch",
-                               f"max timestamp {b.max_timestamp} in the header, {max_ts} over the records"))
+            out.append(warning(path, b.position, "batch", code="verify.maxTimestamp", headerMaxTimestamp=b.max_timestamp,
+                               recordsMaxTimestamp=max_ts))
     elif n and last_inner != b.last_offset:
-        out.append(error(path, b.position, "offsets",
-                         f"wrapper offset {b.last_offset} differs from the last inner offset {last_inner}"))
+        out.append(error(path, b.position, "offsets", code="verify.wrapperOffset", wrapperOffset=b.last_offset,
+                         lastInnerOffset=last_inner))
 
 
 def verify_segment(
@@ -222,7 +226,7 @@ def verify_segment(
     size = seg.size
     summary = SegmentSummary(seg.base_offset, size)
     if size > MAX_SEGMENT_BYTES:
-        out.append(error(path, None, "batch", f"log file of {size} bytes exceeds 2147483647 bytes"))
+        out.append(error(path, None, "batch", code="verify.logTooLarge", bytes=size, limit=MAX_SEGMENT_BYTES))
     if not seg.has_offset_index:
         out.append(warning(seg.index_path, None, "index", "missing: Kafka rebuilds it by recovering the segment",
                            missing=True))
@@ -245,9 +249,9 @@ def verify_segment(
             out.append(error(ipath, pos, kind, msg))
         if untrimmed:
             sev = "info" if is_active else "warning"
-            out.append(Finding(ipath, idx.valid_entries * idx.entry_size, kind, sev,
-                               f"not trimmed: {idx.padding_entries} zero slots after {idx.valid_entries} entries "
-                               "(preallocated file of an active segment or of a broker that crashed)"))
+            level = info if is_active else warning
+            out.append(level(ipath, idx.valid_entries * idx.entry_size, kind, code="verify.notTrimmed",
+                             zeroSlots=idx.padding_entries, entries=idx.valid_entries))
     if seg.has_offset_index:
         idx_check = _IndexCheck(seg, out)
         checks.append(idx_check)
@@ -282,39 +286,37 @@ def verify_segment(
             summary.magics.add(b.magic)
             summary.codecs.add(b.codec)
             if b.magic > 2:
-                out.append(error(path, b.position, "batch", f"unknown magic {b.magic}"))
+                out.append(error(path, b.position, "batch", code="verify.unknownMagic", magic=b.magic))
             if not b.is_valid():
                 crc = f"CRC mismatch (stored 0x{b.crc:08x}, computed 0x{b.compute_crc():08x})"
-                out.append(error(path, b.position, "crc", f"{crc}; recovery truncates the segment here",
-                                 recoveryTruncates=True, reason=crc, storedCrc=b.crc, computedCrc=b.compute_crc()))
+                out.append(error(path, b.position, "crc", code="verify.crcTruncates", recoveryTruncates=True, reason=crc, storedCrc=b.crc, computedCrc=b.compute_crc()))
             last = b.last_offset
             first = b.base_offset if b.magic >= 2 or not b.is_compressed else None
             if b.magic >= 2 and isinstance(b, RecordBatch) and b.last_offset_delta < 0:
-                out.append(error(path, b.position, "batch", f"negative last offset delta {b.last_offset_delta}"))
+                out.append(error(path, b.position, "batch", code="verify.negativeLastOffsetDelta",
+                                 lastOffsetDelta=b.last_offset_delta))
             if summary.first_offset is None:
                 if first is None:
                     try:
                         first = b.base_offset
                     except KafkaLogError as e:
-                        out.append(error(path, b.position, "batch", f"cannot read the first offset: {e.reason}"))
+                        out.append(error(path, b.position, "batch", code="verify.firstOffsetUnreadable",
+                                                         error=e.reason))
                         first = last
                 summary.first_offset = first
                 if first < seg.base_offset:
-                    out.append(error(path, b.position, "offsets",
-                                     f"first offset {first} is below the segment base offset {seg.base_offset}"))
+                    out.append(error(path, b.position, "offsets", code="verify.firstBelowBase", firstOffset=first,
+                                     baseOffset=seg.base_offset))
                 if previous_next_offset is not None and first < previous_next_offset:
-                    out.append(error(path, b.position, "offsets",
-                                     f"first offset {first} overlaps the previous segment (next offset "
-                                     f"{previous_next_offset})"))
+                    out.append(error(path, b.position, "offsets", code="verify.overlapsPrevious", firstOffset=first,
+                                     previousNextOffset=previous_next_offset))
             if prev_last is not None:
                 if (first if first is not None else last) <= prev_last:
-                    out.append(error(path, b.position, "offsets",
-                                     f"offsets do not increase: batch starting at "
-                                     f"{first if first is not None else last} follows last offset {prev_last}"))
+                    out.append(error(path, b.position, "offsets", code="verify.offsetsNotIncreasing",
+                                     firstOffset=first if first is not None else last, previousLastOffset=prev_last))
             if not 0 <= last - seg.base_offset <= INT32_MAX:
-                out.append(error(path, b.position, "offsets",
-                                 f"last offset {last} does not fit the segment's int32 range from base offset "
-                                 f"{seg.base_offset} (Kafka splits such segments)"))
+                out.append(error(path, b.position, "offsets", code="verify.offsetBeyondInt32", lastOffset=last,
+                                 baseOffset=seg.base_offset))
             if b.magic >= 2:
                 ple = b.partition_leader_epoch
                 if ple >= 0 and (not summary.epochs or ple > summary.epochs[-1][0]):
@@ -330,13 +332,14 @@ def verify_segment(
             if deep:
                 _deep_check(b, path, out, summary)
     except CorruptRecordError as e:
-        out.append(error(path, e.position, "batch", f"{e.reason}; recovery truncates the segment here",
+        out.append(error(path, e.position, "batch", code="verify.corruptTruncates",
                          recoveryTruncates=True, reason=e.reason))
     else:
         if scanner.stop_reason is not None:
             tail = f"{scanner.stop_reason}: {size - scanner.stop_position} bytes after the last complete batch"
-            out.append(error(path, scanner.stop_position, "batch", f"{tail}; recovery truncates them",
-                             recoveryTruncates=True, reason=tail, bytes=size - scanner.stop_position))
+            out.append(error(path, scanner.stop_position, "batch", code="verify.tailTruncates",
+                             recoveryTruncates=True, reason=tail, stopReason=scanner.stop_reason,
+                             bytes=size - scanner.stop_position))
     if idx_check is not None:
         idx_check.finish(size)
     if time_check is not None:
@@ -346,7 +349,7 @@ def verify_segment(
             out.append(error(seg.txn_index_path, i * 34, "txnindex",
                              f"entry {i}: no transaction marker at offset {t.last_offset} in the segment"))
     if size == 0 and not is_active:
-        out.append(info(path, None, "batch", "empty segment"))
+        out.append(info(path, None, "batch", code="verify.emptySegment"))
     return out, summary
 
 

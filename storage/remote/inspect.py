@@ -197,8 +197,7 @@ def verify_remote_segment(store: LocalTieredStorageLayout, seg: RemoteSegment, *
     where = store.display(seg.files.get("log") or next(iter(seg.files.values())))
     for kind in REQUIRED_KINDS:
         if kind not in seg.files:
-            out.append(error(where, None, "remote", f"the segment's {kind} file is missing (LocalTieredStorage "
-                             "writes it with every upload)"))
+            out.append(error(where, None, "remote", code="remote.fileMissing", fileKind=kind))
     p = store.local_path(seg, "log")
     if p is not None:
         with Segment(p, seg.start_offset) as s:
@@ -207,10 +206,10 @@ def verify_remote_segment(store: LocalTieredStorageLayout, seg: RemoteSegment, *
             name = os.path.basename(f.file)
             out.append(replace(f, file=store.display(seg.files.get(_kind_of(name), f.file))))
         if summary.first_offset is None:
-            out.append(error(where, 0, "remote", "the remote segment holds no batch"))
+            out.append(error(where, 0, "remote", code="remote.noBatch"))
         elif expected_end is not None and summary.next_offset is not None and summary.next_offset - 1 != expected_end:
-            out.append(error(where, None, "remote", f"the segment ends at offset {summary.next_offset - 1}, "
-                             f"__remote_log_metadata says {expected_end}"))
+            out.append(error(where, None, "remote", code="remote.endDiffers", endOffset=summary.next_offset - 1,
+                             metadataEndOffset=expected_end))
     sp = store.local_path(seg, "snapshot")
     if sp is not None:
         try:
@@ -246,8 +245,7 @@ def verify_remote(store: LocalTieredStorageLayout, data_dirs: Iterable[str | os.
     md = read_remote_metadata(dirs) if dirs else RemoteMetadata()
     rep = RemoteVerifyReport()
     if dirs and not md.found:
-        rep.findings.append(warning(os.fspath(dirs[0]), None, "remote-metadata", "no __remote_log_metadata "
-                                    "partition in the data dirs: nothing to cross-check the store with"))
+        rep.findings.append(warning(os.fspath(dirs[0]), None, "remote-metadata", code="remote.noMetadata"))
     rep.rows = list_remote(store, dirs, metadata=md, topic=topic, partition=partition)
     by_id = {s.segment_id: s for s in store.all_segments()}
     for row in rep.rows:
@@ -262,14 +260,12 @@ def verify_remote(store: LocalTieredStorageLayout, data_dirs: Iterable[str | os.
                 progress(seg.size)
         where = row.file or f"{row.topic}-{row.partition}/{row.segment_id}"
         if row.status == "missing":
-            rep.findings.append(error(where, None, "remote", f"COPY_SEGMENT_FINISHED in __remote_log_metadata "
-                                      f"(offsets {row.start_offset}..{row.end_offset}) but absent from the store"))
+            rep.findings.append(error(where, None, "remote", code="remote.absent", startOffset=row.start_offset,
+                                      endOffset=row.end_offset))
         elif row.status == "undeleted":
-            rep.findings.append(warning(where, None, "remote", "DELETE_SEGMENT_FINISHED in __remote_log_metadata "
-                                        "but its files are still in the store"))
+            rep.findings.append(warning(where, None, "remote", code="remote.undeleted"))
         elif row.status == "unreferenced":
-            rep.findings.append(warning(where, None, "remote", "no __remote_log_metadata record references this "
-                                        "segment (an upload whose metadata was lost, or another cluster's)"))
+            rep.findings.append(warning(where, None, "remote", code="remote.unreferenced"))
     if dirs:
         _contiguity(rep, md)
     return rep
@@ -285,17 +281,17 @@ def _contiguity(rep: RemoteVerifyReport, md: RemoteMetadata) -> None:
         nxt = None
         for r in rows:
             if nxt is not None and r.start_offset > nxt:  # type: ignore[operator]
-                rep.findings.append(error(r.file or r.segment_id, None, "remote", f"gap in the remote log of "
-                                          f"{topic}-{partition}: offsets {nxt}..{r.start_offset - 1} are in no "  # type: ignore[operator]
-                                          "remote segment"))
+                rep.findings.append(error(r.file or r.segment_id, None, "remote", code="remote.gap", topic=topic,
+                                          partition=partition, firstOffset=nxt,
+                                          lastOffset=r.start_offset - 1))  # type: ignore[operator]
             nxt = max(nxt or 0, r.end_offset + 1)  # type: ignore[operator]
         local = md.local_log_start.get((topic, partition))
         if local is not None and nxt is not None and local > nxt:
-            rep.findings.append(error(f"{topic}-{partition}", None, "remote", f"gap between the remote log (ends "
-                                      f"at {nxt - 1}) and the local log (first segment at {local})"))
+            rep.findings.append(error(f"{topic}-{partition}", None, "remote", code="remote.localGap", remoteEnd=nxt - 1,
+                                      localStart=local))
         elif local is not None and nxt is not None:
-            rep.findings.append(info(f"{topic}-{partition}", None, "remote", f"remote offsets "
-                                     f"{rows[0].start_offset}..{nxt - 1}, local log from {local}: contiguous"))
+            rep.findings.append(info(f"{topic}-{partition}", None, "remote", code="remote.contiguous",
+                                     remoteStart=rows[0].start_offset, remoteEnd=nxt - 1, localStart=local))
 
 
 def iter_remote_segments(store: LocalTieredStorageLayout, *, topic: str | None = None,

@@ -130,7 +130,7 @@ def test_partition_log_findings_and_leftovers(tmp_path):
         assert msgs["00000000000000000099.index"].kind == "index"
         assert msgs["abc.log"].severity == "error"
         assert msgs["notes.txt"].severity == "info"
-        assert "symlink" in msgs["00000000000000000070.log"].message
+        assert "symlink" in render(msgs["00000000000000000070.log"])
 
 
 def test_partition_log_empty_dir_and_errors(tmp_path):
@@ -189,7 +189,7 @@ def test_data_dirs_ensemble(tmp_path):
     b = three_segment_data_dir(tmp_path / "b")  # same partition live in both: fatal for Kafka
     write_meta_properties(b / "meta.properties", MetaProperties.new(version=1, cluster_id="other", node_id=2, now=0))
     with DataDirs([a, b]) as dirs:
-        msgs = [f.message for f in dirs.ensemble_findings()]
+        msgs = [render(f) for f in dirs.ensemble_findings()]
         assert any("cluster.id" in m for m in msgs)
         assert any("node id" in m for m in msgs)
         assert any("also live" in m for m in msgs)
@@ -237,9 +237,9 @@ def test_verify_offsets_and_indexes(tmp_path):
                           build_batch([(31, 1, b"k", b"v")], base_offset=31),
                           build_batch([(31, 1, b"k", b"v")], base_offset=31)], rebuild_indexes=True, interval=200)
     findings = verify_partition(d, checkpoints={})
-    msgs = [f.message for f in findings if f.severity == "error"]
+    msgs = [render(f) for f in findings if f.severity == "error"]
     assert any("not the start of a batch" in m for m in msgs)
-    assert any(f.severity == "warning" and "offset inside the batch" in f.message for f in findings)
+    assert any(f.severity == "warning" and "offset inside the batch" in render(f) for f in findings)
     assert any("beyond the end of the log" in m or "not at a batch start" in m for m in msgs)
     assert any("below the segment base offset" in m for m in msgs)
     assert any("do not increase" in m for m in msgs)
@@ -260,7 +260,7 @@ def test_verify_follower_index_is_info_and_deep_time_offsets(tmp_path):
     (d / "00000000000000000000.timeindex").write_bytes(deep.time_index.to_bytes())
     findings = verify_partition(d, checkpoints={})
     assert [f for f in findings if f.severity == "error"] == []
-    assert any(f.kind == "index" and "multi-batch append" in f.message for f in findings)
+    assert any(f.kind == "index" and "multi-batch append" in render(f) for f in findings)
     # deep offsets (pre-3.8 leaders): the max-timestamp record is the last one here, so offsets equal
     assert not any(f.kind == "timeindex" and f.severity != "info" for f in findings)
 
@@ -275,8 +275,8 @@ def test_verify_time_index_missing_final_entry_and_untrimmed(tmp_path):
     tpath = d / "00000000000000000000.timeindex"
     tpath.write_bytes(tpath.read_bytes()[:12])  # drop the final entries
     findings = verify_partition(d, checkpoints={})
-    assert any(f.kind == "timeindex" and "final entry" in f.message for f in findings)
-    assert any(f.kind == "index" and "not trimmed" in f.message and f.severity == "warning" for f in findings)
+    assert any(f.kind == "timeindex" and "final entry" in render(f) for f in findings)
+    assert any(f.kind == "index" and "not trimmed" in render(f) and f.severity == "warning" for f in findings)
 
 
 def test_verify_checkpoints_metadata_snapshots(tmp_path):
@@ -325,7 +325,7 @@ def test_verify_data_dirs(tmp_path):
     a = three_segment_data_dir(tmp_path / "a")
     b = three_segment_data_dir(tmp_path / "b")
     findings = verify_data_dirs([a, b])
-    assert any("also live" in f.message for f in findings)
+    assert any("also live" in render(f) for f in findings)
     assert verify_partition(tmp_path / "nope-0")[0].kind == "layout"
 
 

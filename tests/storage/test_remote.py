@@ -18,6 +18,7 @@ from builders import (
     write_segment,
 )
 
+from kafkalog.facts import render
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.remote import open_remote_store
 from kafkalog.storage.remote.inspect import iter_remote_segments, list_remote, verify_remote
@@ -75,7 +76,7 @@ def test_ls_and_verify_cross_check(store, tmp_path):
     assert rows[20].status == "undeleted"
     assert rows[30].status == "missing"
     rep = verify_remote(s, [data])
-    msgs = [(f.severity, f.message) for f in rep.findings]
+    msgs = [(f.severity, render(f)) for f in rep.findings]
     assert any(sev == "error" and "absent from the store" in m for sev, m in msgs)
     assert any(sev == "warning" and "still in the store" in m for sev, m in msgs)
     assert rep.segments == 3
@@ -90,7 +91,7 @@ def test_verify_clean_and_corrupt(store):
     b[70] ^= 0xFF
     log.write_bytes(bytes(b))
     errs = verify_remote(open_remote_store(root)).errors
-    assert errs and any("CRC" in f.message for f in errs) and errs[0].file.endswith(".log")
+    assert errs and any("CRC" in render(f) for f in errs) and errs[0].file.endswith(".log")
 
 
 def test_remote_records_equal_local(store):

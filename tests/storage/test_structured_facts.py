@@ -20,6 +20,7 @@ from kafkalog.storage.engine.plan import Loss, Setting
 from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.io.ops import Delete, Op, Truncate, WriteFile
 from kafkalog.storage.reports.doctor import diagnose
+from kafkalog.storage.reports.verify import verify_data_dir
 from kafkalog.tools import plan_output
 from kafkalog.tools.output import human_size, human_time
 
@@ -210,10 +211,11 @@ def _note_calls() -> list[tuple[str, str, list[str]]]:
     out = []
     for path in (ROOT / "storage").rglob("*.py"):
         for n in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name | ast.Attribute)):
                 continue
-            # note(subject, kind); doctor's _noted(severity, kind, path, code); error/warning/info(..., code=...)
-            at = {"note": 1, "_noted": 3}.get(n.func.id, -1)
+            # note(subject, kind); doctor's _noted(severity, kind, path, code); error/warning/info(..., code=...),
+            # and a helper method given the code (segment_check's self.count(code=..., entries=...))
+            at = {"note": 1, "_noted": 3}.get(n.func.id, -1) if isinstance(n.func, ast.Name) else -1
             code = [kw.value for kw in n.keywords if kw.arg == "code"]
             if 0 <= at < len(n.args) or code:
                 k = code[0] if code else n.args[at]
@@ -277,3 +279,53 @@ def test_no_module_decides_on_a_findings_words():
     # reindex asks for a missing index file, the startup gate for a dir the broker refuses: both are facts now
     for path in list((ROOT / "storage").rglob("*.py")) + list((ROOT / "tools").rglob("*.py")):
         assert not _reads_words_back(ast.parse(path.read_text())), (path, _reads_words_back(ast.parse(path.read_text())))
+
+
+#: the modules whose findings are codes and facts (issue 30 item 6): the checks of a segment, of a data dir's and a
+#: partition dir's layout, and of a tiered-storage store
+STRUCTURED_FINDINGS = ["storage/log/segment_check.py", "storage/log/datadir.py", "storage/log/partition_files.py",
+                       "storage/remote/inspect.py"]
+#: the findings still in words, because a module of storage quotes their message: reindex the errors about index
+#: files (the reason it rebuilds them), the startup gate a partition dir the broker refuses (refuses=True)
+QUOTED_KINDS = {"'index'", "'timeindex'", "'txnindex'", "kind", "self.KIND"}
+
+
+def _worded_findings(tree: ast.AST) -> list[int]:
+    """Lines that make a finding (error/warning/info/Finding, or a ``level`` standing for one) with words built in
+    the module (an f-string, a literal, a concatenation) as its message."""
+    def words(e: ast.AST) -> bool:
+        return isinstance(e, ast.JoinedStr) or (isinstance(e, ast.Constant) and isinstance(e.value, str)) or (
+            isinstance(e, ast.BinOp) and (words(e.left) or words(e.right)))
+
+    out = []
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+            continue
+        at = {"error": 3, "warning": 3, "info": 3, "level": 3, "Finding": 4}.get(n.func.id)
+        if at is None or len(n.args) <= at or not words(n.args[at]):
+            continue
+        quoted = ast.unparse(n.args[2]) in QUOTED_KINDS or any(kw.arg == "refuses" for kw in n.keywords)
+        if not quoted:
+            out.append(n.lineno)
+    return out
+
+
+def test_the_checks_of_segments_layouts_and_remote_stores_word_no_finding():
+    for rel in STRUCTURED_FINDINGS:
+        tree = ast.parse((ROOT / rel).read_text())
+        assert not _worded_findings(tree), f"{rel}: a finding built as words, lines {_worded_findings(tree)}"
+        assert "code=" in (ROOT / rel).read_text(), rel
+
+
+def test_a_segment_finding_carries_its_offsets_and_renders_as_before(tmp_path: Path):
+    d = tmp_path / "killed"
+    damaged_copy("kafka-4.3.1-kraft-killed", d, ("crc_mismatch",))
+    crc = [f for f in verify_data_dir(d) if f.kind == "crc"]
+    assert crc and all(not f.message for f in crc)
+    for f in crc:
+        assert f.code in ("verify.crcTruncates", "verify.notTruncated")
+        stored, computed = f.facts.get("storedCrc"), f.facts.get("computedCrc")
+        if f.code == "verify.crcTruncates":
+            assert isinstance(stored, int) and isinstance(computed, int) and stored != computed
+            assert facts.render(f) == (f"CRC mismatch (stored 0x{stored:08x}, computed 0x{computed:08x}); recovery "
+                                       "truncates the segment here")

@@ -111,7 +111,7 @@ def test_data_dirs_of_one_broker_vs_independent(tmp_path, capsys):
     a = multi_partition_data_dir(tmp_path / "a")
     b = multi_partition_data_dir(tmp_path / "b")  # same partitions: one broker would refuse to start
     r = verify_paths([a, b], workers=2)
-    assert not r.ok and any("is also live" in f.message for f in r.findings)
+    assert not r.ok and any("is also live" in render(f) for f in r.findings)
     assert verify_paths([a, b], workers=2, independent=True).ok
     assert main(["verify", "--independent", str(a), str(b)]) == 0
     capsys.readouterr()

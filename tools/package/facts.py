@@ -229,6 +229,84 @@ TEMPLATES: dict[str, str | Template] = {
                                 "KRaft, a KRaft broker treats such a replica as stray. Before migrating, give each "
                                 "topic its id (kafka-topics.sh --describe shows it): kafkalog topic-id {file} --topics "
                                 "TOPIC --set TOPIC_ID",
+    # verify: one segment's .log batch by batch, and its indexes against it (storage/log/segment_check)
+    "verify.indexLastOffsetOfAppend": "{entries} entries carry the last offset of a multi-batch append (follower or "
+                                      "cleaner write), not of the batch at their position",
+    "verify.timeIndexInsideBatch": "{entries} entries point inside a batch (offset of the record with the max "
+                                   "timestamp, as leaders before Kafka 3.8 wrote them)",
+    "verify.timeIndexFinalEntry": "last entry has timestamp {lastTimestamp} but the segment's max timestamp is "
+                                  "{maxTimestamp}: the final entry written at roll/close is missing, so Kafka "
+                                  "under-reports the segment's largest timestamp (retention)",
+    "verify.indexInsideBatch": "entry {entry} ({offset}, {filePosition}): offset inside the batch there (last offset "
+                               "{lastOffset}); Kafka before 0.10.1 indexed the first offset of an append",
+    "verify.timeIndexTimestampDiffers": "entry {entry} ({timestamp}, {offset}): the batch holding offset {offset} has "
+                                        "max timestamp {maxTimestamp}",
+    "verify.timeIndexNotAboveEarlier": "entry {entry} ({timestamp}, {offset}): an earlier batch already reached "
+                                       "timestamp {earlierTimestamp}",
+    "verify.notTrimmed": "not trimmed: {zeroSlots} zero slots after {entries} entries (preallocated file of an active "
+                         "segment or of a broker that crashed)",
+    "verify.controlRecord": "control record: {error}",
+    "verify.recordOutsideBatch": "record offset {offset} outside the batch range [{baseOffset}, {lastOffset}]",
+    "verify.recordOffsetBack": "record offset {offset} after {previousOffset}",
+    "verify.innerOffsetBack": "inner message offset {offset} after {previousOffset}",
+    "verify.recordsUndecodable": "records cannot be decoded: {error}",
+    "verify.recordCount": "header says {declared} records, {decoded} decoded",
+    "verify.maxTimestamp": "max timestamp {headerMaxTimestamp} in the header, {recordsMaxTimestamp} over the records",
+    "verify.wrapperOffset": "wrapper offset {wrapperOffset} differs from the last inner offset {lastInnerOffset}",
+    "verify.logTooLarge": "log file of {bytes} bytes exceeds {limit} bytes",
+    "verify.unknownMagic": "unknown magic {magic}",
+    "verify.crcTruncates": "CRC mismatch (stored 0x{storedCrc:08x}, computed 0x{computedCrc:08x}); recovery "
+                           "truncates the segment here",
+    "verify.negativeLastOffsetDelta": "negative last offset delta {lastOffsetDelta}",
+    "verify.firstOffsetUnreadable": "cannot read the first offset: {error}",
+    "verify.firstBelowBase": "first offset {firstOffset} is below the segment base offset {baseOffset}",
+    "verify.overlapsPrevious": "first offset {firstOffset} overlaps the previous segment (next offset "
+                               "{previousNextOffset})",
+    "verify.offsetsNotIncreasing": "offsets do not increase: batch starting at {firstOffset} follows last offset "
+                                   "{previousLastOffset}",
+    "verify.offsetBeyondInt32": "last offset {lastOffset} does not fit the segment's int32 range from base offset "
+                                "{baseOffset} (Kafka splits such segments)",
+    "verify.corruptTruncates": "{reason}; recovery truncates the segment here",
+    "verify.tailTruncates": "{stopReason}: {bytes} bytes after the last complete batch; recovery truncates them",
+    "verify.emptySegment": "empty segment",
+    # verify: the layout of data dirs and partition dirs (storage/log/datadir, partition_files)
+    "layout.symlinkOutOfDataDir": "symlink leaving the data directory: not followed",
+    "layout.notRegular": "not a regular file ({entry}): not read",
+    "layout.tmpFile": "temporary file of an interrupted atomic write (Kafka ignores it)",
+    "layout.unusedInDataDir": "file Kafka does not use in a data directory",
+    "metadata.directoryIdReused": "directory.id {directoryId} also used by {other}",
+    "metadata.clusterIdsDiffer": lambda f, x: f"data dirs disagree on cluster.id: {x['clusterIds']}",
+    "metadata.nodeIdsDiffer": lambda f, x: f"data dirs disagree on the node id: {x['nodeIds']}",
+    "layout.alsoLive": "{partition} is also live in {other}; Kafka refuses to start",
+    "layout.metadataDirTwice": "{metadataDir} found in several data dirs",
+    "layout.symlinkOutOfPartitionDir": "symlink leaving the partition directory: not followed",
+    "layout.kafkaNameNotAFile": lambda f, x: (
+        ("a directory" if x["directory"] else "not a regular file (a FIFO, socket or device)")
+        + " with the name of a Kafka file: not read; the broker cannot load or write it (move it away)"),
+    "layout.subdirectory": "unexpected sub-directory in a partition directory",
+    "layout.special": "not a regular file (a FIFO, socket or device): not read",
+    "layout.danglingSymlink": "dangling or looping symlink: not read",
+    "layout.logNameNoOffset": "log file name does not start with an offset",
+    "layout.negativeBaseOffset": "negative base offset {baseOffset}",
+    "layout.baseOffsetTwice": "two log files with base offset {baseOffset}: {first}, {second}",
+    "layout.snapshotNameNoOffset": "snapshot file name does not start with an offset",
+    "layout.unusedInPartitionDir": "file Kafka does not use in a partition directory",
+    "layout.orphanedIndex": "orphaned index file without a .log (Kafka deletes it at load)",
+    # remote verify: a tiered-storage store against __remote_log_metadata (storage/remote/inspect)
+    "remote.fileMissing": "the segment's {fileKind} file is missing (LocalTieredStorage writes it with every upload)",
+    "remote.noBatch": "the remote segment holds no batch",
+    "remote.endDiffers": "the segment ends at offset {endOffset}, __remote_log_metadata says {metadataEndOffset}",
+    "remote.noMetadata": "no __remote_log_metadata partition in the data dirs: nothing to cross-check the store with",
+    "remote.absent": "COPY_SEGMENT_FINISHED in __remote_log_metadata (offsets {startOffset}..{endOffset}) but absent "
+                     "from the store",
+    "remote.undeleted": "DELETE_SEGMENT_FINISHED in __remote_log_metadata but its files are still in the store",
+    "remote.unreferenced": "no __remote_log_metadata record references this segment (an upload whose metadata was "
+                           "lost, or another cluster's)",
+    "remote.gap": "gap in the remote log of {topic}-{partition}: offsets {firstOffset}..{lastOffset} are in no remote "
+                  "segment",
+    "remote.localGap": "gap between the remote log (ends at {remoteEnd}) and the local log (first segment at "
+                       "{localStart})",
+    "remote.contiguous": "remote offsets {remoteStart}..{remoteEnd}, local log from {localStart}: contiguous",
     # offsets a partition's files remember beyond its log end (verify, doctor)
     "loss.remembered": lambda f, x: (f"offsets {x['logEndOffset']}..{x['lastMissing']} are gone: the log ends at "
                                      f"offset {x['logEndOffset']}, but "

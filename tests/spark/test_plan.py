@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from builders import generated_data_dir, generated_partition
 
+from kafkalog.storage.files import segment as segment_module
 from kafkalog.storage.files.offset_index import OffsetIndex
 from kafkalog.storage.io.fs import FsSpec
 from kafkalog.storage.records import build_batch
-from kafkalog.tools.spark import scan as scan_mod
 from kafkalog.tools.spark.options import parse_read_options
 from kafkalog.tools.spark.plan import Piece, discover, plan
 from kafkalog.tools.spark.scan import scan
@@ -56,12 +56,32 @@ def test_windowed_reads_equal_mmap_reads(tmp_path, monkeypatch):
     [seg] = discover(opts)
     local = Piece(seg.spec, seg.path, "w", 0, 0, 0, seg.size, seg.size)
     remote = Piece(FsSpec("local"), seg.path, "w", 0, 0, 0, seg.size, seg.size)  # fsspec: the windowed path
-    monkeypatch.setattr(scan_mod, "REMOTE_WINDOW", 5000)
+    monkeypatch.setattr(segment_module, "REMOTE_WINDOW", 5000)  # storage's windowed scan
     a = [rb.to_pylist() for rb in scan([local], opts)]
     b = [rb.to_pylist() for rb in scan([remote], opts)]
     assert sum(map(len, a)) == 3040
     assert [r["offset"] for x in a for r in x] == [r["offset"] for x in b for r in x]
     assert [r["value"] for x in a for r in x] == [r["value"] for x in b for r in x]
+
+
+def test_a_torn_large_batch_ends_a_windowed_read_as_a_mapped_one(tmp_path, monkeypatch):
+    """A batch larger than a window, cut short at the end of the segment: the windowed read reports the partial batch
+    where the mapped read does (it used to end the piece silently, the torn batch's bytes unreported)."""
+    pdir = tmp_path / "w-0"
+    generated_partition(pdir, 300, batch_records=30)
+    big = build_batch([(300 + i, 0, None, b"x" * 1000) for i in range(40)], base_offset=300)
+    with open(pdir / "00000000000000000000.log", "ab") as f:
+        f.write(big[: len(big) - 100])
+    opts = parse_read_options({"path": str(tmp_path), "mode": "PERMISSIVE"})
+    [seg] = discover(opts)
+    local = Piece(seg.spec, seg.path, "w", 0, 0, 0, seg.size, seg.size)
+    remote = Piece(FsSpec("local"), seg.path, "w", 0, 0, 0, seg.size, seg.size)  # fsspec: the windowed path
+    monkeypatch.setattr(segment_module, "REMOTE_WINDOW", 5000)
+    a = [r for rb in scan([local], opts) for r in rb.to_pylist()]
+    b = [r for rb in scan([remote], opts) for r in rb.to_pylist()]
+    assert sorted(r["offset"] for r in a if r["offset"] is not None) == list(range(300))
+    assert [r["_corrupt"] is not None for r in a].count(True) == 1  # the partial batch: a _corrupt row
+    assert [(r["offset"], r["_corrupt"]) for r in a] == [(r["offset"], r["_corrupt"]) for r in b]
 
 
 def test_bad_split_boundary_is_an_index_error(tmp_path):

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError
-from kafkalog.storage.io.fs import REMOTE_WINDOW, SegmentFile
+from kafkalog.storage.files.segment import WindowedScanner
+from kafkalog.storage.io.fs import SegmentFile
 from kafkalog.storage.records import PARTIAL_BATCH, LegacyBatch, LogScanner, RecordBatch, RecordColumns
 
 from .filters import columns as filter_columns
@@ -41,51 +42,26 @@ class Corrupt:
 
 # ----------------------------------------------------------------------------------- batch iteration
 def iter_piece(piece: Piece, f: SegmentFile, max_batch_size: int) -> Iterator[RecordBatch | LegacyBatch | Corrupt]:
-    """The entries of ``piece`` (batches, or one :class:`Corrupt` after which the piece ends)."""
-    pos = piece.start
+    """The entries of ``piece`` (batches, or one :class:`Corrupt` after which the piece ends): a local segment's
+    mapped bytes scanned at once, a URL's in storage's bounded windows (:class:`WindowedScanner`)."""
     end = piece.end
-    while pos < end:
-        want = end - pos if f.is_mapped else min(end - pos, REMOTE_WINDOW)
-        if f.is_mapped:
-            buf, base, lo, hi = f.view(0, f.size), 0, pos, end
-        else:
-            buf, base, lo, hi = f.view(pos, want), pos, 0, want
-        scanner = LogScanner(buf, lo, hi, path=piece.name, position_base=base, max_batch_size=max_batch_size)
-        try:
-            yield from scanner
-        except CorruptRecordError as e:
-            yield Corrupt(piece, e.position if e.position is not None else scanner.stop_position, e.reason)
-            return
-        new_pos = scanner.stop_position
-        if scanner.stop_reason is None and new_pos >= base + hi:
-            pos = new_pos
-            continue
-        if not f.is_mapped and base + hi < end:
-            # window ended inside a batch: next window starts at that batch (and holds all of it)
-            head = f.view(new_pos, 12)
-            if len(head) == 12:
-                size = int.from_bytes(head[8:12], "big", signed=True)
-                if size >= 14 and 12 + size > REMOTE_WINDOW:
-                    if size > max_batch_size:
-                        yield Corrupt(piece, new_pos, f"Record size {size} exceeds the largest allowable message "
-                                                      f"size ({max_batch_size})")
-                        return
-                    big = f.view(new_pos, 12 + size)
-                    yield from LogScanner(big, 0, len(big), path=piece.name, position_base=new_pos,
-                                          max_batch_size=max_batch_size)
-                    pos = new_pos + 12 + size
-                    continue
-            if new_pos > pos:
-                pos = new_pos
-                continue
-        left = piece.file_size - new_pos
-        if end < piece.file_size:
-            raise CorruptIndexError(
-                f"split boundary at byte {end} is not a batch boundary (the entry at byte {new_pos} runs past it): "
-                f"the offset index does not match the log", piece.name, new_pos)
-        what = "a partial batch" if scanner.stop_reason == PARTIAL_BATCH else "a torn tail"
-        yield Corrupt(piece, new_pos, f"{left} bytes at the end of the segment are {what}, not a complete batch")
+    scanner = LogScanner(f.view(0, f.size), piece.start, end, path=piece.name, max_batch_size=max_batch_size) \
+        if f.is_mapped else WindowedScanner(f, piece.start, end, path=piece.name, max_batch_size=max_batch_size)
+    try:
+        yield from scanner
+    except CorruptRecordError as e:
+        yield Corrupt(piece, e.position if e.position is not None else scanner.stop_position, e.reason)
         return
+    new_pos = scanner.stop_position
+    if scanner.stop_reason is None and new_pos >= end:
+        return
+    left = piece.file_size - new_pos
+    if end < piece.file_size:
+        raise CorruptIndexError(
+            f"split boundary at byte {end} is not a batch boundary (the entry at byte {new_pos} runs past it): "
+            f"the offset index does not match the log", piece.name, new_pos)
+    what = "a partial batch" if scanner.stop_reason == PARTIAL_BATCH else "a torn tail"
+    yield Corrupt(piece, new_pos, f"{left} bytes at the end of the segment are {what}, not a complete batch")
 
 
 def _valid(b) -> str | None:

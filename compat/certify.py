@@ -61,7 +61,8 @@ from kafkalog.storage.files.meta_properties import MetaProperties, read_meta_pro
 from kafkalog.storage.files.names import segment_log_files
 from kafkalog.storage.files.partition_metadata import read_partition_metadata, write_partition_metadata
 from kafkalog.storage.io.lock import describe_holders, lock_status
-from kafkalog.storage.log.datadir import classify_path, list_partition_dirs, open_partition_log
+from kafkalog.storage.log.datadir import classify_path, list_partition_dirs
+from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.reports.transactions import open_transactions
 from kafkalog.storage.reports.verify import verify_paths

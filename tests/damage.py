@@ -496,7 +496,8 @@ def roll_active(d: Path) -> None:
 
 def records(d: Path) -> dict[str, set[tuple]]:
     """Per partition: the records a consumer can read, from the log start offset: ``(offset, key, value)``."""
-    from kafkalog.storage.log.datadir import partition_dirs, read_checkpoint_or_empty
+    from kafkalog.storage.log.datadir import partition_dirs
+    from kafkalog.storage.log.dir_checkpoints import read_checkpoint_or_empty
     from kafkalog.storage.log.partition import PartitionLog
 
     lso = read_checkpoint_or_empty(d / "log-start-offset-checkpoint")

@@ -16,7 +16,7 @@ from kafkalog.storage.engine.plan import ApplyResult, Plan, apply
 from kafkalog.storage.engine.retention import plan_retention
 from kafkalog.storage.files.checkpoints import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.storage.files.findings import Finding
-from kafkalog.storage.log.datadir import read_checkpoint_or_empty
+from kafkalog.storage.log.dir_checkpoints import read_checkpoint_or_empty
 
 
 def resolver(cfg: LogConfig | None = None, cleaner: CleanerConfig | None = None,

@@ -17,7 +17,8 @@ from pathlib import Path
 from kafkalog.facts import describe_remembered
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.segment import Segment
-from kafkalog.storage.log.datadir import open_partition_log, resolve_partition_dirs
+from kafkalog.storage.log.datadir import resolve_partition_dirs
+from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.offset_spec import parse_offset_specs
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import FILE, PARTITION_DIR, PathError, classify

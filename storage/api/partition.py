@@ -24,10 +24,11 @@ from kafkalog.storage.engine.export import (
 )
 from kafkalog.storage.errors import KafkaLogError, require
 from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.io.forward import Forward
 from kafkalog.storage.io.fs import is_url
 from kafkalog.storage.log.datadir import DataDir
 from kafkalog.storage.log.offset_spec import OffsetSpec, parse_offset_spec, parse_offset_specs
-from kafkalog.storage.log.partition import Forward, PartitionLog
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.records import Batch
 from kafkalog.storage.records.batch import RECORD_CHUNK
 from kafkalog.storage.records.columns import RECORD_COLUMNS, RecordColumns, arrow_schema

@@ -31,12 +31,8 @@ from kafkalog.storage.files.checkpoints import REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.storage.files.names import segment_log_files
 from kafkalog.storage.io.fs import as_path
 from kafkalog.storage.io.jsonio import b64_field, header_fields, text_output
-from kafkalog.storage.log.datadir import (
-    live_partition_name,
-    open_partition_log,
-    partition_checkpoints,
-    resolve_partition_dirs,
-)
+from kafkalog.storage.log.datadir import live_partition_name, resolve_partition_dirs
+from kafkalog.storage.log.dir_checkpoints import open_partition_log, partition_checkpoints
 from kafkalog.storage.log.loss import remembered_facts
 from kafkalog.storage.log.offset_spec import OffsetSpec
 from kafkalog.storage.log.partition import PartitionLog

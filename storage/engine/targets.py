@@ -24,7 +24,8 @@ from kafkalog.storage.files.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.io.dirview import fingerprints
 from kafkalog.storage.io.lock import LockStatus, describe_holders, lock_status
-from kafkalog.storage.log.datadir import partition_dirs, read_checkpoint_or_empty, resolve_partition_dirs
+from kafkalog.storage.log.datadir import partition_dirs, resolve_partition_dirs
+from kafkalog.storage.log.dir_checkpoints import read_checkpoint_or_empty
 from kafkalog.storage.log.paths import require_data_dir, require_destination
 from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 

@@ -8,9 +8,7 @@ hides the rest of the directory.
 from __future__ import annotations
 
 import fnmatch
-import functools
 import os
-import stat
 from collections.abc import Collection, Iterable, Iterator
 from operator import methodcaller
 from pathlib import Path
@@ -32,14 +30,15 @@ from kafkalog.storage.files.clean_shutdown import (
     CleanShutdownMarker,
     read_clean_shutdown,
 )
-from kafkalog.storage.files.findings import Finding, error, info, note, warning
+from kafkalog.storage.files.findings import Finding, error, info, warning
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
 from kafkalog.storage.io.closing import Closing
 from kafkalog.storage.io.dirview import DIR, FILE, SYMLINK_OUT, DirView
-from kafkalog.storage.io.fs import UrlPath, as_path, is_url, listdir, read_bytes
+from kafkalog.storage.io.forward import Forward
+from kafkalog.storage.io.fs import UrlPath, is_url, listdir, read_bytes
 from kafkalog.storage.io.fs import info as file_info
 from kafkalog.storage.io.lock import LOCK_FILE_NAME, LockStatus, lock_status
-from kafkalog.storage.log.partition import Forward, PartitionLog
+from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import (
     DATA_DIR,
     PARTITION_DIR,
@@ -196,99 +195,10 @@ def partition_dirs(data_dir: str | os.PathLike) -> list[tuple[Path, str, int]]:
             for p, tp in list_partition_dirs(data_dir, kinds=("live", "future"), include_metadata=False)]
 
 
-def read_checkpoint_or_empty(path: str | os.PathLike,
-                             notes: list[Finding] | None = None) -> dict[tuple[str, int], int]:
-    """As ``LogManager.loadLogs``: a missing or malformed offset checkpoint reads as empty (``notes`` gets why)."""
-    p = Path(path)
-    if not p.is_file():
-        return {}
-    try:
-        return read_offset_checkpoint(p).to_dict()
-    except KafkaLogError as e:
-        if notes is not None:
-            notes.append(note(p, "checkpoint.unreadable", error=e.reason))
-        return {}
-
-
 def data_dir_of(path: str | os.PathLike) -> Path:
     """The data dir holding ``path`` (a partition dir's parent, else ``path`` itself), resolved."""
     p = Path(path).resolve()
     return p.parent if is_partition_dir(p) else p
-
-
-@functools.lru_cache(maxsize=32)
-def _checkpoint_table(path: str, stamp: tuple[int, int, int]) -> dict[tuple[str, int], int] | None:
-    """A checkpoint file's entries as Kafka's ``read()`` map, once per version of the file (``stamp``: its inode,
-    size and mtime): the partitions of a data dir read their values from one parse, not one parse each (an export
-    of 5,000 partitions parsed its four checkpoints 20,000 times). None when it does not parse."""
-    try:
-        return read_offset_checkpoint(path).to_dict()
-    except KafkaLogError:
-        return None
-
-
-@functools.lru_cache(maxsize=32)
-def _url_checkpoint_table(f: UrlPath, stamp: tuple[int, int]) -> dict[tuple[str, int], int] | None:
-    """:func:`_checkpoint_table` of a checkpoint under a URL (``stamp``: its size and mtime), read through the
-    filesystem seam."""
-    try:
-        return OffsetCheckpoint.from_bytes(read_bytes(f.spec, f.fspath, MAX_CHECKPOINT_BYTES), str(f)).to_dict()
-    except (KafkaLogError, OSError):
-        return None
-
-
-CheckpointTables = dict[str, "dict[tuple[str, int], int] | None"]
-
-
-def checkpoint_tables(data_dir: str | os.PathLike | UrlPath) -> CheckpointTables:
-    """The four offset checkpoints of a data dir as maps by name (None: missing, not a regular file or not
-    parsing), each parsed once per version of its file; a data dir under a URL is read through the filesystem
-    seam. A reader that opens many partitions of one data dir at once reads them here once
-    (:func:`partition_checkpoints`)."""
-    tables: CheckpointTables = {}
-    if is_url(data_dir):
-        u = UrlPath.of(data_dir)  # type: ignore[arg-type]
-        for name in DATA_DIR_CHECKPOINTS:
-            uf = u / name
-            try:
-                e = file_info(uf.spec, uf.fspath)
-            except OSError:
-                e = None
-            tables[name] = None if e is None or e.is_dir else _url_checkpoint_table(uf, (e.size, e.mtime_ns))
-        return tables
-    d = Path(cast(str, data_dir))
-    for name in DATA_DIR_CHECKPOINTS:
-        f = d / name
-        try:
-            st = f.stat()
-        except OSError:
-            st = None
-        tables[name] = None if st is None or not stat.S_ISREG(st.st_mode) else \
-            _checkpoint_table(str(f), (st.st_ino, st.st_size, st.st_mtime_ns))
-    return tables
-
-
-def partition_checkpoints(path: str | os.PathLike | UrlPath,
-                          tables: CheckpointTables | None = None) -> dict[str, int | None]:
-    """This partition's values in its parent data dir's four offset checkpoints (a checkpoint that is missing or
-    does not parse gives None), from ``tables`` when given (:func:`checkpoint_tables` of the parent), else read
-    (through the filesystem seam for a partition dir under a URL)."""
-    p = as_path(path)
-    tp = parse_topic_partition_name(p.name)
-    if tables is None:
-        tables = checkpoint_tables(p.parent)
-    return {name: None if table is None else table.get((tp.topic, tp.partition)) for name, table in tables.items()}
-
-
-def open_partition_log(path: str | os.PathLike | UrlPath, checkpoints: dict[str, int | None] | None = None, *,
-                       remote_log_enabled: bool = False) -> PartitionLog:
-    """A :class:`PartitionLog` of ``path`` (a local path or a URL) with its data dir's checkpoint values (read from
-    the parent dir unless ``checkpoints`` gives them; ``{}`` for none)."""
-    values = partition_checkpoints(path) if checkpoints is None else checkpoints
-    return PartitionLog(path, log_start_offset_checkpoint=values.get(LOG_START_OFFSET_CHECKPOINT),
-                        recovery_point=values.get(RECOVERY_POINT_CHECKPOINT),
-                        high_watermark=values.get(REPLICATION_OFFSET_CHECKPOINT),
-                        clean_point=values.get(CLEANER_OFFSET_CHECKPOINT), remote_log_enabled=remote_log_enabled)
 
 
 OffsetMap = dict[tuple[str, int], int]

@@ -19,11 +19,9 @@ what a partition has lost is in :mod:`~kafkalog.storage.log.loss`.
 from __future__ import annotations
 
 import bisect
-import operator
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
 
 from kafkalog.storage.errors import CorruptCheckpointError, CorruptRecordError, KafkaLogError, LogDirError
 from kafkalog.storage.files.checkpoints import (
@@ -54,6 +52,7 @@ from kafkalog.storage.files.segment import LogOffsetPosition, Segment
 from kafkalog.storage.files.txn_index import AbortedTxn
 from kafkalog.storage.io.closing import Closing
 from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.io.forward import Forward
 from kafkalog.storage.io.fs import UrlPath
 from kafkalog.storage.log.loss import PRODUCER_SNAPSHOT, RememberedOffset, segment_end_error
 from kafkalog.storage.log.partition_files import list_partition_files, unfinished_swap
@@ -61,32 +60,6 @@ from kafkalog.storage.log.producer_state import ProducerStateManager
 from kafkalog.storage.log.segment import recover_segment
 from kafkalog.storage.log.topic_partition import METADATA_TOPIC, parse_topic_partition_name
 from kafkalog.storage.records import Batch, LogScanner
-
-T = TypeVar("T")
-
-
-class Forward(property, Generic[T]):
-    """A read-only property that only returns an attribute of an attribute (``topic = Forward[str]("tp.topic")``
-    reads ``self.tp.topic``) or what ``get(self)`` returns; ``doc`` is its docstring."""
-
-    def __init__(self, get: str | Callable[[Any], T], doc: str | None = None) -> None:
-        if isinstance(get, str):
-            get = operator.attrgetter(get)
-
-        def fget(obj: Any) -> Any:  # a function of its own: it carries the docstring (docs/api.md reads fget's)
-            return get(obj)
-
-        fget.__doc__ = doc
-        super().__init__(fget)
-
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> Forward[T]: ...
-
-    @overload
-    def __get__(self, obj: object, owner: type | None = None) -> T: ...
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        return super().__get__(obj, owner)
 
 
 def log_start_offset(checkpoint: int | None, first_base_offset: int | None, remote_log_enabled: bool = False) -> int:

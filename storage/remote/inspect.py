@@ -29,7 +29,8 @@ from kafkalog.storage.files.findings import Finding, error, info, warning
 from kafkalog.storage.files.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.storage.files.producer_snapshot import read_producer_snapshot
 from kafkalog.storage.files.segment import Segment
-from kafkalog.storage.log.datadir import list_partition_dirs, open_partition_log
+from kafkalog.storage.log.datadir import list_partition_dirs
+from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.segment_check import verify_segment
 from kafkalog.storage.remote.layout import REQUIRED_KINDS, LocalTieredStorageLayout, RemoteSegment
 from kafkalog.storage.remote.metadata import iter_remote_log_metadata

@@ -12,7 +12,8 @@ from kafkalog.storage.decoders.remote_log_metadata import (
     decode_remote_log_metadata,
 )
 from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
-from kafkalog.storage.log.datadir import is_partition_dir, list_partition_dirs, open_partition_log
+from kafkalog.storage.log.datadir import is_partition_dir, list_partition_dirs
+from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 
 __all__ = ["iter_remote_log_metadata"]

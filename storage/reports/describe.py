@@ -9,13 +9,8 @@ from typing import Any
 
 from kafkalog.storage.codec.compression import codec_name
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.log.datadir import (
-    DataDir,
-    check_topics,
-    list_partition_dirs,
-    open_partition_log,
-    partition_order,
-)
+from kafkalog.storage.log.datadir import DataDir, check_topics, list_partition_dirs, partition_order
+from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import PARTITION_DIR, PathKind, require
 from kafkalog.storage.log.topic_partition import parse_topic_partition_name

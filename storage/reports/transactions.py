@@ -32,7 +32,8 @@ from kafkalog.storage.decoders.transaction_state import (
     parse_transaction_value,
 )
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.log.datadir import DataDir, check_topics, open_partition_log
+from kafkalog.storage.log.datadir import DataDir, check_topics
+from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import DATA_DIR, PARTITION_DIR, require
 from kafkalog.storage.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS

@@ -167,3 +167,22 @@ def test_the_compiled_core_is_loaded_in_one_module():
             if any(n.split(".")[-1] == "_native" for n in names):
                 loaders.append(str(path.relative_to(ROOT)))
     assert loaders == ["storage/codec/native.py"], loaders
+
+
+#: the storage root holds packages; a module there is a layer of its own (errors, parallel) or the package's init
+MAX_LOOSE_STORAGE_MODULES = 5
+#: no module of storage/ is longer (issue 30); the decoders' schema tables are Kafka's message JSON written out
+MAX_STORAGE_MODULE_LINES = 500
+GENERATED_TABLES = {"storage/decoders/metadata_schemas.py", "storage/decoders/offsets_schemas.py"}
+
+
+def test_the_storage_layout_shows_the_layers():
+    """storage/'s root has at most MAX_LOOSE_STORAGE_MODULES modules, and no module in storage/ (the schema tables
+    aside) is over MAX_STORAGE_MODULE_LINES lines: a longer one holds more than one noun, split it by
+    responsibility (CONTRIBUTING.md, "Where things go")."""
+    loose = sorted(p.name for p in (ROOT / "storage").glob("*.py"))
+    assert len(loose) <= MAX_LOOSE_STORAGE_MODULES, loose
+    long = sorted((str(p.relative_to(ROOT)), n) for p in (ROOT / "storage").rglob("*.py")
+                  if "target" not in p.parts and str(p.relative_to(ROOT)) not in GENERATED_TABLES
+                  and (n := len(p.read_text().splitlines())) > MAX_STORAGE_MODULE_LINES)
+    assert not long, f"modules over {MAX_STORAGE_MODULE_LINES} lines: {long}"

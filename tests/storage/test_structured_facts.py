@@ -173,7 +173,7 @@ def test_every_kind_has_one_template_and_a_note_without_one_renders_its_message(
 #: the modules whose notes are structured: each builds a note with ``note(subject, kind, **facts)``, never words
 STRUCTURED = ["storage/config/resolver.py", "storage/engine/cleaner/manager.py", "storage/engine/loader.py",
               "storage/engine/repair.py", "storage/engine/retention.py", "storage/engine/flush.py",
-              "storage/engine/targets.py", "storage/log/datadir.py", "storage/reports/group_coordinator.py",
+              "storage/engine/targets.py", "storage/log/dir_checkpoints.py", "storage/reports/group_coordinator.py",
               "storage/remote/rehydrate.py"]
 
 

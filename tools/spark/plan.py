@@ -26,7 +26,8 @@ from kafkalog.storage.files.segment import Segment as LogSegment
 from kafkalog.storage.io.closing import Closing
 from kafkalog.storage.io.dirview import DirView
 from kafkalog.storage.io.fs import FsSpec, SegmentFile, UrlPath, display, info, listdir, split_uri
-from kafkalog.storage.log.datadir import check_topics, live_partition_name, open_partition_log
+from kafkalog.storage.log.datadir import check_topics, live_partition_name
+from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.partition import PartitionLog
 
 from .filters import columns, keeps

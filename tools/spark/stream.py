@@ -42,7 +42,7 @@ from pyspark.sql.types import StructType
 from kafkalog.storage.errors import ConfigError, CorruptRecordError, KafkaLogError
 from kafkalog.storage.files.segment import WindowedScanner
 from kafkalog.storage.io.fs import SegmentFile, as_path, display, split_uri
-from kafkalog.storage.log.datadir import (
+from kafkalog.storage.log.dir_checkpoints import (
     CheckpointTables,
     checkpoint_tables,
     open_partition_log,

@@ -36,7 +36,8 @@ from kafkalog.storage.files.checkpoints import (
 )
 from kafkalog.storage.files.findings import Finding, Severity, error, warning
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE
-from kafkalog.storage.log.datadir import DataDir, DataDirs, classify_path, partition_checkpoints
+from kafkalog.storage.log.datadir import DataDir, DataDirs, classify_path
+from kafkalog.storage.log.dir_checkpoints import partition_checkpoints
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import classify
 from kafkalog.storage.log.segment_check import SegmentSummary, verify_segment

@@ -22,7 +22,7 @@ from kafkalog.storage.files.names import (
 )
 from kafkalog.storage.files.producer_snapshot import read_producer_snapshot
 from kafkalog.storage.files.quorum_state import QUORUM_STATE_FILE, read_quorum_state
-from kafkalog.storage.log.datadir import open_partition_log
+from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.loss import remembered_facts
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.segment_check import SegmentSummary, verify_segment

@@ -50,8 +50,10 @@ reaches it (so it may hold a few more; a partition's last one fewer)."""
 @dataclass(frozen=True)
 class Window:
     """Offsets ``[from_offset, to_offset)`` and record timestamps ``[from_time, to_time)`` (epoch ms) the reader
-    keeps (None: unbounded). The offsets go through the offset indexes (whole segments skipped); a batch whose
-    max timestamp (CreateTime) is before ``from_time`` is skipped without decoding."""
+    keeps (None: unbounded). The offsets go through the offset indexes (whole segments skipped); ``from_time``
+    through the time indexes: the read starts where ``ListOffsets`` by that timestamp starts (every batch before
+    has a smaller max timestamp: whole segments skipped), and a later batch whose max timestamp (CreateTime) is
+    before it is skipped without decoding. ``to_time`` is a filter (timestamps need not increase with offsets)."""
 
     from_offset: int | None = None
     to_offset: int | None = None

@@ -6,14 +6,18 @@ and the filters it pushes down (a ``pyarrow.compute.Expression``), and
 :class:`~kafkalog.storage.api.sql_dataset.RecordsScan` turns the conjuncts on ``topic``, ``partition``, ``offset``
 and ``timestamp``/``timestampMs`` into the reader's selection (:mod:`kafkalog.storage.api.sql_pushdown`):
 partitions left out, an offset range that goes through the offset indexes (whole segments skipped, a segment
-read from the indexed position), a time window that skips batches by their max timestamp. The pushed-down
+read from the indexed position), a lower time bound that goes through the time indexes (the read starts where
+``ListOffsets`` by that timestamp starts: whole segments skipped) and skips batches by their max timestamp (an
+upper time bound is a filter: timestamps need not increase with offsets). The pushed-down
 selection is conservative (every row the filter keeps is read) and the exact filter is still applied to every
 row by the Arrow scanner, so pushdown never changes a result; ``pushdown=False`` reads everything (the tests
 compare the two).
 
 Decoding ``value`` is a column function: ``decode(value)`` (UTF-8 text), ``json(decode(value))`` and
-``json_extract_string(decode(value), '$.field')`` are DuckDB's own; ``avro(value, 'schema.avsc')`` (the record
-as JSON text) is registered when fastavro is installed.
+``json_extract_string(decode(value), '$.field')`` are DuckDB's own; ``avro(value, 'schema.avsc')`` (plain Avro
+binary) and ``avro_confluent(value, 'schema.avsc')`` (the Confluent wire format: magic byte 0 and a 4-byte schema id
+first) give the datum as JSON text, registered when fastavro is installed (the ``sql`` extra). A value that is not
+a datum of the schema is :class:`AvroError` naming the record's segment, batch byte and offset.
 
 DuckDB and pyarrow are optional dependencies (the ``sql`` extra): imported when a query runs.
 """
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kafkalog.storage.api.partition import DEFAULT_ARROW_ROWS, _reader
 from kafkalog.storage.api.sql_dataset import LogDirs, RecordsScan, _dataset
 from kafkalog.storage.api.sql_pushdown import Pushdown
 from kafkalog.storage.engine.export import _selected_batches
@@ -56,7 +61,7 @@ def connect(dirs: LogDirs, *, pushdown: bool = True, include_control: bool = Fal
                          plan_only=plan_only)
     con = duckdb.connect()
     con.register("records", _dataset(source))
-    _register_avro(con)
+    _register_avro(con, source)
     return con, source
 
 
@@ -74,6 +79,8 @@ def _checked(source: RecordsScan, call: Any) -> Any:
     try:
         return call()
     except duckdb.Error as e:
+        if isinstance(source.error, AvroError) and source.error.path is None:
+            source.error = _located(source.dirs, source.error)
         if source.error is not None:
             raise source.error from None
         syntax = isinstance(e, (duckdb.ParserException, duckdb.SyntaxException))
@@ -228,26 +235,102 @@ def avro_available() -> bool:
     return importlib.util.find_spec("fastavro") is not None
 
 
-def _register_avro(con: Any) -> None:
+CONFLUENT_MAGIC = 0
+"""The first byte of a value in the Confluent wire format: magic 0, a 4-byte big-endian schema id, the Avro datum."""
+
+
+class AvroError(KafkaLogError):
+    """A value ``avro()`` cannot decode with its schema file (``value``: the bytes): :func:`_checked` names the
+    record (its segment, batch byte and offset) before it reaches the caller."""
+
+    def __init__(self, reason: str, value: bytes | None = None, schema_file: str | None = None,
+                 path: str | None = None, position: int | None = None):
+        self.value = value
+        self.schema_file = schema_file
+        super().__init__(reason, path, position)
+
+
+def _register_avro(con: Any, source: RecordsScan) -> None:
     if not avro_available():
         return
     fastavro = require("fastavro", extra="sql", feature="avro()")  # optional dependency (installed: checked above)
 
     schemas: dict[str, Any] = {}
 
-    def avro(value: bytes | None, schema_file: str) -> str | None:
-        """The Avro datum ``value`` (schemaless: no container header, no schema registry prefix) read with the
-        writer schema in ``schema_file``, as JSON text."""
-        if value is None:
-            return None
+    def schema_of(schema_file: str) -> Any:
         schema = schemas.get(schema_file)
         if schema is None:
-            with open(schema_file, encoding="utf-8") as f:
-                schema = schemas[schema_file] = fastavro.parse_schema(json.load(f))
-        return json.dumps(fastavro.schemaless_reader(io.BytesIO(value), schema), default=str)
+            try:
+                with open(schema_file, encoding="utf-8") as f:
+                    schema = schemas[schema_file] = fastavro.parse_schema(json.load(f))
+            except (OSError, ValueError, TypeError, KeyError, AttributeError,
+                    fastavro.schema.SchemaParseException) as e:
+                raise _failed(AvroError(f"cannot read the Avro schema {schema_file}: {_one_line(str(e))}")) from None
+        return schema
+
+    def _failed(err: AvroError) -> AvroError:
+        if source.error is None:
+            source.error = err
+        return err
+
+    def decoded(value: bytes, schema_file: str, start: int) -> str:
+        schema = schema_of(schema_file)
+        buf = io.BytesIO(value)
+        buf.seek(start)
+        hint = " (the Confluent wire format? use avro_confluent)" \
+            if start == 0 and len(value) >= 5 and value[0] == CONFLUENT_MAGIC else ""
+        try:
+            datum = fastavro.schemaless_reader(buf, schema)
+        except Exception as e:  # noqa: BLE001 (fastavro raises whatever its decoders meet: EOF, index, unicode...)
+            raise _failed(AvroError(f"not an Avro datum of {schema_file} ({len(value)} bytes): "
+                                    f"{type(e).__name__}: {_one_line(str(e)) or 'bytes missing'}{hint}",
+                                    value, schema_file)) from None
+        left = len(value) - buf.tell()
+        if left:
+            raise _failed(AvroError(f"not an Avro datum of {schema_file}: {left} of its {len(value)} bytes are left "
+                                    f"after the datum{hint}", value, schema_file))
+        return json.dumps(datum, default=str)
+
+    def avro(value: bytes | None, schema_file: str) -> str | None:
+        """The Avro datum ``value`` (plain binary: no container header, no schema registry prefix) read with the
+        writer schema in ``schema_file``, as JSON text."""
+        return None if value is None else decoded(value, schema_file, 0)
+
+    def avro_confluent(value: bytes | None, schema_file: str) -> str | None:
+        """``value`` in the Confluent wire format (magic byte 0, a 4-byte schema id, then the datum) read with the
+        writer schema in ``schema_file`` (the id is not looked up: there is no registry offline), as JSON text."""
+        if value is None:
+            return None
+        if len(value) < 5 or value[0] != CONFLUENT_MAGIC:
+            raise _failed(AvroError(f"not the Confluent wire format (magic byte 0 and a 4-byte schema id): "
+                                    f"{len(value)} bytes starting {value[:5].hex() or 'with nothing'}",
+                                    value, schema_file))
+        return decoded(value, schema_file, 5)
 
     con.create_function("avro", avro, ["BLOB", "VARCHAR"], "VARCHAR", null_handling="special")
+    con.create_function("avro_confluent", avro_confluent, ["BLOB", "VARCHAR"], "VARCHAR", null_handling="special")
 
 
-__all__ = ["ScanPlan", "SegmentRead", "SqlError", "SqlPlan", "avro_available", "connect", "execute", "explain",
+def _located(dirs: LogDirs, err: AvroError) -> KafkaLogError:
+    """``err`` with the file, batch byte and offset of the first record whose value is the bytes it failed on
+    (a full read, on the error path only); as it is when no record holds them (a value made by the query)."""
+    if err.value is None:
+        return err
+    pc = require("pyarrow.compute", extra="sql", feature="SQL")  # optional dependency
+    cols = ["value", "offset", "segment", "position"]
+    try:
+        for p in dirs.partitions():
+            for b in _reader([p], None, True, False, DEFAULT_ARROW_ROWS, columns=cols):
+                hits = pc.indices_nonzero(pc.equal(b.column(0), err.value))
+                if len(hits):
+                    i = hits[0].as_py()
+                    offset, segment, position = (b.column(c)[i].as_py() for c in cols[1:])
+                    return AvroError(f"offset {offset}: value {err.reason}", err.value, err.schema_file,
+                                     str(Path(p.path) / segment), position)
+    except KafkaLogError:
+        pass  # damage elsewhere in the dirs: the error as it is (a query reaching it reports that damage)
+    return err
+
+
+__all__ = ["AvroError", "ScanPlan", "SegmentRead", "SqlError", "SqlPlan", "avro_available", "connect", "execute", "explain",
            "relation"]

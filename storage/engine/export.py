@@ -79,15 +79,39 @@ class ExportFilter:
 
     def for_partition(self, plog: PartitionLog) -> ExportFilter:
         """This filter with the offset spec resolved for ``plog`` (its log start and end offsets, and its time
-        indexes for timestamps) and intersected with the offset range."""
-        if self.offset_spec is None:
-            return self
-        lo, hi = self.offset_spec.resolve_in(plog)
-        if self.from_offset is not None:
-            lo = max(lo, self.from_offset)
-        if self.to_offset is not None:
-            hi = min(hi, self.to_offset)
-        return replace(self, from_offset=lo, to_offset=max(lo, hi), offset_spec=None)
+        indexes for timestamps) and intersected with the offset range; a ``from_time`` starts the offsets where
+        ``ListOffsets`` by that timestamp starts (:func:`time_start`), so the segments and batches before it are
+        never read."""
+        flt = self
+        if self.offset_spec is not None:
+            lo, hi = self.offset_spec.resolve_in(plog)
+            if self.from_offset is not None:
+                lo = max(lo, self.from_offset)
+            if self.to_offset is not None:
+                hi = min(hi, self.to_offset)
+            flt = replace(self, from_offset=lo, to_offset=max(lo, hi), offset_spec=None)
+        start = None if flt.from_time is None else time_start(plog, flt.from_time)
+        if start is not None and (flt.from_offset is None or start > flt.from_offset):
+            flt = replace(flt, from_offset=start)
+        return flt
+
+
+def time_start(plog: PartitionLog, from_time: int) -> int | None:
+    """The offset a read of the records with timestamp >= ``from_time`` starts at: the one ``ListOffsets`` by
+    timestamp finds (:meth:`PartitionLog.lookup_timestamp`, Kafka's ``fetchOffsetByTimestamp`` through the time
+    indexes, which hold the max timestamp so far: every batch before it has a max timestamp below
+    ``from_time``). None (read from the start) when the indexes cannot say: records below the log start offset
+    (which the lookup does not search), an index that fails its checks (the broker rebuilds it) or damage met
+    by the lookup (the read reports it). When every indexed timestamp is older, the active segment is still
+    read: its time index may lag behind its batches after a broker that did not shut down cleanly."""
+    segs = plog.segments
+    if not segs or segs[0].base_offset < plog.log_start_offset or any(s.index_problem() for s in segs):
+        return None
+    try:
+        found = plog.lookup_timestamp(from_time)
+    except KafkaLogError:
+        return None
+    return segs[-1].base_offset if found is None else found[1]
 
 
 @dataclass
@@ -411,7 +435,7 @@ def export_bytes(paths: Iterable[str | os.PathLike], topics: set[str] | None = N
 
 __all__ = [
     "COLUMN_NAMES", "EXPORT_COLUMNS", "KEY_FORMATS", "ExportFilter", "ExportStats",
-    "control_type", "export_jsonl", "key_bytes",
+    "control_type", "export_jsonl", "key_bytes", "time_start",
     "export_bytes", "iter_export_rows", "iter_partition_batches", "row_from_json",
     "row_to_json", "rows_of",
 ]

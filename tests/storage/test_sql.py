@@ -19,20 +19,31 @@ import sys
 from pathlib import Path
 
 import pytest
-from builders import generated_partition, write_data_dir_files
+from builders import (
+    BASE_TS,
+    generated_partition,
+    generated_record,
+    single_record_batches,
+    write_data_dir_files,
+    write_segment,
+)
 
 import kafkalog
 from kafkalog.compat.pytest_plugin import require_modules
+from kafkalog.storage.config.log_config import LogConfig
+from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.storage.errors import CorruptRecordError, MissingDependencyError
+from kafkalog.storage.records.reader import LogScanner
 from kafkalog.tools.cli import main
 
-require_modules("duckdb", "pyarrow", extra="sql")  # the sql extra (skipped without it, a failure under CI=true)
+require_modules("duckdb", "pyarrow", "fastavro", extra="sql")  # the sql extra (skipped without it, a failure under CI=true)
 
 import duckdb  # noqa: E402
+import fastavro  # noqa: E402
 import pyarrow  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from kafkalog.storage.api.sql import SqlError, execute, explain  # noqa: E402
+from kafkalog.storage.api.sql import AvroError, SqlError, execute, explain  # noqa: E402
 from kafkalog.storage.api.sql_pushdown import Pushdown  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,6 +199,96 @@ def _cli(argv, capsys=None) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def _walked(monkeypatch) -> list[int]:
+    """Bytes of the batches every scan of a segment walks (the Python scanner every windowed read goes through)."""
+    walked = [0]
+    real = LogScanner.__iter__
+
+    def counted(self):
+        for b in real(self):
+            walked[0] += b.size
+            yield b
+
+    monkeypatch.setattr(LogScanner, "__iter__", counted)
+    return walked
+
+
+def test_a_time_bound_starts_at_the_time_index(tmp_path, monkeypatch):
+    """``timestamp >= T`` starts the read where ListOffsets by T starts (the time indexes): the segments and
+    batches before it are not walked. The last 1 % of the records (timestamps increasing) read <= 2 % of the
+    bytes; before, every batch header of every segment was walked (about 100 %)."""
+    data = tmp_path / "data"
+    n = 20_000
+    generated_partition(data / "big-0", n, batch_records=20, segment_bytes=128 * 1024, value_size=100)
+    write_data_dir_files(data)
+    t = BASE_TS + (n - 200) * 10  # about the last 200 records
+    kept = [i for i in range(n) if generated_record(i, headers=False)[1] >= t]
+    expected = [(len(kept), sum(kept))]
+    wheres = [f"timestampMs >= {t}", f"timestampMs > {t - 1}",
+              f"timestamp >= make_timestamp({t * 1000})::TIMESTAMPTZ",
+              f"timestampMs BETWEEN {t} AND {t + 10_000_000}"]
+    with kafkalog.open(data) as dirs:
+        assert len(dirs.partition("big", 0).segments) >= 10
+        log_bytes = dirs.partition("big", 0).size
+        walked = _walked(monkeypatch)
+        for where in wheres:
+            q = f'SELECT count(*), sum("offset") FROM records WHERE {where}'
+            walked[0] = 0
+            assert dirs.sql(q).fetchall() == expected, where
+            assert walked[0] <= 0.02 * log_bytes, (where, walked[0], log_bytes)
+            plan = explain(dirs, f"SELECT count(*) FROM records WHERE {where}")
+            assert plan.bytes <= 0.02 * plan.log_bytes and plan.segments <= 2, where
+            assert dirs.sql(q, pushdown=False).fetchall() == expected
+        # an upper bound alone is a filter (timestamps need not increase): everything is read
+        q = f"SELECT count(*) FROM records WHERE timestampMs < {BASE_TS + 2000}"
+        assert dirs.sql(q).fetchall() == [(sum(generated_record(i, headers=False)[1] < BASE_TS + 2000
+                                               for i in range(n)),)]
+        assert explain(dirs, q).bytes == log_bytes
+        # a bound past every timestamp reads the active segment only (its time index may lag after a crash)
+        walked[0] = 0
+        assert dirs.sql(f"SELECT count(*) FROM records WHERE timestampMs >= {t + 10_000_000}").fetchall() == [(0,)]
+        assert walked[0] <= dirs.partition("big", 0).segments[-1].size + 0.01 * log_bytes
+    code, out, _ = _cli(["sql", str(data), "--explain", "--json", f"SELECT count(*) FROM records WHERE {wheres[0]}"])
+    facts = json.loads(out)
+    assert code == 0 and facts["bytes"] <= 0.02 * facts["logBytes"] and facts["segments"] <= 2
+
+
+def _late_records_partition(pdir: Path) -> None:
+    """Timestamps increasing over several segments (generated_record's) but for three records: at offset 0 one
+    from the future, at offsets 1000 and 1101 late ones with old timestamps."""
+    cfg = LogConfig.from_topic_props({"segment.bytes": str(16 * 1024)})
+    kw = {"batch_records": 10, "segment_bytes": 16 * 1024, "value_size": 60}
+    for first, n, odd in ((0, 0, (None, BASE_TS + 10**9, b"future", b"from the future", [])),
+                          (1, 999, (None, BASE_TS + 50, b"late", b"an old timestamp", [])),
+                          (1001, 100, (None, BASE_TS + 7, b"later", b"older still", []))):
+        if n:
+            generated_partition(pdir, n, first=first, **kw)
+        with LogWriter(pdir, cfg, leader_epoch=3, now_ms=BASE_TS, fsync=False) as w:
+            w.append_records([odd])
+
+
+def test_the_time_index_start_loses_nothing_when_timestamps_go_back(tmp_path):
+    """Non-monotonic timestamps: every lower time bound returns the same rows with pushdown on and off, and the
+    rows of a filter over every record; also with records below the log start offset (which the time index
+    lookup does not search, and the reader reads)."""
+    data = tmp_path / "data"
+    _late_records_partition(data / "late-0")
+    write_data_dir_files(data)
+    below = tmp_path / "below"
+    shutil.copytree(data, below)
+    write_data_dir_files(below, log_start={("late", 0): 500})
+    stamps = [BASE_TS, BASE_TS + 7, BASE_TS + 8, BASE_TS + 50, BASE_TS + 51, BASE_TS + 5000, BASE_TS + 9990,
+              BASE_TS + 10_000, BASE_TS + 10**9, BASE_TS + 10**9 + 1]
+    for d in (data, below):
+        with kafkalog.open(d) as dirs:
+            assert len(dirs.partition("late", 0).segments) >= 4
+            rows = dirs.to_arrow(columns=["offset", "timestampMs"]).read_all().to_pylist()
+            for t in stamps:
+                q = f'SELECT "offset" FROM records WHERE timestampMs >= {t} ORDER BY "offset"'
+                expected = [(r["offset"],) for r in rows if r["timestampMs"] >= t]
+                assert dirs.sql(q).fetchall() == dirs.sql(q, pushdown=False).fetchall() == expected, (d, t)
+
+
 def test_cli_outputs(tmp_path):
     q = 'SELECT "offset", timestamp, key, try(decode(value)) AS text FROM records WHERE topic = \'codec-zstd\' ' \
         'AND "offset" < 3 ORDER BY "offset"'
@@ -224,6 +325,84 @@ def test_value_decoding_functions():
         assert got == [("x",)]
 
 
+ORDER_SCHEMA = {"type": "record", "name": "Order", "fields": [
+    {"name": "id", "type": "long"}, {"name": "item", "type": "string"}, {"name": "price", "type": "double"},
+    {"name": "note", "type": ["null", "string"]}, {"name": "tags", "type": {"type": "array", "items": "string"}}]}
+
+
+def _avro(datum: dict) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(ORDER_SCHEMA), datum)
+    return out.getvalue()
+
+
+def _orders(i: int) -> dict:
+    return {"id": 1000 + i, "item": f"item-{i}", "price": i * 1.5, "note": None if i % 2 else f"note {i}",
+            "tags": [f"t{j}" for j in range(i % 3)]}
+
+
+def _avro_data_dir(root: Path, values: dict[str, list[bytes]]) -> Path:
+    """One single-record batch per value, a topic per entry of ``values``."""
+    for topic, vals in values.items():
+        write_segment(root / f"{topic}-0", 0, single_record_batches([(b"k%d" % i, v) for i, v in enumerate(vals)]),
+                      rebuild_indexes=True)
+    return write_data_dir_files(root)
+
+
+def test_avro_decodes_plain_and_confluent_values(tmp_path):
+    schema = tmp_path / "order.avsc"
+    schema.write_text(json.dumps(ORDER_SCHEMA))
+    orders = [_orders(i) for i in range(5)]
+    plain = [_avro(o) for o in orders]
+    confluent = [b"\x00" + (42).to_bytes(4, "big") + v for v in plain]
+    data = _avro_data_dir(tmp_path / "data", {"plain": plain, "confluent": confluent})
+    with kafkalog.open(data) as dirs:
+        for fn, topic in (("avro", "plain"), ("avro_confluent", "confluent")):
+            got = dirs.sql(f"SELECT {fn}(value, '{schema}') FROM records WHERE topic = '{topic}' "
+                           f'ORDER BY "offset"').fetchall()
+            assert [json.loads(r[0]) for r in got] == orders, fn
+        got = dirs.sql(f"SELECT json_extract_string(avro(value, '{schema}'), '$.item'), "
+                       f"CAST(json_extract(avro(value, '{schema}'), '$.price') AS DOUBLE) FROM records "
+                       f"WHERE topic = 'plain' AND \"offset\" = 3").fetchall()
+        assert got == [("item-3", 4.5)]
+        # a null value (a tombstone) is null
+        assert dirs.sql(f"SELECT avro(NULL::BLOB, '{schema}'), avro_confluent(NULL::BLOB, '{schema}')").fetchall() \
+            == [(None, None)]
+    code, out, err = _cli(["sql", str(data), "--json", f"SELECT avro_confluent(value, '{schema}') AS o FROM records "
+                           "WHERE topic = 'confluent' AND \"offset\" = 1"])
+    assert (code, err) == (0, "") and json.loads(json.loads(out)["o"]) == orders[1]
+
+
+def test_a_value_avro_cannot_decode_is_the_file_and_offset(tmp_path):
+    schema = tmp_path / "order.avsc"
+    schema.write_text(json.dumps(ORDER_SCHEMA))
+    good = _avro(_orders(0))
+    data = _avro_data_dir(tmp_path / "data", {"orders": [good, good[:-3], good + b"\x02", b"\x00\x00\x00\x00\x07" + good]})
+    seg = data / "orders-0" / "00000000000000000000.log"
+    with kafkalog.open(data) as dirs:
+        positions = [b.position for _s, b in dirs.partition("orders", 0).batches()]
+        for offset, fn, words in ((1, "avro", "not an Avro datum of"), (2, "avro", "1 of its"),
+                                  (3, "avro", "the Confluent wire format? use avro_confluent"),
+                                  (0, "avro_confluent", "not the Confluent wire format")):
+            q = f"SELECT {fn}(value, '{schema}') FROM records WHERE \"offset\" = {offset}"
+            with pytest.raises(AvroError) as e:
+                list(execute(dirs, q)[1])
+            assert (e.value.path, e.value.position) == (str(seg), positions[offset]), fn
+            assert f"offset {offset}: value " in str(e.value) and words in str(e.value)
+            assert (str(schema) in str(e.value)) == (fn == "avro")  # (the datum's schema; not a wire format's)
+            code, out, err = _cli(["sql", str(data), q])
+            assert code == 1 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+            assert f"{seg}: byte {positions[offset]}: offset {offset}: value " in err and words in err
+        # the whole topic: the first bad record is named
+        code, _, err = _cli(["sql", str(data), f"SELECT count(avro(value, '{schema}')) FROM records"])
+        assert code == 1 and f"byte {positions[1]}: offset 1:" in err
+        # a schema that is not one
+        bad = tmp_path / "bad.avsc"
+        bad.write_text('{"type": "record", "name": "x", "fields": [{"name": "a", "type": "nope"}]}')
+        code, _, err = _cli(["sql", str(data), f"SELECT avro(value, '{bad}') FROM records"])
+        assert code == 1 and err.count("\n") == 1 and f"cannot read the Avro schema {bad}" in err
+
+
 def test_bad_input(tmp_path):
     code, _, err = _cli(["sql", str(KRAFT), "SELECT nope FROM records"])
     assert code == 1 and err.count("\n") == 1 and '"nope" not found' in err and "Traceback" not in err
@@ -231,8 +410,8 @@ def test_bad_input(tmp_path):
     assert code == 2 and "syntax error" in err and err.startswith("kafkalog sql: error: Parser Error")
     code, _, err = _cli(["sql", str(KRAFT), "SELECT * FROM nothing_here"])
     assert code == 1 and "nothing_here" in err
-    code, _, err = _cli(["sql", str(KRAFT), "SELECT avro(value, 's.avsc') FROM records"])
-    assert code == 1 and "pip install fastavro" in err
+    code, _, err = _cli(["sql", str(KRAFT), f"SELECT avro(value, '{tmp_path / 's.avsc'}') FROM records"])
+    assert code == 1 and err.count("\n") == 1 and "cannot read the Avro schema" in err and "s.avsc" in err
     code, _, err = _cli(["sql", str(tmp_path / "missing"), "SELECT 1"])
     assert code == 1 and "missing" in err
     with kafkalog.open(KRAFT) as dirs:
@@ -265,6 +444,12 @@ def test_a_corrupt_batch_is_the_file_and_byte(tmp_path):
         # a query the pushdown keeps away from the damage reads nothing of it
         assert dirs.sql('SELECT count(*) FROM records WHERE topic = \'multi-segment\' AND partition = 0 '
                         'AND "offset" >= 120').fetchall() == [(30,)]
+
+
+def test_without_fastavro_avro_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "fastavro", None)
+    code, _, err = _cli(["sql", str(KRAFT), "SELECT avro(value, 's.avsc') FROM records"])
+    assert code == 1 and "pip install fastavro" in err
 
 
 def test_without_duckdb_the_command_says_what_to_install(monkeypatch):

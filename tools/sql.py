@@ -43,13 +43,16 @@ producerEpoch, sequence, isTransactional, isControl, magic, codec, segment, posi
 keyword in SQL: write "offset". Control records (transaction markers) only with --print-control-records.
 
 Predicates on topic, partition, offset and timestamp/timestampMs, and the columns a query uses, go into
-the reader: partitions left out, offset ranges through the offset indexes (whole segments skipped),
-batches before a time bound skipped undecoded. The exact predicate is still applied to every row, so the
-rows are those of --no-pushdown. --explain prints what a query reads: the segments, byte ranges and bytes.
+the reader: partitions left out, offset ranges through the offset indexes (whole segments skipped), a
+lower time bound through the time indexes (the read starts where ListOffsets by that timestamp starts:
+whole segments skipped; later batches before the bound skipped undecoded; an upper bound is a filter).
+The exact predicate is still applied to every row, so the rows are those of --no-pushdown. --explain
+prints what a query reads: the offset each partition starts at, the segments, byte ranges and bytes.
 
 Decoding values is a column function: decode(value) is the value as UTF-8 text, json(decode(value)) as
-JSON, json_extract_string(decode(value), '$.id') one field; avro(value, 'schema.avsc') reads a schemaless
-Avro datum with that writer schema (as JSON text) when the package fastavro is installed.
+JSON, json_extract_string(decode(value), '$.id') one field; avro(value, 'schema.avsc') reads a plain Avro
+datum with that writer schema (as JSON text), avro_confluent(value, 'schema.avsc') one in the Confluent
+wire format (magic byte 0, a 4-byte schema id), when the package fastavro is installed (the sql extra).
 
 Output: a table (bytes as UTF-8 text, \\xNN for undecodable bytes), --json (JSON Lines; bytes base64,
 TIMESTAMP columns as epoch ms), --csv, or --parquet FILE (written aside and renamed: never half written).
@@ -121,6 +124,8 @@ def _print_plan(plan: SqlPlan) -> None:
         print(f"scan {i + 1} of records: filter {push['filter'] or '-'}")
         print(f"  pushed down: {', '.join(f'{k}={v}' for k, v in pushed.items()) or 'nothing'}")
         print(f"  partitions: {len(scan.partitions)}")
+        if scan.starts:
+            print(f"  starts at: {', '.join(f'{name} offset {o}' for name, o in scan.starts.items())}")
         rows = [s.to_dict() for s in scan.segments]
         if rows:
             render_table(rows, ["partition", "file", "start", "end", "batches", "bytes"])

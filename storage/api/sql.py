@@ -160,13 +160,16 @@ class ScanPlan:
     pushdown: Pushdown
     partitions: list[str]
     segments: list[SegmentRead] = field(default_factory=list)
+    #: the offset each partition's read starts at when a bound moves it: an offset bound (the offset index finds
+    #: it) or a lower time bound (where ``ListOffsets`` by that timestamp starts, the time indexes)
+    starts: dict[str, int] = field(default_factory=dict)
 
     @property
     def bytes(self) -> int:
         return sum(s.bytes for s in self.segments)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pushdown": self.pushdown.to_dict(), "partitions": self.partitions,
+        return {"pushdown": self.pushdown.to_dict(), "partitions": self.partitions, "starts": self.starts,
                 "segments": [s.to_dict() for s in self.segments], "bytes": self.bytes}
 
 
@@ -214,6 +217,8 @@ def explain(dirs: LogDirs, query: str, *, pushdown: bool = True, include_control
         plan = ScanPlan(push, [p.name for p in parts])
         for p in parts:
             flt = p._filter(None, include_control, read_committed, push.window)
+            if flt.from_offset is not None:
+                plan.starts[p.name] = flt.from_offset
             by_file: dict[str, SegmentRead] = {}
             for _topic, _partition, name, b in _selected_batches(p.path, flt, None):
                 s = by_file.get(name)

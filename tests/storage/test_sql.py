@@ -238,6 +238,7 @@ def test_a_time_bound_starts_at_the_time_index(tmp_path, monkeypatch):
             assert walked[0] <= 0.02 * log_bytes, (where, walked[0], log_bytes)
             plan = explain(dirs, f"SELECT count(*) FROM records WHERE {where}")
             assert plan.bytes <= 0.02 * plan.log_bytes and plan.segments <= 2, where
+            assert plan.scans[0].starts == {"big-0": kept[0]}  # ListOffsets by t: the first record at or after t
             assert dirs.sql(q, pushdown=False).fetchall() == expected
         # an upper bound alone is a filter (timestamps need not increase): everything is read
         q = f"SELECT count(*) FROM records WHERE timestampMs < {BASE_TS + 2000}"
@@ -251,6 +252,9 @@ def test_a_time_bound_starts_at_the_time_index(tmp_path, monkeypatch):
     code, out, _ = _cli(["sql", str(data), "--explain", "--json", f"SELECT count(*) FROM records WHERE {wheres[0]}"])
     facts = json.loads(out)
     assert code == 0 and facts["bytes"] <= 0.02 * facts["logBytes"] and facts["segments"] <= 2
+    assert facts["scans"][0]["starts"] == {"big-0": kept[0]}
+    code, out, _ = _cli(["sql", str(data), "--explain", f"SELECT count(*) FROM records WHERE {wheres[0]}"])
+    assert code == 0 and f"starts at: big-0 offset {kept[0]}\n" in out
 
 
 def _late_records_partition(pdir: Path) -> None:

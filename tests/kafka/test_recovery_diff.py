@@ -214,7 +214,9 @@ def _served(version: str, data_dir: Path) -> tuple[dict[str, list[tuple]], str]:
     return reads, broker.log_path.read_text(errors="replace")
 
 
-@pytest.fixture(scope="module", params=VERSIONS)
+# 3.9.2's recovery under -m campaign (make campaign); CI runs 4.3.1's (the recovery rules are the same code in
+# both lines' LogLoader)
+@pytest.fixture(scope="module", params=[VERSIONS[0], *(pytest.param(v, marks=pytest.mark.campaign) for v in VERSIONS[1:])])
 def crashed(request, tmp_path_factory):
     version = request.param
     root = tmp_path_factory.mktemp(f"recovery-{version}")

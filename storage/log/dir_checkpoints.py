@@ -11,16 +11,7 @@ from pathlib import Path
 from typing import cast
 
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.files.checkpoints import (
-    CLEANER_OFFSET_CHECKPOINT,
-    DATA_DIR_CHECKPOINTS,
-    LOG_START_OFFSET_CHECKPOINT,
-    MAX_CHECKPOINT_BYTES,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-    OffsetCheckpoint,
-    read_offset_checkpoint,
-)
+from kafkalog.storage.files import checkpoints as ckpt
 from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.io.fs import UrlPath, as_path, is_url, read_bytes
 from kafkalog.storage.io.fs import info as file_info
@@ -35,7 +26,7 @@ def read_checkpoint_or_empty(path: str | os.PathLike,
     if not p.is_file():
         return {}
     try:
-        return read_offset_checkpoint(p).to_dict()
+        return ckpt.read_offset_checkpoint(p).to_dict()
     except KafkaLogError as e:
         if notes is not None:
             notes.append(note(p, "checkpoint.unreadable", error=e.reason))
@@ -48,7 +39,7 @@ def _checkpoint_table(path: str, stamp: tuple[int, int, int]) -> dict[tuple[str,
     size and mtime): the partitions of a data dir read their values from one parse, not one parse each (an export
     of 5,000 partitions parsed its four checkpoints 20,000 times). None when it does not parse."""
     try:
-        return read_offset_checkpoint(path).to_dict()
+        return ckpt.read_offset_checkpoint(path).to_dict()
     except KafkaLogError:
         return None
 
@@ -58,7 +49,8 @@ def _url_checkpoint_table(f: UrlPath, stamp: tuple[int, int]) -> dict[tuple[str,
     """:func:`_checkpoint_table` of a checkpoint under a URL (``stamp``: its size and mtime), read through the
     filesystem seam."""
     try:
-        return OffsetCheckpoint.from_bytes(read_bytes(f.spec, f.fspath, MAX_CHECKPOINT_BYTES), str(f)).to_dict()
+        data = read_bytes(f.spec, f.fspath, ckpt.MAX_CHECKPOINT_BYTES)
+        return ckpt.OffsetCheckpoint.from_bytes(data, str(f)).to_dict()
     except (KafkaLogError, OSError):
         return None
 
@@ -74,7 +66,7 @@ def checkpoint_tables(data_dir: str | os.PathLike | UrlPath) -> CheckpointTables
     tables: CheckpointTables = {}
     if is_url(data_dir):
         u = UrlPath.of(data_dir)  # type: ignore[arg-type]
-        for name in DATA_DIR_CHECKPOINTS:
+        for name in ckpt.DATA_DIR_CHECKPOINTS:
             uf = u / name
             try:
                 e = file_info(uf.spec, uf.fspath)
@@ -83,7 +75,7 @@ def checkpoint_tables(data_dir: str | os.PathLike | UrlPath) -> CheckpointTables
             tables[name] = None if e is None or e.is_dir else _url_checkpoint_table(uf, (e.size, e.mtime_ns))
         return tables
     d = Path(cast(str, data_dir))
-    for name in DATA_DIR_CHECKPOINTS:
+    for name in ckpt.DATA_DIR_CHECKPOINTS:
         f = d / name
         try:
             st = f.stat()
@@ -111,7 +103,8 @@ def open_partition_log(path: str | os.PathLike | UrlPath, checkpoints: dict[str,
     """A :class:`PartitionLog` of ``path`` (a local path or a URL) with its data dir's checkpoint values (read from
     the parent dir unless ``checkpoints`` gives them; ``{}`` for none)."""
     values = partition_checkpoints(path) if checkpoints is None else checkpoints
-    return PartitionLog(path, log_start_offset_checkpoint=values.get(LOG_START_OFFSET_CHECKPOINT),
-                        recovery_point=values.get(RECOVERY_POINT_CHECKPOINT),
-                        high_watermark=values.get(REPLICATION_OFFSET_CHECKPOINT),
-                        clean_point=values.get(CLEANER_OFFSET_CHECKPOINT), remote_log_enabled=remote_log_enabled)
+    return PartitionLog(path, log_start_offset_checkpoint=values.get(ckpt.LOG_START_OFFSET_CHECKPOINT),
+                        recovery_point=values.get(ckpt.RECOVERY_POINT_CHECKPOINT),
+                        high_watermark=values.get(ckpt.REPLICATION_OFFSET_CHECKPOINT),
+                        clean_point=values.get(ckpt.CLEANER_OFFSET_CHECKPOINT),
+                        remote_log_enabled=remote_log_enabled)

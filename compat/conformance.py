@@ -758,7 +758,9 @@ def _files(root: Path) -> dict[str, Path]:
         dns[:] = [x for x in dns if not x.startswith("__cluster_metadata")]
         for f in fns:
             # ``.deleted``: logically gone, physically removed file.delete.delay.ms later or at the next load
-            if f in SKIP or f.endswith(".deleted") or f == "bootstrap.checkpoint":
+            # ``X.tmp`` of a skipped file: the broker was killed while writing it (every 5 s), its next write
+            # renames a new ``X.tmp`` over ``X``; kafkalog does not write ``X`` (nor a data dir's other ``.tmp``)
+            if f in SKIP or f.endswith(".deleted") or f == "bootstrap.checkpoint" or f.removesuffix(".tmp") in SKIP:
                 continue
             p = Path(dp) / f
             out[str(p.relative_to(root))] = p
@@ -787,7 +789,8 @@ def compare_recovered_dirs(a: Path, b: Path) -> list[str]:
     * ``recovery-point-offset-checkpoint``/``log-start-offset-checkpoint``: same entries, any order;
     * ``meta.properties``: same properties (Kafka 2.8 rewrites it, with a date comment, at every start);
     * ``leader-epoch-checkpoint``: becoming leader after the restart appends ``(new epoch, log end offset)``;
-    * ``replication-offset-checkpoint`` and ``__cluster_metadata-0`` (replica manager, controller) are skipped;
+    * ``replication-offset-checkpoint`` and ``__cluster_metadata-0`` (replica manager, controller) are skipped, and
+      the ``.tmp`` of a skipped file (the kill landed while the broker wrote it);
     * ``*.deleted`` files the broker leaves behind count as absent (kafkalog deletes at once).
     """
     fa, fb = _files(a), _files(b)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import stat
+import time
 from pathlib import Path
 from typing import cast
 
@@ -57,6 +58,19 @@ def _url_checkpoint_table(f: UrlPath, stamp: tuple[int, int]) -> dict[tuple[str,
 
 CheckpointTables = dict[str, "dict[tuple[str, int], int] | None"]
 
+#: a file modified this recently is read, not taken from the cache: a file's mtime has the kernel's coarse clock
+#: (a few ms), so a rewrite of the same size within it, on a reused inode, has the same stamp (as git's "racily
+#: clean" index entries)
+RACY_NS = 2_000_000_000
+
+
+def _cached(table, key, stamp: tuple[int, ...], mtime_ns: int):
+    """``table(key, stamp)`` from the cache, unless the file changed within :data:`RACY_NS` (or its filesystem does
+    not say when)."""
+    if mtime_ns <= 0 or time.time_ns() - mtime_ns < RACY_NS:
+        return table.__wrapped__(key, stamp)
+    return table(key, stamp)
+
 
 def checkpoint_tables(data_dir: str | os.PathLike | UrlPath) -> CheckpointTables:
     """The four offset checkpoints of a data dir as maps by name (None: missing, not a regular file or not
@@ -72,7 +86,8 @@ def checkpoint_tables(data_dir: str | os.PathLike | UrlPath) -> CheckpointTables
                 e = file_info(uf.spec, uf.fspath)
             except OSError:
                 e = None
-            tables[name] = None if e is None or e.is_dir else _url_checkpoint_table(uf, (e.size, e.mtime_ns))
+            tables[name] = None if e is None or e.is_dir else \
+                _cached(_url_checkpoint_table, uf, (e.size, e.mtime_ns), e.mtime_ns)
         return tables
     d = Path(cast(str, data_dir))
     for name in ckpt.DATA_DIR_CHECKPOINTS:
@@ -82,7 +97,7 @@ def checkpoint_tables(data_dir: str | os.PathLike | UrlPath) -> CheckpointTables
         except OSError:
             st = None
         tables[name] = None if st is None or not stat.S_ISREG(st.st_mode) else \
-            _checkpoint_table(str(f), (st.st_ino, st.st_size, st.st_mtime_ns))
+            _cached(_checkpoint_table, str(f), (st.st_ino, st.st_size, st.st_mtime_ns), st.st_mtime_ns)
     return tables
 
 

@@ -197,7 +197,8 @@ def test_data_loss_fails_the_query_then_goes_on(spark, tmp_path):
     q = run.start()
     with pytest.raises(Exception) as e:  # noqa: B017 - a StreamingQueryException wrapping the Python error
         q.awaitTermination(120)
-    assert "failOnDataLoss" in str(e.value) and f"offsets 10 to {new_start} of t-0" in str(e.value)
+    assert "failOnDataLoss" in str(e.value) and f"offsets 10 to {new_start} of t-0" in str(e.value), \
+        str(e.value)[-4000:]
     run.options = {"failOnDataLoss": "false"}
     run.available_now()
     exactly_once(run.rows, {("t", 0, o) for o in [*range(10), *range(new_start, 70)]})

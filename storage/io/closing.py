@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Self
 
 
-class Closing:
+class Closing(ABC):
     """A base for a class with ``close()``: ``with obj:`` gives the object and closes it on the way out."""
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Release what the object holds."""
 
     def __enter__(self) -> Self:
         return self

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -37,7 +36,7 @@ from kafkalog.storage.engine.topic_id import plan_topic_id
 from kafkalog.storage.engine.validator import preview_append
 from kafkalog.storage.engine.writer import append_to_partition
 from kafkalog.storage.errors import LogDirError
-from kafkalog.storage.io.fs import UrlPath, is_url
+from kafkalog.storage.io.fs import UrlPath, absolute, is_url
 from kafkalog.storage.log.datadir import DataDir, check_topics, require_url_dir
 from kafkalog.storage.log.paths import DATA_DIR, PARTITION_DIR
 from kafkalog.storage.log.paths import require as require_path
@@ -58,11 +57,6 @@ from kafkalog.storage.reports.verify import VerifyReport, verify_paths
 if TYPE_CHECKING:
     import duckdb
     import pyarrow
-
-
-def _key(path: Path) -> Path:
-    """A data dir's or partition dir's identity: its absolute path (a URL is its own)."""
-    return path if is_url(path) else Path(os.path.abspath(path))
 
 
 class LogDirs:
@@ -103,7 +97,7 @@ class LogDirs:
                 p, kind_name = kind.path, kind.kind
             self.paths.append(p)
             ddir_path = p.parent if kind_name == PARTITION_DIR else p
-            key = _key(ddir_path)
+            key = absolute(ddir_path)
             if key not in by_path:
                 by_path[key] = DataDir(ddir_path)
                 self.dirs.append(by_path[key])
@@ -111,7 +105,7 @@ class LogDirs:
                     self._only[key] = set()
             if kind_name == PARTITION_DIR:
                 if key in self._only:
-                    self._only[key].add(_key(p))
+                    self._only[key].add(absolute(p))
             else:
                 self._only.pop(key, None)
         if not self.paths:
@@ -130,11 +124,11 @@ class LogDirs:
         if self._partitions is None:
             found: dict[tuple[str, int], Partition] = {}
             for d in self.dirs:
-                only = self._only.get(_key(d.path))
+                only = self._only.get(absolute(d.path))
                 for p, tp in d.partition_dirs.items():
                     if tp.kind != "live" or (tp.topic, tp.partition) in found:
                         continue
-                    if only is not None and _key(p) not in only:
+                    if only is not None and absolute(p) not in only:
                         continue
                     found[(tp.topic, tp.partition)] = Partition(d.open_partition(p), d, self)
             self._partitions = [found[k] for k in sorted(found)]
@@ -171,7 +165,6 @@ class LogDirs:
         plan uses: ``server_properties``, ``topic_config_file`` and ``config_overrides`` of :func:`open`, and
         the topic configs of ``__cluster_metadata``)."""
         if self._resolver is None:
-            self._local("the effective topic configuration (its __cluster_metadata)")
             self._resolver = ConfigResolver(self._server_properties, self._topic_config_file, self._overrides,
                                             data_dirs=[d.path for d in self.dirs])
         return self._resolver
@@ -225,7 +218,6 @@ class LogDirs:
     def verify(self, *, deep: bool = False, workers: int | None = 1) -> VerifyReport:
         """``kafkalog verify``: findings (file, byte position, kind, severity) of every file; ``deep`` decodes
         every record. ``workers``: processes (None: one per CPU)."""
-        self._local("verify")
         return verify_paths(list(self.paths), deep=deep, workers=workers)
 
     def doctor(self, *, now_ms: int | None = None, node_id: int | None = None) -> Diagnosis:
@@ -236,13 +228,11 @@ class LogDirs:
 
     def groups(self, group: str | None = None) -> GroupsReport:
         """``kafkalog groups``: consumer groups from ``__consumer_offsets``, members, committed offsets, lag."""
-        self._local("groups")
         return load_groups(self.paths, group=group, workers=1)
 
     def transactions(self, *, now_ms: int | None = None, topics: str | Iterable[str] | None = None,
                      expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> TransactionReport:
         """``kafkalog transactions``: open transactions, joined with ``__transaction_state``."""
-        self._local("transactions")
         return find_transactions(self.paths, now_ms=now_ms, expiration_ms=expiration_ms, topics=_topic_set(topics),
                                  workers=1)
 

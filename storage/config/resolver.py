@@ -35,8 +35,10 @@ from kafkalog.storage.decoders.cluster_metadata import BROKER_RESOURCE, TOPIC_RE
 from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
 from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, read_meta_properties
-from kafkalog.storage.files.names import segment_log_files
+from kafkalog.storage.files.names import segment_logs_named
 from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.io.dirview import FILE, DirView
+from kafkalog.storage.io.fs import absolute
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_DIR = f"{METADATA_TOPIC}-0"
@@ -68,33 +70,39 @@ def _batches(seg: Segment, min_offset: int, errors: list[str]) -> Iterator:
         errors.append(str(e))
 
 
-def _snapshots(mdir: Path) -> list[tuple[int, int, Path]]:
+def _snapshots(view: DirView) -> list[tuple[int, int, str]]:
     out = []
-    for p in mdir.iterdir():
-        name = p.name
-        if not name.endswith(KRAFT_SNAPSHOT_SUFFIX) or not p.is_file():
+    for name in view.names(FILE):
+        if not name.endswith(KRAFT_SNAPSHOT_SUFFIX):
             continue
         head = name[: -len(KRAFT_SNAPSHOT_SUFFIX)]
         offset, _, epoch = head.partition("-")
         if offset.isdigit() and epoch.isdigit():
-            out.append((int(offset), int(epoch), p))
+            out.append((int(offset), int(epoch), name))
     return sorted(out)
 
 
 def read_cluster_metadata(metadata_dir: str | os.PathLike) -> ClusterMetadata:
     """Replay ``__cluster_metadata-0``: the latest readable snapshot, then the log records at or after its end
-    offset (as the broker's ``MetadataLoader`` does). Undecodable records are skipped and counted."""
+    offset (as the broker's ``MetadataLoader`` does). Undecodable records are skipped and counted. A directory
+    under a URL is read through the filesystem seam (its segments and snapshots in windows)."""
 
-    mdir = Path(metadata_dir)
+    with DirView(metadata_dir, DirView.READONLY) as view:
+        return _replay_metadata(view)
+
+
+def _replay_metadata(view: DirView) -> ClusterMetadata:
+    mdir = view.path
     out = ClusterMetadata(mdir)
     state = MetadataState(strict=False)
     start = 0
-    for offset, _epoch, path in reversed(_snapshots(mdir)):
+    for offset, _epoch, name in reversed(_snapshots(view)):
+        path = mdir / name
         trial = MetadataState(strict=False)
-        trial.label = f"{METADATA_TOPIC} snapshot {path.name}"
+        trial.label = f"{METADATA_TOPIC} snapshot {name}"
         errors: list[str] = []
         try:
-            with Segment(path, 0) as seg:
+            with Segment.in_view(view, 0, name) as seg:
                 for b in _batches(seg, 0, errors):
                     trial.replay_all(r.value for r in b.records())
                     del b
@@ -103,13 +111,14 @@ def read_cluster_metadata(metadata_dir: str | os.PathLike) -> ClusterMetadata:
         if errors:
             out.notes.append(note(path, "metadata.snapshotUnreadable", errors=errors))
             continue
-        state, start, out.snapshot = trial, offset, path.name
+        state, start, out.snapshot = trial, offset, name
         break
     state.label = f"{METADATA_TOPIC} log"
-    for log in segment_log_files(mdir):
+    for base, name in segment_logs_named(view.names(FILE)):
+        log = mdir / name
         stopped: list[str] = []
         try:
-            with Segment(log) as seg:
+            with Segment.in_view(view, base, name) as seg:
                 for b in _batches(seg, start, stopped):
                     state.replay_all(r.value for r in b.records() if r.offset >= start)
                     del b
@@ -172,12 +181,12 @@ class ConfigResolver:
         LogConfig.from_topic_props(self.file_props, source=f"topic config file {self.topic_config_file}")
         LogConfig.from_topic_props(self.overrides, source="--config")
         self._dirs: dict[Path, DataDirInfo] = {}
-        self._known = [Path(os.path.abspath(d)) for d in data_dirs]
+        self._known = [absolute(d) for d in data_dirs]
         self._cache: dict[tuple[Path, str], LogConfig] = {}
 
     # ------------------------------------------------------------------------------------------ data dirs
     def data_dir(self, data_dir: str | os.PathLike) -> DataDirInfo:
-        d = Path(os.path.abspath(data_dir))
+        d = absolute(data_dir)
         info = self._dirs.get(d)
         if info is None:
             info = self._dirs[d] = self._load(d)
@@ -241,7 +250,7 @@ class ConfigResolver:
 
     # ----------------------------------------------------------------------------------------- configs
     def log_config(self, data_dir: str | os.PathLike, topic: str) -> LogConfig:
-        d = Path(os.path.abspath(data_dir))
+        d = absolute(data_dir)
         key = (d, topic)
         cfg = self._cache.get(key)
         if cfg is not None:

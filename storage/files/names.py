@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from kafkalog.storage.files.java import parse_java_int
@@ -87,17 +88,24 @@ def segment_log_files(partition_dir: str | os.PathLike) -> list[Path]:
 
 
 def _segment_logs(partition_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
-    out = []
     with os.scandir(partition_dir) as it:
-        for e in it:
-            if not is_log_file(e.name) or not e.is_file():
-                continue
-            try:
-                base = offset_from_file_name(e.name)
-            except ValueError:
-                continue
-            if base >= 0:
-                out.append((base, Path(e.path)))
+        files = {e.name: Path(e.path) for e in it if is_log_file(e.name) and e.is_file()}
+    return [(base, files[name]) for base, name in segment_logs_named(files)]
+
+
+def segment_logs_named(names: Iterable[str]) -> list[tuple[int, str]]:
+    """``(base offset, name)`` of the ``.log`` files among the regular files ``names``, ascending base offset
+    (see :func:`segment_base_offsets`)."""
+    out = []
+    for name in names:
+        if not is_log_file(name):
+            continue
+        try:
+            base = offset_from_file_name(name)
+        except ValueError:
+            continue
+        if base >= 0:
+            out.append((base, name))
     out.sort(key=lambda x: x[0])
     return out
 

@@ -117,11 +117,25 @@ class Entry:
     mtime_ns: int = 0
 
 
+@dataclass(frozen=True)
+class UrlStat:
+    """What :meth:`UrlPath.stat` knows of a file (the fields of ``os.stat_result`` a reader uses)."""
+
+    st_mode: int
+    st_size: int
+    st_mtime_ns: int
+
+
 def is_url(path: object) -> bool:
     """``path`` names a file through a filesystem other than the local one (``s3://...``, a :class:`UrlPath`)."""
     if isinstance(path, UrlPath):
         return True
     return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+def absolute(path: str | os.PathLike | UrlPath) -> Path:
+    """A directory's identity: a local path made absolute, a URL as it is (:func:`as_path`)."""
+    return as_path(path) if is_url(path) else Path(os.path.abspath(cast(str, path)))
 
 
 def as_path(path: str | os.PathLike | UrlPath) -> Path:
@@ -180,6 +194,22 @@ class UrlPath:
 
     def exists(self) -> bool:
         return info(self.spec, self.fspath) is not None
+
+    def is_symlink(self) -> bool:
+        return False  # (an object store or remote filesystem has no symbolic links)
+
+    def resolve(self) -> UrlPath:
+        return self  # a URL is its own absolute, resolved name
+
+    def iterdir(self) -> Iterator[UrlPath]:
+        return iter([self / e.name for e in listdir(self.spec, self.fspath)])
+
+    def stat(self) -> UrlStat:
+        """Its kind, size and modification time, or :class:`FileNotFoundError` as :meth:`Path.stat`."""
+        e = info(self.spec, self.fspath)
+        if e is None:
+            raise FileNotFoundError(2, "No such file or directory", str(self))
+        return UrlStat(stat.S_IFDIR if e.is_dir else stat.S_IFREG, e.size, e.mtime_ns)
 
     def __str__(self) -> str:
         return display(self.spec, self.fspath)

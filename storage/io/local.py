@@ -9,7 +9,8 @@ import stat
 from collections.abc import Iterator
 from typing import Any
 
-from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.errors import KafkaLogError, LogDirError
+from kafkalog.storage.io.fs import UrlPath, info, is_url, read_bytes
 
 
 def open_regular(path: str | os.PathLike, error_cls: type[KafkaLogError]) -> int:
@@ -41,7 +42,10 @@ def file_kind(mode: int) -> str:
 
 
 def read_bounded(path: str | os.PathLike, limit: int, error_cls: type[KafkaLogError]) -> bytes:
-    """Read a small file whole, refusing files above ``limit`` bytes before allocating."""
+    """Read a small file whole, refusing files above ``limit`` bytes before allocating (a file under a URL
+    through the filesystem seam: :func:`_read_url`)."""
+    if is_url(path):
+        return _read_url(UrlPath.of(path), limit, error_cls)  # type: ignore[arg-type]
     fd = open_regular(path, error_cls)
     try:
         size = os.fstat(fd).st_size
@@ -63,6 +67,22 @@ def read_bounded(path: str | os.PathLike, limit: int, error_cls: type[KafkaLogEr
         raise error_cls(f"cannot read: {e.strerror}", str(path)) from None
     finally:
         os.close(fd)
+
+
+def _read_url(url: UrlPath, limit: int, error_cls: type[KafkaLogError]) -> bytes:
+    """:func:`read_bounded` of a file under a URL, with the same errors."""
+    try:
+        e = info(url.spec, url.fspath)
+        if e is not None and not e.is_dir and e.size <= limit:
+            return read_bytes(url.spec, url.fspath, limit)
+    except LogDirError:
+        raise error_cls(f"file grew beyond the {limit} bytes accepted while being read", str(url)) from None
+    except OSError as err:
+        raise error_cls(f"cannot read: {err}", str(url)) from None
+    if e is None or e.is_dir:
+        raise error_cls("cannot open: No such file or directory" if e is None else
+                        "not a regular file (a directory): not read", str(url))
+    raise error_cls(f"file is {e.size} bytes, more than the {limit} bytes accepted", str(url))
 
 
 def map_regular(path: str | os.PathLike, error_cls: type[KafkaLogError]) -> tuple[Any, int]:

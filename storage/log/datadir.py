@@ -42,6 +42,7 @@ from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import (
     DATA_DIR,
     PARTITION_DIR,
+    PathKind,
     is_partition_listing,
     require,
     require_data_dir,
@@ -94,6 +95,16 @@ def require_url_dir(url: UrlPath, accept: tuple[str, ...] = (DATA_DIR, PARTITION
                           f"{' or '.join('partition dir' if a == PARTITION_DIR else 'data dir' for a in accept)}",
                           str(url))
     return url, kind
+
+
+def require_readable(path: str | os.PathLike | UrlPath,
+                     accept: tuple[str, ...] = (DATA_DIR, PARTITION_DIR)) -> PathKind:
+    """The one path contract for a report that only reads: a URL through the filesystem seam
+    (:func:`require_url_dir`: a data dir or a partition dir), a local path by :func:`~kafkalog.storage.log.paths.require`."""
+    if is_url(path):
+        url, kind = require_url_dir(UrlPath.of(path), accept)  # type: ignore[arg-type]
+        return PathKind(cast(Path, url), kind)
+    return require(cast(str, path), accept)
 
 
 def live_partition_name(name: str) -> TopicPartitionDir | None:

@@ -22,6 +22,7 @@ decoded ends the replay of its partition (an error: the groups as read up to it)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from kafkalog.storage.decoders.consumer_offsets import (
 )
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.findings import Finding, note
+from kafkalog.storage.io.fs import UrlPath, as_path
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.records.control import parse_control_key
 from kafkalog.storage.reports.consumer_group import CommittedOffset, Group, Member
@@ -277,8 +279,8 @@ def replay_offsets_partition(log: PartitionLog, shard: GroupCoordinatorShard | N
     return shard, None
 
 
-def replay_task(path: str) -> tuple[GroupCoordinatorShard, str | None]:
+def replay_task(path: str | os.PathLike | UrlPath) -> tuple[GroupCoordinatorShard, str | None]:
     """One partition's replay in a worker process (each partition is replayed on its own, in offset order: the
-    result does not depend on how many run at once)."""
-    with PartitionLog(Path(path)) as log:
+    result does not depend on how many run at once); a partition dir under a URL is read through the seam."""
+    with PartitionLog(as_path(path)) as log:
         return replay_offsets_partition(log)

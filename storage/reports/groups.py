@@ -14,15 +14,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.findings import Finding
-from kafkalog.storage.log.datadir import DataDir
+from kafkalog.storage.log.datadir import DataDir, require_readable
 from kafkalog.storage.log.loss import CONSUMER_GROUP, RememberedOffset
 from kafkalog.storage.log.partition import PartitionLog
-from kafkalog.storage.log.paths import DATA_DIR, PARTITION_DIR, require
+from kafkalog.storage.log.paths import PARTITION_DIR
 from kafkalog.storage.parallel import run_partition_tasks
 from kafkalog.storage.reports.consumer_group import Group
 from kafkalog.storage.reports.group_coordinator import replay_offsets_partition, replay_task
@@ -66,8 +65,9 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
     single: list[PartitionLog] = []
     try:
         for raw in log_dirs:
-            p = Path(raw)
-            if require(p, (DATA_DIR, PARTITION_DIR)).kind == PARTITION_DIR:
+            k = require_readable(raw)  # the one path contract (a URL: through the filesystem seam)
+            p = k.path
+            if k.kind == PARTITION_DIR:
                 log = PartitionLog(p)
                 single.append(log)
                 candidates = [log]
@@ -103,7 +103,7 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
                        for lg in ordered]
         else:  # the workers open their own logs: only paths travel; the bar advances a partition's bytes at once
 
-            results = run_partition_tasks(replay_task, [str(lg.path) for lg in ordered], workers=workers,
+            results = run_partition_tasks(replay_task, [lg.path for lg in ordered], workers=workers,
                                           threads=1, progress=None if progress is None else progress.advance,
                                           weights=sizes)
         for log, (shard, err) in zip(ordered, results, strict=True):

@@ -32,10 +32,11 @@ from kafkalog.storage.decoders.transaction_state import (
     parse_transaction_value,
 )
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.log.datadir import DataDir, check_topics
+from kafkalog.storage.io.fs import absolute, as_path
+from kafkalog.storage.log.datadir import DataDir, check_topics, require_readable
 from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.partition import PartitionLog
-from kafkalog.storage.log.paths import DATA_DIR, PARTITION_DIR, require
+from kafkalog.storage.log.paths import PARTITION_DIR
 from kafkalog.storage.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from kafkalog.storage.parallel import run_partition_tasks
 
@@ -235,7 +236,7 @@ def _partition_logs(paths: Iterable[str | os.PathLike]) -> Iterator[PartitionLog
         seen.add(key)
         return True
 
-    for k in [require(raw, (DATA_DIR, PARTITION_DIR)) for raw in paths]:  # every path before any is opened
+    for k in [require_readable(raw) for raw in paths]:  # every path before any is opened (a URL: through the seam)
         p = k.path
         if k.kind == PARTITION_DIR:
             try:
@@ -265,7 +266,7 @@ def _partition_task(task: tuple) -> tuple[list[dict[str, Any]], str | None]:
             return open_transactions(log, now, expiration_ms), None
     except KafkaLogError as e:
         return [], (f"{e} (the broker's recovery truncates a corrupt log: `kafkalog repair --dry-run "
-                    f"{Path(path).parent}` shows what it would keep)")
+                    f"{as_path(path).parent}` shows what it would keep)")
     except OSError as e:
         return [], f"{e.filename or path}: {e.strerror or e}"
 
@@ -330,7 +331,7 @@ def find_transactions(paths: Iterable[str | os.PathLike], *, now_ms: int | None 
                      and (topics is not None and log.topic in topics or topics is None)]
         if on_advance is not None and len(logs) > len(data_logs):
             on_advance(len(logs) - len(data_logs))
-        tasks = [(str(log.path), log.log_start_offset_checkpoint, log.recovery_point, log.high_watermark_checkpoint,
+        tasks = [(log.path, log.log_start_offset_checkpoint, log.recovery_point, log.high_watermark_checkpoint,
                   log.clean_point, now, expiration_ms) for log in data_logs]
         for log in data_logs:  # the workers open their own
             log.close()
@@ -338,7 +339,7 @@ def find_transactions(paths: Iterable[str | os.PathLike], *, now_ms: int | None 
         results = run_partition_tasks(_partition_task, tasks, workers=n, threads=1, progress=on_advance)
         report.partitions_scanned = len(data_logs)
 
-        resolver = ConfigResolver(data_dirs=sorted({str(log.path.parent) for log in data_logs}))
+        resolver = ConfigResolver(data_dirs=sorted({absolute(log.path.parent) for log in data_logs}, key=str))
         for log, (txns, error) in zip(data_logs, results, strict=True):
             if error is not None:
                 report.errors.append({"dataDir": str(log.path.parent), "dir": log.path.name, "error": error})

@@ -1,6 +1,7 @@
-"""``kafkalog.open`` over a URL (issue 30 item 1): a data dir on S3 (a local moto server) reads through the filesystem
-seam as the same data dir on a local disk does: the same partitions, offsets and records, the same Arrow; a
-segment under a URL is read in bounded windows; a URL is read-only (a plan refuses it, the command line exits 1)."""
+"""``kafkalog.open`` over a URL (issue 30 items 1 and 2): a data dir on S3 (a local moto server) reads through the
+filesystem seam as the same data dir on a local disk does: the same partitions, offsets and records, the same Arrow,
+and the same reports (effective configs with their sources, verify, doctor, groups, transactions, diff); a segment
+under a URL is read in bounded windows; a URL is read-only (a plan refuses it, the command line exits 1)."""
 
 from __future__ import annotations
 
@@ -73,8 +74,6 @@ def test_a_url_is_read_only(local, s3_endpoint, monkeypatch, capsys):
     with kafkalog.open(url, filesystem_options=s3_options(s3_endpoint)) as there:
         with pytest.raises(LogDirError, match=f"{url}: retain changes files, and a URL is read-only"):
             there.plan_retention(now_ms=0)
-        with pytest.raises(LogDirError, match=f"{url}: verify reads local data dirs"):
-            there.verify()
     from kafkalog.tools.cli import main
 
     capsys.readouterr()
@@ -111,3 +110,72 @@ def test_a_segment_under_a_url_is_read_in_windows(local, monkeypatch):
         want_rows = here_dirs.to_arrow("t", partitions=[0]).read_all()
         assert there_dirs.to_arrow().read_all().equals(want_rows) and want_rows.num_rows == N
     assert reads and max(reads) < biggest_segment
+
+
+KRAFT, KILLED = "kafka-4.3.1-kraft", "kafka-4.3.1-kraft-killed"  # groups and transactions; an open transaction
+
+
+@pytest.fixture(scope="module")
+def fixture_urls(s3_endpoint, fixtures_dir) -> dict[str, str]:
+    """The bundled fixtures' data dirs on the moto S3 server, once per module."""
+    return {name: upload(fixtures_dir / name / "data", s3_endpoint, f"fixtures/{name}") for name in (KRAFT, KILLED)}
+
+
+@pytest.fixture(params=[KRAFT, KILLED])
+def both(request, fixture_urls, fixtures_dir, s3_endpoint, monkeypatch):
+    """``(local LogDirs, S3 LogDirs, a function naming both dirs alike in a repr)`` of one fixture."""
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    local, url = fixtures_dir / request.param / "data", fixture_urls[request.param]
+    with kafkalog.open(local) as here, kafkalog.open(url, filesystem_options=s3_options(s3_endpoint)) as there:
+        yield here, there, lambda x: repr(x).replace(url, "DIR").replace(str(local), "DIR")
+
+
+def test_effective_configs_over_s3_are_the_local_ones(both):
+    here, there, same = both
+    def configs(dirs):
+        return [(p.name, p.config.to_dict(), {n: p.config.source(n) for n in p.config.to_dict()})
+                for p in dirs.partitions()]
+    assert configs(there) == configs(here)
+    assert same(there.resolver.notes(there.dirs[0].path)) == same(here.resolver.notes(here.dirs[0].path))
+    if here.dirs[0].is_metadata_dir:  # the topic overrides of the __cluster_metadata snapshot, read over S3
+        assert there.config("compacted").source("cleanup.policy").startswith("__cluster_metadata snapshot")
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_verify_over_s3_is_the_local_verify(both, deep):
+    here, there, same = both
+    mine, theirs = here.verify(deep=deep), there.verify(deep=deep)
+    skipped = [f for f in theirs.findings if f.code == "verify.lockNotChecked"]
+    assert len(skipped) == 1 and skipped[0].severity == "info"  # no lock on a URL: said as data, not refused
+    assert same([f for f in theirs.findings if f not in skipped]) == same(mine.findings) and mine.findings
+    assert theirs.stats == mine.stats and theirs.ok
+
+
+def test_groups_over_s3_are_the_local_groups(both):
+    here, there, same = both
+    mine = here.groups()
+    assert same(there.groups()) == same(mine) and mine.groups
+
+
+def test_transactions_over_s3_are_the_local_ones(both):
+    here, there, same = both
+    mine = here.transactions(now_ms=1_900_000_000_000)
+    assert same(there.transactions(now_ms=1_900_000_000_000)) == same(mine) and mine.coordinator
+
+
+def test_verify_command_on_s3(fixture_urls, fixtures_dir, s3_endpoint, monkeypatch, capsys):
+    """``kafkalog verify s3://...`` (the endpoint and keys from the environment) prints what the local dir's verify
+    prints, with the lock check it skips said as an info finding, and exits 0."""
+    from kafkalog.tools.cli import main
+
+    for k, v in {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(k, v)
+    local, url = fixtures_dir / KRAFT / "data", fixture_urls[KRAFT]
+    capsys.readouterr()
+    assert main(["verify", "--json", "--info", "--workers", "2", str(local)]) == 0
+    mine = capsys.readouterr().out.replace(str(local), "DIR").splitlines()
+    assert main(["verify", "--json", "--info", "--workers", "2", url]) == 0
+    theirs = capsys.readouterr().out.replace(url, "DIR").splitlines()
+    lock = [line for line in theirs if '"file":"DIR/.lock"' in line and '"severity":"info"' in line]
+    assert len(lock) == 1 and [line for line in theirs if line not in lock] == mine and mine

@@ -215,6 +215,7 @@ TEMPLATES: dict[str, str | Template] = {
         f"shows the cut (the records from byte {x['cutAt']} on, and every later segment), `kafkalog repair "
         f"{x['dataDir']} --full` makes it"),
     "verify.lockUnreadable": "{error}; a broker cannot start on it either",
+    "verify.lockNotChecked": "not checked: the data dir is read through a URL, where no broker holds a lock",
     "verify.lockHeld": lambda f, x: (f".lock is held by {', '.join(f'pid {p}' for p in x['pids']) or 'another process'}"
                                      ": a broker is running and files may change while being read"),
     "verify.entryNotHosted": "entry for {topic}-{partition}, which is not hosted in this data dir",

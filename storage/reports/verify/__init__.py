@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
 
 from kafkalog.storage.config.resolver import ZOOKEEPER, ConfigResolver
 from kafkalog.storage.errors import KafkaLogError
@@ -36,10 +37,11 @@ from kafkalog.storage.files.checkpoints import (
 )
 from kafkalog.storage.files.findings import Finding, Severity, error, warning
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE
-from kafkalog.storage.log.datadir import DataDir, DataDirs, classify_path
+from kafkalog.storage.io.fs import UrlPath, as_path, is_url, listdir
+from kafkalog.storage.log.datadir import DataDir, DataDirs, classify_path, require_readable
 from kafkalog.storage.log.dir_checkpoints import partition_checkpoints
 from kafkalog.storage.log.partition import PartitionLog
-from kafkalog.storage.log.paths import classify
+from kafkalog.storage.log.paths import DATA_DIR, FILE, PARTITION_DIR
 from kafkalog.storage.log.segment_check import SegmentSummary, verify_segment
 from kafkalog.storage.log.topic_partition import METADATA_TOPIC
 from kafkalog.storage.reports.verify.datadir import (
@@ -95,11 +97,17 @@ class VerifyReport:
         return self.errors == 0
 
 
-def partition_bytes(path: str | os.PathLike[str]) -> int:
+def partition_bytes(path: str | os.PathLike[str] | UrlPath) -> int:
     """Sum of the ``.log`` sizes of a partition directory (the work a verify of it does)."""
     total = 0
+    if is_url(path):  # listed through the filesystem seam
+        u = UrlPath.of(path)  # type: ignore[arg-type]
+        try:
+            return sum(e.size for e in listdir(u.spec, u.fspath) if not e.is_dir and e.name.endswith((".log", ".checkpoint")))
+        except OSError:
+            return 0
     try:
-        with os.scandir(path) as it:
+        with os.scandir(cast(str, path)) as it:
             for e in it:
                 if e.name.endswith((".log", ".checkpoint")) and e.is_file(follow_symlinks=False):
                     total += e.stat().st_size
@@ -109,20 +117,21 @@ def partition_bytes(path: str | os.PathLike[str]) -> int:
 
 
 PartitionResult = tuple[list[Finding], int, int, str | None]  # findings, segments, bytes, topic id
-PartitionRunner = Callable[[list[tuple[str, dict[str, int | None] | None, bool]]], list[PartitionResult]]
+PartitionRunner = Callable[[list[tuple[str | UrlPath, dict[str, int | None] | None, bool]]], list[PartitionResult]]
 
 
-def _partition_tasks(items: list[tuple[str, dict[str, int | None] | None]], deep: bool) -> list:
+def _partition_tasks(items: list[tuple[str | UrlPath, dict[str, int | None] | None]], deep: bool) -> list:
     """:func:`partition_task` for a chunk of partitions (one pool task)."""
     return [partition_task(path, ck, deep) for path, ck in items]
 
 
-def partition_task(path: str, checkpoints: dict[str, int | None] | None, deep: bool
+def partition_task(path: str | UrlPath, checkpoints: dict[str, int | None] | None, deep: bool
                    ) -> tuple[list[Finding], int, int, str | None]:
-    """Worker: verify one partition dir; (findings, segments, bytes, topic id).
+    """Worker: verify one partition dir (a local path, or a URL read through the filesystem seam); (findings,
+    segments, bytes, topic id).
 
     ``checkpoints`` are the data dir's values for this partition (``None``: read them from the parent dir)."""
-    p = Path(path)
+    p = as_path(path)
     try:
         if checkpoints is None:
             checkpoints = partition_checkpoints(p)
@@ -137,7 +146,7 @@ def partition_task(path: str, checkpoints: dict[str, int | None] | None, deep: b
         return [error(e.path or path, e.position, "layout", e.reason)], 0, 0, None
     try:
         segments = len(log.segments)
-        size = sum(s.size for s in log.segments) + sum(k.stat().st_size for k in log.kraft_snapshots
+        size = sum(s.size for s in log.segments) + sum(log.view.size(k.name) for k in log.kraft_snapshots
                                                        if k.name.endswith(".checkpoint"))
         out = verify_partition(log, deep)
         try:
@@ -147,6 +156,12 @@ def partition_task(path: str, checkpoints: dict[str, int | None] | None, deep: b
         return out, segments, size, tid
     finally:
         log.close()
+
+
+def _task_path(p: Path) -> str | UrlPath:
+    """A partition dir as a task names it: a local path as a string, a URL as itself (its filesystem options
+    travel with it)."""
+    return cast(UrlPath, p) if is_url(p) else str(p)
 
 
 def _zookeeper_topic_ids(ddir: DataDir, missing: list[tuple[int, Path]], results: dict[int, list[Finding]],
@@ -200,8 +215,9 @@ def verify_paths(
     data_dirs: list[str | os.PathLike] = []
     items: list[tuple[str, Path]] = []
     for raw in paths:
-        p = Path(raw)
-        kind = classify(p).kind  # the one path contract: a PathError for what is not a path verify takes
+        # the one path contract: a PathError for what is not a path verify takes (a URL: a dir, through the seam)
+        k = require_readable(raw, (DATA_DIR, PARTITION_DIR, FILE))
+        p, kind = k.path, k.kind
         if kind == "dataDir":
             data_dirs.append(p)
         items.append((kind, p))
@@ -209,7 +225,7 @@ def verify_paths(
     results: dict[int, list[Finding]] = {}
     head: list[Finding] = []
     groups: list[DataDirs] = []
-    tasks: list[tuple[int, str, dict[str, int | None] | None]] = []  # (slot, partition path, checkpoints)
+    tasks: list[tuple[int, str | UrlPath, dict[str, int | None] | None]] = []  # (slot, partition path, checkpoints)
     dir_slots: dict[int, tuple[DataDir, list[tuple[int, Path, str]]]] = {}
     opened: dict[Path, DataDir] = {}
     for group in ([[d] for d in data_dirs] if independent else [data_dirs] if data_dirs else []):
@@ -217,7 +233,7 @@ def verify_paths(
             dirs = DataDirs(group)
         except KafkaLogError as e:
             head.append(error(e.path or "", e.position, "layout", e.reason))
-            bad = {Path(g) for g in group}
+            bad = set(group)
             items = [(k, p) for k, p in items if not (k == "dataDir" and p in bad)]
             continue
         groups.append(dirs)
@@ -244,12 +260,12 @@ def verify_paths(
                     REPLICATION_OFFSET_CHECKPOINT: ddir.high_watermarks.get(key),
                     CLEANER_OFFSET_CHECKPOINT: ddir.clean_points.get(key),
                 }
-                tasks.append((slot, str(pp), ck))
+                tasks.append((slot, _task_path(pp), ck))
                 parts.append((slot, pp, tp.kind))
                 slot += 1
             dir_slots[dslot] = (ddir, parts)
         elif kind == "partition":
-            tasks.append((slot, str(p), None))
+            tasks.append((slot, _task_path(p), None))
             slot += 1
         else:
             singles.append((slot, "file", p))

@@ -11,6 +11,8 @@ from kafkalog.storage.files.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
 )
 from kafkalog.storage.files.findings import Finding, error, info, warning
+from kafkalog.storage.io.fs import is_url
+from kafkalog.storage.io.lock import LockStatus
 from kafkalog.storage.log.datadir import BOOTSTRAP_CHECKPOINT, DataDir, DataDirs
 from kafkalog.storage.log.loss import RememberedOffset, remembered_facts
 from kafkalog.storage.log.topic_partition import METADATA_TOPIC
@@ -54,11 +56,11 @@ def _verify_data_dir(ddir: DataDir, deep: bool, out: list[Finding]) -> None:
 def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
     """The data dir's own files: lock, meta.properties, clean-shutdown marker, the four checkpoints."""
     d = ddir.path
-    try:
-        status = ddir.lock_status()
-    except KafkaLogError as e:  # e.g. a FIFO .lock: reported, never waited on
-        out.append(error(e.path or d / ".lock", None, "lock", code="verify.lockUnreadable", error=e.reason))
+    if is_url(d):  # no process holds a lock on a URL: the check does not apply, and the report says so
+        out.append(info(d / ".lock", None, "lock", code="verify.lockNotChecked"))
         status = None
+    else:
+        status = _lock_status(ddir, out)
     if status is not None and status.held:
         out.append(warning(status.path, None, "lock", code="verify.lockHeld",
                            pids=[h.pid for h in status.holders if h.pid]))
@@ -88,6 +90,15 @@ def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
             if (entry.topic, entry.partition) not in hosted:
                 out.append(warning(p, None, "checkpoint", code="verify.entryNotHosted", topic=entry.topic,
                                    partition=entry.partition))
+
+
+def _lock_status(ddir: DataDir, out: list[Finding]) -> LockStatus | None:
+    """Who holds the data dir's ``.lock`` (None: unreadable, and ``out`` says why)."""
+    try:
+        return ddir.lock_status()
+    except KafkaLogError as e:  # e.g. a FIFO .lock: reported, never waited on
+        out.append(error(e.path or ddir.path / ".lock", None, "lock", code="verify.lockUnreadable", error=e.reason))
+        return None
 
 
 def _group_offsets_beyond_end(ddir: DataDir, out: list[Finding]) -> None:

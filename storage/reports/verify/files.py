@@ -9,7 +9,8 @@ from pathlib import Path
 from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
 from kafkalog.storage.files.findings import Finding, error, info
 from kafkalog.storage.files.index import map_file
-from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.files.segment import Segment, WindowedScanner
+from kafkalog.storage.io.fs import SegmentFile, UrlPath, is_url
 from kafkalog.storage.log.segment_check import SegmentSummary, _deep_check, verify_segment
 from kafkalog.storage.records import LogScanner
 from kafkalog.storage.reports.dump import dump_file, dump_kind
@@ -19,42 +20,52 @@ def verify_kraft_snapshot(path: str | os.PathLike, deep: bool = False) -> tuple[
     """A KRaft snapshot (``<offset>-<epoch>.checkpoint``, or a data dir's ``bootstrap.checkpoint``): batch
     framing, magic and CRCs (records with ``deep``); returns the findings and the bytes scanned."""
 
+    if is_url(path):  # read in windows through the filesystem seam
+        url = UrlPath.of(path)  # type: ignore[arg-type]
+        try:
+            file = SegmentFile(url.spec, url.fspath)
+        except OSError as e:
+            return [error(str(url), None, "layout", f"cannot open: {e}")], 0
+        with file:
+            return _scan_kraft_snapshot(WindowedScanner(file, path=str(url)), str(url), file.size, deep)
     name = os.fspath(path)
-    out: list[Finding] = []
-
     try:
         mm, _ = map_file(name, CorruptRecordError)
     except KafkaLogError as e:
         return [error(name, e.position, "layout", e.reason)], 0
     buf = memoryview(mm)
     try:
-        scanner = LogScanner(buf, path=name)
-        summary = SegmentSummary(0, len(buf))
-        try:
-            for b in scanner:
-                if b.magic != 2:  # RecordsIterator: a KRaft snapshot holds v2 batches only
-                    out.append(error(name, b.position, "batch", code="verify.snapshotMagic", magic=b.magic))
-                elif not b.is_valid():
-                    out.append(error(name, b.position, "crc", code="verify.crc", storedCrc=b.crc,
-                                     computedCrc=b.compute_crc()))
-                if deep and b.magic == 2:
-                    _deep_check(b, name, out, summary)
-                del b
-        except CorruptRecordError as e:
-            out.append(error(name, e.position, "batch", e.reason))
-        else:
-            if scanner.stop_reason is not None:
-                out.append(error(name, scanner.stop_position, "batch", code="verify.tail", reason=scanner.stop_reason,
-                                 bytes=len(buf) - scanner.stop_position))
-        return out, len(buf)
+        return _scan_kraft_snapshot(LogScanner(buf, path=name), name, len(buf), deep)
     finally:
-        scanner = None  # type: ignore[assignment]
         buf.release()
         if hasattr(mm, "close"):
             try:
                 mm.close()
             except BufferError:
                 pass
+
+
+def _scan_kraft_snapshot(scanner: LogScanner, name: str, size: int, deep: bool) -> tuple[list[Finding], int]:
+    """:func:`verify_kraft_snapshot`'s checks over the batches of ``scanner`` (``size`` bytes)."""
+    out: list[Finding] = []
+    summary = SegmentSummary(0, size)
+    try:
+        for b in scanner:
+            if b.magic != 2:  # RecordsIterator: a KRaft snapshot holds v2 batches only
+                out.append(error(name, b.position, "batch", code="verify.snapshotMagic", magic=b.magic))
+            elif not b.is_valid():
+                out.append(error(name, b.position, "crc", code="verify.crc", storedCrc=b.crc,
+                                 computedCrc=b.compute_crc()))
+            if deep and b.magic == 2:
+                _deep_check(b, name, out, summary)
+            del b
+    except CorruptRecordError as e:
+        out.append(error(name, e.position, "batch", e.reason))
+    else:
+        if scanner.stop_reason is not None:
+            out.append(error(name, scanner.stop_position, "batch", code="verify.tail", reason=scanner.stop_reason,
+                             bytes=size - scanner.stop_position))
+    return out, size
 
 
 _FILE_KINDS = {"snapshot": "snapshot", "offsetCheckpoint": "checkpoint", "leaderEpochCheckpoint": "epoch",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.checkpoints import (
@@ -22,6 +21,7 @@ from kafkalog.storage.files.names import (
 )
 from kafkalog.storage.files.producer_snapshot import read_producer_snapshot
 from kafkalog.storage.files.quorum_state import QUORUM_STATE_FILE, read_quorum_state
+from kafkalog.storage.io.fs import as_path
 from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.loss import remembered_facts
 from kafkalog.storage.log.partition import PartitionLog
@@ -47,7 +47,7 @@ def verify_partition(
         own = False
     else:
         try:
-            log = open_partition_log(Path(path), checkpoints)
+            log = open_partition_log(as_path(path), checkpoints)
         except KafkaLogError as e:
             return [error(e.path or path, e.position, "layout", e.reason)]
         own = True

@@ -11,12 +11,13 @@ import base64
 import dataclasses
 import time
 import uuid
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 from kafkalog.compat.errors import HarnessError
+from kafkalog.storage.io.closing import Closing
 
 Client = Literal["kafka-python", "confluent"]
 CLIENTS: tuple[Client, ...] = ("kafka-python", "confluent")
@@ -156,7 +157,7 @@ def topic_config(bootstrap: str, name: str, timeout: float = 30.0) -> dict[str, 
 # --------------------------------------------------------------------------- producers
 
 
-class ClientProducer(ABC):
+class ClientProducer(Closing):
     """One producer of either client; use as a context manager."""
 
     client: Client
@@ -196,17 +197,8 @@ class ClientProducer(ABC):
     def abort(self) -> None: ...
 
     @abstractmethod
-    def close(self) -> None: ...
-
-    @abstractmethod
     def abandon(self) -> None:
         """Drop the producer without flushing or waiting (its broker may be gone)."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class KafkaPythonProducer(ClientProducer):

@@ -246,7 +246,6 @@ class LogDirs:
              limit: int = 20) -> DiffResult:
         """``kafkalog diff``: compare these dirs (one path) with ``other`` at ``level`` (``bytes``, ``batches``,
         ``records``), over the offset range ``offsets`` of each partition; the differences as data."""
-        self._local("diff")
         if isinstance(other, LogDirs):
             other = other._one_path("diff")
         return diff_paths(self._one_path("diff"), other, level=level, limit=limit, offset_spec=_spec(offsets))

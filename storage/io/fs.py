@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import cast
+from typing import BinaryIO, cast
 from urllib.parse import urlparse
 
 from kafkalog.storage.errors import LogDirError
@@ -334,6 +334,24 @@ class SegmentFile(Closing):
         if self._remote is not None:
             self._remote.close()
             self._remote = None
+
+
+def open_input(path: str | os.PathLike | UrlPath) -> BinaryIO:
+    """A file opened for streaming reads (``read(n)``): a local one by ``open``, one under a URL through its
+    filesystem (read as it is consumed, never whole)."""
+    if not is_url(path):
+        return open(cast(str, path), "rb")
+    url = UrlPath.of(path)  # type: ignore[arg-type]
+    return cast(BinaryIO, url.spec.filesystem().open_input_stream(url.fspath))
+
+
+def url_files(root: UrlPath, prefix: str = "") -> Iterator[tuple[str, UrlPath]]:
+    """``(name relative to root, file)`` of every file under the directory ``root`` (recursive)."""
+    for e in listdir(root.spec, root.fspath):
+        if e.is_dir:
+            yield from url_files(root / e.name, f"{prefix}{e.name}/")
+        else:
+            yield prefix + e.name, root / e.name
 
 
 def iter_files(spec: FsSpec, root: str) -> Iterator[Entry]:

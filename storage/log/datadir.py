@@ -35,7 +35,7 @@ from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaPro
 from kafkalog.storage.io.closing import Closing
 from kafkalog.storage.io.dirview import DIR, FILE, SYMLINK_OUT, DirView
 from kafkalog.storage.io.forward import Forward
-from kafkalog.storage.io.fs import UrlPath, is_url, listdir, read_bytes
+from kafkalog.storage.io.fs import UrlPath, as_path, is_url, listdir, read_bytes
 from kafkalog.storage.io.fs import info as file_info
 from kafkalog.storage.io.lock import LOCK_FILE_NAME, LockStatus, lock_status
 from kafkalog.storage.log.partition import PartitionLog
@@ -118,7 +118,14 @@ def live_partition_name(name: str) -> TopicPartitionDir | None:
 
 
 def is_partition_dir(path: str | os.PathLike) -> bool:
-    """A live partition directory: its name parses as ``<topic>-<partition>`` and it holds partition files."""
+    """A live partition directory: its name parses as ``<topic>-<partition>`` and it holds partition files (a URL:
+    listed through the filesystem seam)."""
+    if is_url(path):
+        try:
+            return live_partition_name(as_path(path).name) is not None and \
+                require_url_dir(UrlPath.of(path))[1] == PARTITION_DIR  # type: ignore[arg-type]
+        except LogDirError:
+            return False
     p = Path(path)
     if live_partition_name(p.name) is None or not p.is_dir():
         return False
@@ -136,7 +143,7 @@ def list_partition_dirs(data_dir: str | os.PathLike, *, kinds: tuple[str, ...] =
     looping or dangling are not followed."""
     out = []
     listing = DirView(data_dir, DirView.READONLY)
-    base = Path(data_dir)
+    base = as_path(data_dir)
     for name in listing.names(DIR):
         if name == REMOTE_LOG_INDEX_CACHE:
             continue
@@ -158,19 +165,20 @@ def partition_order(item: tuple[Path, TopicPartitionDir]) -> tuple[str, int, str
 
 
 def resolve_partition_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike], topics: Collection[str] | None = None,
-                           *, include_metadata: bool = True) -> list[Path]:
+                           *, include_metadata: bool = True, read_only: bool = False) -> list[Path]:
     """The live partition dirs a command argument names: the path itself when it is a partition dir
     (:func:`is_partition_dir`), else its live partition sub-directories (sorted by topic, then partition;
     ``__cluster_metadata`` only if ``include_metadata``). ``topics`` keeps only those topics.
-    :class:`~kafkalog.storage.log.paths.PathError` for a path that is neither (the one path contract)."""
-    if isinstance(paths, (str, os.PathLike)):
+    :class:`~kafkalog.storage.log.paths.PathError` for a path that is neither (the one path contract); a URL
+    only for a caller that ``read_only`` reads (:func:`require_readable`)."""
+    if isinstance(paths, (str, os.PathLike, UrlPath)):
         paths = [paths]
     paths = list(paths)
     out: list[Path] = []
     present: set[str] = set()
     for raw in paths:
-        p = Path(raw)
-        kind = require(p).kind
+        k = require_readable(raw) if read_only else require(Path(raw))  # (a URL: through the filesystem seam)
+        p, kind = k.path, k.kind
         tp = live_partition_name(p.name)
         if tp is not None and kind == PARTITION_DIR:
             present.add(tp.topic)

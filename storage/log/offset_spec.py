@@ -32,9 +32,9 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from kafkalog.storage.errors import ConfigError
+from kafkalog.storage.io.fs import as_path
 from kafkalog.storage.log.partition import PartitionLog
 
 _DURATION = re.compile(r"(\d+)(ms|s|m|hr|h|d)")
@@ -78,7 +78,7 @@ class OffsetSpec:
 
     def resolve_in_dir(self, partition_dir) -> tuple[int, int]:
         """:meth:`resolve_in` for the partition in ``partition_dir`` (opened read-only for the time it takes)."""
-        with PartitionLog(Path(partition_dir)) as plog:
+        with PartitionLog(as_path(partition_dir)) as plog:
             return self.resolve_in(plog)
 
     def combine(self, other: OffsetSpec) -> OffsetSpec:

@@ -20,12 +20,12 @@ is never left out; reading starts at the batch the offset index points to.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kafkalog.storage.errors import ConfigError, LogDirError
+from kafkalog.storage.io.fs import UrlPath, as_path, is_url, open_input, url_files
 from kafkalog.storage.log.datadir import is_partition_dir, resolve_partition_dirs
 from kafkalog.storage.log.offset_spec import OffsetSpec
 from kafkalog.storage.reports.partition_records import (
@@ -90,7 +90,7 @@ def _first_byte_difference(fa: Path, fb: Path) -> int | None:
     """Position of the first differing byte (or of the shorter file's end), None when identical."""
     sa, sb = fa.stat().st_size, fb.stat().st_size
     pos = 0
-    with open(fa, "rb") as a, open(fb, "rb") as b:
+    with open_input(fa) as a, open_input(fb) as b:
         while True:
             ca = a.read(_CHUNK)
             cb = b.read(_CHUNK)
@@ -106,6 +106,8 @@ def _first_byte_difference(fa: Path, fb: Path) -> int | None:
 
 
 def _files(root: Path) -> dict[str, Path]:
+    if is_url(root):  # listed through the filesystem seam
+        return dict(url_files(cast(UrlPath, root)))  # type: ignore[arg-type]
     out = {}
     for dirpath, _dirs, files in os.walk(root):
         for n in files:
@@ -293,8 +295,8 @@ def _roots(a: Path, b: Path) -> tuple[str, list[tuple[str, Path | None, Path | N
     """Pair up the partitions of A and B: ``(kind, [(relative name, partition dir A, partition dir B)])``."""
     if is_partition_dir(a) or is_partition_dir(b):
         return "partition", [(a.name if a.name == b.name else f"{a.name}|{b.name}", a, b)]
-    pa = {p.name: p for p in resolve_partition_dirs(a)}
-    pb = {p.name: p for p in resolve_partition_dirs(b)}
+    pa = {p.name: p for p in resolve_partition_dirs(a, read_only=True)}
+    pb = {p.name: p for p in resolve_partition_dirs(b, read_only=True)}
     return "datadir", [(n, pa.get(n), pb.get(n)) for n in sorted(set(pa) | set(pb))]
 
 
@@ -311,7 +313,7 @@ def diff_paths(a: str | os.PathLike, b: str | os.PathLike, *, level: str = "reco
         raise ValueError(f"level must be one of {', '.join(LEVELS)}")
     if offset_spec is not None and level == "bytes":
         raise ConfigError("an offset range applies to the batches and records levels, not to --level bytes")
-    pa, pb = Path(a), Path(b)
+    pa, pb = as_path(a), as_path(b)  # (a URL: read through the filesystem seam)
     for p in (pa, pb):
         if not p.exists():
             raise LogDirError("no such file or directory", str(p))
@@ -349,20 +351,11 @@ def diff_paths(a: str | os.PathLike, b: str | os.PathLike, *, level: str = "reco
 
 def _diff_segment_files(fa: Path, fb: Path, res: DiffResult, limit: int,
                         spec: OffsetSpec | None = None) -> DiffResult:
-
-    # View each file as the only segment of a temporary partition dir (symlinks, nothing copied).
-    with tempfile.TemporaryDirectory(prefix="kafkalog-diff-") as tmp:
-        dirs = []
-        for side, f in (("a", fa), ("b", fb)):
-            d = Path(tmp) / side / "segment-0"
-            d.mkdir(parents=True)
-            name = f.name if f.name[:-4].isdigit() and f.name.endswith(".log") else "00000000000000000000.log"
-            (d / name).symlink_to(f.resolve())
-            dirs.append(d)
-        if res.level == "batches":
-            _diff_batches(dirs[0], dirs[1], fa.name, res, limit, spec)
-        else:
-            _diff_records(dirs[0], dirs[1], fa.name, res, limit, spec)
+    # each file is read as the only segment of a partition (partition_records)
+    if res.level == "batches":
+        _diff_batches(fa, fb, fa.name, res, limit, spec)
+    else:
+        _diff_records(fa, fb, fa.name, res, limit, spec)
     return res
 
 

@@ -1,6 +1,6 @@
-"""A partition's batches and records in offset order, streamed segment by segment from their mmaps, over the
-whole log or a window of offsets ``[lo, hi)`` (an offset spec resolved in the partition: reading starts at the
-batch the offset index points to). What ``kafkalog diff`` aligns, and the differential tests' view of a log.
+"""A partition's batches and records in offset order, streamed segment by segment (mapped, or under a URL read in
+windows through the filesystem seam), over the whole log or a window of offsets ``[lo, hi)`` (an offset spec
+resolved in the partition: reading starts at the batch the offset index points to). What ``kafkalog diff`` aligns, and the differential tests' view of a log.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkalog.storage.errors import CorruptRecordError
-from kafkalog.storage.files.names import offset_from_file_name, segment_log_files
-from kafkalog.storage.io.local import mapped
+from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.io.fs import as_path
 from kafkalog.storage.log.loss import segment_end_error
 from kafkalog.storage.log.offset_spec import OffsetSpec
 from kafkalog.storage.log.partition import PartitionLog
-from kafkalog.storage.records import Batch, LogScanner
+from kafkalog.storage.records import Batch
 
 __all__ = ["BatchInfo", "Window", "iter_partition_batches", "iter_partition_records", "offset_window"]
 
@@ -39,46 +39,66 @@ Window = tuple[int, int]  # offsets [lo, hi)
 
 
 def offset_window(partition_dir: str | os.PathLike, spec: OffsetSpec) -> Window:
-    """``[lo, hi)`` of ``spec`` in one partition (:meth:`OffsetSpec.resolve_in_dir`)."""
-    return spec.resolve_in_dir(partition_dir)
+    """``[lo, hi)`` of ``spec`` in one partition (:meth:`OffsetSpec.resolve_in_dir`), or in a lone ``.log``."""
+    p = as_path(partition_dir)
+    if not p.is_file():
+        return spec.resolve_in_dir(p)
+    with _lone_segment(p) as seg:  # its log starts at its base offset and ends at its next offset
+
+        def offset_for_time(ms: int) -> int | None:
+            found = seg.find_offset_by_timestamp(ms, seg.base_offset) if seg.largest_timestamp() >= ms else None
+            return None if found is None else found[1]
+
+        return spec.resolve(seg.base_offset, seg.read_next_offset(), offset_for_time)
 
 
-def _segments_in(partition_dir: str | os.PathLike, window: Window | None) -> list[tuple[Path, int, int | None]]:
-    """``(.log file, start position, next segment's base offset or None for the active segment)`` of the segments
-    to read: every one from 0, or, for ``[lo, hi)``, from the batch the broker would read ``lo`` at (floor
-    segment, offset index) until the segment starting at ``hi``."""
-    segs = segment_log_files(partition_dir)
-    bases = [offset_from_file_name(s.name) for s in segs]
-    nexts: list[int | None] = [*bases[1:], None] if segs else []
+def _lone_segment(log_file: Path) -> Segment:
+    """A ``.log`` file given alone, as the only segment of a partition (its base offset from its name, else 0)."""
+    name = log_file.name
+    return Segment(log_file, int(name[:-4]) if name.endswith(".log") and name[:-4].isdigit() else 0)
+
+
+def _segments_in(log: PartitionLog, window: Window | None) -> list[tuple[Segment, int]]:
+    """``(segment, start position)`` of the segments to read: every one from 0, or, for ``[lo, hi)``, from the
+    batch the broker would read ``lo`` at (floor segment, offset index) until the segment starting at ``hi``."""
     if window is None:
-        return [(s, 0, nxt) for s, nxt in zip(segs, nexts, strict=True)]
+        return [(s, 0) for s in log.segments]
     lo, hi = window
     if lo >= hi:
         return []
-    with PartitionLog(Path(partition_dir)) as plog:
-        found = plog.lookup(lo)
-        if found is None:
-            return []
-        first, pos = found[0].path.name, found[1].position
-    out: list[tuple[Path, int, int | None]] = []
-    for s, base, nxt in zip(segs, bases, nexts, strict=True):
+    found = log.lookup(lo)
+    if found is None:
+        return []
+    first, pos = found[0], found[1].position
+    out: list[tuple[Segment, int]] = []
+    for s in log.segments:
         if out:
-            if base >= hi:
+            if s.base_offset >= hi:
                 break
-            out.append((s, 0, nxt))
-        elif s.name == first:
-            out.append((s, pos, nxt))
+            out.append((s, 0))
+        elif s is first:
+            out.append((s, pos))
     return out
 
 
-def _segment_batches(seg: Path, mm, start: int, nxt: int | None) -> Iterator[Batch]:
-    """The batches of one mapped segment from ``start``; where they end short of its end is judged by the one
-    rule (:func:`~kafkalog.storage.log.loss.segment_end_error`: only the active segment may end in a torn batch)."""
-    scanner = LogScanner(mm, start, path=str(seg))
-    yield from scanner
-    err = segment_end_error(seg, scanner, len(mm), active=nxt is None, next_base_offset=nxt)
-    if err is not None:
-        raise err
+def _segment_runs(source: str | os.PathLike, window: Window | None) -> Iterator[tuple[Segment, Iterator[Batch]]]:
+    """``(segment, its batches)`` to read, in order: of a partition dir (:func:`_segments_in`, the batches as
+    :meth:`PartitionLog.segment_batches` reads them), or of a lone ``.log`` file, read as the only (so the
+    active) segment of a partition (its base offset from its name, else 0)."""
+    p = as_path(source)
+    if not p.is_file():
+        with PartitionLog(p) as log:
+            for seg, start in _segments_in(log, window):
+                yield seg, log.segment_batches(seg, start)
+        return
+    with _lone_segment(p) as seg:
+        found = seg.translate_offset(window[0]) if window is not None and window[0] < window[1] else None
+        if window is None or found is not None:
+            scanner = seg.scanner(0 if found is None else found.position)
+            yield seg, iter(scanner)
+            err = segment_end_error(seg.path, scanner, seg.size, active=True, next_base_offset=None)
+            if err is not None:
+                raise err
 
 
 def _in_window(b, window: Window | None) -> int:
@@ -109,25 +129,26 @@ def _out_of_order(offset: int, previous: int, seg: Path, position: int) -> Corru
 def _window_batches(partition_dir: str | os.PathLike, window: Window | None) -> Iterator[tuple[Path, Batch, bool]]:
     """``(segment, batch, last)`` for every complete batch holding offsets in ``window`` (every batch without
     one), in offset order; ``last``: no later batch holds an offset in it. Raises :class:`CorruptRecordError`
-    where a batch's last offset is not above the previous one's. The batch is a view of the segment's mmap: the
-    caller copies what it keeps before the next one."""
+    where a batch's last offset is not above the previous one's, and where a segment ends short of its end
+    (:meth:`PartitionLog.segment_batches`: only the active segment may end in a torn batch). The batch is a view of
+    the segment's bytes (a URL's: read in windows through the filesystem seam): the caller copies what it keeps
+    before the next one."""
     prev = -1
-    for seg, start, nxt in _segments_in(partition_dir, window):
-        with mapped(seg) as mm:
-            for b in _segment_batches(seg, mm, start, nxt):
-                if b.last_offset <= prev:
-                    raise _out_of_order(b.last_offset, prev, seg, b.position)
-                prev = b.last_offset
-                where = _in_window(b, window)
-                if where:
-                    if where > 0:
-                        return
-                    continue
-                last = _last_in(b, window)
-                yield seg, b, last
-                del b
-                if last:
+    for seg, batches in _segment_runs(partition_dir, window):
+        for b in batches:
+            if b.last_offset <= prev:
+                raise _out_of_order(b.last_offset, prev, seg.path, b.position)
+            prev = b.last_offset
+            where = _in_window(b, window)
+            if where:
+                if where > 0:
                     return
+                continue
+            last = _last_in(b, window)
+            yield seg.path, b, last
+            del b
+            if last:
+                return
 
 
 def iter_partition_batches(partition_dir: str | os.PathLike, window: Window | None = None) -> Iterator[BatchInfo]:

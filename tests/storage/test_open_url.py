@@ -179,3 +179,22 @@ def test_verify_command_on_s3(fixture_urls, fixtures_dir, s3_endpoint, monkeypat
     theirs = capsys.readouterr().out.replace(url, "DIR").splitlines()
     lock = [line for line in theirs if '"file":"DIR/.lock"' in line and '"severity":"info"' in line]
     assert len(lock) == 1 and [line for line in theirs if line not in lock] == mine and mine
+
+
+@pytest.mark.parametrize("level", ["records", "batches", "bytes"])
+def test_diff_with_a_side_on_s3_is_the_local_diff(fixture_urls, fixtures_dir, s3_endpoint, monkeypatch, level):
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    a, b = fixtures_dir / KRAFT / "data", fixtures_dir / KILLED / "data"
+    ua, ub = fixture_urls[KRAFT], fixture_urls[KILLED]
+
+    def same(r):
+        return repr(r).replace(ub, "B").replace(ua, "A").replace(str(b), "B").replace(str(a), "A")  # (A is a prefix)
+
+    with kafkalog.open(a) as here, kafkalog.open(ua, filesystem_options=s3_options(s3_endpoint)) as there, \
+            kafkalog.open(ub, filesystem_options=s3_options(s3_endpoint)) as other:
+        mine = here.diff(b, level=level)
+        assert mine.differences and same(there.diff(b, level=level)) == same(mine)
+        assert same(there.diff(other, level=level)) == same(mine)  # both sides on S3
+        if level != "bytes":
+            part = here.diff(a, level=level, offsets="5:50")
+            assert same(there.diff(a, level=level, offsets="5:50")) == same(part) and part.equal

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -31,7 +32,9 @@ from kafkalog.storage.errors import LogDirError
 from kafkalog.storage.files.partition_metadata import PartitionMetadata
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io import fs
+from kafkalog.storage.io.local import open_regular
 from kafkalog.storage.log.paths import DATA_DIR, FILE, PARENT, PathError, classify
+from kafkalog.storage.remote.tiered import by_tier
 
 #: file kind -> suffix (``RemoteLogSegmentFileType``)
 FILE_KINDS: dict[str, str] = {
@@ -218,14 +221,19 @@ def open_remote_store(root: str | os.PathLike, layout: str = "LocalTieredStorage
 
 
 def remote_partition_view(store: LocalTieredStorageLayout, root: str | os.PathLike, *, topic: str | None = None,
-                          partition: int | None = None, segment_ids: set[str] | None = None) -> Path:
+                          partition: int | None = None, segment_ids: set[str] | None = None,
+                          local_starts: Mapping[tuple[str, int], int] | None = None) -> Path:
     """A read-only data dir view of the store under ``root`` (created; the caller removes it): per partition a
     ``<topic>-<partition>`` dir whose ``<startOffset:020d>.log``/``.index``/``.timeindex``/``.txnindex`` are
     hard links to the remote files (copies when ``root`` is on another filesystem; a URL store's files are
     fetched into the local cache first) and a ``partition.metadata``,
     so every reader of partition dirs (``export``, ``dump``, ``diff``) reads remote segments unchanged.
     ``segment_ids`` keeps only those segments (e.g. the ``COPY_SEGMENT_FINISHED`` ones); a segment starting
-    below the end of the previous one (overlapping offsets after a leader change) is left out."""
+    below the end of the previous one (overlapping offsets after a leader change) is left out.
+    ``local_starts`` (``(topic, partition)`` -> its local log start offset, for a view read beside the partition's
+    local segments): only the offsets the remote tier serves (:func:`~kafkalog.storage.remote.tiered.by_tier`): a
+    segment at or above the local log start is left out, one reaching past it is a copy of its batches below it
+    (its ``.log`` alone), so that the two tiers hold each offset once."""
 
     base = Path(root)
     base.mkdir(parents=True, exist_ok=True)
@@ -245,6 +253,14 @@ def remote_partition_view(store: LocalTieredStorageLayout, root: str | os.PathLi
             assert lp is not None
             with Segment(lp, seg.start_offset) as s:
                 nxt = s.read_next_offset()
+                local_start = None if local_starts is None else local_starts.get((t, p))
+                served = (seg.start_offset, nxt) if local_start is None else \
+                    by_tier(seg.start_offset, nxt, local_start)[0]
+                if served is None:
+                    continue
+                if served[1] < nxt:  # the local log serves the rest: the batches below its start
+                    _write_head(s, served[1], d / f"{seg.start_offset:020d}{FILE_KINDS['log']}")
+                    continue
             for kind in ("log", "index", "timeindex", "txnindex"):
                 src = store.local_path(seg, kind)
                 if src is not None:
@@ -254,3 +270,14 @@ def remote_partition_view(store: LocalTieredStorageLayout, root: str | os.PathLi
                     except OSError:  # another filesystem: a copy
                         shutil.copyfile(src, dst)
     return base
+
+
+def _write_head(seg: Segment, end: int, dst: Path) -> None:
+    """The batches of ``seg`` below offset ``end`` (a batch holding ``end`` - 1 whole) as the file ``dst``."""
+    found = seg.translate_offset(end)
+    cut = seg.size
+    if found is not None:
+        first = next(iter(seg.iter_batches(found.position)))
+        cut = first.position if first.base_offset >= end else first.position + first.size
+    with os.fdopen(open_regular(seg.path, LogDirError), "rb") as src, open(dst, "wb") as out:
+        out.write(src.read(cut))

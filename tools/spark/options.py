@@ -162,16 +162,33 @@ def parse_paths(opts: Mapping[str, str]) -> tuple[str, ...]:
             paths.extend(_list(raw))
     if opts.get("path"):
         paths.extend(_list(opts["path"]))
-    fs = {k: str(v) for k, v in opts.items() if k.startswith("s3.")}
-    for store in _list(opts.get("remote")):
-        paths.append(_remote_view(store, tuple(sorted(fs.items()))))
+    fs = tuple(sorted((k, str(v)) for k, v in opts.items() if k.startswith("s3.")))
+    stores = _list(opts.get("remote"))
+    starts = _local_starts(tuple(dict.fromkeys(paths)), fs) if stores and paths else ()
+    for store in stores:
+        paths.append(_remote_view(store, fs, starts))
     return tuple(dict.fromkeys(paths))
 
 
+def _local_starts(paths: tuple[str, ...], fs_opts: tuple[tuple[str, str], ...]) -> tuple[tuple[tuple[str, int], int], ...]:
+    """Where the local segments of each partition under ``paths`` (data dirs, partition dirs, a ``.log``'s dir)
+    start: its first segment's base offset (the batch source reads every local segment), for the remote views read
+    beside them."""
+    from kafkalog.storage.api.log_dirs import LogDirs
+
+    dirs = dict.fromkeys(p.rstrip("/").rsplit("/", 1)[0] if p.endswith(".log") else p for p in paths)
+    with LogDirs(list(dirs), filesystem_options=dict(fs_opts)) as local:
+        return tuple(sorted(((p.topic, p.partition), p.segments[0].base_offset)
+                            for p in local.partitions() if p.segments))
+
+
 @lru_cache(maxsize=32)
-def _remote_view(store: str, fs_opts: tuple[tuple[str, str], ...]) -> str:
+def _remote_view(store: str, fs_opts: tuple[tuple[str, str], ...],
+                 local_starts: tuple[tuple[tuple[str, int], int], ...] = ()) -> str:
     """A data dir view of a remote store (``storage.remote.layout.remote_partition_view``), kept until the
-    driver exits."""
+    driver exits. Beside local partitions (``local_starts``: where their local segments start) it holds only the
+    offsets below them, as Kafka reads a tiered partition (``storage.remote.tiered.by_tier``): each offset is read
+    once, from the local segments when both tiers hold it."""
     import atexit
     import shutil
     import tempfile
@@ -183,7 +200,7 @@ def _remote_view(store: str, fs_opts: tuple[tuple[str, str], ...]) -> str:
     view = tempfile.mkdtemp(prefix="kafkalog-spark-remote-")
     atexit.register(shutil.rmtree, view, True)
     atexit.register(st.close)
-    return str(remote_partition_view(st, view))
+    return str(remote_partition_view(st, view, local_starts=dict(local_starts) if local_starts else None))
 
 
 def parse_read_options(options: Mapping[str, str]) -> ReadOptions:

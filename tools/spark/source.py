@@ -18,8 +18,8 @@ class KafkaLogDataSource(DataSource):
     def name(cls) -> str:
         return "kafkalog"
 
-    def schema(self) -> str:
-        opts = parse_read_options(self.options)
+    def schema(self) -> str:  # (the level and mode: no remote store's view is made for it)
+        opts = parse_read_options({k: v for k, v in dict(self.options).items() if str(k).lower() != "remote"})
         return ddl(BATCH_COLUMNS if opts.batch_level else RECORD_COLUMNS, corrupt=opts.permissive)
 
     def reader(self, schema: StructType) -> KafkaLogReader:

@@ -24,16 +24,28 @@ timestamp ranges, which ``startingOffsets`` replaces)::
                             checkpointed it (``replication-offset-checkpoint``, every
                             ``replication.high.watermark.checkpoint.interval.ms``, 5 s by default): what a
                             consumer could read at that time; partitions without an entry are not bounded
+    remote                  the tiered-storage stores of the topics (as in a batch read): a partition the store holds
+                            starts at its log start offset (Kafka's, below its local segments) and offsets below its
+                            local log start are read from the store, the others from the local segments, each once
+                            (``storage.remote.tiered``). The store is listed at each trigger; a data dir view of it
+                            (hard links) is made when offsets below the local log start are to be read, and the
+                            executors must see it. Without it, a partition whose ``log-start-offset-checkpoint``
+                            puts its log start below its local segments (a tiered topic's older offsets, in its
+                            remote store) starts at its local log start, with one warning naming those offsets
 
 ``commit`` changes nothing: the files are the broker's.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
@@ -48,19 +60,13 @@ from kafkalog.storage.log.dir_checkpoints import (
     open_partition_log,
     partition_checkpoints,
 )
+from kafkalog.storage.log.segment_ref import SegmentRef
 from kafkalog.storage.records import LogScanner
+from kafkalog.storage.remote.layout import LocalTieredStorageLayout, open_remote_store, remote_partition_view
+from kafkalog.storage.remote.tiered import by_tier, remote_part, tiered_log_start
 
-from .options import ReadOptions, _bool, _int, parse_read_options
-from .plan import (
-    Opened,
-    Segment,
-    _partition_dir,
-    discover,
-    partition_dir,
-    partition_segments,
-    plan_pieces,
-    seek_index,
-)
+from .options import ReadOptions, _bool, _int, _list, parse_read_options
+from .plan import discover, partition_segments, plan_pieces
 
 log = logging.getLogger("kafkalog.spark.stream")
 
@@ -87,6 +93,7 @@ class StreamOptions:
     max_offsets: int | None = None
     fail_on_data_loss: bool = True
     bounded_by_hw: bool = False
+    remote: tuple[str, ...] = ()  # tiered-storage stores
 
 
 def parse_starting_offsets(text: str) -> str | dict[TP, int]:
@@ -116,6 +123,7 @@ def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
         max_offsets=max_offsets,
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         bounded_by_hw=_bool(opts, "boundedByHighWatermark", False),
+        remote=tuple(_list(opts.get("remote"))),
     )
 
 
@@ -135,16 +143,73 @@ def from_json_offsets(d: Mapping | None) -> dict[TP, int]:
 # --------------------------------------------------------------------------------------------- the log on disk
 @dataclass(frozen=True)
 class PartitionState:
-    """One partition as a trigger sees it: its segments, log start, complete end and high watermark."""
+    """One partition as a trigger sees it: its segments, log start, complete end and high watermark; for a tiered
+    partition whose store is read, where its local segments take over and the store's segments."""
 
-    segments: tuple[Segment, ...]
+    segments: tuple[SegmentRef, ...]
     log_start: int
     end: int  # offset after the last complete batch with a valid CRC
     end_position: int  # byte position after that batch in the last segment
     high_watermark: int | None
+    local_start: int | None = None  # the local log start: offsets below it are read from ``remote``
+    remote: RemoteTier | None = None
+    in_remote: tuple[int, int] | None = None  # no store given: offsets its checkpoint puts in a remote store
+
+    def by_tier(self, lo: int, hi: int) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+        """``[lo, hi)`` as ``(remote, local)`` (storage's one rule); all local when no store is read."""
+        return by_tier(lo, hi, self.local_start) if self.remote is not None and self.local_start is not None \
+            else (None, (lo, hi) if lo < hi else None)
 
 
-def complete_end(seg: Segment, position: int, next_offset: int, opts: ReadOptions) -> tuple[int, int]:
+@dataclass(frozen=True)
+class RemoteTier:
+    """A partition's segments in a tiered-storage store as a trigger listed them (``(segment id, start offset)``)."""
+
+    store: str
+    fs_opts: tuple[tuple[str, str], ...]
+    topic: str
+    partition: int
+    segments: tuple[tuple[str, int], ...]
+
+    @property
+    def first(self) -> int:
+        return min(o for _, o in self.segments)
+
+    def view(self) -> str:
+        """The partition dir of a data dir view of these segments (made once per listing, kept until the driver
+        exits: an executor may still read an older one)."""
+        return _remote_partition_view(self)
+
+
+@lru_cache(maxsize=16)
+def _store(store: str, fs_opts: tuple[tuple[str, str], ...]) -> LocalTieredStorageLayout:
+    st = open_remote_store(store, options=dict(fs_opts))
+    atexit.register(st.close)
+    return st
+
+
+@lru_cache(maxsize=256)
+def _remote_partition_view(tier: RemoteTier) -> str:
+    root = tempfile.mkdtemp(prefix="kafkalog-spark-stream-remote-")
+    atexit.register(shutil.rmtree, root, True)
+    remote_partition_view(_store(tier.store, tier.fs_opts), root, topic=tier.topic, partition=tier.partition)
+    return str(as_path(root) / f"{tier.topic}-{tier.partition}")
+
+
+def remote_tiers(stores: tuple[str, ...], fs_opts: tuple[tuple[str, str], ...]) -> dict[TP, RemoteTier]:
+    """The partitions of the stores, as listed now (a partition in several stores: the one holding its lowest
+    offset)."""
+    out: dict[TP, RemoteTier] = {}
+    for store in stores:
+        st = _store(store, fs_opts)
+        for t, p, tid in st.partitions():
+            segs = tuple((s.segment_id, s.start_offset) for s in st.segments(t, p, tid) if "log" in s.files)
+            if segs and ((t, p) not in out or min(o for _, o in segs) < out[(t, p)].first):
+                out[(t, p)] = RemoteTier(store, fs_opts, t, p, segs)
+    return out
+
+
+def complete_end(seg: SegmentRef, position: int, next_offset: int, opts: ReadOptions) -> tuple[int, int]:
     """``(position, next offset)`` after the last whole batch of ``seg`` from ``position`` (a batch boundary whose
     next offset is ``next_offset``): a batch being appended (a torn tail, or a last batch failing its CRC with
     ``verifyCrc``) or garbage ends the scan. A batch failing its CRC with whole batches after it is corruption,
@@ -181,46 +246,55 @@ class LogView:
     """The partitions under the stream's paths, re-listed at each trigger; the scan of each active segment resumes
     where the previous trigger's ended."""
 
-    def __init__(self, opts: ReadOptions):
+    def __init__(self, opts: ReadOptions, remote: tuple[str, ...] = ()):
         self.opts = opts
+        self.remote = remote
         self._tails: dict[str, tuple[int, int]] = {}  # segment path -> (position, next offset) of a complete end
 
     def partitions(self) -> dict[TP, PartitionState]:
-        by_tp: dict[TP, list[Segment]] = {}
+        by_tp: dict[TP, list[SegmentRef]] = {}
         for seg in discover(self.opts):
             if seg.topic is None or seg.partition is None:
                 continue
             by_tp.setdefault((seg.topic, seg.partition), []).append(seg)
         out = {}
         tables: dict[str, CheckpointTables] = {}  # each data dir's checkpoints, read once this trigger
+        tiers = remote_tiers(self.remote, self.opts.fs_opts) if self.remote else {}
         for tp, segs in by_tp.items():
             last = segs[-1]
             pos, nxt = self._tail(last)
             log_start, hw = segs[0].base_offset, None
             # where the local log starts and the high watermark are the partition log's (storage's one rule, the
-            # data dir's checkpoints read through the filesystem seam for a local dir and a URL alike); the stream
-            # reads local segments: from the local log start (a tiered topic's older offsets are in its remote
-            # store), capped at the complete end this trigger may read to
-            pdir = partition_dir(last.spec, _partition_dir(last))
+            # data dir's checkpoints read through the filesystem seam for a local dir and a URL alike), the local log
+            # start capped at the complete end this trigger may read to; a tiered partition whose store is read
+            # starts at its log start offset (storage.remote.tiered), its offsets below the local log start read
+            # from the store
+            pdir = last.partition_dir
             ddir = str(as_path(pdir).parent)
             if ddir not in tables:
                 tables[ddir] = checkpoint_tables(as_path(pdir).parent)
+            tier, local_start, in_remote = tiers.get(tp), None, None
             with open_partition_log(pdir, partition_checkpoints(pdir, tables[ddir])) as plog:
                 if plog.segments:
-                    log_start = plog.readable_start(nxt)
+                    log_start = local_start = plog.readable_start(nxt)
                     hw = None if plog.high_watermark_checkpoint is None else plog.high_watermark
-            out[tp] = PartitionState(tuple(segs), log_start, nxt, pos, hw)
+                    if tier is not None:
+                        log_start = min(tiered_log_start(plog, tier.first), local_start)
+                    else:
+                        in_remote = remote_part(plog)
+            out[tp] = PartitionState(tuple(segs), log_start, nxt, pos, hw, local_start,
+                                     tier if log_start < (local_start or 0) else None, in_remote)
         self._tails = {k: v for k, v in self._tails.items() if any(k == s.segments[-1].path for s in out.values())}
         return out
 
-    def _tail(self, seg: Segment) -> tuple[int, int]:
+    def _tail(self, seg: SegmentRef) -> tuple[int, int]:
         cached = self._tails.get(seg.path)
         if cached is not None and cached[0] <= seg.size:
             pos, nxt = cached
         else:
             pos, nxt = 0, seg.base_offset
-            with Opened() as opened:  # a live broker's index is preallocated: its zero tail is not an entry
-                index = seek_index(seg, opened)
+            with seg.open() as s:  # a live broker's index is preallocated: its zero tail is not an entry
+                index = s.read_index(seg.size)
                 last = index.entry(len(index) - 1).position if index is not None and len(index) else None
             if last is not None:
                 p, n = complete_end(seg, last, -1, self.opts)
@@ -273,15 +347,29 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, schema: StructType, options: Mapping[str, str]):
         self.schema = schema
         self.sopts = parse_stream_options(options)
-        self.opts = parse_read_options(options)
-        self.view = LogView(self.opts)
+        # the local segments; a store's segments are read beside them by offset (PartitionState.by_tier), not
+        # as a data dir of their own
+        self.opts = parse_read_options({k: v for k, v in dict(options).items() if str(k).lower() != "remote"})
+        self.view = LogView(self.opts, self.sopts.remote)
         self._target: dict[TP, int] | None = None
+        self._told: set[TP] = set()  # partitions whose offsets in a remote store were named
 
     # ---- data loss (Spark's Kafka source's reportDataLoss) ----------------------------------------------
     def _data_loss(self, message: str) -> None:
         if self.sopts.fail_on_data_loss:
             raise DataLossError(f"{message}. {DATA_LOSS_FAIL}")
         log.warning("%s. %s", message, DATA_LOSS_WARN)
+
+    def _in_remote(self, tp: TP, state: PartitionState) -> None:
+        """Once per partition: a stream starting at the local log start of a partition whose older offsets its
+        checkpoint puts in a remote store (a tiered topic's) says so."""
+        if state.in_remote is None or tp in self._told:
+            return
+        self._told.add(tp)
+        log.warning("offsets %d to %d of %s-%d are not read: the data dir's log-start-offset-checkpoint puts the "
+                    "partition's log start at %d, below its local segments (a tiered topic's older offsets, in its "
+                    "remote store); the stream starts at its local log start %d. Give the option remote (the "
+                    "tiered-storage store) to read them", *state.in_remote, *tp, *state.in_remote)
 
     # ---- offsets -----------------------------------------------------------------------------------------
     def _available(self, states: Mapping[TP, PartitionState]) -> dict[TP, int]:
@@ -294,6 +382,9 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start == "latest":
             return to_json_offsets(avail)
         out = {tp: s.log_start for tp, s in states.items()}
+        for tp in sorted(out):
+            if not isinstance(start, dict) or start.get(tp, EARLIEST) == EARLIEST:
+                self._in_remote(tp, states[tp])
         if isinstance(start, dict):
             for tp, o in start.items():
                 if o == LATEST:
@@ -358,9 +449,13 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             if lo is None:
                 lo = state.log_start  # a partition that appeared: from its start
+                self._in_remote(tp, state)
             elif lo < state.log_start:
-                self._data_loss(f"offsets {lo} to {state.log_start} of {tp[0]}-{tp[1]} are no longer on disk "
-                                f"(its log now starts at {state.log_start})")
+                where = "are no longer on disk" if state.in_remote is None or lo < state.in_remote[0] else \
+                    "are below its local segments: in its remote store if the topic is tiered (give the option " \
+                    "remote to read them), else gone"
+                self._data_loss(f"offsets {lo} to {state.log_start} of {tp[0]}-{tp[1]} {where} (its log now starts "
+                                f"at {state.log_start})")
                 lo = state.log_start
             if hi > state.end:
                 self._data_loss(f"offsets {max(lo, state.end)} to {hi} of {tp[0]}-{tp[1]} are no longer on disk "
@@ -372,8 +467,18 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def _plan(self, tp: tuple[str, int], state: PartitionState, lo: int, hi: int) -> list:
+        """One input partition per tier of ``[lo, hi)``: the remote store's below the local log start (a view of
+        its segments, complete: no tail), the local segments' from it."""
         last = state.segments[-1]
-        return [StreamPartition(*tp, display(last.spec, _partition_dir(last)), lo, hi, last.path, state.end_position)]
+        remote, local = state.by_tier(lo, hi)
+        out = []
+        if remote is not None:
+            assert state.remote is not None
+            out.append(StreamPartition(*tp, state.remote.view(), *remote, "", 0))
+        if local is not None:
+            out.append(StreamPartition(*tp, display(last.spec, last.dir), *local, last.path,
+                                       state.end_position))
+        return out
 
     # ---- reading (on the executors) ----------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator:

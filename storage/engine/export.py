@@ -301,8 +301,8 @@ def iter_partition_batches(partition_dir: str | os.PathLike, flt: ExportFilter |
 
 def _resolved(partition_dir: str | os.PathLike, flt: ExportFilter) -> ExportFilter:
     """``flt`` for one partition (its offset spec resolved against the log start offset its data dir's
-    checkpoint holds, as the broker's)."""
-    if flt.offset_spec is None:
+    checkpoint holds, as the broker's; a ``from_time`` started through the time indexes)."""
+    if flt.offset_spec is None and flt.from_time is None:
         return flt
     with open_partition_log(as_path(partition_dir)) as plog:
         return flt.for_partition(plog)

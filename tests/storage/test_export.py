@@ -61,6 +61,22 @@ def test_ranges(tmp_path: Path):
     assert not any(r["isControl"] for r in rows)
 
 
+def test_from_time_starts_through_the_time_index(tmp_path: Path):
+    """--from-time alone starts where ListOffsets by that timestamp does (the time indexes, as ``-o @T``): the
+    segments before it are never read, so damage there (a batch whose CRC fails) is not met."""
+    d = writer_data_dir(tmp_path / "d")
+    flt = ExportFilter(topics={"orders"}, from_time=T0 + 200)
+    want = list(iter_export_rows([d], flt))
+    assert want and min(r["offset"] for r in want) == 60
+    first = min((d / "orders-0").glob("*.log"))
+    data = bytearray(first.read_bytes())
+    data[100] ^= 0xFF  # inside the first batch's records: its CRC fails
+    first.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecordError):
+        list(iter_export_rows([d], ExportFilter(topics={"orders"})))
+    assert list(iter_export_rows([d], flt)) == want
+
+
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
 def test_export_import_export_identical_uncompressed(tmp_path: Path, fmt: str):
     d = writer_data_dir(tmp_path / "d")

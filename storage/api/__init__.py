@@ -42,8 +42,12 @@ def open(paths: PathLike | Iterable[PathLike], *, server_properties: PathLike | 
     A path may be a URL (``s3://bucket/data``, ``gs://``, ``hdfs://``, any fsspec filesystem): its partitions,
     offsets, records and Arrow are read through the filesystem seam (:mod:`kafkalog.storage.io.fs`; small files
     whole, segments in bounded windows), with ``filesystem_options`` (``s3.endpoint``, ``s3.accessKey``,
-    ``s3.secretKey``, ``s3.region``, ``s3.anonymous``; else pyarrow's usual AWS environment). A URL is read-only:
-    an operation that changes files refuses it with a :class:`~kafkalog.storage.errors.LogDirError`.
+    ``s3.secretKey``, ``s3.region``, ``s3.anonymous``; else pyarrow's usual AWS environment). The reports read
+    it too, as they read a local dir: the effective configs, ``verify``, ``doctor`` (a prediction: the repair plan
+    ``kafkalog repair`` would apply to a local copy, nothing written), ``groups``, ``transactions``, ``describe``
+    and ``diff``; a ``.lock`` under a URL is not checked (verify and doctor say so, as an info finding). A URL is
+    read-only: an operation that changes files (every plan, ``append``, ``apply``) refuses it with a
+    :class:`~kafkalog.storage.errors.LogDirError`.
 
     A path that does not exist, is not a directory or holds nothing of Kafka's is a
     :class:`~kafkalog.storage.log.paths.PathError` (the command line's one-line error).

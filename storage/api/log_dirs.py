@@ -222,8 +222,8 @@ class LogDirs:
 
     def doctor(self, *, now_ms: int | None = None, node_id: int | None = None) -> Diagnosis:
         """``kafkalog doctor``: what the broker's next start on these dirs will do (the first is the metadata
-        dir)."""
-        self._local("doctor")
+        dir). Over a URL it is a prediction only (the repair plan ``kafkalog repair`` would apply to a local copy;
+        nothing is written), with the ``.lock`` not checked (an info problem says so)."""
         return diagnose(self.paths, now_ms=now_ms, resolver=self.resolver, node_id=node_id)
 
     def groups(self, group: str | None = None) -> GroupsReport:
@@ -256,13 +256,6 @@ class LogDirs:
             if is_url(p):
                 raise LogDirError(f"{what} changes files, and a URL is read-only: kafkalog changes local data dirs "
                                   "only (copy the data dir to a local disk first)", str(p))
-
-    def _local(self, what: str) -> None:
-        """Refuse a report that reads local data dirs only when a path is a URL."""
-        for p in self.paths:
-            if is_url(p):
-                raise LogDirError(f"{what} reads local data dirs; over a URL, read partitions, offsets, records "
-                                  "and Arrow", str(p))
 
     def _one_path(self, what: str) -> Path:
         if len(self.paths) != 1:

@@ -209,13 +209,13 @@ class _Loader:
         view, out = self.view, self.out
         segs = self.segments()
         seg = next(s for s in segs if s.base_offset == base)
-        if len(seg.buf) > MAX_SEGMENT_BYTES:  # FileRecords.open throws before anything is read
-            raise KafkaLogError(f"log file of {len(seg.buf)} bytes exceeds {MAX_SEGMENT_BYTES} bytes: Kafka cannot "
+        if seg.size > MAX_SEGMENT_BYTES:  # FileRecords.open throws before anything is read
+            raise KafkaLogError(f"log file of {seg.size} bytes exceeds {MAX_SEGMENT_BYTES} bytes: Kafka cannot "
                                 "open it (FileRecords), so the broker cannot load this partition; nothing to recover "
                                 "in place (`kafkalog dump` and `export` read it)", str(seg.path))
         psm = ProducerStateManager(view, producer_id_expiration_ms=self.expiration)
         rebuild_producer_state(psm, segs, self.log_start, base, self.now, False)
-        rec = recover_segment(seg.buf, base, index_interval_bytes=self.cfg.index_interval_bytes,
+        rec = recover_segment(seg, base, index_interval_bytes=self.cfg.index_interval_bytes,
                               producers=psm, epochs=self.epochs, path=str(seg.path), on_overflow="raise")
         name = log_file_name(base)
         if rec.valid_bytes < rec.log_size:
@@ -242,7 +242,8 @@ class _Loader:
         view, out = self.view, self.out
         name = log_file_name(base)
         if view.exists(name):
-            t = tail_loss(view.map(name), 0)
+            with Segment.in_view(view, base) as seg:  # (its scanner: a URL's .log in windows)
+                t = tail_loss(seg, 0)
             out.losses.append(Loss(why, t.first_offset, t.last_offset, t.records, view.size(name),
                                    view.file(name), 0, damage=True))
         for f in (log_file_name, index_file_name, time_index_file_name, txn_index_file_name):

@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
 
 from kafkalog.storage.codec.compression import CODEC_NAMES
 from kafkalog.storage.codec.native import active, core
@@ -19,9 +20,10 @@ from kafkalog.storage.engine.plan import PartitionPlan, Plan, Runner, default_ru
 from kafkalog.storage.engine.swap import NewSegment, ReplaceSegments, segment_files
 from kafkalog.storage.engine.targets import Target, group_partitions, plan_partitions
 from kafkalog.storage.errors import CorruptRecordError
-from kafkalog.storage.files.names import segment_log_files
+from kafkalog.storage.files.names import segment_log_files, segment_logs_named
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.io.fs import UrlPath, is_url
 from kafkalog.storage.log.datadir import resolve_partition_dirs
 from kafkalog.storage.log.partition import PartitionLog
 
@@ -49,16 +51,18 @@ class SegmentAudit:
                 "legacyBytes": self.legacy_bytes, "codecs": dict(self.codecs)}
 
 
-def audit_segment(log_path: str | os.PathLike) -> SegmentAudit:
-    """Shallow scan: counts of v0/v1/v2 batches, legacy bytes and codecs (no decompression)."""
-    p = Path(log_path)
+def audit_segment(log_path: str | os.PathLike | Segment) -> SegmentAudit:
+    """Shallow scan: counts of v0/v1/v2 batches, legacy bytes and codecs (no decompression). ``log_path``: a
+    ``.log`` file, or a :class:`Segment` (one under a URL is read in windows)."""
+    seg = log_path if isinstance(log_path, Segment) else Segment(Path(log_path), 0)
+    p = seg.path
     counts = [0, 0, 0]
     legacy_bytes = 0
     codecs: dict[str, int] = {}
     n = 0
-    size = p.stat().st_size
-    if size:
-        with Segment(p, 0) as seg:
+    with seg:
+        size = seg.size
+        if size:
             for b in seg.iter_batches():
                 n += 1
                 m = min(b.magic, 2)
@@ -71,14 +75,23 @@ def audit_segment(log_path: str | os.PathLike) -> SegmentAudit:
     return SegmentAudit(p.parent.name, p.name, size, n, counts[0], counts[1], counts[2], legacy_bytes, codecs)
 
 
-def audit(paths: Iterable[str | os.PathLike], *, topics: set[str] | None = None,
+def audit(paths: Iterable[str | os.PathLike | UrlPath], *, topics: set[str] | None = None,
           only_legacy: bool = True) -> Iterator[SegmentAudit]:
-    """Segments (of every partition under ``paths``) still holding v0/v1 batches (all with ``only_legacy=False``)."""
-    for pdir in resolve_partition_dirs(list(paths), topics):
-        for seg in segment_log_files(pdir):
+    """Segments (of every partition under ``paths``, local or under a URL) still holding v0/v1 batches (all with
+    ``only_legacy=False``)."""
+    for pdir in resolve_partition_dirs(cast(list[str], list(paths)), topics, read_only=True):  # (URLs: read_only)
+        for seg in _segment_logs(pdir):
             a = audit_segment(seg)
             if a.legacy or not only_legacy:
                 yield a
+
+
+def _segment_logs(pdir: Path) -> list[Path] | list[Segment]:
+    """The ``.log`` files of a partition dir (under a URL, its segments through a read-only view)."""
+    if not is_url(pdir):
+        return segment_log_files(pdir)
+    view = DirView(pdir, DirView.READONLY)
+    return [Segment.in_view(view, base, name) for base, name in segment_logs_named(view.names())]
 
 
 # --------------------------------------------------------------------------------------------- plan

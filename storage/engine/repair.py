@@ -40,6 +40,7 @@ from kafkalog.storage.files.clean_shutdown import (
 from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from kafkalog.storage.io.dirview import DIR, DirView
+from kafkalog.storage.io.fs import task_path
 from kafkalog.storage.io.ops import Sync
 from kafkalog.storage.log.partition import PartitionLog, log_start_checkpoint
 
@@ -47,7 +48,7 @@ from kafkalog.storage.log.partition import PartitionLog, log_start_checkpoint
 def _plan_partition(task: tuple) -> PartitionPlan:
     (data_dir, pdir, topic, part, cfg, rp, lso_ckpt, clean, now, strict, expiration, known_tid, given_tid,
      settings, flushed) = task
-    pp = PartitionPlan(data_dir, pdir, topic, part, settings=settings)
+    pp = PartitionPlan(data_dir, str(pdir), topic, part, settings=settings)
     with pp.planning(), DirView(pdir) as view:
         loaded = load_partition(view, config=cfg, recovery_point=rp, log_start_offset=lso_ckpt,
                                 had_clean_shutdown=clean, now_ms=now, strict_indexes=strict,
@@ -134,7 +135,7 @@ def plan_repair(data_dirs: Iterable[str | os.PathLike], *, now_ms: int, resolver
 
     def task(t: Target) -> tuple:
         st = t.state
-        return (str(t.data_dir), str(t.path), t.topic, t.partition, t.config,
+        return (str(t.data_dir), task_path(t.path), t.topic, t.partition, t.config,
                 0 if full else st.recovery_points.get(t.key, 0), st.log_start_offsets.get(t.key, 0),
                 st.clean_shutdown and not full, now_ms, strict_indexes, t.broker.producer_id_expiration_ms,
                 resolver.topic_id(t.data_dir, t.topic), (topic_ids or {}).get(t.topic),
@@ -163,7 +164,7 @@ def _dir_ops(dp, st) -> None:
             view.write(name, checkpoint_bytes(offsets), "the checkpoint a clean shutdown writes: every partition flushed to its log end "
                        "offset" if name == RECOVERY_POINT_CHECKPOINT else "the log start offsets above each "
                        "partition's first segment, as a clean shutdown writes them")
-    marker = Path(st.path) / CLEAN_SHUTDOWN_FILE
+    marker = st.path / CLEAN_SHUTDOWN_FILE
     if not st.clean_shutdown:
         try:
             old = read_clean_shutdown(marker)

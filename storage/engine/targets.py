@@ -23,10 +23,11 @@ from kafkalog.storage.files.checkpoints import (
 from kafkalog.storage.files.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.io.dirview import fingerprints
+from kafkalog.storage.io.fs import absolute, is_url
 from kafkalog.storage.io.lock import LockStatus, describe_holders, lock_status
-from kafkalog.storage.log.datadir import partition_dirs, resolve_partition_dirs
+from kafkalog.storage.log.datadir import partition_dirs, require_readable, resolve_partition_dirs
 from kafkalog.storage.log.dir_checkpoints import read_checkpoint_or_empty
-from kafkalog.storage.log.paths import require_data_dir, require_destination
+from kafkalog.storage.log.paths import DATA_DIR, require_destination
 from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 
 
@@ -57,7 +58,8 @@ class DataDirState:
 def read_data_dir(path: str | os.PathLike) -> DataDirState:
     """The state of a data dir an engine plans on: a recognised data dir, or an empty directory a command makes a
     new data dir (the one path contract, :func:`kafkalog.storage.log.paths.require_destination`)."""
-    d = Path(os.path.abspath(require_destination(path, new=False)))
+    # a URL (doctor's prediction, planned on a read-only view through the filesystem seam): a data dir, read
+    d = absolute(require_readable(path, (DATA_DIR,)).path if is_url(path) else require_destination(path, new=False))
     st = DataDirState(d)
     for name, attr in ((RECOVERY_POINT_CHECKPOINT, "recovery_points"), (LOG_START_OFFSET_CHECKPOINT,
                                                                         "log_start_offsets"),
@@ -68,6 +70,9 @@ def read_data_dir(path: str | os.PathLike) -> DataDirState:
         if len(st.notes) > before:
             st.unreadable.add(name)
     st.clean_shutdown = (d / CLEAN_SHUTDOWN_FILE).exists()
+    if is_url(d):  # no process holds a lock on a URL: not checked, and the plan says so
+        st.notes.append(note(d / ".lock", "lock.notChecked"))
+        return st
     try:
         st.lock = lock_status(d)
     except (OSError, LogDirError) as e:  # a FIFO .lock: applying refuses it (DirLock) with the reason
@@ -92,14 +97,15 @@ def group_partitions(paths: Iterable[str | os.PathLike], *, topics: set[str] | N
 
 
 def data_dir_partitions(data_dir: str | os.PathLike) -> list[tuple[Path, str, int]]:
-    return [(Path(os.path.abspath(p)), t, n) for p, t, n in partition_dirs(data_dir)]
+    return [(absolute(p), t, n) for p, t, n in partition_dirs(data_dir)]
 
 
 def whole_data_dirs(data_dirs: Iterable[str | os.PathLike]) -> dict[Path, list[Path]]:
     """``{data dir: [partition dirs]}`` for engines that take whole data dirs (repair, flush): every partition the
     broker checkpoints (live and ``-future``). Each must be a recognised data dir (a directory that is not Kafka's
     is a :class:`~kafkalog.storage.log.paths.PathError`: these engines write the data dir's own files)."""
-    return {Path(os.path.abspath(require_data_dir(d))): [p for p, _, _ in data_dir_partitions(d)] for d in data_dirs}
+    return {absolute(require_readable(d, (DATA_DIR,)).path): [p for p, _, _ in data_dir_partitions(d)]
+            for d in data_dirs}
 
 
 @dataclass

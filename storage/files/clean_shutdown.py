@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kafkalog.storage.files.checkpoints import read_bytes_bounded
 from kafkalog.storage.io.fileops import atomic_write
+from kafkalog.storage.io.fs import UrlPath, is_url
 from kafkalog.storage.io.jsonio import loads
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -67,8 +68,9 @@ class CleanShutdownMarker:
 
 
 def read_clean_shutdown(path: str | os.PathLike) -> CleanShutdownMarker | None:
-    """The marker in the file at ``path``, or ``None`` when there is no such file (unclean shutdown)."""
-    if not os.path.lexists(path):
+    """The marker in the file at ``path`` (under a URL through the filesystem seam), or ``None`` when there is no
+    such file (unclean shutdown)."""
+    if not (UrlPath.of(path).exists() if is_url(path) else os.path.lexists(path)):  # type: ignore[arg-type]
         return None
     return CleanShutdownMarker.from_bytes(read_bytes_bounded(path, MAX_BYTES), path)
 

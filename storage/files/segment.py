@@ -114,13 +114,19 @@ class Segment(Closing):
 
     @property
     def _url_file(self) -> SegmentFile | None:
-        """The ``.log`` of a segment under a URL (a view of one), opened once; None for a local segment."""
+        """The ``.log`` of a segment under a URL (a view of one), opened once: the file the view's entry reads (a
+        planned rename reads the old name); None for a local segment, or one whose content a plan wrote (read from
+        the view)."""
         url = getattr(self._view, "url", None)
         if url is None:
             return None
         if self._file is None:
+            e = self._view.entry(self.path.name)
+            if e is not None and e.blob is not None:
+                return None
             try:
-                self._file = SegmentFile(url.spec, (url / self.path.name).fspath)
+                self._file = SegmentFile(url.spec, (url / (e.disk if e is not None and e.disk else
+                                                           self.path.name)).fspath)
             except OSError as e:  # as a local segment that cannot be mapped: the file and why, on one line
                 raise LogDirError(f"cannot open: {e}", str(self.path)) from None
         return self._file
@@ -189,8 +195,9 @@ class Segment(Closing):
 
     def scanner(self, start_position: int = 0, end: int | None = None) -> LogScanner:
         remote = self._url_file if self._buf is None else None
-        if remote is not None:
-            return WindowedScanner(remote, start_position, end, path=str(self.path))
+        if remote is not None:  # (inside the size the view gives it: a planned truncation reads shorter)
+            size = self.size
+            return WindowedScanner(remote, start_position, size if end is None else min(end, size), path=str(self.path))
         return LogScanner(self.buf, start_position, end, path=str(self.path))
 
     def iter_batches(self, start_position: int = 0, end: int | None = None) -> Iterator[Batch]:

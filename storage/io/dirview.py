@@ -13,8 +13,9 @@ composite operation; the operations are :mod:`~kafkalog.storage.io.ops`). What h
 * ``readonly``: a mutation is a bug (:class:`RuntimeError`).
 
 A URL (``s3://...``, a :class:`~kafkalog.storage.io.fs.UrlPath`) is listed and read through the filesystem seam
-(:mod:`kafkalog.storage.io.fs`), read-only: its small files are read whole, a segment's ``.log`` in windows
-(:class:`~kafkalog.storage.files.segment.Segment`).
+(:mod:`kafkalog.storage.io.fs`), never written: its small files are read whole, a segment's ``.log`` in windows
+(:class:`~kafkalog.storage.files.segment.Segment`); a planned view of it records the ops (a prediction: ``doctor``,
+never applied), a direct one is refused.
 
 The listing never opens a file: kinds come from ``lstat``/``stat``. FIFOs, sockets and devices are listed as
 ``special`` and never read; a symlink is followed only when it stays inside the directory.
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from kafkalog.storage.errors import LogDirError
-from kafkalog.storage.io.fs import UrlPath, is_url, listdir, read_bytes
+from kafkalog.storage.io.fs import SegmentFile, UrlPath, is_url, listdir, read_bytes
 from kafkalog.storage.io.local import open_regular
 from kafkalog.storage.io.ops import Blob, Delete, Op, Rename, Touch, Truncate, WriteFile
 
@@ -63,7 +64,7 @@ class DirView:
         #: the directory's URL when it is not a local path (read-only, through the filesystem seam)
         self.url: UrlPath | None = UrlPath.of(path) if is_url(path) else None  # type: ignore[arg-type]
         if self.url is not None:
-            if mode != self.READONLY:
+            if mode == self.DIRECT:  # (planned: the ops are recorded, never run: a prediction, never applied)
                 raise LogDirError("a URL is read-only: kafkalog changes files only in a local directory",
                                   str(self.url))
             self.path = cast(Path, self.url)  # a UrlPath: name, parent, / and str() as a Path's
@@ -187,10 +188,7 @@ class DirView:
         """An in-place write over a longer file: the new bytes, then the old file's tail."""
         assert e.blob is not None and e.disk is not None
         head = e.blob.data()
-        with open(self.path / e.disk, "rb") as f:
-            f.seek(len(head))
-            tail = f.read(max(0, e.size - len(head)))
-        return memoryview(head + tail)
+        return memoryview(head + self._read_disk(e.disk, len(head), max(0, e.size - len(head))))
 
     def blob_range(self, name: str, offset: int, size: int) -> Blob:
         """Content for a new file: ``size`` bytes of ``name`` from ``offset``, as the plan has them (read from
@@ -291,8 +289,16 @@ class DirView:
             return False
         if not (e.size >= blob.size if in_place else e.size == blob.size):
             return False
-        with open(self.path / e.disk, "rb") as f:
-            return f.read(blob.size) == blob.data()
+        return self._read_disk(e.disk, 0, blob.size) == blob.data()
+
+    def _read_disk(self, disk: str, start: int, size: int) -> bytes:
+        """``size`` bytes from ``start`` of the on-disk file ``disk`` (under a URL through the filesystem seam)."""
+        if self.url is not None:
+            with SegmentFile(self.url.spec, (self.url / disk).fspath) as f:
+                return bytes(f.view(start, size))
+        with open(self.path / disk, "rb") as f:
+            f.seek(start)
+            return f.read(size)
 
     def touch(self, name: str, why: str) -> Op | None:
         """Create ``name`` empty unless it exists."""
@@ -376,7 +382,10 @@ class DirView:
 
 def fingerprints(path: str | os.PathLike, names: Iterable[str]) -> dict[str, tuple | None]:
     """The fingerprint (size, mtime, inode; None: absent or unreadable) of each of ``names`` under ``path``: what a
-    plan read, compared again before it is applied (:func:`stale`)."""
+    plan read, compared again before it is applied (:func:`stale`); none under a URL (a plan over one, a
+    prediction, is never applied)."""
+    if is_url(path):
+        return {}
     out: dict[str, tuple | None] = {}
     for n in names:
         try:

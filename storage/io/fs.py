@@ -138,6 +138,12 @@ def absolute(path: str | os.PathLike | UrlPath) -> Path:
     return as_path(path) if is_url(path) else Path(os.path.abspath(cast(str, path)))
 
 
+def task_path(path: str | os.PathLike | UrlPath) -> str | UrlPath:
+    """A path as a task (a worker process's argument) names it: a local path as a string, a URL as itself (its
+    filesystem options travel with it)."""
+    return cast(UrlPath, path) if is_url(path) else str(path)
+
+
 def as_path(path: str | os.PathLike | UrlPath) -> Path:
     """``path`` as the partition model takes it: a :class:`~pathlib.Path`, or for a URL a :class:`UrlPath` (which
     answers ``name``, ``parent``, ``/`` and ``str()`` as a Path does)."""

@@ -22,8 +22,9 @@ from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 
 def read_checkpoint_or_empty(path: str | os.PathLike,
                              notes: list[Finding] | None = None) -> dict[tuple[str, int], int]:
-    """As ``LogManager.loadLogs``: a missing or malformed offset checkpoint reads as empty (``notes`` gets why)."""
-    p = Path(path)
+    """As ``LogManager.loadLogs``: a missing or malformed offset checkpoint reads as empty (``notes`` gets why); a
+    file under a URL through the filesystem seam."""
+    p = as_path(path)
     if not p.is_file():
         return {}
     try:

@@ -34,7 +34,7 @@ def segment_end_error(path: str | os.PathLike, scanner: LogScanner, size: int, *
     return CorruptRecordError(
         f"{reason}: the last {size - stop} bytes of a segment that is not the active one are not a complete "
         f"batch; the records from here{upto} are lost (`kafkalog export --salvage` reads around it)",
-        os.fspath(path), stop)
+        str(path), stop)  # (a local path, or a UrlPath)
 
 
 @dataclass(frozen=True)

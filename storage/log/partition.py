@@ -482,7 +482,7 @@ class PartitionLog(Closing):
                     psm.replay(b)
                 except KafkaLogError:
                     break
-        return recover_segment(segment.buf, segment.base_offset, index_interval_bytes=index_interval_bytes,
+        return recover_segment(segment, segment.base_offset, index_interval_bytes=index_interval_bytes,
                                path=str(segment.path), producers=psm, on_overflow="stop")
 
     # ---- lifecycle ---------------------------------------------------------------------------------------

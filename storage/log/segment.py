@@ -31,6 +31,7 @@ from crc32c import crc32c
 from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError, OffsetOverflowError
 from kafkalog.storage.files.names import CLEANED_FILE_SUFFIX
 from kafkalog.storage.files.offset_index import OffsetIndex, OffsetIndexBuilder
+from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex, TimeIndexBuilder, TimestampOffset
 from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.storage.io import fileops
@@ -173,7 +174,9 @@ def recover_segment(buf, base_offset: int, *, index_interval_bytes: int = DEFAUL
                     max_index_size: int | None = None, producers=None, epochs=None, path: str | None = None,
                     on_overflow: str = "raise") -> RecoveredSegment:
     """``LogSegment.recover`` over the bytes of a ``.log``: one pass, batch by batch (the v2 header and the C
-    CRC32C over the mapped bytes; a record is decoded only in control batches, for producer state).
+    CRC32C over the mapped bytes; a record is decoded only in control batches, for producer state). ``buf``: the
+    bytes, or a :class:`~kafkalog.storage.files.segment.Segment`, read through its scanner (a local ``.log``
+    mapped, one under a URL in bounded windows: :func:`_scan`).
 
     ``producers`` (a :class:`~kafkalog.storage.log.producer_state.ProducerStateManager` at the segment's base
     offset) is replayed and yields the ``.txnindex`` entries; ``epochs`` (a
@@ -192,7 +195,7 @@ def recover_segment(buf, base_offset: int, *, index_interval_bytes: int = DEFAUL
     latest_epoch = epochs.latest_epoch if epochs is not None else None
     crc_at = _CRC.unpack_from
     unpack = BATCH_HEADER.unpack_from
-    scanner = LogScanner(buf, path=path)
+    scanner = _scan(buf, 0, path)
     h: tuple | None
     try:
         for b in scanner:
@@ -250,18 +253,29 @@ def recover_segment(buf, base_offset: int, *, index_interval_bytes: int = DEFAUL
         aborted, valid, count, next_offset = [], 0, 0, base_offset
     del scanner
     oi, ti = indexer.close()
-    size = len(buf)
+    size = _size(buf)
     return RecoveredSegment(base_offset, oi, ti, size, valid, count, indexer.max_timestamp, next_offset, stop,
                             error, aborted, assigned, tail_loss(buf, valid) if valid < size else None)
 
 
+def _scan(buf, start: int, path: str | None = None) -> LogScanner:
+    """The batches of ``buf`` (bytes, or a :class:`~kafkalog.storage.files.segment.Segment`: its own scanner) from
+    ``start``: the one read of a ``.log`` the recovery rules make."""
+    return buf.scanner(start) if isinstance(buf, Segment) else LogScanner(buf, start, path=path)
+
+
+def _size(buf) -> int:
+    return buf.size if isinstance(buf, Segment) else len(buf)
+
+
 def tail_loss(buf, start: int) -> TailLoss:
-    """What the bytes from ``start`` to the end hold, as far as batch framing can tell (CRCs not checked)."""
+    """What the bytes (or the :class:`~kafkalog.storage.files.segment.Segment`) from ``start`` to the end hold, as
+    far as batch framing can tell (CRCs not checked)."""
     n = records = 0
     first = last = None
     countable = True
     try:
-        for b in LogScanner(buf, start):
+        for b in _scan(buf, start):
             n += 1
             if b.magic >= 2 and b.size >= 61:
                 assert isinstance(b, RecordBatch)  # (LogScanner: magic >= 2 is a RecordBatch)
@@ -274,7 +288,7 @@ def tail_loss(buf, start: int) -> TailLoss:
             del b
     except (CorruptRecordError, KafkaLogError):
         pass
-    return TailLoss(start, len(buf) - start, n, records if countable else None, first, last)
+    return TailLoss(start, _size(buf) - start, n, records if countable else None, first, last)
 
 
 # ---------------------------------------------------------------------------------------- replaying appends

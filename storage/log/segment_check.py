@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
 from kafkalog.storage.files.findings import Finding, Severity, error, info, warning
 from kafkalog.storage.files.index import INT32_MAX
-from kafkalog.storage.files.segment import Segment
+from kafkalog.storage.files.segment import Segment, WindowedScanner
 from kafkalog.storage.log.loss import SegmentHole
 from kafkalog.storage.log.partition import PartitionLog
-from kafkalog.storage.records import LogScanner, batch_at, scan_crc
+from kafkalog.storage.records import LogScanner, scan_crc
 from kafkalog.storage.records.batch import RecordBatch
 from kafkalog.storage.records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker
 
@@ -393,21 +393,35 @@ def segment_crc_failures(segments: Iterable[Segment]) -> list[SegmentHole]:
     for seg in segments:
         path = str(seg.path)
         try:
-            scan = scan_crc(seg.buf, path=path)
+            pos = _first_crc_failure(seg, path)
         except CorruptRecordError as e:
             pos = e.position or 0
             out.append(SegmentHole(path, pos, seg.size - pos, None, None, e.reason))
             continue
-        if not scan.invalid:
+        if pos is None:
             continue
-        pos = scan.positions[scan.valid.index(0)]
-        b = batch_at(seg.buf, pos, path=path)
+        b = next(iter(seg.scanner(pos)))  # (that entry, complete: the scan checked it)
         first = b.base_offset if b.magic >= 2 else None
         out.append(SegmentHole(path, pos, b.size, first, b.last_offset,
                                f"the batch at byte {pos} fails its CRC (stored {b.crc}, computed "
                                f"{b.compute_crc()})"))
         del b
     return out
+
+
+def _first_crc_failure(seg: Segment, path: str) -> int | None:
+    """The position of the first entry of ``seg`` failing its CRC (None: none), every byte scanned: a local ``.log``
+    by the compiled core's pass (:func:`~kafkalog.storage.records.scan_crc`), one under a URL entry by entry
+    through its scanner, in bounded windows (the same entries and errors: ``LogScanner``'s)."""
+    scanner = seg.scanner()
+    if not isinstance(scanner, WindowedScanner):
+        scan = scan_crc(seg.buf, path=path)
+        return scan.positions[scan.valid.index(0)] if scan.invalid else None
+    for b in scanner:
+        if not b.is_valid():
+            return b.position
+        del b
+    return None
 
 
 def _scan_end(seg: Segment, start: int) -> tuple[LogScanner, int | None] | None:

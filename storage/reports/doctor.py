@@ -44,13 +44,15 @@ from kafkalog.storage.engine.message_format import audit
 from kafkalog.storage.engine.plan import Plan
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.targets import whole_data_dirs
-from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.errors import KafkaLogError, LogDirError
 from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.files.names import is_index_file
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
-from kafkalog.storage.log.datadir import DataDir
+from kafkalog.storage.io.fs import UrlPath, is_url, task_path
+from kafkalog.storage.io.local import read_bounded
+from kafkalog.storage.log.datadir import DataDir, require_readable
 from kafkalog.storage.log.loss import RememberedOffset, remembered_facts
-from kafkalog.storage.log.paths import require_data_dir
+from kafkalog.storage.log.paths import DATA_DIR
 from kafkalog.storage.log.segment_check import segment_crc_failures, segment_holes
 from kafkalog.storage.log.topic_partition import METADATA_TOPIC
 from kafkalog.storage.parallel import run_partition_tasks
@@ -249,6 +251,8 @@ def _from_plan(diag: Diagnosis, plan: Plan) -> None:
 
 def _dir_checks(diag: Diagnosis, dirs: list[DataDir], resolver: ConfigResolver, kraft: bool) -> None:
     for d in dirs:
+        if is_url(d.path):  # no process holds a lock on a URL: not checked, and said
+            diag.problems.append(_noted(INFO, "lock", d.path / ".lock", "lock.notChecked"))
         if not d.had_clean_shutdown:
             diag.problems.append(_noted(INFO, "recovery", d.path / ".kafka_cleanshutdown", "doctor.noCleanShutdown"))
         md = resolver.data_dir(d.path).metadata if kraft else None
@@ -271,9 +275,8 @@ def _topic_id(diag: Diagnosis, p: Path, topic: str, partition: int, expected: st
     try:
         pm = p / PARTITION_METADATA_FILE
         tid = None
-        if pm.is_file() and not pm.is_symlink():
-            with open(pm, "rb") as f:
-                tid = PartitionMetadata.from_bytes(f.read(1 << 16), str(pm)).topic_id
+        if pm.is_file() and not pm.is_symlink():  # (a URL's through the filesystem seam)
+            tid = PartitionMetadata.from_bytes(read_bounded(pm, 1 << 16, LogDirError), str(pm)).topic_id
     except (KafkaLogError, OSError):
         return  # unreadable: the plan's startupErrors say what happens
     if tid is None:
@@ -322,8 +325,8 @@ def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path], crc: bo
                 d.release(log)
     if any(tp.topic == OFFSETS_TOPIC and tp.kind == "live" for d in dirs for tp in d.partition_dirs.values()):
         try:
-            for r in load_groups(paths).beyond_end:
-                found.setdefault(Path(r.file), []).append(r)
+            for r in load_groups(paths).beyond_end:  # (a URL's partition dir: the one its log has)
+                found.setdefault(next((k for k in found if str(k) == r.file), None) or Path(r.file), []).append(r)
         except KafkaLogError:
             pass  # `kafkalog groups` reports what cannot be read
     for pdir, rs in sorted(found.items()):
@@ -337,7 +340,7 @@ def _live(dirs: list[DataDir]) -> list[Path]:
     return [p for d in dirs for p, tp in d.partition_dirs.items() if tp.kind == "live" and tp.topic != METADATA_TOPIC]
 
 
-def _audit_partition(pdir: str) -> list:
+def _audit_partition(pdir: str | UrlPath) -> list:
     """The segments of one partition holding v0/v1 batches (a task of :func:`run_partition_tasks`)."""
 
     try:
@@ -350,7 +353,8 @@ def _legacy(diag: Diagnosis, dirs: list[DataDir], *, workers: int = 1, progress=
 
     live = _live(dirs)
     per: dict[str, list] = {}
-    for found in run_partition_tasks(_audit_partition, [str(p) for p in live], workers=workers, progress=progress):
+    for found in run_partition_tasks(_audit_partition, [task_path(p) for p in live], workers=workers,
+                                     progress=progress):
         for a in found:
             per.setdefault(a.partition, []).append(a)
     for d in dirs:
@@ -377,7 +381,8 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
     how many partition steps there are, before the first ``progress(k)`` (``k`` steps done). A log dir that is
     not a data dir is a :class:`~kafkalog.storage.log.paths.PathError` (the one path contract), before anything is
     read."""
-    paths = [require_data_dir(os.path.abspath(d)) for d in log_dirs]  # the one path contract
+    # the one path contract (a URL: a data dir read through the filesystem seam, the prediction only)
+    paths = [require_readable(d if is_url(d) else os.path.abspath(d), (DATA_DIR,)).path for d in log_dirs]
     resolver = resolver or ConfigResolver(data_dirs=paths)
     if node_id is None:
         raw = resolver.broker.props.get("node.id", resolver.broker.props.get("broker.id"))

@@ -5,15 +5,18 @@ under a URL is read in bounded windows; a URL is read-only (a plan refuses it, t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from builders import generated_data_dir, write_data_dir_files
+from damage import FIXTURES, damaged_copy
 
 import kafkalog
 from kafkalog.compat.pytest_plugin import require_modules
-from kafkalog.storage.errors import LogDirError
+from kafkalog.storage.errors import KafkaLogError, LogDirError
 from kafkalog.storage.files import segment as segment_module
+from kafkalog.storage.io import dirview as dirview_module
 from kafkalog.storage.log.partition import PartitionLog
 
 require_modules("pyarrow", "fsspec", "moto", extra="spark")  # skipped without the spark extra, a failure under CI=true
@@ -22,6 +25,7 @@ import fsspec  # noqa: E402
 import pyarrow.fs as pafs  # noqa: E402
 
 N = 400
+NOW = 1_900_000_000_000  # (producer expiration: the same now for both sides)
 
 
 def upload(local: Path, endpoint: str, key: str) -> str:
@@ -198,3 +202,129 @@ def test_diff_with_a_side_on_s3_is_the_local_diff(fixture_urls, fixtures_dir, s3
         if level != "bytes":
             part = here.diff(a, level=level, offsets="5:50")
             assert same(there.diff(a, level=level, offsets="5:50")) == same(part) and part.equal
+
+
+# ------------------------------------------------------------------------------------------------ doctor over a URL
+ALL_FIXTURES = sorted(p.name for p in FIXTURES.iterdir() if (p / "data").is_dir())
+LOCK = "lock.notChecked"
+
+
+def diagnosis(diag, root: str) -> tuple[list[str], dict, str]:
+    """``(problems, summary, plan)`` of a diagnosis as JSON text with ``root`` named ``DIR``, without the lock check a
+    URL skips (its info problem, its plan note and its count) and the scan rate (measured or not, by the clock)."""
+    problems = [json.dumps(p.to_dict(), sort_keys=True).replace(root, "DIR") for p in diag.problems
+                if p.note is None or p.note.kind != LOCK]
+    summary = diag.summary()
+    for k in ("scanRateBytesPerSecond", "scanRateSource", "estimatedRecoverySeconds"):
+        summary.pop(k)
+    summary["counts"]["info"] -= sum(1 for p in diag.problems if p.note is not None and p.note.kind == LOCK)
+    plan = diag.plan
+    text = {"summary": plan.summary() | {"notes": [n.to_dict() for n in plan.all_notes() if n.kind != LOCK]},
+            "partitions": [p.to_dict() for p in plan.partitions],
+            "dirs": [[op.to_dict() for op in [*d.pre_ops, *d.ops]] for d in plan.data_dirs]}
+    return problems, json.loads(json.dumps(summary).replace(root, "DIR")), json.dumps(text).replace(root, "DIR")
+
+
+@pytest.fixture(scope="module")
+def doctor_urls(s3_endpoint, tmp_path_factory) -> dict[str, tuple[Path, str]]:
+    """Every bundled fixture's data dir, and a torn tail at the end of kafka-4.3.1-kraft's multi-segment-0 after a
+    kill (no clean shutdown marker): ``{name: (local dir, its copy on the moto S3 server)}``."""
+    out = {name: (FIXTURES / name / "data", upload(FIXTURES / name / "data", s3_endpoint, f"doctor/{name}"))
+           for name in ALL_FIXTURES}
+    torn = tmp_path_factory.mktemp("torn") / "data"
+    damaged_copy("kafka-4.3.1-kraft", torn, ("unclean", "torn_tail"))
+    out["torn"] = (torn, upload(torn, s3_endpoint, "doctor/torn"))
+    return out
+
+
+@pytest.mark.parametrize("name", [*ALL_FIXTURES, "torn"])
+def test_doctor_over_s3_is_the_local_doctor(doctor_urls, s3_endpoint, monkeypatch, name):
+    """doctor of a data dir on S3 predicts what doctor of the same dir on a local disk predicts (problems, verdict,
+    the repair plan: its operations, losses and notes), with the .lock not checked, said as an info problem; nothing
+    on S3 changes, and the plan (a prediction) cannot be applied."""
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    local, url = doctor_urls[name]
+    fs = pafs.S3FileSystem(endpoint_override=s3_endpoint.removeprefix("http://"), scheme="http", access_key="test",
+                           secret_key="test", region="us-east-1")
+    before = {f.path: (f.size, f.mtime) for f in fs.get_file_info(pafs.FileSelector(url[5:], recursive=True))}
+    with kafkalog.open(local) as here, kafkalog.open(url, filesystem_options=s3_options(s3_endpoint)) as there:
+        mine, theirs = here.doctor(now_ms=NOW), there.doctor(now_ms=NOW)
+    assert diagnosis(theirs, url) == diagnosis(mine, str(local))
+    assert theirs.verdict == mine.verdict and theirs.exit_code == mine.exit_code
+    lock = [p for p in theirs.problems if p.note is not None and p.note.kind == LOCK]
+    assert len(lock) == 1 and lock[0].severity == "info" and lock[0].path == f"{url}/.lock"
+    assert {f.path: (f.size, f.mtime) for f in fs.get_file_info(pafs.FileSelector(url[5:], recursive=True))} == before
+    if name == "torn":  # the repair doctor proposes: the torn tail cut, predicted from S3
+        cut = [op for op in theirs.plan.ops() if op.kind == "truncate"]
+        assert [Path(op.path).parent.name for op in cut] == ["multi-segment-0"] and theirs.verdict == "recovery"
+        assert [(p.severity, p.kind, p.bytes) for p in theirs.problems if p.kind == "truncation"] == [
+            ("loss", "truncation", 15)]
+        with pytest.raises(KafkaLogError):
+            kafkalog.apply(theirs.plan)
+    if name == "kafka-4.3.1-kraft-killed":
+        assert theirs.partitions_recovered == mine.partitions_recovered > 0
+
+
+def test_doctor_command_on_s3(doctor_urls, s3_endpoint, monkeypatch, capsys):
+    """``kafkalog doctor s3://...`` exits as the local doctor does (1: the broker recovers and truncates) and prints
+    the same problems and summary, with the skipped lock check one info problem more."""
+    from kafkalog.tools.cli import main
+
+    for k, v in {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(k, v)
+    local, url = doctor_urls["torn"]
+    for fmt in (["--json"], []):
+        capsys.readouterr()
+        assert main(["doctor", "--no-progress", "--now", str(NOW), *fmt, str(local)]) == 1
+        mine = capsys.readouterr().out.replace(str(local), "DIR").splitlines()
+        assert main(["doctor", "--no-progress", "--now", str(NOW), *fmt, url]) == 1
+        theirs = capsys.readouterr().out.replace(url, "DIR").splitlines()
+        lock = [line for line in theirs if "DIR/.lock" in line]
+        assert len(lock) == 1 and "not checked" in lock[0]
+        rest = [line for line in theirs if line not in lock]
+        if fmt:  # the summary counts the lock's info problem
+            summary = json.loads(rest[-1])
+            summary["counts"]["info"] -= 1
+            assert rest[:-1] == mine[:-1] and summary == json.loads(mine[-1])
+        else:  # the table's column widths follow the longest path; the counts line has one info more
+            assert [" ".join(line.split()) for line in rest[:-1]] == [" ".join(line.split()) for line in mine[:-1]]
+            assert rest[-1] == mine[-1].replace(" 1 info", " 2 info")
+        assert any("truncation" in line for line in mine)
+
+
+def test_doctor_under_a_url_recovers_segments_in_windows(local, monkeypatch):
+    """doctor's recovery scan of a partition under a URL (no clean shutdown: every segment recovered) reads each
+    .log in windows far smaller than a segment, never whole, and predicts what the local doctor predicts."""
+    (local / ".kafka_cleanshutdown").unlink(missing_ok=True)
+    mem = fsspec.filesystem("memory")
+    for f in local.rglob("*"):
+        if f.is_file():
+            mem.pipe(f"/doctor-windows/data/{f.relative_to(local)}", f.read_bytes())
+    monkeypatch.setattr(segment_module, "REMOTE_WINDOW", 700)  # about one batch of 10 records
+    reads: list[tuple[str, int]] = []
+    view = segment_module.SegmentFile.view
+
+    def spy(self, start, length):
+        reads.append((self.path, min(length, self.size - start)))
+        return view(self, start, length)
+
+    whole: list[str] = []
+    read_bytes = dirview_module.read_bytes
+
+    def spy_whole(spec, path, limit):
+        whole.append(path)
+        return read_bytes(spec, path, limit)
+
+    monkeypatch.setattr(segment_module.SegmentFile, "view", spy)
+    monkeypatch.setattr(dirview_module, "read_bytes", spy_whole)
+    url = "memory://doctor-windows/data"
+    with kafkalog.open(local) as here, kafkalog.open(url) as there:
+        mine, theirs = here.doctor(now_ms=NOW), there.doctor(now_ms=NOW)
+        biggest_segment = max(s.size for p in there.partitions() for s in p.segments)
+    assert diagnosis(theirs, url) == diagnosis(mine, str(local))
+    assert theirs.partitions_recovered == 3 and theirs.bytes_to_scan == sum(
+        f.stat().st_size for f in local.rglob("*.log"))
+    logs = [n for p, n in reads if p.endswith(".log")]
+    assert logs and max(logs) < biggest_segment  # every .log read in windows
+    assert not [p for p in whole if p.endswith(".log")]  # and none read whole as a small file

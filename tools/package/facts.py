@@ -120,6 +120,8 @@ TEMPLATES: dict[str, str | Template] = {
     "lock.held": "{file}: its .lock is held by {holders} (a running broker?): applying this plan will be refused "
                  "until it stops",
     "lock.unreadable": "{file}: {error}",
+    "lock.notChecked": "not checked: the data dir is read through a URL, where no broker holds a lock (a prediction "
+                       "only: nothing under a URL is changed)",
     # repair
     "repair.noCleanShutdown": "{file}: no clean shutdown marker: segments above each recovery point are recovered",
     "repair.full": "{file}: --full: every segment is recovered, as the broker would without a recovery point",

@@ -37,7 +37,7 @@ from kafkalog.storage.files.checkpoints import (
 )
 from kafkalog.storage.files.findings import Finding, Severity, error, warning
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE
-from kafkalog.storage.io.fs import UrlPath, as_path, is_url, listdir
+from kafkalog.storage.io.fs import UrlPath, as_path, is_url, listdir, task_path
 from kafkalog.storage.log.datadir import DataDir, DataDirs, classify_path, require_readable
 from kafkalog.storage.log.dir_checkpoints import partition_checkpoints
 from kafkalog.storage.log.partition import PartitionLog
@@ -158,12 +158,6 @@ def partition_task(path: str | UrlPath, checkpoints: dict[str, int | None] | Non
         log.close()
 
 
-def _task_path(p: Path) -> str | UrlPath:
-    """A partition dir as a task names it: a local path as a string, a URL as itself (its filesystem options
-    travel with it)."""
-    return cast(UrlPath, p) if is_url(p) else str(p)
-
-
 def _zookeeper_topic_ids(ddir: DataDir, missing: list[tuple[int, Path]], results: dict[int, list[Finding]],
                          post: list[Finding]) -> None:
     """A ZooKeeper-mode data dir (``meta.properties`` version 0, no cluster metadata) whose partitions have no
@@ -260,12 +254,12 @@ def verify_paths(
                     REPLICATION_OFFSET_CHECKPOINT: ddir.high_watermarks.get(key),
                     CLEANER_OFFSET_CHECKPOINT: ddir.clean_points.get(key),
                 }
-                tasks.append((slot, _task_path(pp), ck))
+                tasks.append((slot, task_path(pp), ck))
                 parts.append((slot, pp, tp.kind))
                 slot += 1
             dir_slots[dslot] = (ddir, parts)
         elif kind == "partition":
-            tasks.append((slot, _task_path(p), None))
+            tasks.append((slot, task_path(p), None))
             slot += 1
         else:
             singles.append((slot, "file", p))

@@ -69,7 +69,7 @@ fuzz-native:
 ## cleaner recipe on the container backend), not part of `make test`
 campaign:
 	$(PY) -m pytest -s -m campaign tests/reliability tests/storage/test_apply_crash.py \
-		tests/spark/test_write_faults_spark.py tests/kafka/test_write_faults_broker.py \
+		tests/spark/test_write_faults_spark.py tests/kafka/test_write_faults_broker.py tests/storage/test_open_url.py \
 		tests/kafka/test_certify_writers.py tests/kafka/test_apply_crash_broker.py tests/kafka/test_engine_core_diff.py \
 		tests/kafka/test_cleaner_diff.py tests/kafka/test_cleaner_diff_rounds.py tests/kafka/test_recovery_diff.py
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from kafkalog import facts
 from kafkalog.storage.log.offset_spec import parse_offset_specs
 from kafkalog.storage.reports.diff import LEVELS, diff_paths
 from kafkalog.tools.output import add_epoch_argument, add_time_argument, human_time, render_table
@@ -59,8 +60,13 @@ def _side(rec: dict | None, epoch: bool) -> str | None:
     return f"timestamp {human_time(rec['timestamp'], epoch)}"
 
 
+def difference_json(d) -> dict:
+    """A difference for ``--json``: ``kind``, ``path``, ``detail`` (its note in words), ``offset``, ``a``, ``b``."""
+    return {"kind": d.kind, "path": d.path, "detail": facts.render(d.note), "offset": d.offset, "a": d.a, "b": d.b}
+
+
 def _row(d, epoch: bool) -> dict:
-    detail = d.detail
+    detail = facts.render(d.note)
     a, b = _side(d.a, epoch), _side(d.b, epoch)
     if a and b and a != b:
         detail += f" (A: {a}; B: {b})"
@@ -74,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     if args.json:
         for d in res.differences:
-            out.write(json.dumps(d.to_dict()) + "\n")
+            out.write(json.dumps(difference_json(d)) + "\n")
         out.write(json.dumps({"summary": res.summary()}) + "\n")
     else:
         if res.differences:

@@ -5,13 +5,16 @@ the plan that applying runs), and the apply step itself, which lives in the libr
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from kafkalog import facts
 from kafkalog.storage.engine.plan import ApplyResult, Loss, Plan, Setting, apply, concurrent_writer
+from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.io.ops import Op
 from kafkalog.tools.output import add_epoch_argument, human_size, human_time, positive_int, progress
 
@@ -38,9 +41,39 @@ def _settings_line(settings: list[dict]) -> str:
     return ", ".join(f"{s['name']}={s['value']} ({s['source']})" for s in settings if s["value"] is not None)
 
 
+def _why(op: Op) -> str:
+    """What an op is for, in words: its ``why``, or the words of its code and facts."""
+    return op.why if isinstance(op.why, str) else facts.render(cast(Finding, op.why))
+
+
+def _worded(op: Op) -> Op:
+    """The op with its ``why`` in words (a copy when it is a code and facts)."""
+    if isinstance(op.why, str):
+        return op
+    out = copy.copy(op)
+    out.why = _why(op)
+    return out
+
+
 def describe_op(op: Op) -> str:
-    """An operation for people: its sizes (fields of the op) in KiB/MiB..."""
-    return op.describe(size=human_size)
+    """An operation for people: its sizes (fields of the op) in KiB/MiB..., why in words."""
+    return _worded(op).describe(size=human_size)
+
+
+def op_json(op: Op) -> dict:
+    """An operation for ``--json``: its fields, ``why`` in words, and a coded why's ``code`` and ``facts``."""
+    if isinstance(op.why, str):
+        return op.to_dict()
+    return _worded(op).to_dict() | {"code": op.why.kind, "facts": dict(op.why.facts)}
+
+
+def loss_json(loss: Loss) -> dict:
+    """A loss for ``--json``: its fields, ``reason`` in words, and a coded reason's ``code`` and ``facts``."""
+    if loss.note is None:
+        return loss.to_dict()
+    worded = copy.copy(loss)
+    worded.reason, worded.note = facts.render(loss.note), None
+    return worded.to_dict() | {"code": loss.note.kind, "facts": dict(loss.note.facts)}
 
 
 def describe_setting(setting: Setting) -> str:
@@ -61,7 +94,7 @@ def describe_loss(loss: Loss, epoch: bool = False) -> str:
         what.append(f"from offset {loss.first_offset}")
     what.append(human_size(loss.bytes))
     where = f" in {Path(loss.file).name}" if loss.file else ""
-    reason = loss.reason
+    reason = facts.render(loss.note) if loss.note is not None else loss.reason
     for name, ms in loss.times.items():
         reason = reason.replace("{" + name + "}", human_time(ms, epoch))
     for name, n in loss.sizes.items():
@@ -87,7 +120,7 @@ def _op_lines(ops, base: str) -> list[str]:
             names = ", ".join(Path(op.path).name for op in ops[i:j])
             if ops[i].kind == "rename" and all(op.target == op.path + ".deleted" for op in ops[i:j]):
                 names += " to *.deleted"
-            lines.append(f"{ops[i].kind} {names}: {ops[i].why}")
+            lines.append(f"{ops[i].kind} {names}: {_why(ops[i])}")
         i = j
     return lines
 
@@ -103,10 +136,12 @@ def render_plan(plan: Plan, *, as_json: bool, dry_run: bool, verbose: bool = Fal
             for p in d.partitions:
                 if p.ops or p.losses or p.notes or p.error or verbose:
                     print(json.dumps({"operation": plan.operation, "dryRun": dry_run, **p.to_dict(),
+                                      "operations": [op_json(op) for op in p.ops],
+                                      "losses": [loss_json(loss) for loss in p.losses],
                                       "notes": [facts.to_json(n) for n in p.notes]}), file=out)
             if d.ops or d.notes:
                 print(json.dumps({"operation": plan.operation, "dryRun": dry_run, "dataDir": d.path,
-                                  "operations": [op.to_dict() for op in d.ops],
+                                  "operations": [op_json(op) for op in d.ops],
                                   "notes": [facts.to_json(n) for n in d.notes]}), file=out)
         summary = plan.summary() | {"notes": [facts.to_json(n) for n in plan.all_notes()]}
         print(json.dumps({"summary": summary, "dryRun": dry_run}), file=out)

@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any
 
+from kafkalog import facts
 from kafkalog.storage.reports.transactions import BOOTSTRAP_PLACEHOLDER, TransactionReport, find_transactions
 
 from .output import (
@@ -161,13 +162,18 @@ def _ranges(nums: Sequence[int]) -> str:
     return ",".join(out)
 
 
+def worded(t: dict[str, Any]) -> dict[str, Any]:
+    """An open transaction with its ``reason`` (a note: a code and its facts) in words, for --json and people."""
+    return t | {"reason": facts.render(t["reason"])}
+
+
 def run(args: argparse.Namespace) -> int:
     now = args.now if args.now is not None else int(time.time() * 1000)
     with progress(None, "transactions", enabled=False if args.no_progress else None, unit_bytes=False) as bar:
         report = find_transactions(args.paths, now_ms=now, transaction_state_partitions=args.transaction_state_partitions,
                                    topics=args.topics, bootstrap=args.bootstrap_server, workers=args.workers,
                                    on_total=lambda n: bar.update(total=n), on_advance=bar.advance)
-    txns = [t for t in report.transactions if not args.hanging or t["hanging"] is not False]
+    txns = [worded(t) for t in report.transactions if not args.hanging or t["hanging"] is not False]
     if args.json:
         out = JsonLines(sys.stdout)
         for t in txns:

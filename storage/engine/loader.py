@@ -41,7 +41,7 @@ from kafkalog.storage.files.names import (
 )
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io.dirview import DirView
-from kafkalog.storage.io.ops import Op
+from kafkalog.storage.io.ops import Op, Reason
 from kafkalog.storage.log import partition as partition_log
 from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
 from kafkalog.storage.log.partition import PartitionLog
@@ -101,7 +101,7 @@ class _Loader:
         unchecked = {s.base_offset for s in log.segments_unchecked_at_load(self.clean)}
         return {s.base_offset for s in log.segments} - unchecked
 
-    def write_if_changed(self, name: str, data: bytes, why: str) -> Op | None:
+    def write_if_changed(self, name: str, data: bytes, why: str | Reason) -> Op | None:
         v = self.view
         if v.exists(name) and v.size(name) == len(data) and v.read(name) == data:
             return None
@@ -112,7 +112,7 @@ class _Loader:
         out = self.out
         tmp = recover_swap_files(self.view)
         out.mark_routine([op for op in self.view.ops if op.kind == "delete" and op.path.endswith(".deleted")
-                          and "scheduled for deletion" in op.why])
+                          and getattr(op.why, "kind", None) == "op.deletedFile"])
         if tmp.renamed:
             out.notes.append(note(self.view.path, "loader.swapCompleted"))
         for _attempt in range(MAX_SPLITS):
@@ -142,24 +142,24 @@ class _Loader:
                 except ValueError:
                     continue
                 if b not in bases:
-                    view.delete(name, "an index file without its .log: the broker deletes it at load")
+                    view.delete(name, note(view.path, "op.orphanIndex"))
         unflushed = self.recovered_bases()
         must_recover: list[Segment] = []
         for s in segs:
             b = s.base_offset
             if not view.exists(time_index_file_name(b)):
-                view.touch(time_index_file_name(b), "missing .timeindex: the broker creates it empty at load")
+                view.touch(time_index_file_name(b), note(view.path, "op.missingTimeIndex"))
             if b in unflushed:
                 continue  # recovered below, whatever its indexes hold
-            why = None
+            problem = None  # (the segment's index problem in words: still a fact of the note)
             if not view.exists(index_file_name(b)):
-                why = "missing .index"
+                problem = "missing .index"
             else:
-                why = s.txn_index_problem()
-                if why is None and self.strict:
-                    why = s.index_problem()
-            if why is not None:
-                out.notes.append(note(self.view.path, "loader.indexRebuilt", baseOffset=b, reason=why))
+                problem = s.txn_index_problem()
+                if problem is None and self.strict:
+                    problem = s.index_problem()
+            if problem is not None:
+                out.notes.append(note(self.view.path, "loader.indexRebuilt", baseOffset=b, reason=problem))
                 must_recover.append(s)
         if self.epochs is None:
             self.epochs = self.load_epochs(segs)
@@ -173,8 +173,7 @@ class _Loader:
             self.next_offsets[b] = rec.next_offset
             if rec.valid_bytes < rec.log_size:
                 for later in todo[i + 1:]:
-                    self.delete_segment(later, f"a segment after the first invalid byte of segment {b}: the broker "
-                                        "deletes every later segment when it truncates the log")
+                    self.delete_segment(later, note(view.path, "loss.afterInvalidByte", baseOffset=b))
                 # the cut comes after the later segments are gone: a crash in between leaves the invalid bytes,
                 # which the next recovery finds again, never valid later segments behind a cut log (a gap)
                 cut = self.last_truncation
@@ -221,31 +220,32 @@ class _Loader:
         if rec.valid_bytes < rec.log_size:
             reason = rec.reason() or "invalid bytes"
             t = rec.tail
-            where = f"first invalid byte at {rec.valid_bytes}"
-            self.last_truncation = view.truncate(name, rec.valid_bytes, f"{where}: {reason}")
-            out.losses.append(Loss(f"{reason} (the broker truncates the log at byte {rec.valid_bytes})",
-                                   rec.next_offset, t.last_offset if t else None, t.records if t else None,
-                                   rec.truncated_bytes, str(seg.path), rec.valid_bytes, damage=True))
+            self.last_truncation = view.truncate(name, rec.valid_bytes, note(
+                view.path, "op.invalidBytes", validBytes=rec.valid_bytes, reason=reason))
+            out.losses.append(Loss("", rec.next_offset, t.last_offset if t else None, t.records if t else None,
+                                   rec.truncated_bytes, str(seg.path), rec.valid_bytes, damage=True,
+                                   note=note(seg.path, "loss.truncatedAt", reason=reason, position=rec.valid_bytes)))
             out.notes.append(note(self.view.path, "loader.truncated", baseOffset=base, validBytes=rec.valid_bytes,
                                   reason=reason))
-        why = f"rebuilt by the broker's segment recovery of {name}"
+        why = note(view.path, "op.recoveredIndex", baseOffset=base)
         self.write_if_changed(index_file_name(base), rec.offset_index.to_bytes(), why)
         self.write_if_changed(time_index_file_name(base), rec.time_index.to_bytes(), why)
         txn = txn_index_file_name(base)
         if rec.aborted or view.exists(txn):
             self.write_if_changed(txn, rec.txn_index.to_bytes(), why)
-        psm.take_snapshot(why=f"producer state after recovering segment {base}, as the broker snapshots it")
+        psm.take_snapshot(why=note(view.path, "op.recoveredSnapshot", baseOffset=base))
         out.recovered.append(rec)
         return rec
 
-    def delete_segment(self, base: int, why: str) -> None:
+    def delete_segment(self, base: int, why: Finding) -> None:
+        """Delete segment ``base`` (a loss): ``why`` is the loss's note and its files' operations' why."""
         view, out = self.view, self.out
         name = log_file_name(base)
         if view.exists(name):
             with Segment.in_view(view, base) as seg:  # (its scanner: a URL's .log in windows)
                 t = tail_loss(seg, 0)
-            out.losses.append(Loss(why, t.first_offset, t.last_offset, t.records, view.size(name),
-                                   view.file(name), 0, damage=True))
+            out.losses.append(Loss("", t.first_offset, t.last_offset, t.records, view.size(name),
+                                   view.file(name), 0, damage=True, note=why))
         for f in (log_file_name, index_file_name, time_index_file_name, txn_index_file_name):
             view.delete(f(base), why)
 
@@ -264,13 +264,12 @@ class _Loader:
             out.notes.append(note(self.view.path, "loader.endBelowStart", logEndOffset=leo,
                                   logStartOffset=self.log_start))
             for s in segs:
-                self.delete_segment(s.base_offset, f"the log end offset {leo} is below the checkpointed log start "
-                                    f"offset {self.log_start}: the broker deletes every segment")
+                self.delete_segment(s.base_offset, note(view.path, "loss.endBelowStart", logEndOffset=leo,
+                                                        logStartOffset=self.log_start))
             self.epochs.clear()
             segs = []
         if not segs:
-            view.touch(log_file_name(self.log_start), "an empty active segment at the log start offset, as the "
-                       "broker creates it for an empty log")
+            view.touch(log_file_name(self.log_start), note(view.path, "op.emptyActiveSegment"))
             segs = self.segments()
             leo = self.log_start
         lso = partition_log.log_start_offset(self.log_start, segs[0].base_offset, self.cfg.remote_log_enabled)
@@ -280,15 +279,14 @@ class _Loader:
         epochs.truncate_from_start(self.log_start)
         if epochs.dirty or not epochs.exists:
             before = len(view.ops)
-            epochs.flush(why=f"leader epochs truncated to the log [{lso}, {leo}), as the broker does at load")
+            epochs.flush(why=note(view.path, "op.epochsTruncated", logStartOffset=lso, logEndOffset=leo))
             out.mark_routine(view.ops[before:])
         before = len(view.ops)
         psm = ProducerStateManager(view, producer_id_expiration_ms=self.expiration)
         psm.remove_stray_snapshots([s.base_offset for s in segs])
         rebuild_producer_state(psm, segs, lso, leo, self.now, self.clean)
         out.mark_routine(view.ops[before:])
-        out.mark_routine(trim_indexes(view, segs[-1].base_offset,
-                                      "trimmed to its entries, as the broker closes the active segment"))
+        out.mark_routine(trim_indexes(view, segs[-1].base_offset, note(view.path, "op.activeIndexesTrimmed")))
 
 
 def startup_error(path: str, cause: str, *, offline: bool = False) -> dict[str, Any]:

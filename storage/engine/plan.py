@@ -78,10 +78,12 @@ class Loss:
     setting: Setting | None = None  # the policy setting that removes these records (retention.ms=..., its source)
     times: dict[str, int] = field(default_factory=dict)  # the reason's {name} timestamps, epoch ms
     sizes: dict[str, int] = field(default_factory=dict)  # the reason's {name} sizes, bytes
+    note: Finding | None = None  # why, as a code and facts (instead of ``reason``)
 
     def to_dict(self) -> dict:
         """JSON: the fields; ``reason`` with its timestamps as epoch ms (as every timestamp of the JSON output) and
-        its sizes in bytes, ``setting``, ``times`` and ``sizes`` as they are."""
+        its sizes in bytes, ``setting``, ``times`` and ``sizes`` as they are; with a ``note``, its ``code`` and
+        ``facts`` (the command puts their words in ``reason``)."""
         reason = self.reason
         for name, ms in self.times.items():
             reason = reason.replace("{" + name + "}", str(ms))
@@ -90,7 +92,8 @@ class Loss:
         return {"reason": reason, "firstOffset": self.first_offset, "lastOffset": self.last_offset,
                 "records": self.records, "bytes": self.bytes, "file": self.file, "position": self.position,
                 "damage": self.damage, "setting": self.setting.to_dict() if self.setting else None,
-                "times": dict(self.times), "sizes": dict(self.sizes)}
+                "times": dict(self.times), "sizes": dict(self.sizes),
+                **({"code": self.note.kind, "facts": dict(self.note.facts)} if self.note is not None else {})}
 
 
 @dataclass

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar, cast
 
 from kafkalog.storage.errors import LogDirError
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.names import CLEANED_FILE_SUFFIX as CLEANED
 from kafkalog.storage.files.names import DELETED_FILE_SUFFIX as DELETED
 from kafkalog.storage.files.names import SWAP_FILE_SUFFIX as SWAP
@@ -35,7 +36,7 @@ from kafkalog.storage.files.names import leading_offset, offset_file_name
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io import fileops
 from kafkalog.storage.io.dirview import DirView
-from kafkalog.storage.io.ops import Blob, Op, byte_count
+from kafkalog.storage.io.ops import Blob, Op, Reason, byte_count
 from kafkalog.storage.log.segment import SEGMENT_SUFFIXES, cleaned_name
 
 CrashHook = Callable[[str], None]
@@ -299,24 +300,22 @@ def recover_swap_files(partition_dir: str | os.PathLike | DirView) -> TempFileRe
     swaps = [n for n in names if n.endswith(SWAP)]
     min_cleaned = min((o for n in cleaned if (o := leading_offset(n)) is not None), default=None)
 
-    def delete(name: str, why: str) -> None:
+    def delete(name: str, why: Reason) -> None:
         out.deleted.append(name)
         view.delete(name, why)
 
     for n in names:
         if n.endswith(DELETED) and not n.endswith(".checkpoint" + DELETED):
-            delete(n, "a file the broker had scheduled for deletion (.deleted): it deletes it at load")
+            delete(n, note(view.path, "op.deletedFile"))
     valid_swaps = []
     for n in swaps:
         base = leading_offset(n)
         if min_cleaned is not None and base is not None and base >= min_cleaned:
-            delete(n, "part of an interrupted segment replacement that had not completed (a .cleaned file of "
-                   "the same or an earlier segment remains): the broker rolls it back")
+            delete(n, note(view.path, "op.swapRolledBack"))
         else:
             valid_swaps.append(n)
     for n in cleaned:
-        delete(n, "a new segment of an interrupted cleaning or conversion that never replaced the old one: the "
-               "broker deletes it (the original is intact)")
+        delete(n, note(view.path, "op.cleanedDeleted"))
     swap_logs = [n for n in valid_swaps if n.endswith(".log" + SWAP)]
     if swap_logs:
         # (a .log.swap file is named by its base offset; types only: cast has no runtime effect)
@@ -327,10 +326,9 @@ def recover_swap_files(partition_dir: str | os.PathLike | DirView) -> TempFileRe
                 continue
             off = leading_offset(n)
             if off is not None and lo <= off < hi:  # any file with a leading number, as LogLoader
-                delete(n, f"replaced by the completed swap of offsets {lo}..{hi - 1}: the broker deletes the "
-                       "old file when it completes the interrupted replacement")
+                delete(n, note(view.path, "op.swapReplaced", firstOffset=lo, lastOffset=hi - 1))
     for n in valid_swaps:
         final = n[: -len(SWAP)]
         out.renamed.append((n, final))
-        view.rename(n, final, "complete an interrupted segment replacement (the .swap file is durable and whole)")
+        view.rename(n, final, note(view.path, "op.swapCompleted"))
     return out

@@ -34,7 +34,7 @@ from typing import Any, cast
 from kafkalog.storage.errors import LogDirError
 from kafkalog.storage.io.fs import SegmentFile, UrlPath, is_url, listdir, read_bytes
 from kafkalog.storage.io.local import open_regular
-from kafkalog.storage.io.ops import Blob, Delete, Op, Rename, Touch, Truncate, WriteFile
+from kafkalog.storage.io.ops import Blob, Delete, Op, Reason, Rename, Touch, Truncate, WriteFile
 
 FILE, DIR, SPECIAL, SYMLINK_OUT, DANGLING = "file", "dir", "special", "symlink-out", "dangling"
 
@@ -255,7 +255,7 @@ class DirView:
             raise LogDirError(f"{what} stands where a regular file is expected: kafkalog will not write over it "
                               "(move it away, then run again)", self.file(name))
 
-    def write(self, name: str, data: bytes | bytearray | memoryview | Blob, why: str, *,
+    def write(self, name: str, data: bytes | bytearray | memoryview | Blob, why: str | Reason, *,
               in_place: bool = False) -> Op | None:
         """Create or replace ``name`` with ``data`` (``in_place``: write over the start of it, as Kafka writes
         producer snapshots)."""
@@ -300,7 +300,7 @@ class DirView:
             f.seek(start)
             return f.read(size)
 
-    def touch(self, name: str, why: str) -> Op | None:
+    def touch(self, name: str, why: str | Reason) -> Op | None:
         """Create ``name`` empty unless it exists."""
         if self.is_file(name):
             return None
@@ -309,7 +309,7 @@ class DirView:
         self.entries[name] = Entry(name, FILE, 0, 0, 0, disk=None, blob=Blob(b""))
         return op
 
-    def truncate(self, name: str, size: int, why: str) -> Op | None:
+    def truncate(self, name: str, size: int, why: str | Reason) -> Op | None:
         e = self._file(name)
         if size >= e.size:
             return None
@@ -320,7 +320,7 @@ class DirView:
         e.size = size
         return op
 
-    def delete(self, name: str, why: str) -> Op | None:
+    def delete(self, name: str, why: str | Reason) -> Op | None:
         e = self.entries.get(name)
         if e is None:
             return None
@@ -332,7 +332,7 @@ class DirView:
             self._deleted[name] = (e, op)
         return op
 
-    def rename(self, src: str, dst: str, why: str) -> Op:
+    def rename(self, src: str, dst: str, why: str | Reason) -> Op:
         e = self._file(src)
         self._writable(dst)
         replaces = self.is_file(dst)

@@ -5,10 +5,10 @@ fsync) and the content they write (:class:`Blob`): the records a plan is made of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from crc32c import crc32c
 
@@ -79,6 +79,17 @@ def _blob_ref(src: str, offset: int, size: int) -> Blob:
 
 
 # ---------------------------------------------------------------------------------------------------- ops
+class Reason(Protocol):
+    """Why an op runs as a code and its facts: a :class:`~kafkalog.storage.files.findings.Finding` (made with
+    ``note``), which ``kafkalog.facts`` words."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def facts(self) -> Mapping[str, Any]: ...
+
+
 def byte_count(n: int) -> str:
     """A size in :meth:`Op.describe` when no renderer is given: ``1,234 bytes``."""
     return f"{n:,d} bytes"
@@ -86,12 +97,13 @@ def byte_count(n: int) -> str:
 
 @dataclass
 class Op:
-    """One file operation of a plan. ``why`` says, in words, what it is for. Subclasses say which existing
+    """One file operation of a plan. ``why`` says what it is for: in words, or as a code and its facts (a
+    :class:`Reason`, which ``kafkalog.facts`` words). Subclasses say which existing
     files they change (:meth:`originals`: kept in the backup first) and how to run (:meth:`run`)."""
 
     kind: ClassVar[str] = "op"
     path: str
-    why: str
+    why: str | Reason
     routine: bool = field(default=False, kw_only=True)  # what the broker itself does at every start
 
     def originals(self) -> list[tuple[str, bool]]:
@@ -117,6 +129,11 @@ class Op:
         return 0
 
     def to_dict(self) -> dict:
+        """JSON: the fields; a ``why`` given as a code is ``code`` and ``facts`` (``why`` empty: the command puts
+        its words there)."""
+        if not isinstance(self.why, str):
+            return {"op": self.kind, "path": self.path, "why": "", **({"routine": True} if self.routine else {}),
+                    "code": self.why.kind, "facts": dict(self.why.facts)}
         return {"op": self.kind, "path": self.path, "why": self.why, **({"routine": True} if self.routine else {})}
 
     def describe(self, size: Callable[[int], str] = byte_count) -> str:

@@ -14,8 +14,10 @@ import os
 from pathlib import Path
 
 from kafkalog.storage.errors import CorruptCheckpointError, LogDirError
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochCheckpoint
 from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.io.ops import Reason
 
 MAX_CHECKPOINT_BYTES = 1 << 24
 
@@ -145,11 +147,11 @@ class LeaderEpochCache:
         self.epochs.clear()
         self.dirty = True
 
-    def flush(self, *, fsync: bool = True, why: str = "leader epochs as the broker writes them") -> None:
+    def flush(self, *, fsync: bool = True, why: str | Reason | None = None) -> None:
         """Write the checkpoint (atomically) if there is a directory and it changes the file."""
         if self.view is not None:
             data = self.to_bytes()
             if not self.exists or self.view.read(LEADER_EPOCH_CHECKPOINT, MAX_CHECKPOINT_BYTES) != data:
-                self.view.write(LEADER_EPOCH_CHECKPOINT, data, why)
+                self.view.write(LEADER_EPOCH_CHECKPOINT, data, why or note(self.view.path, "op.leaderEpochs"))
                 self.writes += 1
         self.dirty = False

@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.names import is_snapshot_file, offset_from_file_name, snapshot_file_name
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry
 from kafkalog.storage.files.txn_index import AbortedTxn
 from kafkalog.storage.io.dirview import DirView
+from kafkalog.storage.io.ops import Reason
 from kafkalog.storage.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, increment_sequence
 from kafkalog.storage.records.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker
 
@@ -225,21 +227,19 @@ class ProducerStateManager:
         for off in sorted(self.snapshots):
             if off not in bases:
                 if latest_stray is not None:
-                    removed.append(self._delete_snapshot(latest_stray, "a stray producer snapshot (no segment "
-                                                         "starts at its offset): the broker removes it at load"))
+                    removed.append(self._delete_snapshot(latest_stray, note(self.log_dir or "", "op.straySnapshot")))
                 latest_stray = off
         if latest_stray is not None and max_base is not None and latest_stray < max_base:
-            removed.append(self._delete_snapshot(latest_stray, "a stray producer snapshot below the last "
-                                                 "segment: the broker removes it at load"))
+            removed.append(self._delete_snapshot(latest_stray, note(self.log_dir or "", "op.snapshotBelowLastSegment")))
         return [p for p in removed if p is not None]
 
-    def _delete_snapshot(self, offset: int, why: str = "producer snapshot no longer valid") -> Path | None:
+    def _delete_snapshot(self, offset: int, why: str | Reason) -> Path | None:
         p = self.snapshots.pop(offset, None)
         if p is not None and not self.read_only and self.view is not None:
             self.view.delete(p.name, why)
         return p
 
-    def take_snapshot(self, *, sync: bool = True, why: str | None = None) -> Path | None:
+    def take_snapshot(self, *, sync: bool = True, why: str | Reason | None = None) -> Path | None:
         """Write ``<mapEndOffset>.snapshot`` if the map moved past the last snapshot (``takeSnapshot``)."""
         if self.map_end_offset <= self.last_snap_offset:
             return None
@@ -248,14 +248,14 @@ class ProducerStateManager:
             data = self.snapshot_bytes()
             path = self.view.path / snapshot_file_name(self.map_end_offset)
             # Kafka writes in place (CREATE, WRITE, no truncation); an existing longer file keeps its tail.
-            self.view.write(path.name, data, why or f"producer state at offset {self.map_end_offset}",
-                            in_place=True)
+            self.view.write(path.name, data, why or note(self.log_dir or "", "op.producerSnapshot",
+                                                         offset=self.map_end_offset), in_place=True)
             self.snapshots[self.map_end_offset] = path
             self.written.append(path)
         self.last_snap_offset = self.map_end_offset
         return path
 
-    def write_snapshot(self, view: DirView, offset: int, why: str) -> None:
+    def write_snapshot(self, view: DirView, offset: int, why: str | Reason) -> None:
         """Write this state as ``<offset>.snapshot`` through ``view`` (``takeSnapshot`` at a given offset)."""
         view.write(snapshot_file_name(offset), self.snapshot_bytes(), why, in_place=True)
 
@@ -275,8 +275,8 @@ class ProducerStateManager:
                 assert self.view is not None
                 snap = ProducerSnapshot.from_bytes(self.view.read(path.name, MAX_SNAPSHOT_BYTES), path)
             except (KafkaLogError, OSError) as e:
-                self._delete_snapshot(off, f"unreadable producer snapshot ({getattr(e, 'reason', e)}): the "
-                                      "broker deletes it and uses an older one")
+                self._delete_snapshot(off, note(self.log_dir or "", "op.snapshotUnreadable",
+                                                error=str(getattr(e, "reason", e))))
                 continue
             for se in snap.entries:
                 entry = ProducerStateEntry.from_snapshot_entry(se)
@@ -291,9 +291,10 @@ class ProducerStateManager:
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
         for off in list(self.snapshots):
             if off > log_end_offset:
-                self._delete_snapshot(off, f"producer snapshot above the log end offset {log_end_offset}")
+                self._delete_snapshot(off, note(self.log_dir or "", "op.snapshotAboveEnd", logEndOffset=log_end_offset))
             elif off <= log_start_offset:
-                self._delete_snapshot(off, f"producer snapshot at or below the log start offset {log_start_offset}")
+                self._delete_snapshot(off, note(self.log_dir or "", "op.snapshotAtOrBelowStart",
+                                                logStartOffset=log_start_offset))
         if log_end_offset != self.map_end_offset:
             self.producers.clear()
             self.ongoing_txns.clear()
@@ -462,7 +463,7 @@ def rebuild_producer_state(psm: ProducerStateManager, segments: list, log_start_
     if psm.latest_snapshot_offset() is None and reload_from_clean_shutdown:
         for off in ordered:
             psm.map_end_offset = off
-            psm.take_snapshot(why="producer snapshot the broker takes at load after a clean shutdown")
+            psm.take_snapshot(why=note(psm.log_dir or "", "op.cleanShutdownSnapshot"))
         return
     empty_before = psm.is_empty and psm.map_end_offset >= last_offset
     psm.truncate_and_reload(log_start_offset, last_offset, now_ms)
@@ -476,10 +477,10 @@ def rebuild_producer_state(psm: ProducerStateManager, segments: list, log_start_
             start = max(base, psm.map_end_offset, log_start_offset)
             psm.map_end_offset = start
             if base in to_snapshot:
-                psm.take_snapshot(why="producer snapshot at a segment base offset, as the broker's rebuild takes it")
+                psm.take_snapshot(why=note(psm.log_dir or "", "op.rebuildSnapshot"))
             try:
                 psm.load_from_batches(_batches_between(seg, start, last_offset))
             except CorruptRecordError:
                 pass
     psm.map_end_offset = last_offset
-    psm.take_snapshot(why=f"producer state at the log end offset {last_offset}")
+    psm.take_snapshot(why=note(psm.log_dir or "", "op.endSnapshot", offset=last_offset))

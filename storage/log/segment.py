@@ -35,6 +35,7 @@ from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex, TimeIndexBuilder, TimestampOffset
 from kafkalog.storage.files.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.storage.io import fileops
+from kafkalog.storage.io.ops import Reason
 from kafkalog.storage.records import LogScanner, iter_batches
 from kafkalog.storage.records.batch import HEADER as BATCH_HEADER
 from kafkalog.storage.records.batch import RecordBatch
@@ -476,7 +477,7 @@ def trimmed_index(view, name: str, cls, base_offset: int) -> bytes | None:
     return idx.to_bytes(trim=True)
 
 
-def trim_indexes(view, base_offset: int, why: str) -> list:
+def trim_indexes(view, base_offset: int, why: str | Reason) -> list:
     """Closing a segment trims its preallocated ``.index`` and ``.timeindex`` to their entries (``LogSegment``'s
     ``onBecomeInactiveSegment``, ``UnifiedLog.close``). Returns the ops."""
     ops = []

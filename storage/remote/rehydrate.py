@@ -106,9 +106,7 @@ def plan_rehydrate(store: LocalTieredStorageLayout, data_dir: str | os.PathLike,
     for name in (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT):
         if new[name] != cps[name] or not (dst / name).exists():
             cp = OffsetCheckpoint.from_mapping(dict(sorted(new[name].items())))
-            dp.ops.append(WriteFile(str(dst / name), "the rehydrated partitions' entries (log start offset = the "
-                                    "first remote segment's; recovery point and high watermark = the log end of a "
-                                    "partition rebuilt from the store alone)", Blob(cp.to_bytes()),
+            dp.ops.append(WriteFile(str(dst / name), note(dst, "op.rehydratedCheckpoint"), Blob(cp.to_bytes()),
                                     existed=(dst / name).exists()))
     dp.fingerprints = read_data_dir(dst).fingerprints()
     return plan
@@ -131,9 +129,8 @@ def _plan_partition(store: LocalTieredStorageLayout, pp: PartitionPlan, target: 
         for sid, m in md.segments.items():
             if m.topic == topic and m.partition == partition and m.topic_id == topic_id and m.state and \
                     m.state.startswith("DELETE_SEGMENT"):
-                pp.losses.append(Loss(f"remote segment {sid} is {m.state} in __remote_log_metadata: deleted by "
-                                      "retention, cannot be recovered", m.start_offset, m.end_offset,
-                                      bytes=m.size or 0))
+                pp.losses.append(Loss("", m.start_offset, m.end_offset, bytes=m.size or 0, note=note(
+                    pp.dir, "loss.remoteDeleted", segmentId=sid, state=m.state)))
     segs = [s for s in segs if "log" in s.files]
     local_files: list[Path] = []
     local_bases: list[int] = []
@@ -214,8 +211,8 @@ def _plan_partition(store: LocalTieredStorageLayout, pp: PartitionPlan, target: 
     files.append(StagedFile(LEADER_EPOCH_CHECKPOINT, Blob(cache.to_bytes())))
     new_id = check_topic_id(opts.topic_id) if opts.topic_id else topic_id
     files.append(StagedFile(PARTITION_METADATA_FILE, Blob(PartitionMetadata(new_id).to_bytes())))
-    why = (f"{len(chosen)} remote segment(s) of {store.root}" + (f" before the {len(local_bases)} local one(s)"
-                                                                   if local_bases else ""))
+    why = note(pp.dir, "op.rehydratedPartition", remoteSegments=len(chosen), store=str(store.root),
+               localSegments=len(local_bases))
     pp.ops.append(InstallPartition(str(target), why, files, sorted(local_names)))
     return {"topicId": new_id, "remoteTopicId": topic_id, "remoteSegments": [f"{s.start_offset}-{s.segment_id}" for s, _ in chosen],
             "localSegments": len(local_bases), "bytes": nbytes, "logStartOffset": lso,

@@ -20,11 +20,12 @@ is never left out; reading starts at the batch the offset index points to.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from kafkalog.storage.errors import ConfigError, LogDirError
+from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.io.fs import UrlPath, as_path, is_url, open_input, url_files
 from kafkalog.storage.log.datadir import is_partition_dir, resolve_partition_dirs
 from kafkalog.storage.log.offset_spec import OffsetSpec
@@ -50,13 +51,15 @@ _CHUNK = 1 << 20
 class Difference:
     kind: str  # only-in-a, only-in-b, file, batch, batch-only-in-a, batch-only-in-b, record, offsets-only-in-a/b
     path: str  # relative path of the file / partition concerned
-    detail: str
+    note: Finding  # what differs, as a code and its facts (``kafkalog.facts`` words it: the command's ``detail``)
     offset: int | None = None
     a: dict[str, Any] | None = None
     b: dict[str, Any] | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields; the note as its ``code`` and ``facts``."""
+        return {"kind": self.kind, "path": self.path, "code": self.note.kind, "facts": dict(self.note.facts),
+                "offset": self.offset, "a": self.a, "b": self.b}
 
 
 @dataclass
@@ -126,11 +129,11 @@ def _diff_bytes(ra: Path, rb: Path, res: DiffResult, ignore: tuple[str, ...]) ->
         if skip(rel):
             continue
         if rel not in fb:
-            res.differences.append(Difference("only-in-a", rel, f"{rel} exists only in A",
+            res.differences.append(Difference("only-in-a", rel, note(rel, "diff.fileOnlyIn", side="a"),
                                               a={"size": fa[rel].stat().st_size}))
             continue
         if rel not in fa:
-            res.differences.append(Difference("only-in-b", rel, f"{rel} exists only in B",
+            res.differences.append(Difference("only-in-b", rel, note(rel, "diff.fileOnlyIn", side="b"),
                                               b={"size": fb[rel].stat().st_size}))
             continue
         res.files_compared += 1
@@ -138,7 +141,7 @@ def _diff_bytes(ra: Path, rb: Path, res: DiffResult, ignore: tuple[str, ...]) ->
         if pos is not None:
             sa, sb = fa[rel].stat().st_size, fb[rel].stat().st_size
             res.differences.append(Difference(
-                "file", rel, f"{rel} differs from byte {pos} (sizes {sa} and {sb})",
+                "file", rel, note(rel, "diff.fileDiffers", position=pos, sizeA=sa, sizeB=sb),
                 a={"size": sa, "position": pos}, b={"size": sb, "position": pos}))
 
 
@@ -148,6 +151,12 @@ _V2_FIELDS = (
     ("maxTimestamp", 35, 43), ("producerId", 43, 51), ("producerEpoch", 51, 53), ("baseSequence", 53, 57),
     ("recordsCount", 57, 61),
 )
+
+
+def _batch_facts(b: BatchInfo) -> dict[str, Any]:
+    """Where a batch is and what it holds: the facts of a differing batch's note."""
+    return {"segment": b.segment, "position": b.position, "baseOffset": b.base_offset, "lastOffset": b.last_offset,
+            "magic": b.magic}
 
 
 def _batch_field_differences(x: BatchInfo, y: BatchInfo) -> list[str]:
@@ -183,9 +192,9 @@ def _diff_batches(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int,
 
     def only_in(side: str, batch: BatchInfo) -> None:
         if only[side] < limit:
-            res.differences.append(Difference(f"batch-only-in-{side}", rel,
-                                              f"batch {batch.base_offset}..{batch.last_offset} only in "
-                                              f"{side.upper()}", batch.base_offset, **{side: batch.header()}))
+            res.differences.append(Difference(f"batch-only-in-{side}", rel, note(
+                rel, "diff.batchOnlyIn", side=side, baseOffset=batch.base_offset, lastOffset=batch.last_offset),
+                batch.base_offset, **{side: batch.header()}))
         only[side] += 1
 
     while x is not None or y is not None:
@@ -200,11 +209,8 @@ def _diff_batches(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int,
             if x.data != y.data and not reported_batch:
                 fields = _batch_field_differences(x, y)
                 res.differences.append(Difference(
-                    "batch", rel,
-                    f"first differing batch at offset {max(x.base_offset, y.base_offset)}: "
-                    f"A {x.segment}@{x.position} ({x.base_offset}..{x.last_offset}, magic {x.magic}) vs "
-                    f"B {y.segment}@{y.position} ({y.base_offset}..{y.last_offset}, magic {y.magic}); "
-                    f"differs in {', '.join(fields)}",
+                    "batch", rel, note(rel, "diff.batch", offset=max(x.base_offset, y.base_offset),
+                                       a=_batch_facts(x), b=_batch_facts(y), fields=fields),
                     max(x.base_offset, y.base_offset), a=x.header() | {"fields": fields}, b=y.header()))
                 reported_batch = True
             # advance the side(s) that end first
@@ -219,8 +225,8 @@ def _diff_batches(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int,
             x, y = nx, ny
     for side in ("a", "b"):
         if only[side] > limit:
-            res.differences.append(Difference(f"batch-only-in-{side}", rel,
-                                              f"... and {only[side] - limit} more batches only in {side.upper()}"))
+            res.differences.append(Difference(f"batch-only-in-{side}", rel, note(
+                rel, "diff.moreBatchesOnlyIn", side=side, batches=only[side] - limit)))
 
 
 class _Ranges:
@@ -242,11 +248,6 @@ class _Ranges:
             self.dropped += 1
 
 
-def _fmt_ranges(r: _Ranges) -> str:
-    s = ", ".join(f"{a}" if a == b else f"{a}..{b}" for a, b in r.ranges)
-    return s + (f" (+{r.dropped} more)" if r.dropped else "")
-
-
 def _record_dict(t: tuple) -> dict:
     return {"offset": t[0], "timestamp": t[1], "key": None if t[2] is None else t[2].hex(),
             "value": None if t[3] is None else t[3][:256].hex(), "headers": [[k, None if v is None else v.hex()]
@@ -260,7 +261,7 @@ def _diff_records(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int,
     ia, ib = iter_partition_records(pa, window), iter_partition_records(pb, window)
     x, y = next(ia, None), next(ib, None)
     only_a, only_b = _Ranges(limit), _Ranges(limit)
-    first_diff = None
+    first_diff: tuple[tuple, tuple, list[str]] | None = None
     ndiff = 0
     while x is not None or y is not None:
         if y is None or (x is not None and x[0] < y[0]):
@@ -276,18 +277,18 @@ def _diff_records(pa: Path, pb: Path, rel: str, res: DiffResult, limit: int,
                 if first_diff is None:
                     names = [n for n, i in (("timestamp", 1), ("key", 2), ("value", 3), ("headers", 4))
                              if x[i] != y[i]]
-                    first_diff = Difference("record", rel,
-                                            f"first differing record at offset {x[0]}: {', '.join(names)} differ",
-                                            x[0], a=_record_dict(x) | {"fields": names}, b=_record_dict(y))
+                    first_diff = (x, y, names)
             x, y = next(ia, None), next(ib, None)
     if first_diff is not None:
-        if ndiff > 1:
-            first_diff.detail += f" ({ndiff} differing records in all)"
-        res.differences.append(first_diff)
+        fx, fy, names = first_diff
+        res.differences.append(Difference(
+            "record", rel, note(rel, "diff.record", offset=fx[0], fields=names, records=ndiff), fx[0],
+            a=_record_dict(fx) | {"fields": names}, b=_record_dict(fy)))
     for side, r in (("a", only_a), ("b", only_b)):
         if r.count:
             res.differences.append(Difference(
-                f"offsets-only-in-{side}", rel, f"{r.count} offsets only in {side.upper()}: {_fmt_ranges(r)}",
+                f"offsets-only-in-{side}", rel, note(rel, "diff.offsetsOnlyIn", side=side, offsets=r.count,
+                                                     ranges=[list(x) for x in r.ranges], dropped=r.dropped),
                 r.ranges[0][0], **{side: {"count": r.count, "ranges": r.ranges}}))
 
 
@@ -323,7 +324,7 @@ def diff_paths(a: str | os.PathLike, b: str | os.PathLike, *, level: str = "reco
         if level == "bytes":
             pos = _first_byte_difference(pa, pb)
             if pos is not None:
-                res.differences.append(Difference("file", pa.name, f"files differ from byte {pos}",
+                res.differences.append(Difference("file", pa.name, note(pa.name, "diff.filesDiffer", position=pos),
                                                   a={"position": pos}, b={"position": pos}))
             return res
         # a single segment: compare as a one-segment partition
@@ -336,10 +337,10 @@ def diff_paths(a: str | os.PathLike, b: str | os.PathLike, *, level: str = "reco
     _kind, pairs = _roots(pa, pb)
     for rel, x, y in pairs:
         if x is None:
-            res.differences.append(Difference("only-in-b", rel, f"partition {rel} exists only in B"))
+            res.differences.append(Difference("only-in-b", rel, note(rel, "diff.partitionOnlyIn", side="b")))
             continue
         if y is None:
-            res.differences.append(Difference("only-in-a", rel, f"partition {rel} exists only in A"))
+            res.differences.append(Difference("only-in-a", rel, note(rel, "diff.partitionOnlyIn", side="a")))
             continue
         res.partitions_compared += 1
         if level == "batches":

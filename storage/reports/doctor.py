@@ -227,7 +227,7 @@ def _from_plan(diag: Diagnosis, plan: Plan) -> None:
                 diag.problems.append(Problem(
                     LOSS if loss.damage else RECOVERY, "truncation", loss.file or pp.dir, loss.reason, partition=name,
                     first_offset=loss.first_offset, last_offset=loss.last_offset, records=loss.records,
-                    bytes=loss.bytes))
+                    bytes=loss.bytes, note=loss.note))
             leftovers = [op for op in pp.ops if not op.routine and op.kind in ("rename", "delete")
                          and Path(op.path).name.endswith((".swap", ".cleaned", ".deleted"))]
             if leftovers:

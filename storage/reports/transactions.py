@@ -32,6 +32,7 @@ from kafkalog.storage.decoders.transaction_state import (
     parse_transaction_value,
 )
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.io.fs import absolute, as_path
 from kafkalog.storage.log.datadir import DataDir, check_topics, require_readable
 from kafkalog.storage.log.dir_checkpoints import open_partition_log
@@ -67,8 +68,9 @@ class CoordinatorTxn:
 
 @dataclass
 class TransactionReport:
-    """What :func:`find_transactions` found: the open transactions (JSON-ready dicts, see
-    ``docs/schemas/openTransaction.schema.json``), partitions that could not be read, and the coordinator state."""
+    """What :func:`find_transactions` found: the open transactions (dicts of the fields of
+    ``docs/schemas/openTransaction.schema.json``; their ``reason`` a note, a code and its facts, which
+    ``kafkalog.facts`` words), partitions that could not be read, and the coordinator state."""
 
     transactions: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
@@ -197,26 +199,21 @@ def _judge(txn: dict[str, Any], topic: str, partition: int, by_pid: dict[int, Co
         if (topic, partition) in c.partitions:
             txn["hanging"] = False
             txn["status"] = "open"
-            txn["reason"] = (f"transactional id {c.transactional_id!r} is {c.state} with {tp}: the coordinator will "
-                             "write its marker" + (" (commit)" if c.state == "PrepareCommit" else
-                                                   " (abort)" if c.state == "PrepareAbort" else
-                                                   f" or abort it after its timeout ({c.timeout_ms} ms)"))
+            txn["reason"] = note(tp, "transactions.open", transactionalId=c.transactional_id, state=c.state,
+                                 topic=topic, partition=partition, timeoutMs=c.timeout_ms)
         else:
             txn["hanging"] = True
             txn["status"] = "hanging"
-            txn["reason"] = (f"transactional id {c.transactional_id!r} ({c.coordinator_partition}) is {c.state} and "
-                             f"does not list {tp}: no marker will ever be written")
+            txn["reason"] = note(tp, "transactions.notListed", transactionalId=c.transactional_id, state=c.state,
+                                 coordinatorPartition=c.coordinator_partition, topic=topic, partition=partition)
     elif complete:
         txn["hanging"] = True
         txn["status"] = "hanging"
-        txn["reason"] = (f"no transactional id has producer id {txn['producerId']} in {TRANSACTION_STATE_TOPIC}: "
-                         "no marker will ever be written")
+        txn["reason"] = note(tp, "transactions.noTransactionalId", producerId=txn["producerId"])
     else:
         txn["hanging"] = None
         txn["status"] = "unknown"
-        txn["reason"] = (f"producer id {txn['producerId']} is not in the {TRANSACTION_STATE_TOPIC} partitions of "
-                         "these dirs" + (" (some are missing: pass every broker's data dirs)" if found_any else
-                                         " (none found: pass the dirs holding them)"))
+        txn["reason"] = note(tp, "transactions.unknown", producerId=txn["producerId"], someFound=found_any)
 
 
 # ----------------------------------------------------------------------------------------------- data dirs

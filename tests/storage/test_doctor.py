@@ -54,7 +54,7 @@ def test_torn_tail_predicts_recovery_and_the_truncation_of_the_repair_plan(tmp_p
     assert diag.verdict == "recovery" and diag.exit_code == 1
     assert diag.headline().startswith("WILL START, RECOVERING 13 PARTITIONS")
     loss = next(p for p in diag.problems if p.kind == "truncation")
-    assert loss.severity == "loss" and loss.partition == "killed-0" and "torn tail" in loss.message
+    assert loss.severity == "loss" and loss.partition == "killed-0" and "torn tail" in render(loss.note)
     # the same plan as `repair --dry-run --kafka-exact`: the log end offset after recovery is where the loss begins
     plan = plan_repair([d], now_ms=NOW, strict_indexes=False)
     pp = next(p for p in plan.partitions if p.name == "killed-0")

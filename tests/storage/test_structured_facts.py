@@ -6,6 +6,7 @@ and no module reads a library sentence back with a regular expression."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.plan import Loss, Setting
 from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.io.ops import Delete, Op, Truncate, WriteFile
+from kafkalog.storage.reports.diff import diff_paths
 from kafkalog.storage.reports.doctor import diagnose
 from kafkalog.storage.reports.verify import verify_data_dir
 from kafkalog.tools import plan_output
@@ -138,13 +140,18 @@ def test_an_active_only_note_carries_its_bytes_and_offsets(tmp_path: Path):
     assert facts.render(n).startswith(f"only the active segment holds data ({size} bytes, offsets 40..49)")
 
 
-def test_a_loader_note_carries_the_segment_base_offset_and_the_valid_bytes(tmp_path: Path):
+def _torn_tail_load(tmp_path: Path):
+    """A three-segment partition whose active segment has a torn tail, loaded (dry run): (dir, valid bytes, load)."""
     pdir = three_segment_partition(tmp_path)
     last = pdir / "00000000000000000040.log"
     size = last.stat().st_size
     with open(last, "ab") as f:
         f.write(b"\x00" * 10)  # a torn tail
-    r = recover(pdir, now_ms=NOW, dry_run=True)
+    return pdir, size, recover(pdir, now_ms=NOW, dry_run=True)
+
+
+def test_a_loader_note_carries_the_segment_base_offset_and_the_valid_bytes(tmp_path: Path):
+    pdir, size, r = _torn_tail_load(tmp_path)
     (n,) = [n for n in r.notes if n.kind == "loader.truncated"]
     assert n.file == str(pdir) and n.facts["baseOffset"] == 40 and n.facts["validBytes"] == size
     assert facts.render(n) == f"orders-3: segment 40: valid region ends at byte {size}: {n.facts['reason']}"
@@ -232,7 +239,10 @@ def test_every_kind_storage_notes_has_a_template_that_renders_its_facts():
                "state": None, "dirtyRatio": 0.25, "rebuilt": ["0.index"], "files": ["0.log.swap"], "offline": True,
                "pids": [12], "logEndOffset": 7, "lastMissing": 9,
                "remembered": [{"source": "consumer group", "file": "/d", "offset": 10, "logEndOffset": 7, "group": "g",
-                               "epoch": None}]}
+                               "epoch": None}],
+               "side": "a", "fields": ["crc"], "ranges": [[1, 3]],
+               "a": {"segment": "0.log", "position": 0, "baseOffset": 0, "lastOffset": 1, "magic": 2},
+               "b": {"segment": "0.log", "position": 0, "baseOffset": 0, "lastOffset": 1, "magic": 2}}
     calls = _note_calls()
     assert len(calls) >= 40, calls
     for module, kind, names in calls:
@@ -329,3 +339,88 @@ def test_a_segment_finding_carries_its_offsets_and_renders_as_before(tmp_path: P
             assert isinstance(stored, int) and isinstance(computed, int) and stored != computed
             assert facts.render(f) == (f"CRC mismatch (stored 0x{stored:08x}, computed 0x{computed:08x}); recovery "
                                        "truncates the segment here")
+
+
+# ------------------------------------------------------------------ the whys of plans, transactions and diffs
+
+
+#: the modules whose plan losses, operation whys, transaction reasons and diff details are codes and facts (issue 30
+#: item 6): the loader (repair, doctor), the swap recovery, producer snapshots, rehydrate, transactions, diff
+STRUCTURED_WHYS = ["storage/engine/loader.py", "storage/engine/swap.py", "storage/log/producer_state.py",
+                   "storage/remote/rehydrate.py", "storage/reports/transactions.py", "storage/reports/diff.py"]
+
+
+def _worded_whys(tree: ast.AST) -> list[int]:
+    """Lines that give words built in the module (an f-string, a literal, a concatenation) as a why: a ``Loss``'s
+    reason, an operation's ``why`` (``view.delete(name, "...")``, ``why=...``, ``delete_segment``), a transaction's
+    ``reason``, a ``Difference``'s detail."""
+    def words(e: ast.AST | None) -> bool:
+        return isinstance(e, ast.JoinedStr) or (isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                                and e.value != "") or (
+            isinstance(e, ast.BinOp) and (words(e.left) or words(e.right)))
+
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            name = n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id if isinstance(n.func, ast.Name) \
+                else ""
+            # the why's place: Loss(reason, ...), Difference(kind, path, detail), view.op(name, why) (rename: 3rd)
+            at = {"Loss": 0, "Difference": 2, "delete": 1, "touch": 1, "write_if_changed": 2, "write": 2,
+                  "truncate": 2, "rename": 2, "delete_segment": 1, "_delete_snapshot": 1, "WriteFile": 1,
+                  "InstallPartition": 1, "trim_indexes": 2}.get(name)
+            if at is not None and len(n.args) > at and words(n.args[at]):
+                out.append(n.lineno)
+            if any(kw.arg in ("why", "reason", "detail") and words(kw.value) for kw in n.keywords):
+                out.append(n.lineno)
+        if isinstance(n, ast.Assign) and words(n.value) and any(
+                (isinstance(t, ast.Name) and t.id == "why") or (isinstance(t, ast.Subscript) and isinstance(
+                    t.slice, ast.Constant) and t.slice.value in ("reason", "detail")) for t in n.targets):
+            out.append(n.lineno)
+    return out
+
+
+def test_plans_transactions_and_diffs_give_their_whys_as_codes():
+    worded = {rel: _worded_whys(ast.parse((ROOT / rel).read_text())) for rel in STRUCTURED_WHYS}
+    assert not any(worded.values()), f"whys in words (module: lines): {worded}"
+    # the scan finds words where they come back
+    assert sorted(_worded_whys(ast.parse('view.delete(n, f"replaced by {lo}")\nLoss("torn tail", 1)\n'
+                                  't["reason"] = "x"\npsm.take_snapshot(why="at load")'))) == [1, 2, 3, 4]
+
+
+def test_a_truncation_loss_is_a_code_with_the_byte_as_its_position(tmp_path: Path):
+    _pdir, size, r = _torn_tail_load(tmp_path)
+    (loss,) = r.loaded.losses
+    assert loss.reason == "" and loss.note is not None and loss.note.kind == "loss.truncatedAt"
+    assert loss.position == loss.note.facts["position"] == size
+    assert plan_output.describe_loss(loss).endswith(f"{loss.note.facts['reason']} (the broker truncates the log "
+                                                    f"at byte {size})")
+    d = plan_output.loss_json(loss)
+    assert d["reason"] == f"{loss.note.facts['reason']} (the broker truncates the log at byte {size})"
+    assert (d["code"], d["facts"]["position"]) == ("loss.truncatedAt", size)
+    (op,) = [op for op in r.ops if op.kind == "truncate"]
+    assert getattr(op.why, "kind", None) == "op.invalidBytes" and op.to_dict()["why"] == ""
+    assert plan_output.op_json(op)["why"] == f"first invalid byte at {size}: {loss.note.facts['reason']}"
+    assert plan_output.describe_op(op).endswith(f": first invalid byte at {size}: {loss.note.facts['reason']}")
+
+
+def test_a_diff_detail_is_a_code_with_offsets_and_counts(tmp_path: Path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    three_segment_partition(a)
+    three_segment_partition(b)
+    os.truncate(b / "orders-3" / "00000000000000000040.log", 0)
+    res = diff_paths(a, b)
+    (d,) = res.differences
+    assert d.note.kind == "diff.offsetsOnlyIn" and d.note.facts == {"side": "a", "offsets": 10, "ranges": [[40, 49]],
+                                                                   "dropped": 0}
+    assert facts.render(d.note) == "10 offsets only in A: 40..49" and "detail" not in d.to_dict()
+
+
+def test_a_transaction_reason_is_a_code_with_the_producer_id():
+    from kafkalog.storage.reports.transactions import find_transactions
+    killed = ROOT / "fixtures" / "kafka-4.3.1-kraft-killed" / "data"
+    (t,) = find_transactions([killed / "open-transaction-0"], now_ms=NOW).transactions
+    r = t["reason"]
+    assert isinstance(r, Finding) and (r.kind, dict(r.facts)) == ("transactions.unknown",
+                                                                  {"producerId": t["producerId"], "someFound": False})
+    assert facts.render(r) == (f"producer id {t['producerId']} is not in the __transaction_state partitions of these "
+                               "dirs (none found: pass the dirs holding them)")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.facts import render
 from kafkalog.storage.log.paths import PathError
 from kafkalog.storage.reports.transactions import abort_command, find_transactions
 from kafkalog.tools.cli import main
@@ -51,7 +52,9 @@ def test_killed_fixture_open_transaction() -> None:
         "abortCommand": "kafka-transactions.sh --bootstrap-server BOOTSTRAP abort --topic open-transaction "
                         "--partition 0 --start-offset 0",
     }
-    assert "Ongoing" in t["reason"] and "60000 ms" in t["reason"]
+    assert (t["reason"].kind, t["reason"].facts["state"], t["reason"].facts["timeoutMs"]) == \
+        ("transactions.open", "Ongoing", 60000)
+    assert "Ongoing" in render(t["reason"]) and "60000 ms" in render(t["reason"])
     assert report.hanging == []
 
 
@@ -59,7 +62,7 @@ def test_partition_dir_alone_is_unknown() -> None:
     """Without the __transaction_state partitions, kafkalog cannot tell: unknown, not hanging."""
     (t,) = find_transactions([KILLED / "open-transaction-0"], now_ms=NOW).transactions
     assert (t["hanging"], t["status"], t["transactionalId"]) == (None, "unknown", None)
-    assert "none found" in t["reason"]
+    assert "none found" in render(t["reason"])
 
 
 def test_clean_fixture_has_none(capsys) -> None:
@@ -91,10 +94,10 @@ def test_hanging_unknown_producer_and_unlisted_partition(killed_copy: Path, tmp_
     k1, k0 = by["killed-1"], by["killed-0"]
     assert (k1["producerId"], k1["producerEpoch"], k1["hanging"], k1["status"], k1["transactionalId"]) == \
         (999, 3, True, "hanging", None)
-    assert k1["ageMs"] == 7200000 and "no transactional id has producer id 999" in k1["reason"]
+    assert k1["ageMs"] == 7200000 and "no transactional id has producer id 999" in render(k1["reason"])
     assert k1["abortCommand"] == abort_command("killed", 1, k1["firstOffset"], "k1:9092")
     assert (k0["transactionalId"], k0["coordinatorState"], k0["hanging"]) == ("txn-open", "Ongoing", True)
-    assert "does not list killed-0" in k0["reason"]
+    assert "does not list killed-0" in render(k0["reason"])
     assert k0["blocksLso"] and k0["blocksCleaner"] and k0["lastStableOffset"] == k0["firstOffset"]
     assert not by["open-transaction-0"]["hanging"]
     assert [t["dir"] for t in report.hanging] == ["killed-0", "killed-1"]
@@ -129,7 +132,7 @@ def test_missing_coordinator_partitions(killed_copy: Path, tmp_path: Path) -> No
     report = find_transactions([killed_copy], now_ms=NOW)
     assert not report.coordinator_complete
     by = {t["dir"]: t for t in report.transactions}
-    assert by["killed-1"]["status"] == "unknown" and "some are missing" in by["killed-1"]["reason"]
+    assert by["killed-1"]["status"] == "unknown" and "some are missing" in render(by["killed-1"]["reason"])
     assert by["open-transaction-0"]["status"] == "open"  # its coordinator partition (4) is here
     shutil.rmtree(killed_copy / "__transaction_state-4")
     report = find_transactions([killed_copy], now_ms=NOW, transaction_state_partitions=4)

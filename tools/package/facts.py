@@ -86,6 +86,11 @@ def _routine(items: list[Mapping[str, Any]]) -> str:
     return "; ".join(f"{k} ({n})" for k, n in sorted(words))
 
 
+def _batch(b: Mapping[str, Any]) -> str:
+    """A batch where diff found it: ``segment@position (base..last, magic m)``."""
+    return f"{b['segment']}@{b['position']} ({b['baseOffset']}..{b['lastOffset']}, magic {b['magic']})"
+
+
 #: kind -> the sentence: a format string over the facts and ``{file}`` (the path), ``{name}`` (its last part),
 #: ``{parent}`` (its folder's name) and ``{at}`` (``name: ``, or nothing without a path); or, where the words
 #: depend on the values, a function of the path and the facts
@@ -324,6 +329,80 @@ TEMPLATES: dict[str, str | Template] = {
     "groups.assignmentUndecodable": "{at}group {group}: member {member}: assignment not decodable",
     "groups.tornTail": "{parent}: {name}: {bytes} bytes at the end (from byte {position}) are not a complete batch "
                        "(a torn write): ignored, as the broker's recovery truncates them",
+    # why a plan removes records (a Loss's note) and why it runs an operation (an Op's why): the loader (repair,
+    # doctor), the swap recovery, producer snapshots and leader epochs, the cleaner, rehydrate
+    "loss.truncatedAt": "{reason} (the broker truncates the log at byte {position})",
+    "loss.afterInvalidByte": "a segment after the first invalid byte of segment {baseOffset}: the broker deletes "
+                             "every later segment when it truncates the log",
+    "loss.endBelowStart": "the log end offset {logEndOffset} is below the checkpointed log start offset "
+                          "{logStartOffset}: the broker deletes every segment",
+    "loss.compaction": "compaction: records superseded by a later record with the same key, tombstones and "
+                       "transaction markers older than delete.retention.ms, and records of aborted transactions",
+    "loss.remoteDeleted": "remote segment {segmentId} is {state} in __remote_log_metadata: deleted by retention, "
+                          "cannot be recovered",
+    "op.orphanIndex": "an index file without its .log: the broker deletes it at load",
+    "op.missingTimeIndex": "missing .timeindex: the broker creates it empty at load",
+    "op.invalidBytes": "first invalid byte at {validBytes}: {reason}",
+    "op.recoveredIndex": "rebuilt by the broker's segment recovery of {baseOffset:020d}.log",
+    "op.recoveredSnapshot": "producer state after recovering segment {baseOffset}, as the broker snapshots it",
+    "op.emptyActiveSegment": "an empty active segment at the log start offset, as the broker creates it for an empty "
+                             "log",
+    "op.epochsTruncated": "leader epochs truncated to the log [{logStartOffset}, {logEndOffset}), as the broker does "
+                          "at load",
+    "op.activeIndexesTrimmed": "trimmed to its entries, as the broker closes the active segment",
+    "op.deletedFile": "a file the broker had scheduled for deletion (.deleted): it deletes it at load",
+    "op.swapRolledBack": "part of an interrupted segment replacement that had not completed (a .cleaned file of the "
+                         "same or an earlier segment remains): the broker rolls it back",
+    "op.cleanedDeleted": "a new segment of an interrupted cleaning or conversion that never replaced the old one: "
+                         "the broker deletes it (the original is intact)",
+    "op.swapReplaced": "replaced by the completed swap of offsets {firstOffset}..{lastOffset}: the broker deletes "
+                       "the old file when it completes the interrupted replacement",
+    "op.swapCompleted": "complete an interrupted segment replacement (the .swap file is durable and whole)",
+    "op.straySnapshot": "a stray producer snapshot (no segment starts at its offset): the broker removes it at load",
+    "op.snapshotBelowLastSegment": "a stray producer snapshot below the last segment: the broker removes it at load",
+    "op.snapshotUnreadable": "unreadable producer snapshot ({error}): the broker deletes it and uses an older one",
+    "op.snapshotAboveEnd": "producer snapshot above the log end offset {logEndOffset}",
+    "op.snapshotAtOrBelowStart": "producer snapshot at or below the log start offset {logStartOffset}",
+    "op.producerSnapshot": "producer state at offset {offset}",
+    "op.cleanShutdownSnapshot": "producer snapshot the broker takes at load after a clean shutdown",
+    "op.rebuildSnapshot": "producer snapshot at a segment base offset, as the broker's rebuild takes it",
+    "op.endSnapshot": "producer state at the log end offset {offset}",
+    "op.leaderEpochs": "leader epochs as the broker writes them",
+    "op.rehydratedCheckpoint": "the rehydrated partitions' entries (log start offset = the first remote segment's; "
+                               "recovery point and high watermark = the log end of a partition rebuilt from the store "
+                               "alone)",
+    "op.rehydratedPartition": lambda f, x: (f"{x['remoteSegments']} remote segment(s) of {x['store']}" + (
+        f" before the {x['localSegments']} local one(s)" if x["localSegments"] else "")),
+    # transactions: why an open transaction is open, hanging or unknown ({topic}-{partition} its partition)
+    "transactions.open": lambda f, x: (
+        f"transactional id {x['transactionalId']!r} is {x['state']} with {x['topic']}-{x['partition']}: the "
+        "coordinator will write its marker" + (" (commit)" if x["state"] == "PrepareCommit" else " (abort)"
+                                               if x["state"] == "PrepareAbort" else
+                                               f" or abort it after its timeout ({x['timeoutMs']} ms)")),
+    "transactions.notListed": "transactional id {transactionalId!r} ({coordinatorPartition}) is {state} and does not "
+                              "list {topic}-{partition}: no marker will ever be written",
+    "transactions.noTransactionalId": "no transactional id has producer id {producerId} in __transaction_state: no "
+                                      "marker will ever be written",
+    "transactions.unknown": lambda f, x: (
+        f"producer id {x['producerId']} is not in the __transaction_state partitions of these dirs"
+        + (" (some are missing: pass every broker's data dirs)" if x["someFound"] else
+           " (none found: pass the dirs holding them)")),
+    # diff: what differs between A and B ({file} the relative path; side "a" or "b")
+    "diff.fileOnlyIn": lambda f, x: f"{f} exists only in {x['side'].upper()}",
+    "diff.partitionOnlyIn": lambda f, x: f"partition {f} exists only in {x['side'].upper()}",
+    "diff.fileDiffers": "{file} differs from byte {position} (sizes {sizeA} and {sizeB})",
+    "diff.filesDiffer": "files differ from byte {position}",
+    "diff.batch": lambda f, x: (
+        f"first differing batch at offset {x['offset']}: A {_batch(x['a'])} vs B {_batch(x['b'])}; differs in "
+        + ", ".join(x["fields"])),
+    "diff.batchOnlyIn": lambda f, x: f"batch {x['baseOffset']}..{x['lastOffset']} only in {x['side'].upper()}",
+    "diff.moreBatchesOnlyIn": lambda f, x: f"... and {x['batches']} more batches only in {x['side'].upper()}",
+    "diff.record": lambda f, x: (f"first differing record at offset {x['offset']}: {', '.join(x['fields'])} differ"
+                                 + (f" ({x['records']} differing records in all)" if x["records"] > 1 else "")),
+    "diff.offsetsOnlyIn": lambda f, x: (
+        f"{x['offsets']} offsets only in {x['side'].upper()}: "
+        + ", ".join(f"{a}" if a == b else f"{a}..{b}" for a, b in x["ranges"])
+        + (f" (+{x['dropped']} more)" if x["dropped"] else "")),
 }
 
 

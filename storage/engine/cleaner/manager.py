@@ -265,10 +265,9 @@ def _plan_partition(task: tuple) -> PartitionPlan:
                             recordsRetained=st.messages_retained, mapFull=result.map_full)
         dropped = None if result is None else result.stats.messages_read - result.stats.messages_retained
         pp.losses.append(Loss(
-            "compaction: records superseded by a later record with the same key, tombstones and transaction "
-            "markers older than delete.retention.ms, and records of aborted transactions",
-            log.log_start_offset, end - 1, dropped, 0 if result is None else result.bytes_reclaimed,
-            setting=Setting("delete.retention.ms", cfg.delete_retention_ms, cfg.source("delete.retention.ms"))))
+            "", log.log_start_offset, end - 1, dropped, 0 if result is None else result.bytes_reclaimed,
+            setting=Setting("delete.retention.ms", cfg.delete_retention_ms, cfg.source("delete.retention.ms")),
+            note=note(pp.dir, "loss.compaction")))
         pp.seal(view)
         log.close()
     return pp

@@ -14,8 +14,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from kafkalog.facts import describe_remembered
+from kafkalog.facts import describe_remembered, render
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.log.datadir import resolve_partition_dirs
 from kafkalog.storage.log.dir_checkpoints import open_partition_log
@@ -344,16 +345,31 @@ def dump_other_file(path: str, args: argparse.Namespace, sink: _Sink) -> None:
                            index_sanity_check=args.index_sanity_check,
                            max_message_size=args.max_message_size or dumpers.DEFAULT_MAX_MESSAGE_SIZE)
     if sink.json:
-        sink.out.write_all(fd.json_objects())
+        sink.out.write_all(_worded(fd, o) for o in fd.json_objects())
     else:
         for line in fd.text():
             print(line)
         for line in fd.report_lines():
             print(line, file=sys.stderr)
     for p in fd.problems:
-        sink.problem(path, p.get("position"), p["reason"])
+        sink.problem(path, p.get("position"), _reason(fd, p))
     if not fd.ok:
         sink.ok = False
+
+
+def _reason(fd, p: dict) -> str:
+    """A dump problem's words: its ``reason``, or its code's template over its facts (``kafkalog.facts``)."""
+    return p["reason"] if "code" not in p else render(Finding(fd.file, p["position"], fd.kind, "error", "", p["facts"],
+                                                              p["code"]))
+
+
+def _worded(fd, o: dict) -> dict:
+    """A ``--json`` object of a dump: a problem given as a code gets its words as ``reason`` (then ``code`` and
+    ``facts``)."""
+    if o.get("event") != "error" or "code" not in o:
+        return o
+    rest = {k: v for k, v in o.items() if k not in ("code", "facts")}
+    return rest | {"reason": _reason(fd, o), "code": o["code"], "facts": o["facts"]}
 
 
 def _log_header_line(name: str) -> str:

@@ -21,6 +21,7 @@ from typing import Generic, Self, TypeVar
 
 from kafkalog.storage.errors import CorruptCheckpointError
 from kafkalog.storage.files._text import Form, format_checkpoint, parse_checkpoint
+from kafkalog.storage.files.findings import Defect, defect
 from kafkalog.storage.files.java import INT32_MAX, INT64_MAX, java_split_ws, parse_java_int
 from kafkalog.storage.io.fileops import atomic_write, tmp_path
 from kafkalog.storage.io.local import read_bounded
@@ -146,18 +147,17 @@ class OffsetCheckpoint(TextCheckpoint[TopicPartitionOffset]):
             seen.add(k)
         return dups
 
-    def validate(self) -> list[str]:
+    def validate(self) -> list[Defect]:
         """Problems Kafka does not reject at read time but that indicate a damaged or foreign file."""
-        problems = []
-        for t, p in self.duplicates():
-            problems.append(f"duplicate entry for {t}-{p}")
+        problems = [defect("checkpoint.duplicate", topic=t, partition=p) for t, p in self.duplicates()]
         for e in self.entries:
             if e.offset < 0:
-                problems.append(f"negative offset {e.offset} for {e.topic}-{e.partition}")
+                problems.append(defect("checkpoint.negativeOffset", offset=e.offset, topic=e.topic,
+                                       partition=e.partition))
             if e.partition < 0:
-                problems.append(f"negative partition {e.partition} for topic {e.topic}")
+                problems.append(defect("checkpoint.negativePartition", partition=e.partition, topic=e.topic))
         if not self.canonical:
-            problems.append("not in the exact form Kafka writes (spacing, line ends or count line differ)")
+            problems.append(defect("checkpoint.notCanonical"))
         return problems
 
 

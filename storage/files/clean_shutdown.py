@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 
 from kafkalog.storage.files.checkpoints import read_bytes_bounded
+from kafkalog.storage.files.findings import Defect, defect
 from kafkalog.storage.io.fileops import atomic_write
 from kafkalog.storage.io.fs import UrlPath, is_url
 from kafkalog.storage.io.jsonio import loads
@@ -61,9 +62,9 @@ class CleanShutdownMarker:
     def to_bytes(self) -> bytes:
         return self.raw
 
-    def validate(self) -> list[str]:
+    def validate(self) -> list[Defect]:
         if self.raw and self.broker_epoch is None:
-            return ["content is neither empty nor Kafka's JSON form; Kafka reads it as 'no broker epoch'"]
+            return [defect("cleanShutdown.notJson")]
         return []
 
 

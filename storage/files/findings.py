@@ -67,6 +67,27 @@ def info(file, position: int | None, kind: str, message: str = "", *, code: str 
     return Finding(str(file), position, kind, "info", message, facts, code)
 
 
+@dataclass(frozen=True)
+class Defect:
+    """What a file's own checks found (``validate()``, ``problems()`` of the files layer), before anyone says
+    about which file and how bad: a ``code`` (its template's name in ``kafkalog.facts``), its typed ``facts`` and
+    the byte ``position`` in the file when one applies. :meth:`finding` makes it a finding about a file."""
+
+    code: str
+    facts: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    position: int | None = None
+
+    def finding(self, file, kind: str, severity: Severity, position: int | None = None) -> Finding:
+        """This defect as a finding of ``severity`` about ``file`` (at ``position``, else its own)."""
+        return Finding(str(file), self.position if position is None else position, kind, severity, "", self.facts,
+                       self.code)
+
+
+def defect(code: str, position: int | None = None, **facts: Any) -> Defect:
+    """A :class:`Defect` ``code`` with its ``facts`` (at ``position``)."""
+    return Defect(code, facts, position)
+
+
 def note(subject, kind: str, **facts: Any) -> Finding:
     """A structured note about ``subject`` (a path): ``kind`` is its code, ``facts`` its typed fields."""
     return Finding(str(subject), None, kind, "info", "", facts)

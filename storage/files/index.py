@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any, Self
 
 from kafkalog.storage.errors import CorruptIndexError, KafkaLogError
+from kafkalog.storage.files.findings import Defect, defect
 from kafkalog.storage.files.names import offset_from_file_name
 from kafkalog.storage.io.closing import Closing
 from kafkalog.storage.io.fileops import atomic_write
@@ -42,6 +43,10 @@ def base_offset_for(path: str | os.PathLike, base_offset: int | None) -> int:
         return offset_from_file_name(name)
     except ValueError:
         raise CorruptIndexError(f"cannot derive a base offset from the file name {name!r}", str(path)) from None
+
+
+#: the relative offset field of an index entry, as a defect names it
+RELATIVE_OFFSET = "relative offset"
 
 
 class MappedIndex(Closing):
@@ -198,30 +203,32 @@ class FixedIndex(MappedIndex, ABC):
             raise self._err(f"{what} is corrupt, found {self.length} bytes which is not a multiple of {size}",
                             self.length - self.length % size)
 
-    def problems(self) -> list[tuple[int, str]]:
-        """Stricter structural checks than Kafka's: ``(byte position, message)`` pairs."""
+    def problems(self) -> list[Defect]:
+        """Stricter structural checks than Kafka's, each at its byte position."""
         size = self.ENTRY.size
-        out: list[tuple[int, str]] = []
+        out: list[Defect] = []
         if self.length % size:
-            out.append((self.length - self.length % size, f"length {self.length} is not a multiple of {size}"))
+            out.append(defect("index.length", self.length - self.length % size, length=self.length, entrySize=size))
         prev: tuple | None = None
         for i, t in enumerate(self.ENTRY.iter_unpack(self._buf[: self.valid_entries * size])):
-            out += [(i * size, f"entry {i}: {why}") for why in self._entry_problems(t, prev)]
+            out += self._entry_problems(i, t, prev)
             prev = t
         if not self.padding_is_zero():
-            out.append((self.valid_entries * size, "non-zero bytes after the last valid entry"))
+            out.append(defect("index.nonZeroPadding", self.valid_entries * size))
         return out
 
-    def _entry_problems(self, t: tuple, prev: tuple | None) -> list[str]:
-        """What is wrong with one valid entry (unpacked), given the one before it: a negative field, a key that
+    def _entry_problems(self, i: int, t: tuple, prev: tuple | None) -> list[Defect]:
+        """What is wrong with valid entry ``i`` (unpacked), given the one before it: a negative field, a key that
         does not increase, the other field decreasing."""
-        rel, key = self.REL_FIELD, self.KEY_FIELD
-        out = [f"negative {'relative offset' if f == rel else self.FIELDS[f]} {t[f]}" for f in (rel, 1 - rel) if t[f] < 0]
-        if prev is not None:
-            for f, bad, verb in ((key, t[key] <= prev[key], "does not increase"),
-                                 (1 - key, t[1 - key] < prev[1 - key], "decreases")):
-                if bad:
-                    out.append(f"{self.FIELDS[f]} {self._value(f, t)} {verb} (previous {self._value(f, prev)})")
+        rel, key, at = self.REL_FIELD, self.KEY_FIELD, i * self.ENTRY.size
+        out = [defect("index.negative", at, entry=i, field=RELATIVE_OFFSET if f == rel else self.FIELDS[f],
+                      value=t[f]) for f in (rel, 1 - rel) if t[f] < 0]
+        if prev is not None and t[key] <= prev[key]:
+            out.append(defect("index.notIncreasing", at, entry=i, field=self.FIELDS[key], value=self._value(key, t),
+                              previous=self._value(key, prev)))
+        if prev is not None and t[1 - key] < prev[1 - key]:
+            out.append(defect("index.decreases", at, entry=i, field=self.FIELDS[1 - key],
+                              value=self._value(1 - key, t), previous=self._value(1 - key, prev)))
         return out
 
     def _value(self, f: int, t: tuple) -> int:

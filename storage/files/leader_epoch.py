@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 
 from kafkalog.storage.files.checkpoints import TextCheckpoint, entry_fields, read_bytes_bounded
+from kafkalog.storage.files.findings import Defect, defect
 from kafkalog.storage.files.java import parse_java_int
 from kafkalog.storage.io.fileops import atomic_write
 
@@ -46,20 +47,19 @@ class LeaderEpochCheckpoint(TextCheckpoint[EpochEntry]):
                 break
         return found
 
-    def validate(self) -> list[str]:
+    def validate(self) -> list[Defect]:
         """Kafka throws for negative values at load and silently drops non-monotonic entries."""
         problems = []
         prev: EpochEntry | None = None
         for e in self.entries:
             if e.epoch < 0 or e.start_offset < 0:
-                problems.append(f"invalid entry {e.epoch} {e.start_offset}: negative epoch or start offset")
+                problems.append(defect("epochCheckpoint.negative", epoch=e.epoch, startOffset=e.start_offset))
             if prev is not None and (e.epoch <= prev.epoch or e.start_offset <= prev.start_offset):
-                problems.append(
-                    f"entry {e.epoch} {e.start_offset} does not increase after {prev.epoch} {prev.start_offset}"
-                )
+                problems.append(defect("epochCheckpoint.notIncreasing", epoch=e.epoch, startOffset=e.start_offset,
+                                       previousEpoch=prev.epoch, previousStartOffset=prev.start_offset))
             prev = e
         if not self.canonical:
-            problems.append("not in the exact form Kafka writes")
+            problems.append(defect("epochCheckpoint.notCanonical"))
         return problems
 
 

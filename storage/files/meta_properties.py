@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from kafkalog.storage.errors import CorruptCheckpointError
 from kafkalog.storage.files.checkpoints import read_bytes_bounded
+from kafkalog.storage.files.findings import Defect, defect
 from kafkalog.storage.files.java import parse_java_int, read_lines, uuid_from_string
 from kafkalog.storage.io.fileops import atomic_write
 
@@ -277,27 +278,27 @@ class MetaProperties:
     def canonical(self) -> bool:
         return self.raw is None or self.raw == self.to_bytes()
 
-    def validate(self) -> list[str]:
+    def validate(self) -> list[Defect]:
         """Everything ``MetaProperties.Builder`` would reject, plus reserved directory ids."""
         problems = []
         try:
             version = self.version
         except CorruptCheckpointError as e:
-            return [e.reason]
+            return [defect("metaProperties.invalid", error=e.reason)]
         try:
             _ = self.node_id
         except CorruptCheckpointError as e:
-            problems.append(e.reason)
+            problems.append(defect("metaProperties.invalid", error=e.reason))
         if version == 1 and self.cluster_id is None:
-            problems.append(f"v1 meta.properties without {CLUSTER_ID_PROP}")
+            problems.append(defect("metaProperties.noClusterId"))
         d = self.directory_id
         if d is not None:
             try:
                 uuid_from_string(d)
             except ValueError as e:
-                problems.append(f"unable to read {DIRECTORY_ID_PROP} as a Uuid: {e}")
+                problems.append(defect("metaProperties.directoryIdUnreadable", error=str(e)))
             if directory_id_reserved(d):
-                problems.append(f"{DIRECTORY_ID_PROP} {d} is a reserved id")
+                problems.append(defect("metaProperties.directoryIdReserved", directoryId=d))
         return problems
 
 

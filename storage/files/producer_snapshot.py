@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from kafkalog.storage.codec.crc import crc32c
 from kafkalog.storage.errors import CorruptCheckpointError
 from kafkalog.storage.files.checkpoints import read_bytes_bounded
+from kafkalog.storage.files.findings import Defect, defect
 from kafkalog.storage.io.fileops import atomic_write
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -126,17 +127,17 @@ class ProducerSnapshot:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def validate(self) -> list[str]:
+    def validate(self) -> list[Defect]:
         problems = []
         if self.trailing:
-            problems.append(f"{len(self.trailing)} bytes after the last entry (ignored by Kafka)")
+            problems.append(defect("snapshot.trailingBytes", bytes=len(self.trailing)))
         seen: set[int] = set()
         for e in self.entries:
             if e.producer_id in seen:
-                problems.append(f"producer id {e.producer_id} appears twice")
+                problems.append(defect("snapshot.producerTwice", producerId=e.producer_id))
             seen.add(e.producer_id)
             if e.producer_id < 0:
-                problems.append(f"negative producer id {e.producer_id}")
+                problems.append(defect("snapshot.negativeProducerId", producerId=e.producer_id))
         return problems
 
 

@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass, field
 
 from kafkalog.storage.errors import CorruptCheckpointError, KafkaLogError
+from kafkalog.storage.files.findings import Defect, defect
 from kafkalog.storage.files.java import uuid_from_string
 from kafkalog.storage.io.jsonio import loads
 from kafkalog.storage.io.local import read_bounded
@@ -133,22 +134,21 @@ class QuorumState:
             st.voted_directory_id = d
         return st
 
-    def fatal_problems(self) -> list[str]:
-        """What of :meth:`validate` stops the broker at startup."""
+    def fatal_problems(self) -> list[Defect]:
+        """What of :meth:`validate` stops the broker at startup (``ElectionState.fromQuorumStateData`` fails on a
+        null ``currentVoters`` with a NullPointerException)."""
         if self.data_version == 0 and self.current_voters is None:
-            return ["currentVoters is null: ElectionState.fromQuorumStateData fails on it (NullPointerException) and "
-                    "the broker does not start"]
+            return [defect("quorumState.nullVoters")]
         return []
 
-    def validate(self, log_end_epoch: int | None = None) -> list[str]:
+    def validate(self, log_end_epoch: int | None = None) -> list[Defect]:
         """What ``QuorumState.initialize`` would object to or change (the file itself parsed): first the
-        :meth:`fatal_problems`, then the warnings."""
+        :meth:`fatal_problems`, then the warnings (below the log's last epoch, the broker starts unattached at it)."""
         out = self.fatal_problems()
         if self.leader_epoch < 0 and (self.has_leader or self.has_voted):
-            out.append(f"leaderEpoch {self.leader_epoch} with a leader or a vote")
+            out.append(defect("quorumState.negativeEpoch", leaderEpoch=self.leader_epoch))
         if log_end_epoch is not None and self.leader_epoch < log_end_epoch:
-            out.append(f"leaderEpoch {self.leader_epoch} is below the last epoch {log_end_epoch} written in the "
-                       "metadata log: the broker starts unattached at that epoch (it logs a warning)")
+            out.append(defect("quorumState.epochBelowLog", leaderEpoch=self.leader_epoch, logEndEpoch=log_end_epoch))
         return out
 
 

@@ -293,14 +293,20 @@ class Segment(Closing):
         """Why the ``.txnindex`` cannot belong to this segment by its size alone: it holds one entry per abort
         marker, a control batch of at least 61 bytes, so more entries than ``size // 61`` are garbage (a sparse
         4 GiB file would otherwise be read entry by entry). None when plausible or missing."""
+        excess = self.txn_index_excess()
+        if excess is None:
+            return None
+        n, bound = excess
+        return (f"{self.txn_index_path.name}: {n:,d} entries, more than the {bound:,d} batches a "
+                f"{self.size:,d}-byte segment can hold (one entry per abort marker)")
+
+    def txn_index_excess(self) -> tuple[int, int] | None:
+        """:meth:`txn_index_oversized` as numbers: ``(entries, the most this segment can need)``, or None."""
         if not self.has_txn_index:
             return None
         bound = self.size // V2_HEADER_SIZE
         n = self.txn_index.entries
-        if n > bound:
-            return (f"{self.txn_index_path.name}: {n:,d} entries, more than the {bound:,d} batches a "
-                    f"{self.size:,d}-byte segment can hold (one entry per abort marker)")
-        return None
+        return (n, bound) if n > bound else None
 
     def txn_index_problem(self) -> str | None:
         """Why the ``.txnindex`` fails ``TransactionIndex.sanityCheck`` (the broker then recovers the segment),

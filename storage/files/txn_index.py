@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kafkalog.storage.errors import CorruptIndexError
+from kafkalog.storage.files.findings import Defect, defect
 from kafkalog.storage.files.index import MappedIndex
 from kafkalog.storage.io.fileops import atomic_write
 
@@ -92,28 +93,33 @@ class TransactionIndex(MappedIndex):
                     i * ENTRY_SIZE,
                 )
 
-    def problems(self) -> list[tuple[int, str]]:
-        out: list[tuple[int, str]] = []
+    def problems(self) -> list[Defect]:
+        """Stricter checks than Kafka's of every entry (Kafka reads only the first byte of the version), each at its
+        byte position."""
+        out: list[Defect] = []
         prev = None
         try:
             for i, t in enumerate(self):
                 pos = i * ENTRY_SIZE
                 if t.version != CURRENT_VERSION:
-                    out.append((pos, f"entry {i}: version field {t.version} (Kafka only checks its first byte)"))
+                    out.append(defect("txnIndex.version", pos, entry=i, version=t.version))
                 if t.last_offset < self.base_offset:
-                    out.append((pos, f"entry {i}: last offset {t.last_offset} below the segment base offset "
-                                     f"{self.base_offset}"))
+                    out.append(defect("txnIndex.belowBase", pos, entry=i, lastOffset=t.last_offset,
+                                      baseOffset=self.base_offset))
                 if t.first_offset > t.last_offset:
-                    out.append((pos, f"entry {i}: first offset {t.first_offset} after last offset {t.last_offset}"))
+                    out.append(defect("txnIndex.firstAfterLast", pos, entry=i, firstOffset=t.first_offset,
+                                      lastOffset=t.last_offset))
                 if t.last_stable_offset > t.last_offset + 1 or t.last_stable_offset < 0:
-                    out.append((pos, f"entry {i}: last stable offset {t.last_stable_offset} out of range"))
+                    out.append(defect("txnIndex.lastStableOutOfRange", pos, entry=i,
+                                      lastStableOffset=t.last_stable_offset))
                 if prev is not None and t.last_offset <= prev:
-                    out.append((pos, f"entry {i}: last offset {t.last_offset} does not increase (previous {prev})"))
+                    out.append(defect("txnIndex.notIncreasing", pos, entry=i, lastOffset=t.last_offset,
+                                      previousLastOffset=prev))
                 prev = t.last_offset
         except CorruptIndexError as e:
-            out.append((e.position or 0, e.reason))
+            out.append(defect("txnIndex.unreadable", e.position or 0, error=e.reason))
         if self.length % ENTRY_SIZE:
-            out.append((self.entries * ENTRY_SIZE, f"{self.length % ENTRY_SIZE} trailing bytes (partial entry)"))
+            out.append(defect("txnIndex.partialEntry", self.entries * ENTRY_SIZE, bytes=self.length % ENTRY_SIZE))
         return out
 
     def to_bytes(self) -> bytes:

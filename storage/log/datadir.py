@@ -266,8 +266,8 @@ class DataDir(Closing):
                 self.findings.append(error(url / name, getattr(e, "position", None), "metadata",
                                            getattr(e, "reason", str(e))))
         if self.meta_properties is not None:
-            for problem in self.meta_properties.validate():
-                self.findings.append(error(url / META_PROPERTIES_FILE, None, "metadata", problem))
+            self.findings += [d.finding(url / META_PROPERTIES_FILE, "metadata", "error")
+                              for d in self.meta_properties.validate()]
         for name in DATA_DIR_CHECKPOINTS:
             try:
                 data = read(name, MAX_CHECKPOINT_BYTES)
@@ -287,8 +287,7 @@ class DataDir(Closing):
         if mp.exists():
             try:
                 self.meta_properties = read_meta_properties(mp)
-                for problem in self.meta_properties.validate():
-                    self.findings.append(error(mp, None, "metadata", problem))
+                self.findings += [d.finding(mp, "metadata", "error") for d in self.meta_properties.validate()]
             except KafkaLogError as e:
                 self.findings.append(error(mp, e.position, "metadata", e.reason))
         for name in DATA_DIR_CHECKPOINTS:
@@ -321,11 +320,9 @@ class DataDir(Closing):
                     continue
                 try:
                     self.partition_dirs[p] = parse_topic_partition_name(name)
-                except LogDirError as err:
-                    self.findings.append(
-                        error(p, None, "layout", f"{err.reason}; Kafka refuses to load this data directory",
-                              refuses=True)
-                    )
+                except LogDirError:
+                    self.findings.append(error(p, None, "layout", code="layout.notPartitionDir", dirName=name,
+                                               refuses=True))
                 continue
             if ent.kind != FILE:
                 if name != LOCK_FILE_NAME:

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
-from kafkalog.storage.files.findings import Finding, Severity, error, info, warning
+from kafkalog.storage.files.findings import Finding, error, info, warning
 from kafkalog.storage.files.index import INT32_MAX
 from kafkalog.storage.files.segment import Segment, WindowedScanner
 from kafkalog.storage.log.loss import SegmentHole
@@ -58,15 +58,10 @@ class _StreamedIndex:
             yield self.cur
             self.advance()
 
-    def found(self, level, slot: int, fields: tuple[int, int], text: str) -> None:
-        """A finding of ``level`` about entry ``slot`` (its two ``fields``), at the entry's byte position.
-
-        In words: ``reindex`` quotes the message of an index error as the reason it rebuilds the index."""
-        self.out.append(level(self.path, slot * self.SLOT, self.KIND, f"entry {slot} {fields}: {text}"))
-
-    def noted(self, *, code: str, entry: int, **facts) -> None:
-        """A warning ``code`` about the index's ``entry`` (its fields among ``facts``), at its byte position."""
-        self.out.append(warning(self.path, entry * self.SLOT, self.KIND, code=code, entry=entry, **facts))
+    def noted(self, level=warning, *, code: str, entry: int, **facts) -> None:
+        """A finding ``code`` of ``level`` (a warning by default) about the index's ``entry`` (its fields among
+        ``facts``), at its byte position."""
+        self.out.append(level(self.path, entry * self.SLOT, self.KIND, code=code, entry=entry, **facts))
 
     def count(self, *, code: str, entries: int) -> None:
         """An info finding ``code`` about a number of ``entries`` (none when it is 0)."""
@@ -88,8 +83,7 @@ class _IndexCheck(_StreamedIndex):
     def _close_pending(self) -> None:
         if self.pending is not None:
             slot, off, pos = self.pending
-            self.found(error, slot, (off, pos), f"no batch from position {pos} up to the next entry ends at offset "
-                                                f"{off}")
+            self.noted(error, code="verify.indexNoBatchEnds", entry=slot, offset=off, filePosition=pos)
             self.pending = None
 
     def batch(self, b) -> None:
@@ -97,7 +91,8 @@ class _IndexCheck(_StreamedIndex):
             slot, e = self.cur
             if e.position < b.position:
                 self._close_pending()
-                self.found(error, slot, (e.offset, e.position), "position is not the start of a batch")
+                self.noted(error, code="verify.indexNotBatchStart", entry=slot, offset=e.offset,
+                           filePosition=e.position)
             else:
                 self._close_pending()
                 if e.offset == b.last_offset:
@@ -109,9 +104,8 @@ class _IndexCheck(_StreamedIndex):
                     self.noted(code="verify.indexInsideBatch", entry=slot, offset=e.offset, filePosition=e.position,
                                lastOffset=b.last_offset)
                 else:
-                    self.found(error, slot, (e.offset, e.position),
-                               f"offset not above the previous batch's last offset {self.prev_last}: lookups would "
-                               "start too late")
+                    self.noted(error, code="verify.indexOffsetNotAbove", entry=slot, offset=e.offset,
+                               filePosition=e.position, previousLastOffset=self.prev_last)
             self.advance()
         if self.pending is not None and b.position > self.pending[2] and b.last_offset >= self.pending[1]:
             if b.last_offset != self.pending[1]:
@@ -123,8 +117,8 @@ class _IndexCheck(_StreamedIndex):
     def finish(self, log_size: int) -> None:
         self._close_pending()
         for slot, e in self.leftovers():
-            where = "beyond the end of the log" if e.position >= log_size else "not at a batch start"
-            self.found(error, slot, (e.offset, e.position), f"position {where}")
+            self.noted(error, code="verify.indexBeyondLog" if e.position >= log_size else
+                       "verify.indexNotAtBatchStart", entry=slot, offset=e.offset, filePosition=e.position)
         self.count(code="verify.indexLastOffsetOfAppend", entries=self.mismatches)
 
 
@@ -154,7 +148,8 @@ class _TimeIndexCheck(_StreamedIndex):
 
     def finish(self, segment_max: int, closed: bool) -> None:
         for slot, e in self.leftovers():
-            self.found(error, slot, (e.timestamp, e.offset), "offset beyond the last batch")
+            self.noted(error, code="verify.timeIndexBeyondLastBatch", entry=slot, timestamp=e.timestamp,
+                       offset=e.offset)
         self.count(code="verify.timeIndexInsideBatch", entries=self.deep_offsets)
         last = self.idx.last_valid_entry.timestamp
         if closed and segment_max >= 0 and last < segment_max:
@@ -228,10 +223,9 @@ def verify_segment(
     if size > MAX_SEGMENT_BYTES:
         out.append(error(path, None, "batch", code="verify.logTooLarge", bytes=size, limit=MAX_SEGMENT_BYTES))
     if not seg.has_offset_index:
-        out.append(warning(seg.index_path, None, "index", "missing: Kafka rebuilds it by recovering the segment",
-                           missing=True))
+        out.append(warning(seg.index_path, None, "index", code="verify.indexMissing", missing=True))
     if not seg.has_time_index:
-        out.append(info(seg.time_index_path, None, "timeindex", "missing: Kafka creates it empty at load", missing=True))
+        out.append(info(seg.time_index_path, None, "timeindex", code="verify.timeIndexMissing", missing=True))
     checks: list = []
     idx_check = time_check = None
     for kind, idx in (("index", seg.offset_index), ("timeindex", seg.time_index)):
@@ -242,13 +236,11 @@ def verify_segment(
         try:
             idx.sanity_check()
         except KafkaLogError as e:
-            sev: Severity = ("info" if is_active else "warning") if untrimmed else "error"
-            out.append(Finding(ipath, e.position, kind, sev, "Kafka's sanity check fails: " + e.reason
-                               + (" (zero padding of an untrimmed file)" if untrimmed else "")))
-        for pos, msg in idx.problems():
-            out.append(error(ipath, pos, kind, msg))
+            found = (info if is_active else warning) if untrimmed else error
+            out.append(found(ipath, e.position, kind, code="verify.indexSanityCheck", error=e.reason,
+                             untrimmed=untrimmed))
+        out += [d.finding(ipath, kind, "error") for d in idx.problems()]
         if untrimmed:
-            sev = "info" if is_active else "warning"
             level = info if is_active else warning
             out.append(level(ipath, idx.valid_entries * idx.entry_size, kind, code="verify.notTrimmed",
                              zeroSlots=idx.padding_entries, entries=idx.valid_entries))
@@ -259,19 +251,18 @@ def verify_segment(
         time_check = _TimeIndexCheck(seg, out)
         checks.append(time_check)
     txn_entries: list = []
-    oversized = seg.txn_index_oversized()
+    oversized = seg.txn_index_excess()
     if oversized:
-        out.append(error(seg.txn_index_path, 0, "txnindex", oversized + "; not read further (`kafkalog repair` "
-                         "rebuilds it from the log)"))
+        out.append(error(seg.txn_index_path, 0, "txnindex", code="verify.txnIndexOversized", entries=oversized[0],
+                         bound=oversized[1], bytes=seg.size))
     elif seg.has_txn_index:
         txn = seg.txn_index
         try:
             txn.sanity_check()
         except KafkaLogError as e:
-            out.append(error(seg.txn_index_path, e.position, "txnindex",
-                             "Kafka's sanity check fails (the segment is recovered at load): " + e.reason))
-        for pos, msg in txn.problems():
-            out.append(error(seg.txn_index_path, pos, "txnindex", msg))
+            out.append(error(seg.txn_index_path, e.position, "txnindex", code="verify.txnIndexSanityCheck",
+                             error=e.reason))
+        out += [d.finding(seg.txn_index_path, "txnindex", "error") for d in txn.problems()]
         try:
             txn_entries = list(txn)
         except KafkaLogError:
@@ -346,8 +337,8 @@ def verify_segment(
         time_check.finish(summary.max_timestamp, closed=not is_active)
     for i, t in enumerate(txn_entries):
         if t.last_offset >= seg.base_offset and t.last_offset not in aborts_seen:
-            out.append(error(seg.txn_index_path, i * 34, "txnindex",
-                             f"entry {i}: no transaction marker at offset {t.last_offset} in the segment"))
+            out.append(error(seg.txn_index_path, i * 34, "txnindex", code="verify.txnIndexNoMarker", entry=i,
+                             lastOffset=t.last_offset))
     if size == 0 and not is_active:
         out.append(info(path, None, "batch", code="verify.emptySegment"))
     return out, summary

@@ -220,8 +220,8 @@ def verify_remote_segment(store: LocalTieredStorageLayout, seg: RemoteSegment, *
     ep = store.local_path(seg, "leader_epoch_checkpoint")
     if ep is not None:
         try:
-            for msg in read_leader_epoch_checkpoint(ep).validate():
-                out.append(error(store.display(seg.files["leader_epoch_checkpoint"]), None, "leader-epoch", msg))
+            out += [d.finding(store.display(seg.files["leader_epoch_checkpoint"]), "leader-epoch", "error")
+                    for d in read_leader_epoch_checkpoint(ep).validate()]
         except KafkaLogError as e:
             out.append(error(store.display(seg.files["leader_epoch_checkpoint"]), e.position, "leader-epoch",
                              e.reason))

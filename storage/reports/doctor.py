@@ -103,7 +103,8 @@ class Problem:
                 "firstOffset": self.first_offset, "lastOffset": self.last_offset, "records": self.records,
                 "bytes": self.bytes, "cause": self.cause,
                 "serving": None if self.serving is None else self.serving.to_dict(),
-                **({"code": self.note.kind, "facts": dict(self.note.facts)} if self.note is not None else {})}
+                **({"code": self.note.code or self.note.kind, "facts": dict(self.note.facts)}
+                   if self.note is not None else {})}
 
 
 def _noted(severity: str, kind: str, path, code: str, *, partition: str | None = None, cause: str | None = None,
@@ -391,7 +392,7 @@ def diagnose(log_dirs: Iterable[str | os.PathLike], *, now_ms: int | None = None
     try:
         kraft = any(resolver.data_dir(p).mode == KRAFT or (p / METADATA_DIR).is_dir() for p in paths)
         diag = Diagnosis([str(p) for p in paths], kraft=kraft)
-        diag.problems += [Problem(FATAL, "startup", r.path, r.message, r.broker_message, cause=r.cause)
+        diag.problems += [Problem(FATAL, "startup", r.path, r.message, r.broker_message, cause=r.cause, note=r.note)
                           for r in startup_gate(dirs, kraft=kraft, node_id=node_id)]
         if on_total is not None:
             on_total(sum(len(v) for v in whole_data_dirs(paths).values()) + (len(_live(dirs)) if legacy else 0))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from kafkalog.storage.config.resolver import METADATA_DIR
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.files.java import uuid_from_string, uuid_to_string
 from kafkalog.storage.files.meta_properties import directory_id_reserved
 from kafkalog.storage.log.datadir import DataDir
@@ -24,14 +25,15 @@ from kafkalog.storage.log.topic_partition import METADATA_TOPIC
 
 @dataclass(frozen=True)
 class Refusal:
-    """One reason the broker stops at start-up: the file or dir (``path``), what is wrong with it (``message``),
-    the message of the exception the broker stops with (``broker_message``) and, when it logs another one first,
-    that exception's message (``cause``)."""
+    """One reason the broker stops at start-up: the file or dir (``path``), what is wrong with it (``message``, or
+    ``note``: the data dir's finding, a code and its facts), the message of the exception the broker stops with
+    (``broker_message``) and, when it logs another one first, that exception's message (``cause``)."""
 
     path: str
     message: str
     broker_message: str
     cause: str | None = None
+    note: Finding | None = None
 
 
 def java_sorted(keys: list[str]) -> list[str]:
@@ -124,9 +126,10 @@ def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None
             if f.severity == "error" and f.kind == "layout" and f.facts.get("refuses"):
                 # LocalLog.parseTopicPartitionName, in a log-loading thread: the fatal fault of any such failure
                 p = Path(f.file)
-                out.append(Refusal(str(p), f.message, "Error starting LogManager",
+                out.append(Refusal(str(p), "", "Error starting LogManager",
                                    cause=f"Found directory {os.path.realpath(p)}, '{p.name}' is not in the form of "
-                                   "topic-partition or topic-partition.uniqueId-delete (if marked for deletion)."))
+                                   "topic-partition or topic-partition.uniqueId-delete (if marked for deletion).",
+                                   note=f))
     return out
 
 

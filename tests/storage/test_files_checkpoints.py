@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkalog import facts
 from kafkalog.storage.errors import CorruptCheckpointError
 from kafkalog.storage.files import (
     CleanShutdownMarker,
@@ -30,6 +31,11 @@ from kafkalog.storage.files import (
 )
 from kafkalog.storage.files.checkpoints import leftover_tmp
 from kafkalog.storage.io.fileops import atomic_write, fsync_dir, tmp_path
+
+
+def _words(defects) -> list[str]:
+    """What a file's checks found, in the words the commands print (kafkalog.facts)."""
+    return [facts.render(d.finding("f", "checkpoint", "warning")) for d in defects]
 
 # ---------------------------------------------------------------------------------------- offset checkpoints
 
@@ -102,7 +108,10 @@ def test_offset_checkpoint_duplicates_and_negative_reported():
     c = OffsetCheckpoint.from_bytes(b"0\n3\nt 0 1\nt 0 2\nt 1 -5\n")
     assert c.to_dict()[("t", 0)] == 2  # later wins, as Kafka's map
     problems = c.validate()
-    assert any("duplicate" in p for p in problems) and any("negative offset" in p for p in problems)
+    assert [(d.code, dict(d.facts)) for d in problems] == [
+        ("checkpoint.duplicate", {"topic": "t", "partition": 0}),
+        ("checkpoint.negativeOffset", {"offset": -5, "topic": "t", "partition": 1})]
+    assert _words(problems) == ["duplicate entry for t-0", "negative offset -5 for t-1"]
 
 
 def test_offset_checkpoint_write_atomic_and_tmp_never_read(tmp_path):
@@ -178,7 +187,11 @@ def test_leader_epoch_checkpoint_bad():
     assert ei.value.line == 3
     c = LeaderEpochCheckpoint.from_bytes(b"0\n3\n2 10\n1 20\n-1 5\n")
     problems = c.validate()
-    assert any("does not increase" in p for p in problems) and any("negative" in p for p in problems)
+    assert [d.code for d in problems] == ["epochCheckpoint.notIncreasing", "epochCheckpoint.negative",
+                                          "epochCheckpoint.notIncreasing"]
+    assert _words(problems) == ["entry 1 20 does not increase after 2 10",
+                                "invalid entry -1 5: negative epoch or start offset",
+                                "entry -1 5 does not increase after 1 20"]
 
 
 # ---------------------------------------------------------------------------------------- partition.metadata
@@ -325,7 +338,8 @@ def test_meta_properties_lines_continuations_and_escapes(data, lines, newline):
 )
 def test_meta_properties_validation(data, problem):
     problems = MetaProperties.from_bytes(data).validate()
-    assert any(problem in p for p in problems), problems
+    assert all(d.code.startswith("metaProperties.") for d in problems)
+    assert any(problem in p for p in _words(problems)), problems
 
 
 @settings(max_examples=300, deadline=None)
@@ -355,7 +369,9 @@ def test_clean_shutdown_forms(tmp_path):
     assert CleanShutdownMarker.with_epoch(-1).to_bytes() == b'{"version":0,"brokerEpoch":-1}'
     p.write_bytes(b"garbage")
     m = read_clean_shutdown(p)
-    assert m.broker_epoch is None and m.validate() and m.to_bytes() == b"garbage"
+    assert m.broker_epoch is None and m.to_bytes() == b"garbage"
+    assert _words(m.validate()) == ["content is neither empty nor Kafka's JSON form; Kafka reads it as 'no broker "
+                                    "epoch'"]
     write_clean_shutdown(p, CleanShutdownMarker.with_epoch(7))
     assert p.read_bytes() == b'{"version":0,"brokerEpoch":7}'
 

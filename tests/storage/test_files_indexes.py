@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkalog import facts
 from kafkalog.storage.errors import CorruptIndexError
 from kafkalog.storage.files.offset_index import (
     OffsetIndex,
@@ -108,10 +109,13 @@ def test_offset_index_sanity_check_kafka_rules():
 
 def test_offset_index_problems_strict():
     idx = OffsetIndex.from_bytes(struct.pack(">iiiiii", 5, 500, 4, 600, 7, 100) + b"\0\0\0\0\0\0\0\0" + b"\1" * 8, 0)
-    msgs = [m for _, m in idx.problems()]
-    assert any("does not increase" in m for m in msgs)
-    assert any("position 100 decreases" in m for m in msgs)
-    assert any("non-zero bytes" in m for m in msgs)
+    found = idx.problems()
+    assert [(d.code, d.position) for d in found] == [("index.notIncreasing", 8), ("index.decreases", 16),
+                                                     ("index.nonZeroPadding", 24)]
+    assert found[1].facts == {"entry": 2, "field": "position", "value": 100, "previous": 600}
+    assert [facts.render(d.finding("x.index", "index", "error")) for d in found] == [
+        "entry 1: offset 4 does not increase (previous 5)", "entry 2: position 100 decreases (previous 600)",
+        "non-zero bytes after the last valid entry"]
 
 
 def test_offset_index_builder_rules():
@@ -187,7 +191,10 @@ def test_txn_index_round_trip_and_queries(tmp_path):
         assert back.trailing == b"\1\2\3"
         assert back.to_bytes() == raw + b"\1\2\3"
         back.sanity_check()
-        assert any("trailing" in m for _, m in back.problems())
+        [partial] = back.problems()
+        assert (partial.code, dict(partial.facts), partial.position) == ("txnIndex.partialEntry", {"bytes": 3},
+                                                                         len(raw))
+        assert facts.render(partial.finding("x.txnindex", "txnindex", "error")) == "3 trailing bytes (partial entry)"
         assert back.collect_aborted_txns(4, 10) == ([entries[1]], True)  # (9, 10, ...) has LSO 21 >= 10
         assert back.collect_aborted_txns(4, 100) == ([entries[1], entries[2]], False)
         assert back.collect_aborted_txns(0, 5) == (entries[:2], True)

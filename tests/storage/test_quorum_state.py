@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog import facts
 from kafkalog.storage.errors import CorruptCheckpointError
 from kafkalog.storage.files.quorum_state import QuorumState, read_quorum_state
 from kafkalog.storage.reports.dump import dump_file
@@ -58,9 +59,16 @@ def test_malformed_is_named(data: bytes, reason: str, position: int | None):
 
 
 def test_validate():
-    assert "NullPointerException" in QuorumState.from_bytes(V0.replace(b'[{"voterId":1}]', b"null")).validate()[0]
+    [null] = QuorumState.from_bytes(V0.replace(b'[{"voterId":1}]', b"null")).validate()
+    assert null.code == "quorumState.nullVoters" and "NullPointerException" in _words(null)
     [low] = QuorumState.from_bytes(V0).validate(log_end_epoch=3)
-    assert "below the last epoch 3" in low and "unattached" in low
+    assert (low.code, dict(low.facts)) == ("quorumState.epochBelowLog", {"leaderEpoch": 1, "logEndEpoch": 3})
+    assert _words(low) == ("leaderEpoch 1 is below the last epoch 3 written in the metadata log: the broker starts "
+                           "unattached at that epoch (it logs a warning)")
+
+
+def _words(d) -> str:
+    return facts.render(d.finding("quorum-state", "metadata", "warning"))
 
 
 @pytest.fixture
@@ -79,7 +87,8 @@ def test_verify_reports_quorum_state(metadata_partition: Path):
     assert f.severity == "error" and f.position == 29 and "not JSON" in f.message
     q.write_bytes(V0.replace(b'"leaderEpoch":1', b'"leaderEpoch":0'))
     [f] = [f for f in verify_partition(metadata_partition) if f.file == str(q)]
-    assert f.severity == "warning" and "below the last epoch 1" in f.message
+    assert f.severity == "warning" and f.code == "quorumState.epochBelowLog" and f.facts["logEndEpoch"] == 1
+    assert facts.render(f).startswith("leaderEpoch 0 is below the last epoch 1 written in the metadata log")
     q.unlink()
     [f] = [f for f in verify_partition(metadata_partition) if f.file == str(q)]
     assert f.severity == "info" and "missing" in f.message

@@ -222,7 +222,8 @@ def _note_calls() -> list[tuple[str, str, list[str]]]:
                 continue
             # note(subject, kind); doctor's _noted(severity, kind, path, code); error/warning/info(..., code=...),
             # and a helper method given the code (segment_check's self.count(code=..., entries=...))
-            at = {"note": 1, "_noted": 3}.get(n.func.id, -1) if isinstance(n.func, ast.Name) else -1
+            # a file's own checks: defect("code", position, **facts)
+            at = {"note": 1, "_noted": 3, "defect": 0}.get(n.func.id, -1) if isinstance(n.func, ast.Name) else -1
             code = [kw.value for kw in n.keywords if kw.arg == "code"]
             if 0 <= at < len(n.args) or code:
                 k = code[0] if code else n.args[at]
@@ -295,9 +296,6 @@ def test_no_module_decides_on_a_findings_words():
 #: partition dir's layout, and of a tiered-storage store
 STRUCTURED_FINDINGS = ["storage/log/segment_check.py", "storage/log/datadir.py", "storage/log/partition_files.py",
                        "storage/remote/inspect.py"]
-#: the findings still in words, because a module of storage quotes their message: reindex the errors about index
-#: files (the reason it rebuilds them), the startup gate a partition dir the broker refuses (refuses=True)
-QUOTED_KINDS = {"'index'", "'timeindex'", "'txnindex'", "kind", "self.KIND"}
 
 
 def _worded_findings(tree: ast.AST) -> list[int]:
@@ -312,12 +310,41 @@ def _worded_findings(tree: ast.AST) -> list[int]:
         if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
             continue
         at = {"error": 3, "warning": 3, "info": 3, "level": 3, "Finding": 4}.get(n.func.id)
-        if at is None or len(n.args) <= at or not words(n.args[at]):
-            continue
-        quoted = ast.unparse(n.args[2]) in QUOTED_KINDS or any(kw.arg == "refuses" for kw in n.keywords)
-        if not quoted:
+        if at is not None and len(n.args) > at and words(n.args[at]):
             out.append(n.lineno)
     return out
+
+
+#: the checks of the files layer: what each returns is a Defect (a code, its facts, a position), never words
+FILE_CHECKS = {"validate", "problems", "fatal_problems", "_entry_problems"}
+
+
+def _worded_checks(tree: ast.AST) -> list[int]:
+    """Lines of a file check (:data:`FILE_CHECKS`) holding words: an f-string, or a string that is neither its
+    docstring nor the code of a ``defect(...)``."""
+    out = []
+    for fn in ast.walk(tree):
+        if not (isinstance(fn, ast.FunctionDef) and fn.name in FILE_CHECKS):
+            continue
+        allowed = {id(fn.body[0].value)} if ast.get_docstring(fn) is not None else set()  # type: ignore[attr-defined]
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "defect" and n.args:
+                allowed.add(id(n.args[0]))
+        out += [n.lineno for n in ast.walk(fn) if isinstance(n, ast.JoinedStr) or (
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in allowed)]
+    return sorted(set(out))
+
+
+def test_the_checks_of_the_files_layer_return_defects_not_words():
+    checked = 0
+    for path in sorted((ROOT / "storage" / "files").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        checked += sum(isinstance(n, ast.FunctionDef) and n.name in FILE_CHECKS for n in ast.walk(tree))
+        assert not _worded_checks(tree), f"{path.name}: a check returns words, lines {_worded_checks(tree)}"
+    assert checked >= 9  # checkpoints, leader epochs, snapshots, meta.properties, quorum-state, marker, indexes
+    # and the words come back if a check words a problem again
+    bad = ast.parse('def validate(self):\n    """Doc."""\n    return [defect("x.y"), f"entry {self.n}"]\n')
+    assert _worded_checks(bad) == [3]
 
 
 def test_the_checks_of_segments_layouts_and_remote_stores_word_no_finding():
@@ -424,3 +451,53 @@ def test_a_transaction_reason_is_a_code_with_the_producer_id():
                                                                   {"producerId": t["producerId"], "someFound": False})
     assert facts.render(r) == (f"producer id {t['producerId']} is not in the __transaction_state partitions of these "
                                "dirs (none found: pass the dirs holding them)")
+
+
+# ------------------------------------------------------- index checks, files' own checks, refused dirs (h3)
+
+
+def test_an_index_finding_carries_its_entry_and_renders_as_before(tmp_path: Path):
+    d = tmp_path / "data"
+    damaged_copy("kafka-4.3.1-kraft", d, ())
+    index = d / "multi-segment-0" / "00000000000000000000.index"
+    data = bytearray(index.read_bytes())
+    offset, position = int.from_bytes(data[8:12], "big"), int.from_bytes(data[12:16], "big")
+    data[12:16] = (position + 3).to_bytes(4, "big")  # entry 1 points 3 bytes into its batch
+    index.write_bytes(bytes(data))
+    [f] = [f for f in verify_data_dir(d) if f.code == "verify.indexNotBatchStart"]
+    assert (f.file, f.position, f.kind, f.severity, f.message) == (str(index), 8, "index", "error", "")
+    assert dict(f.facts) == {"entry": 1, "offset": offset, "filePosition": position + 3}
+    assert facts.render(f) == f"entry 1 ({offset}, {position + 3}): position is not the start of a batch"
+
+
+def test_a_dir_the_broker_refuses_is_a_finding_the_startup_gate_carries(tmp_path: Path):
+    d = tmp_path / "data"
+    damaged_copy("kafka-4.3.1-kraft", d, ())
+    (d / "notapartition").mkdir()
+    [p] = [p for p in diagnose([d], now_ms=NOW).problems if p.kind == "startup"]
+    assert p.message == "" and p.note is not None and p.note.code == "layout.notPartitionDir"
+    assert dict(p.note.facts) == {"dirName": "notapartition", "refuses": True}
+    assert facts.render(p.note) == ("'notapartition' is not in the form of topic-partition or "
+                                    "topic-partition.uniqueId-delete (if marked for deletion); Kafka refuses to load "
+                                    "this data directory")
+    assert p.to_dict()["code"] == "layout.notPartitionDir" and p.broker_message == "Error starting LogManager"
+
+
+def test_a_checkpoints_problems_are_defects_the_dump_and_verify_word_alike(tmp_path: Path, capsys):
+    from kafkalog.tools.cli import main
+    p = tmp_path / "recovery-point-offset-checkpoint"
+    p.write_text("0\n2\nt 0 5\nt 0 -1\n")
+    main(["dump", "--json", str(p)])
+    errors = [o for o in map(__import__("json").loads, capsys.readouterr().out.splitlines()) if o.get("event")]
+    assert errors == [
+        {"file": str(p), "kind": "offsetCheckpoint", "event": "info", "checkpoint": p.name, "version": 0, "count": 2,
+         "form": errors[0]["form"], "canonical": True},
+        {"file": str(p), "kind": "offsetCheckpoint", "event": "error", "position": None,
+         "reason": "duplicate entry for t-0", "code": "checkpoint.duplicate", "facts": {"topic": "t", "partition": 0}},
+        {"file": str(p), "kind": "offsetCheckpoint", "event": "error", "position": None,
+         "reason": "negative offset -1 for t-0", "code": "checkpoint.negativeOffset",
+         "facts": {"offset": -1, "topic": "t", "partition": 0}}]
+    from kafkalog.storage.reports.verify.files import verify_file
+    found, _, _ = verify_file(p)
+    assert [facts.line(f) for f in found] == [f"error: {p}: [checkpoint] duplicate entry for t-0",
+                                              f"error: {p}: [checkpoint] negative offset -1 for t-0"]

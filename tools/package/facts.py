@@ -329,6 +329,62 @@ TEMPLATES: dict[str, str | Template] = {
     "groups.assignmentUndecodable": "{at}group {group}: member {member}: assignment not decodable",
     "groups.tornTail": "{parent}: {name}: {bytes} bytes at the end (from byte {position}) are not a complete batch "
                        "(a torn write): ignored, as the broker's recovery truncates them",
+    # h3: a file's own checks (storage/files: validate(), problems()), one segment's indexes against its .log
+    # (storage/log/segment_check) and a data dir's partition dirs (storage/log/datadir); the facts of an index
+    # entry: its slot (entry) and fields (offset, filePosition, timestamp)
+    "checkpoint.duplicate": "duplicate entry for {topic}-{partition}",
+    "checkpoint.negativeOffset": "negative offset {offset} for {topic}-{partition}",
+    "checkpoint.negativePartition": "negative partition {partition} for topic {topic}",
+    "checkpoint.notCanonical": "not in the exact form Kafka writes (spacing, line ends or count line differ)",
+    "epochCheckpoint.negative": "invalid entry {epoch} {startOffset}: negative epoch or start offset",
+    "epochCheckpoint.notIncreasing": "entry {epoch} {startOffset} does not increase after {previousEpoch} "
+                                     "{previousStartOffset}",
+    "epochCheckpoint.notCanonical": "not in the exact form Kafka writes",
+    "snapshot.trailingBytes": "{bytes} bytes after the last entry (ignored by Kafka)",
+    "snapshot.producerTwice": "producer id {producerId} appears twice",
+    "snapshot.negativeProducerId": "negative producer id {producerId}",
+    "metaProperties.invalid": "{error}",
+    "metaProperties.noClusterId": "v1 meta.properties without cluster.id",
+    "metaProperties.directoryIdUnreadable": "unable to read directory.id as a Uuid: {error}",
+    "metaProperties.directoryIdReserved": "directory.id {directoryId} is a reserved id",
+    "cleanShutdown.notJson": "content is neither empty nor Kafka's JSON form; Kafka reads it as 'no broker epoch'",
+    "quorumState.nullVoters": "currentVoters is null: ElectionState.fromQuorumStateData fails on it "
+                              "(NullPointerException) and the broker does not start",
+    "quorumState.negativeEpoch": "leaderEpoch {leaderEpoch} with a leader or a vote",
+    "quorumState.epochBelowLog": "leaderEpoch {leaderEpoch} is below the last epoch {logEndEpoch} written in the "
+                                 "metadata log: the broker starts unattached at that epoch (it logs a warning)",
+    "index.length": "length {length} is not a multiple of {entrySize}",
+    "index.negative": "entry {entry}: negative {field} {value}",
+    "index.notIncreasing": "entry {entry}: {field} {value} does not increase (previous {previous})",
+    "index.decreases": "entry {entry}: {field} {value} decreases (previous {previous})",
+    "index.nonZeroPadding": "non-zero bytes after the last valid entry",
+    "txnIndex.version": "entry {entry}: version field {version} (Kafka only checks its first byte)",
+    "txnIndex.belowBase": "entry {entry}: last offset {lastOffset} below the segment base offset {baseOffset}",
+    "txnIndex.firstAfterLast": "entry {entry}: first offset {firstOffset} after last offset {lastOffset}",
+    "txnIndex.lastStableOutOfRange": "entry {entry}: last stable offset {lastStableOffset} out of range",
+    "txnIndex.notIncreasing": "entry {entry}: last offset {lastOffset} does not increase (previous "
+                              "{previousLastOffset})",
+    "txnIndex.unreadable": "{error}",
+    "txnIndex.partialEntry": "{bytes} trailing bytes (partial entry)",
+    "verify.indexMissing": "missing: Kafka rebuilds it by recovering the segment",
+    "verify.timeIndexMissing": "missing: Kafka creates it empty at load",
+    "verify.indexSanityCheck": lambda f, x: (f"Kafka's sanity check fails: {x['error']}"
+                                             + (" (zero padding of an untrimmed file)" if x["untrimmed"] else "")),
+    "verify.txnIndexOversized": "{name}: {entries:,d} entries, more than the {bound:,d} batches a {bytes:,d}-byte "
+                                "segment can hold (one entry per abort marker); not read further (`kafkalog repair` "
+                                "rebuilds it from the log)",
+    "verify.txnIndexSanityCheck": "Kafka's sanity check fails (the segment is recovered at load): {error}",
+    "verify.txnIndexNoMarker": "entry {entry}: no transaction marker at offset {lastOffset} in the segment",
+    "verify.indexNoBatchEnds": "entry {entry} ({offset}, {filePosition}): no batch from position {filePosition} up "
+                               "to the next entry ends at offset {offset}",
+    "verify.indexNotBatchStart": "entry {entry} ({offset}, {filePosition}): position is not the start of a batch",
+    "verify.indexOffsetNotAbove": "entry {entry} ({offset}, {filePosition}): offset not above the previous batch's "
+                                  "last offset {previousLastOffset}: lookups would start too late",
+    "verify.indexBeyondLog": "entry {entry} ({offset}, {filePosition}): position beyond the end of the log",
+    "verify.indexNotAtBatchStart": "entry {entry} ({offset}, {filePosition}): position not at a batch start",
+    "verify.timeIndexBeyondLastBatch": "entry {entry} ({timestamp}, {offset}): offset beyond the last batch",
+    "layout.notPartitionDir": "{dirName!r} is not in the form of topic-partition or topic-partition.uniqueId-delete "
+                              "(if marked for deletion); Kafka refuses to load this data directory",
     # why a plan removes records (a Loss's note) and why it runs an operation (an Op's why): the loader (repair,
     # doctor), the swap recovery, producer snapshots and leader epochs, the cleaner, rehydrate
     "loss.truncatedAt": "{reason} (the broker truncates the log at byte {position})",

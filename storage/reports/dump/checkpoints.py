@@ -38,8 +38,8 @@ def _dump_file(path: str | os.PathLike, kind: str, reader: Callable[[str], Any],
         return out
     fill(out, parsed)
     if validate:
-        for problem in parsed.validate():
-            out.problem(None, problem)
+        for d in parsed.validate():
+            out.problem(d.position, code=d.code, **d.facts)
     return out
 
 

@@ -33,7 +33,8 @@ class FileDump:
     out_of_order_timestamps: list[tuple[int, int]] = field(default_factory=list)
     #: .timeindex: (indexed offset, last offset of the first batch reaching it, -1 if none)
     offsets_not_found: list[tuple[int, int]] = field(default_factory=list)
-    #: [{"position": int | None, "reason": str}]: what Kafka's tool would crash on or reject
+    #: [{"position": int | None, "reason": str}]: what Kafka's tool would crash on or reject; what the file's own
+    #: checks found is ``{"position", "code", "facts"}`` instead of a ``reason`` (``kafkalog.facts`` words it)
     problems: list[dict[str, Any]] = field(default_factory=list)
     #: DumpLogSegments' stdout lines for this file (after "Dumping <file>")
     lines: list[str] = field(default_factory=list)
@@ -44,8 +45,10 @@ class FileDump:
         return not (self.problems or self.index_mismatches or self.timestamp_mismatches
                     or self.out_of_order_timestamps or self.offsets_not_found or self.passed_sanity_check is False)
 
-    def problem(self, position: int | None, reason: str) -> None:
-        self.problems.append({"position": position, "reason": reason})
+    def problem(self, position: int | None, reason: str = "", *, code: str | None = None, **facts: Any) -> None:
+        """A problem in words (``reason``), or as a ``code`` and its ``facts``."""
+        self.problems.append({"position": position, "reason": reason} if code is None else
+                             {"position": position, "code": code, "facts": facts})
 
     def text(self) -> list[str]:
         return list(self.lines)

@@ -69,8 +69,7 @@ def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
     elif ddir.meta_properties is not None and not ddir.meta_properties.canonical:
         out.append(info(d / "meta.properties", None, "metadata", "not in the exact form Properties.store writes"))
     if ddir.clean_shutdown is not None:
-        for problem in ddir.clean_shutdown.validate():
-            out.append(warning(d / ".kafka_cleanshutdown", None, "metadata", problem))
+        out += [x.finding(d / ".kafka_cleanshutdown", "metadata", "warning") for x in ddir.clean_shutdown.validate()]
     bootstrap = d / BOOTSTRAP_CHECKPOINT
     if bootstrap.exists() or bootstrap.is_symlink():
         # kafka-storage format writes it; every KRaft node reads it at start-up (KafkaRaftServer ->
@@ -84,8 +83,7 @@ def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
             if not p.exists() and any(tp.kind == "live" for tp in ddir.partition_dirs.values()):
                 out.append(info(p, None, "checkpoint", "missing"))
             continue
-        for problem in ckpt.validate():
-            out.append(warning(p, None, "checkpoint", problem))
+        out += [x.finding(p, "checkpoint", "warning") for x in ckpt.validate()]
         for entry in ckpt.entries:
             if (entry.topic, entry.partition) not in hosted:
                 out.append(warning(p, None, "checkpoint", code="verify.entryNotHosted", topic=entry.topic,

@@ -104,7 +104,8 @@ def verify_file(path: str | os.PathLike, deep: bool = False) -> tuple[list[Findi
         d = dump_file(p)
     except KafkaLogError as e:
         return [error(e.path or p, e.position, _FILE_KINDS.get(kind, "layout"), e.reason)], 0, 0
-    return [error(p, x["position"], _FILE_KINDS.get(kind, "layout"), x["reason"]) for x in d.problems], 0, 0
+    return [Finding(str(p), x["position"], _FILE_KINDS.get(kind, "layout"), "error", x.get("reason", ""),
+                    x.get("facts", {}), x.get("code")) for x in d.problems], 0, 0
 
 
 ProgressCallback = Callable[[int], None]

@@ -156,8 +156,7 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
             out.append(error(epochs_path, e.position, "epoch", e.reason))
             ckpt = None
         if ckpt is not None:
-            for problem in ckpt.validate():
-                out.append(error(epochs_path, None, "epoch", problem))
+            out += [d.finding(epochs_path, "epoch", "error") for d in ckpt.validate()]
             known = {entry.epoch: entry.start_offset for entry in ckpt.entries}
             for entry in ckpt.entries:
                 if entry.start_offset > leo:
@@ -208,8 +207,7 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
         except KafkaLogError as e:
             out.append(error(sp, e.position, "snapshot", code="verify.snapshotUnreadable", error=e.reason))
             continue
-        for problem in snap.validate():
-            out.append(warning(sp, None, "snapshot", problem))
+        out += [d.finding(sp, "snapshot", "warning") for d in snap.validate()]
         if offset > leo:
             out.append(warning(sp, None, "snapshot", code="verify.snapshotAboveEnd", offset=offset, logEndOffset=leo))
 
@@ -226,6 +224,5 @@ def _quorum_state_check(log: PartitionLog, summaries: list[SegmentSummary], out:
         return
     epochs = [epoch for s in summaries for epoch, _ in s.epochs]
     fatal = state.fatal_problems()
-    for problem in state.validate(max(epochs) if epochs else None):
-        sev = error if problem in fatal else warning
-        out.append(sev(qpath, None, "metadata", problem))
+    out += [d.finding(qpath, "metadata", "error" if d in fatal else "warning")
+            for d in state.validate(max(epochs) if epochs else None)]

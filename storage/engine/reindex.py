@@ -18,6 +18,7 @@ from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.plan import PartitionPlan, Plan, Runner, default_runner
 from kafkalog.storage.engine.targets import Target, group_partitions, plan_partitions
 from kafkalog.storage.errors import OffsetOverflowError
+from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.files.names import index_file_name, time_index_file_name, txn_index_file_name
 from kafkalog.storage.io.dirview import DirView
 from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
@@ -27,20 +28,20 @@ from kafkalog.storage.log.segment import recover_segment
 from kafkalog.storage.log.segment_check import verify_segment
 
 
-def _write_if_changed(view: DirView, name: str, data: bytes, why: str) -> None:
+def _write_if_changed(view: DirView, name: str, data: bytes, why: str | Finding) -> None:
     if view.exists(name) and view.size(name) == len(data) and view.read(name) == data:
         return
     view.write(name, data, why)
 
 
-def _index_problem(seg, is_active: bool) -> str | None:
+def _index_problem(seg, is_active: bool) -> Finding | None:
     """The first error ``verify`` reports for this segment's index files (None: they are sound)."""
 
     names = {seg.index_path.name, seg.time_index_path.name, seg.txn_index_path.name}
     findings, _ = verify_segment(seg, is_active=is_active)
     for f in findings:
         if Path(f.file).name in names and (f.severity == "error" or f.facts.get("missing")):
-            return f"{Path(f.file).name}: {f.message}"
+            return f
     return None
 
 
@@ -68,7 +69,9 @@ def _plan_partition(task: tuple) -> PartitionPlan:
                 problem = _index_problem(seg, seg is log.segments[-1])
                 if problem is None:
                     continue
-                why = f"{problem}: rebuilt from {seg.path.name} by the broker's recovery rule"
+                why: str | Finding = note(seg.path, "reindex.indexProblem", log=seg.path.name, finding={
+                    "file": problem.file, "code": problem.code or problem.kind, "facts": dict(problem.facts),
+                    "message": problem.message})
             else:
                 why = f"rebuilt from {seg.path.name} by the broker's recovery rule"
             _write_if_changed(view, index_file_name(b), r.offset_index.to_bytes(), why)

@@ -241,6 +241,7 @@ def test_every_kind_storage_notes_has_a_template_that_renders_its_facts():
                "pids": [12], "logEndOffset": 7, "lastMissing": 9,
                "remembered": [{"source": "consumer group", "file": "/d", "offset": 10, "logEndOffset": 7, "group": "g",
                                "epoch": None}],
+               "finding": {"file": "/d/t-0/0.index", "code": "verify.indexMissing", "facts": {}, "message": ""},
                "side": "a", "fields": ["crc"], "ranges": [[1, 3]],
                "a": {"segment": "0.log", "position": 0, "baseOffset": 0, "lastOffset": 1, "magic": 2},
                "b": {"segment": "0.log", "position": 0, "baseOffset": 0, "lastOffset": 1, "magic": 2}}
@@ -468,6 +469,14 @@ def test_an_index_finding_carries_its_entry_and_renders_as_before(tmp_path: Path
     assert (f.file, f.position, f.kind, f.severity, f.message) == (str(index), 8, "index", "error", "")
     assert dict(f.facts) == {"entry": 1, "offset": offset, "filePosition": position + 3}
     assert facts.render(f) == f"entry 1 ({offset}, {position + 3}): position is not the start of a batch"
+    # reindex's reason to rebuild the index is that finding, worded by its template
+    from kafkalog.storage.engine.reindex import plan_reindex
+    [op] = [op for pp in plan_reindex([d]).partitions for op in pp.ops if op.path == str(index)]
+    assert not isinstance(op.why, str) and op.why.kind == "reindex.indexProblem"
+    assert op.why.facts["finding"]["code"] == "verify.indexNotBatchStart"
+    assert facts.render(op.why) == (f"00000000000000000000.index: entry 1 ({offset}, {position + 3}): position is not "
+                                    "the start of a batch: rebuilt from 00000000000000000000.log by the broker's "
+                                    "recovery rule")
 
 
 def test_a_dir_the_broker_refuses_is_a_finding_the_startup_gate_carries(tmp_path: Path):

@@ -81,6 +81,11 @@ ROUTINE = {"deletedFiles": "delete files left by asynchronous deletions (.delete
            "activeIndexes": "trim the active segment's indexes"}
 
 
+def _problem(p: Mapping[str, Any]) -> str:
+    """The words of a finding a note carries as data (``file``, ``code``, ``facts``, ``message``)."""
+    return render(Finding(p["file"], None, "", "error", p.get("message", ""), p["facts"], p["code"]))
+
+
 def _routine(items: list[Mapping[str, Any]]) -> str:
     words = [(ROUTINE.get(i["action"]) or f"{i['action']} {i.get('file', '')}".rstrip(), i["count"]) for i in items]
     return "; ".join(f"{k} ({n})" for k, n in sorted(words))
@@ -385,6 +390,9 @@ TEMPLATES: dict[str, str | Template] = {
     "verify.timeIndexBeyondLastBatch": "entry {entry} ({timestamp}, {offset}): offset beyond the last batch",
     "layout.notPartitionDir": "{dirName!r} is not in the form of topic-partition or topic-partition.uniqueId-delete "
                               "(if marked for deletion); Kafka refuses to load this data directory",
+    # reindex: the error verify reports for a segment's index file, the reason it rebuilds the segment's indexes
+    "reindex.indexProblem": lambda f, x: (f"{Path(x['finding']['file']).name}: {_problem(x['finding'])}: rebuilt "
+                                          f"from {x['log']} by the broker's recovery rule"),
     # why a plan removes records (a Loss's note) and why it runs an operation (an Op's why): the loader (repair,
     # doctor), the swap recovery, producer snapshots and leader epochs, the cleaner, rehydrate
     "loss.truncatedAt": "{reason} (the broker truncates the log at byte {position})",

@@ -176,6 +176,8 @@ def isb(tmp_path_factory):
     return _run(jars.LATEST_4, tmp_path_factory.mktemp("isb"), ISB_TOPICS, _produce_isb, {})
 
 
+# the broker run of internal.segment.bytes (about 80 s of CI) under -m campaign (make campaign)
+@pytest.mark.campaign
 def test_internal_segment_bytes_rolls_compacts_and_retains_like_the_broker(isb):
     for t in ISB_TOPICS:
         pa, pb = isb["a"] / f"{t}-0", isb["b"] / f"{t}-0"
@@ -190,6 +192,7 @@ def test_internal_segment_bytes_rolls_compacts_and_retains_like_the_broker(isb):
     assert any(r.get("partition") == "isb-r-0" and r.get("losses") for r in isb["retain"])
 
 
+@pytest.mark.campaign
 def test_internal_segment_bytes_is_read_from_the_metadata(isb):
     cfg = ConfigResolver().log_config(isb["b"], "isb-c")
     assert cfg.segment_size == ISB and cfg.segment_bytes == 1073741824
@@ -252,8 +255,9 @@ def _wait_trimmed(a: Broker) -> dict:
     return {"configs_end": configs_end}
 
 
-# 3.9.2's trimmed metadata log under -m campaign (make campaign): a broker that snapshots and trims takes minutes
-@pytest.fixture(scope="module", params=[jars.LATEST_4, pytest.param(jars.LATEST_3, marks=pytest.mark.campaign)])
+# the trimmed metadata log under -m campaign (make campaign): a broker that snapshots and trims takes minutes (about
+# 130 s of CI each); offline, configs only in a metadata snapshot are tests/storage/test_plan_apply.py's
+@pytest.fixture(scope="module", params=[pytest.param(v, marks=pytest.mark.campaign) for v in (jars.LATEST_4, jars.LATEST_3)])
 def trimmed(request, tmp_path_factory):
     version = request.param
     return _run(version, tmp_path_factory.mktemp(f"trim-{version}"), TRIM_TOPICS, _produce_trim,

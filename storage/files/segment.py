@@ -16,14 +16,16 @@ index sanity checks. The write-side rules (recover, the index-interval rule, rol
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, LogDirError
+from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError, LogDirError
 from kafkalog.storage.files.index import map_file
 from kafkalog.storage.files.names import (
     INDEX_FILE_SUFFIX,
@@ -409,6 +411,59 @@ class Segment(Closing):
                     if r.timestamp >= timestamp and r.offset >= start_off:
                         return r.timestamp, r.offset
         return None
+
+    # ---- byte ranges: what a reader of offsets or times reads of the .log (``LogSegment.read``), where it may split
+    def read_index(self, size: int | None = None) -> OffsetIndex | None:
+        """:meth:`seek_index`, or None without an ``.index`` or when it cannot be read (a reader goes without it)."""
+        try:
+            return self.seek_index(size) if self.has_offset_index else None
+        except (OSError, KafkaLogError):
+            return None
+
+    def timestamp_skip_offset(self, timestamp: int) -> int | None:
+        """An offset such that every batch whose last offset is below it has a max timestamp < ``timestamp`` (the
+        time index's largest entry below ``timestamp``, plus one); None without such an entry or a usable index."""
+        try:
+            e = self.time_index.lookup(timestamp - 1) if self.has_time_index else None
+        except (OSError, KafkaLogError):
+            return None
+        return None if e is None or e.timestamp < 0 or e.timestamp >= timestamp else e.offset + 1
+
+    def start_position(self, index: OffsetIndex, start_offset: int | None, start_timestamp: int | None) -> int:
+        """Where a read of the offsets from ``start_offset`` with max timestamps from ``start_timestamp`` starts:
+        ``translateOffset``'s lookup in ``index`` (:meth:`read_index`) of the offset and :meth:`timestamp_skip_offset`."""
+        offset = start_offset if start_offset is not None and start_offset > self.base_offset else None
+        skip = None if start_timestamp is None else self.timestamp_skip_offset(start_timestamp)
+        return max([0, *(index.lookup(t).position for t in (offset, skip) if t is not None)])
+
+    def end_position(self, index: OffsetIndex, end_offset: int, size: int) -> int:
+        """Where a read of the offsets below ``end_offset`` may stop: the entry of ``index`` after its first one at or
+        above ``end_offset`` (whose batch, ending there, may hold offsets below it); else ``size``."""
+        offsets = [e.offset for e in index]
+        j = bisect.bisect_left(offsets, end_offset)
+        return index.entry(j + 1).position if j + 1 < len(offsets) else size
+
+    def read_range(self, start_offset: int | None = None, end_offset: int | None = None,
+                   start_timestamp: int | None = None, size: int | None = None) -> tuple[int, int] | None:
+        """The bytes ``[start, end)`` of the ``.log`` (inside ``size``) holding the batches with offsets in
+        ``[start_offset, end_offset)`` and max timestamps from ``start_timestamp``, as far as the offset index tells
+        (:meth:`start_position`, :meth:`end_position`; the whole log without one); None when that is nothing."""
+        start, end = 0, self.size if size is None else size
+        index = self.read_index(end) if (start_offset, end_offset, start_timestamp) != (None, None, None) else None
+        if index is not None and len(index):
+            start = self.start_position(index, start_offset, start_timestamp)
+            end = end if end_offset is None else self.end_position(index, end_offset, end)
+        return (start, end) if start < end else None
+
+    def split_positions(self, start: int, end: int, size: int | None = None) -> list[int]:
+        """The batch boundaries inside ``(start, end)`` a read may be split at, in order: the offset index's
+        (:meth:`read_index`), or else a local segment's whole batches' ends (a URL's is not read for them)."""
+        index = self.read_index(size)
+        positions = [e.position for e in index] if index is not None else []
+        if not positions and getattr(self._view, "url", None) is None:
+            with suppress(CorruptRecordError):  # (a size field below 14: no boundary after it)
+                positions.extend(b.position + b.size for b in self.scanner(start, end))
+        return sorted(p for p in positions if start < p < end)
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
     def files(self) -> list[Path]:

@@ -58,6 +58,7 @@ from kafkalog.storage.log.loss import PRODUCER_SNAPSHOT, RememberedOffset, segme
 from kafkalog.storage.log.partition_files import list_partition_files, unfinished_swap
 from kafkalog.storage.log.producer_state import ProducerStateManager
 from kafkalog.storage.log.segment import recover_segment
+from kafkalog.storage.log.segment_ref import SegmentRef, segment_refs
 from kafkalog.storage.log.topic_partition import METADATA_TOPIC, parse_topic_partition_name
 from kafkalog.storage.records import Batch, LogScanner
 
@@ -194,6 +195,10 @@ class PartitionLog(Closing):
             return list(self.segments)
         checked = self.segments_in_unflushed_range(self.recovery_point or 0)
         return self.segments[:len(self.segments) - len(checked)]
+
+    def segment_refs(self) -> list[SegmentRef]:
+        """The segments as picklable refs, to be opened elsewhere (:func:`~.segment_ref.segment_refs`)."""
+        return segment_refs(self.segments, self.topic, self.partition)
 
     @property
     def size(self) -> int:

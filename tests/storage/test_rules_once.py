@@ -182,6 +182,29 @@ def test_seek_index(data_dir, monkeypatch):
     assert first_piece_start() == 0  # no entry to start at: the read starts at the segment's first byte
 
 
+def test_end_cut_and_split_positions(tmp_path, monkeypatch):
+    """Where a read of the offsets below an end offset stops (``Segment.end_position``) and where a segment may be
+    split (``Segment.split_positions``) are the segment's rules: the Spark source's planning (and the stream's,
+    which plans with it) cuts where they say, with no bisect or header walk of its own."""
+    generated_partition(tmp_path / "t-0", 2000, batch_records=10)  # one segment, an index entry every 4 KiB
+    size = (tmp_path / "t-0" / f"{0:020d}.log").stat().st_size
+    ending = parse_read_options({"path": str(tmp_path), "endingOffset": "500"})
+    split = parse_read_options({"path": str(tmp_path), "maxPartitionBytes": "10000"})
+
+    def pieces(opts) -> list[tuple[int, int]]:
+        return [(p.start, p.end) for g in plan(opts) for p in g]
+
+    ((start, end),) = pieces(ending)
+    assert start == 0 and 0 < end < size  # cut through the offset index
+    assert len(pieces(split)) > 3  # at its index entries
+    monkeypatch.setattr(Segment, "end_position", lambda self, index, end_offset, size: 1234)
+    quarter, half = size // 4, size // 2
+    monkeypatch.setattr(Segment, "split_positions",
+                        lambda self, start, end, size=None: [p for p in (quarter, half) if start < p < end])
+    assert pieces(ending) == [(0, 1234)]
+    assert pieces(split) == [(0, quarter), (quarter, half), (half, size)]
+
+
 # ---- over a URL (s3://, a local moto server), the loader and dump: the same one rule each time ----------------------
 @pytest.fixture
 def s3_dir(data_dir, s3_endpoint, monkeypatch) -> tuple[str, dict[str, str]]:

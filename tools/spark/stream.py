@@ -60,21 +60,13 @@ from kafkalog.storage.log.dir_checkpoints import (
     open_partition_log,
     partition_checkpoints,
 )
+from kafkalog.storage.log.segment_ref import SegmentRef
 from kafkalog.storage.records import LogScanner
 from kafkalog.storage.remote.layout import LocalTieredStorageLayout, open_remote_store, remote_partition_view
 from kafkalog.storage.remote.tiered import by_tier, remote_part, tiered_log_start
 
 from .options import ReadOptions, _bool, _int, _list, parse_read_options
-from .plan import (
-    Opened,
-    Segment,
-    _partition_dir,
-    discover,
-    partition_dir,
-    partition_segments,
-    plan_pieces,
-    seek_index,
-)
+from .plan import discover, partition_segments, plan_pieces
 
 log = logging.getLogger("kafkalog.spark.stream")
 
@@ -154,7 +146,7 @@ class PartitionState:
     """One partition as a trigger sees it: its segments, log start, complete end and high watermark; for a tiered
     partition whose store is read, where its local segments take over and the store's segments."""
 
-    segments: tuple[Segment, ...]
+    segments: tuple[SegmentRef, ...]
     log_start: int
     end: int  # offset after the last complete batch with a valid CRC
     end_position: int  # byte position after that batch in the last segment
@@ -217,7 +209,7 @@ def remote_tiers(stores: tuple[str, ...], fs_opts: tuple[tuple[str, str], ...]) 
     return out
 
 
-def complete_end(seg: Segment, position: int, next_offset: int, opts: ReadOptions) -> tuple[int, int]:
+def complete_end(seg: SegmentRef, position: int, next_offset: int, opts: ReadOptions) -> tuple[int, int]:
     """``(position, next offset)`` after the last whole batch of ``seg`` from ``position`` (a batch boundary whose
     next offset is ``next_offset``): a batch being appended (a torn tail, or a last batch failing its CRC with
     ``verifyCrc``) or garbage ends the scan. A batch failing its CRC with whole batches after it is corruption,
@@ -260,7 +252,7 @@ class LogView:
         self._tails: dict[str, tuple[int, int]] = {}  # segment path -> (position, next offset) of a complete end
 
     def partitions(self) -> dict[TP, PartitionState]:
-        by_tp: dict[TP, list[Segment]] = {}
+        by_tp: dict[TP, list[SegmentRef]] = {}
         for seg in discover(self.opts):
             if seg.topic is None or seg.partition is None:
                 continue
@@ -277,7 +269,7 @@ class LogView:
             # start capped at the complete end this trigger may read to; a tiered partition whose store is read
             # starts at its log start offset (storage.remote.tiered), its offsets below the local log start read
             # from the store
-            pdir = partition_dir(last.spec, _partition_dir(last))
+            pdir = last.partition_dir
             ddir = str(as_path(pdir).parent)
             if ddir not in tables:
                 tables[ddir] = checkpoint_tables(as_path(pdir).parent)
@@ -295,14 +287,14 @@ class LogView:
         self._tails = {k: v for k, v in self._tails.items() if any(k == s.segments[-1].path for s in out.values())}
         return out
 
-    def _tail(self, seg: Segment) -> tuple[int, int]:
+    def _tail(self, seg: SegmentRef) -> tuple[int, int]:
         cached = self._tails.get(seg.path)
         if cached is not None and cached[0] <= seg.size:
             pos, nxt = cached
         else:
             pos, nxt = 0, seg.base_offset
-            with Opened() as opened:  # a live broker's index is preallocated: its zero tail is not an entry
-                index = seek_index(seg, opened)
+            with seg.open() as s:  # a live broker's index is preallocated: its zero tail is not an entry
+                index = s.read_index(seg.size)
                 last = index.entry(len(index) - 1).position if index is not None and len(index) else None
             if last is not None:
                 p, n = complete_end(seg, last, -1, self.opts)
@@ -484,7 +476,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             assert state.remote is not None
             out.append(StreamPartition(*tp, state.remote.view(), *remote, "", 0))
         if local is not None:
-            out.append(StreamPartition(*tp, display(last.spec, _partition_dir(last)), *local, last.path,
+            out.append(StreamPartition(*tp, display(last.spec, last.dir), *local, last.path,
                                        state.end_position))
         return out
 

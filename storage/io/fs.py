@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import BinaryIO, NamedTuple, cast
 from urllib.parse import urlparse
 
 from kafkalog.storage.errors import LogDirError
@@ -117,8 +117,7 @@ class Entry:
     mtime_ns: int = 0
 
 
-@dataclass(frozen=True)
-class UrlStat:
+class UrlStat(NamedTuple):
     """What :meth:`UrlPath.stat` knows of a file (the fields of ``os.stat_result`` a reader uses)."""
 
     st_mode: int

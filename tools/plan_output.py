@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import sys
 from collections.abc import Callable
@@ -67,12 +68,25 @@ def op_json(op: Op) -> dict:
     return _worded(op).to_dict() | {"code": op.why.kind, "facts": dict(op.why.facts)}
 
 
+def _loss_reason(loss: Loss, time: Callable[[int], str], size: Callable[[int], str]) -> str:
+    """A loss's reason in words: its note's template over its facts, those named in ``times`` (epoch ms) and
+    ``sizes`` (bytes) written by ``time`` and ``size``; or its ``reason``, whose ``{name}`` placeholders they fill."""
+    shown = {name: time(ms) for name, ms in loss.times.items()} | {name: size(n) for name, n in loss.sizes.items()}
+    if loss.note is not None:
+        return facts.render(dataclasses.replace(loss.note, facts=dict(loss.note.facts) | shown))
+    reason = loss.reason
+    for name, words in shown.items():
+        reason = reason.replace("{" + name + "}", words)
+    return reason
+
+
 def loss_json(loss: Loss) -> dict:
-    """A loss for ``--json``: its fields, ``reason`` in words, and a coded reason's ``code`` and ``facts``."""
+    """A loss for ``--json``: its fields, ``reason`` in words (timestamps as epoch ms, sizes in bytes, as
+    :meth:`Loss.to_dict` writes them), and a coded reason's ``code`` and ``facts``."""
     if loss.note is None:
         return loss.to_dict()
     worded = copy.copy(loss)
-    worded.reason, worded.note = facts.render(loss.note), None
+    worded.reason, worded.note = _loss_reason(loss, str, lambda n: f"{n} bytes"), None
     return worded.to_dict() | {"code": loss.note.kind, "facts": dict(loss.note.facts)}
 
 
@@ -94,11 +108,7 @@ def describe_loss(loss: Loss, epoch: bool = False) -> str:
         what.append(f"from offset {loss.first_offset}")
     what.append(human_size(loss.bytes))
     where = f" in {Path(loss.file).name}" if loss.file else ""
-    reason = facts.render(loss.note) if loss.note is not None else loss.reason
-    for name, ms in loss.times.items():
-        reason = reason.replace("{" + name + "}", human_time(ms, epoch))
-    for name, n in loss.sizes.items():
-        reason = reason.replace("{" + name + "}", human_size(n))
+    reason = _loss_reason(loss, lambda ms: human_time(ms, epoch), human_size)
     if loss.setting is not None:
         reason = f"{describe_setting(loss.setting)}: {reason}"
     return f"{', '.join(what)}{where}: {reason}"

@@ -18,14 +18,14 @@ that deleted it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.plan import Loss, PartitionPlan, Plan, Runner, Setting, default_runner
 from kafkalog.storage.engine.targets import Target, checkpoint_bytes, group_partitions, plan_partitions
 from kafkalog.storage.files.checkpoints import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
-from kafkalog.storage.files.findings import note
+from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.files.names import offset_file_name
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io.dirview import DirView
@@ -38,7 +38,7 @@ from kafkalog.storage.log.segment import SEGMENT_SUFFIXES, tail_loss
 class _Deletion:
     segment: Segment
     next_base: int
-    reason: str
+    note: Finding  # why: the loss's code and facts
     setting: Setting | None = None
     times: dict[str, int] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
@@ -90,7 +90,10 @@ def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cl
     deletions: list[_Deletion] = []
     roll_at: int | None = None
 
-    def run(pred, reason: str, setting: Setting | None = None, times=None, sizes=None) -> None:
+    def run(pred, why: Callable[[Segment], Finding], setting: Setting | None = None, times: tuple[str, ...] = (),
+            sizes: tuple[str, ...] = ()) -> None:
+        """Delete the segments ``pred`` picks; ``why(segment)``: the loss's note, whose facts named in ``times``
+        are timestamps and in ``sizes`` sizes (the loss's ``times``/``sizes``)."""
         nonlocal segs, log_start, roll_at
         dels = _deletable(segs, leo, hw, pred)
         if not dels:
@@ -101,14 +104,15 @@ def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cl
                 dels = dels[:-1]
         for s in dels:
             nxt = segs[segs.index(s) + 1].base_offset if segs.index(s) + 1 < len(segs) else leo
-            deletions.append(_Deletion(s, nxt, reason, setting, times(s) if times else {}, sizes or {}))
+            n = why(s)
+            deletions.append(_Deletion(s, nxt, n, setting, {k: n.facts[k] for k in times},
+                                       {k: n.facts[k] for k in sizes}))
         segs = segs[len(dels):]
         first = segs[0].base_offset if segs else leo
         log_start = max(log_start, first)
 
     run(lambda s, nxt: nxt is not None and nxt.base_offset <= log_start,
-        f"every offset is below the log start offset {log_start} (log-start-offset-checkpoint: delete-records or "
-        "an earlier retention run)")
+        lambda s: note(log.path, "loss.belowLogStart", logStartOffset=log_start))  # (read before run moves it)
     if cfg.delete:
         rb = cfg.retention_bytes
         size = sum(s.size for s in segs)
@@ -121,50 +125,51 @@ def _plan(view: DirView, log: PartitionLog, pp: PartitionPlan, cfg, now: int, cl
                     return True
                 return False
 
-            run(by_size, "the log holds {logSize}; the oldest segments go until it is within the limit",
-                Setting("retention.bytes", rb, cfg.source("retention.bytes")), sizes={"logSize": size})
+            run(by_size, lambda s: note(log.path, "loss.retentionBytes", logSize=size),
+                Setting("retention.bytes", rb, cfg.source("retention.bytes")), sizes=("logSize",))
         rm = cfg.retention_ms
         if rm >= 0:
             run(lambda s, nxt: now - s.largest_timestamp() > rm,
-                "its largest timestamp {largestTimestamp} is more than retention.ms before now {now}",
-                Setting("retention.ms", rm, cfg.source("retention.ms")),
-                lambda s: {"largestTimestamp": s.largest_timestamp(), "now": now})
+                lambda s: note(log.path, "loss.retentionMs", largestTimestamp=s.largest_timestamp(), now=now),
+                Setting("retention.ms", rm, cfg.source("retention.ms")), times=("largestTimestamp", "now"))
     if not deletions:
         return
     # roll first when every segment goes (UnifiedLog.roll: a new empty segment and a snapshot at the LEO)
     if roll_at is not None:
         if not view.exists(offset_file_name(roll_at, ".snapshot")):
             log.producer_state(now, expiration).write_snapshot(
-                view, roll_at, f"the producer snapshot the broker takes when it rolls a new segment at {roll_at}")
+                view, roll_at, note(view.path, "op.rollSnapshot", offset=roll_at))
         for suffix in (".log", ".index", ".timeindex"):
-            view.touch(offset_file_name(roll_at, suffix), "every segment goes: the broker first rolls a new empty "
-                       f"active segment at the log end offset {roll_at}")
+            view.touch(offset_file_name(roll_at, suffix), note(view.path, "op.rollEmptySegment",
+                                                               logEndOffset=roll_at))
     renamed = []
     for d in deletions:
         s = d.segment
         t = tail_loss(s.buf, 0)
-        pp.losses.append(Loss(d.reason, s.base_offset, d.next_base - 1, t.records, s.size, str(s.path), 0,
-                              setting=d.setting, times=d.times, sizes=d.sizes))
-        why = (f"{d.setting.name}={d.setting.value} ({d.setting.source})" if d.setting else d.reason)
+        pp.losses.append(Loss("", s.base_offset, d.next_base - 1, t.records, s.size, str(s.path), 0,
+                              setting=d.setting, times=d.times, sizes=d.sizes, note=d.note))
+        why = (note(view.path, "op.retentionDeleted", baseOffset=s.base_offset, setting=d.setting.to_dict())
+               if d.setting else note(view.path, "op.belowLogStartDeleted", baseOffset=s.base_offset,
+                                      logStartOffset=d.note.facts["logStartOffset"]))
         for suffix in SEGMENT_SUFFIXES:
             name = offset_file_name(s.base_offset, suffix)
             if view.exists(name):
-                view.rename(name, name + ".deleted", f"segment {s.base_offset} deleted by retention: {why}")
+                view.rename(name, name + ".deleted", why)
                 renamed.append(name + ".deleted")
     new_start = log_start
     for d in deletions:
         snap = offset_file_name(d.segment.base_offset, ".snapshot")
         if view.exists(snap) and d.segment.base_offset != new_start:
-            view.rename(snap, snap + ".deleted", f"the producer snapshot of deleted segment {d.segment.base_offset}")
+            view.rename(snap, snap + ".deleted", note(view.path, "op.deletedSegmentSnapshot",
+                                                      baseOffset=d.segment.base_offset))
             renamed.append(snap + ".deleted")
     if not keep_deleted:
         for name in renamed:
-            view.delete(name, "the broker removes .deleted files once no reader uses them (file.delete.delay.ms)")
+            view.delete(name, note(view.path, "op.deletedFileRemoved"))
     if new_start > old_start:
         epochs = LeaderEpochCache.load(view, auto_flush=False)
         if epochs.truncate_from_start(new_start):
-            epochs.flush(why=f"the first leader epoch moves to the new log start offset {new_start} "
-                         "(LeaderEpochFileCache.truncateFromStart)")
+            epochs.flush(why=note(view.path, "op.epochsFromStart", logStartOffset=new_start))
     pp.facts.update(newLogStartOffset=new_start, segmentsDeleted=len(deletions), rolledAt=roll_at,
                     firstBaseAfter=segs[0].base_offset if segs else leo,
                     bytesDeleted=sum(d.segment.size for d in deletions))
@@ -204,10 +209,9 @@ def _dir_ops(dp, st) -> None:
         if key in rp and rp[key] < p.facts["newLogStartOffset"]:
             rp[key] = p.facts["newLogStartOffset"]
     if lso != st.log_start_offsets:
-        view.write(LOG_START_OFFSET_CHECKPOINT, checkpoint_bytes(lso), "the log start offsets after retention")
+        view.write(LOG_START_OFFSET_CHECKPOINT, checkpoint_bytes(lso), note(view.path, "op.retainedLogStarts"))
     if rp != st.recovery_points and view.exists(RECOVERY_POINT_CHECKPOINT):
-        view.write(RECOVERY_POINT_CHECKPOINT, checkpoint_bytes(rp), "recovery points raised to the new log start "
-                   "offsets")
+        view.write(RECOVERY_POINT_CHECKPOINT, checkpoint_bytes(rp), note(view.path, "op.recoveryPointsRaised"))
     dp.ops = list(view.ops)
 
 

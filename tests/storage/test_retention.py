@@ -56,7 +56,9 @@ def test_log_start_offset_breach_applies_to_compacted_topics(tmp_path: Path):
     (pdir.parent / "log-start-offset-checkpoint").write_text("0\n1\nt 0 6\n")
     cfg = LogConfig.defaults().with_overrides({"cleanup.policy": ["compact"]})
     plan = retain(pdir, cfg, NOW)
-    assert deleted(plan) == [0] and "below the log start offset 6" in plan.partitions[0].losses[0].reason
+    note = plan.partitions[0].losses[0].note
+    assert deleted(plan) == [0] and note is not None and (note.kind, dict(note.facts)) == ("loss.belowLogStart",
+                                                                                            {"logStartOffset": 6})
     # start offset 6 is still above the first segment base 5: the checkpoint keeps it
     assert "t 0 6" in (pdir.parent / "log-start-offset-checkpoint").read_text()
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 from pathlib import Path
 
 from builders import aged_partition, mixed_format_data_dir, three_segment_data_dir, three_segment_partition
@@ -43,12 +42,14 @@ def test_a_retention_loss_carries_every_number_as_a_field(tmp_path: Path):
         assert loss.bytes == Path(loss.file).stat().st_size > 0
         assert loss.setting == Setting("retention.ms", 4_000, "topic config")
         assert loss.times["now"] == NOW and NOW - 10_000 <= loss.times["largestTimestamp"] <= NOW - 4_000
-        # the words hold no number of their own: each is a field, named where the sentence says it
-        assert not re.search(r"\d", loss.reason), loss.reason
-        assert "{largestTimestamp}" in loss.reason and "{now}" in loss.reason
-        d = loss.to_dict()
+        # no words at all: a code, and each number a fact (the timestamps also named in ``times``)
+        assert loss.reason == "" and loss.note is not None and loss.note.kind == "loss.retentionMs"
+        assert dict(loss.note.facts) == loss.times
+        d = plan_output.loss_json(loss)
         assert d["setting"] == {"name": "retention.ms", "value": 4_000, "source": "topic config"}
-        assert d["times"] == loss.times and str(NOW) in d["reason"] and "{" not in d["reason"]
+        assert d["times"] == loss.times and d["reason"] == (f"its largest timestamp {loss.times['largestTimestamp']} "
+                                                            f"is more than retention.ms before now {NOW}")
+        assert (d["code"], d["facts"]) == ("loss.retentionMs", loss.times)
 
 
 def test_the_renderer_in_tools_writes_the_loss_from_its_fields(tmp_path: Path):
@@ -103,8 +104,9 @@ def test_a_size_in_a_reason_is_a_field_rendered_as_a_size(tmp_path: Path):
     assert loss.setting == Setting("retention.bytes", 1, "topic config")
     size = loss.sizes["logSize"]
     assert size == sum(p.stat().st_size for p in Path(plan.partitions[0].dir).glob("*.log")) > 0
-    assert not re.search(r"\d", loss.reason) and loss.to_dict()["sizes"] == {"logSize": size}
-    assert f"the log holds {size} bytes;" in loss.to_dict()["reason"]
+    assert loss.reason == "" and loss.note is not None and dict(loss.note.facts) == {"logSize": size}
+    d = plan_output.loss_json(loss)
+    assert d["sizes"] == {"logSize": size} and f"the log holds {size} bytes;" in d["reason"]
     assert plan_output.describe_loss(loss).endswith(
         f"retention.bytes=1 (topic config): the log holds {human_size(size)}; the oldest segments go until it is "
         "within the limit")
@@ -375,7 +377,9 @@ def test_a_segment_finding_carries_its_offsets_and_renders_as_before(tmp_path: P
 #: the modules whose plan losses, operation whys, transaction reasons and diff details are codes and facts (issue 30
 #: item 6): the loader (repair, doctor), the swap recovery, producer snapshots, rehydrate, transactions, diff
 STRUCTURED_WHYS = ["storage/engine/loader.py", "storage/engine/swap.py", "storage/log/producer_state.py",
-                   "storage/remote/rehydrate.py", "storage/reports/transactions.py", "storage/reports/diff.py"]
+                   "storage/remote/rehydrate.py", "storage/reports/transactions.py", "storage/reports/diff.py",
+                   # the plans of retain (h7)
+                   "storage/engine/retention.py"]
 
 
 def _worded_whys(tree: ast.AST) -> list[int]:
@@ -395,7 +399,8 @@ def _worded_whys(tree: ast.AST) -> list[int]:
             # the why's place: Loss(reason, ...), Difference(kind, path, detail), view.op(name, why) (rename: 3rd)
             at = {"Loss": 0, "Difference": 2, "delete": 1, "touch": 1, "write_if_changed": 2, "write": 2,
                   "truncate": 2, "rename": 2, "delete_segment": 1, "_delete_snapshot": 1, "WriteFile": 1,
-                  "InstallPartition": 1, "trim_indexes": 2}.get(name)
+                  "InstallPartition": 1, "trim_indexes": 2, "write_snapshot": 2, "Sync": 1, "Delete": 1,
+                  "CompactRound": 1, "ReplaceSegments": 1, "_NewDataDir": 1}.get(name)
             if at is not None and len(n.args) > at and words(n.args[at]):
                 out.append(n.lineno)
             if any(kw.arg in ("why", "reason", "detail") and words(kw.value) for kw in n.keywords):

@@ -96,6 +96,18 @@ def _batch(b: Mapping[str, Any]) -> str:
     return f"{b['segment']}@{b['position']} ({b['baseOffset']}..{b['lastOffset']}, magic {b['magic']})"
 
 
+#: verify's words for a leftover file of an interrupted operation, by its suffix (h8)
+_LEFTOVERS = {".swap": "a replacement segment whose swap was interrupted; Kafka completes the swap at load",
+              ".cleaned": "output of an interrupted cleaning or split; Kafka deletes it at load",
+              ".deleted": "a deleted file awaiting removal; Kafka deletes it at load",
+              ".tmp": "temporary file of an interrupted atomic write; ignored by Kafka"}
+
+
+#: retention's reason for a segment below the log start offset (its loss and its files' renames)
+_BELOW_LOG_START = ("every offset is below the log start offset {logStartOffset} (log-start-offset-checkpoint: "
+                    "delete-records or an earlier retention run)")
+
+
 #: kind -> the sentence: a format string over the facts and ``{file}`` (the path), ``{name}`` (its last part),
 #: ``{parent}`` (its folder's name) and ``{at}`` (``name: ``, or nothing without a path); or, where the words
 #: depend on the values, a function of the path and the facts
@@ -393,6 +405,31 @@ TEMPLATES: dict[str, str | Template] = {
     # reindex: the error verify reports for a segment's index file, the reason it rebuilds the segment's indexes
     "reindex.indexProblem": lambda f, x: (f"{Path(x['finding']['file']).name}: {_problem(x['finding'])}: rebuilt "
                                           f"from {x['log']} by the broker's recovery rule"),
+    "reindex.recoveryRule": "rebuilt from {log} by the broker's recovery rule",
+    # h8: verify's own checks of a partition dir and a data dir (storage/reports/verify), the files given to
+    # verify or dump alone, and an index dump's entries against its companion .log (storage/reports/dump/indexes)
+    "verify.noSegments": "no segments: Kafka creates an empty one at the log start offset",
+    "verify.leftover": lambda f, x: _LEFTOVERS[x["suffix"]],
+    "verify.epochCheckpointMissing": "missing (Kafka recreates it from the log)",
+    "verify.metadataNotCanonical": "not in the exact form Kafka writes",
+    "verify.noTopicId": "missing: no topic id (a KRaft broker treats such a replica as stray)",
+    "verify.quorumStateMissing": "missing: the raft client starts unattached and writes it",
+    "verify.metaPropertiesMissing": "missing",
+    "verify.metaPropertiesNotCanonical": "not in the exact form Properties.store writes",
+    "verify.checkpointMissing": "missing",
+    "verify.cannotOpen": "cannot open: {error}",
+    "verify.unknownFileKind": "not a file kind Kafka keeps in a data dir: not checked",
+    "file.noSuchFile": "no such file",
+    "dump.companionMissing": "the companion log file {log} does not exist",
+    "dump.companionUnreadable": "the companion log file {log} cannot be read: {error}",
+    "dump.entryBeyondLog": "entry {entry} ({offset}, {filePosition}): position is beyond the end of {log} "
+                           "({logBytes} bytes)",
+    "dump.entryCorrupt": "entry {entry} ({offset}, {filePosition}): {error} at position {errorPosition} of {log}",
+    "dump.entryNoBatch": "entry {entry} ({offset}, {filePosition}): no complete batch within {maxMessageSize} bytes "
+                         "(--max-message-size) at position {filePosition} of {log}",
+    "dump.timeEntryCorrupt": "entry {entry} ({timestamp}, {offset}): {error} at position {errorPosition} of {log}",
+    "dump.timeEntryUndecodable": "entry {entry} ({timestamp}, {offset}): the batch at position {batchPosition} cannot "
+                                 "be decoded: {error}",
     # why a plan removes records (a Loss's note) and why it runs an operation (an Op's why): the loader (repair,
     # doctor), the swap recovery, producer snapshots and leader epochs, the cleaner, rehydrate
     "loss.truncatedAt": "{reason} (the broker truncates the log at byte {position})",
@@ -467,6 +504,23 @@ TEMPLATES: dict[str, str | Template] = {
         f"{x['offsets']} offsets only in {x['side'].upper()}: "
         + ", ".join(f"{a}" if a == b else f"{a}..{b}" for a, b in x["ranges"])
         + (f" (+{x['dropped']} more)" if x["dropped"] else "")),
+    # why retention removes records (a Loss's note) and runs an operation (an Op's why) (h7); a loss's timestamps
+    # and sizes (its ``times``/``sizes``) are words of tools/plan_output: ISO or epoch ms, KiB... or bytes
+    "loss.belowLogStart": _BELOW_LOG_START,
+    "loss.retentionBytes": "the log holds {logSize}; the oldest segments go until it is within the limit",
+    "loss.retentionMs": "its largest timestamp {largestTimestamp} is more than retention.ms before now {now}",
+    "op.retentionDeleted": "segment {baseOffset} deleted by retention: {setting[name]}={setting[value]} "
+                           "({setting[source]})",
+    "op.belowLogStartDeleted": "segment {baseOffset} deleted by retention: " + _BELOW_LOG_START,
+    "op.rollSnapshot": "the producer snapshot the broker takes when it rolls a new segment at {offset}",
+    "op.rollEmptySegment": "every segment goes: the broker first rolls a new empty active segment at the log end "
+                           "offset {logEndOffset}",
+    "op.deletedSegmentSnapshot": "the producer snapshot of deleted segment {baseOffset}",
+    "op.deletedFileRemoved": "the broker removes .deleted files once no reader uses them (file.delete.delay.ms)",
+    "op.epochsFromStart": "the first leader epoch moves to the new log start offset {logStartOffset} "
+                          "(LeaderEpochFileCache.truncateFromStart)",
+    "op.retainedLogStarts": "the log start offsets after retention",
+    "op.recoveryPointsRaised": "recovery points raised to the new log start offsets",
 }
 
 

@@ -73,7 +73,7 @@ def _plan_partition(task: tuple) -> PartitionPlan:
                     "file": problem.file, "code": problem.code or problem.kind, "facts": dict(problem.facts),
                     "message": problem.message})
             else:
-                why = f"rebuilt from {seg.path.name} by the broker's recovery rule"
+                why = note(seg.path, "reindex.recoveryRule", log=seg.path.name)
             _write_if_changed(view, index_file_name(b), r.offset_index.to_bytes(), why)
             _write_if_changed(view, time_index_file_name(b), r.time_index.to_bytes(), why)
             if r.aborted or view.exists(txn_index_file_name(b)):

@@ -64,7 +64,9 @@ def test_offset_index_mismatch_and_entry_past_the_log(tmp_path):
                      .to_bytes(trim=True))
     d = dump_offset_index(path)
     assert d.index_mismatches == [(last2 + 3, last2)]
-    assert len(d.problems) == 1 and d.problems[0]["position"] == 16 and "beyond the end" in d.problems[0]["reason"]
+    assert len(d.problems) == 1 and d.problems[0]["position"] == 16 and d.problems[0]["code"] == "dump.entryBeyondLog"
+    assert d.problems[0]["facts"] == {"entry": 2, "offset": last2 + 90, "filePosition": len(log) + 10,
+                                      "log": f"{BASE:020d}.log", "logBytes": len(log)}
     assert not d.ok and len(d.entries) == 3
     assert d.report_lines() == [f"Mismatches in :{path.absolute()}", f"  Index offset: {last2 + 3}, log offset: {last2}"]
     events = [o["event"] for o in d.json_objects() if "event" in o]
@@ -74,7 +76,7 @@ def test_offset_index_mismatch_and_entry_past_the_log(tmp_path):
 def test_offset_index_batch_larger_than_max_message_size(tmp_path):
     _, batches = indexed_segment(tmp_path)
     d = dump_offset_index(tmp_path / f"{BASE:020d}.index", max_message_size=50)
-    assert d.problems and "--max-message-size" in d.problems[0]["reason"]
+    assert d.problems and d.problems[0]["code"] == "dump.entryNoBatch" and d.problems[0]["facts"]["maxMessageSize"] == 50
 
 
 def test_offset_index_sanity_check_failure_and_zero_padding(tmp_path):
@@ -100,7 +102,8 @@ def test_offset_index_without_log(tmp_path):
     path = tmp_path / f"{BASE:020d}.index"
     path.write_bytes(OffsetIndex.from_entries(BASE, [(BASE + 5, 100)]).to_bytes(trim=True))
     d = dump_offset_index(path)
-    assert not d.ok and "does not exist" in d.problems[0]["reason"]
+    assert not d.ok and d.problems[0] == {"position": None, "code": "dump.companionMissing",
+                                          "facts": {"log": f"{BASE:020d}.log"}}
     assert d.entries == [{"offset": BASE + 5, "position": 100}]
 
 

@@ -240,7 +240,7 @@ def test_every_kind_storage_notes_has_a_template_that_renders_its_facts():
     samples = {"setting": {"name": "x.y", "value": 1.0, "source": "topic config"}, "errors": ["e"],
                "newSegments": [5, 9], "baseOffsets": [0, 5], "routine": [{"action": "deletedFiles", "count": 2}],
                "state": None, "dirtyRatio": 0.25, "rebuilt": ["0.index"], "files": ["0.log.swap"], "offline": True,
-               "pids": [12], "logEndOffset": 7, "lastMissing": 9,
+               "pids": [12], "logEndOffset": 7, "lastMissing": 9, "suffix": ".swap",
                "remembered": [{"source": "consumer group", "file": "/d", "offset": 10, "logEndOffset": 7, "group": "g",
                                "epoch": None}],
                "finding": {"file": "/d/t-0/0.index", "code": "verify.indexMissing", "facts": {}, "message": ""},
@@ -515,3 +515,121 @@ def test_a_checkpoints_problems_are_defects_the_dump_and_verify_word_alike(tmp_p
     found, _, _ = verify_file(p)
     assert [facts.line(f) for f in found] == [f"error: {p}: [checkpoint] duplicate entry for t-0",
                                               f"error: {p}: [checkpoint] negative offset -1 for t-0"]
+
+
+# ------------------------------------------ verify's own checks, index dumps' problems, reindex --all's why (h8)
+
+
+def _words(e: ast.AST | None) -> bool:
+    """An expression of words built in the module: an f-string, a non-empty literal, a concatenation of them."""
+    return isinstance(e, ast.JoinedStr) or (isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                            and e.value != "") or (
+        isinstance(e, ast.BinOp) and (_words(e.left) or _words(e.right)))
+
+
+def _worded_problems(tree: ast.AST) -> list[int]:
+    """Lines giving a dump's problem in words built in the module (``out.problem(position, "...")``)."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "problem" and ((len(n.args) > 1 and _words(n.args[1]))
+                                              or any(kw.arg == "reason" and _words(kw.value) for kw in n.keywords))]
+
+
+def test_no_report_words_a_finding_a_dump_problem_or_reindex_a_why():
+    # verify's own checks (storage/reports/verify) and every other report: codes and facts (e.reason, an
+    # exception's own words, passes through)
+    for path in (ROOT / "storage" / "reports").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        assert not _worded_findings(tree), f"{path}: a finding built as words, lines {_worded_findings(tree)}"
+        assert not _worded_problems(tree), f"{path}: a dump problem built as words, lines {_worded_problems(tree)}"
+    for rel in ["storage/reports/verify/partition.py", "storage/reports/verify/datadir.py",
+                "storage/reports/verify/files.py", "storage/reports/dump/indexes.py"]:
+        assert "code=" in (ROOT / rel).read_text(), rel
+    assert not _worded_whys(ast.parse((ROOT / "storage" / "engine" / "reindex.py").read_text()))
+    # the scans find words where they come back
+    assert _worded_problems(ast.parse('out.problem(None, f"entry {i}")\nout.problem(3, code="dump.x")\n'
+                                      'out.problem(1, reason="no such file")')) == [1, 3]
+    assert _worded_findings(ast.parse('info(p, None, "checkpoint", "missing")')) == [1]
+
+
+def test_verify_words_its_own_checks_from_codes_as_before(tmp_path: Path):
+    d = tmp_path / "data"
+    damaged_copy("kafka-3.9.2-kraft", d, ())
+    (d / "codec-gzip-0" / "partition.metadata").unlink()
+    pm = d / "codec-lz4-0" / "partition.metadata"
+    pm.write_text(pm.read_text().replace(": ", ":  "))
+    (d / "codec-none-0" / "leader-epoch-checkpoint").unlink()
+    (d / "multi-segment-0" / "00000000000000099999.log.swap").write_bytes(b"")
+    (d / "multi-segment-0" / "00000000000000099999.log.deleted").write_bytes(b"")
+    (d / "cleaner-offset-checkpoint").unlink()
+    (d / "meta.properties").write_text((d / "meta.properties").read_text().replace("node.id=", "node.id = "))
+    (d / "empty-0").mkdir()
+    found = [f for f in verify_data_dir(d) if f.code and f.code.split(".")[1] in (
+        "noSegments", "leftover", "epochCheckpointMissing", "metadataNotCanonical", "noTopicId",
+        "metaPropertiesNotCanonical", "checkpointMissing") and Path(f.file).parent.name != "compacted-0"]
+    assert all(not f.message for f in found)
+    # the words verify printed before (one line per finding: its dir and file, severity, code, words)
+    said = """\
+codec-gzip-0 partition.metadata warning verify.noTopicId missing: no topic id (a KRaft broker treats such a replica as stray)
+codec-lz4-0 partition.metadata warning verify.metadataNotCanonical not in the exact form Kafka writes
+codec-none-0 leader-epoch-checkpoint info verify.epochCheckpointMissing missing (Kafka recreates it from the log)
+data cleaner-offset-checkpoint info verify.checkpointMissing missing
+data empty-0 warning verify.noSegments no segments: Kafka creates an empty one at the log start offset
+data meta.properties info verify.metaPropertiesNotCanonical not in the exact form Properties.store writes
+empty-0 partition.metadata warning verify.noTopicId missing: no topic id (a KRaft broker treats such a replica as stray)
+multi-segment-0 00000000000000099999.log.deleted info verify.leftover a deleted file awaiting removal; Kafka deletes it at load
+multi-segment-0 00000000000000099999.log.swap warning verify.leftover a replacement segment whose swap was interrupted; \
+Kafka completes the swap at load"""
+    assert sorted(" ".join([Path(f.file).parent.name, Path(f.file).name, f.severity, f.code or "", facts.render(f)])
+                  for f in found) == said.splitlines()
+    assert [dict(f.facts) for f in found if f.code == "verify.leftover"] in (
+        [{"suffix": ".deleted"}, {"suffix": ".swap"}], [{"suffix": ".swap"}, {"suffix": ".deleted"}])
+
+
+def test_an_index_dumps_problems_are_codes_with_the_entry_and_word_as_before(tmp_path: Path, capsys):
+    import json
+    import shutil
+    import struct
+
+    from kafkalog.tools.cli import main
+    src = ROOT / "fixtures" / "kafka-4.3.1-kraft" / "data" / "multi-segment-0"
+    log = tmp_path / "00000000000000000000.log"
+    shutil.copy(src / log.name, log)
+    size = log.stat().st_size
+    idx = tmp_path / "00000000000000000000.index"
+    idx.write_bytes(struct.pack(">iiii", 1, size + 100, 2, 3))
+    orphan = tmp_path / "00000000000000000777.index"
+    shutil.copy(src / "00000000000000000000.index", orphan)
+    main(["dump", "--json", str(idx), str(orphan)])
+    out, err = capsys.readouterr()
+    errors = [o for o in map(json.loads, out.splitlines()) if o.get("event") == "error"]
+    assert [(o["position"], o["reason"], o["code"], o["facts"]) for o in errors] == [
+        (0, f"entry 0 (1, {size + 100}): position is beyond the end of {log.name} ({size} bytes)",
+         "dump.entryBeyondLog", {"entry": 0, "offset": 1, "filePosition": size + 100, "log": log.name,
+                                 "logBytes": size}),
+        (8, f"entry 1 (2, 3): no complete batch within 5242880 bytes (--max-message-size) at position 3 of {log.name}",
+         "dump.entryNoBatch", {"entry": 1, "offset": 2, "filePosition": 3, "maxMessageSize": 5242880,
+                               "log": log.name}),
+        (None, "the companion log file 00000000000000000777.log does not exist", "dump.companionMissing",
+         {"log": "00000000000000000777.log"})]
+    assert err.splitlines() == [f"kafkalog dump: {idx}: byte 0: {errors[0]['reason']}",
+                                f"kafkalog dump: {idx}: byte 8: {errors[1]['reason']}",
+                                f"kafkalog dump: {orphan}: {errors[2]['reason']}"]
+    # the entry problems no fixture here reaches: their words, as the dump wrote them
+    f = Finding(str(idx), 0, "timeindex", "error", code="dump.timeEntryUndecodable",
+                facts={"entry": 2, "timestamp": 5, "offset": 9, "batchPosition": 70, "error": "bad varint"})
+    assert facts.render(f) == "entry 2 (5, 9): the batch at position 70 cannot be decoded: bad varint"
+    f = Finding(str(idx), 0, "index", "error", code="dump.entryCorrupt",
+                facts={"entry": 2, "offset": 9, "filePosition": 70, "error": "bad CRC", "errorPosition": 70, "log": "0.log"})
+    assert facts.render(f) == "entry 2 (9, 70): bad CRC at position 70 of 0.log"
+
+
+def test_reindex_all_gives_its_why_as_a_code(tmp_path: Path):
+    from kafkalog.storage.engine.reindex import plan_reindex
+    plan = plan_reindex([three_segment_data_dir(tmp_path / "data")], all_segments=True)
+    ops = [op for pp in plan.partitions for op in pp.ops]
+    assert ops and all(isinstance(op.why, Finding) and op.why.kind == "reindex.recoveryRule" for op in ops)
+    for op in ops:
+        log = op.why.facts["log"]
+        assert Path(op.path).name.split(".")[0] == log.split(".")[0]
+        assert plan_output.op_json(op)["why"] == f"rebuilt from {log} by the broker's recovery rule"
+        assert plan_output.op_json(op)["code"] == "reindex.recoveryRule"

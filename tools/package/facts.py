@@ -96,6 +96,13 @@ def _batch(b: Mapping[str, Any]) -> str:
     return f"{b['segment']}@{b['position']} ({b['baseOffset']}..{b['lastOffset']}, magic {b['magic']})"
 
 
+#: verify's words for a leftover file of an interrupted operation, by its suffix (h8)
+_LEFTOVERS = {".swap": "a replacement segment whose swap was interrupted; Kafka completes the swap at load",
+              ".cleaned": "output of an interrupted cleaning or split; Kafka deletes it at load",
+              ".deleted": "a deleted file awaiting removal; Kafka deletes it at load",
+              ".tmp": "temporary file of an interrupted atomic write; ignored by Kafka"}
+
+
 #: retention's reason for a segment below the log start offset (its loss and its files' renames)
 _BELOW_LOG_START = ("every offset is below the log start offset {logStartOffset} (log-start-offset-checkpoint: "
                     "delete-records or an earlier retention run)")
@@ -398,6 +405,31 @@ TEMPLATES: dict[str, str | Template] = {
     # reindex: the error verify reports for a segment's index file, the reason it rebuilds the segment's indexes
     "reindex.indexProblem": lambda f, x: (f"{Path(x['finding']['file']).name}: {_problem(x['finding'])}: rebuilt "
                                           f"from {x['log']} by the broker's recovery rule"),
+    "reindex.recoveryRule": "rebuilt from {log} by the broker's recovery rule",
+    # h8: verify's own checks of a partition dir and a data dir (storage/reports/verify), the files given to
+    # verify or dump alone, and an index dump's entries against its companion .log (storage/reports/dump/indexes)
+    "verify.noSegments": "no segments: Kafka creates an empty one at the log start offset",
+    "verify.leftover": lambda f, x: _LEFTOVERS[x["suffix"]],
+    "verify.epochCheckpointMissing": "missing (Kafka recreates it from the log)",
+    "verify.metadataNotCanonical": "not in the exact form Kafka writes",
+    "verify.noTopicId": "missing: no topic id (a KRaft broker treats such a replica as stray)",
+    "verify.quorumStateMissing": "missing: the raft client starts unattached and writes it",
+    "verify.metaPropertiesMissing": "missing",
+    "verify.metaPropertiesNotCanonical": "not in the exact form Properties.store writes",
+    "verify.checkpointMissing": "missing",
+    "verify.cannotOpen": "cannot open: {error}",
+    "verify.unknownFileKind": "not a file kind Kafka keeps in a data dir: not checked",
+    "file.noSuchFile": "no such file",
+    "dump.companionMissing": "the companion log file {log} does not exist",
+    "dump.companionUnreadable": "the companion log file {log} cannot be read: {error}",
+    "dump.entryBeyondLog": "entry {entry} ({offset}, {filePosition}): position is beyond the end of {log} "
+                           "({logBytes} bytes)",
+    "dump.entryCorrupt": "entry {entry} ({offset}, {filePosition}): {error} at position {errorPosition} of {log}",
+    "dump.entryNoBatch": "entry {entry} ({offset}, {filePosition}): no complete batch within {maxMessageSize} bytes "
+                         "(--max-message-size) at position {filePosition} of {log}",
+    "dump.timeEntryCorrupt": "entry {entry} ({timestamp}, {offset}): {error} at position {errorPosition} of {log}",
+    "dump.timeEntryUndecodable": "entry {entry} ({timestamp}, {offset}): the batch at position {batchPosition} cannot "
+                                 "be decoded: {error}",
     # why a plan removes records (a Loss's note) and why it runs an operation (an Op's why): the loader (repair,
     # doctor), the swap recovery, producer snapshots and leader epochs, the cleaner, rehydrate
     "loss.truncatedAt": "{reason} (the broker truncates the log at byte {position})",

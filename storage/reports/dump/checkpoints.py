@@ -34,7 +34,7 @@ def _dump_file(path: str | os.PathLike, kind: str, reader: Callable[[str], Any],
         out.problem(e.position, e.reason)
         return out
     if parsed is None:  # a reader that tells an absent file (the clean-shutdown marker's)
-        out.problem(None, "no such file")
+        out.problem(None, code="file.noSuchFile")
         return out
     fill(out, parsed)
     if validate:

@@ -43,18 +43,22 @@ def _preallocated_only(idx) -> bool:
     return idx.length > 0 and idx.valid_entries == 0 and idx.padding_is_zero()
 
 
-def _companion(path: Path, base: int) -> tuple[Segment | None, str | None]:
-    """The companion ``.log`` as a :class:`Segment` (mmapped read-only on open), or why it cannot be read."""
+def _companion(out: FileDump, path: Path, base: int) -> Segment | None:
+    """The companion ``.log`` as a :class:`Segment` (mmapped read-only on open); None, and a problem in ``out``
+    saying why, when it cannot be read."""
     if not path.exists():
-        return None, f"the companion log file {path.name} does not exist"
+        out.problem(None, code="dump.companionMissing", log=path.name)
+        return None
     seg = Segment(path, base)
     try:
         seg.buf  # noqa: B018 (maps the file now, so that an unreadable .log is reported here)
     except KafkaLogError as e:
-        return None, f"the companion log file {path.name} cannot be read: {e.reason}"
+        out.problem(None, code="dump.companionUnreadable", log=path.name, error=e.reason)
+        return None
     except OSError as e:
-        return None, f"the companion log file {path.name} cannot be read: {e.strerror or e}"
-    return seg, None
+        out.problem(None, code="dump.companionUnreadable", log=path.name, error=e.strerror or str(e))
+        return None
+    return seg
 
 
 def _dumped_whole(out: FileDump, base: int, idx: OffsetIndex | TimeIndex, empty: bool, index_sanity_check: bool) -> bool:
@@ -91,10 +95,8 @@ def dump_offset_index(
     with OffsetIndex.open(name, base) as idx:
         if _dumped_whole(out, base, idx, idx.entries == 0 or _preallocated_only(idx), index_sanity_check):
             return out
-        log, error = _companion(log_path, base)
+        log = _companion(out, log_path, base)
         try:
-            if error is not None:
-                out.problem(None, error)
             for i in range(idx.entries):
                 e = idx.entry(i)
                 if e.offset == base and i > 0:
@@ -113,19 +115,19 @@ def dump_offset_index(
 def _check_index_entry(out: FileDump, log: Segment, slot: int, offset: int, position: int, max_size: int) -> None:
     where = slot * 8
     if not 0 <= position < log.size:
-        out.problem(where, f"entry {slot} ({offset}, {position}): position is beyond the end of "
-                           f"{log.path.name} ({log.size} bytes)")
+        out.problem(where, code="dump.entryBeyondLog", entry=slot, offset=offset, filePosition=position,
+                    log=log.path.name, logBytes=log.size)
         return
     scanner = log.scanner(position, position + max_size)
     try:
         batch = next(iter(scanner), None)
     except CorruptRecordError as e:
-        out.problem(where, f"entry {slot} ({offset}, {position}): {e.reason} at position {e.position} of "
-                           f"{log.path.name}")
+        out.problem(where, code="dump.entryCorrupt", entry=slot, offset=offset, filePosition=position,
+                    error=e.reason, errorPosition=e.position, log=log.path.name)
         return
     if batch is None:
-        out.problem(where, f"entry {slot} ({offset}, {position}): no complete batch within "
-                           f"{max_size} bytes (--max-message-size) at position {position} of {log.path.name}")
+        out.problem(where, code="dump.entryNoBatch", entry=slot, offset=offset, filePosition=position,
+                    maxMessageSize=max_size, log=log.path.name)
         return
     last = batch.last_offset
     if last != offset:
@@ -151,11 +153,9 @@ def dump_time_index(
     with TimeIndex.open(name, base) as tidx:
         if _dumped_whole(out, base, tidx, not index_sanity_check and _preallocated_only(tidx), index_sanity_check):
             return out
-        log, error = _companion(log_path, base)
+        log = _companion(out, log_path, base)
         oidx = OffsetIndex.open(index_path, base) if index_path.exists() else OffsetIndex(b"", base)
         try:
-            if error is not None:
-                out.problem(None, error)
             prev_ts = NO_TIMESTAMP
             for i in range(tidx.entries):
                 e = tidx.entry(i)
@@ -186,8 +186,8 @@ def _check_time_entry(out: FileDump, log: Segment, oidx: OffsetIndex, slot: int,
                 found = b
                 break
     except CorruptRecordError as e:
-        out.problem(slot * 12, f"entry {slot} ({ts}, {offset}): {e.reason} at position {e.position} of "
-                               f"{log.path.name}")
+        out.problem(slot * 12, code="dump.timeEntryCorrupt", entry=slot, timestamp=ts, offset=offset,
+                    error=e.reason, errorPosition=e.position, log=log.path.name)
         return
     if found is None:
         out.offsets_not_found.append((offset, -1))
@@ -198,8 +198,8 @@ def _check_time_entry(out: FileDump, log: Segment, oidx: OffsetIndex, slot: int,
     try:
         max_ts = _max_record_timestamp(found)
     except KafkaLogError as e:
-        out.problem(slot * 12, f"entry {slot} ({ts}, {offset}): the batch at position {found.position} cannot be "
-                               f"decoded: {e.reason}")
+        out.problem(slot * 12, code="dump.timeEntryUndecodable", entry=slot, timestamp=ts, offset=offset,
+                    batchPosition=found.position, error=e.reason)
         return
     if max_ts != ts:
         out.timestamp_mismatches.append((ts, max_ts))

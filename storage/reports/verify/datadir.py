@@ -65,9 +65,9 @@ def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
         out.append(warning(status.path, None, "lock", code="verify.lockHeld",
                            pids=[h.pid for h in status.holders if h.pid]))
     if ddir.meta_properties is None and not any(f.file.endswith("meta.properties") for f in out):
-        out.append(warning(d / "meta.properties", None, "metadata", "missing"))
+        out.append(warning(d / "meta.properties", None, "metadata", code="verify.metaPropertiesMissing"))
     elif ddir.meta_properties is not None and not ddir.meta_properties.canonical:
-        out.append(info(d / "meta.properties", None, "metadata", "not in the exact form Properties.store writes"))
+        out.append(info(d / "meta.properties", None, "metadata", code="verify.metaPropertiesNotCanonical"))
     if ddir.clean_shutdown is not None:
         out += [x.finding(d / ".kafka_cleanshutdown", "metadata", "warning") for x in ddir.clean_shutdown.validate()]
     bootstrap = d / BOOTSTRAP_CHECKPOINT
@@ -81,7 +81,7 @@ def _data_dir_checks(ddir: DataDir, out: list[Finding]) -> None:
         p = d / name
         if ckpt is None:
             if not p.exists() and any(tp.kind == "live" for tp in ddir.partition_dirs.values()):
-                out.append(info(p, None, "checkpoint", "missing"))
+                out.append(info(p, None, "checkpoint", code="verify.checkpointMissing", checkpoint=name))
             continue
         out += [x.finding(p, "checkpoint", "warning") for x in ckpt.validate()]
         for entry in ckpt.entries:

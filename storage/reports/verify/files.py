@@ -25,7 +25,7 @@ def verify_kraft_snapshot(path: str | os.PathLike, deep: bool = False) -> tuple[
         try:
             file = SegmentFile(url.spec, url.fspath)
         except OSError as e:
-            return [error(str(url), None, "layout", f"cannot open: {e}")], 0
+            return [error(str(url), None, "layout", code="verify.cannotOpen", error=str(e))], 0
         with file:
             return _scan_kraft_snapshot(WindowedScanner(file, path=str(url)), str(url), file.size, deep)
     name = os.fspath(path)
@@ -79,7 +79,7 @@ def verify_file(path: str | os.PathLike, deep: bool = False) -> tuple[list[Findi
 
     p = Path(path)
     if not p.exists():
-        return [error(p, None, "layout", "no such file")], 0, 0
+        return [error(p, None, "layout", code="file.noSuchFile")], 0, 0
     kind = dump_kind(p)
     if kind in ("log", "index", "timeindex", "txnindex"):
         prefix = p.name.split(".", 1)[0]
@@ -99,7 +99,7 @@ def verify_file(path: str | os.PathLike, deep: bool = False) -> tuple[list[Findi
         findings, size = verify_kraft_snapshot(p, deep)
         return findings, 0, size
     if kind is None:
-        return [info(p, None, "layout", "not a file kind Kafka keeps in a data dir: not checked")], 0, 0
+        return [info(p, None, "layout", code="verify.unknownFileKind")], 0, 0
     try:
         d = dump_file(p)
     except KafkaLogError as e:

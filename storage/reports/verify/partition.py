@@ -12,13 +12,8 @@ from kafkalog.storage.files.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
 )
 from kafkalog.storage.files.clean_shutdown import CLEAN_SHUTDOWN_FILE
-from kafkalog.storage.files.findings import Finding, Severity, error, info, warning
-from kafkalog.storage.files.names import (
-    CLEANED_FILE_SUFFIX,
-    DELETED_FILE_SUFFIX,
-    SWAP_FILE_SUFFIX,
-    TMP_FILE_SUFFIX,
-)
+from kafkalog.storage.files.findings import Finding, error, info, warning
+from kafkalog.storage.files.names import DELETED_FILE_SUFFIX
 from kafkalog.storage.files.producer_snapshot import read_producer_snapshot
 from kafkalog.storage.files.quorum_state import QUORUM_STATE_FILE, read_quorum_state
 from kafkalog.storage.io.fs import as_path
@@ -74,19 +69,14 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
     out.extend(log.findings)
     d = str(log.path)
     if not log.segments:
-        out.append(warning(d, None, "layout", "no segments: Kafka creates an empty one at the log start offset"))
+        out.append(warning(d, None, "layout", code="verify.noSegments"))
 
     # leftovers
     for p, suffix in log.temp_files:
-        action = {
-            SWAP_FILE_SUFFIX: "a replacement segment whose swap was interrupted; Kafka completes the swap at load",
-            CLEANED_FILE_SUFFIX: "output of an interrupted cleaning or split; Kafka deletes it at load",
-            DELETED_FILE_SUFFIX: "a deleted file awaiting removal; Kafka deletes it at load",
-            TMP_FILE_SUFFIX: "temporary file of an interrupted atomic write; ignored by Kafka",
-        }[suffix]
-        # routine: file.delete.delay.ms
-        sev: Severity = "info" if suffix == DELETED_FILE_SUFFIX else "warning"
-        out.append(Finding(str(p), None, "leftover", sev, action))
+        if suffix == DELETED_FILE_SUFFIX:  # routine: file.delete.delay.ms
+            out.append(info(p, None, "leftover", code="verify.leftover", suffix=suffix))
+        else:
+            out.append(warning(p, None, "leftover", code="verify.leftover", suffix=suffix))
 
     # segments: which of them a broker starting on this dir would recover (and so truncate at an invalid byte)
     clean = (log.path.parent / CLEAN_SHUTDOWN_FILE).exists()
@@ -176,7 +166,7 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
                         out.append(warning(epochs_path, None, "epoch", code="verify.epochStartDiffers", epoch=epoch,
                                            startOffset=known[epoch], firstBatchOffset=start))
     elif any(2 in s.magics for s in summaries):
-        out.append(info(epochs_path, None, "epoch", "missing (Kafka recreates it from the log)"))
+        out.append(info(epochs_path, None, "epoch", code="verify.epochCheckpointMissing"))
 
     # partition.metadata
     mpath = log.partition_metadata_path
@@ -184,14 +174,13 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
         try:
             meta = log.partition_metadata
             if meta is not None and not meta.canonical:
-                out.append(warning(mpath, None, "metadata", "not in the exact form Kafka writes"))
+                out.append(warning(mpath, None, "metadata", code="verify.metadataNotCanonical"))
             if meta is not None and meta.version != 0:
                 out.append(warning(mpath, None, "metadata", code="verify.metadataVersion", version=meta.version))
         except KafkaLogError as e:
             out.append(error(mpath, e.position, "metadata", e.reason))
     elif log.topic != METADATA_TOPIC:
-        out.append(warning(mpath, None, "metadata",
-                           "missing: no topic id (a KRaft broker treats such a replica as stray)"))
+        out.append(warning(mpath, None, "metadata", code="verify.noTopicId"))
 
     # KRaft quorum-state and snapshots (__cluster_metadata-0)
     if log.topic == METADATA_TOPIC:
@@ -215,7 +204,7 @@ def _verify_log(log: PartitionLog, deep: bool, out: list[Finding]) -> None:
 def _quorum_state_check(log: PartitionLog, summaries: list[SegmentSummary], out: list[Finding]) -> None:
     qpath = log.path / QUORUM_STATE_FILE
     if not qpath.exists():
-        out.append(info(qpath, None, "metadata", "missing: the raft client starts unattached and writes it"))
+        out.append(info(qpath, None, "metadata", code="verify.quorumStateMissing"))
         return
     try:
         state = read_quorum_state(qpath)

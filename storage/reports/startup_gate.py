@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kafkalog.storage.config.resolver import METADATA_DIR
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.files.findings import Finding
+from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.files.java import uuid_from_string, uuid_to_string
 from kafkalog.storage.files.meta_properties import directory_id_reserved
 from kafkalog.storage.log.datadir import DataDir
@@ -47,16 +47,17 @@ def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None
     is the one it dies with; the later ones are reported too). ``node_id``: the configured ``node.id``."""
     out: list[Refusal] = []
 
-    def fatal(path: Path | str, message: str, broker: str) -> None:
-        out.append(Refusal(str(path), message, broker))
+    def fatal(path: Path | str, broker: str, *, code: str, **facts) -> None:
+        """A refusal: what is wrong as ``code`` and its facts, what the broker says as it stops (``broker``)."""
+        out.append(Refusal(str(path), "", broker, note=note(path, code, **facts)))
 
     names = [str(d.path) for d in dirs]
     by_name = dict(zip(names, dirs, strict=True))
     if kraft:
         props = {n: by_name[n].meta_properties for n in names if by_name[n].meta_properties is not None}
         if not props:
-            fatal(dirs[0].path / "meta.properties", "no data dir has a readable meta.properties",
-                  "No readable meta.properties files found.")
+            fatal(dirs[0].path / "meta.properties", "No readable meta.properties files found.",
+                  code="startup.noMetaProperties")
         cluster: str | None = None
         node = node_id
         seen: dict[str, str] = {}
@@ -68,46 +69,43 @@ def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None
             cid = m.cluster_id
             if cid is None:
                 if version == 1:
-                    fatal(path, "v1 meta.properties without cluster.id",
-                          f"cluster.id was not specified in the v1 file: {path}")
+                    fatal(path, f"cluster.id was not specified in the v1 file: {path}", code="startup.noClusterId")
             elif cluster is None:
                 cluster = cid
             elif cid != cluster:
-                fatal(path, f"cluster.id {cid} differs from {cluster} in another data dir",
-                      f"Invalid cluster.id in: {path}. Expected {cluster}, but read {cid}")
+                fatal(path, f"Invalid cluster.id in: {path}. Expected {cluster}, but read {cid}",
+                      code="startup.clusterIdDiffers", clusterId=cid, expected=cluster)
             nid = _safe(lambda m=m: m.node_id)
             if nid is None:
                 if version == 1:
-                    fatal(path, "v1 meta.properties without node.id", f"node.id was not specified in {path}")
+                    fatal(path, f"node.id was not specified in {path}", code="startup.noNodeId")
             elif node is None:
                 node = nid
             elif nid != node:
-                fatal(path, f"node.id {nid} differs from {node}",
-                      f"Stored node id {nid} doesn't match previous node id {node} in {path}. If you moved your "
+                fatal(path, f"Stored node id {nid} doesn't match previous node id {node} in {path}. If you moved your "
                       "data, make sure your configured node id matches. If you intend to create a new node, you "
-                      "should remove all data in your data directories.")
+                      "should remove all data in your data directories.", code="startup.nodeIdDiffers", nodeId=nid,
+                      expected=node)
             did = m.directory_id
             if did is not None and directory_id_reserved(did):
-                fatal(path, f"directory.id {did} is one of the 100 ids Kafka reserves",
-                      # Kafka 4.x's spelling (checked with 4.3.1); 3.9 logs "Invalid resrved directory ID"
-                      f"Invalid reserved directory ID {uuid_to_string(uuid_from_string(did))} found in {n}")
+                fatal(path,  # Kafka 4.x's spelling (checked with 4.3.1); 3.9 logs "Invalid resrved directory ID"
+                      f"Invalid reserved directory ID {uuid_to_string(uuid_from_string(did))} found in {n}",
+                      code="startup.directoryIdReserved", directoryId=did)
             elif did is not None:
                 if did in seen:
-                    fatal(path, f"directory.id {did} also used by {seen[did]}",
-                          f"Duplicate directory ID Optional[{did}] found. It was the ID of {seen[did]}, but also of "
-                          f"{n}")
+                    fatal(path, f"Duplicate directory ID Optional[{did}] found. It was the ID of {seen[did]}, but "
+                          f"also of {n}", code="startup.directoryIdTwice", directoryId=did, other=seen[did])
                 seen.setdefault(did, n)
         for n in names[1:]:
             md = Path(n) / METADATA_DIR
             if n in props and md.is_dir():
-                fatal(md, f"{METADATA_DIR} outside the metadata dir {names[0]} (the first of log.dirs)",
-                      f"Found unexpected metadata location in data directory `{md}` (the configured metadata "
-                      f"directory is {names[0]}).")
+                fatal(md, f"Found unexpected metadata location in data directory `{md}` (the configured metadata "
+                      f"directory is {names[0]}).", code="startup.metadataDirOutside", metadataDir=METADATA_DIR,
+                      metadataLogDir=names[0])
         for n in java_sorted(names):
             if n not in props:
-                fatal(Path(n) / "meta.properties", "missing: the dir is not formatted",
-                      f"No `meta.properties` found in {n} (have you run `kafka-storage.sh` to format the "
-                      "directory?)")
+                fatal(Path(n) / "meta.properties", f"No `meta.properties` found in {n} (have you run "
+                      "`kafka-storage.sh` to format the directory?)", code="startup.notFormatted")
     live: dict[tuple[str, int], Path] = {}
     for d in dirs:
         for p, tp in d.partition_dirs.items():
@@ -115,12 +113,12 @@ def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None
                 continue
             key = (tp.topic, tp.partition)
             if key in live:
-                fatal(p, f"{tp.name} is also live in {live[key].parent}",
-                      f"Duplicate log directories for {tp.topic}-{tp.partition} are found in both {p} and "
+                fatal(p, f"Duplicate log directories for {tp.topic}-{tp.partition} are found in both {p} and "
                       f"{live[key]}. It is likely because log directory failure happened while broker was "
                       "replacing current replica with future replica. Recover broker from this failure by manually "
                       "deleting one of the two directories for this partition. It is recommended to delete the "
-                      "partition in the log directory that is known to have failed recently.")
+                      "partition in the log directory that is known to have failed recently.",
+                      code="startup.alsoLive", partition=tp.name, otherDir=str(live[key].parent))
             live.setdefault(key, p)
         for f in d.findings:
             if f.severity == "error" and f.kind == "layout" and f.facts.get("refuses"):

@@ -549,6 +549,12 @@ def test_no_report_words_a_finding_a_dump_problem_or_reindex_a_why():
     assert _worded_problems(ast.parse('out.problem(None, f"entry {i}")\nout.problem(3, code="dump.x")\n'
                                       'out.problem(1, reason="no such file")')) == [1, 3]
     assert _worded_findings(ast.parse('info(p, None, "checkpoint", "missing")')) == [1]
+    # the start-up gate: each refusal's own words are a code (the broker's message, a quote, stays words)
+    gate = ast.parse((ROOT / "storage" / "reports" / "startup_gate.py").read_text())
+    calls = [n for n in ast.walk(gate) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    fatal = [n for n in calls if n.func.id == "fatal"]  # type: ignore[attr-defined]
+    assert len(fatal) >= 10 and all(any(kw.arg == "code" for kw in n.keywords) for n in fatal)
+    assert not [n.lineno for n in calls if n.func.id == "Refusal" and _words(n.args[1])]  # type: ignore[attr-defined]
 
 
 def test_verify_words_its_own_checks_from_codes_as_before(tmp_path: Path):
@@ -633,3 +639,21 @@ def test_reindex_all_gives_its_why_as_a_code(tmp_path: Path):
         assert Path(op.path).name.split(".")[0] == log.split(".")[0]
         assert plan_output.op_json(op)["why"] == f"rebuilt from {log} by the broker's recovery rule"
         assert plan_output.op_json(op)["code"] == "reindex.recoveryRule"
+
+
+def test_a_startup_refusal_is_a_code_beside_the_brokers_message(tmp_path: Path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    damaged_copy("kafka-4.3.1-kraft", a, ())
+    damaged_copy("kafka-4.3.1-kraft", b, ())
+    meta = b / "meta.properties"
+    meta.write_text(meta.read_text().replace("cluster.id=", "cluster.id=X"))
+    fatal = diagnose([a, b], now_ms=NOW).fatal
+    assert all(p.message == "" and p.note is not None and p.broker_message for p in fatal)
+    [cid] = [p for p in fatal if p.note is not None and p.note.kind == "startup.clusterIdDiffers"]
+    expected = cid.note.facts["expected"]  # type: ignore[union-attr]
+    assert dict(cid.note.facts) == {"clusterId": "X" + expected, "expected": expected}  # type: ignore[union-attr]
+    assert facts.render(cid.note) == f"cluster.id X{expected} differs from {expected} in another data dir"  # type: ignore[arg-type]
+    assert cid.to_dict()["code"] == "startup.clusterIdDiffers"
+    live = [p for p in fatal if p.note is not None and p.note.kind == "startup.alsoLive"]
+    assert live and all(facts.render(p.note) == f"{Path(p.path).name} is also live in {a}"  # type: ignore[arg-type]
+                        for p in live)

@@ -430,6 +430,17 @@ TEMPLATES: dict[str, str | Template] = {
     "dump.timeEntryCorrupt": "entry {entry} ({timestamp}, {offset}): {error} at position {errorPosition} of {log}",
     "dump.timeEntryUndecodable": "entry {entry} ({timestamp}, {offset}): the batch at position {batchPosition} cannot "
                                  "be decoded: {error}",
+    # the start-up gate (storage/reports/startup_gate): what is wrong, beside the broker's own message
+    "startup.noMetaProperties": "no data dir has a readable meta.properties",
+    "startup.noClusterId": "v1 meta.properties without cluster.id",
+    "startup.clusterIdDiffers": "cluster.id {clusterId} differs from {expected} in another data dir",
+    "startup.noNodeId": "v1 meta.properties without node.id",
+    "startup.nodeIdDiffers": "node.id {nodeId} differs from {expected}",
+    "startup.directoryIdReserved": "directory.id {directoryId} is one of the 100 ids Kafka reserves",
+    "startup.directoryIdTwice": "directory.id {directoryId} also used by {other}",
+    "startup.metadataDirOutside": "{metadataDir} outside the metadata dir {metadataLogDir} (the first of log.dirs)",
+    "startup.notFormatted": "missing: the dir is not formatted",
+    "startup.alsoLive": "{partition} is also live in {otherDir}",
     # why a plan removes records (a Loss's note) and why it runs an operation (an Op's why): the loader (repair,
     # doctor), the swap recovery, producer snapshots and leader epochs, the cleaner, rehydrate
     "loss.truncatedAt": "{reason} (the broker truncates the log at byte {position})",

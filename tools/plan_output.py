@@ -47,8 +47,8 @@ def _why(op: Op) -> str:
     return op.why if isinstance(op.why, str) else facts.render(cast(Finding, op.why))
 
 
-def _worded(op: Op) -> Op:
-    """The op with its ``why`` in words (a copy when it is a code and facts)."""
+def worded_op(op: Op) -> Op:
+    """The op with its ``why`` in words (a copy when it is a code and facts): what ``op.describe()`` prints."""
     if isinstance(op.why, str):
         return op
     out = copy.copy(op)
@@ -58,14 +58,14 @@ def _worded(op: Op) -> Op:
 
 def describe_op(op: Op) -> str:
     """An operation for people: its sizes (fields of the op) in KiB/MiB..., why in words."""
-    return _worded(op).describe(size=human_size)
+    return worded_op(op).describe(size=human_size)
 
 
 def op_json(op: Op) -> dict:
     """An operation for ``--json``: its fields, ``why`` in words, and a coded why's ``code`` and ``facts``."""
     if isinstance(op.why, str):
         return op.to_dict()
-    return _worded(op).to_dict() | {"code": op.why.kind, "facts": dict(op.why.facts)}
+    return worded_op(op).to_dict() | {"code": op.why.kind, "facts": dict(op.why.facts)}
 
 
 def _loss_reason(loss: Loss, time: Callable[[int], str], size: Callable[[int], str]) -> str:

@@ -78,9 +78,9 @@ def _plan_partition(task: tuple) -> PartitionPlan:
             return pp
         files = [str(p) for s in log.segments_in_unflushed_range(rp) for p in s.files()]
         if files and not clean and rp < leo:
-            view.ops.append(Sync(str(view.path), f"make durable what lies above the recovery point {rp}", files))
-        trim_indexes(view, log.segments[-1].base_offset, "trimmed to its entries, as the broker closes the "
-                     "active segment")
+            view.ops.append(Sync(str(view.path), note(view.path, "op.syncAboveRecoveryPoint", recoveryPoint=rp),
+                                 files))
+        trim_indexes(view, log.segments[-1].base_offset, note(view.path, "op.activeIndexesTrimmed"))
         psm = ProducerStateManager(view, producer_id_expiration_ms=expiration)
         if leo not in psm.snapshots:
             rebuild_producer_state(psm, log.segments, lso, leo, now, False)
@@ -113,12 +113,10 @@ def _dir_ops(dp, st, write_marker: bool, broker_epoch: int | None) -> None:
     ls = log_start_checkpoint(dp.partitions)
     if RECOVERY_POINT_CHECKPOINT in st.unreadable or rp != st.recovery_points or \
             not view.exists(RECOVERY_POINT_CHECKPOINT):
-        view.write(RECOVERY_POINT_CHECKPOINT, checkpoint_bytes(rp), "each partition's recovery point: its log end "
-                   "offset once verified and flushed")
+        view.write(RECOVERY_POINT_CHECKPOINT, checkpoint_bytes(rp), note(view.path, "op.flushedRecoveryPoints"))
     if LOG_START_OFFSET_CHECKPOINT in st.unreadable or ls != st.log_start_offsets or \
             not view.exists(LOG_START_OFFSET_CHECKPOINT):
-        view.write(LOG_START_OFFSET_CHECKPOINT, checkpoint_bytes(ls), "the log start offsets above each "
-                   "partition's first segment, as a clean shutdown writes them")
+        view.write(LOG_START_OFFSET_CHECKPOINT, checkpoint_bytes(ls), note(view.path, "op.cleanShutdownLogStarts"))
     ok = all(p.facts.get("verified") for p in dp.partitions)
     marker = Path(st.path) / CLEAN_SHUTDOWN_FILE
     if ok and write_marker:
@@ -130,11 +128,9 @@ def _dir_ops(dp, st, write_marker: bool, broker_epoch: int | None) -> None:
             old.broker_epoch if old is not None and old.broker_epoch is not None else -1)
         data = CleanShutdownMarker.with_epoch(epoch).to_bytes()
         if old is None or old.to_bytes() != data:
-            view.write(CLEAN_SHUTDOWN_FILE, data, "the clean shutdown marker: the broker will load the dir without "
-                       "recovery")
+            view.write(CLEAN_SHUTDOWN_FILE, data, note(view.path, "op.cleanShutdownMarker"))
     elif not ok and marker.exists():
-        view.ops.append(Delete(str(marker), "some partitions did not verify: a marker would make the broker skip "
-                               "the recovery of data that did not verify", marker.stat().st_size))
+        view.ops.append(Delete(str(marker), note(view.path, "op.markerRemoved"), marker.stat().st_size))
     dp.ops = list(view.ops)
 
 

@@ -89,10 +89,9 @@ def _partition_metadata(view: DirView, pp: PartitionPlan, known: str | None, giv
         pp.facts.setdefault("startupErrors", []).append(startup_error(path, cause, offline=offline))
         tid = given or known
         if tid:
-            src = "--topic-id" if given else f"the topic id in {METADATA_DIR}"
-            view.write(PARTITION_METADATA_FILE, PartitionMetadata(tid).to_bytes(),
-                       f"unreadable ({e.reason}): rewritten with topic id {tid} from {src}; the broker would stop "
-                       "at startup on it (fatal: Error starting LogManager)")
+            view.write(PARTITION_METADATA_FILE, PartitionMetadata(tid).to_bytes(), note(
+                view.path, "op.partitionMetadataRewritten", error=e.reason, topicId=tid, fromOption=bool(given),
+                metadataDir=METADATA_DIR))
         else:
             pp.notes.append(note(view.file(PARTITION_METADATA_FILE), "repair.topicIdUnknown", error=e.reason,
                                  metadataDir=METADATA_DIR))
@@ -111,7 +110,7 @@ def _sync_unflushed(view: DirView, recovery_point: int) -> None:
     files = [str(p) for s in log.segments_in_unflushed_range(recovery_point) for p in s.files()
              if p.name not in rewritten]
     if files:
-        view.ops.append(Sync(str(view.path), "make durable what the broker wrote after its last flush", files))
+        view.ops.append(Sync(str(view.path), note(view.path, "op.syncUnflushed"), files))
 
 
 def plan_repair(data_dirs: Iterable[str | os.PathLike], *, now_ms: int, resolver: ConfigResolver | None = None,
@@ -161,9 +160,9 @@ def _dir_ops(dp, st) -> None:
     current = {RECOVERY_POINT_CHECKPOINT: st.recovery_points, LOG_START_OFFSET_CHECKPOINT: st.log_start_offsets}
     for name, offsets in ((RECOVERY_POINT_CHECKPOINT, rp), (LOG_START_OFFSET_CHECKPOINT, ls)):
         if name in st.unreadable or not view.exists(name) or current[name] != offsets:
-            view.write(name, checkpoint_bytes(offsets), "the checkpoint a clean shutdown writes: every partition flushed to its log end "
-                       "offset" if name == RECOVERY_POINT_CHECKPOINT else "the log start offsets above each "
-                       "partition's first segment, as a clean shutdown writes them")
+            view.write(name, checkpoint_bytes(offsets), note(view.path, "op.cleanShutdownRecoveryPoints"
+                                                             if name == RECOVERY_POINT_CHECKPOINT else
+                                                             "op.cleanShutdownLogStarts"))
     marker = st.path / CLEAN_SHUTDOWN_FILE
     if not st.clean_shutdown:
         try:
@@ -172,7 +171,7 @@ def _dir_ops(dp, st) -> None:
             old = None
         epoch = old.broker_epoch if old is not None and old.broker_epoch is not None else -1
         view.write(CLEAN_SHUTDOWN_FILE, CleanShutdownMarker.with_epoch(epoch).to_bytes(),
-                   "the clean shutdown marker: the broker will load the dir without recovery")
+                   note(view.path, "op.cleanShutdownMarker"))
     dp.ops = list(view.ops)
 
 

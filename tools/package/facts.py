@@ -532,6 +532,23 @@ TEMPLATES: dict[str, str | Template] = {
                           "(LeaderEpochFileCache.truncateFromStart)",
     "op.retainedLogStarts": "the log start offsets after retention",
     "op.recoveryPointsRaised": "recovery points raised to the new log start offsets",
+    # the ops of compact, flush and repair (h7)
+    "op.compactRound": "one cleaning round from the clean point {cleanPoint}, as the broker's log cleaner runs it",
+    "op.cleanPoints": "the new clean points (the first dirty offset of each compacted partition)",
+    "op.syncAboveRecoveryPoint": "make durable what lies above the recovery point {recoveryPoint}",
+    "op.syncUnflushed": "make durable what the broker wrote after its last flush",
+    "op.flushedRecoveryPoints": "each partition's recovery point: its log end offset once verified and flushed",
+    "op.cleanShutdownRecoveryPoints": "the checkpoint a clean shutdown writes: every partition flushed to its log "
+                                      "end offset",
+    "op.cleanShutdownLogStarts": "the log start offsets above each partition's first segment, as a clean shutdown "
+                                 "writes them",
+    "op.cleanShutdownMarker": "the clean shutdown marker: the broker will load the dir without recovery",
+    "op.markerRemoved": "some partitions did not verify: a marker would make the broker skip the recovery of data "
+                        "that did not verify",
+    "op.partitionMetadataRewritten": lambda f, x: (
+        f"unreadable ({x['error']}): rewritten with topic id {x['topicId']} from "
+        + ("--topic-id" if x["fromOption"] else f"the topic id in {x['metadataDir']}")
+        + "; the broker would stop at startup on it (fatal: Error starting LogManager)"),
 }
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from kafkalog.facts import finding_json, render_all
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.tools.plan_output import worded_op
 
 
 @dataclass
@@ -150,7 +151,7 @@ def spark_runner(spark, fence_parent: str | None = None):
 
 
 def _plan_rows(plan) -> list[dict]:
-    return [{"partition": p.name, "dir": p.dir, "plan": [op.describe() for op in p.ops], "notes": render_all(p.notes),
+    return [{"partition": p.name, "dir": p.dir, "plan": [worded_op(op).describe() for op in p.ops], "notes": render_all(p.notes),
              **({"error": p.error} if p.error else {}), **p.facts} for p in plan.partitions]
 
 

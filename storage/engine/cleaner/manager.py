@@ -250,8 +250,7 @@ def _plan_partition(task: tuple) -> PartitionPlan:
             if result is not None:
                 pg.size, pg.txn = result.groups[i].size, bool(result.groups[i].txn_entries)
             planned.append(pg)
-        op = CompactRound(pdir, f"one cleaning round from the clean point {ltc.first_dirty_offset}, as the "
-                          "broker's log cleaner runs it", config=cfg, cleaner=cleaner, now=now,
+        op = CompactRound(pdir, note(pdir, "op.compactRound", cleanPoint=ltc.first_dirty_offset), config=cfg, cleaner=cleaner, now=now,
                           log_start_offset=lso, high_watermark=hw, expiration_ms=expiration,
                           legacy_to_v2=legacy_to_v2, per_batch_index=per_batch, map_workers=map_workers,
                           keep_deleted=keep_deleted, to_clean=ltc, end_offset=end, groups=planned)
@@ -326,8 +325,7 @@ def _dir_ops(dp, st) -> None:
     live = {k: v for k, v in offsets.items() if (Path(st.path) / f"{k[0]}-{k[1]}").is_dir()}
     if live != st.clean_points or CLEANER_OFFSET_CHECKPOINT in st.unreadable:
         view = DirView(st.path)
-        view.write(CLEANER_OFFSET_CHECKPOINT, checkpoint_bytes(live), "the new clean points (the first dirty "
-                   "offset of each compacted partition)")
+        view.write(CLEANER_OFFSET_CHECKPOINT, checkpoint_bytes(live), note(view.path, "op.cleanPoints"))
         dp.ops = list(view.ops)
 
 

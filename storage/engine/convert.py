@@ -41,6 +41,7 @@ from kafkalog.storage.engine.swap import (
     segment_files,
 )
 from kafkalog.storage.errors import ConfigError, CorruptRecordError
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.names import offset_file_name, offset_from_file_name
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io import fileops
@@ -373,7 +374,7 @@ def convert_segment(log_path: str | os.PathLike, opts: ConvertOptions) -> Segmen
     files: dict[str, int | None] = {".log": None, ".index": None, ".timeindex": None}
     if view.exists(offset_file_name(base, ".txnindex")):
         files[".txnindex"] = view.size(offset_file_name(base, ".txnindex"))
-    op = ReplaceSegments(str(view.path), "convert", sources=[base], new=[NewSegment(base, files)],
+    op = ReplaceSegments(str(view.path), note(p, "op.convertNow"), sources=[base], new=[NewSegment(base, files)],
                          build=ConvertBuild(p.name, base, replace(
                              opts, index_interval_bytes=opts.index_interval_bytes or DEFAULT_INDEX_INTERVAL_BYTES,
                              max_index_size=opts.max_index_size or DEFAULT_MAX_INDEX_SIZE)),

@@ -20,6 +20,7 @@ from kafkalog.storage.engine.plan import PartitionPlan, Plan, Runner, default_ru
 from kafkalog.storage.engine.swap import NewSegment, ReplaceSegments, segment_files
 from kafkalog.storage.engine.targets import Target, group_partitions, plan_partitions
 from kafkalog.storage.errors import CorruptRecordError
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.names import segment_log_files, segment_logs_named
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io.dirview import DirView
@@ -156,7 +157,7 @@ def _segment_needs_runs(seg: Segment, opts: ConvertOptions) -> tuple[int, int]:
 def _plan_partition(task: tuple) -> PartitionPlan:
     data_dir, pdir, topic, part, opts = task
     pp = PartitionPlan(data_dir, pdir, topic, part, settings=[])
-    what = f"v{opts.to_magic}" + (f", codec {CODEC_NAMES[opts.codec]}" if opts.codec is not None else "")
+    codec = CODEC_NAMES[opts.codec] if opts.codec is not None else None
     with pp.planning(), DirView(pdir) as view:
         log = PartitionLog(view)
         converted = 0
@@ -168,8 +169,8 @@ def _plan_partition(task: tuple) -> PartitionPlan:
             files: dict[str, int | None] = {".log": None, ".index": None, ".timeindex": None}
             if seg.has_txn_index:
                 files[".txnindex"] = seg.file_size(".txnindex")
-            op = ReplaceSegments(str(view.path), f"rewrite {n} batch(es) ({nbytes:,d} bytes) as {what}, with "
-                                 "offsets, base offset, producer snapshots and leader epochs unchanged",
+            op = ReplaceSegments(str(view.path), note(view.path, "op.convertSegment", batches=n, bytes=nbytes,
+                                                      magic=opts.to_magic, codec=codec),
                                  sources=[base], new=[NewSegment(base, files)],
                                  build=ConvertBuild(seg.path.name, base, opts),
                                  source_files=segment_files(view, base), source_bytes=seg.size)

@@ -39,6 +39,7 @@ from kafkalog.storage.files.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 )
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE, MetaProperties, read_meta_properties
 from kafkalog.storage.files.names import offset_file_name, offset_from_file_name
@@ -300,11 +301,10 @@ def plan_migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: Migra
     plan.data_dirs.append(dp)
     pre: list[Op] = []
     if not dst.exists():
-        pre.append(_NewDataDir(str(dst), "a new destination data dir"))
+        pre.append(_NewDataDir(str(dst), note(dst, "op.newDataDir")))
     mp = _meta_properties(dst, opts) if dst.exists() else _meta_properties_new(opts)
     if mp is not None:
-        pre.append(WriteFile(str(dst / META_PROPERTIES_FILE), "meta.properties of a new data dir (v1, KRaft) for "
-                             "--cluster-id/--node-id", Blob(mp)))
+        pre.append(WriteFile(str(dst / META_PROPERTIES_FILE), note(dst, "op.newMetaProperties"), Blob(mp)))
     cps_dst = read_checkpoints(dst)
     new = {n: dict(v) for n, v in cps_dst.items()}
     for p in pdirs:
@@ -321,8 +321,8 @@ def plan_migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: Migra
         files, m = _stage_files(p, new_topic, new_part, opts, cps, (tp.topic, tp.partition))
         m.dest, m.replaced = str(target), target.exists()
         pp = PartitionPlan(str(dst), str(target), new_topic, new_part, facts=m.to_dict())
-        pp.ops.append(InstallPartition(str(target), f"copy of {p}" + (" (replacing the existing partition)"
-                                                                   if existing else ""), files, existing))
+        pp.ops.append(InstallPartition(str(target), note(target, "op.partitionCopy", source=str(p),
+                                                         replaces=bool(existing)), files, existing))
         dp.partitions.append(pp)
         key = (new_topic, new_part)
         first_base = offset_from_file_name(m.segments[0]) if m.segments else m.log_start_offset
@@ -341,8 +341,7 @@ def plan_migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: Migra
         if new[name] != cps_dst[name] or not (dst / name).exists():
             cp = read_checkpoint(dst / name)
             cp.set_offsets(new[name])
-            dp.ops.append(WriteFile(str(dst / name), "the migrated partitions' entries (recovery point = log end "
-                                    "offset, log start, high watermark, clean point)", Blob(cp.to_bytes()),
+            dp.ops.append(WriteFile(str(dst / name), note(dst, "op.migratedCheckpoints"), Blob(cp.to_bytes()),
                                     existed=(dst / name).exists()))
     if dst.exists():
         dp.fingerprints = read_data_dir(dst).fingerprints()

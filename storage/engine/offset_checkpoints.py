@@ -21,6 +21,7 @@ from kafkalog.storage.files.checkpoints import (
     read_checkpoint,
     write_offset_checkpoint,
 )
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.io.dirview import DirView
 
 
@@ -72,7 +73,7 @@ def plan_set_checkpoints(data_dir: str | os.PathLike, name: str,
     if entries != before or not (d / fname).exists():
         cp.set_offsets(entries)
         view = DirView(d)
-        view.write(fname, cp.to_bytes(), "entries set by `kafkalog checkpoints --set`")
+        view.write(fname, cp.to_bytes(), note(d, "op.checkpointsSet"))
         dp.ops = list(view.ops)
     return plan
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kafkalog.storage.engine.swap import BlobBuild, NewSegment, ReplaceSegments, segment_files
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.names import offset_file_name
 from kafkalog.storage.io.dirview import DirView
 from kafkalog.storage.io.ops import Blob
@@ -99,8 +100,7 @@ def split_overflowed_segment(view: DirView, base_offset: int, *, index_interval_
         new.append(NewSegment(p.base_offset, {s: b.size for s, b in blobs.items()}))
     del buf
     op = ReplaceSegments(
-        view.file(""), f"offsets {INT32_MAX + 1}+ past the base offset do not fit segment {base_offset} "
-        "(KAFKA-6264): the broker splits it into segments that fit, byte for byte, and loads again",
+        view.file(""), note(view.path, "op.splitOverflow", baseOffset=base_offset, firstOverflow=INT32_MAX + 1),
         sources=[base_offset], new=new, build=BlobBuild(files, mtime), source_files=segment_files(view, base_offset),
         source_bytes=view.size(log_name))
     op.path = str(view.path)

@@ -12,6 +12,7 @@ from pathlib import Path
 from kafkalog.storage.engine.plan import PartitionPlan, Plan, apply
 from kafkalog.storage.engine.targets import read_data_dir
 from kafkalog.storage.errors import ConfigError, KafkaLogError
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.java import ZERO_UUID, uuid_from_string, uuid_to_string
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadata
 from kafkalog.storage.io.dirview import DirView
@@ -52,15 +53,17 @@ def plan_topic_id(partition_dirs: Sequence[str | os.PathLike], topic_id: str) ->
             tp = parse_topic_partition_name(p.name)
             pp = PartitionPlan(str(d), str(p), tp.topic, tp.partition)
             view = DirView(p)
-            old = None
+            old = error = None
             if view.exists(PARTITION_METADATA_FILE) and view.size(PARTITION_METADATA_FILE):
                 try:
                     old = PartitionMetadata.from_bytes(view.read(PARTITION_METADATA_FILE, 1 << 16)).topic_id
                 except KafkaLogError as e:
-                    old = f"unreadable ({e.reason})"
+                    error = e.reason
+                    old = f"unreadable ({e.reason})"  # (--json's oldTopicId, as it has been)
             pp.facts = {"oldTopicId": old, "topicId": topic_id}
             if old != topic_id:
-                view.write(PARTITION_METADATA_FILE, data, f"topic id {old} -> {topic_id} (`kafkalog topic-id --set`)")
+                view.write(PARTITION_METADATA_FILE, data, note(p, "op.topicIdSet", oldTopicId=None if error else old,
+                                                                unreadable=error, topicId=topic_id))
             pp.ops = list(view.ops)
             pp.fingerprints = view.fingerprints()
             dp.partitions.append(pp)

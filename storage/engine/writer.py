@@ -41,6 +41,7 @@ from kafkalog.storage.engine.validator import (
     check_leader_magic,
 )
 from kafkalog.storage.errors import LogDirError
+from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.names import (
     index_file_name,
     log_file_name,
@@ -158,7 +159,7 @@ class LogWriter:
         view = DirView(self.dir, DirView.DIRECT)
         self.epoch_cache = LeaderEpochCache.load(view)
         if not self.epoch_cache.exists:
-            self.epoch_cache.flush(fsync=fsync, why="a new partition's leader epochs")
+            self.epoch_cache.flush(fsync=fsync, why=note(self.dir, "op.newPartitionEpochs"))
         self.producers = ProducerStateManager(view, producer_id_expiration_ms=producer_id_expiration_ms)
         # an existing (recovered or cleanly closed) partition: segments, log start and end offsets, producer
         # state rebuilt from snapshots (taking snapshots where the broker would)

@@ -378,9 +378,12 @@ def test_a_segment_finding_carries_its_offsets_and_renders_as_before(tmp_path: P
 #: item 6): the loader (repair, doctor), the swap recovery, producer snapshots, rehydrate, transactions, diff
 STRUCTURED_WHYS = ["storage/engine/loader.py", "storage/engine/swap.py", "storage/log/producer_state.py",
                    "storage/remote/rehydrate.py", "storage/reports/transactions.py", "storage/reports/diff.py",
-                   # the plans of retain, compact, flush and repair (h7)
+                   # the plans of retain, compact, flush, repair, migrate, checkpoints, topic-id, convert,
+                   # append and the loader's split (h7)
                    "storage/engine/retention.py", "storage/engine/cleaner/manager.py", "storage/engine/flush.py",
-                   "storage/engine/repair.py"]
+                   "storage/engine/repair.py", "storage/engine/migrate.py", "storage/engine/offset_checkpoints.py",
+                   "storage/engine/topic_id.py", "storage/engine/message_format.py", "storage/engine/convert.py",
+                   "storage/engine/writer.py", "storage/engine/split.py"]
 
 
 def _worded_whys(tree: ast.AST) -> list[int]:

@@ -549,6 +549,25 @@ TEMPLATES: dict[str, str | Template] = {
         f"unreadable ({x['error']}): rewritten with topic id {x['topicId']} from "
         + ("--topic-id" if x["fromOption"] else f"the topic id in {x['metadataDir']}")
         + "; the broker would stop at startup on it (fatal: Error starting LogManager)"),
+    # the ops of migrate, checkpoints --set, topic-id --set, convert, append and the loader's split (h7)
+    "op.newDataDir": "a new destination data dir",
+    "op.newMetaProperties": "meta.properties of a new data dir (v1, KRaft) for --cluster-id/--node-id",
+    "op.partitionCopy": lambda f, x: f"copy of {x['source']}" + (" (replacing the existing partition)"
+                                                                 if x["replaces"] else ""),
+    "op.migratedCheckpoints": "the migrated partitions' entries (recovery point = log end offset, log start, high "
+                              "watermark, clean point)",
+    "op.checkpointsSet": "entries set by `kafkalog checkpoints --set`",
+    "op.topicIdSet": lambda f, x: (
+        "topic id " + (str(x["oldTopicId"]) if x["unreadable"] is None else f"unreadable ({x['unreadable']})")
+        + f" -> {x['topicId']} (`kafkalog topic-id --set`)"),
+    "op.newPartitionEpochs": "a new partition's leader epochs",
+    "op.convertSegment": lambda f, x: (
+        f"rewrite {x['batches']} batch(es) ({x['bytes']:,d} bytes) as v{x['magic']}"
+        + (f", codec {x['codec']}" if x["codec"] is not None else "")
+        + ", with offsets, base offset, producer snapshots and leader epochs unchanged"),
+    "op.convertNow": "convert",
+    "op.splitOverflow": "offsets {firstOverflow}+ past the base offset do not fit segment {baseOffset} (KAFKA-6264): "
+                        "the broker splits it into segments that fit, byte for byte, and loads again",
 }
 
 

@@ -142,13 +142,14 @@ def run(args: argparse.Namespace) -> int:
                         workers=args.workers or 1, progress=bar.advance, on_total=lambda n: bar.update(total=n),
                         scan_rate=args.scan_rate * 1024 * 1024 if args.scan_rate else None,
                         legacy=not args.no_format_check)
+    headline = facts.render(diag.headline_note())
     if args.json:
         out = JsonLines()
         for p in diag.problems:
             out.write(p.to_dict() | ({"message": facts.render(p.note)} if p.note is not None else {}))
-        out.write(diag.summary())
+        out.write(diag.summary() | {"headline": headline})
         return diag.exit_code
-    print(_show(diag.headline()))
+    print(_show(headline))
     s = diag.summary()
     if diag.bytes_to_scan:
         rate = f"{human_size(diag.scan_rate)}/s, {diag.scan_rate_source}"

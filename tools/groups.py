@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
               f"log end offset {r.log_end_offset}: offsets {r.first_missing}..{r.last_missing} are no longer in the "
               "log (the lag shown is negative)", file=sys.stderr)
     for e in report.errors:
-        print(f"kafkalog groups: error: {e}", file=sys.stderr)
+        print(f"kafkalog groups: error: {facts.render(e)}", file=sys.stderr)
     if not report.partitions:
         print("kafkalog groups: no __consumer_offsets partition in these dirs (is this the group coordinator's "
               "broker? give all its log dirs)", file=sys.stderr)

@@ -152,35 +152,31 @@ class Diagnosis:
     def estimate_seconds(self) -> float:
         return self.bytes_to_scan / self.scan_rate if self.scan_rate > 0 else 0.0
 
-    def headline(self) -> str:
-        """The verdict line: ``HEALTHY``, ``WILL START, RECOVERING 3 PARTITIONS (truncating 12 records)``,
-        ``WILL NOT START: <the broker's message>``."""
+    def headline_note(self) -> Finding:
+        """The verdict line as a code and its facts (``kafkalog.facts`` words it): ``doctor.verdictHealthy``
+        (``HEALTHY``), ``doctor.verdictFatal`` (``WILL NOT START: <the broker's message>``: the first fatal
+        problem's ``brokerMessage`` and how many ``more``), ``doctor.verdictRecovery`` (``WILL START, RECOVERING 3
+        PARTITIONS (truncating 12 records)``: ``partitionsRecovered``, ``recordsTruncated``, ``bytesTruncated`` (the
+        invalid bytes the truncations drop), ``warnings`` (warnings and errors) and ``loss`` (a problem loses data))."""
+        where = self.log_dirs[0] if self.log_dirs else ""
         v = self.verdict
         if v == FATAL:
             first = self.fatal[0]
-            more = f" (and {len(self.fatal) - 1} more)" if len(self.fatal) > 1 else ""
-            return f"WILL NOT START: {first.broker_message or first.message}{more}"
+            return note(where, "doctor.verdictFatal", brokerMessage=first.broker_message or first.message,
+                        more=len(self.fatal) - 1)
         if v == HEALTHY:
-            return "HEALTHY"
-        what = []
-        lost = sum(p.bytes or 0 for p in self.problems if p.severity == LOSS and p.kind == "truncation")
-        if self.records_truncated:
-            what.append(f"truncating {self.records_truncated:,d} record{'s' * (self.records_truncated != 1)}")
-        elif lost:
-            what.append(f"truncating {lost:,d} bytes of invalid data")
-        n = sum(1 for p in self.problems if p.severity in (WARNING, ERROR))
-        if n:
-            what.append(f"{n} warning{'s' * (n != 1)}")
-        tail = f" ({', '.join(what)})" if what else ""
-        if self.partitions_recovered:
-            k = self.partitions_recovered
-            return f"WILL START, RECOVERING {k} PARTITION{'S' * (k != 1)}{tail}"
-        if any(p.severity == LOSS for p in self.problems):
-            return f"WILL START, WITH LOSS{tail}"
-        return f"WILL START{tail or ' (with warnings)'}"
+            return note(where, "doctor.verdictHealthy")
+        return note(where, "doctor.verdictRecovery", partitionsRecovered=self.partitions_recovered,
+                    recordsTruncated=self.records_truncated,
+                    bytesTruncated=sum(p.bytes or 0 for p in self.problems
+                                       if p.severity == LOSS and p.kind == "truncation"),
+                    warnings=sum(1 for p in self.problems if p.severity in (WARNING, ERROR)),
+                    loss=any(p.severity == LOSS for p in self.problems))
 
     def summary(self) -> dict[str, Any]:
-        return {"type": "summary", "verdict": self.verdict, "exitCode": self.exit_code, "headline": self.headline(),
+        """JSON (docs/schemas/doctorSummary.schema.json): the counts and the verdict; ``headline`` is empty here, the
+        command puts the words of :meth:`headline_note` in it (``kafkalog.facts.render``)."""
+        return {"type": "summary", "verdict": self.verdict, "exitCode": self.exit_code, "headline": "",
                 "logDirs": list(self.log_dirs), "kraft": self.kraft, "partitions": self.partitions,
                 "partitionsRecovered": self.partitions_recovered, "bytesToScan": self.bytes_to_scan,
                 "recordsTruncated": self.records_truncated,

@@ -242,10 +242,13 @@ class GroupCoordinatorShard:
 
 
 def replay_offsets_partition(log: PartitionLog, shard: GroupCoordinatorShard | None = None,
-                             advance: Callable[[int], None] | None = None) -> tuple[GroupCoordinatorShard, str | None]:
+                             advance: Callable[[int], None] | None = None
+                           ) -> tuple[GroupCoordinatorShard, Finding | None]:
     """Replay one ``__consumer_offsets`` partition from its first batch to its log end. Returns the state and
-    an error (file, byte position, reason) if a batch could not be read: the state is then as of the batches
-    before it (where the broker's recovery would truncate the log). ``advance(n)`` is told the bytes read."""
+    an error if a batch could not be read, a note (``groups.crcMismatch``, ``groups.recordUndecodable`` with the
+    segment, its ``position`` and ``offset``; ``groups.unreadable`` with the ``error``): the state is then as of the
+    batches before it (where the broker's recovery would truncate the log). ``advance(n)`` is told the bytes
+    read."""
     shard = shard or GroupCoordinatorShard(log.partition, str(log.path.parent))
     ends: dict[Path, int] = {}
     try:
@@ -254,8 +257,8 @@ def replay_offsets_partition(log: PartitionLog, shard: GroupCoordinatorShard | N
             if advance is not None:
                 advance(batch.size)
             if not batch.is_valid():
-                return shard, (f"{seg.path}: byte {batch.position}: batch at offset {batch.base_offset} has a "
-                               "CRC mismatch: groups read up to it")
+                return shard, note(seg.path, "groups.crcMismatch", position=batch.position,
+                                   offset=batch.base_offset)
             producer_id = getattr(batch, "producer_id", NO_PRODUCER_ID)
             records = batch.records()
             if getattr(batch, "is_control", False):
@@ -268,10 +271,10 @@ def replay_offsets_partition(log: PartitionLog, shard: GroupCoordinatorShard | N
                 try:
                     shard.replay(r.offset, producer_id, r.key, r.value)
                 except KafkaLogError as e:
-                    return shard, (f"{seg.path}: byte {batch.position}: record at offset {r.offset}: {e.reason}: "
-                                   "groups read up to it")
+                    return shard, note(seg.path, "groups.recordUndecodable", position=batch.position,
+                                       offset=r.offset, reason=e.reason)
     except KafkaLogError as e:
-        return shard, f"{e}: groups read up to it"
+        return shard, note(log.path, "groups.unreadable", error=str(e))
     for seg in log.segments:  # a torn tail (a crash mid-write): the broker's recovery truncates it, so do we
         end = ends.get(seg.path, 0)
         if seg.size > end:
@@ -279,7 +282,7 @@ def replay_offsets_partition(log: PartitionLog, shard: GroupCoordinatorShard | N
     return shard, None
 
 
-def replay_task(path: str | os.PathLike | UrlPath) -> tuple[GroupCoordinatorShard, str | None]:
+def replay_task(path: str | os.PathLike | UrlPath) -> tuple[GroupCoordinatorShard, Finding | None]:
     """One partition's replay in a worker process (each partition is replayed on its own, in offset order: the
     result does not depend on how many run at once); a partition dir under a URL is read through the seam."""
     with PartitionLog(as_path(path)) as log:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.files.findings import Finding
+from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.log.datadir import DataDir, require_readable
 from kafkalog.storage.log.loss import CONSUMER_GROUP, RememberedOffset
 from kafkalog.storage.log.partition import PartitionLog
@@ -36,7 +36,10 @@ PARALLEL_BYTES = 64 << 20  # from this much __consumer_offsets data on, partitio
 class GroupsReport:
     groups: list[Group]
     partitions: list[str]  # the __consumer_offsets partition dirs read
-    errors: list[str]  # a partition that could not be read to its end (its groups as far as it was read)
+    #: a partition that could not be read to its end (its groups as far as it was read) or whose log end offset
+    #: could not be read, as notes (``groups.crcMismatch``, ``groups.recordUndecodable``, ``groups.unreadable``,
+    #: ``groups.logEndOffsetUnreadable``; kafkalog.facts words them)
+    errors: list[Finding]
     notes: list[Finding]  # structured notes (kafkalog.facts words them)
     #: end offsets (high watermark, else log end offset) of the partitions present that some member is assigned
     assigned_ends: dict[tuple[str, int], int | None] = field(default_factory=dict)
@@ -90,7 +93,7 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
             if tid:
                 topic_names.setdefault(tid, topic)
         groups: list[Group] = []
-        errors: list[str] = []
+        errors: list[Finding] = []
         notes: list[Finding] = []
         ordered = sorted(offsets_logs, key=lambda lg: lg.partition)
         sizes = [lg.size for lg in ordered]
@@ -153,13 +156,13 @@ def _beyond_end(groups: list[Group], logs: dict[tuple[str, int], PartitionLog]) 
     return out
 
 
-def _end_offset(log: PartitionLog | None, errors: list[str]) -> tuple[int | None, str | None]:
+def _end_offset(log: PartitionLog | None, errors: list[Finding]) -> tuple[int | None, str | None]:
     if log is None:
         return None, None
     try:
         leo = log.log_end_offset
     except KafkaLogError as e:
-        errors.append(f"{log.path}: log end offset: {e}")
+        errors.append(note(log.path, "groups.logEndOffsetUnreadable", error=str(e)))
         return None, None
     hw = log.high_watermark_checkpoint
     if hw is None:

@@ -45,14 +45,14 @@ def _cli(capsys, *argv: str) -> tuple[int, str]:
 def test_a_cleanly_stopped_fixture_is_healthy(fixture: str) -> None:
     diag = diagnose([FIXTURES / fixture / "data"], now_ms=NOW)
     assert diag.verdict == "healthy" and diag.exit_code == 0, [p.message for p in diag.problems]
-    assert diag.headline() == "HEALTHY" and diag.bytes_to_scan == 0 and diag.partitions > 10
+    assert render(diag.headline_note()) == "HEALTHY" and diag.bytes_to_scan == 0 and diag.partitions > 10
 
 
 def test_torn_tail_predicts_recovery_and_the_truncation_of_the_repair_plan(tmp_path: Path) -> None:
     d = _copy(tmp_path, "kafka-4.3.1-kraft-killed", ("torn_tail",))
     diag = diagnose([d], now_ms=NOW)
     assert diag.verdict == "recovery" and diag.exit_code == 1
-    assert diag.headline().startswith("WILL START, RECOVERING 13 PARTITIONS")
+    assert render(diag.headline_note()).startswith("WILL START, RECOVERING 13 PARTITIONS")
     loss = next(p for p in diag.problems if p.kind == "truncation")
     assert loss.severity == "loss" and loss.partition == "killed-0" and "torn tail" in render(loss.note)
     # the same plan as `repair --dry-run --kafka-exact`: the log end offset after recovery is where the loss begins
@@ -80,7 +80,7 @@ def test_zero_length_partition_metadata_will_not_start(tmp_path: Path) -> None:
     f = diag.fatal[0]
     assert f.broker_message == "Error starting LogManager"  # the broker's fatal fault (tests/kafka/test_doctor_broker)
     assert f.path == str(d / "idempotent-1" / "partition.metadata") and f.cause == "java.lang.NullPointerException"
-    assert diag.headline() == "WILL NOT START: Error starting LogManager"
+    assert render(diag.headline_note()) == "WILL NOT START: Error starting LogManager"
 
 
 def test_corrupt_leader_epoch_checkpoint_will_not_start(tmp_path: Path) -> None:

@@ -273,7 +273,9 @@ def test_corrupt_partition_reads_up_to_the_damage_and_exits_1(tmp_path: Path):
     data[-30] ^= 0x5A  # inside the last batch (the aborted transaction's marker)
     seg.write_bytes(bytes(data))
     r = load_groups([tmp_path])
-    assert len(r.errors) == 1 and str(seg) in r.errors[0] and "byte" in r.errors[0]
+    assert len(r.errors) == 1 and r.errors[0].file == str(seg) and r.errors[0].kind == "groups.crcMismatch"
+    assert render(r.errors[0]) == f"{seg}: byte {r.errors[0].facts['position']}: batch at offset " \
+        f"{r.errors[0].facts['offset']} has a CRC mismatch: groups read up to it"
     assert offsets_of(r.groups[0]) == {("orders", 0): 6}
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):

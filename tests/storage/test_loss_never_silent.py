@@ -127,7 +127,7 @@ def test_groups_and_transactions_stop_at_a_torn_closed_segment(tmp_path, capsys)
     offsets = tmp_path / "d" / "__consumer_offsets-0"
     shutil.copytree(pdir, offsets)
     report = load_groups([tmp_path / "d"])
-    assert any(f"{offsets / seg.name}: byte {pos}" in e for e in report.errors)
+    assert any(f"{offsets / seg.name}: byte {pos}" in render(e) for e in report.errors)
     assert cli.main(["groups", str(tmp_path / "d")]) == 1
     assert f"{offsets / seg.name}: byte {pos}" in capsys.readouterr().err
 

@@ -661,3 +661,100 @@ def test_a_startup_refusal_is_a_code_beside_the_brokers_message(tmp_path: Path):
     live = [p for p in fatal if p.note is not None and p.note.kind == "startup.alsoLive"]
     assert live and all(facts.render(p.note) == f"{Path(p.path).name} is also live in {a}"  # type: ignore[arg-type]
                         for p in live)
+
+
+# h9: doctor's verdict line (Diagnosis.headline_note) and groups' errors (GroupsReport.errors) are codes and facts
+WORDLESS_RESULTS = ["storage/reports/doctor.py", "storage/reports/groups.py", "storage/reports/group_coordinator.py"]
+
+
+def _sentence(e: ast.AST | None) -> bool:
+    """Words: an f-string, a literal with a space (not a code such as ``"logEndOffset"``), a concatenation."""
+    return isinstance(e, ast.JoinedStr) or (isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                            and " " in e.value) or (
+        isinstance(e, ast.BinOp) and (_sentence(e.left) or _sentence(e.right)))
+
+
+def _worded_results(tree: ast.AST) -> list[int]:
+    """Lines returning (alone or in a tuple) or appending words built in the module."""
+    out = []
+    for n in ast.walk(tree):
+        values: list[ast.expr] = []
+        if isinstance(n, ast.Return) and n.value is not None:
+            values = n.value.elts if isinstance(n.value, ast.Tuple) else [n.value]
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend"):
+            values = n.args
+        if any(_sentence(v) for v in values):
+            out.append(n.lineno)
+    return sorted(out)
+
+
+def test_doctor_and_groups_return_no_words():
+    for rel in WORDLESS_RESULTS:
+        tree = ast.parse((ROOT / rel).read_text())
+        assert not _worded_results(tree), f"{rel}: words returned or collected, lines {_worded_results(tree)}"
+    assert _worded_results(ast.parse('def f():\n    return f"WILL START{x}"\nerrors.append(f"{p}: log end")\n'
+                                     'def g():\n    return s, "CRC mismatch: read up to it"\n'
+                                     'def h():\n    return leo, "logEndOffset"\n')) == [2, 3, 5]
+
+
+def test_doctors_verdict_line_is_a_code_worded_as_before():
+    from kafkalog.storage.reports.doctor import Diagnosis, Problem
+
+    def line(partitions_recovered=0, records_truncated=0, problems=()):
+        d = Diagnosis(["/d"], list(problems), partitions_recovered=partitions_recovered,
+                      records_truncated=records_truncated)
+        assert d.summary()["headline"] == "" and d.headline_note().kind == f"doctor.verdict{d.verdict.capitalize()}"
+        return facts.render(d.headline_note())
+
+    def p(severity, kind="recovery", **kw):
+        return Problem(severity, kind, "/d/p-0", "", **kw)
+
+    stop = p("fatal", "startup", broker_message="Error starting LogManager")
+    assert line() == "HEALTHY" and line(problems=[p("info", "dirs")]) == "HEALTHY"
+    assert line(problems=[stop]) == "WILL NOT START: Error starting LogManager"
+    assert line(problems=[stop, stop, p("loss")]) == "WILL NOT START: Error starting LogManager (and 1 more)"
+    assert line(13, problems=[p("recovery")]) == "WILL START, RECOVERING 13 PARTITIONS"
+    assert line(1, 1, [p("loss", "truncation", bytes=9), p("warning")]) == \
+        "WILL START, RECOVERING 1 PARTITION (truncating 1 record, 1 warning)"
+    assert line(2, 1234, [p("loss", "truncation")]) == "WILL START, RECOVERING 2 PARTITIONS (truncating 1,234 records)"
+    assert line(problems=[p("loss", "truncation", bytes=2048), p("error", "plan"), p("warning")]) == \
+        "WILL START, WITH LOSS (truncating 2,048 bytes of invalid data, 2 warnings)"
+    assert line(problems=[p("loss", "lostOffsets", bytes=5)]) == "WILL START, WITH LOSS"
+    assert line(problems=[p("warning", "stray")]) == "WILL START (1 warning)"
+    assert line(problems=[p("recovery", "rebuild")]) == "WILL START (with warnings)"
+    facts_ = Diagnosis(["/d"], [p("loss", "truncation", bytes=7), p("warning")], partitions_recovered=3,
+                       records_truncated=4).headline_note().facts
+    assert dict(facts_) == {"partitionsRecovered": 3, "recordsTruncated": 4, "bytesTruncated": 7, "warnings": 1,
+                            "loss": True}
+
+
+def test_groups_errors_are_codes_worded_as_before(tmp_path: Path, capsys):
+    from kafkalog.storage.records import iter_batches
+    from kafkalog.storage.reports.groups import load_groups
+    from kafkalog.tools.cli import main
+
+    c, d = tmp_path / "crc", tmp_path / "data"
+    damaged_copy("kafka-4.3.1-kraft", c, ())
+    damaged_copy("kafka-4.3.1-kraft", d, ())
+    seg = max(c.glob("__consumer_offsets-*/*.log"), key=lambda s: s.stat().st_size)
+    raw = bytearray(seg.read_bytes())
+    b = list(iter_batches(bytes(raw)))[1]
+    raw[b.position + 30] ^= 0xFF  # the second batch fails its CRC
+    seg.write_bytes(bytes(raw))
+    active = sorted((d / "codec-none-0").glob("*.log"))[-1]  # a partition with a committed offset: its end unreadable
+    with open(active, "r+b") as f:
+        f.seek(8)
+        f.write(b"\xff\xff\xff\xf0")
+    for ix in (d / "codec-none-0").glob("*.index"):
+        ix.write_bytes(b"")
+    [crc], [leo] = load_groups([c]).errors, load_groups([d]).errors
+    assert (crc.kind, crc.file, leo.kind, leo.file) == ("groups.crcMismatch", str(seg), "groups.logEndOffsetUnreadable",
+                                                        str(d / "codec-none-0"))
+    assert dict(crc.facts) == {"position": b.position, "offset": b.base_offset}
+    assert facts.render(crc) == f"{seg}: byte {b.position}: batch at offset {b.base_offset} has a CRC mismatch: " \
+        "groups read up to it"
+    assert facts.render(leo) == f"{d / 'codec-none-0'}: log end offset: {active}: byte 0: Found record size -16 " \
+        "smaller than minimum record overhead (14)"
+    for path, e in ((c, crc), (d, leo)):
+        assert main(["groups", "--no-progress", str(path)]) == 1
+        assert capsys.readouterr().err.splitlines()[-1] == f"kafkalog groups: error: {facts.render(e)}"

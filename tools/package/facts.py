@@ -96,6 +96,25 @@ def _batch(b: Mapping[str, Any]) -> str:
     return f"{b['segment']}@{b['position']} ({b['baseOffset']}..{b['lastOffset']}, magic {b['magic']})"
 
 
+def _starts(x: Mapping[str, Any]) -> str:
+    """doctor's verdict line when the broker starts (``doctor.verdictRecovery``; h9): what it recovers, truncates,
+    warns about."""
+    what = []
+    if x["recordsTruncated"]:
+        what.append(f"truncating {x['recordsTruncated']:,d} record{'s' * (x['recordsTruncated'] != 1)}")
+    elif x["bytesTruncated"]:
+        what.append(f"truncating {x['bytesTruncated']:,d} bytes of invalid data")
+    if x["warnings"]:
+        what.append(f"{x['warnings']} warning{'s' * (x['warnings'] != 1)}")
+    tail = f" ({', '.join(what)})" if what else ""
+    if x["partitionsRecovered"]:
+        k = x["partitionsRecovered"]
+        return f"WILL START, RECOVERING {k} PARTITION{'S' * (k != 1)}{tail}"
+    if x["loss"]:
+        return f"WILL START, WITH LOSS{tail}"
+    return f"WILL START{tail or ' (with warnings)'}"
+
+
 #: verify's words for a leftover file of an interrupted operation, by its suffix (h8)
 _LEFTOVERS = {".swap": "a replacement segment whose swap was interrupted; Kafka completes the swap at load",
               ".cleaned": "output of an interrupted cleaning or split; Kafka deletes it at load",
@@ -346,6 +365,16 @@ TEMPLATES: dict[str, str | Template] = {
     "groups.assignmentUndecodable": "{at}group {group}: member {member}: assignment not decodable",
     "groups.tornTail": "{parent}: {name}: {bytes} bytes at the end (from byte {position}) are not a complete batch "
                        "(a torn write): ignored, as the broker's recovery truncates them",
+    # h9: a __consumer_offsets partition groups could not read to its end, a partition whose end offset it could
+    # not read (GroupsReport.errors), and doctor's verdict line (Diagnosis.headline_note)
+    "groups.crcMismatch": "{file}: byte {position}: batch at offset {offset} has a CRC mismatch: groups read up to it",
+    "groups.recordUndecodable": "{file}: byte {position}: record at offset {offset}: {reason}: groups read up to it",
+    "groups.unreadable": "{error}: groups read up to it",
+    "groups.logEndOffsetUnreadable": "{file}: log end offset: {error}",
+    "doctor.verdictHealthy": "HEALTHY",
+    "doctor.verdictFatal": lambda f, x: (f"WILL NOT START: {x['brokerMessage']}"
+                                          + (f" (and {x['more']} more)" if x["more"] else "")),
+    "doctor.verdictRecovery": lambda f, x: _starts(x),
     # h3: a file's own checks (storage/files: validate(), problems()), one segment's indexes against its .log
     # (storage/log/segment_check) and a data dir's partition dirs (storage/log/datadir); the facts of an index
     # entry: its slot (entry) and fields (offset, filePosition, timestamp)

@@ -56,9 +56,43 @@ def worded_op(op: Op) -> Op:
     return out
 
 
-def describe_op(op: Op) -> str:
-    """An operation for people: its sizes (fields of the op) in KiB/MiB..., why in words."""
-    return worded_op(op).describe(size=human_size)
+def _compact_words(op, size: Callable[[int], str]) -> str:
+    """A cleaning round (``CompactRound``): its segments and bytes before (and after, when measured), the new
+    segments, the last offset it cleans."""
+    before = sum(g.source_bytes for g in op.groups)
+    after = "" if any(g.size is None for g in op.groups) else f" -> {size(sum(g.size or 0 for g in op.groups))}"
+    segs = sum(len(g.sources) for g in op.groups)
+    return (f"compact {segs} segment(s) ({size(before)}{after}) into {len(op.groups)} new segment(s), "
+            f"offsets up to {op.end_offset - 1}: {op.why}")
+
+
+def _replace_words(op, size: Callable[[int], str]) -> str:
+    """A segment replacement (``ReplaceSegments``): the segments replaced, their bytes, the new ones (and their
+    bytes, when known)."""
+    new = ", ".join(str(s.base_offset) for s in op.new)
+    sizes = [v for s in op.new for k, v in s.files.items() if k == ".log"]
+    after = f" ({size(sum(v or 0 for v in sizes))})" if None not in sizes else ""
+    return (f"replace segment(s) {', '.join(map(str, op.sources))} of {Path(op.path).name} "
+            f"({size(op.source_bytes)}) by {new}{after}: {op.why}")
+
+
+def _install_words(op, size: Callable[[int], str]) -> str:
+    """A migrated partition put in place (``InstallPartition``): created or replacing one, its files and bytes."""
+    verb = "replace" if op.replaces else "create"
+    return f"{verb} partition {op.path} ({len(op.files)} files, {size(sum(f.blob.size for f in op.files))}): {op.why}"
+
+
+#: the engines' own operations, by kind: their words from their fields (the file operations of io/ops describe
+#: themselves)
+_OP_WORDS: dict[str, Callable[[Op, Callable[[int], str]], str]] = {
+    "compact": _compact_words, "replace-segments": _replace_words, "install-partition": _install_words}
+
+
+def describe_op(op: Op, size: Callable[[int], str] = human_size) -> str:
+    """An operation for people: its sizes (fields of the op) in KiB/MiB... (or ``size``), why in words."""
+    worded = worded_op(op)
+    words = _OP_WORDS.get(op.kind)
+    return words(worded, size) if words is not None else worded.describe(size=size)
 
 
 def op_json(op: Op) -> dict:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -47,7 +46,7 @@ from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, P
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.files.txn_index import TransactionIndex
 from kafkalog.storage.io import fileops
-from kafkalog.storage.io.ops import Blob, Op, WriteFile, byte_count
+from kafkalog.storage.io.ops import Blob, Op, WriteFile
 from kafkalog.storage.log.datadir import resolve_partition_dirs
 from kafkalog.storage.log.leader_epoch_cache import LeaderEpochCache
 from kafkalog.storage.log.partition import PartitionLog
@@ -141,10 +140,6 @@ class InstallPartition(Op):
     def to_dict(self) -> dict:
         return {**super().to_dict(), "files": [f.name for f in self.files], "replaces": bool(self.replaces)}
 
-    def describe(self, size: Callable[[int], str] = byte_count) -> str:
-        verb = "replace" if self.replaces else "create"
-        total = sum(f.blob.size for f in self.files)
-        return f"{verb} partition {self.path} ({len(self.files)} files, {size(total)}): {self.why}"
 
 
 def _cut(seg: Segment, to_offset: int) -> tuple[int, int]:

@@ -36,7 +36,7 @@ from kafkalog.storage.files.names import leading_offset, offset_file_name
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io import fileops
 from kafkalog.storage.io.dirview import DirView
-from kafkalog.storage.io.ops import Blob, Op, Reason, byte_count
+from kafkalog.storage.io.ops import Blob, Op, Reason
 from kafkalog.storage.log.segment import SEGMENT_SUFFIXES, cleaned_name
 
 CrashHook = Callable[[str], None]
@@ -227,13 +227,6 @@ class ReplaceSegments(Op):
                 "new": [{"baseOffset": s.base_offset, "files": {k.lstrip("."): v for k, v in s.files.items()}}
                         for s in self.new],
                 "bytesBefore": self.source_bytes}
-
-    def describe(self, size: Callable[[int], str] = byte_count) -> str:
-        new = ", ".join(str(s.base_offset) for s in self.new)
-        sizes = [v for s in self.new for k, v in s.files.items() if k == ".log"]
-        after = f" ({size(sum(v or 0 for v in sizes))})" if None not in sizes else ""
-        return (f"replace segment(s) {', '.join(map(str, self.sources))} of {Path(self.path).name} "
-                f"({size(self.source_bytes)}) by {new}{after}: {self.why}")
 
     def plan_on(self, view: DirView,
                 contents: Mapping[str, Blob | int | None] | None = None) -> ReplaceSegments:

@@ -422,6 +422,29 @@ def test_plans_transactions_and_diffs_give_their_whys_as_codes():
     # the scan finds words where they come back
     assert sorted(_worded_whys(ast.parse('view.delete(n, f"replaced by {lo}")\nLoss("torn tail", 1)\n'
                                   't["reason"] = "x"\npsm.take_snapshot(why="at load")'))) == [1, 2, 3, 4]
+    # and in no module of storage at all (h7)
+    worded = {str(p): _worded_whys(ast.parse(p.read_text())) for p in (ROOT / "storage").rglob("*.py")}
+    assert not any(worded.values()), {p: lines for p, lines in worded.items() if lines}
+
+
+def test_the_engines_operations_are_worded_in_tools():
+    """A cleaning round, a segment replacement and a migrated partition are fields: tools/plan_output words them
+    (as io/ops' file operations, they had a describe of their own in storage)."""
+    from kafkalog.storage.engine.cleaner.manager import CompactRound, PlannedGroup
+    from kafkalog.storage.engine.migrate import InstallPartition
+    from kafkalog.storage.engine.swap import NewSegment, ReplaceSegments
+    from kafkalog.storage.io.ops import byte_count
+    for path in (ROOT / "storage" / "engine").rglob("*.py"):
+        assert "def describe(self" not in path.read_text(), path
+    op = ReplaceSegments("/d/t-0", note("/d/t-0", "op.convertNow"), sources=[0, 5], new=[NewSegment(0, {".log": 1024})],
+                         source_bytes=4096)
+    assert plan_output.describe_op(op) == "replace segment(s) 0, 5 of t-0 (4.0 KiB) by 0 (1.0 KiB): convert"
+    assert plan_output.describe_op(op, byte_count) == "replace segment(s) 0, 5 of t-0 (4,096 bytes) by 0 (1,024 bytes): convert"
+    rnd = CompactRound("/d/t-0", "why", end_offset=10, groups=[PlannedGroup(0, [0, 5], [], 3072, 1024)])
+    assert plan_output.describe_op(rnd) == ("compact 2 segment(s) (3.0 KiB -> 1.0 KiB) into 1 new segment(s), offsets "
+                                            "up to 9: why")
+    assert plan_output.describe_op(InstallPartition("/e/t-0", "why", [], ["00000000000000000000.log"])) == \
+        "replace partition /e/t-0 (0 files, 0 B): why"
 
 
 def test_a_truncation_loss_is_a_code_with_the_byte_as_its_position(tmp_path: Path):

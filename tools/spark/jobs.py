@@ -20,7 +20,8 @@ from typing import Any
 
 from kafkalog.facts import finding_json, render_all
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.tools.plan_output import worded_op
+from kafkalog.storage.io.ops import byte_count
+from kafkalog.tools.plan_output import describe_op
 
 
 @dataclass
@@ -151,7 +152,7 @@ def spark_runner(spark, fence_parent: str | None = None):
 
 
 def _plan_rows(plan) -> list[dict]:
-    return [{"partition": p.name, "dir": p.dir, "plan": [worded_op(op).describe() for op in p.ops], "notes": render_all(p.notes),
+    return [{"partition": p.name, "dir": p.dir, "plan": [describe_op(op, byte_count) for op in p.ops], "notes": render_all(p.notes),
              **({"error": p.error} if p.error else {}), **p.facts} for p in plan.partitions]
 
 

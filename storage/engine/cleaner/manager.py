@@ -12,7 +12,7 @@ Library API (the ``kafkalog compact`` command is a thin shell over it):
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -37,7 +37,7 @@ from kafkalog.storage.files.checkpoints import CLEANER_OFFSET_CHECKPOINT
 from kafkalog.storage.files.findings import note
 from kafkalog.storage.files.names import offset_file_name
 from kafkalog.storage.io.dirview import DirView
-from kafkalog.storage.io.ops import Op, byte_count
+from kafkalog.storage.io.ops import Op
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.segment import SEGMENT_SUFFIXES
 
@@ -167,13 +167,6 @@ class CompactRound(Op):
                 "groups": [{"baseOffset": g.base_offset, "sources": g.sources, "bytesBefore": g.source_bytes,
                             "bytesAfter": g.size} for g in self.groups]}
 
-    def describe(self, size: Callable[[int], str] = byte_count) -> str:
-        before = sum(g.source_bytes for g in self.groups)
-        after = "" if any(g.size is None for g in self.groups) else \
-            f" -> {size(sum(g.size or 0 for g in self.groups))}"
-        segs = sum(len(g.sources) for g in self.groups)
-        return (f"compact {segs} segment(s) ({size(before)}{after}) into {len(self.groups)} new segment(s), "
-                f"offsets up to {self.end_offset - 1}: {self.why}")
 
 
 def _setting(cfg: LogConfig, name: str, value) -> dict:

@@ -209,7 +209,7 @@ def test_kraft_dir_still_warns_per_partition(tmp_path):
     (data / "codec-gzip-0" / "partition.metadata").unlink()
     report = verify_paths([data], workers=1)
     (w,) = [f for f in report.findings if f.severity == "warning"]
-    assert w.file == str(data / "codec-gzip-0" / "partition.metadata") and "stray" in w.message
+    assert w.file == str(data / "codec-gzip-0" / "partition.metadata") and "stray" in render(w)
 
 
 # --------------------------------------------------------------------------------------- 11: conventions

@@ -218,13 +218,15 @@ class _Loader:
                               producers=psm, epochs=self.epochs, path=str(seg.path), on_overflow="raise")
         name = log_file_name(base)
         if rec.valid_bytes < rec.log_size:
-            reason = rec.reason() or "invalid bytes"
+            reason = rec.reason() or "invalid bytes"  # (the words of loader.truncated's note, as its --json has them)
+            cause = rec.cause()
             t = rec.tail
             self.last_truncation = view.truncate(name, rec.valid_bytes, note(
-                view.path, "op.invalidBytes", validBytes=rec.valid_bytes, reason=reason))
+                view.path, "op.invalidBytes", validBytes=rec.valid_bytes, stop=cause["stop"], error=cause["error"]))
             out.losses.append(Loss("", rec.next_offset, t.last_offset if t else None, t.records if t else None,
                                    rec.truncated_bytes, str(seg.path), rec.valid_bytes, damage=True,
-                                   note=note(seg.path, "loss.truncatedAt", reason=reason, position=rec.valid_bytes)))
+                                   note=note(seg.path, "loss.truncatedAt", position=rec.valid_bytes,
+                                             stop=cause["stop"], error=cause["error"])))
             out.notes.append(note(self.view.path, "loader.truncated", baseOffset=base, validBytes=rec.valid_bytes,
                                   reason=reason))
         why = note(view.path, "op.recoveredIndex", baseOffset=base)

@@ -162,13 +162,15 @@ class RecoveredSegment:
     def txn_index(self) -> TransactionIndex:
         return TransactionIndex.from_entries(self.base_offset, self.aborted)
 
+    def cause(self) -> dict[str, str | None]:
+        """Why the bytes after ``valid_bytes`` are dropped, as facts: ``stop`` (``torn tail``, ``partial batch``...;
+        None: the whole file is valid) and ``error``, the error of the corrupt batch that stopped it."""
+        return {"stop": self.stop_reason, "error": self.error.reason if self.stop_reason and self.error else None}
+
     def reason(self) -> str | None:
         """In words: why the bytes after ``valid_bytes`` are dropped."""
-        if self.stop_reason is None:
-            return None
-        if self.error is not None:
-            return self.error.reason
-        return f"{self.stop_reason} at byte {self.valid_bytes}"
+        c = self.cause()
+        return None if c["stop"] is None else c["error"] if c["error"] is not None else f"{c['stop']} at byte {self.valid_bytes}"
 
 
 def recover_segment(buf, base_offset: int, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,

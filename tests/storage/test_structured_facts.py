@@ -452,15 +452,18 @@ def test_a_truncation_loss_is_a_code_with_the_byte_as_its_position(tmp_path: Pat
     (loss,) = r.loaded.losses
     assert loss.reason == "" and loss.note is not None and loss.note.kind == "loss.truncatedAt"
     assert loss.position == loss.note.facts["position"] == size
-    assert plan_output.describe_loss(loss).endswith(f"{loss.note.facts['reason']} (the broker truncates the log "
-                                                    f"at byte {size})")
+    # why it stops there: the scanner's reason and the corrupt batch's error as facts, the byte as the position (h7)
+    assert (loss.note.facts["stop"], loss.note.facts["error"]) == ("torn tail", None)
+    reason = f"torn tail at byte {size}"
+    assert plan_output.describe_loss(loss).endswith(f"{reason} (the broker truncates the log at byte {size})")
     d = plan_output.loss_json(loss)
-    assert d["reason"] == f"{loss.note.facts['reason']} (the broker truncates the log at byte {size})"
+    assert d["reason"] == f"{reason} (the broker truncates the log at byte {size})"
     assert (d["code"], d["facts"]["position"]) == ("loss.truncatedAt", size)
     (op,) = [op for op in r.ops if op.kind == "truncate"]
     assert getattr(op.why, "kind", None) == "op.invalidBytes" and op.to_dict()["why"] == ""
-    assert plan_output.op_json(op)["why"] == f"first invalid byte at {size}: {loss.note.facts['reason']}"
-    assert plan_output.describe_op(op).endswith(f": first invalid byte at {size}: {loss.note.facts['reason']}")
+    assert dict(op.why.facts) == {"validBytes": size, "stop": "torn tail", "error": None}  # type: ignore[union-attr]
+    assert plan_output.op_json(op)["why"] == f"first invalid byte at {size}: {reason}"
+    assert plan_output.describe_op(op).endswith(f": first invalid byte at {size}: {reason}")
 
 
 def test_a_diff_detail_is_a_code_with_offsets_and_counts(tmp_path: Path):

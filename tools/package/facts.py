@@ -122,6 +122,14 @@ _LEFTOVERS = {".swap": "a replacement segment whose swap was interrupted; Kafka 
               ".tmp": "temporary file of an interrupted atomic write; ignored by Kafka"}
 
 
+def _cause(x: Mapping[str, Any], at: int) -> str:
+    """Why a segment's recovery stops at byte ``at`` (its ``stop`` and ``error`` facts): the corrupt batch's error,
+    or what the scanner met there (``torn tail at byte 123``)."""
+    if x["stop"] is None:
+        return "invalid bytes"
+    return str(x["error"]) if x["error"] is not None else f"{x['stop']} at byte {at}"
+
+
 #: retention's reason for a segment below the log start offset (its loss and its files' renames)
 _BELOW_LOG_START = ("every offset is below the log start offset {logStartOffset} (log-start-offset-checkpoint: "
                     "delete-records or an earlier retention run)")
@@ -472,7 +480,7 @@ TEMPLATES: dict[str, str | Template] = {
     "startup.alsoLive": "{partition} is also live in {otherDir}",
     # why a plan removes records (a Loss's note) and why it runs an operation (an Op's why): the loader (repair,
     # doctor), the swap recovery, producer snapshots and leader epochs, the cleaner, rehydrate
-    "loss.truncatedAt": "{reason} (the broker truncates the log at byte {position})",
+    "loss.truncatedAt": lambda f, x: f"{_cause(x, x['position'])} (the broker truncates the log at byte {x['position']})",
     "loss.afterInvalidByte": "a segment after the first invalid byte of segment {baseOffset}: the broker deletes "
                              "every later segment when it truncates the log",
     "loss.endBelowStart": "the log end offset {logEndOffset} is below the checkpointed log start offset "
@@ -483,7 +491,7 @@ TEMPLATES: dict[str, str | Template] = {
                           "cannot be recovered",
     "op.orphanIndex": "an index file without its .log: the broker deletes it at load",
     "op.missingTimeIndex": "missing .timeindex: the broker creates it empty at load",
-    "op.invalidBytes": "first invalid byte at {validBytes}: {reason}",
+    "op.invalidBytes": lambda f, x: f"first invalid byte at {x['validBytes']}: {_cause(x, x['validBytes'])}",
     "op.recoveredIndex": "rebuilt by the broker's segment recovery of {baseOffset:020d}.log",
     "op.recoveredSnapshot": "producer state after recovering segment {baseOffset}, as the broker snapshots it",
     "op.emptyActiveSegment": "an empty active segment at the log start offset, as the broker creates it for an empty "

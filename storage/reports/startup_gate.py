@@ -11,8 +11,10 @@ carries the broker's own message (the text of the exception it dies with). ``kaf
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kafkalog.storage.config.resolver import METADATA_DIR
 from kafkalog.storage.errors import KafkaLogError
@@ -42,6 +44,20 @@ def java_sorted(keys: list[str]) -> list[str]:
     return sorted(keys, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
 
 
+def _agree(first: Any, value: Any, version: int | None, missing: Callable[[], None],
+           differs: Callable[[Any, Any], None]) -> Any:
+    """``MetaPropertiesEnsemble.verify``'s check of one id (cluster.id, node.id) across the ``meta.properties``
+    files: a v1 file must have it (``missing``), and a file that has it has the one met first (``differs``).
+    Returns the one met first (``first``, or ``value`` when it is the first)."""
+    if value is None:
+        if version == 1:
+            missing()
+        return first
+    if first is not None and value != first:
+        differs(value, first)
+    return value if first is None else first
+
+
 def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None) -> list[Refusal]:
     """Why a broker refuses these ``log.dirs`` before loading any log, in its own words (the first one it meets
     is the one it dies with; the later ones are reported too). ``node_id``: the configured ``node.id``."""
@@ -66,26 +82,18 @@ def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None
             assert m is not None
             path = Path(n) / "meta.properties"
             version = _safe(lambda m=m: m.version)
-            cid = m.cluster_id
-            if cid is None:
-                if version == 1:
-                    fatal(path, f"cluster.id was not specified in the v1 file: {path}", code="startup.noClusterId")
-            elif cluster is None:
-                cluster = cid
-            elif cid != cluster:
-                fatal(path, f"Invalid cluster.id in: {path}. Expected {cluster}, but read {cid}",
-                      code="startup.clusterIdDiffers", clusterId=cid, expected=cluster)
-            nid = _safe(lambda m=m: m.node_id)
-            if nid is None:
-                if version == 1:
-                    fatal(path, f"node.id was not specified in {path}", code="startup.noNodeId")
-            elif node is None:
-                node = nid
-            elif nid != node:
-                fatal(path, f"Stored node id {nid} doesn't match previous node id {node} in {path}. If you moved your "
-                      "data, make sure your configured node id matches. If you intend to create a new node, you "
-                      "should remove all data in your data directories.", code="startup.nodeIdDiffers", nodeId=nid,
-                      expected=node)
+            cluster = _agree(cluster, m.cluster_id, version, lambda path=path: fatal(
+                path, f"cluster.id was not specified in the v1 file: {path}", code="startup.noClusterId"),
+                lambda cid, first, path=path: fatal(path, f"Invalid cluster.id in: {path}. Expected {first}, but read "
+                                                    f"{cid}", code="startup.clusterIdDiffers", clusterId=cid,
+                                                    expected=first))
+            node = _agree(node, _safe(lambda m=m: m.node_id), version, lambda path=path: fatal(
+                path, f"node.id was not specified in {path}", code="startup.noNodeId"),
+                lambda nid, first, path=path: fatal(
+                    path, f"Stored node id {nid} doesn't match previous node id {first} in {path}. If you moved your "
+                    "data, make sure your configured node id matches. If you intend to create a new node, you should "
+                    "remove all data in your data directories.", code="startup.nodeIdDiffers", nodeId=nid,
+                    expected=first))
             did = m.directory_id
             if did is not None and directory_id_reserved(did):
                 fatal(path,  # Kafka 4.x's spelling (checked with 4.3.1); 3.9 logs "Invalid resrved directory ID"

@@ -44,17 +44,17 @@ def java_sorted(keys: list[str]) -> list[str]:
     return sorted(keys, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
 
 
-def _agree(first: Any, value: Any, version: int | None, missing: Callable[[], None],
-           differs: Callable[[Any, Any], None]) -> Any:
+def _agree(path: Path, first: Any, value: Any, version: int | None, missing: Callable[[Path], None],
+           differs: Callable[[Path, Any, Any], None]) -> Any:
     """``MetaPropertiesEnsemble.verify``'s check of one id (cluster.id, node.id) across the ``meta.properties``
     files: a v1 file must have it (``missing``), and a file that has it has the one met first (``differs``).
     Returns the one met first (``first``, or ``value`` when it is the first)."""
     if value is None:
         if version == 1:
-            missing()
+            missing(path)
         return first
     if first is not None and value != first:
-        differs(value, first)
+        differs(path, value, first)
     return value if first is None else first
 
 
@@ -82,15 +82,14 @@ def startup_gate(dirs: list[DataDir], *, kraft: bool, node_id: int | None = None
             assert m is not None
             path = Path(n) / "meta.properties"
             version = _safe(lambda m=m: m.version)
-            cluster = _agree(cluster, m.cluster_id, version, lambda path=path: fatal(
-                path, f"cluster.id was not specified in the v1 file: {path}", code="startup.noClusterId"),
-                lambda cid, first, path=path: fatal(path, f"Invalid cluster.id in: {path}. Expected {first}, but read "
-                                                    f"{cid}", code="startup.clusterIdDiffers", clusterId=cid,
-                                                    expected=first))
-            node = _agree(node, _safe(lambda m=m: m.node_id), version, lambda path=path: fatal(
-                path, f"node.id was not specified in {path}", code="startup.noNodeId"),
-                lambda nid, first, path=path: fatal(
-                    path, f"Stored node id {nid} doesn't match previous node id {first} in {path}. If you moved your "
+            cluster = _agree(path, cluster, m.cluster_id, version, lambda p: fatal(
+                p, f"cluster.id was not specified in the v1 file: {p}", code="startup.noClusterId"),
+                lambda p, cid, first: fatal(p, f"Invalid cluster.id in: {p}. Expected {first}, but read {cid}",
+                                            code="startup.clusterIdDiffers", clusterId=cid, expected=first))
+            node = _agree(path, node, _safe(lambda m=m: m.node_id), version, lambda p: fatal(
+                p, f"node.id was not specified in {p}", code="startup.noNodeId"),
+                lambda p, nid, first: fatal(
+                    p, f"Stored node id {nid} doesn't match previous node id {first} in {p}. If you moved your "
                     "data, make sure your configured node id matches. If you intend to create a new node, you should "
                     "remove all data in your data directories.", code="startup.nodeIdDiffers", nodeId=nid,
                     expected=first))

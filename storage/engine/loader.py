@@ -30,7 +30,7 @@ from kafkalog.storage.engine.plan import Loss
 from kafkalog.storage.engine.split import split_overflowed_segment
 from kafkalog.storage.engine.swap import recover_swap_files
 from kafkalog.storage.errors import CorruptCheckpointError, KafkaLogError, OffsetOverflowError
-from kafkalog.storage.files.findings import Finding, note
+from kafkalog.storage.files.findings import Defect, Finding, defect, note
 from kafkalog.storage.files.names import (
     index_file_name,
     is_index_file,
@@ -151,15 +151,16 @@ class _Loader:
                 view.touch(time_index_file_name(b), note(view.path, "op.missingTimeIndex"))
             if b in unflushed:
                 continue  # recovered below, whatever its indexes hold
-            problem = None  # (the segment's index problem in words: still a fact of the note)
+            problem: Defect | None = None
             if not view.exists(index_file_name(b)):
-                problem = "missing .index"
+                problem = defect("segment.indexMissing")
             else:
                 problem = s.txn_index_problem()
                 if problem is None and self.strict:
                     problem = s.index_problem()
-            if problem is not None:
-                out.notes.append(note(self.view.path, "loader.indexRebuilt", baseOffset=b, reason=problem))
+            if problem is not None:  # the segment's index defect, its code and facts
+                out.notes.append(note(self.view.path, "loader.indexRebuilt", baseOffset=b,
+                                      defect={"code": problem.code, "facts": dict(problem.facts)}))
                 must_recover.append(s)
         if self.epochs is None:
             self.epochs = self.load_epochs(segs)
@@ -218,7 +219,6 @@ class _Loader:
                               producers=psm, epochs=self.epochs, path=str(seg.path), on_overflow="raise")
         name = log_file_name(base)
         if rec.valid_bytes < rec.log_size:
-            reason = rec.reason() or "invalid bytes"  # (the words of loader.truncated's note, as its --json has them)
             cause = rec.cause()
             t = rec.tail
             self.last_truncation = view.truncate(name, rec.valid_bytes, note(
@@ -228,7 +228,7 @@ class _Loader:
                                    note=note(seg.path, "loss.truncatedAt", position=rec.valid_bytes,
                                              stop=cause["stop"], error=cause["error"])))
             out.notes.append(note(self.view.path, "loader.truncated", baseOffset=base, validBytes=rec.valid_bytes,
-                                  reason=reason))
+                                  stop=cause["stop"], error=cause["error"]))
         why = note(view.path, "op.recoveredIndex", baseOffset=base)
         self.write_if_changed(index_file_name(base), rec.offset_index.to_bytes(), why)
         self.write_if_changed(time_index_file_name(base), rec.time_index.to_bytes(), why)

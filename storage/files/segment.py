@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError, LogDirError
+from kafkalog.storage.files.findings import Defect, defect
 from kafkalog.storage.files.index import map_file
 from kafkalog.storage.files.names import (
     INDEX_FILE_SUFFIX,
@@ -263,19 +264,19 @@ class Segment(Closing):
             self._txn_index = self._open_index(TransactionIndex, self.txn_index_path)
         return self._txn_index
 
-    def index_problem(self) -> str | None:
+    def index_problem(self) -> Defect | None:
         """Why the ``.index``/``.timeindex`` cannot be trusted (Kafka's sanity checks, plus entries that are not
-        strictly increasing or non-zero bytes after the last entry, which would make reads go wrong); None when
-        they are sound or missing."""
+        strictly increasing or non-zero bytes after the last entry, which would make reads go wrong), as a
+        defect with the file's name as its ``index`` fact; None when they are sound or missing."""
         for idx, path in ((self.offset_index, self.index_path), (self.time_index, self.time_index_path)):
             if not self._has(path):
                 continue
             try:
                 idx.sanity_check()
             except CorruptIndexError as e:
-                return f"{path.name}: {e.reason}"
+                return defect("segment.indexSanityCheck", e.position, index=path.name, error=e.reason)
             if not idx.padding_is_zero():
-                return f"{path.name}: non-zero bytes after the last entry"
+                return defect("segment.indexPadding", index=path.name)
         return None
 
     def seek_index(self, size: int | None = None) -> OffsetIndex:
@@ -291,37 +292,30 @@ class Segment(Closing):
                 out.append(e)
         return index if len(out) == len(index) else OffsetIndex.from_entries(self.base_offset, out)
 
-    def txn_index_oversized(self) -> str | None:
-        """Why the ``.txnindex`` cannot belong to this segment by its size alone: it holds one entry per abort
-        marker, a control batch of at least 61 bytes, so more entries than ``size // 61`` are garbage (a sparse
-        4 GiB file would otherwise be read entry by entry). None when plausible or missing."""
-        excess = self.txn_index_excess()
-        if excess is None:
-            return None
-        n, bound = excess
-        return (f"{self.txn_index_path.name}: {n:,d} entries, more than the {bound:,d} batches a "
-                f"{self.size:,d}-byte segment can hold (one entry per abort marker)")
-
     def txn_index_excess(self) -> tuple[int, int] | None:
-        """:meth:`txn_index_oversized` as numbers: ``(entries, the most this segment can need)``, or None."""
+        """Too many entries for the ``.txnindex`` to belong to this segment by its size alone: ``(entries, the most
+        this segment can need)``, or None when plausible or missing. It holds one entry per abort marker, a control
+        batch of at least 61 bytes, so more entries than ``size // 61`` are garbage (a sparse 4 GiB file would
+        otherwise be read entry by entry)."""
         if not self.has_txn_index:
             return None
         bound = self.size // V2_HEADER_SIZE
         n = self.txn_index.entries
         return (n, bound) if n > bound else None
 
-    def txn_index_problem(self) -> str | None:
+    def txn_index_problem(self) -> Defect | None:
         """Why the ``.txnindex`` fails ``TransactionIndex.sanityCheck`` (the broker then recovers the segment),
-        or is larger than its segment can need."""
+        or is larger than its segment can need, as a defect (its ``index`` fact the file's name)."""
         if not self.has_txn_index:
             return None
-        oversized = self.txn_index_oversized()
-        if oversized:
-            return oversized
+        name = self.txn_index_path.name
+        excess = self.txn_index_excess()
+        if excess:
+            return defect("segment.txnIndexOversized", index=name, entries=excess[0], bound=excess[1], bytes=self.size)
         try:
             self.txn_index.sanity_check()
         except CorruptIndexError as e:
-            return f"{self.txn_index_path.name}: {e.reason}"
+            return defect("segment.indexSanityCheck", e.position, index=name, error=e.reason)
         return None
 
     # ---- offsets and timestamps --------------------------------------------------------------------------

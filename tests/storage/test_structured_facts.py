@@ -17,7 +17,8 @@ from kafkalog import facts
 from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.plan import Loss, Setting
-from kafkalog.storage.files.findings import Finding, note
+from kafkalog.storage.files.findings import Finding, defect, note
+from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io.ops import Delete, Op, Truncate, WriteFile
 from kafkalog.storage.reports.diff import diff_paths
 from kafkalog.storage.reports.doctor import diagnose
@@ -156,7 +157,36 @@ def test_a_loader_note_carries_the_segment_base_offset_and_the_valid_bytes(tmp_p
     pdir, size, r = _torn_tail_load(tmp_path)
     (n,) = [n for n in r.notes if n.kind == "loader.truncated"]
     assert n.file == str(pdir) and n.facts["baseOffset"] == 40 and n.facts["validBytes"] == size
-    assert facts.render(n) == f"orders-3: segment 40: valid region ends at byte {size}: {n.facts['reason']}"
+    # why it stops there as facts (what the scanner met, the corrupt batch's error), not a `reason` sentence (h10)
+    assert dict(n.facts) == {"baseOffset": 40, "validBytes": size, "stop": "torn tail", "error": None}
+    assert facts.render(n) == f"orders-3: segment 40: valid region ends at byte {size}: torn tail at byte {size}"
+
+
+def test_a_rebuilt_index_note_carries_the_segments_index_defect_and_words_it_as_before(tmp_path: Path):
+    pdir = three_segment_partition(tmp_path)
+    (pdir / "00000000000000000000.index").unlink()
+    ti = pdir / "00000000000000000020.timeindex"
+    ti.write_bytes(ti.read_bytes() + bytes(11) + b"\x01")  # an entry of timestamp 0 after the last one
+    (pdir / "00000000000000000040.txnindex").write_bytes(bytes(34 * 500))  # more entries than batches
+    r = recover(pdir, now_ms=NOW, dry_run=True, recovery_point=50, had_clean_shutdown=True)
+    notes = {n.facts["baseOffset"]: n for n in r.notes if n.kind == "loader.indexRebuilt"}
+    assert {b: n.facts["defect"]["code"] for b, n in notes.items()} == {
+        0: "segment.indexMissing", 20: "segment.indexSanityCheck", 40: "segment.txnIndexOversized"}
+    assert notes[40].facts["defect"]["facts"] == {"index": "00000000000000000040.txnindex", "entries": 500,
+                                                  "bound": 11, "bytes": 695}
+    assert notes[20].facts["defect"]["facts"]["index"] == "00000000000000000020.timeindex"
+    tail = "; the segment is recovered and its indexes rebuilt"
+    assert [facts.render(notes[b]) for b in (0, 20, 40)] == [
+        f"orders-3: segment 0: missing .index{tail}",
+        "orders-3: segment 20: 00000000000000000020.timeindex: corrupt time index: non-zero size but the last "
+        f"timestamp is 0 which is less than the first timestamp 2005{tail}",
+        "orders-3: segment 40: 00000000000000000040.txnindex: 500 entries, more than the 11 batches a 695-byte "
+        f"segment can hold (one entry per abort marker){tail}"]
+    # the files layer's checks give the defect, not its words (non-zero bytes after the last entry: a defect too)
+    with Segment.open(pdir / "00000000000000000020.log") as seg:
+        assert seg.index_problem() == defect("segment.indexSanityCheck", 60, index="00000000000000000020.timeindex",
+                                             error=notes[20].facts["defect"]["facts"]["error"])
+        assert seg.txn_index_problem() is None
 
 
 def test_a_resolver_note_carries_the_data_dir_path(tmp_path: Path):
@@ -244,6 +274,7 @@ def test_every_kind_storage_notes_has_a_template_that_renders_its_facts():
                "remembered": [{"source": "consumer group", "file": "/d", "offset": 10, "logEndOffset": 7, "group": "g",
                                "epoch": None}],
                "finding": {"file": "/d/t-0/0.index", "code": "verify.indexMissing", "facts": {}, "message": ""},
+               "defect": {"code": "segment.indexMissing", "facts": {}},
                "side": "a", "fields": ["crc"], "ranges": [[1, 3]],
                "a": {"segment": "0.log", "position": 0, "baseOffset": 0, "lastOffset": 1, "magic": 2},
                "b": {"segment": "0.log", "position": 0, "baseOffset": 0, "lastOffset": 1, "magic": 2}}
@@ -319,7 +350,7 @@ def _worded_findings(tree: ast.AST) -> list[int]:
 
 
 #: the checks of the files layer: what each returns is a Defect (a code, its facts, a position), never words
-FILE_CHECKS = {"validate", "problems", "fatal_problems", "_entry_problems"}
+FILE_CHECKS = {"validate", "problems", "fatal_problems", "_entry_problems", "index_problem", "txn_index_problem"}
 
 
 def _worded_checks(tree: ast.AST) -> list[int]:

@@ -191,11 +191,13 @@ TEMPLATES: dict[str, str | Template] = {
     "loader.split": lambda f, x: (
         f"{Path(f).name}: segment {x['baseOffset']}: {x['reason']} (KAFKA-6264): split into segments "
         f"{', '.join(map(str, x['newSegments']))} as the broker does, then loaded again"),
-    "loader.indexRebuilt": "{name}: segment {baseOffset}: {reason}; the segment is recovered and its indexes "
-                           "rebuilt",
+    "loader.indexRebuilt": lambda f, x: (f"{Path(f).name}: segment {x['baseOffset']}: "
+                                         f"{_problem({'file': f, **x['defect']})}; the segment is recovered and its "
+                                         "indexes rebuilt"),
     "loader.epochCheckpointUnreadable": "{name}: leader-epoch-checkpoint is unreadable ({error}); rebuilt from the "
                                         "batches (the broker would fail to load this partition)",
-    "loader.truncated": "{name}: segment {baseOffset}: valid region ends at byte {validBytes}: {reason}",
+    "loader.truncated": lambda f, x: (f"{Path(f).name}: segment {x['baseOffset']}: valid region ends at byte "
+                                      f"{x['validBytes']}: {_cause(x, x['validBytes'])}"),
     "loader.endBelowStart": "{name}: log end offset {logEndOffset} is below the checkpointed log start offset "
                             "{logStartOffset}: every segment is deleted (as the broker does)",
     # retention
@@ -427,6 +429,13 @@ TEMPLATES: dict[str, str | Template] = {
     "verify.txnIndexOversized": "{name}: {entries:,d} entries, more than the {bound:,d} batches a {bytes:,d}-byte "
                                 "segment can hold (one entry per abort marker); not read further (`kafkalog repair` "
                                 "rebuilds it from the log)",
+    # why the loader recovers a segment and rebuilds its indexes (storage/files/segment.py's index checks);
+    # {index}: the index file's name
+    "segment.indexMissing": "missing .index",
+    "segment.indexSanityCheck": "{index}: {error}",
+    "segment.indexPadding": "{index}: non-zero bytes after the last entry",
+    "segment.txnIndexOversized": "{index}: {entries:,d} entries, more than the {bound:,d} batches a {bytes:,d}-byte "
+                                 "segment can hold (one entry per abort marker)",
     "verify.txnIndexSanityCheck": "Kafka's sanity check fails (the segment is recovered at load): {error}",
     "verify.txnIndexNoMarker": "entry {entry}: no transaction marker at offset {lastOffset} in the segment",
     "verify.indexNoBatchEnds": "entry {entry} ({offset}, {filePosition}): no batch from position {filePosition} up "

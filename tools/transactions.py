@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from kafkalog import facts
+from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.reports.transactions import BOOTSTRAP_PLACEHOLDER, TransactionReport, find_transactions
 
 from .output import (
@@ -145,7 +146,7 @@ def print_report(report: TransactionReport, txns: Sequence[dict[str, Any]], stre
                  f"coordinator state from {len(report.coordinator_partitions)} {TS} partition(s)"
                  f"{f' ({found})' if found else ''}{'' if report.coordinator_complete else ', incomplete'}\n")
     for e in report.errors:
-        stream.write(f"  error: {e.get('dir')}: {e['error']}\n")
+        stream.write(f"  error: {e.get('dir')}: {error_words(e)['error']}\n")
 
 
 TS = "__transaction_state"
@@ -160,6 +161,11 @@ def _ranges(nums: Sequence[int]) -> str:
         else:
             out.append(str(n))
     return ",".join(out)
+
+
+def error_words(e: dict[str, Any]) -> dict[str, Any]:
+    """A partition that could not be read, its ``error`` (words, or a note: a code and its facts) in words."""
+    return e | {"error": facts.render(e["error"])} if isinstance(e["error"], Finding) else e
 
 
 def worded(t: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
         for t in txns:
             out.write(t)
         for e in report.errors:
-            out.write(e)
+            out.write(error_words(e))
     else:
         print_report(report, txns, sys.stdout, epoch=args.epoch)
     sys.stdout.flush()

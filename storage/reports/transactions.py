@@ -32,7 +32,7 @@ from kafkalog.storage.decoders.transaction_state import (
     parse_transaction_value,
 )
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.files.findings import note
+from kafkalog.storage.files.findings import Finding, note
 from kafkalog.storage.io.fs import absolute, as_path
 from kafkalog.storage.log.datadir import DataDir, check_topics, require_readable
 from kafkalog.storage.log.dir_checkpoints import open_partition_log
@@ -70,7 +70,9 @@ class CoordinatorTxn:
 class TransactionReport:
     """What :func:`find_transactions` found: the open transactions (dicts of the fields of
     ``docs/schemas/openTransaction.schema.json``; their ``reason`` a note, a code and its facts, which
-    ``kafkalog.facts`` words), partitions that could not be read, and the coordinator state."""
+    ``kafkalog.facts`` words), partitions that could not be read (``{dataDir, dir, error}``: ``error`` a note when a
+    data partition's log cannot be read, ``transactions.partitionUnreadable`` or ``transactions.partitionOsError``,
+    else the error's words), and the coordinator state."""
 
     transactions: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
@@ -254,18 +256,20 @@ def _partition_logs(paths: Iterable[str | os.PathLike]) -> Iterator[PartitionLog
                 yield log
 
 
-def _partition_task(task: tuple) -> tuple[list[dict[str, Any]], str | None]:
-    """One partition's open transactions (in a worker process): ``(transactions, error)``."""
+def _partition_task(task: tuple) -> tuple[list[dict[str, Any]], Finding | None]:
+    """One partition's open transactions (in a worker process): ``(transactions, error)``, the error a note about
+    the partition dir: ``transactions.partitionUnreadable`` (the error's ``file``, byte ``position``, ``error`` and
+    its ``errorKind``, the ``dataDir`` repair would be run on) or ``transactions.partitionOsError``."""
     path, log_start, recovery, hw, clean, now, expiration_ms = task
     try:
         with PartitionLog(path, log_start_offset_checkpoint=log_start, recovery_point=recovery, high_watermark=hw,
                           clean_point=clean) as log:
             return open_transactions(log, now, expiration_ms), None
     except KafkaLogError as e:
-        return [], (f"{e} (the broker's recovery truncates a corrupt log: `kafkalog repair --dry-run "
-                    f"{as_path(path).parent}` shows what it would keep)")
+        return [], note(path, "transactions.partitionUnreadable", file=e.path, position=e.position, error=e.reason,
+                        errorKind=type(e).__name__, dataDir=str(as_path(path).parent))
     except OSError as e:
-        return [], f"{e.filename or path}: {e.strerror or e}"
+        return [], note(path, "transactions.partitionOsError", file=str(e.filename or path), error=e.strerror or str(e))
 
 
 def _compacted(resolver, log: PartitionLog) -> bool | None:

@@ -6,6 +6,7 @@ and no module reads a library sentence back with a regular expression."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 from pathlib import Path
 
@@ -495,6 +496,39 @@ def test_a_truncation_loss_is_a_code_with_the_byte_as_its_position(tmp_path: Pat
     assert dict(op.why.facts) == {"validBytes": size, "stop": "torn tail", "error": None}  # type: ignore[union-attr]
     assert plan_output.op_json(op)["why"] == f"first invalid byte at {size}: {reason}"
     assert plan_output.describe_op(op).endswith(f": first invalid byte at {size}: {reason}")
+
+
+def test_a_partition_transactions_cannot_read_is_a_code_worded_as_before(tmp_path: Path, capsys):
+    """transactions' partition read error: the error's file, byte, words and kind as facts (h10); its sentence and
+    the advice to run repair are made in kafkalog.facts, and the command prints them as before."""
+    import shutil
+
+    from kafkalog.storage.reports.transactions import find_transactions
+    from kafkalog.tools.cli import main
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "fixtures" / "kafka-4.3.1-kraft-killed" / "data", data)
+    log = data / "open-transaction-0" / "00000000000000000000.log"
+    with log.open("r+b") as f:
+        f.write(b"\xff" * 12)
+    for workers in (1, 2):
+        (e,) = find_transactions([data], now_ms=NOW, workers=workers).errors
+        n = e["error"]
+        assert isinstance(n, Finding) and n.kind == "transactions.partitionUnreadable", n
+        assert dict(n.facts) == {"file": str(log), "position": 0, "errorKind": "CorruptRecordError",
+                                 "error": "Found record size -1 smaller than minimum record overhead (14)",
+                                 "dataDir": str(data)}
+        old = (f"{log}: byte 0: Found record size -1 smaller than minimum record overhead (14) (the broker's recovery "
+               f"truncates a corrupt log: `kafkalog repair --dry-run {data}` shows what it would keep)")
+        assert facts.render(n) == old
+    assert facts.render(note("/d/t-0", "transactions.partitionUnreadable", file=None, position=None, error="bad",
+                             errorKind="KafkaLogError", dataDir="/d")).startswith("bad (the broker's recovery")
+    assert facts.render(note("/d/t-0", "transactions.partitionOsError", file="/d/t-0/0.log",
+                             error="Permission denied")) == "/d/t-0/0.log: Permission denied"
+    assert main(["transactions", "--now", str(NOW), str(data)]) == 1
+    assert f"  error: open-transaction-0: {old}\n" in capsys.readouterr().out
+    assert main(["transactions", "--json", "--now", str(NOW), str(data)]) == 1
+    assert f'"error":{json.dumps(old)}' in capsys.readouterr().out
 
 
 def test_a_diff_detail_is_a_code_with_offsets_and_counts(tmp_path: Path):

@@ -545,6 +545,13 @@ TEMPLATES: dict[str, str | Template] = {
         f"producer id {x['producerId']} is not in the __transaction_state partitions of these dirs"
         + (" (some are missing: pass every broker's data dirs)" if x["someFound"] else
            " (none found: pass the dirs holding them)")),
+    # transactions: a partition it cannot read (the error where it is, and what repair would do about it)
+    "transactions.partitionUnreadable": lambda f, x: (
+        "".join(f"{w}: " for w in (x["file"], None if x["position"] is None else f"byte {x['position']}")
+                if w is not None)
+        + f"{x['error']} (the broker's recovery truncates a corrupt log: `kafkalog repair --dry-run {x['dataDir']}` "
+          "shows what it would keep)"),
+    "transactions.partitionOsError": lambda f, x: f"{x['file']}: {x['error']}",
     # diff: what differs between A and B ({file} the relative path; side "a" or "b")
     "diff.fileOnlyIn": lambda f, x: f"{f} exists only in {x['side'].upper()}",
     "diff.partitionOnlyIn": lambda f, x: f"partition {f} exists only in {x['side'].upper()}",

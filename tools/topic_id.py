@@ -6,7 +6,9 @@ import argparse
 import json
 import sys
 
+from kafkalog.storage.engine.plan import Plan
 from kafkalog.storage.engine.topic_id import new_topic_id, plan_topic_id
+from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
 from kafkalog.storage.log.datadir import resolve_partition_dirs
 from kafkalog.storage.log.topic_partition import parse_topic_partition_name
@@ -34,6 +36,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_plan_arguments(p, workers=False)
 
 
+def worded(plan: Plan) -> Plan:
+    """The plan with the ``oldTopicId`` of a partition whose ``partition.metadata`` is unreadable in words, as
+    --json has it: ``unreadable (<error>)`` (the error is the ``unreadable`` fact of its write's note)."""
+    for pp in plan.partitions:
+        for op in pp.ops:
+            if isinstance(op.why, Finding) and op.why.kind == "op.topicIdSet" and op.why.facts["unreadable"]:
+                pp.facts["oldTopicId"] = f"unreadable ({op.why.facts['unreadable']})"
+    return plan
+
+
 def run(args: argparse.Namespace) -> int:
     topics = args.topics
     pdirs = resolve_partition_dirs(args.path, topics)
@@ -42,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.set is not None:
         new = new_topic_id() if args.set == "random" else args.set
-        return run_plan(args, plan_topic_id(pdirs, new))
+        return run_plan(args, worded(plan_topic_id(pdirs, new)))
     out = sys.stdout
     rows = []
     for p in pdirs:

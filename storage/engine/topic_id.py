@@ -58,12 +58,11 @@ def plan_topic_id(partition_dirs: Sequence[str | os.PathLike], topic_id: str) ->
                 try:
                     old = PartitionMetadata.from_bytes(view.read(PARTITION_METADATA_FILE, 1 << 16)).topic_id
                 except KafkaLogError as e:
-                    error = e.reason
-                    old = f"unreadable ({e.reason})"  # (--json's oldTopicId, as it has been)
+                    error = e.reason  # (the op's note has it: kafkalog.tools words --json's oldTopicId from it)
             pp.facts = {"oldTopicId": old, "topicId": topic_id}
             if old != topic_id:
-                view.write(PARTITION_METADATA_FILE, data, note(p, "op.topicIdSet", oldTopicId=None if error else old,
-                                                                unreadable=error, topicId=topic_id))
+                view.write(PARTITION_METADATA_FILE, data, note(p, "op.topicIdSet", oldTopicId=old, unreadable=error,
+                                                                topicId=topic_id))
             pp.ops = list(view.ops)
             pp.fingerprints = view.fingerprints()
             dp.partitions.append(pp)
@@ -73,7 +72,8 @@ def plan_topic_id(partition_dirs: Sequence[str | os.PathLike], topic_id: str) ->
 
 def set_topic_id(partition_dir: str | os.PathLike, topic_id: str, *, dry_run: bool = False) -> str | None:
     """Write ``partition.metadata`` with ``topic_id`` (a plan applied under the data dir's lock, no backup
-    folder: the old id is returned). Returns the previous topic id (None when there was no file)."""
+    folder: the old id is returned). Returns the previous topic id (None when there was no file, or it was
+    unreadable)."""
     plan = plan_topic_id([partition_dir], topic_id)
     old = plan.partitions[0].facts["oldTopicId"]
     if not dry_run:

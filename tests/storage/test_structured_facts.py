@@ -531,6 +531,26 @@ def test_a_partition_transactions_cannot_read_is_a_code_worded_as_before(tmp_pat
     assert f'"error":{json.dumps(old)}' in capsys.readouterr().out
 
 
+def test_an_unreadable_old_topic_id_is_a_fact_and_topic_id_json_words_it_as_before(tmp_path: Path, capsys):
+    """topic-id --set over an unreadable partition.metadata: the plan's oldTopicId is None and the error is the
+    write's ``unreadable`` fact (h10); tools/topic_id.py words --json's oldTopicId ``unreadable (...)`` as before."""
+    from kafkalog.storage.engine.topic_id import plan_topic_id
+    from kafkalog.tools.cli import main
+
+    pdir = three_segment_partition(tmp_path)
+    (pdir / "partition.metadata").write_text("garbage")
+    new_id = "AAAAAAAAAAAAAAAAAAAAAQ"
+    (pp,) = plan_topic_id([pdir], new_id).partitions
+    assert pp.facts == {"oldTopicId": None, "topicId": new_id}
+    (op,) = pp.ops
+    assert dict(op.why.facts) == {"oldTopicId": None, "unreadable": "line 1: malformed version line 'garbage'",  # type: ignore[union-attr]
+                                  "topicId": new_id}
+    assert main(["topic-id", str(pdir), "--set", new_id, "--dry-run", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert row["oldTopicId"] == "unreadable (line 1: malformed version line 'garbage')"
+    assert "unreadable (" not in (ROOT / "storage" / "engine" / "topic_id.py").read_text()
+
+
 def test_a_diff_detail_is_a_code_with_offsets_and_counts(tmp_path: Path):
     a, b = tmp_path / "a", tmp_path / "b"
     three_segment_partition(a)

@@ -66,14 +66,14 @@ fuzz-native:
 ## campaign: the full counted reliability campaigns (every fault injection point), kafkalog's writers
 ## certified on the other Kafka versions (3.9.2; 2.8.2 when KAFKALOG_KAFKA_VERSIONS names it), and the broker
 ## runs CI samples (every command killed mid-apply, the trimmed metadata logs, internal.segment.bytes, 3.9.2's
-## cleaner recipe, cleaner rounds, recovery and torn tails, the cleaner recipe on the container backend, doctor over
-## S3 on every fixture), not part of `make test`
+## cleaner recipe, cleaner rounds, recovery and torn tails, the cleaner recipe and the conformance scenarios on the
+## container backend, doctor over S3 on every fixture), not part of `make test`
 campaign:
 	$(PY) -m pytest -s -m campaign tests/reliability tests/storage/test_apply_crash.py \
 		tests/spark/test_write_faults_spark.py tests/kafka/test_write_faults_broker.py tests/storage/test_open_url.py \
 		tests/kafka/test_certify_writers.py tests/kafka/test_apply_crash_broker.py tests/kafka/test_engine_core_diff.py \
 		tests/kafka/test_cleaner_diff.py tests/kafka/test_cleaner_diff_rounds.py tests/kafka/test_recovery_diff.py \
-		tests/kafka/test_doctor_broker.py
+		tests/kafka/test_doctor_broker.py tests/kafka/test_kafka_container.py
 
 bench:
 	$(PY) tests/benchmarks/run_all.py

@@ -133,6 +133,9 @@ def test_listens_on_loopback_only(image: str, tmp_path: Path) -> None:
         broker.close()
 
 
+# the four scenarios again on 4.3.1, in a container, under -m campaign (make campaign): CI runs them on the JVM
+# backend (test_conformance.py) and the container backend in the tests above and certify's
+@pytest.mark.campaign
 def test_conformance_table_on_the_container_backend(image: str, tmp_path: Path) -> None:
     """`kafkalog conformance --backend container`: every scenario passes, with the JVM run's counts."""
     args = [sys.executable, "-m", "kafkalog.tools.cli", "conformance", "--kafka", VERSION, "--backend", "container",

@@ -6,6 +6,7 @@ from kafkalog.storage.engine.plan import apply
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.writer import LogWriter
 from kafkalog.tools import cli
+from kafkalog.tools.plan_output import worded_op
 
 NOW = 1_700_000_000_000
 TOPIC_ID = "l5y0MjLvQdypLcP9XmR7bw"
@@ -23,8 +24,9 @@ def test_rewritten_from_topic_id_option(tmp_path):
     data = _dir(tmp_path)
     plan = plan_repair([data], now_ms=NOW, topic_ids={"t": TOPIC_ID})
     (act,) = [a for a in plan.ops() if a.kind == "write" and a.path.endswith("partition.metadata")]
-    assert act.path.endswith("t-0/partition.metadata") and "--topic-id" in act.why
-    assert "Error starting LogManager" in act.why
+    why = worded_op(act).why  # (a code and its facts, worded by kafkalog.facts)
+    assert act.path.endswith("t-0/partition.metadata") and "--topic-id" in why
+    assert "Error starting LogManager" in why
     apply(plan, backup=False)
     assert (data / "t-0" / "partition.metadata").read_bytes() == b"version: 0\ntopic_id: " + TOPIC_ID.encode()
 

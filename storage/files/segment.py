@@ -114,6 +114,7 @@ class Segment(Closing):
         self._txn_index: TransactionIndex | None = None
         self._next_offset: int | None = None
         self._file: SegmentFile | None = None  # the .log under a URL (read in windows)
+        self._read_index: tuple[int | None, OffsetIndex | None] | None = None  # (size, read_index(size)), once
 
     @property
     def _url_file(self) -> SegmentFile | None:
@@ -408,11 +409,15 @@ class Segment(Closing):
 
     # ---- byte ranges: what a reader of offsets or times reads of the .log (``LogSegment.read``), where it may split
     def read_index(self, size: int | None = None) -> OffsetIndex | None:
-        """:meth:`seek_index`, or None without an ``.index`` or when it cannot be read (a reader goes without it)."""
-        try:
-            return self.seek_index(size) if self.has_offset_index else None
-        except (OSError, KafkaLogError):
-            return None
+        """:meth:`seek_index`, or None without an ``.index`` or when it cannot be read (a reader goes without it);
+        computed once per ``size`` (a planner asks for the byte range, then the split points)."""
+        if self._read_index is None or self._read_index[0] != size:
+            try:
+                index = self.seek_index(size) if self.has_offset_index else None
+            except (OSError, KafkaLogError):
+                index = None
+            self._read_index = (size, index)
+        return self._read_index[1]
 
     def timestamp_skip_offset(self, timestamp: int) -> int | None:
         """An offset such that every batch whose last offset is below it has a max timestamp < ``timestamp`` (the
@@ -468,6 +473,7 @@ class Segment(Closing):
             if idx is not None:
                 unmap(idx.close)
         self._offset_index = self._time_index = self._txn_index = None
+        self._read_index = None
         if self._buf is not None:
             if self._view is None:  # a view's mappings belong to the view
                 unmap(self._buf.release)

@@ -9,7 +9,6 @@ segment may be split) every reader then follows.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -75,11 +74,9 @@ class SegmentRef:
 def segment_refs(segments: Sequence[Segment], topic: str | None, partition: int | None) -> list[SegmentRef]:
     """The refs of a partition's ``segments`` (a :class:`~kafkalog.storage.log.partition.PartitionLog`'s, by base
     offset), each with the base offset of the next one."""
-    bases = [s.base_offset for s in segments]
     out = []
-    for s in segments:
-        i = bisect.bisect_right(bases, s.base_offset)
-        nxt = bases[i] if i < len(bases) else None
+    for s, after in zip(segments, [*segments[1:], None], strict=True):
+        nxt = None if after is None else after.base_offset
         path: Path | UrlPath = s.path
         spec, fspath = (path.spec, path.fspath) if isinstance(path, UrlPath) else (LOCAL, str(path))
         out.append(SegmentRef(spec, fspath, topic, partition, s.base_offset, s.size, nxt))

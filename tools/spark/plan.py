@@ -214,8 +214,7 @@ def plan_pieces(segments: list[SegmentRef], opts: ReadOptions) -> list[Piece]:
             opts = base_opts.in_window(window)
             if not ref.may_hold(opts.start_offset, opts.end_offset):
                 continue
-            if ref.size > target or opts.start_offset is not None or opts.end_offset is not None \
-                    or opts.start_timestamp is not None:
+            if (opts.start_offset, opts.end_offset, opts.start_timestamp) != (None, None, None):
                 rng = opened.segment(ref).read_range(opts.start_offset, opts.end_offset, opts.start_timestamp,
                                                      ref.size)
             else:

@@ -15,14 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kafkalog.facts import describe_remembered, render
-from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.errors import KafkaLogError, LogDirError
 from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.files.segment import Segment
-from kafkalog.storage.log.datadir import resolve_partition_dirs
+from kafkalog.storage.io.fs import absolute, as_path, is_url
+from kafkalog.storage.log.datadir import require_readable, resolve_partition_dirs
 from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.offset_spec import parse_offset_specs
 from kafkalog.storage.log.partition import PartitionLog
-from kafkalog.storage.log.paths import FILE, PARTITION_DIR, PathError, classify
+from kafkalog.storage.log.paths import DATA_DIR, FILE, PARTITION_DIR, PathError, classify
 from kafkalog.storage.records.dump import RecordStream, dump_log
 from kafkalog.storage.reports import dump as dumpers
 
@@ -53,6 +54,9 @@ Every batch is checked: "isvalid: false" means its CRC does not match. The dump 
 corrupt batch and reports every problem with its byte position; a torn tail or partial batch at the end
 of the file is reported as "Found N invalid bytes at the end of FILE".
 
+A file, a partition dir or a data dir may be a URL (s3://, gs://, hdfs://, fsspec), read through the
+filesystem seam with the same output as the same files on a local disk (a .log in windows, never whole).
+
 A partition dir dumps its .log segments in offset order as one log, a data dir each of its partitions:
 there a torn or partial batch at the end of a segment that is not the last one is lost records (an error
 naming the file and byte, exit 1), at the end of the last (active) one a write the broker had not finished
@@ -76,7 +80,9 @@ DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE", help="files to dump, in order (.log, .checkpoint)")
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="files to dump, in order (.log, .checkpoint, .index, ...), partition dirs or data dirs; "
+                        "local paths or URLs (s3://...)")
     parser.add_argument("--deep", "--deep-iteration", dest="deep", action="store_true",
                         help="also decode the records inside every batch (decompressing them)")
     parser.add_argument("--print-data-log", action="store_true",
@@ -146,13 +152,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     sink = _Sink(args)
     for path in args.files:
-        try:
-            kind = classify(path).kind  # the one path contract
-        except PathError as e:
+        try:  # the one path contract (a URL read through the filesystem seam: a file, a partition or data dir)
+            k = require_readable(path, (DATA_DIR, PARTITION_DIR, FILE)) if is_url(path) else classify(path)
+        except (PathError, LogDirError) as e:
             _error(sink, path, e)
             continue
-        if kind != FILE:
-            for pdir in [Path(path)] if kind == PARTITION_DIR else resolve_partition_dirs(path):
+        if k.kind != FILE:
+            for pdir in [k.path] if k.kind == PARTITION_DIR else resolve_partition_dirs(k.path, read_only=True):
                 _dump_partition(pdir, args, sink)
             continue
         dumper = _dumper_for(path)
@@ -225,7 +231,7 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink, log: Partiti
     name = os.path.basename(path)
     if not sink.json:
         print(_log_header_line(name))
-    size = os.path.getsize(path)
+    size = as_path(path).stat().st_size  # (a local file, or one under a URL)
     prev_offset: int | None = None
     gaps: list[tuple[int, int]] = []
     with progress(size if args.max_bytes is None else min(size, args.max_bytes), f"dump {name}") as bar:
@@ -286,7 +292,7 @@ def dump_log_file(path: str, args: argparse.Namespace, sink: _Sink, log: Partiti
             bar.advance(d["position"] + d["size"] - done)
             done = d["position"] + d["size"]
     if gaps:
-        print(f"Non-consecutive offsets in {os.path.abspath(path)}", file=sys.stderr)
+        print(f"Non-consecutive offsets in {absolute(path)}", file=sys.stderr)
         for a, b in reversed(gaps):
             print(f"  {a} is followed by {b}", file=sys.stderr)
 

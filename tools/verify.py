@@ -10,6 +10,7 @@ from typing import IO
 
 from kafkalog.facts import finding_json, render
 from kafkalog.storage.files.findings import Finding
+from kafkalog.storage.io.fs import is_url
 from kafkalog.storage.reports.verify import VerifyReport, verify_paths
 
 from .output import JsonLines, human_size, positive_int, progress, render_table
@@ -21,6 +22,7 @@ Check Kafka log directories without a broker: every partition of every data dir,
   kafkalog verify /data1 /data2                          # the log.dirs of one broker (JBOD)
   kafkalog verify /var/lib/kafka/data/orders-3           # one partition
   kafkalog verify 00000000000000001234.log 00000000000000001234.snapshot   # single files
+  kafkalog verify s3://bucket/data/orders-3/00000000000000001234.log     # a URL: a file or a dir
   kafkalog verify --deep --json /var/lib/kafka/data | jq 'select(.severity=="error")'
 
 What is checked: batch framing and CRCs (a CRC mismatch has kind "crc"), offsets increasing and not
@@ -46,7 +48,8 @@ SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="data dirs, partition dirs or single files (.log, .index, .snapshot, checkpoints, ...)")
+                        help="data dirs, partition dirs or single files (.log, .index, .snapshot, checkpoints, ...); "
+                        "local paths or URLs (s3://...)")
     parser.add_argument("--deep", action="store_true",
                         help="also decode every record (decompressing batches): slower, finds more")
     parser.add_argument("--json", action="store_true",
@@ -83,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _short(path: str) -> str:
+    if is_url(path):  # (a URL as it is: relpath would take it for a local path)
+        return path
     try:
         rel = os.path.relpath(path)
     except ValueError:

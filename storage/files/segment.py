@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError, LogDirError
 from kafkalog.storage.files.findings import Defect, defect
@@ -39,9 +39,10 @@ from kafkalog.storage.files.offset_index import OffsetIndex, OffsetPosition
 from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from kafkalog.storage.files.txn_index import TransactionIndex
 from kafkalog.storage.io.closing import Closing, unmap
-from kafkalog.storage.io.fs import REMOTE_WINDOW, SegmentFile, UrlPath
+from kafkalog.storage.io.fs import SegmentFile, UrlPath, as_path
 from kafkalog.storage.records import Batch, LogScanner, batch_at
 from kafkalog.storage.records.batch import HEADER_SIZE as V2_HEADER_SIZE
+from kafkalog.storage.records.reader import WindowedScanner
 
 
 @dataclass(frozen=True)
@@ -53,48 +54,12 @@ class LogOffsetPosition:
     size: int  # the batch's size in bytes
 
 
-class WindowedScanner(LogScanner):
-    """A :class:`LogScanner` over a ``.log`` read in windows of at most :data:`REMOTE_WINDOW` bytes (a batch larger
-    than that gets a window of its own size): a file under a URL is never read whole. ``stop_position`` and
-    ``stop_reason`` are reported as a scan of the whole file would report them."""
-
-    __slots__ = ("file",)
-
-    def __init__(self, file: SegmentFile, start: int = 0, end: int | None = None, *, path: str | None = None,
-                 max_batch_size: int | None = None):
-        super().__init__(b"", start, None, path=path, max_batch_size=max_batch_size)
-        self.file = file
-        self.end = file.size if end is None else min(end, file.size)
-
-    def __iter__(self) -> Iterator[Batch]:
-        pos, end = self.start, self.end
-        self.stop_reason = None
-        self.stop_position = pos
-        while True:
-            want = min(end - pos, REMOTE_WINDOW)
-            if want == REMOTE_WINDOW:  # a batch larger than a window, whole in the range: a window of its own size
-                head = self.file.view(pos, 12)
-                size = int.from_bytes(head[8:12], "big", signed=True) if len(head) == 12 else 0
-                if 14 <= size and 12 + size <= end - pos:
-                    want = max(want, 12 + size)
-            window = LogScanner(self.file.view(pos, want), 0, None, path=self.path, position_base=pos,
-                                max_batch_size=self.max_batch_size)
-            try:
-                yield from window
-            finally:
-                self.stop_position = window.stop_position
-            if pos + want >= end or window.stop_position == pos:  # the end of the range, or no whole batch left
-                self.stop_reason = window.stop_reason
-                return
-            pos = window.stop_position
-
-
 class Segment(Closing):
     """One segment. ``Segment(path)`` takes the ``.log`` path (or any path whose name starts with the base)."""
 
     def __init__(self, log_path: str | os.PathLike, base_offset: int | None = None, *, view: Any = None):
         # (a segment under a URL has a UrlPath: name, parent, / and str() as a Path's)
-        self.path = cast(Path, log_path) if isinstance(log_path, UrlPath) else Path(log_path)
+        self.path = as_path(log_path)
         self._view = view
         if base_offset is None:
             try:
@@ -118,22 +83,32 @@ class Segment(Closing):
 
     @property
     def _url_file(self) -> SegmentFile | None:
-        """The ``.log`` of a segment under a URL (a view of one), opened once: the file the view's entry reads (a
-        planned rename reads the old name); None for a local segment, or one whose content a plan wrote (read from
-        the view)."""
-        url = getattr(self._view, "url", None)
-        if url is None:
-            return None
-        if self._file is None:
+        """The ``.log`` of a segment under a URL (named by its URL, or in a view of a URL), opened once: the file the
+        view's entry reads (a planned rename reads the old name); None for a local segment, or one whose content a
+        plan wrote (read from the view)."""
+        if self._file is not None:
+            return self._file
+        if self._view is None and isinstance(self.path, UrlPath):  # a segment named by its URL
+            url, name = self.path.parent, self.path.name
+        else:
+            url = getattr(self._view, "url", None)
+            if url is None:
+                return None
             e = self._view.entry(self.path.name)
             if e is not None and e.blob is not None:
                 return None
-            try:
-                self._file = SegmentFile(url.spec, (url / (e.disk if e is not None and e.disk else
-                                                           self.path.name)).fspath)
-            except OSError as e:  # as a local segment that cannot be mapped: the file and why, on one line
-                raise LogDirError(f"cannot open: {e}", str(self.path)) from None
+            name = e.disk if e is not None and e.disk else self.path.name
+        try:
+            self._file = SegmentFile(url.spec, (url / name).fspath)
+        except OSError as err:  # as a local segment that cannot be mapped: the file and why, on one line
+            raise LogDirError(f"cannot open: {err}", str(self.path)) from None
         return self._file
+
+    def open_log(self) -> None:
+        """Open the ``.log`` now (mapped; under a URL opened for reads in windows, not read), so that a file that
+        cannot be read is reported here (:class:`LogDirError`) rather than by a later read."""
+        if self._url_file is None:
+            self.buf  # noqa: B018 (maps the file)
 
     @classmethod
     def open(cls, log_path: str | os.PathLike, base_offset: int | None = None) -> Segment:
@@ -174,6 +149,10 @@ class Segment(Closing):
             return len(self._buf)
         if self._view is not None:
             return self._view.size(self.path.name)
+        if isinstance(self.path, UrlPath):  # (the size of the file opened, asked once)
+            remote = self._url_file
+            assert remote is not None
+            return remote.size
         return self.path.stat().st_size
 
     @property

@@ -31,6 +31,9 @@ from kafkalog.storage.io.closing import Closing, unmap
 
 #: remote reads come in windows of this size (a batch larger than this gets a window of its own size)
 REMOTE_WINDOW = 16 * 1024 * 1024
+#: the first window of a scan under a URL (then each window doubles, up to :data:`REMOTE_WINDOW`): a read of one
+#: batch (an index entry's, a lookup's) reads about that batch, not a whole window
+FIRST_WINDOW = 64 * 1024
 
 
 @dataclass(frozen=True)

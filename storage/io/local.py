@@ -69,11 +69,12 @@ def read_bounded(path: str | os.PathLike, limit: int, error_cls: type[KafkaLogEr
         os.close(fd)
 
 
-def _read_url(url: UrlPath, limit: int, error_cls: type[KafkaLogError]) -> bytes:
-    """:func:`read_bounded` of a file under a URL, with the same errors."""
+def _read_url(url: UrlPath, limit: int | None, error_cls: type[KafkaLogError]) -> bytes:
+    """:func:`read_bounded` of a file under a URL, with the same errors (``limit`` None: whatever its size)."""
     try:
         e = info(url.spec, url.fspath)
-        if e is not None and not e.is_dir and e.size <= limit:
+        if e is not None and not e.is_dir and (limit is None or e.size <= limit):
+            limit = e.size if limit is None else limit
             return read_bytes(url.spec, url.fspath, limit)
     except LogDirError:
         raise error_cls(f"file grew beyond the {limit} bytes accepted while being read", str(url)) from None
@@ -86,7 +87,11 @@ def _read_url(url: UrlPath, limit: int, error_cls: type[KafkaLogError]) -> bytes
 
 
 def map_regular(path: str | os.PathLike, error_cls: type[KafkaLogError]) -> tuple[Any, int]:
-    """Read-only mmap of a whole regular file, or ``b""`` when it is empty (mmap of 0 bytes fails)."""
+    """Read-only mmap of a whole regular file, or ``b""`` when it is empty (mmap of 0 bytes fails). A file under a
+    URL (an index: small files only, a ``.log`` is read in windows) is read whole through the filesystem seam."""
+    if is_url(path):
+        data = _read_url(UrlPath.of(path), None, error_cls)  # type: ignore[arg-type]
+        return data, len(data)
     fd = open_regular(path, error_cls)
     try:
         size = os.fstat(fd).st_size

@@ -47,6 +47,7 @@ from kafkalog.storage.log.paths import (
     require,
     require_data_dir,
 )
+from kafkalog.storage.log.paths import FILE as FILE_ARGUMENT
 from kafkalog.storage.log.topic_partition import METADATA_TOPIC, TopicPartitionDir, parse_topic_partition_name
 
 REMOTE_LOG_INDEX_CACHE = "remote-log-index-cache"
@@ -75,14 +76,18 @@ def classify_path(path: str | os.PathLike) -> str:
 
 def require_url_dir(url: UrlPath, accept: tuple[str, ...] = (DATA_DIR, PARTITION_DIR)) -> tuple[UrlPath, str]:
     """``(url, kind)``: what a directory under a URL is (a data dir or a partition dir, by the names it holds, as
-    the one path contract classifies a local one), else :class:`LogDirError` naming it."""
+    the one path contract classifies a local one), or with ``paths.FILE`` in ``accept`` a file (which Kafka file it
+    is, its reader decides), else :class:`LogDirError` naming it."""
     try:
         e = file_info(url.spec, url.fspath)
+        if e is not None and not e.is_dir and FILE_ARGUMENT in accept:
+            return url, FILE_ARGUMENT
         names = [x.name for x in listdir(url.spec, url.fspath)] if e is not None and e.is_dir else []
     except OSError as err:
         raise LogDirError(f"cannot list the directory: {err}", str(url)) from None
     if e is None or not e.is_dir or not names:
-        raise LogDirError("no such directory" if e is None or not names else "not a directory", str(url))
+        missing = "no such file or directory" if FILE_ARGUMENT in accept else "no such directory"
+        raise LogDirError(missing if e is None or not names else "not a directory", str(url))
     if is_partition_listing(names):
         kind = PARTITION_DIR
     elif any(n in KNOWN_TOP_FILES for n in names) or any(live_partition_name(n) is not None for n in names):
@@ -91,16 +96,16 @@ def require_url_dir(url: UrlPath, accept: tuple[str, ...] = (DATA_DIR, PARTITION
         raise LogDirError("not a Kafka data dir or partition dir: it holds no partition dir, no meta.properties "
                           "and no checkpoint file", str(url))
     if kind not in accept:
-        raise LogDirError(f"a {'partition dir' if kind == PARTITION_DIR else 'data dir'}, not a "
-                          f"{' or '.join('partition dir' if a == PARTITION_DIR else 'data dir' for a in accept)}",
-                          str(url))
+        what = {DATA_DIR: "data dir", PARTITION_DIR: "partition dir", FILE_ARGUMENT: "file"}
+        raise LogDirError(f"a {what[kind]}, not a {' or '.join(what[a] for a in accept)}", str(url))
     return url, kind
 
 
 def require_readable(path: str | os.PathLike | UrlPath,
                      accept: tuple[str, ...] = (DATA_DIR, PARTITION_DIR)) -> PathKind:
     """The one path contract for a report that only reads: a URL through the filesystem seam
-    (:func:`require_url_dir`: a data dir or a partition dir), a local path by :func:`~kafkalog.storage.log.paths.require`."""
+    (:func:`require_url_dir`: a data dir, a partition dir or, when ``accept`` has it, a file), a local path by
+    :func:`~kafkalog.storage.log.paths.require`."""
     if is_url(path):
         url, kind = require_url_dir(UrlPath.of(path), accept)  # type: ignore[arg-type]
         return PathKind(cast(Path, url), kind)

@@ -1,9 +1,9 @@
 """``dump_log``: the batches (and optionally records) of a ``.log`` file as plain dicts, for ``kafkalog dump``
 and for tests (``docs/commands/dump.md``; Kafka's ``DumpLogSegments.dumpLog``).
 
-The file is mmapped, never read whole; memory is bounded by one batch (plus its decompressed records when
-``deep``). Every problem is reported in the stream -- the scan keeps going after a bad CRC or an undecodable
-batch -- so a caller sees all of them:
+The file is mmapped (under a URL read in windows through the filesystem seam), never read whole; memory is
+bounded by one batch (plus its decompressed records when ``deep``). Every problem is reported in the stream --
+the scan keeps going after a bad CRC or an undecodable batch -- so a caller sees all of them:
 
 * one dict per shallow entry (v2 batch, v0/v1 message or compressed wrapper) with the keys
   ``file, baseOffset, lastOffset, count, position, size, magic, codec, crc, isValid, timestampType,
@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import os
 import struct
+import tempfile
 from collections.abc import Callable, Iterator
 
 from kafkalog.storage.codec.compression import CODEC_NAMES, DEFAULT_DECOMPRESS_LIMIT
 from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage.io.fs import SegmentFile, UrlPath, fetch, is_url
 from kafkalog.storage.io.local import map_regular
 from kafkalog.storage.records.batch import HEADER_SIZE, RECORD_CHUNK, TIMESTAMP_TYPE_NAMES, RecordBatch
 from kafkalog.storage.records.control import (
@@ -37,7 +39,7 @@ from kafkalog.storage.records.control import (
     parse_end_txn_marker,
 )
 from kafkalog.storage.records.legacy import LegacyBatch
-from kafkalog.storage.records.reader import LogScanner
+from kafkalog.storage.records.reader import LogScanner, WindowedScanner
 from kafkalog.storage.records.salvage import SkippedRange, salvage_scan
 
 #: called per record of a non-control batch with (batch dict, record dict); may add keys (decoded key/value)
@@ -90,12 +92,46 @@ def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | No
     and, for each damaged region in between, ``{"event": "skipped", "position", "bytes", "reason"}``; the scan
     resynchronises after it instead of stopping.
     """
-    name = os.fspath(path)
-    mm, size = map_regular(name, CorruptRecordError)  # a FIFO, socket or device is refused, never opened blocking
+    name = str(path)
+    if not is_url(path):
+        yield from _dump_mapped(name, name, max_bytes, start_position, offsets, salvage, deep=deep,
+                                max_message_size=max_message_size, decompress_limit=decompress_limit,
+                                record_decoder=record_decoder, stream=stream)
+        return
+    url = UrlPath.of(path)  # type: ignore[arg-type]
+    if salvage:  # the resynchronising scan reads a mapped file: a local copy, fetched in windows, then removed
+        with tempfile.TemporaryDirectory(prefix="kafkalog-dump-") as tmp:
+            local = os.path.join(tmp, url.name)
+            try:
+                fetch(url.spec, url.fspath, local)
+            except OSError as e:
+                raise CorruptRecordError(f"cannot read: {e}", name) from None
+            yield from _dump_mapped(local, name, max_bytes, start_position, offsets, salvage, deep=deep,
+                                    max_message_size=max_message_size, decompress_limit=decompress_limit,
+                                    record_decoder=record_decoder, stream=stream)
+        return
+    try:
+        file = SegmentFile(url.spec, url.fspath)
+    except OSError as e:
+        raise CorruptRecordError(f"cannot open: {e}", name) from None
+    with file:  # read in windows through the filesystem seam, never whole
+        if file.size == 0:
+            return
+        end = file.size if max_bytes is None else min(file.size, max(0, max_bytes))
+        scanner = WindowedScanner(file, min(start_position, end), end, path=name, max_batch_size=max_message_size,
+                                  decompress_limit=decompress_limit)
+        yield from _scan_dicts(scanner, file.size, name, max_bytes, offsets, deep=deep, record_decoder=record_decoder,
+                               stream=stream)
+
+
+def _dump_mapped(local: str, name: str, max_bytes: int | None, start_position: int,
+                 offsets: tuple[int, int] | None, salvage: bool, *, deep: bool, max_message_size: int | None,
+                 decompress_limit: int, record_decoder: RecordDecoder | None, stream: bool) -> Iterator[dict]:
+    """:func:`dump_log` of the local file ``local`` (mapped), reported as ``name``."""
+    mm, size = map_regular(local, CorruptRecordError)  # a FIFO, socket or device is refused, never opened blocking
     if size == 0:
         return
     mv = memoryview(mm)
-    scanner = batch = None
     try:
         end = size if max_bytes is None else min(size, max(0, max_bytes))
         if salvage:
@@ -105,34 +141,42 @@ def dump_log(path: str | os.PathLike, *, deep: bool = False, max_bytes: int | No
             return
         scanner = LogScanner(mv, min(start_position, end), end, path=name, max_batch_size=max_message_size,
                              decompress_limit=decompress_limit)
-        try:
-            for batch in scanner:
-                d = batch_dict(batch, name, deep=deep, record_decoder=record_decoder, stream=stream,
-                               offsets=offsets)
-                batch = None  # drop the view into the mmap before handing out the dict
-                if offsets is not None:
-                    lo, hi = offsets
-                    if d["lastOffset"] is not None and d["lastOffset"] < lo:
-                        continue
-                    if d["magic"] == 2 and d["baseOffset"] is not None and d["baseOffset"] >= hi:
-                        return  # past the range: nothing after it is asked for
-                    if d["baseOffset"] is not None and d["baseOffset"] >= hi:
-                        continue
-                yield d
-        except CorruptRecordError as e:
-            yield {"file": name, "event": "corrupt", "position": e.position, "reason": e.reason}
-            return
-        stop = scanner.stop_position
-        if max_bytes is None and stop < size:
-            yield {"file": name, "event": "invalidBytes", "position": stop, "bytes": size - stop,
-                   "reason": scanner.stop_reason or "partial batch"}
+        yield from _scan_dicts(scanner, size, name, max_bytes, offsets, deep=deep, record_decoder=record_decoder,
+                               stream=stream)
     finally:
-        scanner = batch = None
         try:
             mv.release()
             mm.close()
         except BufferError:  # a view is still referenced somewhere; the mmap closes when it is collected
             pass
+
+
+def _scan_dicts(scanner: LogScanner, size: int, name: str, max_bytes: int | None, offsets: tuple[int, int] | None,
+                *, deep: bool, record_decoder: RecordDecoder | None, stream: bool) -> Iterator[dict]:
+    """The entries of ``scanner`` (over a file of ``size`` bytes) as :func:`dump_log` yields them."""
+    batch = None
+    try:
+        for batch in scanner:
+            d = batch_dict(batch, name, deep=deep, record_decoder=record_decoder, stream=stream, offsets=offsets)
+            batch = None  # drop the view into the file's bytes before handing out the dict
+            if offsets is not None:
+                lo, hi = offsets
+                if d["lastOffset"] is not None and d["lastOffset"] < lo:
+                    continue
+                if d["magic"] == 2 and d["baseOffset"] is not None and d["baseOffset"] >= hi:
+                    return  # past the range: nothing after it is asked for
+                if d["baseOffset"] is not None and d["baseOffset"] >= hi:
+                    continue
+            yield d
+    except CorruptRecordError as e:
+        yield {"file": name, "event": "corrupt", "position": e.position, "reason": e.reason}
+        return
+    finally:
+        batch = None
+    stop = scanner.stop_position
+    if max_bytes is None and stop < size:
+        yield {"file": name, "event": "invalidBytes", "position": stop, "bytes": size - stop,
+               "reason": scanner.stop_reason or "partial batch"}
 
 
 def _salvage_dicts(mv: memoryview, start: int, end: int, name: str, *, deep: bool, max_message_size: int | None,

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from kafkalog.storage.codec.compression import DEFAULT_DECOMPRESS_LIMIT
 from kafkalog.storage.codec.native import active
 from kafkalog.storage.errors import CorruptRecordError
+from kafkalog.storage.io import fs
 from kafkalog.storage.records.batch import RecordBatch
 from kafkalog.storage.records.legacy import LegacyBatch
 
@@ -89,6 +90,50 @@ class LogScanner:
                 pos += total
         finally:
             self.stop_position = base + pos
+
+
+class WindowedScanner(LogScanner):
+    """A :class:`LogScanner` over a ``.log`` read through the filesystem seam (:class:`~kafkalog.storage.io.fs.SegmentFile`)
+    in windows of at most :data:`~kafkalog.storage.io.fs.REMOTE_WINDOW` bytes (a batch larger than that gets a window
+    of its own size): a file under a URL is never read whole. The first window is
+    :data:`~kafkalog.storage.io.fs.FIRST_WINDOW` bytes (at least its first batch), each next one twice the last: a
+    reader that stops after a batch or two (an index entry's check, a lookup) reads about them, a whole scan soon
+    reads full windows. ``stop_position`` and ``stop_reason`` are reported as a scan of the whole file would report
+    them."""
+
+    __slots__ = ("file",)
+
+    def __init__(self, file: fs.SegmentFile, start: int = 0, end: int | None = None, *, path: str | None = None,
+                 max_batch_size: int | None = None, decompress_limit: int = DEFAULT_DECOMPRESS_LIMIT):
+        super().__init__(b"", start, None, path=path, max_batch_size=max_batch_size,
+                         decompress_limit=decompress_limit)
+        self.file = file
+        self.end = file.size if end is None else min(end, file.size)
+
+    def __iter__(self) -> Iterator[Batch]:
+        pos, end = self.start, self.end
+        self.stop_reason = None
+        self.stop_position = pos
+        step = min(fs.FIRST_WINDOW, fs.REMOTE_WINDOW)
+        while True:
+            want = min(end - pos, step)
+            if want < end - pos:  # a batch larger than the window, whole in the range: a window of its own size
+                head = self.file.view(pos, 12)
+                size = int.from_bytes(head[8:12], "big", signed=True) if len(head) == 12 else 0
+                if 14 <= size and 12 + size <= end - pos and (self.max_batch_size is None or
+                                                              size <= self.max_batch_size):
+                    want = max(want, 12 + size)
+            window = LogScanner(self.file.view(pos, want), 0, None, path=self.path, position_base=pos,
+                                max_batch_size=self.max_batch_size, decompress_limit=self.decompress_limit)
+            try:
+                yield from window
+            finally:
+                self.stop_position = window.stop_position
+            if pos + want >= end or window.stop_position == pos:  # the end of the range, or no whole batch left
+                self.stop_reason = window.stop_reason
+                return
+            pos = window.stop_position
+            step = min(2 * step, fs.REMOTE_WINDOW)
 
 
 def iter_batches(buf, start: int = 0, end: int | None = None, *, path: str | None = None,

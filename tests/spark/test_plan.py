@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from builders import generated_data_dir, generated_partition
 
-from kafkalog.storage.files import segment as segment_module
 from kafkalog.storage.files.offset_index import OffsetIndex
+from kafkalog.storage.io import fs as fs_module
 from kafkalog.storage.io.fs import FsSpec
 from kafkalog.storage.records import build_batch
 from kafkalog.tools.spark.options import parse_read_options
@@ -56,7 +56,7 @@ def test_windowed_reads_equal_mmap_reads(tmp_path, monkeypatch):
     [seg] = discover(opts)
     local = Piece(seg.spec, seg.path, "w", 0, 0, 0, seg.size, seg.size)
     remote = Piece(FsSpec("local"), seg.path, "w", 0, 0, 0, seg.size, seg.size)  # fsspec: the windowed path
-    monkeypatch.setattr(segment_module, "REMOTE_WINDOW", 5000)  # storage's windowed scan
+    monkeypatch.setattr(fs_module, "REMOTE_WINDOW", 5000)  # storage's windowed scan
     a = [rb.to_pylist() for rb in scan([local], opts)]
     b = [rb.to_pylist() for rb in scan([remote], opts)]
     assert sum(map(len, a)) == 3040
@@ -76,7 +76,7 @@ def test_a_torn_large_batch_ends_a_windowed_read_as_a_mapped_one(tmp_path, monke
     [seg] = discover(opts)
     local = Piece(seg.spec, seg.path, "w", 0, 0, 0, seg.size, seg.size)
     remote = Piece(FsSpec("local"), seg.path, "w", 0, 0, 0, seg.size, seg.size)  # fsspec: the windowed path
-    monkeypatch.setattr(segment_module, "REMOTE_WINDOW", 5000)
+    monkeypatch.setattr(fs_module, "REMOTE_WINDOW", 5000)
     a = [r for rb in scan([local], opts) for r in rb.to_pylist()]
     b = [r for rb in scan([remote], opts) for r in rb.to_pylist()]
     assert sorted(r["offset"] for r in a if r["offset"] is not None) == list(range(300))

@@ -15,8 +15,8 @@ from damage import FIXTURES, damaged_copy
 import kafkalog
 from kafkalog.compat.pytest_plugin import require_modules
 from kafkalog.storage.errors import KafkaLogError, LogDirError
-from kafkalog.storage.files import segment as segment_module
 from kafkalog.storage.io import dirview as dirview_module
+from kafkalog.storage.io import fs as fs_module
 from kafkalog.storage.log.partition import PartitionLog
 
 require_modules("pyarrow", "fsspec", "moto", extra="spark")  # skipped without the spark extra, a failure under CI=true
@@ -92,15 +92,15 @@ def test_a_segment_under_a_url_is_read_in_windows(local, monkeypatch):
     mem = fsspec.filesystem("memory")
     for f in (local / "t-0").iterdir():
         mem.pipe(f"/windows/data/t-0/{f.name}", f.read_bytes())
-    monkeypatch.setattr(segment_module, "REMOTE_WINDOW", 700)  # about one batch of 10 records
+    monkeypatch.setattr(fs_module, "REMOTE_WINDOW", 700)  # about one batch of 10 records
     reads: list[int] = []
-    view = segment_module.SegmentFile.view
+    view = fs_module.SegmentFile.view
 
     def spy(self, start, length):
         reads.append(min(length, self.size - start))
         return view(self, start, length)
 
-    monkeypatch.setattr(segment_module.SegmentFile, "view", spy)
+    monkeypatch.setattr(fs_module.SegmentFile, "view", spy)
     with PartitionLog(local / "t-0") as here, PartitionLog("memory://windows/data/t-0") as there:
         want = [(b.base_offset, b.last_offset, b.position, bytes(b.buf)) for _, b in here.iter_batches()]
         got = [(b.base_offset, b.last_offset, b.position, bytes(b.buf)) for _, b in there.iter_batches()]
@@ -317,9 +317,9 @@ def test_doctor_under_a_url_recovers_segments_in_windows(local, monkeypatch):
     for f in local.rglob("*"):
         if f.is_file():
             mem.pipe(f"/doctor-windows/data/{f.relative_to(local)}", f.read_bytes())
-    monkeypatch.setattr(segment_module, "REMOTE_WINDOW", 700)  # about one batch of 10 records
+    monkeypatch.setattr(fs_module, "REMOTE_WINDOW", 700)  # about one batch of 10 records
     reads: list[tuple[str, int]] = []
-    view = segment_module.SegmentFile.view
+    view = fs_module.SegmentFile.view
 
     def spy(self, start, length):
         reads.append((self.path, min(length, self.size - start)))
@@ -332,7 +332,7 @@ def test_doctor_under_a_url_recovers_segments_in_windows(local, monkeypatch):
         whole.append(path)
         return read_bytes(spec, path, limit)
 
-    monkeypatch.setattr(segment_module.SegmentFile, "view", spy)
+    monkeypatch.setattr(fs_module.SegmentFile, "view", spy)
     monkeypatch.setattr(dirview_module, "read_bytes", spy_whole)
     url = "memory://doctor-windows/data"
     with kafkalog.open(local) as here, kafkalog.open(url) as there:

@@ -20,14 +20,14 @@ from kafkalog.storage.reports.dump.file_dump import FileDump
 # ------------------------------------------------------------------------------------------- text files
 
 
-def _dump_file(path: str | os.PathLike, kind: str, reader: Callable[[str], Any],
+def _dump_file(path: str | os.PathLike, kind: str, reader: Callable[[Any], Any],
                fill: Callable[[FileDump, Any], None], *, validate: bool = True) -> FileDump:
     """The skeleton of every text file's dump: the file read by its reader (its error a problem at its byte, a
     missing data dir raised), ``fill`` puts what it holds into the dump, then its own checks' problems."""
-    name = os.fspath(path)
+    name = str(path)
     out = FileDump(name, kind)
     try:
-        parsed = reader(name)
+        parsed = reader(path)  # (a file under a URL through the filesystem seam)
     except KafkaLogError as e:
         if isinstance(e, LogDirError):
             raise

@@ -46,7 +46,7 @@ _KIND_BY_NAME = {
 def dump_kind(path: str | os.PathLike) -> str | None:
     """Which dumper handles ``path``: ``"log"`` (the records layer), ``"kraftSnapshot"``
     (:func:`dump_kraft_snapshot`), the :attr:`FileDump.kind` of :func:`dump_file`, or None (unknown)."""
-    name = os.path.basename(os.fspath(path))
+    name = os.path.basename(str(path))  # (a local path or a URL)
     if name in _KIND_BY_NAME:
         return _KIND_BY_NAME[name]
     if "." not in name:
@@ -66,8 +66,9 @@ def dump_file(
     index_sanity_check: bool = False,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
 ) -> FileDump:
-    """Dump any non-``.log`` file by its name (ValueError for ``.log``/``.checkpoint`` and unknown files)."""
-    name = os.path.basename(os.fspath(path))
+    """Dump any non-``.log`` file by its name (ValueError for ``.log``/``.checkpoint`` and unknown files); a file
+    under a URL is read through the filesystem seam (an index whole, its ``.log`` in windows)."""
+    name = os.path.basename(str(path))
     if name in _BY_NAME:
         return _BY_NAME[name](path)
     if "." in name:

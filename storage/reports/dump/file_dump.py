@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.io.fs import absolute
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # DumpLogSegments --max-message-size
 
@@ -56,7 +56,7 @@ class FileDump:
     def report_lines(self) -> list[str]:
         """DumpLogSegments' end-of-run stderr reports for this file (Kafka prints them newest first for
         ``.index`` mismatches and in discovery order for the time-index lists)."""
-        path = os.path.abspath(self.file)
+        path = str(absolute(self.file))  # (a URL as it is)
         out: list[str] = []
         if self.index_mismatches:
             out.append(f"Mismatches in :{path}")

@@ -13,18 +13,20 @@ from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex
 from kafkalog.storage.files.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from kafkalog.storage.files.txn_index import TransactionIndex
+from kafkalog.storage.io.fs import absolute
 from kafkalog.storage.reports.dump.file_dump import DEFAULT_MAX_MESSAGE_SIZE, FileDump, sanity_check
 
 
-def _base_and_log(path: str) -> tuple[int, Path]:
-    """``file.getName.split("\\.")(0).toLong`` and the companion ``.log`` (DumpLogSegments' rules)."""
-    p = Path(path)
+def _base_and_log(path: str | os.PathLike) -> tuple[int, Path]:
+    """``file.getName.split("\\.")(0).toLong`` and the companion ``.log`` (DumpLogSegments' rules), beside it (under
+    a URL: a :class:`~kafkalog.storage.io.fs.UrlPath`)."""
+    p = absolute(path)
     prefix = p.name.split(".", 1)[0]
     try:
         base = int(prefix)
     except ValueError:
-        raise LogDirError(f"cannot derive a base offset from the file name {p.name!r}", path) from None
-    return base, p.absolute().parent / (prefix + LOG_FILE_SUFFIX)
+        raise LogDirError(f"cannot derive a base offset from the file name {p.name!r}", str(path)) from None
+    return base, p.parent / (prefix + LOG_FILE_SUFFIX)
 
 
 def _max_record_timestamp(batch) -> int:
@@ -44,14 +46,14 @@ def _preallocated_only(idx) -> bool:
 
 
 def _companion(out: FileDump, path: Path, base: int) -> Segment | None:
-    """The companion ``.log`` as a :class:`Segment` (mmapped read-only on open); None, and a problem in ``out``
-    saying why, when it cannot be read."""
+    """The companion ``.log`` as a :class:`Segment` (mmapped read-only on open; under a URL read in windows); None,
+    and a problem in ``out`` saying why, when it cannot be read."""
     if not path.exists():
         out.problem(None, code="dump.companionMissing", log=path.name)
         return None
     seg = Segment(path, base)
     try:
-        seg.buf  # noqa: B018 (maps the file now, so that an unreadable .log is reported here)
+        seg.open_log()  # now, so that an unreadable .log is reported here
     except KafkaLogError as e:
         out.problem(None, code="dump.companionUnreadable", log=path.name, error=e.reason)
         return None
@@ -89,10 +91,10 @@ def dump_offset_index(
     at its position in the companion ``.log`` (a mismatch when that batch's last offset differs; entries of
     multi-batch follower/cleaner appends legitimately mismatch). An entry with no complete batch within
     ``max_message_size`` bytes of its position is a problem (the tool crashes there)."""
-    name = os.fspath(path)
+    name = str(path)
     out = FileDump(name, "index")
-    base, log_path = _base_and_log(name)
-    with OffsetIndex.open(name, base) as idx:
+    base, log_path = _base_and_log(path)
+    with OffsetIndex.open(path, base) as idx:
         if _dumped_whole(out, base, idx, idx.entries == 0 or _preallocated_only(idx), index_sanity_check):
             return out
         log = _companion(out, log_path, base)
@@ -146,11 +148,11 @@ def dump_time_index(
     """DumpLogSegments ``dumpTimeIndex``: each entry's offset is looked up through the ``.index`` and the
     batches after it; the first batch whose last offset reaches it must end exactly there (else "not found")
     and its max record timestamp must equal the entry's (else "mismatch"); timestamps must increase."""
-    name = os.fspath(path)
+    name = str(path)
     out = FileDump(name, "timeindex")
-    base, log_path = _base_and_log(name)
+    base, log_path = _base_and_log(path)
     index_path = log_path.with_name(log_path.name[: -len(LOG_FILE_SUFFIX)] + ".index")
-    with TimeIndex.open(name, base) as tidx:
+    with TimeIndex.open(path, base) as tidx:
         if _dumped_whole(out, base, tidx, not index_sanity_check and _preallocated_only(tidx), index_sanity_check):
             return out
         log = _companion(out, log_path, base)
@@ -212,10 +214,10 @@ def _check_time_entry(out: FileDump, log: Segment, oidx: OffsetIndex, slot: int,
 
 def dump_txn_index(path: str | os.PathLike) -> FileDump:
     """DumpLogSegments ``dumpTxnIndex``: one entry per aborted transaction."""
-    name = os.fspath(path)
+    name = str(path)
     out = FileDump(name, "txnindex")
-    base, _ = _base_and_log(name)
-    with TransactionIndex.open(name, base) as idx:
+    base, _ = _base_and_log(path)
+    with TransactionIndex.open(path, base) as idx:
         out.info = {"baseOffset": base, "length": idx.length, "entries": idx.entries}
         try:
             for t in idx:

@@ -25,10 +25,10 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
 def dump_producer_snapshot(path: str | os.PathLike) -> FileDump:
     """DumpLogSegments ``dumpProducerIdSnapshot``: one entry per producer, in file order. A corrupt snapshot
     (bad version, truncated, CRC mismatch) is a problem, as the tool prints the exception instead."""
-    name = os.fspath(path)
+    name = str(path)
     out = FileDump(name, "snapshot")
     try:
-        snap = read_producer_snapshot(name)
+        snap = read_producer_snapshot(path)
     except KafkaLogError as e:
         if isinstance(e, LogDirError) or e.path is None:
             raise

@@ -209,7 +209,8 @@ def verify_paths(
     data_dirs: list[str | os.PathLike] = []
     items: list[tuple[str, Path]] = []
     for raw in paths:
-        # the one path contract: a PathError for what is not a path verify takes (a URL: a dir, through the seam)
+        # the one path contract: a PathError for what is not a path verify takes (a URL: a dir or a file, through
+        # the filesystem seam)
         k = require_readable(raw, (DATA_DIR, PARTITION_DIR, FILE))
         p, kind = k.path, k.kind
         if kind == "dataDir":

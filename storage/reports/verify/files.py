@@ -10,7 +10,7 @@ from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
 from kafkalog.storage.files.findings import Finding, error, info
 from kafkalog.storage.files.index import map_file
 from kafkalog.storage.files.segment import Segment, WindowedScanner
-from kafkalog.storage.io.fs import SegmentFile, UrlPath, is_url
+from kafkalog.storage.io.fs import SegmentFile, UrlPath, as_path, is_url
 from kafkalog.storage.log.segment_check import SegmentSummary, _deep_check, verify_segment
 from kafkalog.storage.records import LogScanner
 from kafkalog.storage.reports.dump import dump_file, dump_kind
@@ -75,9 +75,9 @@ _FILE_KINDS = {"snapshot": "snapshot", "offsetCheckpoint": "checkpoint", "leader
 def verify_file(path: str | os.PathLike, deep: bool = False) -> tuple[list[Finding], int, int]:
     """One file given on its own: a segment file (``.log`` or one of its indexes: the whole segment is
     checked), a KRaft snapshot, a producer snapshot, a checkpoint or metadata file. Returns (findings,
-    segments, bytes)."""
+    segments, bytes). A file under a URL is read through the filesystem seam (a ``.log`` in windows)."""
 
-    p = Path(path)
+    p = as_path(path)
     if not p.exists():
         return [error(p, None, "layout", code="file.noSuchFile")], 0, 0
     kind = dump_kind(p)
@@ -86,7 +86,7 @@ def verify_file(path: str | os.PathLike, deep: bool = False) -> tuple[list[Findi
         log_path = p.parent / (prefix + ".log")
         if not log_path.exists():
             return [error(log_path, None, "layout", code="verify.noLogFile", given=p.name)], 0, 0
-        later = [q for q in p.parent.glob("*.log") if q.name > log_path.name]
+        later = [n for n in _names(p.parent) if n.endswith(".log") and n > log_path.name]
         seg = Segment(log_path)
         try:
             findings, summary = verify_segment(seg, deep=deep, is_active=not later)
@@ -106,6 +106,14 @@ def verify_file(path: str | os.PathLike, deep: bool = False) -> tuple[list[Findi
         return [error(e.path or p, e.position, _FILE_KINDS.get(kind, "layout"), e.reason)], 0, 0
     return [Finding(str(p), x["position"], _FILE_KINDS.get(kind, "layout"), "error", x.get("reason", ""),
                     x.get("facts", {}), x.get("code")) for x in d.problems], 0, 0
+
+
+def _names(directory: Path) -> list[str]:
+    """The names in ``directory`` (local, or under a URL), none when it cannot be listed."""
+    try:
+        return [q.name for q in directory.iterdir()]
+    except OSError:
+        return []
 
 
 ProgressCallback = Callable[[int], None]

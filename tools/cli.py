@@ -118,6 +118,18 @@ def build_parser(only: str | None = None) -> _Parser:
     return parser
 
 
+def _error_words(e: KafkaLogError) -> str:
+    """An error's one line: its message; a refused plan's (``PlanError.errors``, codes and facts) worded by
+    ``kafkalog.facts`` (``kafkalog.tools.plan_output.invalid_plan``)."""
+    if not getattr(e, "errors", None):
+        return str(e)
+    # imported on this path only: the CLI starts without the engines
+    from kafkalog.storage.engine.plan import PlanError
+    from kafkalog.tools.plan_output import invalid_plan
+
+    return invalid_plan(e) if isinstance(e, PlanError) else str(e)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
@@ -135,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except KafkaLogError as e:
-        print(f"kafkalog {args.command}: error: {e}", file=sys.stderr)
+        print(f"kafkalog {args.command}: error: {_error_words(e)}", file=sys.stderr)
         return EXIT_FINDINGS
     except BrokenPipeError:
         return EXIT_OK

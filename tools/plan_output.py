@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import cast
 
 from kafkalog import facts
-from kafkalog.storage.engine.plan import ApplyResult, Loss, Plan, Setting, apply, concurrent_writer
+from kafkalog.storage.engine.plan import ApplyResult, Loss, Plan, PlanError, Setting, apply, concurrent_writer
 from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.io.ops import Op
 from kafkalog.tools.output import add_epoch_argument, human_size, human_time, positive_int, progress
@@ -148,6 +148,20 @@ def describe_loss(loss: Loss, epoch: bool = False) -> str:
     return f"{', '.join(what)}{where}: {reason}"
 
 
+def error_lines(errors: list[Finding]) -> list[str]:
+    """The partitions a plan could not plan (:attr:`Plan.errors`, notes about their dirs): ``dir: words``."""
+    return [f"{e.file}: {facts.render(e)}" for e in errors]
+
+
+def invalid_plan(e: PlanError) -> str:
+    """The words of a :class:`PlanError`: for a plan with errors, the first partition's (and how many more);
+    otherwise its own message (the files changed since planning)."""
+    if not e.errors:
+        return str(e)
+    first, *more = error_lines(e.errors)
+    return f"nothing was changed: the plan is invalid: {first}" + (f" (and {len(more)} more)" if more else "")
+
+
 def _op_lines(ops, base: str) -> list[str]:
     """One line per operation; consecutive operations of one kind and reason (the files of one segment) share a
     line."""
@@ -182,12 +196,16 @@ def render_plan(plan: Plan, *, as_json: bool, dry_run: bool, verbose: bool = Fal
                     print(json.dumps({"operation": plan.operation, "dryRun": dry_run, **p.to_dict(),
                                       "operations": [op_json(op) for op in p.ops],
                                       "losses": [loss_json(loss) for loss in p.losses],
-                                      "notes": [facts.to_json(n) for n in p.notes]}), file=out)
+                                      "notes": [facts.to_json(n) for n in p.notes],
+                                      **({"error": facts.render(p.error)} if p.error is not None else {})}),
+                          file=out)
             if d.ops or d.notes:
                 print(json.dumps({"operation": plan.operation, "dryRun": dry_run, "dataDir": d.path,
                                   "operations": [op_json(op) for op in d.ops],
                                   "notes": [facts.to_json(n) for n in d.notes]}), file=out)
-        summary = plan.summary() | {"notes": [facts.to_json(n) for n in plan.all_notes()]}
+        errors = plan.errors
+        summary = plan.summary() | {"errors": error_lines(errors), "notes": [facts.to_json(n) for n in plan.all_notes()],
+                                    **({"errorNotes": [facts.to_json(e) for e in errors]} if errors else {})}
         print(json.dumps({"summary": summary, "dryRun": dry_run}), file=out)
         return
     for d in plan.data_dirs:
@@ -199,7 +217,7 @@ def render_plan(plan: Plan, *, as_json: bool, dry_run: bool, verbose: bool = Fal
                 continue
             print(f"  {p.name}", file=out)
             if p.error:
-                print(f"    ERROR: {p.error}", file=out)
+                print(f"    ERROR: {facts.render(p.error)}", file=out)
             if p.settings and (p.ops or p.losses or verbose):
                 print(f"    settings: {_settings_line(p.settings)}", file=out)
             for line in _op_lines(p.ops, p.dir):

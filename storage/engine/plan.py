@@ -4,7 +4,8 @@ An engine's ``plan_<operation>(paths, ...)`` reads every partition it will touch
 returns a :class:`Plan`: per data dir, per partition, the file operations (:class:`~kafkalog.storage.io.ops.Op`)
 in the order they will run, the records and offset ranges each partition loses and why (:class:`Loss`), the
 effective settings that decided it and where each came from, and notes. Nothing on disk changes while
-planning; if any partition cannot be planned the plan carries the error and :func:`apply` refuses it whole.
+planning; if any partition cannot be planned the plan carries the error (a code and its facts, worded by
+``kafkalog.facts``) and :func:`apply` refuses it whole.
 
 ``--dry-run`` prints that plan. :func:`apply` executes exactly its operations and nothing else:
 
@@ -43,7 +44,14 @@ from kafkalog.storage.parallel import run_partition_tasks
 
 
 class PlanError(KafkaLogError):
-    """A plan that cannot be applied: a partition failed to plan, or the files changed since planning."""
+    """A plan that cannot be applied: a partition failed to plan, or the files changed since planning. ``errors``:
+    the partitions' planning errors (:attr:`Plan.errors`, each a code and its facts, which ``kafkalog.facts``
+    words), empty when the files changed."""
+
+    def __init__(self, reason: str, path: str | None = None, position: int | None = None, *,
+                 errors: list[Finding] | None = None):
+        super().__init__(reason, path, position)
+        self.errors: list[Finding] = list(errors or [])
 
 
 @dataclass(frozen=True)
@@ -111,7 +119,7 @@ class PartitionPlan:
     facts: dict[str, Any] = field(default_factory=dict)  # engine-specific results (new offsets, sizes...)
     fingerprints: dict[str, Any] = field(default_factory=dict)  # files read while planning
     expected: dict[str, int] | None = None  # file name -> size once applied
-    error: str | None = None  # planning failed: the whole plan is refused
+    error: Finding | None = None  # planning failed (a code and its facts, see :meth:`fail`): the plan is refused
 
     @property
     def name(self) -> str:
@@ -128,22 +136,37 @@ class PartitionPlan:
         self.fingerprints = view.fingerprints()
         self.expected = view.expected_state()
 
+    def fail(self, *, code: str, **facts: Any) -> None:
+        """This partition cannot be planned: its ``error`` becomes an error note about the partition dir, ``code``
+        (its template in ``kafkalog.facts``) with its typed ``facts``, and :func:`apply` refuses the whole plan."""
+        self.error = Finding(self.dir, None, code, "error", "", facts)
+
     @contextlib.contextmanager
     def planning(self):
-        """``with pp.planning(): ...``: an error while planning this partition (a :class:`KafkaLogError` or an OS
-        error) becomes its ``error``, and :func:`apply` then refuses the whole plan."""
+        """``with pp.planning(): ...``: an error while planning this partition becomes its ``error``:
+        ``plan.failed`` for a :class:`KafkaLogError` (its ``file``, byte ``position``, ``error`` (the reason, the
+        exception's own words) and ``errorKind``, its class), ``plan.osError`` for an OS error (its ``file``,
+        ``error``, the OS's words, and ``errorKind``); :func:`apply` then refuses the whole plan."""
         try:
             yield self
-        except (KafkaLogError, OSError) as e:
-            self.error = str(e) if isinstance(e, KafkaLogError) else f"{e.filename or self.dir}: {e.strerror or e}"
+        except KafkaLogError as e:
+            self.fail(code="plan.failed", file=None if e.path is None else str(e.path), position=e.position,
+                      error=e.reason, errorKind=type(e).__name__)
+        except OSError as e:
+            self.fail(code="plan.osError", file=str(e.filename or self.dir), error=e.strerror or str(e),
+                      errorKind=type(e).__name__)
 
     def to_dict(self) -> dict:
         """JSON (docs/schemas/planPartition.schema.json): the fixed keys, then the engine's ``facts`` (which never
-        replace a fixed key: ``partition`` is always the dir name, ``partitionId`` its number)."""
+        replace a fixed key: ``partition`` is always the dir name, ``partitionId`` its number). A partition that
+        could not be planned has ``error`` (empty here: the command puts its words there), ``errorCode`` and
+        ``errorFacts``."""
         d = {"dataDir": self.data_dir, "partition": self.name, "topic": self.topic,
              "partitionId": self.partition, "operations": [op.to_dict() for op in self.ops],
              "losses": [loss.to_dict() for loss in self.losses], "notes": [n.to_dict() for n in self.notes],
-             "settings": list(self.settings), **({"error": self.error} if self.error else {})}
+             "settings": list(self.settings),
+             **({"error": "", "errorCode": self.error.kind, "errorFacts": dict(self.error.facts)}
+                if self.error is not None else {})}
         return d | {k: v for k, v in self.facts.items() if k not in d}
 
 
@@ -189,8 +212,10 @@ class Plan:
         return any(d.changes for d in self.data_dirs)
 
     @property
-    def errors(self) -> list[str]:
-        return [f"{p.dir}: {p.error}" for p in self.partitions if p.error]
+    def errors(self) -> list[Finding]:
+        """The partitions that could not be planned: each one's ``error``, a note about its dir (a code and its
+        facts: ``kafkalog.facts`` words it)."""
+        return [p.error for p in self.partitions if p.error is not None]
 
     @property
     def losses(self) -> list[tuple[PartitionPlan, Loss]]:
@@ -204,18 +229,23 @@ class Plan:
         return [op.trace() for op in self.ops()]
 
     def check(self) -> None:
-        """Raise :class:`PlanError` naming every partition that could not be planned."""
+        """Raise :class:`PlanError` when partitions could not be planned: its ``errors`` are theirs (codes and
+        facts, which ``kafkalog.facts`` words); its message names the first partition and its code."""
         errs = self.errors
         if errs:
-            more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
-            raise PlanError(f"nothing was changed: the plan is invalid: {errs[0]}{more}")
+            raise PlanError(f"nothing was changed: the plan is invalid: {len(errs)} partition(s) could not be "
+                            f"planned, the first {errs[0].file} ({errs[0].kind})", errors=errs)
 
     def summary(self) -> dict:
+        """JSON (docs/schemas/planSummary.schema.json): the counts, ``errors`` (each partition's planning error: its
+        code as ``kind``, its ``facts``) and ``notes``, whose words the command puts in (``errors`` as
+        ``dir: words``, its notes beside as ``errorNotes``)."""
         return {"operation": self.operation, "dataDirs": [d.path for d in self.data_dirs],
                 "partitions": len(self.partitions), "partitionsChanged": sum(p.changes for p in self.partitions),
                 "operations": sum(1 for _ in self.ops()), "bytes": self.bytes,
                 "recordsRemoved": sum(loss.records or 0 for _, loss in self.losses),
-                "recordsLost": sum(loss.records or 0 for _, loss in self.losses if loss.damage), "errors": self.errors,
+                "recordsLost": sum(loss.records or 0 for _, loss in self.losses if loss.damage),
+                "errors": [e.to_dict() | {"facts": dict(e.facts)} for e in self.errors],
                 "notes": [n.to_dict() for n in self.all_notes()]}
 
     def all_notes(self) -> list[Finding]:

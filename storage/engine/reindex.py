@@ -6,7 +6,10 @@ for them: entries that do not match the log, failing sanity checks) are rebuilt;
 the broker wrote it (an index written while appending can differ from the recovery rule's and be right).
 ``all_segments`` rebuilds every segment's indexes by the recovery rule. Only files whose bytes change are
 written, so a second run changes nothing. ``.log`` files are never changed: a segment with invalid bytes makes
-the plan invalid (nothing is written anywhere) and is left for ``repair``."""
+the plan invalid (nothing is written anywhere) and is left for ``repair``: its partition's error is
+``reindex.invalidBytes`` (the segment, its valid bytes, why the recovery stops there), or ``reindex.mustSplit`` for
+a segment whose offsets overflow its base offset (KAFKA-6264: the segment, its base offset, the batch's
+position)."""
 
 from __future__ import annotations
 
@@ -58,12 +61,14 @@ def _plan_partition(task: tuple) -> PartitionPlan:
             try:
                 r = recover_segment(seg.buf, b, index_interval_bytes=interval, producers=psm, epochs=epochs,
                                     path=str(seg.path))
-            except OffsetOverflowError as e:
-                pp.error = f"{e.reason}: the segment must be split (KAFKA-6264); run repair"
+            except OffsetOverflowError as e:  # the broker splits it at load (repair does)
+                pp.fail(code="reindex.mustSplit", segment=str(seg.path), baseOffset=e.base_offset,
+                        position=e.position, error=e.reason)
                 return pp
-            if r.valid_bytes < r.log_size:
-                pp.error = (f"{seg.path}: invalid bytes from position {r.valid_bytes} ({r.reason()}): indexes "
-                            "are not rebuilt over them; run repair")
+            if r.valid_bytes < r.log_size:  # recovery would truncate them (repair does)
+                cause = r.cause()
+                pp.fail(code="reindex.invalidBytes", segment=str(seg.path), validBytes=r.valid_bytes,
+                        bytes=r.truncated_bytes, stop=cause["stop"], error=cause["error"])
                 return pp
             if not all_segments:
                 problem = _index_problem(seg, seg is log.segments[-1])

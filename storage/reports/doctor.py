@@ -196,9 +196,9 @@ def _from_plan(diag: Diagnosis, plan: Plan) -> None:
         for pp in dp.partitions:
             diag.partitions += 1
             name = pp.name
-            if pp.error:
+            if pp.error is not None:  # the plan's error as data: its code and facts
                 diag.problems.append(_noted(ERROR, "plan", pp.dir, "doctor.planError", partition=name,
-                                            error=pp.error))
+                                            planError={"code": pp.error.kind, "facts": dict(pp.error.facts)}))
                 continue
             for e in pp.facts.get("startupErrors", []):
                 if e["offline"]:

@@ -229,3 +229,33 @@ def test_export_offset_spec_resolved_per_partition(spark, tmp_path):
     p = subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", "spark", "export", str(root), "--out",
                         str(tmp_path / "bad"), "-o", "5:x"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 1 and "'x' is not an offset" in p.stderr
+
+
+def test_a_refused_plan_raises_its_errors_which_the_cli_words(spark, tmp_path):
+    """A partition the broker would mark uncleanable: the job's PlanError carries the plan's errors (codes and facts)
+    and the CLI's line words them as before ("nothing was changed: the plan is invalid: DIR: WORDS"); a plan row
+    with an error has its words, errorCode and errorFacts."""
+    from builders import kv_batch, write_segment
+
+    from kafkalog.storage.engine.plan import PlanError
+    from kafkalog.tools.cli import _error_words
+
+    pdir = tmp_path / "d" / "legacy-0"
+    pdir.mkdir(parents=True)
+    now = BASE_TS + 10**8
+    write_segment(pdir, 0, [build_legacy([(0, now - 9000, b"a", b"1")], magic=1, base_offset=0),
+                            build_legacy([(1, now - 9000, None, b"x")], magic=1, base_offset=1)], mtime_ms=now - 1000)
+    write_segment(pdir, 2, [kv_batch(2, b"c", b"2", now - 5000)], mtime_ms=now - 1000)
+    with pytest.raises(PlanError) as ei:
+        jobs.compact(spark, [str(tmp_path / "d")], now=now, dry_run=True, force=True,
+                     overrides={"cleanup.policy": "compact"})
+    (err,) = ei.value.errors
+    seg = pdir / "00000000000000000000.log"
+    words = (f"the broker would mark this partition uncleanable: {seg}: byte {err.facts['position']}: Empty batches "
+             "are only supported for magic v2 and above")
+    assert err.kind == "compact.uncleanable" and err.file == str(pdir)
+    assert _error_words(ei.value) == f"nothing was changed: the plan is invalid: {pdir}: {words}"
+    plan = plan_compact([tmp_path / "d"], now_ms=now, force=True, exact=True,
+                        resolver=ConfigResolver(None, None, {"cleanup.policy": "compact"}))
+    (row,) = jobs._plan_rows(plan)
+    assert (row["error"], row["errorCode"], row["errorFacts"]) == (words, "compact.uncleanable", dict(err.facts))

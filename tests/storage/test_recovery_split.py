@@ -89,7 +89,11 @@ def test_split_is_crash_safe(tmp_path):
 def test_reindex_refuses_an_overflowed_segment(tmp_path):
     d, _ = _overflowed(tmp_path)
     (problem,) = plan_reindex([d]).errors
-    assert "KAFKA-6264" in problem and "repair" in problem
+    assert problem.kind == "reindex.mustSplit" and problem.file == str(d)
+    assert problem.facts == {"segment": str(d / "00000000000000000000.log"), "baseOffset": 0,
+                             "position": problem.facts["position"], "error": problem.facts["error"]}
+    assert render(problem) == f"{problem.facts['error']}: the segment must be split (KAFKA-6264); run repair"
+    assert problem.facts["error"] == f"offset {HIGH + 4} cannot be stored relative to the segment base offset 0"
 
 
 def test_split_copies_in_chunks_of_at_most_one_mebibyte(tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from engines import resolver
 
+from kafkalog.facts import render
 from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.engine.plan import PlanError, apply
 from kafkalog.storage.engine.reindex import plan_reindex
@@ -97,7 +98,9 @@ def test_bad_segment_refuses_the_whole_plan_and_cli_json(tmp_path: Path, capsys)
     log.write_bytes(bytes(data))
     plan = plan_reindex(dirs, resolver=resolver(CFG))
     (err,) = plan.errors
-    assert str(dirs[1]) in err and f"invalid bytes from position {pos}" in err and "repair" in err
+    assert err.kind == "reindex.invalidBytes" and err.file == str(dirs[1]) and err.facts["validBytes"] == pos
+    assert err.facts["segment"] == str(log) and err.facts["bytes"] == len(data) - pos
+    assert f"invalid bytes from position {pos}" in render(err) and "repair" in render(err)
     with pytest.raises(PlanError, match="nothing was changed"):
         apply(plan)
     assert main(["reindex", *map(str, dirs), "--json", "--workers", "2"]) == 1

@@ -146,7 +146,7 @@ def test_rehydrate_before_local_segments_and_gap(store, tmp_path):
     shutil.copy(src / "00000000000000000030.log", data2 / "tiered-0")
     (root / "kafka-tiered-storage" / f"tiered-0-{TOPIC_ID}" / f"{20:020d}-{segs[2][0]}.log").unlink()
     errors = plan_rehydrate(open_remote_store(root), data2).errors
-    assert errors and "gap" in errors[0]
+    assert errors and "gap" in render(errors[0])
 
 
 def test_rehydrate_skips_deleted_segments(store, tmp_path):

@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from builders import aged_partition, mixed_format_data_dir, three_segment_data_dir, three_segment_partition
 from damage import damaged_copy
 from engines import compact, recover, retain
@@ -276,6 +277,8 @@ def test_every_kind_storage_notes_has_a_template_that_renders_its_facts():
                                "epoch": None}],
                "finding": {"file": "/d/t-0/0.index", "code": "verify.indexMissing", "facts": {}, "message": ""},
                "defect": {"code": "segment.indexMissing", "facts": {}},
+               "planError": {"code": "plan.failed", "facts": {"file": "/d/t-0/0.log", "position": 7, "error": "bad",
+                                                                "errorKind": "CorruptRecordError"}},
                "side": "a", "fields": ["crc"], "ranges": [[1, 3]],
                "a": {"segment": "0.log", "position": 0, "baseOffset": 0, "lastOffset": 1, "magic": 2},
                "b": {"segment": "0.log", "position": 0, "baseOffset": 0, "lastOffset": 1, "magic": 2}}
@@ -869,3 +872,175 @@ def test_groups_errors_are_codes_worded_as_before(tmp_path: Path, capsys):
     for path, e in ((c, crc), (d, leo)):
         assert main(["groups", "--no-progress", str(path)]) == 1
         assert capsys.readouterr().err.splitlines()[-1] == f"kafkalog groups: error: {facts.render(e)}"
+
+
+# a plan's per-partition error (PartitionPlan.error, Plan.errors, PlanError.errors): a code and its facts, worded in
+# kafkalog.facts; the library's exception message stays a generic sentence
+
+
+def _worded_errors(tree: ast.AST) -> list[int]:
+    """Lines that set a plan's ``error`` to words built in the module (an f-string, a literal, a concatenation,
+    ``str(e)``, or a choice between them) instead of ``pp.fail(code=..., **facts)``."""
+    def words(e: ast.AST | None) -> bool:
+        return _words(e) or (isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "str") or (
+            isinstance(e, ast.IfExp) and (words(e.body) or words(e.orelse)))
+
+    return sorted(n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assign | ast.AnnAssign) and words(n.value)
+                  and any(isinstance(t, ast.Attribute) and t.attr == "error"
+                          for t in (n.targets if isinstance(n, ast.Assign) else [n.target])))
+
+
+def test_no_engine_words_a_plan_error():
+    """No module of storage sets a partition's plan error in words (the old reindex, compact and planning() did:
+    "...: the segment must be split (KAFKA-6264); run repair", str(e), "the broker would mark this partition
+    uncleanable: ..."); each refusal is pp.fail(code=...) with facts, and the error is a Finding."""
+    from kafkalog.storage.engine.plan import PartitionPlan, Plan
+
+    worded = {str(p): _worded_errors(ast.parse(p.read_text())) for p in (ROOT / "storage").rglob("*.py")}
+    assert not any(worded.values()), {p: lines for p, lines in worded.items() if lines}
+    for rel in ["storage/engine/plan.py", "storage/engine/reindex.py", "storage/engine/cleaner/manager.py"]:
+        fails = [n for n in ast.walk(ast.parse((ROOT / rel).read_text())) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr == "fail"]
+        assert fails and all(any(kw.arg == "code" for kw in n.keywords) for n in fails), rel
+    assert PartitionPlan.__dataclass_fields__["error"].type == "Finding | None"
+    assert Plan.errors.fget.__annotations__["return"] == "list[Finding]"  # type: ignore[attr-defined]
+    # the scan finds words where they come back
+    assert _worded_errors(ast.parse('pp.error = f"{e.reason}: run repair"\nself.error = str(e) if k else f"{x}"\n'
+                                    'pp.error = ("a " "b")\npp.error = Finding(d, None, "plan.failed", "error")\n'
+                                    'x.error: str = "bad"\nerror = "not a plan"')) == [1, 2, 3, 5]
+
+
+def _reindex_refused(tmp_path: Path) -> tuple[Path, Path, int]:
+    """A copy of kafka-4.3.1-kraft whose first segment of multi-segment-0 is cut inside a batch: reindex refuses it."""
+    from damage import torn_middle
+
+    d = tmp_path / "data"
+    damaged_copy("kafka-4.3.1-kraft", d, ())
+    torn_middle(d)
+    seg = sorted((d / "multi-segment-0").glob("*.log"))[0]
+    return d, seg, seg.stat().st_size
+
+
+def test_a_segment_reindex_refuses_is_a_code_worded_as_before(tmp_path: Path, capsys):
+    """reindex over a segment with invalid bytes: reindex.invalidBytes {segment, validBytes, bytes, stop, error};
+    the human ERROR line, the stderr line, --json's error (plus errorCode, errorFacts) and the summary's errors
+    (plus errorNotes) as before; apply's PlanError carries the errors and the CLI words it as before."""
+    from kafkalog.storage.engine.plan import PlanError, apply
+    from kafkalog.storage.engine.reindex import plan_reindex
+    from kafkalog.tools.cli import _error_words, main
+
+    d, seg, size = _reindex_refused(tmp_path)
+    plan = plan_reindex([d])
+    (err,) = plan.errors
+    pdir = d / "multi-segment-0"
+    assert isinstance(err, Finding) and (err.kind, err.file, err.severity) == ("reindex.invalidBytes", str(pdir),
+                                                                               "error")
+    at = err.facts["validBytes"]
+    assert dict(err.facts) == {"segment": str(seg), "validBytes": at, "bytes": size - at, "stop": "partial batch",
+                               "error": None} and 0 < at < size
+    old = f"{seg}: invalid bytes from position {at} (partial batch at byte {at}): indexes are not rebuilt over them; " \
+          "run repair"
+    assert facts.render(err) == old
+    with pytest.raises(PlanError) as raised:
+        apply(plan)
+    assert raised.value.errors == [err] and str(pdir) in str(raised.value) and "invalid bytes" not in str(raised.value)
+    assert _error_words(raised.value) == f"nothing was changed: the plan is invalid: {pdir}: {old}"
+    assert main(["reindex", "--dry-run", str(d)]) == 1
+    out, stderr = capsys.readouterr()
+    assert f"  multi-segment-0\n    ERROR: {old}\n" in out
+    assert stderr == "kafkalog reindex: nothing was changed: 1 partition(s) could not be planned (see ERROR above)\n"
+    assert main(["reindex", "--dry-run", "--json", str(d)]) == 1
+    *rows, last = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    (row,) = [r for r in rows if "error" in r]
+    assert (row["error"], row["errorCode"], row["errorFacts"]) == (old, "reindex.invalidBytes", dict(err.facts))
+    assert list(row)[list(row).index("settings") + 1:][:3] == ["error", "errorCode", "errorFacts"]
+    assert last["summary"]["errors"] == [f"{pdir}: {old}"]
+    assert last["summary"]["errorNotes"] == [{"file": str(pdir), "position": None, "kind": "reindex.invalidBytes",
+                                              "severity": "error", "message": old, "facts": dict(err.facts)}]
+
+
+def test_each_plan_error_is_a_code_with_facts_worded_as_before(tmp_path: Path):
+    """The other refusals: a segment that must be split (reindex.mustSplit), a round the broker would refuse
+    (compact.uncleanable), a KafkaLogError or an OS error met while planning (plan.failed, plan.osError: the
+    exception's own words and class as facts), and doctor, which passes the plan error on as a fact."""
+    import errno
+
+    from builders import batch_at, kv_batch, write_segment
+    from engines import resolver
+
+    from kafkalog.storage.engine.cleaner.manager import plan_compact
+    from kafkalog.storage.engine.plan import DataDirPlan, PartitionPlan, Plan, PlanError
+    from kafkalog.storage.engine.reindex import plan_reindex
+    from kafkalog.storage.errors import CorruptRecordError, LogDirError
+    from kafkalog.storage.records import build_legacy
+    from kafkalog.tools.plan_output import invalid_plan
+
+    # reindex.mustSplit: offsets past the segment's int32 range (KAFKA-6264)
+    p = tmp_path / "t-0"
+    p.mkdir()
+    high = 2**31 + 100
+    (p / "00000000000000000000.log").write_bytes(b"".join([batch_at(0), batch_at(5), batch_at(high)]))
+    (err,) = plan_reindex([p]).errors
+    reason = f"offset {high + 4} cannot be stored relative to the segment base offset 0"
+    assert (err.kind, dict(err.facts)) == ("reindex.mustSplit", {
+        "segment": str(p / "00000000000000000000.log"), "baseOffset": 0, "position": err.facts["position"],
+        "error": reason}) and err.facts["position"] > 0
+    assert facts.render(err) == f"{reason}: the segment must be split (KAFKA-6264); run repair"
+    # compact.uncleanable: a legacy batch ending the round that v0/v1 cannot keep empty (IllegalStateException)
+    c = tmp_path / "c" / "legacy-0"
+    c.mkdir(parents=True)
+    write_segment(c, 0, [build_legacy([(0, NOW - 9000, b"a", b"1")], magic=1, base_offset=0),
+                         build_legacy([(1, NOW - 9000, None, b"x")], magic=1, base_offset=1)], mtime_ms=NOW - 1000)
+    write_segment(c, 2, [kv_batch(2, b"c", b"2", NOW - 5000)], mtime_ms=NOW - 1000)
+    cfg = LogConfig.defaults().with_overrides({"cleanup.policy": ["compact"]})
+    (err,) = plan_compact([c], now_ms=NOW, resolver=resolver(cfg), force=True, exact=True).errors
+    seg = c / "00000000000000000000.log"
+    assert (err.kind, dict(err.facts)) == ("compact.uncleanable", {
+        "file": str(seg), "position": err.facts["position"],
+        "error": "Empty batches are only supported for magic v2 and above"})
+    assert facts.render(err) == (f"the broker would mark this partition uncleanable: {seg}: byte "
+                                 f"{err.facts['position']}: Empty batches are only supported for magic v2 and above")
+    # plan.failed and plan.osError: what planning() catches, with str(e)'s and the OS error's old words
+    for e in [CorruptRecordError("bad batch", "/d/t-0/0.log", 12), LogDirError("a directory stands there", "/d/t-0/x"),
+              CorruptRecordError("no place")]:
+        pp = PartitionPlan("/d", "/d/t-0", "t", 0)
+        with pp.planning():
+            raise e
+        assert pp.error is not None and (pp.error.kind, pp.error.file) == ("plan.failed", "/d/t-0")
+        assert dict(pp.error.facts) == {"file": e.path, "position": e.position, "error": e.reason,
+                                        "errorKind": type(e).__name__}
+        assert facts.render(pp.error) == str(e)
+    for os_error, words in [(OSError(errno.EIO, "Input/output error", "/d/t-0/0.log"), "/d/t-0/0.log: Input/output error"),
+                            (OSError("no errno"), "/d/t-0: no errno")]:
+        pp = PartitionPlan("/d", "/d/t-0", "t", 0)
+        with pp.planning():
+            raise os_error
+        assert pp.error is not None and pp.error.kind == "plan.osError" and pp.error.facts["errorKind"] == "OSError"
+        assert facts.render(pp.error) == words
+    # PlanError.errors, worded by the CLI: the first partition's words and how many more
+    two = [PartitionPlan("/d", f"/d/t-{i}", "t", i) for i in range(2)]
+    for pp in two:
+        pp.fail(code="plan.osError", file=f"{pp.dir}/0.log", error="Input/output error", errorKind="OSError")
+    plan = Plan("reindex", [DataDirPlan("/d", two)])
+    with pytest.raises(PlanError) as raised:
+        plan.check()
+    assert raised.value.errors == [pp.error for pp in two]
+    assert invalid_plan(raised.value) == ("nothing was changed: the plan is invalid: /d/t-0: /d/t-0/0.log: "
+                                          "Input/output error (and 1 more)")
+    assert invalid_plan(PlanError("nothing was changed: x changed since the plan was made")) == \
+        "nothing was changed: x changed since the plan was made"
+
+
+def test_doctor_passes_a_plan_error_on_as_its_code_and_facts(tmp_path: Path):
+    d = tmp_path / "data"
+    damaged_copy("kafka-4.3.1-kraft", d, ())
+    victim = sorted((d / "multi-segment-0").glob("*.index"))[0]
+    victim.unlink()
+    victim.mkdir()
+    (p,) = [p for p in diagnose([d], now_ms=NOW).problems if p.kind == "plan"]
+    assert p.note is not None and p.note.kind == "doctor.planError"
+    err = p.note.facts["planError"]
+    assert err["code"] == "plan.failed" and err["facts"]["file"] == str(victim)
+    assert err["facts"]["errorKind"] == "LogDirError" and err["facts"]["position"] is None
+    assert facts.render(p.note) == (f"kafkalog cannot predict this partition's recovery: {victim}: "
+                                    f"{err['facts']['error']}")

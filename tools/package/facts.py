@@ -130,6 +130,18 @@ def _cause(x: Mapping[str, Any], at: int) -> str:
     return str(x["error"]) if x["error"] is not None else f"{x['stop']} at byte {at}"
 
 
+def _located(x: Mapping[str, Any]) -> str:
+    """An error where it is, as a ``KafkaLogError`` says it: ``file: byte N: error`` from its ``file``, ``position``
+    and ``error`` facts (a part that is None left out)."""
+    where = [str(w) for w in (x["file"], None if x["position"] is None else f"byte {x['position']}") if w is not None]
+    return ": ".join([*where, str(x["error"])])
+
+
+def _os_error(file: str, x: Mapping[str, Any]) -> str:
+    """An OS error about a file: ``file: the OS's words``."""
+    return f"{x['file']}: {x['error']}"
+
+
 #: retention's reason for a segment below the log start offset (its loss and its files' renames)
 _BELOW_LOG_START = ("every offset is below the log start offset {logStartOffset} (log-start-offset-checkpoint: "
                     "delete-records or an earlier retention run)")
@@ -229,7 +241,8 @@ TEMPLATES: dict[str, str | Template] = {
     "doctor.topicIdDiffers": "topic id {topicId} is not the id {expected} of topic {topic} in {metadataDir}: the "
                              "broker treats it as a stray log (a deleted, recreated topic) and renames it {strayName}; "
                              "it is not served",
-    "doctor.planError": "kafkalog cannot predict this partition's recovery: {error}",
+    "doctor.planError": lambda f, x: ("kafkalog cannot predict this partition's recovery: "
+                                      + _problem({"file": f, **x["planError"]})),
     "doctor.hole": "{name}: {reason}; the broker does not recover this segment at load and serves the log with the "
                    "hole",
     "doctor.corruptBatch": "{name}: {reason}; the broker does not recover this segment at load and serves the batch "
@@ -452,6 +465,15 @@ TEMPLATES: dict[str, str | Template] = {
     "reindex.indexProblem": lambda f, x: (f"{Path(x['finding']['file']).name}: {_problem(x['finding'])}: rebuilt "
                                           f"from {x['log']} by the broker's recovery rule"),
     "reindex.recoveryRule": "rebuilt from {log} by the broker's recovery rule",
+    # a partition a plan cannot plan (PartitionPlan.error; the whole plan is refused): an exception met while
+    # planning (its words stay its own), a segment reindex leaves to repair, a round the broker would refuse
+    "plan.failed": lambda f, x: _located(x),
+    "plan.osError": _os_error,
+    "reindex.mustSplit": "{error}: the segment must be split (KAFKA-6264); run repair",
+    "reindex.invalidBytes": lambda f, x: (f"{x['segment']}: invalid bytes from position {x['validBytes']} "
+                                          f"({_cause(x, x['validBytes'])}): indexes are not rebuilt over them; run "
+                                          "repair"),
+    "compact.uncleanable": lambda f, x: f"the broker would mark this partition uncleanable: {_located(x)}",
     # h8: verify's own checks of a partition dir and a data dir (storage/reports/verify), the files given to
     # verify or dump alone, and an index dump's entries against its companion .log (storage/reports/dump/indexes)
     "verify.noSegments": "no segments: Kafka creates an empty one at the log start offset",
@@ -547,11 +569,9 @@ TEMPLATES: dict[str, str | Template] = {
            " (none found: pass the dirs holding them)")),
     # transactions: a partition it cannot read (the error where it is, and what repair would do about it)
     "transactions.partitionUnreadable": lambda f, x: (
-        "".join(f"{w}: " for w in (x["file"], None if x["position"] is None else f"byte {x['position']}")
-                if w is not None)
-        + f"{x['error']} (the broker's recovery truncates a corrupt log: `kafkalog repair --dry-run {x['dataDir']}` "
-          "shows what it would keep)"),
-    "transactions.partitionOsError": lambda f, x: f"{x['file']}: {x['error']}",
+        f"{_located(x)} (the broker's recovery truncates a corrupt log: `kafkalog repair --dry-run {x['dataDir']}` "
+        "shows what it would keep)"),
+    "transactions.partitionOsError": _os_error,
     # diff: what differs between A and B ({file} the relative path; side "a" or "b")
     "diff.fileOnlyIn": lambda f, x: f"{f} exists only in {x['side'].upper()}",
     "diff.partitionOnlyIn": lambda f, x: f"partition {f} exists only in {x['side'].upper()}",

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalog.facts import finding_json, render_all
+from kafkalog.facts import finding_json, render, render_all
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.io.ops import byte_count
 from kafkalog.tools.plan_output import describe_op
@@ -152,8 +152,11 @@ def spark_runner(spark, fence_parent: str | None = None):
 
 
 def _plan_rows(plan) -> list[dict]:
+    """One row per partition: its operations and notes in words (a partition's error too: its words, ``errorCode``
+    and ``errorFacts``), then the engine's facts."""
     return [{"partition": p.name, "dir": p.dir, "plan": [describe_op(op, byte_count) for op in p.ops], "notes": render_all(p.notes),
-             **({"error": p.error} if p.error else {}), **p.facts} for p in plan.partitions]
+             **({"error": render(p.error), "errorCode": p.error.kind, "errorFacts": dict(p.error.facts)}
+                if p.error is not None else {}), **p.facts} for p in plan.partitions]
 
 
 # ------------------------------------------------------------------------------------------------ convert

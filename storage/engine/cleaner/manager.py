@@ -231,7 +231,8 @@ def _plan_partition(task: tuple) -> PartitionPlan:
             else:
                 _, end, _ = map_round(log, ltc, cleaner, workers=map_workers)
         except UncleanableError as e:
-            pp.error = f"the broker would mark this partition uncleanable: {e}"
+            pp.fail(code="compact.uncleanable", file=None if e.path is None else str(e.path), position=e.position,
+                    error=e.reason)
             return pp
         groups = group_segments_by_size(log.log_segments(0, end), cfg.segment_size, cfg.segment_index_bytes,
                                         ltc.first_uncleanable_offset)
@@ -289,7 +290,9 @@ def plan_compact(paths: Iterable[str | os.PathLike], *, now_ms: int, resolver: C
                  runner: Runner | None = None, workers: int = 1, progress=None) -> Plan:
     """The plan of ``kafkalog compact``: one broker cleaning round per compacted partition under ``paths``, then
     ``cleaner-offset-checkpoint`` with the new clean points. ``exact`` measures each round while planning (new
-    segment sizes, records dropped: what ``--dry-run`` shows); otherwise they are known once applied."""
+    segment sizes, records dropped: what ``--dry-run`` shows); otherwise they are known once applied. A partition
+    the broker would mark uncleanable (its round would fail) makes the plan invalid: its error is
+    ``compact.uncleanable`` (the file, byte position and the broker's reason)."""
     groups = group_partitions(paths, topics=topics)
     resolver = resolver or ConfigResolver(data_dirs=list(groups))
     mw = default_workers() if map_workers is None else map_workers

@@ -227,9 +227,11 @@ class ArrowChunk:
 
 @final
 class ArrowRecords:
-    """A builder of the data source's record columns, decoded straight into Arrow buffers."""
+    """A builder of the data source's record columns, decoded straight into Arrow buffers (with ``columns``,
+    only those: the other columns' buffers are never filled; ``ValueError`` for an unknown name). The ``add_*``
+    methods but ``add_rows`` release the GIL while they decode."""
 
-    def __new__(cls, capacity: int = 0) -> ArrowRecords: ...
+    def __new__(cls, capacity: int = 0, columns: Sequence[str] | None = None) -> ArrowRecords: ...
     def __len__(self) -> int: ...
     @property
     def nbytes(self) -> int:
@@ -249,7 +251,9 @@ class ArrowRecords:
         verify: bool = False,
         stop_attributes: int = 0x07,
         max_count: int = 2147483647,
-    ) -> tuple[int, int, int]: ...
+        limit: int = 0,
+    ) -> tuple[int, int, int]:
+        """With ``limit`` > 0, compressed batches too, decompressed natively within ``limit`` bytes."""
     def add_rows(
         self,
         rows: Sequence[tuple[int, int, bytes | None, bytes | None, Iterable[_Header]]],
@@ -278,8 +282,8 @@ class ArrowRecords:
 def arrow_add_compressed(
     builder: ArrowRecords, batch: Buffer, position: int, piece: int, limit: int, keep: _Keep | None = None
 ) -> int | None:
-    """``ArrowRecords.add_v2`` for a compressed batch, its records section decompressed natively; ``None``
-    (nothing added) when the decompression or the batch is unusual."""
+    """``ArrowRecords.add_v2`` for a compressed batch, its records section decompressed natively (without the
+    GIL); ``None`` (nothing added) when the decompression or the batch is unusual."""
 
 # -- the cleaner (cleaner.rs)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from typing import Any
 
@@ -67,6 +69,109 @@ def iter_partition_tasks(fn, tasks: list, *, workers: int = 1, ahead: int | None
         finally:
             for f in pending:  # the caller stopped (an error): do not run what is left
                 f.cancel()
+
+
+def iter_thread_streams(make: Callable[[Any], Iterable[Any]], tasks: list, *, threads: int) -> Iterator[Any]:
+    """The items of ``make(t)`` for each task, task after task, in order, while up to ``threads`` threads produce
+    them: each thread runs one task's iterator at a time and holds at most one item the caller has not taken (it
+    makes the next only once the caller took it), so at most ``threads`` items are in flight whatever the tasks'
+    sizes. For work that releases the GIL (the compiled core's decoding). The threads run in the caller's context
+    (``contextvars``: the backend in force); an exception of ``make`` reaches the caller where its task's items
+    end. A caller that stops early (``close()``, or an error) stops the threads: each finishes the item it is
+    making and exits; so does each at the interpreter's exit, when the caller never came back."""
+    threads = max(1, min(threads, len(tasks)))
+    if threads == 1:
+        for t in tasks:
+            yield from make(t)
+        return
+    slots = [_Slot() for _ in tasks]
+    claim = iter(range(len(tasks)))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                i = next(claim, None)
+            if i is None:
+                return
+            slot = slots[i]
+            try:
+                it = iter(make(tasks[i]))
+                try:
+                    for item in it:
+                        if not slot.put(item):
+                            return  # the caller stopped
+                finally:
+                    close = getattr(it, "close", None)
+                    if close is not None:
+                        close()
+            except BaseException as e:  # noqa: BLE001 - handed to the caller, raised there in task order
+                slot.end(e)
+                return
+            slot.end(None)
+
+    ctx = contextvars.copy_context()
+    workers = [threading.Thread(target=ctx.copy().run, args=(work,), name=f"kafkalog-reader-{n}")
+               for n in range(threads)]
+    for w in workers:
+        w.start()
+    try:
+        for slot in slots:
+            yield from slot.items()
+    finally:
+        for slot in slots:
+            slot.stop()
+
+
+class _Slot:
+    """One task's items from its thread to the caller: at most one waiting (``put`` returns once it is taken, or
+    False when the caller stopped or the interpreter is exiting)."""
+
+    _DONE = object()
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._item: Any = self._DONE
+        self._full = False
+        self._ended = False
+        self._error: BaseException | None = None
+        self._stopped = False
+
+    def put(self, item: Any) -> bool:
+        with self._cv:
+            self._item, self._full = item, True
+            self._cv.notify_all()
+            while self._full and not self._stopped:
+                # (woken now and then: at the interpreter's exit nobody will take it)
+                if not self._cv.wait(0.25) and not threading.main_thread().is_alive():
+                    return False
+            return not self._stopped
+
+    def end(self, error: BaseException | None) -> None:
+        with self._cv:
+            self._ended, self._error = True, error
+            self._cv.notify_all()
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stopped = True
+            self._item, self._full = self._DONE, False
+            self._cv.notify_all()
+
+    def items(self) -> Iterator[Any]:
+        while True:
+            with self._cv:
+                while not self._full and not self._ended:
+                    self._cv.wait()
+                if self._full:
+                    item, self._item, self._full = self._item, self._DONE, False
+                    self._cv.notify_all()
+                elif self._error is not None:
+                    error, self._error = self._error, None
+                    raise error
+                else:
+                    return
+            yield item
 
 
 def _in_order(progress, weights: list[int]):

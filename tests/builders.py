@@ -395,6 +395,21 @@ def generated_partition(pdir: str | os.PathLike, n: int, *, batch_records: int =
             w.append_records(recs, codec=codec, **kw)
 
 
+def every_codec_data_dir(root: Path) -> Path:
+    """``plain-0`` and ``plain-1`` (4000 idempotent records of 300 bytes, 1 MiB segments), ``gz-0``, ``snappy-0``,
+    ``lz4-0`` and ``zstd-0`` (1500 records in batches of 100), and ``legacy-0``: v0 and v1 messages and a gzip v1
+    wrapper (5 records each); no data dir files."""
+    generated_data_dir(root, {"plain": 2}, 4000, segment_bytes=1 << 20, value_size=300, producer_id=42)
+    for codec, name in ((1, "gz"), (2, "snappy"), (3, "lz4"), (4, "zstd")):
+        generated_partition(root / f"{name}-0", 1500, codec=codec, batch_records=100)
+    data = b""
+    for i, magic in enumerate((0, 1, 1)):
+        recs = [(None, BASE_TS + j, f"k{j}".encode(), f"v{j}".encode()) for j in range(5)]
+        data += build_legacy(recs, magic=magic, codec=1 if i == 2 else 0, base_offset=i * 5)
+    write_segment(root / "legacy-0", 0, data)
+    return root
+
+
 def generated_data_dir(root: str | os.PathLike, layout: dict[str, int], n: int, **kw) -> Path:
     """``layout`` maps topic -> partition count; every partition gets ``n`` records (:func:`generated_partition`
     options in ``kw``)."""
@@ -561,6 +576,12 @@ def many_partitions_data_dir(root: str | os.PathLike, partitions: int, *, per_to
                                 clean_shutdown=b'{"version":0,"brokerEpoch":5}')
 
 
+def repeated_batch(batch: bytes, copies: int, records: int, first: int = 0) -> bytes:
+    """``copies`` copies of the v2 ``batch`` (of ``records`` records) one after the other, with consecutive base
+    offsets from ``first`` (the base offset is outside the CRC: every copy stays valid): a large log, fast."""
+    return b"".join((first + j * records).to_bytes(8, "big") + batch[8:] for j in range(copies))
+
+
 def big_segment_data_dir(root: str | os.PathLike, size: int, *, record_bytes: int = 8192,
                          batch_records: int = 64) -> Path:
     """A KRaft data dir with one partition ``big-0`` whose only segment holds about ``size`` bytes of v2 batches
@@ -582,7 +603,7 @@ def big_segment_data_dir(root: str | os.PathLike, size: int, *, record_bytes: in
     with open(pdir / log_file_name(0), "wb") as f:
         while count:
             k = min(per_chunk, count)
-            f.write(b"".join((offset + j * batch_records).to_bytes(8, "big") + batch[8:] for j in range(k)))
+            f.write(repeated_batch(batch, k, batch_records, offset))
             offset += k * batch_records
             count -= k
     write_partition_files(pdir, epochs=[(0, 0)], topic_id=TOPIC_ID)

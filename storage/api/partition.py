@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kafkalog.storage.codec.compression import DEFAULT_DECOMPRESS_LIMIT, native_codec
 from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.export import (
@@ -29,6 +30,7 @@ from kafkalog.storage.io.fs import is_url
 from kafkalog.storage.log.datadir import DataDir
 from kafkalog.storage.log.offset_spec import OffsetSpec, parse_offset_spec, parse_offset_specs
 from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.parallel import iter_thread_streams
 from kafkalog.storage.records import Batch
 from kafkalog.storage.records.batch import RECORD_CHUNK
 from kafkalog.storage.records.columns import RECORD_COLUMNS, RecordColumns, arrow_schema
@@ -205,32 +207,44 @@ class Partition:
 
 
 
-def _arrow_batches(selected: list[tuple[Path, ExportFilter]], batch_rows: int) -> Iterator[Any]:
-    """``export --format parquet``'s loop (records straight into Arrow columns, the records layer for wrappers
-    and batches past a chunk), yielding the row groups instead of writing them. Each partition dir is opened
-    here, as it is read: the reader outlives the :class:`LogDirs` it came from."""
-    for pdir, flt in selected:
-        window = _record_window(flt)
-        cols = RecordColumns()
-        full = _Batches()
-        run = None
-        # runs of plain batches go into the core in one call each, over a local segment's mmap (a segment under a
-        # URL is read batch by batch, in bounded windows, never whole)
-        if cols._core is not None and window is None and not is_url(pdir):
-            run = _native_runs(cols, full, ExportStats(), flt.include_control, batch_rows, DEFAULT_ROW_GROUP_BYTES)
-        for topic, partition, name, b in _selected_batches(pdir, flt, None, run):
-            yield from full.take()
-            whole = b.records_count <= RECORD_CHUNK if b.records_count is not None else not b.is_compressed
-            if whole:
-                cols.add_batch(b, topic, partition, name, window)
-            else:
-                for recs in _record_chunks(b, window, flt):
-                    cols.add_records(b, recs, topic, partition, name)
-            if len(cols) >= batch_rows:
-                yield cols.to_arrow()
+def _arrow_batches(selected: list[tuple[Path, ExportFilter]], batch_rows: int, columns: list[str] | None = None,
+                   threads: int = 1) -> Iterator[Any]:
+    """The Arrow batches of the partitions ``selected``, partition after partition in order: each decoded by
+    :func:`_partition_batches` on one of ``threads`` threads (the compiled core decodes without the GIL), each
+    thread at most one batch ahead of the reader (:func:`~kafkalog.storage.parallel.iter_thread_streams`)."""
+    return iter_thread_streams(lambda task: _partition_batches(task, batch_rows, columns), selected, threads=threads)
+
+
+def _partition_batches(task: tuple[Path, ExportFilter], batch_rows: int, columns: list[str] | None) -> Iterator[Any]:
+    """``export --format parquet``'s loop over one partition (records straight into Arrow columns, the records
+    layer for wrappers and batches past a chunk), yielding the row groups instead of writing them, with only
+    ``columns`` built. The partition dir is opened here, as it is read: the reader outlives the
+    :class:`LogDirs` it came from."""
+    pdir, flt = task
+    window = _record_window(flt)
+    cols = RecordColumns(columns=columns)
+    full = _Batches()
+    run = None
+    # runs of batches (plain, and compressed when the core decompresses) go into the core in one call each, over
+    # a local segment's mmap, without the GIL (a segment under a URL is read batch by batch, in bounded windows,
+    # never whole); a run stops at each full batch, so that one batch at a time is held
+    if cols._core is not None and window is None and not is_url(pdir):
+        limit = DEFAULT_DECOMPRESS_LIMIT if native_codec() is not None else 0
+        run = _native_runs(cols, full, ExportStats(), flt.include_control, batch_rows, DEFAULT_ROW_GROUP_BYTES,
+                           decompress_limit=limit, one_group=True)
+    for topic, partition, name, b in _selected_batches(pdir, flt, None, run):
         yield from full.take()
-        if len(cols):
+        whole = b.records_count <= RECORD_CHUNK if b.records_count is not None else not b.is_compressed
+        if whole:
+            cols.add_batch(b, topic, partition, name, window)
+        else:
+            for recs in _record_chunks(b, window, flt):
+                cols.add_records(b, recs, topic, partition, name)
+        if len(cols) >= batch_rows:
             yield cols.to_arrow()
+    yield from full.take()
+    if len(cols):
+        yield cols.to_arrow()
 
 
 class _Batches:
@@ -248,23 +262,33 @@ class _Batches:
         return out
 
 
+def default_threads() -> int:
+    """The reader's threads when none are asked for: the CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on every platform)
+        return os.cpu_count() or 1
+
+
 def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, read_committed: bool,
-            batch_rows: int, *, window: Window | None = None,
-            columns: Sequence[str] | None = None) -> pyarrow.RecordBatchReader:
+            batch_rows: int, *, window: Window | None = None, columns: Sequence[str] | None = None,
+            threads: int | None = None) -> pyarrow.RecordBatchReader:
     pa = require("pyarrow", feature="Arrow output")  # optional dependency: only Arrow output needs it
 
     # the ranges are resolved now, against the partitions as opened (a bad offset spec fails here, not mid-read)
     selected = [(p.path, p._filter(offsets, include_control, read_committed, window)) for p in parts]
     schema = arrow_schema(RECORD_COLUMNS)
-    if columns is None:
-        return pa.RecordBatchReader.from_batches(schema, _arrow_batches(selected, batch_rows))
-    unknown = [c for c in columns if c not in schema.names]
+    names = None if columns is None else list(columns)
+    unknown = [c for c in names or () if c not in schema.names]
     if unknown:
         raise KafkaLogError(f"no column {', '.join(map(repr, unknown))} in the records (columns: "
                             f"{', '.join(schema.names)})")
-    names = list(columns)
-    return pa.RecordBatchReader.from_batches(pa.schema([schema.field(c) for c in names]),
-                                             (b.select(names) for b in _arrow_batches(selected, batch_rows)))
+    if threads is not None and threads < 1:
+        raise KafkaLogError(f"threads must be at least 1 (got {threads})")
+    if names is not None:
+        schema = pa.schema([schema.field(c) for c in names])
+    batches = _arrow_batches(selected, batch_rows, names, default_threads() if threads is None else threads)
+    return pa.RecordBatchReader.from_batches(schema, batches)
 
 
 __all__ = ["DEFAULT_ARROW_ROWS", "Offsets", "Partition", "PathLike", "Window"]

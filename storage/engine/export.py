@@ -398,18 +398,20 @@ def export_jsonl(paths: Iterable[str | os.PathLike], out: IO[str] | str | os.Pat
 
 
 def _native_runs(cols: RecordColumns, w, stats: ExportStats, include_control: bool, row_group_rows: int,
-                 row_group_bytes: int) -> RunSink:
+                 row_group_bytes: int, *, decompress_limit: int = 0, one_group: bool = False) -> RunSink:
     """A :data:`RunSink` adding runs of plain v2 batches (CRC checked, at most ``RECORD_CHUNK`` records each;
-    control batches only if ``include_control``) to ``cols`` in the core, writing full row groups to ``w``."""
+    control batches only if ``include_control``) to ``cols`` in the core, writing full row groups to ``w``. With
+    ``decompress_limit`` compressed v2 batches join the runs (decompressed natively within it, without the GIL);
+    with ``one_group`` a run stops after each row group written (what ``w`` holds stays one row group)."""
     core = cols._core
     assert core is not None
-    stop = 0x07 if include_control else 0x27  # a codec; a control batch
+    stop = (0 if include_control else 0x20) | (0 if decompress_limit else 0x07)  # a control batch; a codec
 
     def run(topic: str, partition: int, name: str, buf, pos: int, end: int) -> int:
         while True:  # (a row group written empties cols, and its piece names)
             piece = cols._piece((topic, partition, name))
             pos, rows, batches = core.add_entries(buf, pos, end, 0, piece, row_group_rows, row_group_bytes, True,
-                                                  stop, RECORD_CHUNK)
+                                                  stop, RECORD_CHUNK, decompress_limit)
             if not rows and end - pos > 17 and not 2 <= buf[pos + 16] < 128:  # plain v0/v1 messages, CRC32 checked
                 pos, rows = core.add_legacy_entries(buf, pos, end, 0, piece, row_group_rows, row_group_bytes,
                                                     DEFAULT_DECOMPRESS_LIMIT, True, True)
@@ -422,6 +424,8 @@ def _native_runs(cols: RecordColumns, w, stats: ExportStats, include_control: bo
                 continue
             n = len(cols)
             w.write_batch(cols.to_arrow(), row_group_size=max(n, row_group_rows))
+            if one_group:
+                return pos
     return run
 
 

@@ -125,12 +125,16 @@ _BATCH_META_COLUMNS = (("timestampType", "int32"), ("leaderEpoch", "int32"), ("p
 
 
 class RecordColumns:
-    """Rows of ``RECORD_COLUMNS``, added a batch at a time (see the module docstring)."""
+    """Rows of ``RECORD_COLUMNS``, added a batch at a time (see the module docstring); with ``columns``, only those
+    columns, in that order (the compiled core then fills no other column's buffers: no key, value or header bytes
+    are copied unless asked for)."""
 
-    def __init__(self, native: bool = True, capacity: int = 0):
+    def __init__(self, native: bool = True, capacity: int = 0, columns: list[str] | None = None):
         # capacity: about how many bytes of log entries will be added (native buffers are sized once)
         core = active().records if native else None
-        self._core = core.ArrowRecords(capacity) if core is not None else None
+        self.columns = None if columns is None else list(columns)
+        self._core = None if core is None else (core.ArrowRecords(capacity) if columns is None
+                                               else core.ArrowRecords(capacity, self.columns))
         self._clear()
 
     def _clear(self) -> None:
@@ -241,20 +245,33 @@ class RecordColumns:
         self._core.add_rows(recs, _sequences(b, recs), pi, _batch_meta(b))
 
     def to_arrow(self):
-        """The rows as one ``pyarrow.RecordBatch`` with the schema of ``RECORD_COLUMNS``; the builder is empty
-        afterwards (ready for the next chunk)."""
+        """The rows as one ``pyarrow.RecordBatch`` with the schema of ``RECORD_COLUMNS`` (or of ``columns``); the
+        builder is empty afterwards (ready for the next chunk)."""
         pa = require("pyarrow", feature="Arrow output")  # optional dependency
-        import pyarrow.compute as pc  # optional dependency (extra "spark"): only Arrow output needs it
 
-        schema = arrow_schema(RECORD_COLUMNS)
         if self._core is not None:
-            # the core builds every column (topic, partition and segment from the piece names, Spark's timestamp
+            # the core builds the columns (topic, partition and segment from the piece names, Spark's timestamp
             # beside timestampMs, null headers for a record without any) and hands them over through the Arrow
             # C data interface, without a copy
             rb = pa.record_batch(self._core.finish(list(self._pieces)))
-            cols = {name: rb.column(name) for name in rb.schema.names}
             self._clear()
-            return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
+            if self.columns == []:  # no column: only the number of rows
+                return rb
+            schema = self.schema()
+            return pa.RecordBatch.from_arrays([rb.column(f.name) for f in schema], schema=schema)
+        rb = self._python_arrow(pa)
+        return rb if self.columns is None else rb.select(self.columns)
+
+    def schema(self):
+        """The ``pyarrow.Schema`` of the batches :meth:`to_arrow` gives."""
+        return arrow_schema(RECORD_COLUMNS if self.columns is None
+                            else [(c, t) for name in self.columns for c, t in RECORD_COLUMNS if c == name])
+
+    def _python_arrow(self, pa):
+        """The pure-Python path's batch, every column."""
+        import pyarrow.compute as pc  # optional dependency (extra "spark"): only Arrow output needs it
+
+        schema = arrow_schema(RECORD_COLUMNS)
         take = pa.array(self.take, pa.int32())
 
         def expand(values, typ):

@@ -7,9 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from builders import BASE_TS, generated_data_dir, generated_partition
+from builders import BASE_TS, every_codec_data_dir, generated_partition
 
-from kafkalog.storage.records import build_legacy
 from kafkalog.storage.records.dump import dump_log
 
 pytestmark = pytest.mark.spark
@@ -60,18 +59,7 @@ COLUMNS = ["topic", "partition", "offset", "timestampMs", "timestampType", "key"
 @pytest.fixture(scope="module")
 def mixed_dir(tmp_path_factory) -> Path:
     """Uncompressed, all four codecs, a producer id, several segments, and v0/v1 message sets."""
-    root = tmp_path_factory.mktemp("mixed")
-    generated_data_dir(root, {"plain": 2}, 4000, segment_bytes=1 << 20, value_size=300, producer_id=42)
-    for codec, name in ((1, "gz"), (2, "snappy"), (3, "lz4"), (4, "zstd")):
-        generated_partition(root / f"{name}-0", 1500, codec=codec, batch_records=100)
-    legacy = root / "legacy-0"
-    legacy.mkdir()
-    data = b""
-    for i, magic in enumerate((0, 1, 1)):
-        recs = [(None, BASE_TS + j, f"k{j}".encode(), f"v{j}".encode()) for j in range(5)]
-        data += build_legacy(recs, magic=magic, codec=1 if i == 2 else 0, base_offset=i * 5)
-    (legacy / "00000000000000000000.log").write_bytes(data)
-    return root
+    return every_codec_data_dir(tmp_path_factory.mktemp("mixed"))
 
 
 def test_reads_exactly_what_dump_deep_reads(spark, mixed_dir):
@@ -230,3 +218,35 @@ def test_partitions_yield_the_native_core_s_arrow_batches(spark, mixed_dir, monk
     assert [id(rb) for rb in out] == [id(rb) for _, rb in built]  # yielded as built
     assert all(isinstance(rb, pa.RecordBatch) and rb.schema.equals(to_arrow_schema(schema, timezone="UTC"))
                for rb in out)
+
+
+@pytest.mark.parametrize("include_control", [False, True])
+def test_the_arrow_reader_s_rows_are_the_spark_source_s(mixed_dir, include_control):
+    """:meth:`kafkalog.LogDirs.to_arrow` (one thread and several, every column and a projection) gives the Spark
+    source's rows (its reader's Arrow batches, no JVM) on every committed fixture and the mixed dir: every codec,
+    v0/v1 message sets, transactions, several segments."""
+    import kafkalog
+    from kafkalog.tools.spark.options import parse_read_options
+    from kafkalog.tools.spark.plan import plan
+    from kafkalog.tools.spark.scan import scan
+
+    def rows(batches) -> list[tuple]:
+        out = []
+        for rb in batches:
+            for r in rb.to_pylist():
+                r["segment"] = os.path.basename(r["segment"])  # (the Spark source names the segment by its path)
+                out.append(tuple(r.values()))
+        return sorted(out, key=lambda t: (t[2], t[3], t[4], t[17], t[18]))
+
+    for data in [*sorted(FIXTURES.glob("*/data")), mixed_dir]:
+        opts = parse_read_options({"path": str(data), "includeControlRecords": str(include_control).lower()})
+        spark_rows = rows(rb for group in plan(opts) for rb in scan(group, opts))
+        assert spark_rows, data
+        with kafkalog.open(data) as dirs:
+            for threads in (1, 3):
+                got = rows(dirs.to_arrow(include_control=include_control, threads=threads))
+                assert got == spark_rows, (data, threads)
+            cols = ["topic", "partition", "offset", "value", "headers"]
+            narrow = dirs.to_arrow(include_control=include_control, columns=cols, threads=2).read_all()
+            assert sorted(tuple(r.values()) for r in narrow.to_pylist()) == sorted(
+                (t[2], t[3], t[4], t[1], t[7]) for t in spark_rows), data

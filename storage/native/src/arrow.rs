@@ -27,6 +27,7 @@ use crate::buffer::ByteView;
 use crate::bytes::{be_i16_at, be_i32_at, be_i64_at};
 use crate::codec::{decompress_into, with_buffer};
 use crate::legacy::{timestamp_type, with_entry, Msg};
+use crate::projection::{Fill, Projection};
 use crate::record::parse_record_with;
 
 /// Arrow's 32-bit offsets: a chunk's keys, values or header bytes must stay below this.
@@ -54,19 +55,29 @@ const CODEC_NAMES: [&str; 5] = ["none", "gzip", "snappy", "lz4", "zstd"];
 
 /// A binary column written straight into its buffers (offsets, bytes, and the rows that are null: the validity
 /// bitmap is built at finish, only when a null occurred): a batch that turns out to be unusual is taken back by
-/// truncating them.
+/// truncating them. A column not asked for (`on` false) takes no pushes and holds nothing.
 struct BinCol {
     offsets: Vec<i32>,
     data: Vec<u8>,
     /// the null rows, ascending
     null_rows: Vec<usize>,
+    on: bool,
 }
 
 impl BinCol {
     fn with_capacity(rows: usize, bytes: usize) -> Self {
         let mut offsets = Vec::with_capacity(rows + 1);
         offsets.push(0);
-        BinCol { offsets, data: Vec::with_capacity(bytes), null_rows: Vec::new() }
+        BinCol { offsets, data: Vec::with_capacity(bytes), null_rows: Vec::new(), on: true }
+    }
+
+    /// `with_capacity`, or an empty column that ignores pushes when `on` is false.
+    fn wanted(on: bool, rows: usize, bytes: usize) -> Self {
+        if on {
+            Self::with_capacity(rows, bytes)
+        } else {
+            BinCol { on: false, ..Self::with_capacity(0, 0) }
+        }
     }
 
     /// The rows pushed so far.
@@ -77,6 +88,9 @@ impl BinCol {
 
     #[inline(always)]
     fn push(&mut self, v: Option<&[u8]>) {
+        if !self.on {
+            return;
+        }
         match v {
             Some(v) => self.data.extend_from_slice(v),
             None => self.null_rows.push(self.len()),
@@ -142,6 +156,9 @@ pub struct ArrowRecords {
     /// the byte capacity asked for: every chunk's buffers start that large (a finished chunk's buffers go to
     /// Arrow, so without it each later chunk would grow from nothing, reallocating and faulting pages in)
     capacity: usize,
+    /// the columns built at finish, and the per-record buffers they need filled
+    projection: Projection,
+    fill: Fill,
 }
 
 impl ArrowRecords {
@@ -164,26 +181,56 @@ impl ArrowRecords {
         Ok(())
     }
 
-    /// The builder (`ArrowRecords(capacity)`), without Python.
+    /// The builder (`ArrowRecords(capacity)`), without Python: every column.
     pub fn with_capacity(capacity: usize) -> Self {
+        Self::projected(capacity, Projection::ALL)
+    }
+
+    /// The builder of the columns `names` only (`ArrowRecords(capacity, columns)`); an unknown name is the error.
+    pub fn with_columns<S: AsRef<str>>(capacity: usize, names: &[S]) -> Result<Self, String> {
+        Ok(Self::projected(capacity, Projection::of(names)?))
+    }
+
+    fn projected(capacity: usize, projection: Projection) -> Self {
         let capacity = capacity.min(MAX_BYTES);
         let rows = capacity / 64;
+        let fill = projection.fill();
+        let on = |yes: bool, n: usize| if yes { n } else { 0 };
         ArrowRecords {
             offsets: Vec::with_capacity(rows),
-            timestamps: Vec::with_capacity(rows),
-            keys: BinCol::with_capacity(rows, capacity / 8),
-            values: BinCol::with_capacity(rows, capacity),
+            timestamps: Vec::with_capacity(on(fill.timestamps, rows)),
+            keys: BinCol::wanted(fill.keys, rows, capacity / 8),
+            values: BinCol::wanted(fill.values, rows, capacity),
             header_offsets: {
-                let mut v = Vec::with_capacity(rows + 1);
+                let mut v = Vec::with_capacity(on(fill.headers, rows) + 1);
                 v.push(0);
                 v
             },
-            header_keys: BinCol::with_capacity(rows / 8, capacity / 64),
-            header_values: BinCol::with_capacity(rows / 8, capacity / 32),
-            sequences: Vec::with_capacity(rows),
+            header_keys: BinCol::wanted(fill.headers, rows / 8, capacity / 64),
+            header_values: BinCol::wanted(fill.headers, rows / 8, capacity / 32),
+            sequences: Vec::with_capacity(on(fill.sequences, rows)),
             runs: Vec::with_capacity(capacity / 1024),
             nbytes: 0,
             capacity,
+            projection,
+            fill,
+        }
+    }
+
+    /// The per-record values of one row but its key and value (pushed by the caller): offset, timestamp (when
+    /// asked), the end of its headers (when asked) and its sequence (when asked and known: `None` is filled in
+    /// for the batch at its end).
+    #[inline(always)]
+    fn push_row(&mut self, offset: i64, timestamp: i64, sequence: Option<i32>) {
+        self.offsets.push(offset);
+        if self.fill.timestamps {
+            self.timestamps.push(timestamp);
+        }
+        if self.fill.headers {
+            self.header_offsets.push(self.header_keys.len() as i32);
+        }
+        if let (true, Some(s)) = (self.fill.sequences, sequence) {
+            self.sequences.push(s);
         }
     }
 
@@ -207,12 +254,13 @@ impl ArrowRecords {
 
     /// Room for `rows` more rows, reserved once per batch (the byte columns start at the chunk's capacity).
     fn reserve(&mut self, rows: usize) {
+        let f = self.fill;
         self.offsets.reserve(rows);
-        self.timestamps.reserve(rows);
-        self.header_offsets.reserve(rows);
-        self.sequences.reserve(rows);
-        self.keys.offsets.reserve(rows);
-        self.values.offsets.reserve(rows);
+        self.timestamps.reserve(if f.timestamps { rows } else { 0 });
+        self.header_offsets.reserve(if f.headers { rows } else { 0 });
+        self.sequences.reserve(if f.sequences { rows } else { 0 });
+        self.keys.offsets.reserve(if f.keys { rows } else { 0 });
+        self.values.offsets.reserve(if f.values { rows } else { 0 });
     }
 
     /// `add_v2` on byte slices (`data`: the decompressed records section of a compressed batch).
@@ -285,27 +333,42 @@ impl ArrowRecords {
                     continue;
                 }
             }
-            self.offsets.push(offset);
-            self.timestamps.push(timestamp);
             self.keys.push(raw.key.map(|(a, b)| &d[a..b]));
             self.values.push(raw.value.map(|(a, b)| &d[a..b]));
-            self.header_offsets.push(self.header_keys.len() as i32);
-            if base_seq >= 0 {
-                self.sequences.push(sequence(base_seq, raw.off_delta));
-            }
+            self.push_row(offset, timestamp, (base_seq >= 0).then(|| sequence(base_seq, raw.off_delta)));
             added += 1;
         }
         if p != end {
             self.truncate(mark);
             return Ok(None);
         }
-        if base_seq < 0 {
+        if base_seq < 0 && self.fill.sequences {
             // without a base sequence every row's is -1: filled once for the batch
             self.sequences.resize(self.offsets.len(), -1);
         }
         self.push_run(meta, CODEC_NAMES[codec], added);
         self.nbytes += b.len();
         Ok(Some(added))
+    }
+
+    /// One v2 batch of a run (`add_entries`): a plain one as `add_v2_bytes`; a compressed one decompressed first
+    /// into this thread's reused buffer, within `limit` bytes (`None` when that fails: the records layer's
+    /// verdict).
+    fn add_v2_entry(
+        &mut self,
+        b: &[u8],
+        position: i64,
+        piece: i32,
+        limit: usize,
+    ) -> Result<Option<usize>, &'static str> {
+        let codec = b[22] & 0x07;
+        if codec == 0 {
+            return self.add_v2_bytes(b, position, piece, None, None);
+        }
+        with_buffer(|out| match decompress_into(codec, &b[61..], 2, limit, out) {
+            Some(()) => self.add_v2_bytes(b, position, piece, None, Some(out)),
+            None => Ok(None),
+        })
     }
 
     /// `add_legacy` on a byte slice, with a scratch vector for the messages.
@@ -345,12 +408,9 @@ impl ArrowRecords {
                         continue;
                     }
                 }
-                self.offsets.push(m.offset);
-                self.timestamps.push(m.timestamp);
                 self.keys.push(m.key.map(|(a, b)| &d[a..b]));
                 self.values.push(m.value.map(|(a, b)| &d[a..b]));
-                self.header_offsets.push(self.header_keys.len() as i32);
-                self.sequences.push(-1);
+                self.push_row(m.offset, m.timestamp, Some(-1));
                 added += 1;
             }
             Ok(added)
@@ -369,6 +429,28 @@ impl ArrowRecords {
         }
     }
 
+    /// The headers column (the builder's header buffers are empty afterwards).
+    fn finish_headers(&mut self) -> Result<ArrayRef, ArrowError> {
+        let items = StructArray::try_new(
+            header_fields(),
+            vec![
+                std::mem::replace(&mut self.header_keys, BinCol::with_capacity(0, 0)).finish_utf8()?,
+                std::mem::replace(&mut self.header_values, BinCol::with_capacity(0, 0)).finish_binary()?,
+            ],
+            None,
+        )?;
+        let offsets = std::mem::replace(&mut self.header_offsets, vec![0]);
+        // a record without headers has null headers, as Spark's Kafka source (`KafkaRecordToRowConverter`)
+        let has_headers = BooleanBuffer::collect_bool(offsets.len() - 1, |i| offsets[i + 1] > offsets[i]);
+        let header_nulls = Some(NullBuffer::new(has_headers)).filter(|n| n.null_count() > 0);
+        Ok(Arc::new(ListArray::try_new(
+            Arc::new(Field::new("element", DataType::Struct(header_fields()), true)),
+            OffsetBuffer::new(offsets.into()),
+            Arc::new(items),
+            header_nulls,
+        )?))
+    }
+
     /// `finish` without Python: the rows as one struct array (a `piece` column where the data source has
     /// topic, partition and segment); the builder is empty afterwards.
     pub fn finish_array(&mut self) -> Result<StructArray, arrow_schema::ArrowError> {
@@ -382,24 +464,8 @@ impl ArrowRecords {
         &mut self,
         names: Option<&[(String, i32, String)]>,
     ) -> Result<StructArray, arrow_schema::ArrowError> {
-        let items = StructArray::try_new(
-            header_fields(),
-            vec![
-                std::mem::replace(&mut self.header_keys, BinCol::with_capacity(0, 0)).finish_utf8()?,
-                std::mem::replace(&mut self.header_values, BinCol::with_capacity(0, 0)).finish_binary()?,
-            ],
-            None,
-        )?;
-        let offsets = std::mem::replace(&mut self.header_offsets, vec![0]);
-        // a record without headers has null headers, as Spark's Kafka source (`KafkaRecordToRowConverter`)
-        let has_headers = BooleanBuffer::collect_bool(offsets.len() - 1, |i| offsets[i + 1] > offsets[i]);
-        let header_nulls = Some(NullBuffer::new(has_headers)).filter(|n| n.null_count() > 0);
-        let headers = ListArray::try_new(
-            Arc::new(Field::new("element", DataType::Struct(header_fields()), true)),
-            OffsetBuffer::new(offsets.into()),
-            Arc::new(items),
-            header_nulls,
-        )?;
+        let want = self.projection;
+        let headers = if want.has("headers") { Some(self.finish_headers()?) } else { None };
         let runs = std::mem::take(&mut self.runs);
         let rows = self.offsets.len();
         // a batch-level column: each run's value repeated over its rows
@@ -466,7 +532,8 @@ impl ArrowRecords {
             }
             Arc::new(BooleanArray::new(bits.finish(), None)) as ArrayRef
         };
-        let mut named: Option<[ArrayRef; 3]> = None;
+        // topic, partition and segment from the piece names (those asked for)
+        let mut named: [Option<ArrayRef>; 3] = [None, None, None];
         if let Some(names) = names {
             let mut pieces = Vec::with_capacity(runs.len());
             for r in &runs {
@@ -475,58 +542,101 @@ impl ArrowRecords {
                 };
                 pieces.push(n);
             }
-            let mut partitions = Vec::with_capacity(rows);
-            for (r, n) in runs.iter().zip(&pieces) {
-                partitions.extend(std::iter::repeat_n(n.1, r.rows));
-            }
             let piece = |r: &Run| &names[r.meta.piece as usize];
-            let topics = repeated(&runs, rows, |r| piece(r).0.as_str())?;
-            let segments = repeated(&runs, rows, |r| piece(r).2.as_str())?;
-            named = Some([topics, i32s(partitions), segments]);
+            if want.has("topic") {
+                named[0] = Some(repeated(&runs, rows, |r| piece(r).0.as_str())?);
+            }
+            if want.has("partition") {
+                let mut partitions = Vec::with_capacity(rows);
+                for (r, n) in runs.iter().zip(&pieces) {
+                    partitions.extend(std::iter::repeat_n(n.1, r.rows));
+                }
+                named[1] = Some(i32s(partitions));
+            }
+            if want.has("segment") {
+                named[2] = Some(repeated(&runs, rows, |r| piece(r).2.as_str())?);
+            }
         }
+        let [topic, partition, segment] = named;
         let keys = std::mem::replace(&mut self.keys, BinCol::with_capacity(0, 0));
         let values = std::mem::replace(&mut self.values, BinCol::with_capacity(0, 0));
-        let mut columns: Vec<(&str, ArrayRef)> = Vec::with_capacity(18);
-        if let Some([topic, partition, _]) = &named {
-            columns.push(("topic", topic.clone()));
-            columns.push(("partition", partition.clone()));
-        }
-        columns.push(("offset", i64s(std::mem::take(&mut self.offsets))));
         let timestamps = std::mem::take(&mut self.timestamps);
-        if named.is_some() {
+        // the columns asked for, in the data source's order (named) or the unnamed form's
+        let w = |name: &str| want.has(name);
+        let mut columns: Vec<(&str, ArrayRef)> = Vec::with_capacity(18);
+        if let Some(topic) = topic {
+            columns.push(("topic", topic));
+        }
+        if let Some(partition) = partition {
+            columns.push(("partition", partition));
+        }
+        let offsets = std::mem::take(&mut self.offsets);
+        if w("offset") {
+            columns.push(("offset", i64s(offsets)));
+        }
+        if names.is_some() {
             // Spark's TIMESTAMP (microseconds, UTC) beside the epoch ms; ms past what microseconds hold: null
-            columns.push(("timestamp", spark_timestamps(&timestamps)?));
-            columns.push(("timestampMs", i64s(timestamps)));
-        } else {
+            if w("timestamp") {
+                columns.push(("timestamp", spark_timestamps(&timestamps)?));
+            }
+            if w("timestampMs") {
+                columns.push(("timestampMs", i64s(timestamps)));
+            }
+        } else if w("timestamp") || w("timestampMs") {
             columns.push(("timestamp", i64s(timestamps)));
         }
-        columns.extend([
-            ("timestampType", i32s(expand(&runs, rows, |m| m.timestamp_type))),
-            ("key", keys.finish_binary()?),
-            ("value", values.finish_binary()?),
-            ("headers", Arc::new(headers) as ArrayRef),
-            ("leaderEpoch", i32s(expand(&runs, rows, |m| m.leader_epoch))),
-            ("producerId", i64s(expand(&runs, rows, |m| m.producer_id))),
-            ("producerEpoch", i32s(expand(&runs, rows, |m| m.producer_epoch))),
-            ("sequence", i32s(std::mem::take(&mut self.sequences))),
-            ("isTransactional", bools(|m| m.transactional)),
-            ("isControl", bools(|m| m.control)),
-            ("magic", i32s(expand(&runs, rows, |m| m.magic))),
-            ("codec", codecs(&runs, rows)?),
-        ]);
-        if let Some([_, _, segment]) = &named {
-            columns.push(("segment", segment.clone()));
+        if w("timestampType") {
+            columns.push(("timestampType", i32s(expand(&runs, rows, |m| m.timestamp_type))));
         }
-        columns.push(("position", i64s(expand(&runs, rows, |m| m.position))));
-        if named.is_none() {
+        if w("key") {
+            columns.push(("key", keys.finish_binary()?));
+        }
+        if w("value") {
+            columns.push(("value", values.finish_binary()?));
+        }
+        if let Some(headers) = headers {
+            columns.push(("headers", headers));
+        }
+        if w("leaderEpoch") {
+            columns.push(("leaderEpoch", i32s(expand(&runs, rows, |m| m.leader_epoch))));
+        }
+        if w("producerId") {
+            columns.push(("producerId", i64s(expand(&runs, rows, |m| m.producer_id))));
+        }
+        if w("producerEpoch") {
+            columns.push(("producerEpoch", i32s(expand(&runs, rows, |m| m.producer_epoch))));
+        }
+        if w("sequence") {
+            columns.push(("sequence", i32s(std::mem::take(&mut self.sequences))));
+        }
+        if w("isTransactional") {
+            columns.push(("isTransactional", bools(|m| m.transactional)));
+        }
+        if w("isControl") {
+            columns.push(("isControl", bools(|m| m.control)));
+        }
+        if w("magic") {
+            columns.push(("magic", i32s(expand(&runs, rows, |m| m.magic))));
+        }
+        if w("codec") {
+            columns.push(("codec", codecs(&runs, rows)?));
+        }
+        if let Some(segment) = segment {
+            columns.push(("segment", segment));
+        }
+        if w("position") {
+            columns.push(("position", i64s(expand(&runs, rows, |m| m.position))));
+        }
+        if names.is_none() && w("piece") {
             columns.push(("piece", i32s(expand(&runs, rows, |m| m.piece))));
         }
         let fields = Fields::from(
             columns.iter().map(|(name, a)| Field::new(*name, a.data_type().clone(), true)).collect::<Vec<_>>(),
         );
         let arrays = columns.into_iter().map(|(_, a)| a).collect();
-        let array = StructArray::try_new(fields, arrays, None)?;
-        *self = Self::with_capacity(self.capacity);
+        // (with no column asked for, the rows are still counted: the array keeps its length)
+        let array = StructArray::try_new_with_length(fields, arrays, None, rows)?;
+        *self = Self::projected(self.capacity, want);
         Ok(array)
     }
 }
@@ -577,10 +687,14 @@ fn sequence(base_seq: i64, off_delta: i64) -> i32 {
 #[pymethods]
 impl ArrowRecords {
     /// `capacity`: about how many bytes of log entries will be added (buffers are sized for them once).
+    /// `columns`: the only columns to build (None: every one); the others' buffers are never filled.
     #[new]
-    #[pyo3(signature = (capacity=0))]
-    fn new(capacity: usize) -> Self {
-        Self::with_capacity(capacity)
+    #[pyo3(signature = (capacity=0, columns=None))]
+    fn new(capacity: usize, columns: Option<Vec<String>>) -> PyResult<Self> {
+        match columns {
+            None => Ok(Self::with_capacity(capacity)),
+            Some(names) => Self::with_columns(capacity, &names).map_err(PyValueError::new_err),
+        }
     }
 
     fn __len__(&self) -> usize {
@@ -598,9 +712,11 @@ impl ArrowRecords {
     /// (optional `(lo_offset, hi_offset, lo_ts, hi_ts)`) keeps only rows in those half-open ranges.
     /// Returns the number of rows added, or `None` (nothing added) when the batch is unusual in any way: the
     /// caller then decodes it with the Python decoder (which reports the error, or gives rows for `add_rows`).
+    /// The GIL is released meanwhile.
     #[pyo3(signature = (batch, position, piece, keep=None, data=None))]
     fn add_v2(
         &mut self,
+        py: Python<'_>,
         batch: &Bound<'_, PyAny>,
         position: i64,
         piece: i32,
@@ -608,21 +724,22 @@ impl ArrowRecords {
         data: Option<&Bound<'_, PyBytes>>,
     ) -> PyResult<Option<usize>> {
         let view = ByteView::new(batch)?;
-        self.add_v2_bytes(view.as_slice(), position, piece, keep, data.map(|d| d.as_bytes()))
-            .map_err(PyValueError::new_err)
+        let (b, data) = (view.as_slice(), data.map(|d| d.as_bytes()));
+        py.allow_threads(|| self.add_v2_bytes(b, position, piece, keep, data)).map_err(PyValueError::new_err)
     }
 
     /// Add the records of the log entries of `buf[start:end]`, one after the other, while they are complete,
     /// uncompressed v2 batches that decode without anything unusual, and until `max_rows` rows or `max_bytes`
     /// bytes of entries are held (checked after each batch, as `iter_arrow` does). The GIL is released
     /// meanwhile. With `verify` a batch must have its stored CRC32C (Kafka's `isValid`); a batch with any of
-    /// `stop_attributes` set (default: a codec) or declaring more than `max_count` records is not added either.
-    /// Returns `(position, rows, batches)`: where the first entry not added starts (the caller reads that one
-    /// through the records layer: framing, compression, legacy messages, errors), the rows added and the
-    /// batches that added rows.
+    /// `stop_attributes` set (a codec always, unless `limit`) or declaring more than `max_count` records is not
+    /// added either. With `limit` (> 0) compressed batches are added too, decompressed natively within `limit`
+    /// bytes (as `arrow_add_compressed`). Returns `(position, rows, batches)`: where the first entry not added
+    /// starts (the caller reads that one through the records layer: framing, compression, legacy messages,
+    /// errors), the rows added and the batches that added rows.
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (buf, start, end, position_base, piece, max_rows, max_bytes, verify=false,
-                        stop_attributes=0x07, max_count=i32::MAX))]
+                        stop_attributes=0x07, max_count=i32::MAX, limit=0))]
     fn add_entries(
         &mut self,
         py: Python<'_>,
@@ -636,11 +753,12 @@ impl ArrowRecords {
         verify: bool,
         stop_attributes: i16,
         max_count: i32,
+        limit: usize,
     ) -> PyResult<(usize, usize, usize)> {
         let view = ByteView::new(buf)?;
         let d = view.as_slice();
         let end = end.min(d.len());
-        let stop_attributes = stop_attributes | 0x07;
+        let stop_attributes = if limit == 0 { stop_attributes | 0x07 } else { stop_attributes };
         Ok(py.allow_threads(|| {
             let mut pos = start;
             let mut added = 0usize;
@@ -660,7 +778,7 @@ impl ArrowRecords {
                 if verify && be_i32_at(entry, 17) as u32 != crate::checksum::crc32c(&entry[21..]) {
                     break;
                 }
-                match self.add_v2_bytes(entry, position_base + pos as i64, piece, None, None) {
+                match self.add_v2_entry(entry, position_base + pos as i64, piece, limit) {
                     Ok(Some(n)) => {
                         added += n;
                         batches += usize::from(n > 0); // (an empty batch adds no row: not counted)
@@ -720,16 +838,13 @@ impl ArrowRecords {
             parsed.push((offset, timestamp, key, value, headers));
         }
         for ((offset, timestamp, key, value, headers), seq) in parsed.into_iter().zip(sequences) {
-            self.offsets.push(offset);
-            self.timestamps.push(timestamp);
             self.keys.push(key.as_deref());
             self.values.push(value.as_deref());
             for (k, v) in headers {
                 self.header_keys.push(Some(k.as_bytes()));
                 self.header_values.push(v.as_deref());
             }
-            self.header_offsets.push(self.header_keys.len() as i32);
-            self.sequences.push(seq);
+            self.push_row(offset, timestamp, Some(seq));
         }
         self.push_run(m, &meta.7, n);
         self.nbytes += meta.9;
@@ -740,10 +855,11 @@ impl ArrowRecords {
     /// natively within `limit` bytes; its whole entry at `position` of piece number `piece`) as rows, with the
     /// batch-level values `LegacyBatch` has. `keep` as for `add_v2`. Returns the number of rows added, or `None`
     /// (nothing added) where `LegacyBatch` would raise or anything is unusual (the caller's records layer then
-    /// decodes it and reports the error).
+    /// decodes it and reports the error). The GIL is released meanwhile.
     #[pyo3(signature = (entry, position, piece, keep=None, limit=0))]
     fn add_legacy(
         &mut self,
+        py: Python<'_>,
         entry: &Bound<'_, PyAny>,
         position: i64,
         piece: i32,
@@ -751,7 +867,8 @@ impl ArrowRecords {
         limit: usize,
     ) -> PyResult<Option<usize>> {
         let view = ByteView::new(entry)?;
-        self.add_legacy_bytes(view.as_slice(), position, piece, keep, limit, &mut Vec::new())
+        let e = view.as_slice();
+        py.allow_threads(|| self.add_legacy_bytes(e, position, piece, keep, limit, &mut Vec::new()))
             .map_err(PyValueError::new_err)
     }
 
@@ -841,12 +958,17 @@ pub(crate) fn arrow_add_compressed(
         return Ok(None);
     }
     let codec = b[22] & 0x07;
-    with_buffer(|out| match decompress_into(codec, &b[61..], 2, limit, out) {
-        Some(()) => {
-            builder.borrow_mut().add_v2_bytes(b, position, piece, keep, Some(out)).map_err(PyValueError::new_err)
-        }
-        None => Ok(None),
+    let py = builder.py();
+    let mut held = builder.borrow_mut();
+    let builder: &mut ArrowRecords = &mut held;
+    // decompressed and decoded without the GIL, on this thread's reused buffer
+    py.allow_threads(|| {
+        with_buffer(|out| match decompress_into(codec, &b[61..], 2, limit, out) {
+            Some(()) => builder.add_v2_bytes(b, position, piece, keep, Some(out)),
+            None => Ok(None),
+        })
     })
+    .map_err(PyValueError::new_err)
 }
 
 /// Finished rows, exported once through the Arrow PyCapsule interface: `pyarrow.record_batch(chunk)`.

@@ -16,7 +16,7 @@
 //! - `record` (one v2 record's grammar), `py_record` (the Python `Record` class);
 //! - `batch` (a v2 batch's records as Python objects), `legacy` (v0/v1 message sets), `convert` (v0/v1 to v2),
 //!   `cleaner` (the compaction passes), `scan` (shallow scan and CRC);
-//! - `arrow` (records into Arrow columns);
+//! - `projection` (the columns an Arrow builder materialises), `arrow` (records into Arrow columns);
 //! - `alloc`, `info`, `fuzzing` (the core without Python, for the fuzz targets), and this file.
 
 use pyo3::prelude::*;
@@ -33,6 +33,7 @@ mod convert;
 pub mod fuzzing;
 mod info;
 mod legacy;
+mod projection;
 mod py_record;
 mod record;
 mod scan;

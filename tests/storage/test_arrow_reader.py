@@ -1,0 +1,268 @@
+"""The Arrow reader (:meth:`kafkalog.LogDirs.to_arrow`, issue 32 item 1): partitions decoded at once by the compiled
+core without the GIL, only the columns asked for built, at most ``threads`` batches held.
+
+* threads change nothing: on every committed fixture and a generated dir (every codec, v0/v1 messages, idempotent
+  batches, several segments), with and without control records and read_committed, the batches of ``threads=3``
+  are the batches of ``threads=1``, one for one, and their rows the pure-Python path's;
+* the projection changes no value: each column subset is the full read's columns, on every fixture;
+* the core releases the GIL: a Python thread runs while ``add_entries`` (plain and compressed runs),
+  ``arrow_add_compressed``, ``add_v2`` and ``add_legacy`` decode a large input (a C call holding the GIL, the
+  control, lets it run not at all);
+* memory is bounded: reading a generated dir with small batches, the batches made and not yet handed out never
+  exceed ``threads``, and the process's anonymous memory grows by far less than the log's size;
+* a reader stopped early stops its threads; an error in one partition comes after the partitions before it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from builders import (
+    BASE_TS,
+    every_codec_data_dir,
+    repeated_batch,
+    write_data_dir_files,
+    write_segment,
+)
+
+import kafkalog
+from kafkalog.compat.pytest_plugin import require_modules
+from kafkalog.storage.codec.compression import DEFAULT_DECOMPRESS_LIMIT
+from kafkalog.storage.codec.native import backend, core
+from kafkalog.storage.errors import CorruptRecordError
+from kafkalog.storage.records import build_batch, build_legacy
+from kafkalog.storage.records.columns import RECORD_COLUMNS, RecordColumns
+
+require_modules("pyarrow", extra="sql")  # the Arrow reader's optional dependency (a failure under CI=true)
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = sorted((ROOT / "fixtures").glob("*/data"))
+needs_core = pytest.mark.skipif(core is None, reason="the compiled record core is not built")
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> Path:
+    """Uncompressed idempotent partitions of several segments, every codec, and v0/v1 message sets."""
+    return write_data_dir_files(every_codec_data_dir(tmp_path_factory.mktemp("mixed")))
+
+
+def _batches(data: Path, **kw) -> list:
+    with kafkalog.open(data) as dirs:
+        return list(dirs.to_arrow(**kw))
+
+
+def _dirs(mixed: Path) -> list[Path]:
+    return [*FIXTURES, mixed]
+
+
+@pytest.mark.parametrize("kw", [{}, {"include_control": True}, {"read_committed": True}, {"batch_rows": 97}],
+                         ids=["default", "control", "committed", "small-batches"])
+def test_threads_give_the_single_thread_batches(mixed, kw):
+    for data in _dirs(mixed):
+        one = _batches(data, threads=1, **kw)
+        many = _batches(data, threads=3, **kw)
+        assert [b.num_rows for b in many] == [b.num_rows for b in one], data
+        assert all(a.equals(b) for a, b in zip(many, one, strict=True)), data
+        assert sum(b.num_rows for b in one) > 0
+        with backend("python"):
+            reference = _batches(data, threads=2, **kw)
+        rows = [r for b in one for r in b.to_pylist()]
+        assert rows == [r for b in reference for r in b.to_pylist()], data
+
+
+COLUMN_SETS = [["offset"], ["value"], ["partition", "value"], ["headers", "topic", "sequence", "timestampMs"],
+               ["timestamp", "key", "segment", "position", "codec", "magic", "isControl", "isTransactional"],
+               ["producerId", "producerEpoch", "leaderEpoch", "timestampType"], [name for name, _ in RECORD_COLUMNS][::-1]]
+
+
+def test_the_projection_changes_no_value(mixed):
+    for data in _dirs(mixed):
+        with kafkalog.open(data) as dirs:
+            full = dirs.to_arrow(include_control=True).read_all()
+            for cols in COLUMN_SETS:
+                got = dirs.to_arrow(include_control=True, columns=cols, threads=2).read_all()
+                assert got.schema.names == cols
+                assert got.equals(full.select(cols)), (data, cols)
+            assert dirs.to_arrow(include_control=True, columns=[]).read_all().num_rows == full.num_rows
+
+
+@needs_core
+def test_the_core_builds_only_the_columns_asked_for():
+    seg = next((ROOT / "fixtures" / "kafka-4.3.1-kraft" / "data" / "codec-none-0").glob("*.log")).read_bytes()
+    full, some = RecordColumns(), RecordColumns(columns=["partition", "offset"])
+    for cols in (full, some):
+        cols._core.add_entries(seg, 0, len(seg), 0, cols._piece(("codec-none", 0, "s")), 1 << 20, 1 << 30)
+    whole, narrow = full.to_arrow(), some.to_arrow()
+    assert narrow.schema.names == ["partition", "offset"] and narrow.num_rows == whole.num_rows > 0
+    assert narrow.equals(whole.select(["partition", "offset"]))
+    assert narrow.get_total_buffer_size() < whole.column("value").get_total_buffer_size()
+    with pytest.raises(ValueError, match="no record column 'nope'|no record column \"nope\""):
+        core.ArrowRecords(0, ["nope"])
+
+
+# ------------------------------------------------------------------------------------------------- the GIL
+
+def _ticks_inside(call) -> tuple[int, float]:
+    """How often a Python thread ran during the middle 60 % of ``call()`` (none when ``call`` holds the GIL),
+    and how long ``call`` took."""
+    ticks: list[float] = []
+    stop, started = threading.Event(), threading.Event()
+
+    def tick() -> None:
+        started.set()
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.0002)  # (a tick needs the GIL back after each sleep)
+
+    t = threading.Thread(target=tick)
+    t.start()
+    started.wait()
+    t0 = time.perf_counter()
+    call()
+    t1 = time.perf_counter()
+    stop.set()
+    t.join()
+    lo, hi = t0 + 0.2 * (t1 - t0), t1 - 0.2 * (t1 - t0)
+    return sum(1 for x in ticks if lo < x < hi), t1 - t0
+
+
+def _big_batch(codec: int, records: int, value_size: int = 512) -> bytes:
+    value = bytes(range(256)) * (value_size // 256)
+    return build_batch([(i, BASE_TS + i, b"key-%d" % i, value, [("h", b"x")] if i % 5 == 0 else [])
+                        for i in range(records)], codec=codec)
+
+
+@needs_core
+def test_the_core_decodes_without_the_gil():
+    # the inputs are built first: each call below is one native call (tens of ms) and nothing else
+    log = repeated_batch(_big_batch(0, 2000), 30, 2000)  # ~32 MB of plain batches
+    zlog = repeated_batch(_big_batch(4, 2000), 30, 2000)  # ~32 MB of records in zstd batches
+    one = _big_batch(0, 10000, 4096)  # one batch of ~40 MB
+    big_zstd = _big_batch(4, 10000, 4096)
+    legacy = build_legacy([(None, BASE_TS, b"k", bytes(range(256)) * 16) for _ in range(10000)], magic=1, codec=1)
+    builders = {name: core.ArrowRecords() for name in ("plain", "zstd", "compressed", "v2", "legacy")}
+    calls = {
+        "add_entries": lambda: builders["plain"].add_entries(log, 0, len(log), 0, 0, 1 << 30, 1 << 62, True),
+        "add_entries, compressed": lambda: builders["zstd"].add_entries(
+            zlog, 0, len(zlog), 0, 0, 1 << 30, 1 << 62, True, 0x20, 1 << 30, DEFAULT_DECOMPRESS_LIMIT),
+        "arrow_add_compressed": lambda: core.arrow_add_compressed(builders["compressed"], big_zstd, 0, 0,
+                                                                  DEFAULT_DECOMPRESS_LIMIT),
+        "add_v2": lambda: builders["v2"].add_v2(one, 0, 0),
+        "add_legacy": lambda: builders["legacy"].add_legacy(legacy, 0, 0, None, DEFAULT_DECOMPRESS_LIMIT),
+    }
+    # the control: a C call holding the GIL lets the other thread run not at all in its middle
+    held, took = _ticks_inside(lambda: sum(range(20_000_000)))
+    assert held == 0, (held, took)
+    for name, call in calls.items():
+        ran, took = _ticks_inside(call)
+        assert ran > 0, (name, took)
+    assert [len(b) for b in builders.values()] == [60000, 60000, 10000, 10000, 10000]
+
+
+# ------------------------------------------------------------------------------------------- bounded memory
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory) -> Path:
+    """Four partitions of one ~24 MB segment each (uncompressed), and two of lz4."""
+    root = tmp_path_factory.mktemp("big")
+    for p in range(4):
+        write_segment(root / f"big-{p}", 0, repeated_batch(_big_batch(0, 500), 90, 500), rebuild_indexes=True)
+    for p in range(2):
+        write_segment(root / f"lz-{p}", 0, repeated_batch(_big_batch(3, 500), 90, 500), rebuild_indexes=True)
+    return write_data_dir_files(root)
+
+
+@needs_core
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_at_most_threads_batches_are_held(big, monkeypatch, threads):
+    made = 0
+    to_arrow = RecordColumns.to_arrow
+
+    def counted(self):
+        nonlocal made
+        rb = to_arrow(self)
+        made += 1
+        return rb
+
+    monkeypatch.setattr(RecordColumns, "to_arrow", counted)
+    taken = held = 0
+    with kafkalog.open(big) as dirs:
+        for rb in dirs.to_arrow(batch_rows=1000, threads=threads):
+            taken += 1
+            held = max(held, made - taken)  # made by the threads, not yet handed out
+            time.sleep(0.001)  # a slow reader: the threads get ahead as far as they may
+            assert rb.num_rows
+    assert taken == 6 * 45  # (45 batches of 1000 rows per partition)
+    assert held <= threads  # one per thread at most
+
+
+CHILD = textwrap.dedent('''
+    import sys
+    import kafkalog
+
+    def anon_kb():
+        for line in open("/proc/self/status"):
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+
+    with kafkalog.open(sys.argv[1]) as dirs:
+        list(dirs.to_arrow(["big"], partitions=[0], batch_rows=1000, threads=1))  # warm: imports, allocator
+        base = peak = anon_kb()
+        rows = 0
+        for rb in dirs.to_arrow(batch_rows=1000, threads=int(sys.argv[2])):
+            rows += rb.num_rows
+            peak = max(peak, anon_kb())
+    print(rows, peak - base)
+''')
+
+
+@needs_core
+def test_memory_is_bounded_by_batches_not_by_the_log(big):
+    size = sum(p.stat().st_size for p in big.glob("*/*.log"))
+    out = subprocess.run([sys.executable, "-c", CHILD, str(big), "2"], capture_output=True, text=True, check=True)
+    rows, grown_kb = map(int, out.stdout.split())
+    assert rows == 6 * 90 * 500
+    assert grown_kb * 1024 < size / 8, (grown_kb, size)
+
+
+# ------------------------------------------------------------------------------------- stopping and errors
+
+@needs_core
+def test_a_reader_stopped_early_stops_its_threads(big):
+    before = {t.name for t in threading.enumerate()}
+    with kafkalog.open(big) as dirs:
+        reader = dirs.to_arrow(batch_rows=1000, threads=3)
+        next(iter(reader))
+        del reader
+    deadline = time.monotonic() + 10
+    while {t.name for t in threading.enumerate()} - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not {t.name for t in threading.enumerate() if t.name.startswith("kafkalog-reader")} - before
+
+
+def test_an_error_comes_after_the_partitions_before_it(mixed, tmp_path):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(mixed, data)
+    log = next((data / "plain-1").glob("*.log"))
+    raw = bytearray(log.read_bytes())
+    raw[200] ^= 0xFF  # a CRC mismatch in plain-1's first batch
+    log.write_bytes(bytes(raw))
+    for threads in (1, 3):
+        got = []
+        with kafkalog.open(data) as dirs, pytest.raises(CorruptRecordError) as e:
+            for rb in dirs.to_arrow(threads=threads):
+                got.append(rb)
+        assert "plain-1" in str(e.value)
+        topics = {t for rb in got for t in rb.column("topic").to_pylist()}
+        assert "plain-1" not in {f"{t}-{p}" for rb in got for t, p in zip(rb.column("topic").to_pylist(),
+                                                                          rb.column("partition").to_pylist(),
+                                                                          strict=True)}
+        assert topics == {"gz", "legacy", "lz4", "plain"}, threads  # (in name order: gz, legacy, lz4, plain-0)

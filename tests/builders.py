@@ -462,6 +462,22 @@ def remote_log_metadata_partition(root: Path, partition: int, values: Sequence[b
     return write_partition_files(d, epochs=[(0, 0)], topic_id=TOPIC_IDS[1])
 
 
+# ------------------------------------------------------------------------------------------- object storage
+
+
+def s3_upload(local: str | os.PathLike, endpoint: str, key: str) -> str:
+    """``local`` (a file tree) copied to the S3 server at ``endpoint`` (a local moto server: the ``s3_endpoint``
+    fixture) as ``s3://logs/<key>``, the bucket made if needed; returns that URL."""
+    import pyarrow.fs as pafs  # (the spark extra)
+
+    fs = pafs.S3FileSystem(endpoint_override=endpoint.removeprefix("http://"), scheme="http", access_key="test",
+                           secret_key="test", region="us-east-1", allow_bucket_creation=True)
+    fs.create_dir("logs")
+    pafs.copy_files(os.fspath(local), f"logs/{key}", source_filesystem=pafs.LocalFileSystem(),
+                    destination_filesystem=fs)
+    return f"s3://logs/{key}"
+
+
 # ------------------------------------------------------------------------------------------- tiered storage
 
 

@@ -176,6 +176,16 @@ class LocalTieredStorageLayout:
                 fs.fetch(self._spec, src, dst)
         return d / os.path.basename(seg.files[kind])
 
+    def evict(self, topic: str, partition: int) -> None:
+        """Remove the local copies :meth:`local_path` fetched of the partition's files (a URL store's; a later
+        :meth:`local_path` fetches them again). A hard link made to one elsewhere keeps its content."""
+        if self._cache is None:
+            return
+        for d in self._cache.iterdir():
+            m = _TP_DIR.fullmatch(d.name)
+            if m and (m.group(1), int(m.group(2))) == (topic, partition):
+                shutil.rmtree(d, ignore_errors=True)
+
     def close(self) -> None:
         if self._cache is not None:
             shutil.rmtree(self._cache, ignore_errors=True)

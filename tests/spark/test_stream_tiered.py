@@ -1,20 +1,26 @@
 """``spark.readStream.format("kafkalog")`` over a tiered topic (KIP-405) with its store given as ``remote``: the
 stream starts at the partition's log start offset (below its local segments), reads the offsets below the local
 log start from the store and the others from the local segments, each once where the two tiers overlap, the same
-rows as the batch source; without the store it starts at the local log start and says where the rest is."""
+rows as the batch source; without the store it starts at the local log start and says where the rest is. The views
+of the store a micro-batch reads are removed once no micro-batch needs them (at commit, at stop), and a store on S3
+is listed and read as a local one."""
 
 from __future__ import annotations
 
 import logging
+import tempfile
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 from builders import generated_partition, local_tiered_storage, write_data_dir_files
+from builders import s3_upload as upload
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from test_s3 import scan_rows
 from test_stream import Run, exactly_once
 
-from kafkalog.storage.remote.layout import open_remote_store, remote_partition_view
+from kafkalog.storage.remote.layout import ROOT_STORAGE_DIR_NAME, open_remote_store, remote_partition_view
 from kafkalog.tools.spark.stream import DataLossError, KafkaLogStreamReader
 
 pytestmark = pytest.mark.spark
@@ -119,3 +125,146 @@ def test_stream_reads_what_the_batch_source_reads(spark, tiered, tmp_path):
     assert [r[2] for r in want] == list(range(N + 60))
     got = [tuple(bytes(x) if isinstance(x, bytearray) else x for x in r) for r in run.rows]
     exactly_once(got, set(want))
+
+
+def upload_active(store: Path, pdir: Path, tmp: Path) -> None:
+    """The active segment of ``pdir`` uploaded to ``store`` (its own segment id, as the broker uploads it once rolled)."""
+    import base64
+    import shutil
+
+    active = sorted(pdir.glob("*.log"))[-1]
+    copy = tmp / "active" / pdir.name
+    copy.mkdir(parents=True)
+    for f in [*pdir.glob(active.name[:-4] + ".*"), pdir / "leader-epoch-checkpoint"]:
+        shutil.copy(f, copy / f.name)
+    sid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    local_tiered_storage(store, copy, skip_last=False, segment_ids=[sid])
+    shutil.rmtree(copy.parent)
+
+
+def views(tmp: Path, topic: str = "tt") -> int:
+    """How many data dir views of the store hold the partition under ``tmp`` (the temporary directory)."""
+    return len(list(tmp.glob(f"kafkalog-spark-stream-remote-*/**/{topic}-0")))
+
+
+def triggers(r: KafkaLogStreamReader, start: dict, limit: int, before_plan=lambda i: None):
+    """Micro-batches as Spark runs them (the offsets of the next, the previous one committed, then its partitions);
+    yields ``(micro-batch, start, end, its input partitions)`` after each is planned, until nothing is left."""
+    prev, i = None, 0
+    while True:
+        end = r.latestOffset(start, ReadMaxRows(limit))
+        if end == start:
+            return
+        if prev is not None:
+            r.commit(prev)
+        before_plan(i)
+        parts = r.partitions(start, end)
+        yield i, start, end, parts
+        prev, start, i = end, end, i + 1
+
+
+def test_views_are_released_once_no_micro_batch_needs_them(tiered, tmp_path, monkeypatch):
+    """The store's view a micro-batch reads is reused by the next ones while the store's listing stays the same, a new
+    listing (a segment uploaded between triggers) gets a new view and the old one goes once its micro-batch is
+    committed; once the stream is past the local log start no view is left, and stop removes what commit kept. They
+    stayed until the driver exited: one more per listing, for as long as the stream ran."""
+    data, store = tiered
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    r = reader(data, remote=str(store))
+    seen = []
+
+    def upload(i: int) -> None:
+        if i == 1:  # between the first and the second micro-batch: the active segment uploaded too
+            upload_active(store, data / "tt-0", tmp_path)
+
+    for i, _lo, _hi, parts in triggers(r, r.initialOffset(), 60, upload):
+        seen.append((i, [(p.lo, p.hi) for p in parts], views(tmp)))
+    assert seen == [
+        (0, [(0, 60)], 1),
+        (1, [(60, 120)], 2),  # a new listing: a new view; the first one's micro-batch is not committed yet
+        (2, [(120, 150), (150, 180)], 1),  # the first view released at the commit of its micro-batch
+        (3, [(180, 240)], 0),  # committed past the local log start (150): the store serves nothing more
+        (4, [(240, 300)], 0), (5, [(300, 360)], 0), (6, [(360, 400)], 0)]
+    assert len(r.remote_views) == 0
+    r.stop()
+
+    r2 = reader(data, remote=str(store))  # stopped while a view is still needed: stop removes it
+    start = r2.initialOffset()
+    end = r2.latestOffset(start, ReadMaxRows(60))
+    r2.partitions(start, end)
+    r2.commit(end)
+    assert views(tmp) == 1
+    r2.stop()
+    assert views(tmp) == 0 and not list(tmp.iterdir())
+
+
+def test_the_stream_lists_and_reads_a_store_on_s3(tiered, s3_endpoint, tmp_path, monkeypatch):
+    """The remote option takes a store on S3 (the s3.* options): each trigger lists it there (a segment uploaded
+    between triggers is seen at the next), and the stream plans the same offsets and tiers and reads the same rows
+    through its views as with the same store on a local disk; the views and the copies fetched from S3 for them are
+    removed at commit and stop."""
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    data, store = tiered
+    url = upload(store, s3_endpoint, f"tiered/{uuid.uuid4().hex}")
+    s3 = {"s3.endpoint": s3_endpoint, "s3.accessKey": "test", "s3.secretKey": "test", "s3.region": "us-east-1"}
+    here, there = reader(data, remote=str(store)), reader(data, remote=url, **s3)
+    plans = {}
+    for name, r in (("local", here), ("s3", there)):
+        rows, out = [], []
+        for _i, lo, hi, parts in triggers(r, r.initialOffset(), 100):
+            out.append((lo, hi, [(p.lo, p.hi, p.path == str(data / "tt-0")) for p in parts]))
+            for p in parts:  # what each input partition's dir holds at its offsets (the view, or the local dir)
+                rows += [x for x in scan_rows({"path": str(Path(p.path).parent)}) if p.lo <= x[2] < p.hi]
+        plans[name] = (out, sorted(rows))
+        assert views(tmp) == 0  # committed past the store: released (the last commit: stop)
+        r.stop()
+    assert plans["s3"] == plans["local"]
+    assert [o for _t, _p, o, _k, _v in plans["s3"][1]] == list(range(N))
+    assert plans["s3"][0][0][2] == [(0, 100, False)]  # the first micro-batch from the store's view
+    fetched = [p for p in tmp.glob("kafkalog-remote-*/*") if p.is_dir()]
+    assert fetched == []  # the copies of the S3 store's files went with the partition's last view
+
+    # listed at each trigger: a segment uploaded to the S3 store is in the next trigger's listing
+    r = reader(data, remote=url, **s3)
+    before = r.view.partitions()[("tt", 0)].remote
+    assert before is not None and len(before.segments) == 7
+    extra = tmp_path / "extra"
+    upload_active(extra, data / "tt-0", tmp_path)
+    upload(extra / ROOT_STORAGE_DIR_NAME, s3_endpoint, f"{url.removeprefix('s3://logs/')}/{ROOT_STORAGE_DIR_NAME}")
+    after = r.view.partitions()[("tt", 0)].remote
+    assert after is not None and len(after.segments) == 8
+
+
+def test_a_query_keeps_no_view_it_no_longer_needs(spark, tmp_path):
+    """A Spark query reading a tiered topic from its store: while a micro-batch reads offsets from the store its view
+    is there; the micro-batches after the query passed the local log start find none (released at the commit), and
+    the stopped query leaves none behind. The views stayed for as long as the stream ran."""
+    topic = f"views{uuid.uuid4().hex[:8]}"
+    data = tmp_path / "data"
+    generated_partition(data / f"{topic}-0", N, segment_bytes=8192, value_size=100)
+    store = tmp_path / "remote"
+    local_tiered_storage(store, data / f"{topic}-0")
+    assert _drop_local(data / f"{topic}-0", 150) == 150
+    write_data_dir_files(data, log_start={(topic, 0): 0}, replication={(topic, 0): N})
+    tmp = Path(tempfile.gettempdir())
+
+    class Counting(Run):
+        counts: dict[int, int] = {}
+
+        def _collect(self, df, batch_id):
+            super()._collect(df, batch_id)
+            self.counts[batch_id] = views(tmp, topic)  # (foreachBatch runs as the micro-batch is read)
+
+    run = Counting(spark, data, tmp_path / "ckpt", remote=str(store), maxOffsetsPerTrigger="100")
+    batches = run.available_now()
+    assert [sorted(r[2] for r in b) for b in batches] == [list(range(i, i + 100)) for i in range(0, N, 100)]
+    assert [run.counts[i] for i in sorted(run.counts)] == [1, 1, 0, 0]  # [0, 100) and [100, 200) read the store
+    deadline = time.monotonic() + 60  # (the stop reaches the stream's Python process after the query ends)
+    while views(tmp, topic) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert views(tmp, topic) == 0

@@ -27,13 +27,18 @@ timestamp ranges, which ``startingOffsets`` replaces)::
     remote                  the tiered-storage stores of the topics (as in a batch read): a partition the store holds
                             starts at its log start offset (Kafka's, below its local segments) and offsets below its
                             local log start are read from the store, the others from the local segments, each once
-                            (``storage.remote.tiered``). The store is listed at each trigger; a data dir view of it
-                            (hard links) is made when offsets below the local log start are to be read, and the
-                            executors must see it. Without it, a partition whose ``log-start-offset-checkpoint``
+                            (``storage.remote.tiered``). A local path or a URL (``s3://...``, with the ``s3.*``
+                            options). The store is listed at each trigger; a data dir view of a partition's store
+                            segments (hard links; a URL store's files fetched first) is made when a micro-batch
+                            plans offsets below the local log start, reused while the listing stays the same, and
+                            removed once every micro-batch planned on it is committed and no later one can need it
+                            (a newer listing, or the stream past the local log start), or when the stream stops;
+                            the executors must see it. Without it, a partition whose ``log-start-offset-checkpoint``
                             puts its log start below its local segments (a tiered topic's older offsets, in its
                             remote store) starts at its local log start, with one warning naming those offsets
 
-``commit`` changes nothing: the files are the broker's.
+``commit`` changes nothing on disk: the files are the broker's (it only releases the store's views no micro-batch
+needs any more).
 """
 
 from __future__ import annotations
@@ -175,11 +180,6 @@ class RemoteTier:
     def first(self) -> int:
         return min(o for _, o in self.segments)
 
-    def view(self) -> str:
-        """The partition dir of a data dir view of these segments (made once per listing, kept until the driver
-        exits: an executor may still read an older one)."""
-        return _remote_partition_view(self)
-
 
 @lru_cache(maxsize=16)
 def _store(store: str, fs_opts: tuple[tuple[str, str], ...]) -> LocalTieredStorageLayout:
@@ -188,12 +188,84 @@ def _store(store: str, fs_opts: tuple[tuple[str, str], ...]) -> LocalTieredStora
     return st
 
 
-@lru_cache(maxsize=256)
-def _remote_partition_view(tier: RemoteTier) -> str:
-    root = tempfile.mkdtemp(prefix="kafkalog-spark-stream-remote-")
-    atexit.register(shutil.rmtree, root, True)
-    remote_partition_view(_store(tier.store, tier.fs_opts), root, topic=tier.topic, partition=tier.partition)
-    return str(as_path(root) / f"{tier.topic}-{tier.partition}")
+@dataclass
+class _View:
+    """One data dir view of a partition's store segments: its partition dir, the end of the offsets micro-batches
+    planned on it, and the partition's local log start when they were planned (below it the store serves)."""
+
+    pdir: str
+    until: int
+    local_start: int
+
+
+class RemoteViews:
+    """The data dir views of the tiered-storage stores (``remote``) that a stream's micro-batches read, under one
+    directory of the stream's: one per listing of a partition's store segments (:class:`RemoteTier`), made when a
+    micro-batch plans offsets below the partition's local log start and reused by the next ones while the listing
+    stays the same. :meth:`release` (at ``commit``) removes every view whose planned micro-batches are all committed
+    and that no later micro-batch can need: a newer listing took its place, or the committed offset reached the
+    local log start (the store serves nothing above it); with a partition's last view go the store's local copies
+    of its files (a URL store's, fetched for it). :meth:`close` (at ``stop``, or when the driver exits) removes
+    them all. So the views a long-running stream keeps are bounded by its partitions and uncommitted
+    micro-batches."""
+
+    def __init__(self) -> None:
+        self.root: str | None = None
+        self._views: dict[RemoteTier, _View] = {}
+        self._current: dict[TP, RemoteTier] = {}  # each partition's latest listing a micro-batch was planned on
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def partition_dir(self, tier: RemoteTier, hi: int, local_start: int) -> str:
+        """The partition dir of ``tier``'s view (made now unless it exists) for a micro-batch reading offsets below
+        ``hi`` from it (``local_start``: the partition's local log start)."""
+        tp = (tier.topic, tier.partition)
+        view = self._views.get(tier)
+        if view is None:
+            if self.root is None:
+                self.root = tempfile.mkdtemp(prefix="kafkalog-spark-stream-remote-")
+                atexit.register(self.close)
+            data = tempfile.mkdtemp(prefix="view-", dir=self.root)
+            try:
+                remote_partition_view(_store(tier.store, tier.fs_opts), data, topic=tier.topic,
+                                      partition=tier.partition)
+            except BaseException:
+                shutil.rmtree(data, ignore_errors=True)
+                raise
+            view = self._views[tier] = _View(str(as_path(data) / f"{tier.topic}-{tier.partition}"), hi, local_start)
+        view.until, view.local_start = max(view.until, hi), local_start
+        self._current[tp] = tier
+        return view.pdir
+
+    def release(self, committed: Mapping[TP, int]) -> None:
+        """Remove the views no micro-batch planned or to come needs once the offsets ``committed`` are (see the
+        class doc)."""
+        for tier, view in list(self._views.items()):
+            tp = (tier.topic, tier.partition)
+            done = committed.get(tp)
+            if done is None or done < view.until:
+                continue  # a micro-batch planned on it is not committed
+            if self._current.get(tp) == tier and done < view.local_start:
+                continue  # the partition's latest listing, and the stream still has offsets in the store to read
+            self._drop(tier)
+
+    def close(self) -> None:
+        """Remove every view (the stream stopped)."""
+        for tier in list(self._views):
+            self._drop(tier)
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.root = None
+
+    def _drop(self, tier: RemoteTier) -> None:
+        view = self._views.pop(tier)
+        shutil.rmtree(str(as_path(view.pdir).parent), ignore_errors=True)
+        tp = (tier.topic, tier.partition)
+        if self._current.get(tp) == tier:
+            del self._current[tp]
+        if not any((t.topic, t.partition) == tp for t in self._views):  # (a view's files are its own hard links)
+            _store(tier.store, tier.fs_opts).evict(tier.topic, tier.partition)
 
 
 def remote_tiers(stores: tuple[str, ...], fs_opts: tuple[tuple[str, str], ...]) -> dict[TP, RemoteTier]:
@@ -351,6 +423,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # as a data dir of their own
         self.opts = parse_read_options({k: v for k, v in dict(options).items() if str(k).lower() != "remote"})
         self.view = LogView(self.opts, self.sopts.remote)
+        self.remote_views = RemoteViews()  # the store's views micro-batches read (released at commit and stop)
         self._target: dict[TP, int] | None = None
         self._told: set[TP] = set()  # partitions whose offsets in a remote store were named
 
@@ -473,8 +546,9 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         remote, local = state.by_tier(lo, hi)
         out = []
         if remote is not None:
-            assert state.remote is not None
-            out.append(StreamPartition(*tp, state.remote.view(), *remote, "", 0))
+            assert state.remote is not None and state.local_start is not None
+            pdir = self.remote_views.partition_dir(state.remote, remote[1], state.local_start)
+            out.append(StreamPartition(*tp, pdir, *remote, "", 0))
         if local is not None:
             out.append(StreamPartition(*tp, display(last.spec, last.dir), *local, last.path,
                                        state.end_position))
@@ -515,4 +589,10 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                 "was deleted before it was read")
 
     def commit(self, end: dict) -> None:
-        """Nothing: the files are the broker's."""
+        """Spark processed every offset up to ``end``: the store's views no micro-batch needs any more are removed
+        (:meth:`RemoteViews.release`); the files are the broker's, nothing else changes."""
+        self.remote_views.release(from_json_offsets(end))
+
+    def stop(self) -> None:
+        """The query stopped: every view of the store is removed."""
+        self.remote_views.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from builders import generated_data_dir, write_data_dir_files
+from builders import s3_upload as upload
 from damage import FIXTURES, damaged_copy
 
 import kafkalog
@@ -26,15 +27,6 @@ import pyarrow.fs as pafs  # noqa: E402
 
 N = 400
 NOW = 1_900_000_000_000  # (producer expiration: the same now for both sides)
-
-
-def upload(local: Path, endpoint: str, key: str) -> str:
-    """``local`` copied to the moto S3 server at ``s3://logs/<key>`` (as tests/spark/test_s3.py uploads)."""
-    fs = pafs.S3FileSystem(endpoint_override=endpoint.removeprefix("http://"), scheme="http", access_key="test",
-                           secret_key="test", region="us-east-1", allow_bucket_creation=True)
-    fs.create_dir("logs")
-    pafs.copy_files(str(local), f"logs/{key}", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
-    return f"s3://logs/{key}"
 
 
 def s3_options(endpoint: str) -> dict[str, str]:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from builders import generated_data_dir
+from builders import s3_upload as upload
 from damage import damaged_copy
-from test_open_url import upload
 
 from kafkalog.compat.pytest_plugin import require_modules
 from kafkalog.storage.io import fs as fs_module
@@ -52,11 +52,14 @@ _TIMING = re.compile(r" in [0-9.]+ s \([^)]*\)")  # verify's summary: how long i
 
 @pytest.fixture
 def s3_env(s3_endpoint, monkeypatch):
-    """The endpoint and keys of the moto server in the environment, as a user of the command line gives them."""
+    """The endpoint and keys of the moto server in the environment, as a user of the command line gives them (the
+    filesystem made from another module's environment, whose server is gone, forgotten before and after)."""
     for k, v in {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
                  "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
         monkeypatch.setenv(k, v)
-    return s3_endpoint
+    fs_module._filesystem.cache_clear()
+    yield s3_endpoint
+    fs_module._filesystem.cache_clear()
 
 
 @pytest.fixture(scope="module")

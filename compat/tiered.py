@@ -16,11 +16,13 @@ Usage::
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kafkalog.compat import jars
+from kafkalog.compat.errors import HarnessError
 
 __all__ = [
     "LOCAL_TIERED_STORAGE",
@@ -31,6 +33,7 @@ __all__ = [
     "tiered_broker_kwargs",
     "tiered_classpath",
     "tiered_storage_properties",
+    "wait_for_remote_log_metadata",
 ]
 
 LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
@@ -38,6 +41,8 @@ TOPIC_BASED_RLMM = "org.apache.kafka.server.log.remote.metadata.storage.TopicBas
 REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
 #: the directory ``LocalTieredStorage.configure`` makes under its ``dir`` (``ROOT_STORAGE_DIR_NAME``)
 STORAGE_DIR_NAME = "kafka-tiered-storage"
+#: what ``TopicBasedRemoteLogMetadataManager.initializeResources`` logs once it has read ``__remote_log_metadata``
+RLMM_INITIALIZED = "Initialized topic-based RLMM resources successfully"
 #: topic configs that make a topic tiered (add ``segment.bytes``, ``local.retention.bytes``/``.ms``)
 TIERED_TOPIC_CONFIG: dict[str, str] = {"remote.storage.enable": "true"}
 
@@ -93,3 +98,16 @@ def tiered_broker_kwargs(version: str, remote_root: Path, *, server_properties: 
     test jars on the classpath."""
     return {"server_properties": tiered_storage_properties(remote_root, **props) | dict(server_properties or {}),
             "extra_classpath": tiered_classpath(version)}
+
+
+def wait_for_remote_log_metadata(broker: Any, timeout: float = 120.0) -> None:
+    """Wait until ``broker``'s topic-based remote log metadata manager is initialized (:data:`RLMM_INITIALIZED` in
+    its log). A broker that starts on data already in its remote store answers a fetch below the local log start
+    with UNKNOWN_SERVER_ERROR until then (``IllegalStateException: This instance is in invalid state, initialized:
+    false``), a window of about a second idle and more on a loaded machine."""
+    deadline = time.monotonic() + timeout
+    while RLMM_INITIALIZED not in broker.log_since(0):
+        if time.monotonic() > deadline:
+            raise HarnessError(f"the broker's remote log metadata manager was not initialized within {timeout:.0f} s "
+                               f"(its log: {broker.log_path})")
+        time.sleep(0.2)

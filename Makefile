@@ -12,12 +12,12 @@ quickstart:
 	$(PY) -m kafkalog.tools.quickstart
 
 ## test: install everything the tests need (Python packages, Kafka jars through Maven, Spark, the container
-## backend's image where a Docker engine answers) and run them
+## backend's image where a Docker engine answers) and run them, in two lanes at once (.ci/lanes): the broker
+## lane (test-older, then every test marked kafka) beside the main lane (every other test)
 test: install-test kafka-jars
 	@if docker info >/dev/null 2>&1; then $(MAKE) container-image || [ "$$CI" != "true" ]; \
 	else echo "no Docker engine answers: the container-backend tests skip (and fail under CI=true)"; fi
-	$(MAKE) test-older
-	$(PY) -m pytest --durations=25
+	PY=$(PY) MAKE=$(MAKE) .ci/lanes
 
 ## test-older: the older Kafka line (2.8.2, ZooKeeper mode, on the same JDK 17): harness + conformance
 test-older:

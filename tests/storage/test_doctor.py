@@ -133,7 +133,7 @@ def test_a_partition_live_in_two_dirs_will_not_start(tmp_path: Path) -> None:
     _set_meta(b, directory_id="BBBBBBBBBBBBBBBBBBBBBg")
     shutil.copytree(a / "codec-none-0", b / "codec-none-0")
     diag = diagnose([a, b], now_ms=NOW)
-    assert [p.broker_message.split(".")[0] for p in diag.fatal] == [
+    assert [p.broker_message.split(". ")[0] for p in diag.fatal] == [
         f"Duplicate log directories for codec-none-0 are found in both {b / 'codec-none-0'} and {a / 'codec-none-0'}"]
 
 

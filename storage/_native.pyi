@@ -228,10 +228,12 @@ class ArrowChunk:
 @final
 class ArrowRecords:
     """A builder of the data source's record columns, decoded straight into Arrow buffers (with ``columns``,
-    only those: the other columns' buffers are never filled; ``ValueError`` for an unknown name). The ``add_*``
+    only those: the other columns' buffers are never filled; ``ValueError`` for an unknown name). With ``views``,
+    key and value are ``binary_view``: views into the buffers given to ``add_entries``/``add_v2`` (kept exported
+    while a view lives) and into compressed batches' decompressed records, copies otherwise. The ``add_*``
     methods but ``add_rows`` release the GIL while they decode."""
 
-    def __new__(cls, capacity: int = 0, columns: Sequence[str] | None = None) -> ArrowRecords: ...
+    def __new__(cls, capacity: int = 0, columns: Sequence[str] | None = None, views: bool = False) -> ArrowRecords: ...
     def __len__(self) -> int: ...
     @property
     def nbytes(self) -> int:

@@ -185,19 +185,25 @@ class LogDirs:
                  partitions: Iterable[int] | None = None, include_control: bool = False,
                  read_committed: bool = False, batch_rows: int = DEFAULT_ARROW_ROWS,
                  time_range: tuple[int | None, int | None] | None = None,
-                 columns: Sequence[str] | None = None, threads: int | None = None) -> pyarrow.RecordBatchReader:
+                 columns: Sequence[str] | None = None, threads: int | None = None,
+                 binary_view: bool = False) -> pyarrow.RecordBatchReader:
         """The records of the selected partitions as a ``pyarrow.RecordBatchReader``, read lazily a batch of about
         ``batch_rows`` rows (:data:`DEFAULT_ARROW_ROWS`) at a time, partition by partition. The schema is the Spark source's and
         ``export --format parquet``'s (``key, value, topic, partition, offset, timestamp, ...``); the rows are
         ``export``'s. ``time_range`` keeps the records with ``from <= timestampMs < to`` (epoch ms, None:
         unbounded; batches entirely before ``from`` are skipped undecoded), ``columns`` only those columns, in that
         order (the others are never built: no key, value or header bytes are copied unless asked for).
-        ``threads`` partitions are decoded at once (default: one per CPU), by the compiled core without the GIL,
+        ``threads`` partitions are decoded at once (default: one per CPU, fewer for less than 16 MiB of segments
+        per thread: ``partition.BYTES_PER_THREAD``), by the compiled core without the GIL,
         each at most one batch ahead of the reader: at most ``threads`` batches are held, and the batches come
-        in the same order as on one thread. ``reader.read_pandas()`` gives a pandas DataFrame. Needs pyarrow."""
+        in the same order as on one thread. With ``binary_view``, ``key`` and ``value`` are Arrow ``binary_view``
+        columns that point into the segments' mapped bytes (uncompressed batches) or into each compressed batch's
+        decompressed records, instead of copies: no copy per record; a segment stays mapped as long as any of its
+        views lives, after the reader and this object are closed. ``reader.read_pandas()`` gives a pandas
+        DataFrame. Needs pyarrow."""
         window = None if time_range is None else Window(from_time=time_range[0], to_time=time_range[1])
         return _reader(self.partitions(topics, partitions), offsets, include_control, read_committed, batch_rows,
-                       window=window, columns=columns, threads=threads)
+                       window=window, columns=columns, threads=threads, views=binary_view)
 
     def sql(self, query: str, *, pushdown: bool = True, include_control: bool = False,
             read_committed: bool = False) -> duckdb.DuckDBPyRelation:

@@ -33,7 +33,7 @@ from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.parallel import iter_thread_streams
 from kafkalog.storage.records import Batch
 from kafkalog.storage.records.batch import RECORD_CHUNK
-from kafkalog.storage.records.columns import RECORD_COLUMNS, RecordColumns, arrow_schema
+from kafkalog.storage.records.columns import BYTES_PER_CHUNK, RECORD_COLUMNS, RecordColumns, arrow_schema
 from kafkalog.storage.reports.describe import describe_partition
 
 if TYPE_CHECKING:
@@ -208,21 +208,24 @@ class Partition:
 
 
 def _arrow_batches(selected: list[tuple[Path, ExportFilter]], batch_rows: int, columns: list[str] | None = None,
-                   threads: int = 1) -> Iterator[Any]:
+                   threads: int = 1, views: bool = False) -> Iterator[Any]:
     """The Arrow batches of the partitions ``selected``, partition after partition in order: each decoded by
     :func:`_partition_batches` on one of ``threads`` threads (the compiled core decodes without the GIL), each
     thread at most one batch ahead of the reader (:func:`~kafkalog.storage.parallel.iter_thread_streams`)."""
-    return iter_thread_streams(lambda task: _partition_batches(task, batch_rows, columns), selected, threads=threads)
+    return iter_thread_streams(lambda task: _partition_batches(task, batch_rows, columns, views), selected,
+                               threads=threads)
 
 
-def _partition_batches(task: tuple[Path, ExportFilter], batch_rows: int, columns: list[str] | None) -> Iterator[Any]:
+def _partition_batches(task: tuple[Path, ExportFilter], batch_rows: int, columns: list[str] | None,
+                       views: bool = False) -> Iterator[Any]:
     """``export --format parquet``'s loop over one partition (records straight into Arrow columns, the records
     layer for wrappers and batches past a chunk), yielding the row groups instead of writing them, with only
-    ``columns`` built. The partition dir is opened here, as it is read: the reader outlives the
-    :class:`LogDirs` it came from."""
+    ``columns`` built (key and value as views with ``views``: :class:`RecordColumns`). The partition dir is
+    opened here, as it is read: the reader outlives the :class:`LogDirs` it came from."""
     pdir, flt = task
     window = _record_window(flt)
-    cols = RecordColumns(columns=columns)
+    # (buffers sized once per batch: growing them from nothing reallocates and copies, and faults pages in)
+    cols = RecordColumns(columns=columns, capacity=min(BYTES_PER_CHUNK, batch_rows * 128), views=views)
     full = _Batches()
     run = None
     # runs of batches (plain, and compressed when the core decompresses) go into the core in one call each, over
@@ -262,22 +265,29 @@ class _Batches:
         return out
 
 
-def default_threads() -> int:
-    """The reader's threads when none are asked for: the CPUs this process may run on."""
+BYTES_PER_THREAD = 16 << 20
+"""The reader's default threads: one per this many bytes of ``.log`` files read (a thread costs about what decoding
+a few MB does: a small read stays on the caller's thread), at most one per CPU."""
+
+
+def default_threads(log_bytes: int) -> int:
+    """The reader's threads when none are asked for, for ``log_bytes`` of segments: one per
+    :data:`BYTES_PER_THREAD`, at least one, at most the CPUs this process may run on."""
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # (not on every platform)
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, log_bytes // BYTES_PER_THREAD))
 
 
 def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, read_committed: bool,
             batch_rows: int, *, window: Window | None = None, columns: Sequence[str] | None = None,
-            threads: int | None = None) -> pyarrow.RecordBatchReader:
+            threads: int | None = None, views: bool = False) -> pyarrow.RecordBatchReader:
     pa = require("pyarrow", feature="Arrow output")  # optional dependency: only Arrow output needs it
 
     # the ranges are resolved now, against the partitions as opened (a bad offset spec fails here, not mid-read)
     selected = [(p.path, p._filter(offsets, include_control, read_committed, window)) for p in parts]
-    schema = arrow_schema(RECORD_COLUMNS)
+    schema = arrow_schema(RECORD_COLUMNS, views=views)
     names = None if columns is None else list(columns)
     unknown = [c for c in names or () if c not in schema.names]
     if unknown:
@@ -287,7 +297,9 @@ def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, rea
         raise KafkaLogError(f"threads must be at least 1 (got {threads})")
     if names is not None:
         schema = pa.schema([schema.field(c) for c in names])
-    batches = _arrow_batches(selected, batch_rows, names, default_threads() if threads is None else threads)
+    if threads is None:
+        threads = default_threads(sum(p.size for p in parts)) if len(parts) > 1 else 1
+    batches = _arrow_batches(selected, batch_rows, names, threads, views)
     return pa.RecordBatchReader.from_batches(schema, batches)
 
 

@@ -100,14 +100,16 @@ def null_empty_headers(headers):
     return pa.ListArray.from_arrays(offsets, headers.values, type=headers.type, mask=pc.or_kleene(empty, headers.is_null()))
 
 
-def arrow_schema(columns: list[tuple[str, str]], extra: tuple[str, ...] = ()):
+def arrow_schema(columns: list[tuple[str, str]], extra: tuple[str, ...] = (), *, views: bool = False):
     """The pyarrow schema for ``columns`` (all fields nullable, list items named ``element``), plus ``extra``
-    string columns."""
+    string columns; with ``views``, ``key`` and ``value`` are ``binary_view`` (:class:`RecordColumns`)."""
     pa = require("pyarrow", feature="Arrow output")  # optional dependency
 
     simple = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "binary": pa.binary(),
               "boolean": pa.bool_(), "timestamp": TIMESTAMP_TYPE()}
-    fields = [pa.field(name, simple[t]) if t in simple else pa.field(name, HEADERS_TYPE()) for name, t in columns]
+    viewed = {"key", "value"} if views else set()
+    fields = [pa.field(name, pa.binary_view()) if name in viewed else
+              pa.field(name, simple[t]) if t in simple else pa.field(name, HEADERS_TYPE()) for name, t in columns]
     fields += [pa.field(name, pa.string()) for name in extra]
     return pa.schema(fields)
 
@@ -127,14 +129,17 @@ _BATCH_META_COLUMNS = (("timestampType", "int32"), ("leaderEpoch", "int32"), ("p
 class RecordColumns:
     """Rows of ``RECORD_COLUMNS``, added a batch at a time (see the module docstring); with ``columns``, only those
     columns, in that order (the compiled core then fills no other column's buffers: no key, value or header bytes
-    are copied unless asked for)."""
+    are copied unless asked for). With ``views``, ``key`` and ``value`` are ``binary_view``: the compiled core
+    points them into the bytes the records were read from (a segment's mapping, kept alive by them; a compressed
+    batch's decompressed records) instead of copying each."""
 
-    def __init__(self, native: bool = True, capacity: int = 0, columns: list[str] | None = None):
+    def __init__(self, native: bool = True, capacity: int = 0, columns: list[str] | None = None,
+                 views: bool = False):
         # capacity: about how many bytes of log entries will be added (native buffers are sized once)
         core = active().records if native else None
         self.columns = None if columns is None else list(columns)
-        self._core = None if core is None else (core.ArrowRecords(capacity) if columns is None
-                                               else core.ArrowRecords(capacity, self.columns))
+        self.views = views
+        self._core = None if core is None else core.ArrowRecords(capacity, self.columns, views)
         self._clear()
 
     def _clear(self) -> None:
@@ -260,12 +265,15 @@ class RecordColumns:
             schema = self.schema()
             return pa.RecordBatch.from_arrays([rb.column(f.name) for f in schema], schema=schema)
         rb = self._python_arrow(pa)
+        if self.views:
+            rb = rb.cast(arrow_schema(RECORD_COLUMNS, views=True))
         return rb if self.columns is None else rb.select(self.columns)
 
     def schema(self):
         """The ``pyarrow.Schema`` of the batches :meth:`to_arrow` gives."""
         return arrow_schema(RECORD_COLUMNS if self.columns is None
-                            else [(c, t) for name in self.columns for c, t in RECORD_COLUMNS if c == name])
+                            else [(c, t) for name in self.columns for c, t in RECORD_COLUMNS if c == name],
+                            views=self.views)
 
     def _python_arrow(self, pa):
         """The pure-Python path's batch, every column."""
@@ -319,13 +327,14 @@ def _sequences(b, recs: list) -> list[int]:
 
 
 def iter_arrow(buf, *, topic: str = "", partition: int = -1, segment: str = "", position_base: int = 0,
-               rows: int = 65536, native: bool = True, include_control: bool = False) -> Iterator:
+               rows: int = 65536, native: bool = True, include_control: bool = False, views: bool = False) -> Iterator:
     """The records of a buffer of log entries (a segment's bytes or mmap) as ``pyarrow.RecordBatch`` es of
-    about ``rows`` rows (or ``BYTES_PER_CHUNK`` bytes of entries), with the data source's record schema. Control
-    records (transaction markers) only with ``include_control``: a Kafka consumer never sees them, and neither do
-    ``kafkalog export`` and the Spark source by default. Raises KafkaLogError at the first batch that cannot be
-    decoded (the byte position is in the error)."""
-    cols = RecordColumns(native, min(len(buf), BYTES_PER_CHUNK))
+    about ``rows`` rows (or ``BYTES_PER_CHUNK`` bytes of entries), with the data source's record schema (key and
+    value as views into ``buf`` with ``views``: :class:`RecordColumns`; ``buf`` then stays exported while they
+    live). Control records (transaction markers) only with ``include_control``: a Kafka consumer never sees them,
+    and neither do ``kafkalog export`` and the Spark source by default. Raises KafkaLogError at the first batch that
+    cannot be decoded (the byte position is in the error)."""
+    cols = RecordColumns(native, min(len(buf), BYTES_PER_CHUNK), views=views)
     if cols._core is None:
         for b in iter_batches(buf, path=segment or None, position_base=position_base):
             if b.is_control and not include_control:

@@ -256,6 +256,56 @@ def _differential_batch(b, data, core, cr, OffsetMap, Slow, plain_legacy_to_v2, 
             assert want is not None and chunk == want, (chunk, want)
 
 
+@target("arrow-views")
+def arrow_views(data: bytes) -> None:
+    """The zero-copy Arrow path against the copying one on the same bytes, as a segment's mapping
+    (``iter_arrow(views=True)``: key and value as views into the mapping, a compressed batch's into its
+    decompressed records): the same rows, or the same error (class, position, reason). The views stay valid
+    once the reader, the memoryview and the mapping's owner are gone (the mapping cannot be closed while one
+    lives), and nothing keeps the mapping once the last view goes."""
+    import mmap
+    import weakref
+
+    from kafkalog.storage.codec.native import core
+    assert core is not None, "the compiled core is not built: nothing to fuzz"
+    if not data:
+        return
+    m = mmap.mmap(-1, len(data))
+    m.write(data)
+    mv = memoryview(m)
+    copied, viewed = _arrow_of(mv, False), _arrow_of(mv, True)
+    if isinstance(copied, tuple) or isinstance(viewed, tuple):
+        assert copied == viewed, f"copies {copied!r} != views {viewed!r}"
+        return
+    assert _same_rows(viewed, copied), f"views {viewed!r} != copies {copied!r}"
+    gone = weakref.ref(m)
+    for close in (mv.release, m.close):  # refused while a view holds the bytes exported
+        try:
+            close()
+        except BufferError:
+            assert viewed, "exported with no view alive"
+    del mv, m, close  # (no cycle holds them: freed now, but for the views' exports)
+    junk = [bytearray(len(data)) for _ in range(4)]  # (memory freed too early would be reused here)
+    assert _same_rows(viewed, copied), "the views changed once their mapping's owner was gone"
+    del viewed, junk
+    assert gone() is None, "the mapping outlives its last view"
+
+
+def _arrow_of(mv, views: bool):
+    """``iter_arrow``'s batches of ``mv`` (small ones), or its error as (class, position, reason)."""
+    from kafkalog.storage.records.columns import iter_arrow
+    try:
+        return list(iter_arrow(mv, include_control=True, views=views, rows=64))
+    except KafkaLogError as e:
+        ft._check(e)
+        return ("error", type(e).__name__, e.position, e.reason)
+
+
+def _same_rows(viewed: list, copied: list) -> bool:
+    """The same batches, views read as binary (Arrow's equality: timestamps past Python's datetime compare too)."""
+    return len(viewed) == len(copied) and all(v.cast(c.schema).equals(c) for v, c in zip(viewed, copied, strict=True))
+
+
 def _cleaner(cr, OffsetMap, Slow, core, section: bytes, count: int, base: int, base_ts: int) -> None:
     """The cleaner's map and retain passes three ways on one records section: the native map
     (``OffsetMapCore``), the core's loops over the dict map, and the Python loops: the same puts and the same

@@ -89,6 +89,7 @@ def atheris_seeds() -> dict[str, list[bytes]]:
         "legacy": legacy,
         # and the frames that once split the native and Python paths (a zstd window above Kafka's limit)
         "differential": v2 + legacy + [raw for raw, _ in zstd_window_batches().values()],
+        "arrow-views": v2 + legacy,
         "decompress": compressed,
         "varint": [b"\x00", b"\x7f", b"\x80\x01", b"\xff\xff\xff\xff\x0f", b"\xff" * 10 + b"\x01"],
         "index": files(".index"),

@@ -41,6 +41,8 @@ from kafkalog.storage.records.columns import RECORD_COLUMNS, RecordColumns
 
 require_modules("pyarrow", extra="sql")  # the Arrow reader's optional dependency (a failure under CI=true)
 
+import pyarrow  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = sorted((ROOT / "fixtures").glob("*/data"))
 needs_core = pytest.mark.skipif(core is None, reason="the compiled record core is not built")
@@ -147,6 +149,7 @@ def test_the_core_decodes_without_the_gil():
     big_zstd = _big_batch(4, 10000, 4096)
     legacy = build_legacy([(None, BASE_TS, b"k", bytes(range(256)) * 16) for _ in range(10000)], magic=1, codec=1)
     builders = {name: core.ArrowRecords() for name in ("plain", "zstd", "compressed", "v2", "legacy")}
+    builders["views"] = core.ArrowRecords(0, None, True)
     calls = {
         "add_entries": lambda: builders["plain"].add_entries(log, 0, len(log), 0, 0, 1 << 30, 1 << 62, True),
         "add_entries, compressed": lambda: builders["zstd"].add_entries(
@@ -155,6 +158,8 @@ def test_the_core_decodes_without_the_gil():
                                                                   DEFAULT_DECOMPRESS_LIMIT),
         "add_v2": lambda: builders["v2"].add_v2(one, 0, 0),
         "add_legacy": lambda: builders["legacy"].add_legacy(legacy, 0, 0, None, DEFAULT_DECOMPRESS_LIMIT),
+        "add_entries, views": lambda: builders["views"].add_entries(
+            zlog + log, 0, len(zlog) + len(log), 0, 0, 1 << 30, 1 << 62, True, 0x20, 1 << 30, DEFAULT_DECOMPRESS_LIMIT),
     }
     # the control: a C call holding the GIL lets the other thread run not at all in its middle
     held, took = _ticks_inside(lambda: sum(range(20_000_000)))
@@ -162,7 +167,7 @@ def test_the_core_decodes_without_the_gil():
     for name, call in calls.items():
         ran, took = _ticks_inside(call)
         assert ran > 0, (name, took)
-    assert [len(b) for b in builders.values()] == [60000, 60000, 10000, 10000, 10000]
+    assert [len(b) for b in builders.values()] == [60000, 60000, 10000, 10000, 10000, 120000]
 
 
 # ------------------------------------------------------------------------------------------- bounded memory
@@ -266,3 +271,109 @@ def test_an_error_comes_after_the_partitions_before_it(mixed, tmp_path):
                                                                           rb.column("partition").to_pylist(),
                                                                           strict=True)}
         assert topics == {"gz", "legacy", "lz4", "plain"}, threads  # (in name order: gz, legacy, lz4, plain-0)
+
+
+# ------------------------------------------------------------------------------------------- zero-copy views
+
+def _read(data: Path, offsets=None, **kw):
+    with kafkalog.open(data) as dirs:
+        return dirs.to_arrow(None, offsets, **kw).read_all()
+
+
+@pytest.mark.parametrize("kw", [{}, {"include_control": True, "threads": 3}, {"offsets": "5:40"},
+                                {"read_committed": True}, {"columns": ["value", "offset", "key"]}],
+                         ids=["default", "control", "window", "committed", "projection"])
+def test_views_give_the_copies_values(mixed, kw):
+    for data in _dirs(mixed):
+        copies = _read(data, **kw)
+        views = _read(data, binary_view=True, **kw)
+        assert views.schema.field("value").type == pyarrow.binary_view() == views.schema.field("key").type
+        assert views.num_rows == copies.num_rows > 0, data
+        assert views.cast(copies.schema).equals(copies), data
+
+
+def _mapped(root: Path) -> list[tuple[int, int, str]]:
+    """The mappings of this process of files under ``root``: (start, end, path)."""
+    out = []
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        parts = line.split(maxsplit=5)
+        if len(parts) == 6 and parts[5].startswith(str(root)):
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            out.append((lo, hi, parts[5].removesuffix(" (deleted)")))
+    return out
+
+
+@needs_core
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads Linux's /proc/self/maps")
+def test_views_point_into_the_segments_and_outlive_them(mixed, tmp_path):
+    import gc
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(mixed, data)
+    copies = _read(data, threads=1)
+    with kafkalog.open(data) as dirs:
+        reader = dirs.to_arrow(binary_view=True, threads=2)
+        views = reader.read_all()
+    del reader
+    gc.collect()
+    # the reader and its segments are closed; the plain partitions' segments stay mapped for the views
+    mapped = _mapped(data)
+    assert {Path(p).parent.name for _, _, p in mapped} >= {"plain-0", "plain-1"}
+    plain = [b for i in range(views.column("value").num_chunks)
+             for b in views.column("value").chunk(i).buffers()[3:] if b is not None]
+    inside = [b for b in plain if any(lo <= b.address and b.address + b.size <= hi for lo, hi, _ in mapped)]
+    assert inside  # values not copied: their data buffers are the segments' mapped bytes
+    shutil.rmtree(data)  # even the files go: the mappings hold their pages
+    junk = [bytearray(1 << 20) for _ in range(32)]
+    assert views.cast(copies.schema).equals(copies)
+    if _have_duckdb():  # an Arrow consumer's threads take and drop the views too
+        got = _duckdb_sums(views)
+        assert got == [(copies.num_rows, sum(len(v) for v in copies.column("value").to_pylist() if v))]
+    del views, plain, inside, junk
+    gc.collect()
+    for _ in range(100):  # (exports dropped on a thread without the GIL are released at the next pending call)
+        if not _mapped(tmp_path):
+            break
+        time.sleep(0.01)
+    assert not _mapped(tmp_path)  # the last view gone, the mappings are released
+
+
+def _have_duckdb() -> bool:
+    try:
+        import duckdb  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _duckdb_sums(rows) -> list:
+    """DuckDB's count and value bytes of ``rows`` (in a frame of its own: DuckDB finds ``rows`` among a frame's
+    locals, whose snapshot would keep it alive as long as that frame runs)."""
+    import duckdb
+
+    return duckdb.sql("SELECT count(*), sum(octet_length(value)) FROM rows").fetchall()
+
+
+EXIT = textwrap.dedent('''
+    import sys
+    import threading
+
+    import kafkalog
+
+    with kafkalog.open(sys.argv[1]) as dirs:
+        views = dirs.to_arrow(binary_view=True, threads=2).read_all()
+    cycle = [views]
+    cycle.append(cycle)  # freed by the collector while the interpreter is finalizing
+    chunks = [views.column("value").chunk(i) for i in range(views.column("value").num_chunks)]
+    # and views held by a thread without the GIL when it ends (a consumer's thread)
+    threading.Thread(target=lambda c=chunks[:1]: None).start()
+    print(views.num_rows)
+''')
+
+
+@needs_core
+def test_views_alive_at_the_interpreter_s_exit_are_released_cleanly(mixed):
+    out = subprocess.run([sys.executable, "-c", EXIT, str(mixed)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert int(out.stdout) > 0

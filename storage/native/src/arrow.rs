@@ -23,12 +23,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PySequence, PyString, PyTuple};
 
 use crate::batch::increment_sequence;
-use crate::buffer::ByteView;
+use crate::buffer::{arrow_buffer, ByteView};
 use crate::bytes::{be_i16_at, be_i32_at, be_i64_at};
 use crate::codec::{decompress_into, with_buffer};
 use crate::legacy::{timestamp_type, with_entry, Msg};
 use crate::projection::{Fill, Projection};
 use crate::record::parse_record_with;
+use crate::views::{Buffers, Loc, ViewCol};
 
 /// Arrow's 32-bit offsets: a chunk's keys, values or header bytes must stay below this.
 const MAX_BYTES: usize = (i32::MAX as usize) / 2;
@@ -52,6 +53,12 @@ struct BatchMeta {
 }
 
 const CODEC_NAMES: [&str; 5] = ["none", "gzip", "snappy", "lz4", "zstd"];
+
+/// The rows to keep: half-open `(lo_offset, hi_offset, lo_timestamp, hi_timestamp)` (None: every row).
+type Keep = Option<(i128, i128, i128, i128)>;
+
+/// What adding a batch gives: its rows added, `None` (nothing added: the careful path decides), or an error.
+type Added = Result<Option<usize>, &'static str>;
 
 /// A binary column written straight into its buffers (offsets, bytes, and the rows that are null: the validity
 /// bitmap is built at finish, only when a null occurred): a batch that turns out to be unusual is taken back by
@@ -134,6 +141,70 @@ impl BinCol {
     }
 }
 
+/// The key or the value column: plain `binary` (each value copied) or `binary_view` (`views.rs`: views into the
+/// bytes the records were parsed from).
+enum ByteCol {
+    Bin(BinCol),
+    View(ViewCol),
+}
+
+impl ByteCol {
+    fn new(views: bool, on: bool, rows: usize, bytes: usize) -> Self {
+        if views && on {
+            ByteCol::View(ViewCol::with_capacity(rows))
+        } else {
+            ByteCol::Bin(BinCol::wanted(on, rows, bytes))
+        }
+    }
+
+    /// A row: null, or `d[a..b]`, `d` lying at `loc` in a shared buffer (or nowhere shared).
+    #[inline(always)]
+    fn push(&mut self, d: &[u8], v: Option<(usize, usize)>, loc: Option<Loc>) {
+        match self {
+            ByteCol::Bin(c) => c.push(v.map(|(a, b)| &d[a..b])),
+            ByteCol::View(c) => c.push(d, v, loc),
+        }
+    }
+
+    /// A row from bytes that lie in no shared buffer.
+    fn push_bytes(&mut self, v: Option<&[u8]>) {
+        match (self, v) {
+            (ByteCol::Bin(c), v) => c.push(v),
+            (ByteCol::View(c), Some(v)) => c.push_copy(v),
+            (ByteCol::View(c), None) => c.push_null(),
+        }
+    }
+
+    fn mark(&self) -> (usize, usize, usize) {
+        match self {
+            ByteCol::Bin(c) => c.mark(),
+            ByteCol::View(c) => c.mark(),
+        }
+    }
+
+    fn truncate(&mut self, mark: (usize, usize, usize)) {
+        match self {
+            ByteCol::Bin(c) => c.truncate(mark),
+            ByteCol::View(c) => c.truncate(mark),
+        }
+    }
+
+    fn reserve(&mut self, rows: usize) {
+        match self {
+            ByteCol::Bin(c) if c.on => c.offsets.reserve(rows),
+            ByteCol::Bin(_) => {}
+            ByteCol::View(c) => c.reserve(rows),
+        }
+    }
+
+    fn finish(self, buffers: &Buffers) -> Result<ArrayRef, ArrowError> {
+        match self {
+            ByteCol::Bin(c) => c.finish_binary(),
+            ByteCol::View(c) => c.finish(buffers),
+        }
+    }
+}
+
 /// Rows of one batch in a row: the batch-level columns are these values repeated `rows` times.
 struct Run {
     meta: BatchMeta,
@@ -145,8 +216,11 @@ struct Run {
 pub struct ArrowRecords {
     offsets: Vec<i64>,
     timestamps: Vec<i64>,
-    keys: BinCol,
-    values: BinCol,
+    keys: ByteCol,
+    values: ByteCol,
+    /// with `views`: the data buffers key and value views point into (segments, decompressed batches)
+    buffers: Buffers,
+    views: bool,
     header_offsets: Vec<i32>,
     header_keys: BinCol,
     header_values: BinCol,
@@ -183,15 +257,17 @@ impl ArrowRecords {
 
     /// The builder (`ArrowRecords(capacity)`), without Python: every column.
     pub fn with_capacity(capacity: usize) -> Self {
-        Self::projected(capacity, Projection::ALL)
+        Self::projected(capacity, Projection::ALL, false)
     }
 
-    /// The builder of the columns `names` only (`ArrowRecords(capacity, columns)`); an unknown name is the error.
-    pub fn with_columns<S: AsRef<str>>(capacity: usize, names: &[S]) -> Result<Self, String> {
-        Ok(Self::projected(capacity, Projection::of(names)?))
+    /// The builder of the columns `names` only (`ArrowRecords(capacity, columns)`; every column for `None`), with
+    /// key and value as `binary_view` when `views`; an unknown name is the error.
+    pub fn with_columns<S: AsRef<str>>(capacity: usize, names: Option<&[S]>, views: bool) -> Result<Self, String> {
+        let projection = names.map_or(Ok(Projection::ALL), Projection::of)?;
+        Ok(Self::projected(capacity, projection, views))
     }
 
-    fn projected(capacity: usize, projection: Projection) -> Self {
+    fn projected(capacity: usize, projection: Projection, views: bool) -> Self {
         let capacity = capacity.min(MAX_BYTES);
         let rows = capacity / 64;
         let fill = projection.fill();
@@ -199,8 +275,10 @@ impl ArrowRecords {
         ArrowRecords {
             offsets: Vec::with_capacity(rows),
             timestamps: Vec::with_capacity(on(fill.timestamps, rows)),
-            keys: BinCol::wanted(fill.keys, rows, capacity / 8),
-            values: BinCol::wanted(fill.values, rows, capacity),
+            keys: ByteCol::new(views, fill.keys, rows, capacity / 8),
+            values: ByteCol::new(views, fill.values, rows, capacity),
+            buffers: Buffers::default(),
+            views,
             header_offsets: {
                 let mut v = Vec::with_capacity(on(fill.headers, rows) + 1);
                 v.push(0);
@@ -237,11 +315,18 @@ impl ArrowRecords {
     /// Where every per-row column ends now, for `truncate`.
     fn mark(&self) -> [(usize, usize, usize); 5] {
         let rows = self.offsets.len();
-        [self.keys.mark(), self.values.mark(), self.header_keys.mark(), self.header_values.mark(), (rows, 0, 0)]
+        [
+            self.keys.mark(),
+            self.values.mark(),
+            self.header_keys.mark(),
+            self.header_values.mark(),
+            (rows, self.buffers.len(), 0),
+        ]
     }
 
     /// Take back the rows added since `mark` (a batch that turned out unusual half-way).
-    fn truncate(&mut self, [k, v, hk, hv, (rows, _, _)]: [(usize, usize, usize); 5]) {
+    fn truncate(&mut self, [k, v, hk, hv, (rows, shared, _)]: [(usize, usize, usize); 5]) {
+        self.buffers.truncate(shared);
         self.keys.truncate(k);
         self.values.truncate(v);
         self.header_keys.truncate(hk);
@@ -259,19 +344,26 @@ impl ArrowRecords {
         self.timestamps.reserve(if f.timestamps { rows } else { 0 });
         self.header_offsets.reserve(if f.headers { rows } else { 0 });
         self.sequences.reserve(if f.sequences { rows } else { 0 });
-        self.keys.offsets.reserve(if f.keys { rows } else { 0 });
-        self.values.offsets.reserve(if f.values { rows } else { 0 });
+        self.keys.reserve(rows);
+        self.values.reserve(rows);
     }
 
     /// `add_v2` on byte slices (`data`: the decompressed records section of a compressed batch).
-    pub fn add_v2_bytes(
+    pub fn add_v2_bytes(&mut self, b: &[u8], position: i64, piece: i32, keep: Keep, data: Option<&[u8]>) -> Added {
+        self.add_v2_at(b, position, piece, keep, data, None)
+    }
+
+    /// `add_v2_bytes`, the records section (`b[61..]`, or `data`) lying at `loc` in a shared buffer: with views,
+    /// the keys and values point there.
+    fn add_v2_at(
         &mut self,
         b: &[u8],
         position: i64,
         piece: i32,
-        keep: Option<(i128, i128, i128, i128)>,
+        keep: Keep,
         data: Option<&[u8]>,
-    ) -> Result<Option<usize>, &'static str> {
+        loc: Option<Loc>,
+    ) -> Added {
         if b.len() < 61 || b[16] != 2 {
             return Ok(None);
         }
@@ -333,8 +425,8 @@ impl ArrowRecords {
                     continue;
                 }
             }
-            self.keys.push(raw.key.map(|(a, b)| &d[a..b]));
-            self.values.push(raw.value.map(|(a, b)| &d[a..b]));
+            self.keys.push(d, raw.key, loc);
+            self.values.push(d, raw.value, loc);
             self.push_row(offset, timestamp, (base_seq >= 0).then(|| sequence(base_seq, raw.off_delta)));
             added += 1;
         }
@@ -351,24 +443,45 @@ impl ArrowRecords {
         Ok(Some(added))
     }
 
-    /// One v2 batch of a run (`add_entries`): a plain one as `add_v2_bytes`; a compressed one decompressed first
-    /// into this thread's reused buffer, within `limit` bytes (`None` when that fails: the records layer's
-    /// verdict).
-    fn add_v2_entry(
+    /// One v2 batch (a run's, `add_entries`, or `add_v2`'s), lying at `at` in a shared buffer (with views): a
+    /// plain one as `add_v2_bytes`; a compressed one decompressed first within `limit` bytes (`None` when that
+    /// fails: the records layer's verdict), into this thread's reused buffer, or with views into a buffer of its
+    /// own that the views point into.
+    pub fn add_v2_entry(
         &mut self,
         b: &[u8],
         position: i64,
         piece: i32,
+        keep: Keep,
         limit: usize,
-    ) -> Result<Option<usize>, &'static str> {
+        at: Option<Loc>,
+    ) -> Added {
+        if b.len() < 61 || b[16] != 2 {
+            return Ok(None);
+        }
         let codec = b[22] & 0x07;
         if codec == 0 {
-            return self.add_v2_bytes(b, position, piece, None, None);
+            let loc = at.map(|l| Loc { buffer: l.buffer, start: l.start + 61 });
+            return self.add_v2_at(b, position, piece, keep, None, loc);
         }
-        with_buffer(|out| match decompress_into(codec, &b[61..], 2, limit, out) {
-            Some(()) => self.add_v2_bytes(b, position, piece, None, Some(out)),
-            None => Ok(None),
-        })
+        if !self.views {
+            return with_buffer(|out| match decompress_into(codec, &b[61..], 2, limit, out) {
+                Some(()) => self.add_v2_at(b, position, piece, keep, Some(out), None),
+                None => Ok(None),
+            });
+        }
+        let mut out = Vec::new();
+        if decompress_into(codec, &b[61..], 2, limit, &mut out).is_none() {
+            return Ok(None);
+        }
+        let data = Buffer::from_vec(out);
+        let shared = self.buffers.len();
+        let loc = Loc { buffer: self.buffers.add(data.clone()), start: 0 };
+        let got = self.add_v2_at(b, position, piece, keep, Some(data.as_slice()), Some(loc));
+        if !matches!(got, Ok(Some(n)) if n > 0) {
+            self.buffers.truncate(shared); // (no view points into it)
+        }
+        got
     }
 
     /// `add_legacy` on a byte slice, with a scratch vector for the messages.
@@ -377,10 +490,10 @@ impl ArrowRecords {
         e: &[u8],
         position: i64,
         piece: i32,
-        keep: Option<(i128, i128, i128, i128)>,
+        keep: Keep,
         limit: usize,
         msgs: &mut Vec<Msg>,
-    ) -> Result<Option<usize>, &'static str> {
+    ) -> Added {
         if e.len() < 18 || e[16] > 1 {
             return Ok(None);
         }
@@ -408,8 +521,8 @@ impl ArrowRecords {
                         continue;
                     }
                 }
-                self.keys.push(m.key.map(|(a, b)| &d[a..b]));
-                self.values.push(m.value.map(|(a, b)| &d[a..b]));
+                self.keys.push(d, m.key, None);
+                self.values.push(d, m.value, None);
                 self.push_row(m.offset, m.timestamp, Some(-1));
                 added += 1;
             }
@@ -558,8 +671,9 @@ impl ArrowRecords {
             }
         }
         let [topic, partition, segment] = named;
-        let keys = std::mem::replace(&mut self.keys, BinCol::with_capacity(0, 0));
-        let values = std::mem::replace(&mut self.values, BinCol::with_capacity(0, 0));
+        let keys = std::mem::replace(&mut self.keys, ByteCol::new(false, false, 0, 0));
+        let values = std::mem::replace(&mut self.values, ByteCol::new(false, false, 0, 0));
+        let buffers = std::mem::take(&mut self.buffers);
         let timestamps = std::mem::take(&mut self.timestamps);
         // the columns asked for, in the data source's order (named) or the unnamed form's
         let w = |name: &str| want.has(name);
@@ -589,10 +703,10 @@ impl ArrowRecords {
             columns.push(("timestampType", i32s(expand(&runs, rows, |m| m.timestamp_type))));
         }
         if w("key") {
-            columns.push(("key", keys.finish_binary()?));
+            columns.push(("key", keys.finish(&buffers)?));
         }
         if w("value") {
-            columns.push(("value", values.finish_binary()?));
+            columns.push(("value", values.finish(&buffers)?));
         }
         if let Some(headers) = headers {
             columns.push(("headers", headers));
@@ -636,7 +750,7 @@ impl ArrowRecords {
         let arrays = columns.into_iter().map(|(_, a)| a).collect();
         // (with no column asked for, the rows are still counted: the array keeps its length)
         let array = StructArray::try_new_with_length(fields, arrays, None, rows)?;
-        *self = Self::projected(self.capacity, want);
+        *self = Self::projected(self.capacity, want, self.views);
         Ok(array)
     }
 }
@@ -688,13 +802,13 @@ fn sequence(base_seq: i64, off_delta: i64) -> i32 {
 impl ArrowRecords {
     /// `capacity`: about how many bytes of log entries will be added (buffers are sized for them once).
     /// `columns`: the only columns to build (None: every one); the others' buffers are never filled.
+    /// `views`: key and value as `binary_view`, pointing into the segments' bytes (uncompressed batches) and the
+    /// decompressed batches instead of copies (`views.rs`).
     #[new]
-    #[pyo3(signature = (capacity=0, columns=None))]
-    fn new(capacity: usize, columns: Option<Vec<String>>) -> PyResult<Self> {
-        match columns {
-            None => Ok(Self::with_capacity(capacity)),
-            Some(names) => Self::with_columns(capacity, &names).map_err(PyValueError::new_err),
-        }
+    #[pyo3(signature = (capacity=0, columns=None, views=false))]
+    fn new(capacity: usize, columns: Option<Vec<String>>, views: bool) -> PyResult<Self> {
+        crate::buffer::release_pending();
+        Self::with_columns(capacity, columns.as_deref(), views).map_err(PyValueError::new_err)
     }
 
     fn __len__(&self) -> usize {
@@ -720,12 +834,17 @@ impl ArrowRecords {
         batch: &Bound<'_, PyAny>,
         position: i64,
         piece: i32,
-        keep: Option<(i128, i128, i128, i128)>,
+        keep: Keep,
         data: Option<&Bound<'_, PyBytes>>,
     ) -> PyResult<Option<usize>> {
-        let view = ByteView::new(batch)?;
-        let (b, data) = (view.as_slice(), data.map(|d| d.as_bytes()));
-        py.allow_threads(|| self.add_v2_bytes(b, position, piece, keep, data)).map_err(PyValueError::new_err)
+        let (b, data) = (arrow_buffer(batch)?, data.map(|d| d.as_bytes()));
+        let at = self.views.then(|| Loc { buffer: self.buffers.add(b.clone()), start: 61 });
+        let b = b.as_slice();
+        py.allow_threads(|| match data {
+            Some(_) => self.add_v2_at(b, position, piece, keep, data, None), // (decompressed by Python: copied)
+            None => self.add_v2_at(b, position, piece, keep, None, at),
+        })
+        .map_err(PyValueError::new_err)
     }
 
     /// Add the records of the log entries of `buf[start:end]`, one after the other, while they are complete,
@@ -755,8 +874,10 @@ impl ArrowRecords {
         max_count: i32,
         limit: usize,
     ) -> PyResult<(usize, usize, usize)> {
-        let view = ByteView::new(buf)?;
-        let d = view.as_slice();
+        // with views, the buffer (a segment's mapped bytes) is shared: the views keep it exported
+        let data = arrow_buffer(buf)?;
+        let shared = self.views.then(|| self.buffers.add(data.clone()));
+        let d = data.as_slice();
         let end = end.min(d.len());
         let stop_attributes = if limit == 0 { stop_attributes | 0x07 } else { stop_attributes };
         Ok(py.allow_threads(|| {
@@ -778,7 +899,8 @@ impl ArrowRecords {
                 if verify && be_i32_at(entry, 17) as u32 != crate::checksum::crc32c(&entry[21..]) {
                     break;
                 }
-                match self.add_v2_entry(entry, position_base + pos as i64, piece, limit) {
+                let at = shared.map(|buffer| Loc { buffer, start: pos });
+                match self.add_v2_entry(entry, position_base + pos as i64, piece, None, limit, at) {
                     Ok(Some(n)) => {
                         added += n;
                         batches += usize::from(n > 0); // (an empty batch adds no row: not counted)
@@ -838,8 +960,8 @@ impl ArrowRecords {
             parsed.push((offset, timestamp, key, value, headers));
         }
         for ((offset, timestamp, key, value, headers), seq) in parsed.into_iter().zip(sequences) {
-            self.keys.push(key.as_deref());
-            self.values.push(value.as_deref());
+            self.keys.push_bytes(key.as_deref());
+            self.values.push_bytes(value.as_deref());
             for (k, v) in headers {
                 self.header_keys.push(Some(k.as_bytes()));
                 self.header_values.push(v.as_deref());
@@ -863,7 +985,7 @@ impl ArrowRecords {
         entry: &Bound<'_, PyAny>,
         position: i64,
         piece: i32,
-        keep: Option<(i128, i128, i128, i128)>,
+        keep: Keep,
         limit: usize,
     ) -> PyResult<Option<usize>> {
         let view = ByteView::new(entry)?;
@@ -950,25 +1072,21 @@ pub(crate) fn arrow_add_compressed(
     position: i64,
     piece: i32,
     limit: usize,
-    keep: Option<(i128, i128, i128, i128)>,
+    keep: Keep,
 ) -> PyResult<Option<usize>> {
     let view = ByteView::new(batch)?;
     let b = view.as_slice();
     if b.len() < 61 || b[16] != 2 {
         return Ok(None);
     }
-    let codec = b[22] & 0x07;
+    if b[22] & 0x07 == 0 {
+        return Ok(None); // (not compressed: add_v2's)
+    }
     let py = builder.py();
     let mut held = builder.borrow_mut();
     let builder: &mut ArrowRecords = &mut held;
-    // decompressed and decoded without the GIL, on this thread's reused buffer
-    py.allow_threads(|| {
-        with_buffer(|out| match decompress_into(codec, &b[61..], 2, limit, out) {
-            Some(()) => builder.add_v2_bytes(b, position, piece, keep, Some(out)),
-            None => Ok(None),
-        })
-    })
-    .map_err(PyValueError::new_err)
+    // decompressed and decoded without the GIL (into this thread's reused buffer, or with views a buffer of its own)
+    py.allow_threads(|| builder.add_v2_entry(b, position, piece, keep, limit, None)).map_err(PyValueError::new_err)
 }
 
 /// Finished rows, exported once through the Arrow PyCapsule interface: `pyarrow.record_batch(chunk)`.

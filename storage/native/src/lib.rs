@@ -5,8 +5,8 @@
 //! returns `None` ("unusual input") and the Python careful decoder gives the verdict (records, or the error
 //! with its byte position and reason). Every read is bounds-checked (`slice::get`), so hostile bytes never
 //! panic; arithmetic that could overflow an `i64` is checked and sends the batch to the careful decoder.
-//! `unsafe` appears only at FFI boundaries: `buffer.rs` reads a Python buffer in place, `codec.rs` calls the
-//! vendored C++ snappy, and `alloc.rs` sets a mimalloc option.
+//! `unsafe` appears only at FFI boundaries: `buffer.rs` reads a Python buffer in place (and lends one to Arrow),
+//! `codec.rs` calls the vendored C++ snappy, and `alloc.rs` sets a mimalloc option.
 //!
 //! This file only declares the modules and registers what Python sees (`storage/_native.pyi` types it). The
 //! modules depend one way, each only on those listed before it:
@@ -16,7 +16,8 @@
 //! - `record` (one v2 record's grammar), `py_record` (the Python `Record` class);
 //! - `batch` (a v2 batch's records as Python objects), `legacy` (v0/v1 message sets), `convert` (v0/v1 to v2),
 //!   `cleaner` (the compaction passes), `scan` (shallow scan and CRC);
-//! - `projection` (the columns an Arrow builder materialises), `arrow` (records into Arrow columns);
+//! - `projection` (the columns an Arrow builder materialises), `views` (key and value columns as views into the
+//!   records' bytes), `arrow` (records into Arrow columns);
 //! - `alloc`, `info`, `fuzzing` (the core without Python, for the fuzz targets), and this file.
 
 use pyo3::prelude::*;
@@ -38,6 +39,7 @@ mod py_record;
 mod record;
 mod scan;
 mod varint;
+mod views;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -23,7 +23,9 @@ Builders:
 * internal topics: :func:`remote_log_metadata_values` (one value of each ``__remote_log_metadata`` record type),
   :func:`remote_log_metadata_partition`;
 * generated data for the Spark tests (any size, through ``LogWriter``): :func:`generated_record`,
-  :func:`generated_partition`, :func:`generated_data_dir`.
+  :func:`generated_partition`, :func:`generated_data_dir`;
+* object storage: :func:`s3_upload` (a tree onto the moto S3 server), :func:`spy_url_reads` (the windows a file
+  under a URL is read in).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from kafkalog.storage.files.meta_properties import MetaProperties, write_meta_pr
 from kafkalog.storage.files.names import log_file_name, offset_file_name, snapshot_file_name
 from kafkalog.storage.files.partition_metadata import write_partition_metadata
 from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
+from kafkalog.storage.io import dirview as dirview_module
+from kafkalog.storage.io import fs as fs_module
 from kafkalog.storage.log.segment import recover_segment
 from kafkalog.storage.records import build_batch, build_end_txn_marker
 from kafkalog.storage.records.builder import build_legacy
@@ -476,6 +480,44 @@ def s3_upload(local: str | os.PathLike, endpoint: str, key: str) -> str:
     pafs.copy_files(os.fspath(local), f"logs/{key}", source_filesystem=pafs.LocalFileSystem(),
                     destination_filesystem=fs)
     return f"s3://logs/{key}"
+
+
+class UrlReads:
+    """What is read through the filesystem seam while :func:`spy_url_reads` watches: ``windows`` has ``(path, bytes
+    read, file size)`` of each window of a file that is not memory-mapped (a file under a URL), ``whole`` the paths
+    a :class:`~kafkalog.storage.io.dirview.DirView` read whole as small files."""
+
+    def __init__(self) -> None:
+        self.windows: list[tuple[str, int, int]] = []
+        self.whole: list[str] = []
+
+    def logs(self) -> list[tuple[int, int]]:
+        """``(bytes read, file size)`` of each window of a ``.log``."""
+        return [(n, size) for path, n, size in self.windows if path.endswith(".log")]
+
+    def clear(self) -> None:
+        self.windows.clear()
+        self.whole.clear()
+
+
+def spy_url_reads(monkeypatch) -> UrlReads:
+    """Record the seam's reads of files under a URL (:class:`UrlReads`) for the rest of a test (``monkeypatch``:
+    pytest's), so it can check that a ``.log`` is read in windows, never whole."""
+    reads = UrlReads()
+    view, read_bytes = fs_module.SegmentFile.view, dirview_module.read_bytes
+
+    def spy_view(self, start, length):
+        if not self.is_mapped:
+            reads.windows.append((self.path, min(length, self.size - start), self.size))
+        return view(self, start, length)
+
+    def spy_whole(spec, path, limit):
+        reads.whole.append(path)
+        return read_bytes(spec, path, limit)
+
+    monkeypatch.setattr(fs_module.SegmentFile, "view", spy_view)
+    monkeypatch.setattr(dirview_module, "read_bytes", spy_whole)
+    return reads
 
 
 # ------------------------------------------------------------------------------------------- tiered storage

@@ -5,7 +5,8 @@ needs in a ``conftest.py`` next to those tests.
   present, skip otherwise, *fail* under ``CI=true``) and the fixtures ``kafka_versions``, ``kafka_libs``,
   ``broker_factory``, ``module_broker_factory``.
 * ``fixtures_dir``: the repository's ``fixtures/`` (real broker data dirs, see fixtures/README.md).
-* ``s3_endpoint``: a local moto S3 server on 127.0.0.1 (its ``http://`` URL), for ``s3://`` reads.
+* ``s3_endpoint``: a local moto S3 server on 127.0.0.1 (its ``http://`` URL), for ``s3://`` reads; ``s3_env``: its
+  endpoint and keys in the environment (``AWS_ENDPOINT_URL``, ...), as a user of the command line gives them.
 """
 
 import socket
@@ -36,3 +37,13 @@ def s3_endpoint():
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_endpoint, monkeypatch):
+    """The endpoint and keys of the moto server in the environment, as a user of the command line gives them;
+    returns the endpoint."""
+    for k, v in {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(k, v)
+    return s3_endpoint

@@ -11,7 +11,9 @@ for once its package is installed (``abfs://`` with adlfs, ``gs://`` with gcsfs,
 
 Options understood (Spark option names, case-insensitive): ``s3.endpoint`` (e.g. ``http://127.0.0.1:5000``),
 ``s3.accessKey``, ``s3.secretKey``, ``s3.region``, ``s3.anonymous``. Without them pyarrow's usual AWS
-environment variables and credential chain apply (``AWS_ENDPOINT_URL`` is honoured too).
+environment variables and credential chain apply (``AWS_ENDPOINT_URL`` is honoured too). A filesystem is made
+once per options and :func:`environment` (what in the environment decides the server and the credentials), so a
+process that changes ``AWS_ENDPOINT_URL`` reaches the new server.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import mmap
 import os
 import stat
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -48,7 +51,9 @@ class FsSpec:
         return self.scheme in ("", "file")
 
     def filesystem(self):
-        return _filesystem(self)
+        """The filesystem this spec names here and now: one per spec and :func:`environment` (the variables that
+        decide the server reached and the identity used there), made once and reused."""
+        return _filesystem(self, environment(self.scheme))
 
 
 def fs_options(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -77,8 +82,39 @@ def display(spec: FsSpec, fspath: str) -> str:
     return fspath if "://" in fspath else f"{spec.scheme}://{fspath}"
 
 
+#: the environment variables (by name prefix) a scheme's filesystem reads when it is made, to decide which server
+#: it reaches and who it is there: the endpoint, keys, region, profile and credential files of the AWS SDK, Google
+#: Cloud's, Hadoop's and Azure's; for every scheme fsspec's own configuration, the proxies and ``<SCHEME>_``
+_ENVIRONMENT = {
+    "s3": ("AWS_",),
+    "gs": ("GOOGLE_", "GCE_", "GCS_", "STORAGE_EMULATOR_HOST", "CLOUDSDK_"),
+    "gcs": ("GOOGLE_", "GCE_", "GCS_", "STORAGE_EMULATOR_HOST", "CLOUDSDK_"),
+    "hdfs": ("HADOOP_", "LIBHDFS3_", "ARROW_LIBHDFS", "KRB5", "CLASSPATH"),
+    "abfs": ("AZURE_",), "abfss": ("AZURE_",), "az": ("AZURE_",),
+}
+_EVERY_SCHEME = ("FSSPEC_", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+def environment(scheme: str) -> tuple[tuple[str, str], ...]:
+    """What, besides a :class:`FsSpec`'s options, decides the server a ``scheme`` filesystem made now reaches and
+    the credentials it uses there: the environment variables it reads (:data:`_ENVIRONMENT`) and, once fsspec is
+    loaded, its configuration for the scheme (``fsspec.config.conf``); empty for a local path. A process that
+    changes one of them (``AWS_ENDPOINT_URL``: another server) gets another filesystem, not the first one's."""
+    if scheme in ("", "file"):
+        return ()
+    prefixes = (*_ENVIRONMENT.get(scheme, ()), *_EVERY_SCHEME, f"{scheme.upper()}_")
+    found = [(k, v) for k, v in os.environ.items() if k.upper().startswith(prefixes)]
+    loaded = sys.modules.get("fsspec.config")  # (read, not imported: a URL pyarrow reads never loads fsspec)
+    conf = getattr(loaded, "conf", None)
+    if isinstance(conf, dict) and conf.get(scheme):
+        found.append((f"fsspec.config.conf[{scheme}]", repr(sorted(conf[scheme].items(), key=repr))))
+    return tuple(sorted(found))
+
+
 @lru_cache(maxsize=16)
-def _filesystem(spec: FsSpec):
+def _filesystem(spec: FsSpec, env: tuple[tuple[str, str], ...]):
+    """The filesystem of ``spec`` made under the environment ``env`` (:func:`environment`, part of the cache's key;
+    the filesystem reads it from ``os.environ`` itself)."""
     import pyarrow.fs as pafs  # optional dependency: only a URL needs it
 
     if spec.is_local:
@@ -108,7 +144,9 @@ def _filesystem(spec: FsSpec):
         from pyarrow.fs import FSSpecHandler, PyFileSystem  # optional dependency (as above)
 
         # pyarrow-stubs declare FSSpecHandler's handler methods abstract; pyarrow implements every one
-        return PyFileSystem(FSSpecHandler(fsspec.filesystem(spec.scheme)))  # type: ignore[abstract]
+        # (not fsspec's own instance cache: it keys on arguments only, and this cache is the one that reuses them)
+        fs = fsspec.filesystem(spec.scheme, skip_instance_cache=True)
+        return PyFileSystem(FSSpecHandler(fs))  # type: ignore[abstract]
 
 
 @dataclass(frozen=True)

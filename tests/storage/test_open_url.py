@@ -9,14 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
-from builders import generated_data_dir, write_data_dir_files
+from builders import generated_data_dir, spy_url_reads, write_data_dir_files
 from builders import s3_upload as upload
 from damage import FIXTURES, damaged_copy
 
 import kafkalog
 from kafkalog.compat.pytest_plugin import require_modules
 from kafkalog.storage.errors import KafkaLogError, LogDirError
-from kafkalog.storage.io import dirview as dirview_module
 from kafkalog.storage.io import fs as fs_module
 from kafkalog.storage.log.partition import PartitionLog
 
@@ -85,14 +84,7 @@ def test_a_segment_under_a_url_is_read_in_windows(local, monkeypatch):
     for f in (local / "t-0").iterdir():
         mem.pipe(f"/windows/data/t-0/{f.name}", f.read_bytes())
     monkeypatch.setattr(fs_module, "REMOTE_WINDOW", 700)  # about one batch of 10 records
-    reads: list[int] = []
-    view = fs_module.SegmentFile.view
-
-    def spy(self, start, length):
-        reads.append(min(length, self.size - start))
-        return view(self, start, length)
-
-    monkeypatch.setattr(fs_module.SegmentFile, "view", spy)
+    reads = spy_url_reads(monkeypatch)
     with PartitionLog(local / "t-0") as here, PartitionLog("memory://windows/data/t-0") as there:
         want = [(b.base_offset, b.last_offset, b.position, bytes(b.buf)) for _, b in here.iter_batches()]
         got = [(b.base_offset, b.last_offset, b.position, bytes(b.buf)) for _, b in there.iter_batches()]
@@ -100,12 +92,12 @@ def test_a_segment_under_a_url_is_read_in_windows(local, monkeypatch):
         assert there.lookup(255) is not None and there.lookup(255)[1] == here.lookup(255)[1]
         assert there.log_end_offset == here.log_end_offset == N
         biggest_segment = max(s.size for s in there.segments)
-        assert reads and max(reads) < biggest_segment
+        assert reads.windows and max(n for _, n, _ in reads.windows) < biggest_segment
     reads.clear()
     with kafkalog.open(local) as here_dirs, kafkalog.open("memory://windows/data") as there_dirs:  # Arrow too
         want_rows = here_dirs.to_arrow("t", partitions=[0]).read_all()
         assert there_dirs.to_arrow().read_all().equals(want_rows) and want_rows.num_rows == N
-    assert reads and max(reads) < biggest_segment
+    assert reads.windows and max(n for _, n, _ in reads.windows) < biggest_segment
 
 
 KRAFT, KILLED = "kafka-4.3.1-kraft", "kafka-4.3.1-kraft-killed"  # groups and transactions; an open transaction
@@ -159,14 +151,11 @@ def test_transactions_over_s3_are_the_local_ones(both):
     assert same(there.transactions(now_ms=1_900_000_000_000)) == same(mine) and mine.coordinator
 
 
-def test_verify_command_on_s3(fixture_urls, fixtures_dir, s3_endpoint, monkeypatch, capsys):
+def test_verify_command_on_s3(fixture_urls, fixtures_dir, s3_env, capsys):
     """``kafkalog verify s3://...`` (the endpoint and keys from the environment) prints what the local dir's verify
     prints, with the lock check it skips said as an info finding, and exits 0."""
     from kafkalog.tools.cli import main
 
-    for k, v in {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
-        monkeypatch.setenv(k, v)
     local, url = fixtures_dir / KRAFT / "data", fixture_urls[KRAFT]
     capsys.readouterr()
     assert main(["verify", "--json", "--info", "--workers", "2", str(local)]) == 0
@@ -273,14 +262,11 @@ def test_doctor_over_s3_is_the_local_doctor(doctor_urls, s3_endpoint, monkeypatc
         assert theirs.partitions_recovered == mine.partitions_recovered > 0
 
 
-def test_doctor_command_on_s3(doctor_urls, s3_endpoint, monkeypatch, capsys):
+def test_doctor_command_on_s3(doctor_urls, s3_env, capsys):
     """``kafkalog doctor s3://...`` exits as the local doctor does (1: the broker recovers and truncates) and prints
     the same problems and summary, with the skipped lock check one info problem more."""
     from kafkalog.tools.cli import main
 
-    for k, v in {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
-        monkeypatch.setenv(k, v)
     local, url = doctor_urls["torn"]
     for fmt in (["--json"], []):
         capsys.readouterr()
@@ -310,22 +296,7 @@ def test_doctor_under_a_url_recovers_segments_in_windows(local, monkeypatch):
         if f.is_file():
             mem.pipe(f"/doctor-windows/data/{f.relative_to(local)}", f.read_bytes())
     monkeypatch.setattr(fs_module, "REMOTE_WINDOW", 700)  # about one batch of 10 records
-    reads: list[tuple[str, int]] = []
-    view = fs_module.SegmentFile.view
-
-    def spy(self, start, length):
-        reads.append((self.path, min(length, self.size - start)))
-        return view(self, start, length)
-
-    whole: list[str] = []
-    read_bytes = dirview_module.read_bytes
-
-    def spy_whole(spec, path, limit):
-        whole.append(path)
-        return read_bytes(spec, path, limit)
-
-    monkeypatch.setattr(fs_module.SegmentFile, "view", spy)
-    monkeypatch.setattr(dirview_module, "read_bytes", spy_whole)
+    reads = spy_url_reads(monkeypatch)
     url = "memory://doctor-windows/data"
     with kafkalog.open(local) as here, kafkalog.open(url) as there:
         mine, theirs = here.doctor(now_ms=NOW), there.doctor(now_ms=NOW)
@@ -333,6 +304,6 @@ def test_doctor_under_a_url_recovers_segments_in_windows(local, monkeypatch):
     assert diagnosis(theirs, url) == diagnosis(mine, str(local))
     assert theirs.partitions_recovered == 3 and theirs.bytes_to_scan == sum(
         f.stat().st_size for f in local.rglob("*.log"))
-    logs = [n for p, n in reads if p.endswith(".log")]
+    logs = [n for n, _ in reads.logs()]
     assert logs and max(logs) < biggest_segment  # every .log read in windows
-    assert not [p for p in whole if p.endswith(".log")]  # and none read whole as a small file
+    assert not [p for p in reads.whole if p.endswith(".log")]  # and none read whole as a small file

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from builders import generated_data_dir
+from builders import generated_data_dir, spy_url_reads
 from builders import s3_upload as upload
 from damage import damaged_copy
 
@@ -48,18 +48,6 @@ FILES = [
 ]
 COMMANDS = [["dump"], ["dump", "--json", "--deep"], ["verify", "--info"], ["verify", "--json", "--info", "--deep"]]
 _TIMING = re.compile(r" in [0-9.]+ s \([^)]*\)")  # verify's summary: how long it took
-
-
-@pytest.fixture
-def s3_env(s3_endpoint, monkeypatch):
-    """The endpoint and keys of the moto server in the environment, as a user of the command line gives them (the
-    filesystem made from another module's environment, whose server is gone, forgotten before and after)."""
-    for k, v in {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
-        monkeypatch.setenv(k, v)
-    fs_module._filesystem.cache_clear()
-    yield s3_endpoint
-    fs_module._filesystem.cache_clear()
 
 
 @pytest.fixture(scope="module")
@@ -135,15 +123,7 @@ def test_a_log_on_s3_is_read_in_windows(tmp_path, s3_env, capsys, monkeypatch):
     local = generated_data_dir(tmp_path / "data", {"w": 1}, 400, batch_records=10, segment_bytes=8000)
     url = upload(local, s3_env, "windows/data")
     monkeypatch.setattr(fs_module, "REMOTE_WINDOW", 700)  # about one batch of 10 records
-    reads: list[tuple[str, int, int]] = []
-    view = fs_module.SegmentFile.view
-
-    def spy(self, start, length):
-        if not self.is_mapped:
-            reads.append((self.path, min(length, self.size - start), self.size))
-        return view(self, start, length)
-
-    monkeypatch.setattr(fs_module.SegmentFile, "view", spy)
+    reads = spy_url_reads(monkeypatch)
     first = sorted((local / "w-0").glob("*.log"))[0]
     assert first.stat().st_size > 4 * 700
     for suffix in (".log", ".index", ".timeindex"):
@@ -152,7 +132,7 @@ def test_a_log_on_s3_is_read_in_windows(tmp_path, s3_env, capsys, monkeypatch):
             reads.clear()
             mine = cli(capsys, [*cmd, str(local / name)], str(local))
             assert cli(capsys, [*cmd, f"{url}/{name}"], url) == mine
-            logs = [(n, size) for path, n, size in reads if path.endswith(".log")]
+            logs = reads.logs()
             assert logs and all(n < size for n, size in logs), (cmd, suffix)  # in windows, never whole
             assert max(n for n, _ in logs) < first.stat().st_size
 
@@ -169,3 +149,25 @@ def test_a_url_naming_nothing_is_a_clear_error(damaged, s3_env, capsys, command)
     assert "Traceback" not in err
     if "--json" in command:
         assert f'"file":"{missing}"' in out and '"event":"error"' in out
+
+
+def test_the_filesystem_follows_the_endpoint_in_the_environment(damaged, s3_env, capsys, monkeypatch):
+    """A process that changes ``AWS_ENDPOINT_URL`` reaches the new server: the seam's S3 filesystem is made again
+    for the environment it is used in, not kept from the first endpoint (c30e7ea's fixture forgot the cached
+    filesystem by hand, or test_open_url's verify reached this module's stopped server); the same environment
+    reuses the one made."""
+    local, url = damaged
+    name = "meta.properties"
+    mine = cli(capsys, ["dump", str(local / name)], str(local))
+    assert cli(capsys, ["dump", f"{url}/{name}"], url) == mine and mine[0] == 0
+    first = fs_module.FsSpec("s3").filesystem()
+    assert fs_module.FsSpec("s3").filesystem() is first
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # (the discard port: nothing answers there)
+    code, out, err = cli(capsys, ["dump", f"{url}/{name}"], url)
+    assert code == 1 and "127.0.0.1:9" in " ".join(err) and "Traceback" not in " ".join(err), err
+    assert fs_module.FsSpec("s3").filesystem() is not first
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_env)  # back to the server: its filesystem again
+    assert cli(capsys, ["dump", f"{url}/{name}"], url) == mine
+    assert fs_module.FsSpec("s3").filesystem() is first
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "someone-else")  # another identity: another filesystem
+    assert fs_module.FsSpec("s3").filesystem() is not first

@@ -27,6 +27,7 @@ equivalent of `kafka-log-dirs.sh --describe`, plus what only the files know.
   kafkalog describe /var/lib/kafka/data
   kafkalog describe /var/lib/kafka/data/orders-3 --segments     # one line per segment too
   kafkalog describe --json /data1 /data2 | jq 'select(.topic=="orders")'
+  kafkalog describe s3://bucket/data                            # a URL: read-only, .log files in windows
 
 Per partition: size in bytes, segment count, log start offset (log-start-offset-checkpoint or the
 first segment), log end offset, recovery point (recovery-point-offset-checkpoint), high watermark
@@ -43,11 +44,15 @@ codecs, and errors when a file could not be read (JSON Schemas of every --json o
 --fast skips the batch-header scan (no magics, codecs, per-segment batch counts): it then only
 reads indexes, checkpoints and the tail of the last segment.
 
+A data dir or partition dir may be a URL (s3://, gs://, hdfs://, fsspec), read through the filesystem
+seam as a local dir is read, with the same output; the S3 endpoint and keys come from the environment
+(AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
+
 Exit codes: 0 ok, 1 a partition or file could not be read, 2 usage error."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="DIR", help="data dirs or partition dirs")
+    parser.add_argument("paths", nargs="+", metavar="DIR", help="data dirs or partition dirs; local paths or URLs (s3://...)")
     parser.add_argument("--json", action="store_true", help="print JSON Lines, one object per partition")
     parser.add_argument("--segments", action="store_true", help="human output: also one line per segment")
     parser.add_argument("--fast", action="store_true", help="skip the batch-header scan (no magics/codecs)")

@@ -246,9 +246,7 @@ class LogDirs:
                                  workers=1)
 
     def describe(self, *, scan: bool = True) -> list[dict[str, Any]]:
-        """``kafkalog describe``: one JSON-ready dict per partition."""
-        if any(is_url(p) for p in self.paths):  # each partition of a URL, as its Partition describes it
-            return [p.describe(scan=scan) for p in self._all()]
+        """``kafkalog describe``: one JSON-ready dict per partition (a URL's as a local dir's)."""
         return list(describe_paths(list(self.paths), scan=scan))
 
     def diff(self, other: PathLike | LogDirs, *, level: str = "records", offsets: Offsets = None,

@@ -41,7 +41,10 @@ from kafkalog.storage.io.lock import LOCK_FILE_NAME, LockStatus, lock_status
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import (
     DATA_DIR,
+    MISSING,
+    NOT_A_DIRECTORY,
     PARTITION_DIR,
+    PathError,
     PathKind,
     is_partition_listing,
     require,
@@ -77,7 +80,8 @@ def classify_path(path: str | os.PathLike) -> str:
 def require_url_dir(url: UrlPath, accept: tuple[str, ...] = (DATA_DIR, PARTITION_DIR)) -> tuple[UrlPath, str]:
     """``(url, kind)``: what a directory under a URL is (a data dir or a partition dir, by the names it holds, as
     the one path contract classifies a local one), or with ``paths.FILE`` in ``accept`` a file (which Kafka file it
-    is, its reader decides), else :class:`LogDirError` naming it."""
+    is, its reader decides), else :class:`LogDirError` naming it (a :class:`~kafkalog.storage.log.paths.PathError`
+    with the local path's words when it names nothing or a file)."""
     try:
         e = file_info(url.spec, url.fspath)
         if e is not None and not e.is_dir and FILE_ARGUMENT in accept:
@@ -85,9 +89,10 @@ def require_url_dir(url: UrlPath, accept: tuple[str, ...] = (DATA_DIR, PARTITION
         names = [x.name for x in listdir(url.spec, url.fspath)] if e is not None and e.is_dir else []
     except OSError as err:
         raise LogDirError(f"cannot list the directory: {err}", str(url)) from None
-    if e is None or not e.is_dir or not names:
-        missing = "no such file or directory" if FILE_ARGUMENT in accept else "no such directory"
-        raise LogDirError(missing if e is None or not names else "not a directory", str(url))
+    if e is None or (e.is_dir and not names):  # (an object store has no empty directory: nothing is there)
+        raise PathError(MISSING, str(url), "no such file or directory")  # the one path contract's answer
+    if not e.is_dir:
+        raise PathError(NOT_A_DIRECTORY, str(url), "not a directory")
     if is_partition_listing(names):
         kind = PARTITION_DIR
     elif any(n in KNOWN_TOP_FILES for n in names) or any(live_partition_name(n) is not None for n in names):

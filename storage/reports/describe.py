@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterator
-from pathlib import Path
 from typing import Any
 
 from kafkalog.storage.codec.compression import codec_name
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.log.datadir import DataDir, check_topics, list_partition_dirs, partition_order
+from kafkalog.storage.io.fs import UrlPath, as_path
+from kafkalog.storage.log.datadir import (
+    DataDir,
+    check_topics,
+    list_partition_dirs,
+    partition_order,
+    require_readable,
+)
 from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.partition import PartitionLog
-from kafkalog.storage.log.paths import PARTITION_DIR, PathKind, require
+from kafkalog.storage.log.paths import PARTITION_DIR, PathKind
 from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 
 
@@ -24,7 +30,7 @@ def _codec(c: int) -> str:
 
 
 def describe_partition(
-    path: str | os.PathLike | PartitionLog,
+    path: str | os.PathLike | UrlPath | PartitionLog,
     *,
     scan: bool = True,
     checkpoints: dict[str, int | None] | None = None,
@@ -40,7 +46,7 @@ def describe_partition(
     if isinstance(path, PartitionLog):
         log, own = path, False
     else:
-        log = open_partition_log(Path(path), checkpoints)
+        log = open_partition_log(as_path(path), checkpoints)  # (a URL: read through the filesystem seam)
         own = True
     errors: list[str] = []
     try:
@@ -125,7 +131,7 @@ def _topic_of(name: str) -> str | None:
         return None
 
 
-def describe_paths(paths: list[str | os.PathLike], *, scan: bool = True,
+def describe_paths(paths: list[str | os.PathLike | UrlPath], *, scan: bool = True,
                    topics: Collection[str] | None = None) -> Iterator[dict[str, Any]]:
     """``kafkalog describe``: one description per partition (:func:`describe_partition`) of every data dir or
     partition dir in ``paths``, a data dir's partitions in :func:`~kafkalog.storage.log.datadir.partition_order` (by
@@ -133,8 +139,9 @@ def describe_paths(paths: list[str | os.PathLike], *, scan: bool = True,
     listing the topics there, :func:`~kafkalog.storage.log.datadir.check_topics`). A partition or data dir that
     cannot be read gives an object with ``dataDir``, ``dir`` and ``errors`` only. A path that is neither a data
     dir nor a partition dir is a :class:`~kafkalog.storage.log.paths.PathError` (the one path contract), raised by
-    this call before anything is described."""
-    kinds = [require(raw) for raw in paths]
+    this call before anything is described. A path may be a URL (``s3://bucket/data``): it is read through the
+    filesystem seam by the same objects (DataDir, PartitionLog, Segment; a ``.log`` in windows), read-only."""
+    kinds = [require_readable(raw) for raw in paths]  # (a URL: through the filesystem seam)
     if topics is not None:
         present = set()
         for k in kinds:

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCALES = {"records": 0.25, "verify": 0.25, "repair": 0.25, "compact": 0.05, "migration": 0.1, "spark": 0.25, "scale": 0.1}
+SCALES = {"records": 0.25, "arrow": 0.25, "verify": 0.25, "repair": 0.25, "compact": 0.05, "migration": 0.1, "spark": 0.25,
+          "scale": 0.1}
 
 
 def main() -> int:

@@ -221,6 +221,10 @@ pub struct ArrowRecords {
     /// with `views`: the data buffers key and value views point into (segments, decompressed batches)
     buffers: Buffers,
     views: bool,
+    /// with `views`: the chunk's decompressed records sections, one after the other (a shared buffer, in the
+    /// slot `arena_slot`, at finish)
+    arena: Vec<u8>,
+    arena_slot: Option<usize>,
     header_offsets: Vec<i32>,
     header_keys: BinCol,
     header_values: BinCol,
@@ -278,7 +282,9 @@ impl ArrowRecords {
             keys: ByteCol::new(views, fill.keys, rows, capacity / 8),
             values: ByteCol::new(views, fill.values, rows, capacity),
             buffers: Buffers::default(),
-            views,
+            arena: Vec::new(),
+            arena_slot: None,
+            views: views && (fill.keys || fill.values), // (neither asked for: nothing to point anywhere)
             header_offsets: {
                 let mut v = Vec::with_capacity(on(fill.headers, rows) + 1);
                 v.push(0);
@@ -464,23 +470,29 @@ impl ArrowRecords {
             let loc = at.map(|l| Loc { buffer: l.buffer, start: l.start + 61 });
             return self.add_v2_at(b, position, piece, keep, None, loc);
         }
-        if !self.views {
-            return with_buffer(|out| match decompress_into(codec, &b[61..], 2, limit, out) {
-                Some(()) => self.add_v2_at(b, position, piece, keep, Some(out), None),
-                None => Ok(None),
-            });
+        with_buffer(|out| match decompress_into(codec, &b[61..], 2, limit, out) {
+            Some(()) if self.views => self.add_decompressed(b, position, piece, keep, out),
+            Some(()) => self.add_v2_at(b, position, piece, keep, Some(out), None),
+            None => Ok(None),
+        })
+    }
+
+    /// A compressed batch's decompressed records section `out`, with views: appended to the chunk's arena (one
+    /// block copy per batch, into memory reused batch after batch) that its views then point into.
+    fn add_decompressed(&mut self, b: &[u8], position: i64, piece: i32, keep: Keep, out: &[u8]) -> Added {
+        if self.arena_slot.is_none() {
+            self.arena_slot = Some(self.buffers.placeholder());
+            self.arena.reserve(2 * self.capacity); // (about what the chunk's sections decompress to: grown once)
         }
-        let mut out = Vec::new();
-        if decompress_into(codec, &b[61..], 2, limit, &mut out).is_none() {
-            return Ok(None);
-        }
-        let data = Buffer::from_vec(out);
-        let shared = self.buffers.len();
-        let loc = Loc { buffer: self.buffers.add(data.clone()), start: 0 };
-        let got = self.add_v2_at(b, position, piece, keep, Some(data.as_slice()), Some(loc));
+        let slot = self.arena_slot.unwrap_or_default();
+        let mut arena = std::mem::take(&mut self.arena);
+        let start = arena.len();
+        arena.extend_from_slice(out);
+        let got = self.add_v2_at(b, position, piece, keep, Some(&arena[start..]), Some(Loc { buffer: slot, start }));
         if !matches!(got, Ok(Some(n)) if n > 0) {
-            self.buffers.truncate(shared); // (no view points into it)
+            arena.truncate(start); // (no view points into it)
         }
+        self.arena = arena;
         got
     }
 
@@ -673,7 +685,10 @@ impl ArrowRecords {
         let [topic, partition, segment] = named;
         let keys = std::mem::replace(&mut self.keys, ByteCol::new(false, false, 0, 0));
         let values = std::mem::replace(&mut self.values, ByteCol::new(false, false, 0, 0));
-        let buffers = std::mem::take(&mut self.buffers);
+        let mut buffers = std::mem::take(&mut self.buffers);
+        if let Some(slot) = self.arena_slot.take() {
+            buffers.fill(slot, Buffer::from_vec(std::mem::take(&mut self.arena)));
+        }
         let timestamps = std::mem::take(&mut self.timestamps);
         // the columns asked for, in the data source's order (named) or the unnamed form's
         let w = |name: &str| want.has(name);

@@ -1,8 +1,9 @@
 //! Key and value columns as Arrow `binary_view` (`ArrowRecords(views=True)`): each row is a 16-byte view, the
 //! bytes themselves stay where the records are. A value of an uncompressed batch points into the segment's mapped
-//! bytes, one of a compressed batch into that batch's decompressed records section (kept whole as one data
-//! buffer); values of 12 bytes or fewer are inline in their view, and a value read from anywhere else (rows from
-//! Python, v0/v1 messages) is copied into the column's own buffer. No copy is made per record otherwise.
+//! bytes, one of a compressed batch into that batch's decompressed records section (the chunk's decompressed
+//! sections are one data buffer, its arena); values of 12 bytes or fewer are inline in their view, and a value
+//! read from anywhere else (rows from Python, v0/v1 messages) is copied into the column's own buffer. No copy is
+//! made per record otherwise.
 //!
 //! The data buffers are shared by the key and value columns of a chunk (`Buffers`): buffer 0 of each column is
 //! its own copies, buffer `1 + i` the `i`-th shared one. Where a shared buffer comes from Python (a segment's
@@ -40,6 +41,20 @@ impl Buffers {
         self.shared.push(buffer);
         self.spans.push(span);
         self.shared.len() - 1
+    }
+
+    /// A slot for a buffer not made yet (`fill` it before the views are finished): its index.
+    pub fn placeholder(&mut self) -> usize {
+        self.shared.push(Buffer::from_vec(Vec::<u8>::new()));
+        self.spans.push((0, usize::MAX)); // (matches no buffer)
+        self.shared.len() - 1
+    }
+
+    /// The buffer of a `placeholder` slot.
+    pub fn fill(&mut self, slot: usize, buffer: Buffer) {
+        if let Some(s) = self.shared.get_mut(slot) {
+            *s = buffer;
+        }
     }
 
     /// How many there are, for `truncate`.

@@ -1,0 +1,191 @@
+"""The Arrow reader (:meth:`kafkalog.LogDirs.to_arrow`) beside aiokafka's Cython reader and the ``crc32c`` scan
+ceiling, in the same run, on the same generated segments (issue 32's decode goals).
+
+Not collected by pytest. Usage::
+
+    python tests/benchmarks/bench_arrow.py                        # 4 partitions, 1 GiB uncompressed, 256 MiB lz4/zstd
+    python tests/benchmarks/bench_arrow.py --scale 0.25 --runs 5 --json
+
+The segments are ``bench_records.py``'s (v2 batches of ~16 KiB: keys ~10 bytes, values ~100 bytes, a header on
+every 10th record), one file per codec hard-linked as the only segment of ``--partitions`` partitions of a data dir
+under ``tests/benchmarks/data/`` (gitignored), indexed as a broker's. Page cache warm; the works run interleaved
+``--runs`` times; rates are from the median times, ratios are the medians of the per-run ratios (robust to a shared
+machine's load changes). Each work is timed on two clocks at once: wall time (what a user waits; the threads help
+only when CPUs are free) and this process's CPU time (all its threads: the work done, what a loaded machine does
+not distort; on an idle machine with N CPUs the parallel read's wall time approaches its CPU time / N):
+
+* ``arrow``: ``to_arrow()`` read to the end, every column (CRC checked, every record decoded into Arrow buffers),
+  with the reader's default threads; ``arrow-1``: the same on one thread (``threads=1``);
+* ``arrow-cols``: ``to_arrow(columns=[topic, partition, offset, timestamp])`` (no key, value or headers asked);
+* ``arrow-view``: ``to_arrow(binary_view=True)``, every column, key and value as views (no copy per record);
+* ``aiokafka``: aiokafka's Cython reader (``aiokafka.record._crecords``) reading every field of every record of
+  every partition (its bytes in memory: it takes ``bytes``), one thread as a consumer does;
+* ``crc32c`` (uncompressed only): the ``crc32c`` package over every partition's mmap, the ceiling in bytes/s.
+
+Goals (issue 32): ``arrow`` >= 10x aiokafka and >= 40 % of the ceiling uncompressed; >= 4x aiokafka with lz4 and
+zstd.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import mmap
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_records import DATA_DIR, GIB, MIB, _touch_records, generate  # noqa: E402
+from builders import write_data_dir_files  # noqa: E402
+from crc32c import crc32c  # noqa: E402
+
+import kafkalog  # noqa: E402
+from kafkalog.storage.codec.compression import CODEC_IDS, CODEC_NAMES  # noqa: E402
+
+SMALL_COLUMNS = ["topic", "partition", "offset", "timestamp"]
+
+
+def data_dir(codec: str, total: int, partitions: int) -> Path:
+    """A data dir of ``partitions`` partitions, each one segment: the generated file of ``total / partitions``
+    bytes of ``codec`` batches, hard-linked, with its indexes."""
+    per = total // partitions
+    src = DATA_DIR / f"v2-{CODEC_NAMES[CODEC_IDS[codec]]}-{per}.log"
+    generate(src, CODEC_IDS[codec], per)
+    root = DATA_DIR / f"arrow-{codec}-{per}x{partitions}"
+    if not (root / "done").exists():
+        write_data_dir_files(root)
+        for p in range(partitions):
+            seg = root / f"bench-{p}" / "00000000000000000000.log"
+            seg.parent.mkdir(parents=True, exist_ok=True)
+            if not seg.exists():
+                os.link(src, seg)
+        with kafkalog.open(root) as dirs:  # the offset and time indexes a broker writes beside its segments
+            kafkalog.apply(dirs.plan_reindex(all_segments=True), backup=False)
+        (root / "done").touch()
+    return root
+
+
+def _threads_kw(threads: int | None) -> dict:
+    """``threads=`` where the reader takes it (a run on an older tree reads without it)."""
+    return {"threads": threads} if "threads" in inspect.signature(kafkalog.LogDirs.to_arrow).parameters else {}
+
+
+def arrow(root: Path, threads: int | None = None, columns: list[str] | None = None, **kw) -> int:
+    with kafkalog.open(root) as dirs:
+        reader = dirs.to_arrow(columns=columns, **_threads_kw(threads), **kw)
+        return sum(rb.num_rows for rb in reader)
+
+
+def aiokafka(datas: list[bytes]) -> int:
+    from aiokafka.record._crecords import MemoryRecords
+
+    return sum(_touch_records(MemoryRecords(d)) for d in datas)
+
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def _paired(fns: dict, runs: int) -> tuple[dict, dict, dict]:
+    """``fns`` interleaved ``runs`` times: per clock, the median time per name and the median of the per-run
+    ratios of each name's time to the first name's; and the last result per name."""
+    times: dict = {c: {k: [] for k in fns} for c in CLOCKS}
+    ratios: dict = {c: {k: [] for k in fns} for c in CLOCKS}
+    results: dict = {}
+    first = next(iter(fns))
+    for _ in range(runs):
+        this: dict = {c: {} for c in CLOCKS}
+        for name, fn in fns.items():
+            t0 = {c: clock() for c, clock in CLOCKS.items()}
+            results[name] = fn()
+            for c, clock in CLOCKS.items():
+                this[c][name] = clock() - t0[c]
+                times[c][name].append(this[c][name])
+        for c in CLOCKS:
+            for name in fns:
+                ratios[c][name].append(this[c][name] / this[c][first])
+    med = statistics.median
+    return ({c: {k: med(v) for k, v in times[c].items()} for c in CLOCKS}, results,
+            {c: {k: med(v) for k, v in ratios[c].items()} for c in CLOCKS})
+
+
+def bench(codec: str, total: int, partitions: int, runs: int) -> dict:
+    root = data_dir(codec, total, partitions)
+    segs = sorted(root.glob("*/*.log"))
+    size = sum(s.stat().st_size for s in segs)
+    files = [open(s, "rb") for s in segs]  # noqa: SIM115 - closed below
+    maps = [mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) for f in files]
+    try:
+        datas = [bytes(m) for m in maps]
+        fns = {"arrow": lambda: arrow(root), "arrow-1": lambda: arrow(root, threads=1),
+               "arrow-cols": lambda: arrow(root, columns=SMALL_COLUMNS), "aiokafka": lambda: aiokafka(datas)}
+        if "binary_view" in inspect.signature(kafkalog.LogDirs.to_arrow).parameters:
+            fns["arrow-view"] = lambda: arrow(root, binary_view=True)
+        if codec == "none":
+            fns["crc32c"] = lambda: [crc32c(m) for m in maps]
+        fns["arrow"]()  # warm up (imports, page cache)
+        times, res, ratios = _paired(fns, runs)
+    finally:
+        for m in maps:
+            m.close()
+        for f in files:
+            f.close()
+    n = res["arrow"]
+    assert res["arrow-1"] == res["arrow-cols"] == res["aiokafka"] == res.get("arrow-view", n) == n, res
+    row = {"codec": codec, "partitions": partitions, "bytes": size, "records": n, "cpus": os.cpu_count(),
+           "load": os.getloadavg()[0]}
+    for c in CLOCKS:
+        t, ratio = times[c], ratios[c]
+        row |= {f"{c}_{k.replace('-', '_')}_MBps": size / v / 1e6 for k, v in t.items()}
+        row |= {f"{c}_{k.replace('-', '_')}_records_per_s": n / v for k, v in t.items() if k != "crc32c"}
+        row |= {f"{c}_arrow_vs_aiokafka": ratio["aiokafka"],
+                f"{c}_arrow_1_vs_aiokafka": ratio["aiokafka"] / ratio["arrow-1"],
+                f"{c}_arrow_cols_vs_arrow": 1 / ratio["arrow-cols"], f"{c}_arrow_vs_arrow_1": ratio["arrow-1"]}
+        if "arrow-view" in t:
+            row[f"{c}_arrow_view_vs_aiokafka"] = ratio["aiokafka"] / ratio["arrow-view"]
+        if "crc32c" in t:
+            row[f"{c}_arrow_of_ceiling"] = ratio["crc32c"]
+            row[f"{c}_arrow_1_of_ceiling"] = ratio["crc32c"] / ratio["arrow-1"]
+    return row
+
+
+def _print(r: dict) -> None:
+    for c in CLOCKS:
+        line = (f"{r['codec']:<5} {c:<4} {r['partitions']} partitions {r['bytes'] / 1e6:.0f} MB {r['records']} "
+                f"records (load {r['load']:.1f}): arrow {r[f'{c}_arrow_records_per_s'] / 1e6:.2f} M rec/s "
+                f"({r[f'{c}_arrow_MBps']:.0f} MB/s), 1 thread {r[f'{c}_arrow_1_records_per_s'] / 1e6:.2f}, "
+                f"4 columns {r[f'{c}_arrow_cols_records_per_s'] / 1e6:.2f}, aiokafka "
+                f"{r[f'{c}_aiokafka_records_per_s'] / 1e6:.2f} M rec/s => arrow {r[f'{c}_arrow_vs_aiokafka']:.2f}x "
+                f"aiokafka (1 thread {r[f'{c}_arrow_1_vs_aiokafka']:.2f}x), threads {r[f'{c}_arrow_vs_arrow_1']:.2f}x, "
+                f"4 columns {r[f'{c}_arrow_cols_vs_arrow']:.2f}x all")
+        if f"{c}_arrow_view_vs_aiokafka" in r:
+            line += f"; binary_view {r[f'{c}_arrow_view_vs_aiokafka']:.2f}x aiokafka"
+        if f"{c}_arrow_of_ceiling" in r:
+            line += (f"; crc32c {r[f'{c}_crc32c_MBps']:.0f} MB/s => arrow {r[f'{c}_arrow_of_ceiling']:.0%} of it "
+                     f"(1 thread {r[f'{c}_arrow_1_of_ceiling']:.0%})")
+        print(line, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=float, default=1.0, help="fraction of the default sizes (1 GiB / 256 MiB)")
+    ap.add_argument("--runs", type=int, default=5, help="interleaved runs per measurement (median reported)")
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--codecs", default="none,lz4,zstd", help="comma-separated codec names")
+    ap.add_argument("--json", action="store_true", help="print JSON Lines instead of a line per codec")
+    args = ap.parse_args(argv)
+    print(f"# wall clock, median of {args.runs} interleaved runs, {os.cpu_count()} CPUs", file=sys.stderr)
+    for codec in filter(None, args.codecs.split(",")):
+        total = int((GIB if codec == "none" else 256 * MIB) * args.scale)
+        row = bench(codec, total, args.partitions, args.runs)
+        print(json.dumps(row), flush=True) if args.json else _print(row)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

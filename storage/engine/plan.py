@@ -2,10 +2,9 @@
 
 An engine's ``plan_<operation>(paths, ...)`` reads every partition it will touch, validates all of them and
 returns a :class:`Plan`: per data dir, per partition, the file operations (:class:`~kafkalog.storage.io.ops.Op`)
-in the order they will run, the records and offset ranges each partition loses and why (:class:`Loss`), the
-effective settings that decided it and where each came from, and notes. Nothing on disk changes while
-planning; if any partition cannot be planned the plan carries the error (a code and its facts, worded by
-``kafkalog.facts``) and :func:`apply` refuses it whole.
+in order, the records and offset ranges each partition loses and why (:class:`Loss`), the effective settings that
+decided it and where each came from, and notes. Nothing on disk changes while planning; a partition that cannot
+be planned carries its error (a code and its facts) and :func:`apply` refuses the whole plan.
 
 ``--dry-run`` prints that plan. :func:`apply` executes exactly its operations and nothing else:
 
@@ -45,8 +44,7 @@ from kafkalog.storage.parallel import run_partition_tasks
 
 class PlanError(KafkaLogError):
     """A plan that cannot be applied: a partition failed to plan, or the files changed since planning. ``errors``:
-    the partitions' planning errors (:attr:`Plan.errors`, each a code and its facts, which ``kafkalog.facts``
-    words), empty when the files changed."""
+    the partitions' planning errors (:attr:`Plan.errors`: codes and facts), empty when the files changed."""
 
     def __init__(self, reason: str, path: str | None = None, position: int | None = None, *,
                  errors: list[Finding] | None = None):
@@ -229,12 +227,15 @@ class Plan:
         return [op.trace() for op in self.ops()]
 
     def check(self) -> None:
-        """Raise :class:`PlanError` when partitions could not be planned: its ``errors`` are theirs (codes and
-        facts, which ``kafkalog.facts`` words); its message names the first partition and its code."""
+        """Raise :class:`PlanError` when partitions could not be planned, with their ``errors`` (codes and facts);
+        its message names the first one, in its exception's own words when planning raised one (file, byte)."""
         errs = self.errors
         if errs:
-            raise PlanError(f"nothing was changed: the plan is invalid: {len(errs)} partition(s) could not be "
-                            f"planned, the first {errs[0].file} ({errs[0].kind})", errors=errs)
+            first, f = errs[0], errs[0].facts
+            said = (str(KafkaLogError(f["error"], f.get("file"), f.get("position")))
+                    if first.kind in ("plan.failed", "plan.osError") and f.get("error") else f"({first.kind})")
+            raise PlanError(f"nothing was changed: the plan is invalid: {first.file}: {said}"
+                            + (f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""), errors=errs)
 
     def summary(self) -> dict:
         """JSON (docs/schemas/planSummary.schema.json): the counts, ``errors`` (each partition's planning error: its

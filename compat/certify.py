@@ -47,13 +47,11 @@ from pathlib import Path
 from typing import Any
 
 from kafkalog.compat import jars
-from kafkalog.compat.broker import Broker, KafkaBroker, make_broker
+from kafkalog.compat.broker import KafkaBroker, make_broker
 from kafkalog.compat.clients import confluent_headers
 from kafkalog.compat.errors import BrokerError, HarnessError, ToolError
 from kafkalog.compat.tools import dump_log_segments
 from kafkalog.facts import render
-from kafkalog.storage.decoders.cluster_metadata import encode_metadata_record
-from kafkalog.storage.decoders.common import kafka_str_to_uuid
 from kafkalog.storage.engine.export import ExportFilter, iter_partition_batches
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.checkpoints import DATA_DIR_CHECKPOINTS
@@ -63,11 +61,9 @@ from kafkalog.storage.files.meta_properties import MetaProperties, read_meta_pro
 from kafkalog.storage.files.names import segment_log_files
 from kafkalog.storage.files.partition_metadata import read_partition_metadata, write_partition_metadata
 from kafkalog.storage.io.lock import describe_holders, lock_status
-from kafkalog.storage.log.datadir import BOOTSTRAP_CHECKPOINT, classify_path, list_partition_dirs
+from kafkalog.storage.log.datadir import classify_path, list_partition_dirs
 from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.partition import PartitionLog
-from kafkalog.storage.records.builder import build_batch
-from kafkalog.storage.records.reader import iter_batches
 from kafkalog.storage.reports.transactions import open_transactions
 from kafkalog.storage.reports.verify import verify_paths
 
@@ -626,18 +622,11 @@ def _certify_dir(orig: Path, work: Path, kafka: str, backend: str, image: str | 
                                         "controller.quorum.voters": f"{node}@127.0.0.1:{broker.controller_port}"}
         else:
             broker = make_broker(kafka, backend=backend, image=image, data_dir=copy, server_properties=props)
-            # the topics whose files carry their id are created with it, by the controller's bootstrap records
-            ids = _file_topic_ids(parts) if isinstance(broker, Broker) else {}
-            if ids and isinstance(broker, Broker):
-                with _timed(rep, "createTopics", on_phase):
-                    _bootstrap_topics(broker, parts, ids)
-            rest = [(pd, tp) for pd, tp in parts if tp.topic not in ids]
-            if any(tp.kind == "live" for _pd, tp in rest):  # the others through the admin API, new ids restamped
-                with _timed(rep, "brokerStart", on_phase):
-                    broker.start(timeout=180)
-                with _timed(rep, "createTopics", on_phase):
-                    _create_topics(broker, rest)
-                broker.stop()
+            with _timed(rep, "brokerStart", on_phase):
+                broker.start(timeout=180)
+            with _timed(rep, "createTopics", on_phase):
+                _create_topics(broker, parts)
+            broker.stop()
             with _timed(rep, "copy", on_phase):
                 _install_copy(orig, copy, parts, rep)
         log_start = broker.log_size()
@@ -728,8 +717,7 @@ def _upgrade_facts(orig: Path, parts: list, meta: MetaProperties | None, has_met
         rep.divergences.append(Divergence(
             "upgrade", None, file=METADATA_DIR,
             kafka="a KRaft broker takes its topics and topic ids from __cluster_metadata; certify created the topics "
-                  "in the test broker's, with the ids of their partition.metadata (a topic without one got a new "
-                  "id, restamped in the copy)",
+                  "and restamped each partition.metadata with the test broker's id",
             files="no __cluster_metadata: the topics and their ids live elsewhere (ZooKeeper)",
             rule="LogManager.loadLog / ReplicaManager.applyDelta (a log whose topic id the metadata does not "
                  "know is a stray)",
@@ -777,73 +765,6 @@ def _create_topics(broker: KafkaBroker, parts: list) -> None:
         time.sleep(0.3)
     missing = sorted(n for n in want if not (broker.data_dir / n / "partition.metadata").exists())
     raise BrokerError(f"the test broker did not create {missing[:5]} within 60 s")
-
-
-def _file_topic_ids(parts: list) -> dict[str, str]:
-    """Each live topic's id as its files carry it: the one topic id every partition's ``partition.metadata`` of
-    the topic holds (not the zero id nor the metadata topic's, and no other topic's)."""
-    seen: dict[str, set[str | None]] = {}
-    for pd, tp in parts:
-        if tp.kind != "live":
-            continue
-        try:
-            tid: str | None = read_partition_metadata(pd / "partition.metadata").topic_id
-        except (KafkaLogError, OSError):
-            tid = None
-        if tid is not None and kafka_str_to_uuid(tid).int in (0, 1):  # Uuid.ZERO_UUID, Uuid.METADATA_TOPIC_ID
-            tid = None
-        seen.setdefault(tp.topic, set()).add(tid)
-    ids = {t: tid for t, v in seen.items() if len(v) == 1 and (tid := next(iter(v))) is not None}
-    owners: dict[str, int] = {}
-    for tid in ids.values():
-        owners[tid] = owners.get(tid, 0) + 1
-    return {t: tid for t, tid in ids.items() if owners[tid] == 1}
-
-
-def _latest_epoch(pdir: Path) -> int:
-    """The partition's latest leader epoch as its ``leader-epoch-checkpoint`` says (0 without one)."""
-    try:
-        return max((e.epoch for e in read_leader_epoch_checkpoint(pdir / "leader-epoch-checkpoint").entries),
-                   default=0)
-    except (KafkaLogError, OSError):
-        return 0
-
-
-def _bootstrap_topics(broker: Broker, parts: list, ids: dict[str, str]) -> None:
-    """Format the test broker's data dir and add a ``TopicRecord`` (the files' topic id) and one
-    ``PartitionRecord`` per partition (this node the only replica, in the ISR and leader at the files' latest leader
-    epoch, in the formatted log dir) to its ``bootstrap.checkpoint``, before the snapshot's footer. The controller
-    appends those records to the empty metadata log when it activates (``ActivationRecordsGenerator
-    .recordsForEmptyLog``) and replays them (``ReplicationControlManager.replay(TopicRecord / PartitionRecord)``):
-    the topics exist with the files' ids, so no ``partition.metadata`` needs a new one."""
-    data = broker.format()
-    node = int(broker.server_properties()["node.id"])
-    directory = kafka_str_to_uuid(read_meta_properties(data / "meta.properties").directory_id or "")
-    pdirs = {(tp.topic, tp.partition): pd for pd, tp in parts if tp.kind == "live"}
-    counts: dict[str, int] = {}
-    for topic, partition in pdirs:
-        if topic in ids:
-            counts[topic] = max(counts.get(topic, 0), partition + 1)
-    values = []
-    for topic in sorted(counts):
-        tid = kafka_str_to_uuid(ids[topic])
-        values.append(encode_metadata_record(2, {"name": topic, "topicId": tid}, 0))
-        for p in range(counts[topic]):
-            epoch = _latest_epoch(pd) if (pd := pdirs.get((topic, p))) is not None else 0
-            values.append(encode_metadata_record(3, {
-                "partitionId": p, "topicId": tid, "replicas": [node], "isr": [node], "removingReplicas": [],
-                "addingReplicas": [], "leader": node, "leaderEpoch": epoch, "partitionEpoch": 0,
-                "directories": [directory]}, 1))
-    path = data / BOOTSTRAP_CHECKPOINT
-    buf = path.read_bytes()
-    footer = list(iter_batches(buf))[-1]
-    if not footer.is_control or footer.position + footer.size != len(buf):
-        raise BrokerError(f"{path}: kafka-storage format wrote no snapshot footer to add the topics before")
-    at = footer.base_offset
-    added = build_batch([(at + i, footer.max_timestamp, None, v) for i, v in enumerate(values)],
-                        partition_leader_epoch=footer.partition_leader_epoch)
-    moved = (at + len(values)).to_bytes(8, "big") + buf[footer.position + 8:]  # the CRC does not cover the offset
-    path.write_bytes(buf[:footer.position] + added + moved)
 
 
 def _install_copy(orig: Path, copy: Path, parts: list, rep: DirReport) -> None:

@@ -51,11 +51,12 @@ def test_broker_serves_a_copy_of_the_fixture(name: str, tmp_path: Path, broker_f
     # timestamps that the default 7 days would expire (a tiered broker's expiration task deletes the remote-only
     # segments within a second of starting, racing the consumer)
     kwargs: dict[str, Any] = {"server_properties": CAPTURE_PROPS}
-    if (FIXTURES / name / "remote").is_dir():  # tiered: the broker reads the remote-only segments from remote/
+    tiered = (FIXTURES / name / "remote").is_dir()
+    if tiered:  # tiered: the broker reads the remote-only segments from remote/
         shutil.copytree(FIXTURES / name / "remote", tmp_path / "remote", symlinks=True)
         kwargs = tiered_broker_kwargs(manifest["kafka_version"], tmp_path / "remote", server_properties=CAPTURE_PROPS)
     broker = broker_factory(manifest["kafka_version"], data_dir=tmp_path / "data", **kwargs)
-    if (FIXTURES / name / "remote").is_dir():
+    if tiered:
         wait_for_remote_log_metadata(broker)  # before it, a fetch below the local log start is an unknown error
     expected = _jsonl(FIXTURES / name / "expected.jsonl")
     for topic, desc in manifest["topics"].items():

@@ -3,11 +3,21 @@ each scan a :class:`~kafkalog.storage.api.sql_pushdown.Pushdown` and a reader ov
 reader's batches with the exact filter applied; :func:`_dataset` presents it to DuckDB as a
 ``pyarrow.dataset.Dataset``.
 
+``key`` and ``value`` reach DuckDB as Arrow ``binary_view`` (the reader's zero-copy views into the segments'
+mapped bytes and the decompressed batches) when the DuckDB installed reads that type (:func:`duckdb_reads_views`,
+checked once); else as ``binary``, copies. The dataset still declares them ``binary``: DuckDB pushes no filter
+into a dataset declaring a view type (pyarrow's compute has no filter or take for ``binary_view``), and it reads
+each scan's stream by the stream's own Arrow schema, checking only that each column is the declared DuckDB type
+(BLOB for both). A scan with a filter evaluates it on the other columns (or on copies of key and value when it
+names them) and keeps the rows as slices of the views, copying only when the rows kept are scattered
+(:func:`_filter`).
+
 pyarrow is an optional dependency (the ``sql`` extra): imported when a scan runs.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
@@ -27,11 +37,14 @@ class RecordsScan:
     """The source behind ``records``: each scan DuckDB starts is a :class:`Pushdown` and a reader over the
     partitions of ``dirs`` it selects (``plan_only``: no reader, an empty scan;
     :func:`~kafkalog.storage.api.sql.explain` then reads the plan). ``error`` is the first kafkalog error a reader
-    raised (DuckDB reports it as its own)."""
+    raised (DuckDB reports it as its own). ``views``: key and value as ``binary_view`` (None: when DuckDB reads
+    them, :func:`duckdb_reads_views`)."""
 
     def __init__(self, dirs: LogDirs, *, pushdown: bool = True, include_control: bool = False,
-                 read_committed: bool = False, batch_rows: int = DEFAULT_ARROW_ROWS, plan_only: bool = False):
+                 read_committed: bool = False, batch_rows: int = DEFAULT_ARROW_ROWS, plan_only: bool = False,
+                 views: bool | None = None):
         self.dirs = dirs
+        self.views = duckdb_reads_views() if views is None else views
         self.pushdown = pushdown
         self.include_control = include_control
         self.read_committed = read_committed
@@ -39,7 +52,7 @@ class RecordsScan:
         self.plan_only = plan_only
         self.scans: list[Pushdown] = []
         self.error: KafkaLogError | None = None
-        self.schema = arrow_schema(RECORD_COLUMNS)
+        self.schema = arrow_schema(RECORD_COLUMNS)  # (declared binary, streamed as views: the module docstring)
 
     def partitions(self, push: Pushdown) -> list[Partition]:
         return [p for p in self.dirs.partitions() if push.selects(p)]
@@ -49,7 +62,7 @@ class RecordsScan:
         self.scans.append(push)
         parts = [] if self.plan_only else self.partitions(push)
         reader = _reader(parts, None, self.include_control, self.read_committed, self.batch_rows,
-                         window=push.window, columns=push.columns)
+                         window=push.window, columns=push.columns, views=self.views)
         return _Scan(self._guarded(reader), reader.schema, None if columns is None else list(columns), expr)
 
     def _guarded(self, reader: Any) -> Iterator[Any]:
@@ -82,7 +95,7 @@ class _Scan:
         for b in self._batches:
             t = pa.Table.from_batches([b])
             if self._expr is not None:
-                t = t.filter(self._expr)
+                t = _filter(pa, t, self._expr)
             if self._columns is not None:
                 t = t.select(self._columns)
             for out in t.to_batches():
@@ -104,6 +117,78 @@ class _Scan:
 
     def head(self, num_rows: int) -> Any:
         return self.to_table().slice(0, num_rows)
+
+
+MAX_RUNS = 16
+"""A filtered batch with ``binary_view`` columns keeps its rows as at most this many slices of the views (no
+copy); rows kept more scattered than that are filtered on copies of key and value, viewed again."""
+
+_ROWS: list[Any] = [None]  # a cached 0..n-1 int64 array: the row numbers of a probe
+
+
+def _row_numbers(pa: Any, n: int) -> Any:
+    rows = _ROWS[0]
+    if rows is None or len(rows) < n:
+        rows = _ROWS[0] = pa.array(range(max(n, 2 * DEFAULT_ARROW_ROWS)), pa.int64())
+    return rows.slice(0, n)
+
+
+def _filter(pa: Any, t: Any, expr: Any) -> Any:
+    """``t.filter(expr)``, also for a table with ``binary_view`` columns (pyarrow's compute filters and takes no
+    ``binary_view``): the filter runs on a probe (the other columns, or copies of the views when ``expr`` names
+    them, and the row numbers); the rows it keeps are slices of ``t`` when they are at most :data:`MAX_RUNS` runs
+    (the views kept, no copy), else the filtered copies viewed again. The same rows either way."""
+    viewed = [f.name for f in t.schema if pa.types.is_binary_view(f.type)]
+    if not viewed:
+        return t.filter(expr)
+    rows = _row_numbers(pa, t.num_rows)
+    try:  # (a filter naming key or value fails on the probe without them: it gets their copies)
+        kept = t.drop_columns(viewed).append_column("__row", rows).filter(expr)
+    except (pa.ArrowInvalid, KeyError):
+        kept = _copied(pa, t, viewed).append_column("__row", rows).filter(expr)
+    n = kept.num_rows
+    if n == t.num_rows:
+        return t
+    if n == 0:
+        return t.slice(0, 0)
+    pc = require("pyarrow.compute", extra="sql", feature="SQL")  # optional dependency
+    kept_rows = kept.column("__row").combine_chunks()
+    # where a run of consecutive row numbers starts: the first, and each one not following the one before
+    breaks = pc.indices_nonzero(pc.not_equal(pc.subtract(kept_rows.slice(1), kept_rows.slice(0, n - 1)), 1))
+    if len(breaks) >= MAX_RUNS:
+        return _refiltered(pa, t, expr, viewed)
+    starts = [0, *(i + 1 for i in breaks.to_pylist())]
+    ends = [*starts[1:], n]
+    return pa.concat_tables([t.slice(kept_rows[a].as_py(), b - a) for a, b in zip(starts, ends, strict=True)])
+
+
+def _copied(pa: Any, t: Any, viewed: list[str]) -> Any:
+    """``t`` with its ``viewed`` columns copied into ``binary`` columns."""
+    return t.cast(pa.schema([f.with_type(pa.binary()) if f.name in viewed else f for f in t.schema]))
+
+
+def _refiltered(pa: Any, t: Any, expr: Any, viewed: list[str]) -> Any:
+    """``t.filter(expr)`` on copies of the ``viewed`` columns, viewed again (:func:`_filter`'s scattered rows)."""
+    return _copied(pa, t, viewed).filter(expr).cast(t.schema)
+
+
+@functools.cache
+def duckdb_reads_views() -> bool:
+    """Whether the DuckDB installed reads Arrow ``binary_view`` columns (as BLOB, the bytes unchanged): checked
+    once, on a two-row table (a DuckDB whose Arrow scan lacks the type refuses it)."""
+    pa = require("pyarrow", extra="sql", feature="SQL")  # optional dependency
+    duckdb = require("duckdb", extra="sql", feature="SQL")  # optional dependency
+    values = [b"short", b"a value longer than twelve bytes"]
+    probe = pa.table({"v": pa.array(values, pa.binary_view())})
+    con = duckdb.connect()
+    try:
+        con.register("probe", probe)
+        got = con.sql("SELECT v FROM probe").fetchall()
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
+    return [r[0] for r in got] == values
 
 
 _DATASET: Any = None
@@ -155,4 +240,4 @@ def _dataset(source: RecordsScan) -> Any:
     return _DATASET(source)
 
 
-__all__ = ["LogDirs", "RecordsScan"]
+__all__ = ["LogDirs", "RecordsScan", "duckdb_reads_views"]

@@ -529,3 +529,73 @@ def test_read_committed_and_control_records_are_the_readers():
         committed = dirs.sql("SELECT count(*) FROM records WHERE topic = 'transactions'", read_committed=True)
         everything = dirs.sql("SELECT count(*) FROM records WHERE topic = 'transactions'")
         assert committed.fetchall()[0][0] < everything.fetchall()[0][0]
+
+
+# scans whose rows are kept contiguously, scattered (more runs than MAX_RUNS: filtered on copies), by key or
+# value (the filter needs copies of the views), and unfiltered (the views as they are)
+VIEW_QUERIES = [
+    f"SELECT topic, partition, \"offset\", key, value FROM records {ORDER}",
+    f"SELECT \"offset\", key, value FROM records WHERE topic = 'multi-segment' AND \"offset\" BETWEEN 40 AND 50 {ORDER}",
+    f"SELECT \"offset\", key, value FROM records WHERE \"offset\" % 3 = 1 {ORDER}",
+    f"SELECT \"offset\", key FROM records WHERE key = 'key-017'::BLOB {ORDER}",
+    f"SELECT \"offset\", value FROM records WHERE key IS NULL OR octet_length(value) > 150 {ORDER}",
+    f"SELECT \"offset\", key, value FROM records WHERE \"offset\" IN (0, 43, 44, 119, 120, 149) {ORDER}",
+    "SELECT partition, count(*), sum(octet_length(value)), min(key), max(value) FROM records GROUP BY partition "
+    "ORDER BY partition",
+]
+
+
+def test_key_and_value_reach_duckdb_as_views(monkeypatch):
+    """``kafkalog sql`` hands DuckDB the reader's zero-copy ``binary_view`` key and value (DuckDB of the sql extra
+    reads them), filters pushed as before; every query's rows are those of copies (``binary``)."""
+    from kafkalog.storage.api import sql_dataset
+
+    assert sql_dataset.duckdb_reads_views()
+    schemas: list = []
+    real = sql_dataset._reader
+
+    def spy(*args, **kwargs):
+        reader = real(*args, **kwargs)
+        schemas.append(reader.schema)
+        return reader
+
+    monkeypatch.setattr(sql_dataset, "_reader", spy)
+    with kafkalog.open(KRAFT) as dirs:
+        viewed = [dirs.sql(q).fetchall() for q in VIEW_QUERIES]
+        pushed = [p for q in VIEW_QUERIES[1:3] for p in explain(dirs, q).scans]
+        assert [p.pushdown.topics for p in pushed] == [frozenset({"multi-segment"}), None]
+        assert pushed[0].pushdown.from_offset == 40  # (a view-typed schema would have stopped DuckDB's pushdown)
+        view_schemas, schemas[:] = list(schemas), []
+        monkeypatch.setattr(sql_dataset, "duckdb_reads_views", lambda: False)
+        copied = [dirs.sql(q).fetchall() for q in VIEW_QUERIES]
+    assert viewed == copied
+    assert all(len(rows) > 0 for rows in viewed)
+    for views, schema in ((True, view_schemas), (False, schemas)):
+        types = {s.field(c).type for s in schema for c in ("key", "value") if c in s.names}
+        assert types == ({pyarrow.binary_view()} if views else {pyarrow.binary()}), (views, types)
+
+
+@pytest.mark.parametrize("runs", [0, 1, 2, 16, 17, 500])
+def test_a_filter_keeps_the_views(runs):
+    """``sql_dataset._filter`` on a table with ``binary_view`` columns gives the rows ``filter`` gives on copies:
+    as slices of the views up to ``MAX_RUNS`` runs of rows, else filtered on copies and viewed again."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pds
+
+    from kafkalog.storage.api.sql_dataset import MAX_RUNS, _filter
+
+    n = 1000
+    values = [None if i % 7 == 0 else (b"v%d" % i) * (i % 5) for i in range(n)]
+    views = pyarrow.table({"key": pyarrow.array(values, pyarrow.binary_view()), "o": pyarrow.array(range(n))})
+    copies = views.cast(pyarrow.schema([pyarrow.field("key", pyarrow.binary()), pyarrow.field("o", pyarrow.int64())]))
+    # `runs` runs of 1 row (0: no row) on the o column, then filters naming the key
+    keep = pds.field("o") < 0 if runs == 0 else pc.equal(pc.bit_wise_and(pds.field("o"), 1), 0) & (
+        pds.field("o") < 2 * runs)
+    for expr in (keep, pds.field("o") >= 0, pds.field("key").is_null(), pds.field("key") == b"v3v3v3",
+                 (pds.field("key") == b"v2v2") | (pds.field("o") > 900)):
+        got = _filter(pyarrow, views, expr)
+        want = copies.filter(expr)
+        assert got.schema == views.schema
+        assert got.to_pylist() == want.to_pylist(), expr
+        if expr is keep and 0 < runs <= MAX_RUNS:
+            assert got.column("key").num_chunks == runs  # slices of the views, not copies

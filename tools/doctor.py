@@ -42,7 +42,11 @@ predicts its next start, changing nothing:
     kafka-python, librdkafka with check.crcs=true) and which receive its damaged records without an error
     (librdkafka with its defaults, when the records still decode), that followers cannot replicate it, and the
     commands that cut the log there (kafkalog repair --full) or read around it (kafkalog export --salvage
-    --include-invalid);
+    --include-invalid); for a torn closed segment, that consumers and followers skip the hole's offsets
+    without an error;
+  * a torn end of the active segment after a clean shutdown: the broker keeps the torn bytes and appends after
+    them records its consumers and followers never reach (they stall at the log end, the followers counted in
+    the ISR), and a later start without a clean shutdown truncates them away; kafkalog repair --full cuts it;
   * an estimate of the broker's recovery time: bytes to scan / scan rate. The rate is measured while
     planning (which runs the same segment recovery over the same bytes), divided by how much slower the broker
     was than kafkalog in tests/benchmarks/bench_repair.py; under 32 MiB to scan, the broker's rate from that
@@ -105,11 +109,34 @@ def _message(p) -> str:
 
 
 def _serving(p) -> list[str]:
-    """What a corruptBatch finding means for the clients and replicas the broker serves it to, in words."""
+    """What a served corrupt batch, hole or torn end means for the clients and replicas of the broker, in words."""
     s = p.serving
     fates = s.served_to
     at = p.first_offset if p.first_offset is not None else "the batch"
-    lines = [f"{_show(p.partition or p.path)} offsets {_offsets(p) or '?'}: the broker serves this batch as it is"]
+    pdir = Path(p.path).parent
+    commands = s.to_dict()
+    cut = f"`{commands['cut']['command']} {_show(str(pdir.parent))}`"
+    salvage = f"`{commands['salvage']['command']} {_show(str(pdir))} --out {_show(pdir.name)}.jsonl`"
+    where = f"{_show(p.partition or p.path)} offsets {_offsets(p) or '?'}"
+    readers = {fate: ", ".join(w for k, w in READERS.items() if fates[k] == fate) for fate in set(fates.values())}
+    loses = (f" (offsets {s.cut_first_offset}..{s.cut_last_offset} are lost)"
+             if s.cut_first_offset is not None and s.cut_last_offset is not None else "")
+    if s.damage == "hole":
+        return [f"{where}: the broker serves the log with this hole",
+                f"  skip its offsets without an error, receiving the records before and after it: {readers['skips']}",
+                "  followers replicate around it: a replica's log has the same hole, and it joins the ISR",
+                f"  cut it: {cut} truncates the log at the hole{loses}",
+                f"  salvage first: {salvage} reads every record around it"]
+    if s.damage == "tornEnd":
+        return [f"{where}: the broker keeps the torn bytes at the end of its log and appends after them",
+                f"  stall at offset {at} without an error, never receiving a record appended after it: "
+                f"{readers['stalls']}",
+                f"  followers stall at offset {at} too, while the leader counts them in the ISR: the records appended "
+                "are on the leader alone",
+                f"  a start without a clean shutdown then truncates the log at byte {p.note.facts['position']}: every "
+                "record appended after the torn bytes is lost",
+                f"  cut it before the broker starts: {cut} removes the {p.bytes} torn bytes (no record)"]
+    lines = [f"{where}: the broker serves this batch as it is"]
     fail = [w for k, w in READERS.items() if fates[k] == "fails"]
     if fail:
         lines.append(f"  fail at offset {at}, at every poll until the application seeks past it: {', '.join(fail)}")
@@ -119,14 +146,8 @@ def _serving(p) -> list[str]:
     if fates["follower"] == "fails":
         lines.append(f"  followers cannot replicate it: a replica's fetch fails at offset {at}, it never catches up "
                      "nor joins the ISR")
-    loses = (f" (offsets {s.cut_first_offset}..{s.cut_last_offset} are lost)"
-             if s.cut_first_offset is not None and s.cut_last_offset is not None else "")
-    pdir = Path(p.path).parent
-    commands = s.to_dict()
-    lines.append(f"  cut it: `{commands['cut']['command']} {_show(str(pdir.parent))}` truncates the log at the batch"
-                 f"{loses}")
-    lines.append(f"  salvage first: `{commands['salvage']['command']} {_show(str(pdir))} --out {_show(pdir.name)}.jsonl` "
-                 "reads every record around it")
+    lines.append(f"  cut it: {cut} truncates the log at the batch{loses}")
+    lines.append(f"  salvage first: {salvage} reads every record around it")
     return lines
 
 

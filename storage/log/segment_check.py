@@ -354,14 +354,7 @@ def segment_holes(log: PartitionLog, segments: Iterable[Segment]) -> list[Segmen
     never makes a hole)."""
     out: list[SegmentHole] = []
     for seg in segments:
-        idx = seg.offset_index if seg.has_offset_index else None
-        start = 0
-        if idx is not None and idx.valid_entries:
-            last = idx.entry(idx.valid_entries - 1).position
-            start = last if 0 <= last < seg.size else 0
-        found = _scan_end(seg, start)
-        if found is not None and start:
-            found = _scan_end(seg, 0)
+        found = _torn(seg)
         if found is not None:
             scanner, nxt = found
             err = log.segment_end_error(seg, scanner)
@@ -373,6 +366,26 @@ def segment_holes(log: PartitionLog, segments: Iterable[Segment]) -> list[Segmen
                                    seg.base_offset if nxt is None else nxt, following.base_offset - 1,
                                    err.reason))
     return out
+
+
+def segment_torn_end(log: PartitionLog, segments: Iterable[Segment]) -> SegmentHole | None:
+    """The torn or partial batch the active segment of ``log`` ends in, when it is among ``segments`` (those the
+    broker's start-up leaves as they are, :meth:`PartitionLog.segments_unchecked_at_load`: after a clean shutdown):
+    ``first_offset`` is the log end offset the broker computes before those bytes (``last_offset`` None), ``bytes``
+    those after the last complete batch. Every reader ends the log there (not a hole: :func:`segment_holes`), but
+    the broker keeps the bytes and appends after them (:mod:`kafkalog.storage.reports.serving`). None when the
+    active segment ends in a complete batch, or in an entry that is not torn but corrupt (the CRC check's)."""
+    seg = log.active_segment
+    if seg is None or not any(s is seg for s in segments):
+        return None
+    found = _torn(seg)
+    if found is None:
+        return None
+    scanner, nxt = found
+    if scanner.stop_position >= seg.size:
+        return None
+    return SegmentHole(str(seg.path), scanner.stop_position, seg.size - scanner.stop_position,
+                       seg.base_offset if nxt is None else nxt, None, scanner.stop_reason or "")
 
 
 def segment_crc_failures(segments: Iterable[Segment]) -> list[SegmentHole]:
@@ -413,6 +426,20 @@ def _first_crc_failure(seg: Segment, path: str) -> int | None:
             return b.position
         del b
     return None
+
+
+def _torn(seg: Segment) -> tuple[LogScanner, int | None] | None:
+    """:func:`_scan_end` of ``seg`` from its last offset-index entry (from its start when that scan ends early, so
+    that a wrong index never makes a torn end)."""
+    idx = seg.offset_index if seg.has_offset_index else None
+    start = 0
+    if idx is not None and idx.valid_entries:
+        last = idx.entry(idx.valid_entries - 1).position
+        start = last if 0 <= last < seg.size else 0
+    found = _scan_end(seg, start)
+    if found is not None and start:
+        found = _scan_end(seg, 0)
+    return found
 
 
 def _scan_end(seg: Segment, start: int) -> tuple[LogScanner, int | None] | None:

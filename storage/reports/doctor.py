@@ -53,11 +53,11 @@ from kafkalog.storage.io.local import read_bounded
 from kafkalog.storage.log.datadir import DataDir, require_readable
 from kafkalog.storage.log.loss import RememberedOffset, remembered_facts
 from kafkalog.storage.log.paths import DATA_DIR
-from kafkalog.storage.log.segment_check import segment_crc_failures, segment_holes
+from kafkalog.storage.log.segment_check import segment_crc_failures, segment_holes, segment_torn_end
 from kafkalog.storage.log.topic_partition import METADATA_TOPIC
 from kafkalog.storage.parallel import run_partition_tasks
 from kafkalog.storage.reports.groups import OFFSETS_TOPIC, load_groups
-from kafkalog.storage.reports.serving import Serving, serving
+from kafkalog.storage.reports.serving import Serving, hole_serving, serving, torn_end_serving
 from kafkalog.storage.reports.startup_gate import startup_gate
 
 #: the broker's startup recovery, in ``.log`` bytes per second: measured with
@@ -81,8 +81,8 @@ class Problem:
     """One thing the broker will do or meet at its next start."""
 
     severity: str  # fatal | loss | recovery | warning | info | error (kafkalog could not predict)
-    kind: str  # startup, truncation, lostOffsets, corruptBatch, recovery, rebuild, leftover, stray, topicId, dirs, offlineDir,
-    # legacyFormat, plan
+    kind: str  # startup, truncation, lostOffsets, corruptBatch, tornEnd, recovery, rebuild, leftover, stray, topicId, dirs,
+    # offlineDir, legacyFormat, plan
     path: str
     message: str  # words the library still gives itself ("" when ``note`` says it)
     broker_message: str | None = None  # fatal: what the broker logs as it stops (its exception's message)
@@ -92,7 +92,7 @@ class Problem:
     records: int | None = None
     bytes: int | None = None
     cause: str | None = None  # what the broker logs first (the exception under its fatal fault)
-    serving: Serving | None = None  # corruptBatch: which readers fail on the batch, what cuts or salvages it
+    serving: Serving | None = None  # corruptBatch, a hole, tornEnd: what its readers get, what cuts or salvages it
     note: Finding | None = None  # what was observed, as a code and its facts (kafkalog.facts words it)
 
     def to_dict(self) -> dict[str, Any]:
@@ -293,9 +293,11 @@ def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path], crc: bo
     :attr:`GroupsReport.beyond_end`), and, in every segment the broker's start-up does not check
     (:meth:`PartitionLog.segments_unchecked_at_load`: all of them after a clean shutdown, the active one too; those
     below the recovery point otherwise) and the plan neither truncates nor deletes, a torn end that is a hole
-    (:func:`~kafkalog.storage.log.segment_check.segment_holes`) or, with ``crc``, a batch failing its CRC
-    (:func:`~kafkalog.storage.log.segment_check.segment_crc_failures`): the broker starts and serves the log as it
-    is. What the recovery does check, it truncates: the plan's losses say where."""
+    (:func:`~kafkalog.storage.log.segment_check.segment_holes`), a torn end of the active segment
+    (:func:`~kafkalog.storage.log.segment_check.segment_torn_end`: the broker appends after it) or, with ``crc``, a
+    batch failing its CRC (:func:`~kafkalog.storage.log.segment_check.segment_crc_failures`): the broker starts and
+    serves the log as it is, each with its :mod:`~kafkalog.storage.reports.serving` prediction. What the recovery
+    does check, it truncates: the plan's losses say where."""
     found: dict[Path, list[RememberedOffset]] = {}
     cut = {(p.partition, Path(p.path).name) for p in diag.problems if p.kind == "truncation"}
     for d in dirs:
@@ -307,9 +309,18 @@ def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path], crc: bo
                 unchecked = [s for s in log.segments_unchecked_at_load(d.had_clean_shutdown)
                              if (log.name, s.path.name) not in cut]
                 for h in segment_holes(log, unchecked):
-                    diag.problems.append(_noted(LOSS, "lostOffsets", h.file, "doctor.hole", partition=log.name,
-                                                firstOffset=h.first_offset, lastOffset=h.last_offset, bytes=h.bytes,
-                                                position=h.position, reason=h.reason))
+                    p = _noted(LOSS, "lostOffsets", h.file, "doctor.hole", partition=log.name,
+                               firstOffset=h.first_offset, lastOffset=h.last_offset, bytes=h.bytes,
+                               position=h.position, reason=h.reason)
+                    p.serving = hole_serving(log, h.first_offset)
+                    diag.problems.append(p)
+                torn = segment_torn_end(log, unchecked)
+                if torn is not None:  # kept at load, appended after: what the broker appends is never served
+                    p = _noted(LOSS, "tornEnd", torn.file, "doctor.tornEnd", partition=log.name,
+                               firstOffset=torn.first_offset, bytes=torn.bytes, position=torn.position,
+                               stopReason=torn.reason)
+                    p.serving = torn_end_serving()
+                    diag.problems.append(p)
                 for h in segment_crc_failures(unchecked) if crc else ():
                     p = _noted(LOSS, "corruptBatch", h.file, "doctor.corruptBatch", partition=log.name,
                                firstOffset=h.first_offset, lastOffset=h.last_offset, bytes=h.bytes,

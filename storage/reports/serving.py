@@ -26,8 +26,28 @@ at the batch (that batch's offsets and every later one are lost, later segments 
 --salvage --include-invalid`` reads every record around it, and the batch's own records when they decode (marked
 ``crcValid: false``).
 
+Two more damages the start-up leaves as they are are served in their own ways (:attr:`Serving.damage`), measured
+against a real 4.3.1 broker:
+
+* a **hole** (``hole``): a closed segment whose batches end in a torn or partial batch (below the recovery point,
+  or any closed segment after a clean shutdown). A fetch at the hole's first offset finds no complete batch at or
+  after it in that segment and reads the next segment (``LocalLog.read`` moves to ``higherSegment``): every
+  reader receives the records before and after the hole and **skips** its offsets without an error; a follower
+  replicates around it the same way, its log ending where the leader's does, and joins the ISR with the hole;
+* a **torn end of the active segment after a clean shutdown** (``tornEnd``): the broker does not recover it, so
+  its log end is the offset after the last complete batch while the torn bytes stay in the file, and it appends
+  every new batch after them. A fetch at the log end then finds no complete batch (the torn batch's declared size
+  spans the new batches) and gets an empty answer at the log end offset: every reader **stalls** there without an
+  error, never receiving a record appended since, and a follower stalls too while the leader counts it in the
+  ISR (the empty read carries the log end offset, ``LocalLog.read``), so the acknowledged records are on the
+  leader alone. The next start without a clean shutdown truncates the segment at the torn bytes ("Corruption
+  found in segment ..., truncating to offset N"): every record appended since is lost.
+
+``kafkalog repair --full`` cuts a hole as it cuts a corrupt batch (the log from the hole on); for a torn end it
+removes only the torn bytes, no record.
+
 ``tests/kafka/test_doctor_serving.py`` checks each prediction against a real 4.3.1 broker, a second broker
-replicating the partition, and the clients.
+replicating the partitions, and the clients.
 """
 
 from __future__ import annotations
@@ -39,7 +59,9 @@ from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.records.salvage import SkippedRange, salvage_scan
 
-FAILS, DELIVERS = "fails", "delivers"
+FAILS, DELIVERS, SKIPS, STALLS = "fails", "delivers", "skips", "stalls"
+#: what is served as it is: a batch failing its CRC, a torn closed segment, a torn end of the active segment
+CORRUPT_BATCH, HOLE, TORN_END = "corruptBatch", "hole", "tornEnd"
 #: the readers, in the order the finding names them (the keys of :meth:`Serving.to_dict`'s ``servedTo``)
 READERS = ("javaConsumer", "kafkaPython", "librdkafka", "librdkafkaCheckCrcs", "follower")
 #: the command that cuts the log at the batch, and the one that reads around it
@@ -49,19 +71,31 @@ SALVAGE_COMMAND = "kafkalog export --salvage --include-invalid"
 
 @dataclass(frozen=True)
 class Serving:
-    """How the broker's readers meet the CRC-failing batch at ``position`` of a segment it serves as it is, and
-    what cutting the log there loses (``cut_first_offset..cut_last_offset``: the batch's offsets and every later
-    one; None when the batch's offsets cannot be read)."""
+    """How the broker's readers meet what it serves as it is (``damage``: :data:`CORRUPT_BATCH`, the CRC-failing
+    batch at a position of a segment; :data:`HOLE`; :data:`TORN_END`), and what cutting the log there loses
+    (``cut_first_offset..cut_last_offset``: the damaged offsets and every later one; None when they cannot be read,
+    or, for a torn end, when no record is cut)."""
 
     records_decode: bool  # the batch's framing is intact and its records decode: librdkafka's defaults deliver them
     cut_first_offset: int | None
     cut_last_offset: int | None
+    damage: str = CORRUPT_BATCH
 
     @property
     def served_to(self) -> dict[str, str]:
-        """Each reader of :data:`READERS` -> ``fails`` or ``delivers`` (the damaged records, unchecked)."""
+        """Each reader of :data:`READERS` -> ``fails`` (an error at the batch), ``delivers`` (the damaged records,
+        unchecked), ``skips`` (the hole's offsets, without an error) or ``stalls`` (at the log end, without an
+        error, whatever is appended)."""
+        if self.damage != CORRUPT_BATCH:
+            return dict.fromkeys(READERS, SKIPS if self.damage == HOLE else STALLS)
         return {"javaConsumer": FAILS, "kafkaPython": FAILS, "librdkafka": DELIVERS if self.records_decode else FAILS,
                 "librdkafkaCheckCrcs": FAILS, "follower": FAILS}
+
+    @property
+    def follower_in_isr(self) -> bool:
+        """Whether the leader counts a follower in the ISR: it never does past a corrupt batch; past a hole the
+        follower catches up; at a torn end the leader takes its empty reads for caught up."""
+        return self.damage != CORRUPT_BATCH
 
     @property
     def cut_records(self) -> int | None:
@@ -71,7 +105,8 @@ class Serving:
         return self.cut_last_offset - self.cut_first_offset + 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"servedTo": self.served_to, "recordsDecode": self.records_decode,
+        return {"damage": self.damage, "servedTo": self.served_to, "followerInIsr": self.follower_in_isr,
+                "recordsDecode": self.records_decode,
                 "cut": {"command": CUT_COMMAND, "firstOffset": self.cut_first_offset,
                         "lastOffset": self.cut_last_offset},
                 "salvage": {"command": SALVAGE_COMMAND}}
@@ -89,8 +124,25 @@ def serving(log: PartitionLog, file: str, position: int, first_offset: int | Non
             del first
         except KafkaLogError:
             decode = False
+    return _cut(log, first_offset, CORRUPT_BATCH, decode)
+
+
+def _cut(log: PartitionLog, first_offset: int | None, damage: str, decode: bool = False) -> Serving:
     end = log.log_end_offset
-    return Serving(decode, first_offset, end - 1 if first_offset is not None and end > first_offset else None)
+    return Serving(decode, first_offset, end - 1 if first_offset is not None and end > first_offset else None, damage)
 
 
-__all__ = ["CUT_COMMAND", "DELIVERS", "FAILS", "READERS", "SALVAGE_COMMAND", "Serving", "serving"]
+def hole_serving(log: PartitionLog, first_offset: int | None) -> Serving:
+    """How ``log`` is served with a hole from ``first_offset`` (a torn closed segment the start-up leaves as it
+    is): its readers and followers skip its offsets; ``repair --full`` cuts the log from there."""
+    return _cut(log, first_offset, HOLE)
+
+
+def torn_end_serving() -> Serving:
+    """How a log is served whose active segment ends in torn bytes the start-up keeps (a clean shutdown): its
+    readers and followers stall at its log end; ``repair --full`` removes the torn bytes, no record."""
+    return Serving(False, None, None, TORN_END)
+
+
+__all__ = ["CORRUPT_BATCH", "CUT_COMMAND", "DELIVERS", "FAILS", "HOLE", "READERS", "SALVAGE_COMMAND", "SKIPS",
+           "STALLS", "Serving", "TORN_END", "hole_serving", "serving", "torn_end_serving"]

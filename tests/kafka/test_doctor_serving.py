@@ -12,6 +12,15 @@ its framing is intact and its records decode; librdkafka's defaults hand the dam
   partitions are reassigned to replicas [1, 2]; it replicates what is before each corrupt batch and never gets
   past it (its fetcher logs "Found invalid messages during fetch"), so it never joins the ISR.
 
+Two more partitions of the same copy are served as they are in other ways (``serving.damage``):
+
+* a hole: ``codec-gzip-0``'s segment is cut inside its last-but-one batch and an empty segment follows at its old
+  log end, as a roll leaves it (a torn closed segment). Every reader, and the follower, skips the hole's offsets
+  without an error, receiving the records before it and those produced after it; the follower joins the ISR;
+* a torn end: ``codec-none-0``'s active segment ends in the first 40 bytes of a batch at its log end offset (a
+  torn write). The broker keeps them and appends the records produced after start-up after them: every reader,
+  and the follower, stalls at the log end without an error while the leader counts the follower in the ISR.
+
 Every outcome is the one doctor predicted.
 """
 
@@ -20,8 +29,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import struct
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -33,7 +45,7 @@ from kafkalog.compat.pytest_plugin import configured_libs
 from kafkalog.compat.tools import run_tool
 from kafkalog.storage.files.java import uuid_to_string
 from kafkalog.storage.log.partition import PartitionLog
-from kafkalog.storage.records import LogScanner
+from kafkalog.storage.records import LogScanner, iter_batches
 from kafkalog.tools.cli import main
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
@@ -43,7 +55,12 @@ FIXTURE = "kafka-4.3.1-kraft"
 TOPIC = "multi-segment"
 FAST = {"log.initial.task.delay.ms": "0", "log.retention.check.interval.ms": "3600000",
         "log.cleaner.enable": "false", "num.recovery.threads.per.data.dir": "1"}
+#: the fixture's records are older than the default retention (7 days) and segment.ms: without these the broker
+#: would roll and delete the segments at start-up, and a produce would roll a new segment
+PROPS = FAST | {"log.retention.ms": "-1", "log.roll.ms": str(100 * 365 * 86_400_000)}
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+TORN, HOLED = "codec-none", "codec-gzip"  # a torn end of the active segment; a torn closed segment (a hole)
+PRODUCED = 5  # records produced to each after start-up
 
 
 def _flip_uncompressed_value(pdir: Path) -> int:
@@ -57,6 +74,97 @@ def _flip_uncompressed_value(pdir: Path) -> int:
     data[pos + size - 3] ^= 0x5A  # among the last bytes of the last record (a value, or a header's value)
     seg.write_bytes(bytes(data))
     return base
+
+
+def _tear_active_end(pdir: Path) -> int:
+    """A torn write at the end of ``pdir``'s only (active) segment: the first 40 bytes of a batch at its log end
+    offset (a copy of its last batch, renumbered). Returns the torn bytes' position."""
+    seg = sorted(pdir.glob("*.log"))[-1]
+    data = seg.read_bytes()
+    last = list(iter_batches(data))[-1]
+    torn = bytearray(data[last.position:last.position + 40])
+    torn[0:8] = struct.pack(">q", last.last_offset + 1)
+    del last
+    seg.write_bytes(data + bytes(torn))
+    return len(data)
+
+
+def _tear_closed(pdir: Path) -> tuple[int, int]:
+    """Cut ``pdir``'s only segment inside its last-but-one batch and start an empty segment at its old log end
+    (indexes included), as a roll leaves it: a torn closed segment. Returns the hole's first and last offsets."""
+    seg = sorted(pdir.glob("*.log"))[-1]
+    batches = [(b.position, b.base_offset, b.last_offset) for b in iter_batches(seg.read_bytes())]
+    (pos, first, _), end = batches[-2], batches[-1][2] + 1
+    os.truncate(seg, pos + 30)
+    for ext in ("log", "index", "timeindex"):
+        (pdir / f"{end:020d}.{ext}").touch()
+    return first, end - 1
+
+
+def _reads(bootstrap: str, topic: str, start: int, last: int, wait: float) -> dict[str, tuple[list[int], list[str]]]:
+    """Each consumer of the partition ``topic``-0 from ``start`` until it has ``last`` or ``wait`` seconds passed,
+    all at once: the offsets it delivered and its errors."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as Tp
+    from kafka import KafkaConsumer, TopicPartition
+
+    def java() -> tuple[list[int], list[str]]:
+        r = run_tool(VERSION, CONSOLE_CONSUMER, ["--bootstrap-server", bootstrap, "--topic", topic, "--partition",
+                                                 "0", "--offset", str(start), "--max-messages",
+                                                 str(last - start + 1), "--timeout-ms", str(int(wait * 1000)),
+                                                 "--formatter-property", "print.offset=true"], timeout=120)
+        got = [int(line.split("\t")[0].split(":")[1]) for line in r.stdout.splitlines() if line.startswith("Offset:")]
+        return got, [line for line in r.stderr.splitlines() if "KafkaException" in line or "Corrupt" in line]
+
+    def kafka_python() -> tuple[list[int], list[str]]:
+        c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+        got: list[int] = []
+        errors: list[str] = []
+        try:
+            tp = TopicPartition(topic, 0)
+            c.assign([tp])
+            c.seek(tp, start)
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and last not in got:
+                for recs in c.poll(timeout_ms=500).values():
+                    got += [m.offset for m in recs]
+        except Exception as e:  # noqa: BLE001 - any error is an outcome
+            errors.append(repr(e))
+        finally:
+            c.close()
+        return got, errors
+
+    def librdkafka(**conf) -> tuple[list[int], list[str]]:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"serving-{uuid.uuid4().hex}",
+                      "enable.auto.commit": False, "log_level": 0, **conf})
+        got: list[int] = []
+        errors: list[str] = []
+        try:
+            c.assign([Tp(topic, 0, start)])
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and last not in got and len(errors) < 3:
+                m = c.poll(0.5)
+                if m is not None:
+                    (errors.append(str(m.error())) if m.error() else got.append(m.offset()))
+        finally:
+            c.close()
+        return got, errors
+
+    with ThreadPoolExecutor(4) as pool:
+        runs = {"javaConsumer": pool.submit(java), "kafkaPython": pool.submit(kafka_python),
+                "librdkafka": pool.submit(librdkafka),
+                "librdkafkaCheckCrcs": pool.submit(librdkafka, **{"check.crcs": True})}
+        return {k: f.result() for k, f in runs.items()}
+
+
+def _fate(got: list[int], errors: list[str], before: list[int], after: list[int]) -> str:
+    """``skips`` (no error: the records ``before`` a hole and those ``after`` it, nothing between) or ``stalls``
+    (no error: the records ``before`` the log end, none of those produced ``after`` start-up)."""
+    if not errors and got == before + after:
+        return "skips"
+    if not errors and got == before:
+        return "stalls"
+    raise AssertionError(f"neither skips nor stalls: offsets {got}, errors {errors}")
 
 
 def _doctor(d: Path) -> tuple[int, list[dict]]:
@@ -134,8 +242,9 @@ def _librdkafka(bootstrap: str, partition: int, offset: int, last: int, **conf) 
     return _outcome(got, offset, bool(errors), str(errors)), errors, values
 
 
-def _follower(leader: Broker, root: Path, leos: dict[int, int], corrupt: dict[int, int]) -> dict:
-    """A second broker joining ``leader``'s quorum replicates both partitions: how far it gets."""
+def _follower(leader: Broker, root: Path, corrupt: dict[int, int], others: tuple[str, ...] = ()) -> dict:
+    """A second broker joining ``leader``'s quorum replicates both partitions (and partition 0 of the topics
+    ``others``): how far it gets, and whether the leader counts it in the ISR."""
     from confluent_kafka.admin import AdminClient
     from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient
@@ -146,7 +255,7 @@ def _follower(leader: Broker, root: Path, leos: dict[int, int], corrupt: dict[in
                    if line.startswith("cluster.id="))
     (data / "meta.properties").write_text(f"version=1\nnode.id=2\ncluster.id={cluster}\n"
                                           f"directory.id={uuid_to_string(uuid.uuid4().bytes)}\n")
-    follower = Broker(VERSION, data_dir=data, server_properties=FAST)
+    follower = Broker(VERSION, data_dir=data, server_properties=PROPS)
     follower.extra_properties |= {
         "process.roles": "broker", "node.id": "2", "controller.listener.names": "CONTROLLER",
         "controller.quorum.voters": f"1@127.0.0.1:{leader.controller_port}",
@@ -156,9 +265,10 @@ def _follower(leader: Broker, root: Path, leos: dict[int, int], corrupt: dict[in
         follower.start(timeout=60)
         admin = KafkaAdminClient(bootstrap_servers=leader.bootstrap_servers)
         try:
-            accepted = admin.alter_partition_reassignments({TopicPartition(TOPIC, p): [1, 2] for p in corrupt})
+            accepted = admin.alter_partition_reassignments({TopicPartition(t, p): [1, 2] for t, p in
+                                                            [(TOPIC, p) for p in corrupt] + [(t, 0) for t in others]})
             assert all(e is None for e in accepted.values()), accepted
-            dirs = [data / f"{TOPIC}-{p}" for p in corrupt]
+            dirs = [data / f"{TOPIC}-{p}" for p in corrupt] + [data / f"{t}-0" for t in others]
             follower.wait_until(lambda: all(d.is_dir() for d in dirs), 30, "create the replicas")
             text = ""
             need = [f"Found invalid messages during fetch for partition {TOPIC}-{p}" for p in corrupt]
@@ -167,16 +277,48 @@ def _follower(leader: Broker, root: Path, leos: dict[int, int], corrupt: dict[in
                 time.sleep(0.5)
                 text = follower.log_path.read_text(errors="replace")
             time.sleep(2)  # more fetches: the follower stays where it is
-            md = AdminClient({"bootstrap.servers": leader.bootstrap_servers, "log_level": 0}).list_topics(TOPIC, 10)
+            client = AdminClient({"bootstrap.servers": leader.bootstrap_servers, "log_level": 0})
+
+            def isr(t: str, p: int) -> list[int]:
+                return sorted(client.list_topics(t, 10).topics[t].partitions[p].isrs)
+
+            follower.wait_until(lambda: all(2 in isr(t, 0) for t in others), 30, "the ISR of " + ", ".join(others))
+            md = client.list_topics(TOPIC, 10)
             out["replicas"] = {p: sorted(md.topics[TOPIC].partitions[p].replicas) for p in corrupt}
             out["isr"] = {p: sorted(md.topics[TOPIC].partitions[p].isrs) for p in corrupt}
+            out["othersIsr"] = {t: isr(t, 0) for t in others}
         finally:
             admin.close()
         follower.stop()
         out["log"] = follower.log_path.read_text(errors="replace")
         out["leos"] = {p: PartitionLog(data / f"{TOPIC}-{p}").log_end_offset for p in corrupt}
+        out["othersLeo"] = {t: PartitionLog(data / f"{t}-0").log_end_offset for t in others}
+        with kafkalog.open(data) as replica:
+            out["othersOffsets"] = {t: [r["offset"] for r in replica.partition(t, 0).records()] for t in others}
     finally:
         follower.close()
+    return out
+
+
+def _append_and_read(bootstrap: str, hole_first: int) -> dict:
+    """The log end offsets of the torn and the holed partitions at start-up, :data:`PRODUCED` records produced to
+    each (acks=all: their offsets), then what each consumer reads of them, from two offsets before the damage."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    tps = [TopicPartition(t, 0) for t in (TORN, HOLED)]
+    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    out: dict = {"endAtStart": {tp.topic: o for tp, o in c.end_offsets(tps).items()}}
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    out["produced"] = {t: [producer.send(t, value=b"after start-up %d" % i, partition=0).get(30).offset
+                           for i in range(PRODUCED)] for t in (TORN, HOLED)}
+    producer.close()
+    out["endAfter"] = {tp.topic: o for tp, o in c.end_offsets(tps).items()}
+    c.close()
+    with ThreadPoolExecutor(2) as pool:  # the torn end's readers wait out their time while the hole's are served
+        end = out["endAtStart"][TORN]
+        torn = pool.submit(_reads, bootstrap, TORN, end - 2, out["produced"][TORN][-1], 8)
+        holed = pool.submit(_reads, bootstrap, HOLED, hole_first - 2, out["produced"][HOLED][-1], 20)
+        out["reads"] = {TORN: torn.result(), HOLED: holed.result()}
     return out
 
 
@@ -187,15 +329,19 @@ def run(tmp_path_factory, kafka_libs):
     d = root / "data"
     damaged_copy(FIXTURE, d, ("crc_mismatch",))  # multi-segment-1: a byte of a snappy batch
     plain = _flip_uncompressed_value(d / f"{TOPIC}-0")
+    torn_at = _tear_active_end(d / f"{TORN}-0")
+    hole = _tear_closed(d / f"{HOLED}-0")
     rc, lines = _doctor(d)
     found = {int(p["partition"].rsplit("-", 1)[1]): p for p in lines if p.get("kind") == "corruptBatch"}
     assert sorted(found) == [0, 1] and found[0]["firstOffset"] == plain, found
     corrupt = {p: f["firstOffset"] for p, f in found.items()}
     last = {p: f["lastOffset"] for p, f in found.items()}
     leos = {p: PartitionLog(d / f"{TOPIC}-{p}").log_end_offset for p in corrupt}
+    served = {t: [p for p in lines if p.get("partition") == f"{t}-0" and p.get("serving")] for t in (TORN, HOLED)}
     t0 = time.monotonic()
-    broker = Broker(VERSION, data_dir=d, server_properties=FAST)
-    seen: dict = {"doctor": (rc, lines, found), "corrupt": corrupt, "leos": leos}
+    broker = Broker(VERSION, data_dir=d, server_properties=PROPS)
+    seen: dict = {"doctor": (rc, lines, found), "corrupt": corrupt, "leos": leos, "served": served,
+                  "tornAt": torn_at, "hole": hole}
     try:
         broker.start(timeout=90)
         seen["started"] = True
@@ -203,12 +349,15 @@ def run(tmp_path_factory, kafka_libs):
         seen["clients"] = {p: {"javaConsumer": _java(bs, p, o), "kafkaPython": _kafka_python(bs, p, o),
                                "librdkafka": _librdkafka(bs, p, o, last[p]), "librdkafkaCheckCrcs":
                                _librdkafka(bs, p, o, last[p], **{"check.crcs": True})} for p, o in corrupt.items()}
-        seen["follower"] = _follower(broker, root, leos, corrupt)
+        seen |= _append_and_read(bs, hole[0])
+        seen["follower"] = _follower(broker, root, corrupt, (TORN, HOLED))
         broker.stop()
     finally:
         broker.close()
     seen["seconds"] = time.monotonic() - t0
     seen["log"] = broker.log_path.read_text(errors="replace")
+    data = sorted((d / f"{TORN}-0").glob("*.log"))[-1].read_bytes()
+    seen["afterTorn"] = [(b.base_offset, b.last_offset) for b in iter_batches(data[torn_at + 40:])]
     return seen
 
 
@@ -257,3 +406,39 @@ def test_a_follower_cannot_replicate_past_the_corrupt_batch(run):
 
 def test_the_serving_run_stays_short(run):
     assert run["seconds"] < 90, run["seconds"]
+
+
+def test_a_torn_active_end_is_kept_and_the_broker_appends_after_it(run):
+    """After a clean shutdown the broker keeps the torn bytes: its log ends before them, the records produced after
+    start-up are acknowledged and written after them, and no reader nor follower gets any of them, as doctor
+    predicted."""
+    [f] = run["served"][TORN]
+    end, produced = run["endAtStart"][TORN], run["produced"][TORN]
+    assert (f["kind"], f["severity"], f["code"]) == ("tornEnd", "loss", "doctor.tornEnd"), f
+    assert (f["firstOffset"], f["facts"]["position"], f["bytes"]) == (end, run["tornAt"], 40), f
+    s = f["serving"]
+    assert s["damage"] == "tornEnd" and s["followerInIsr"] and s["cut"]["command"] == "kafkalog repair --full"
+    assert produced == list(range(end, end + PRODUCED)) and run["endAfter"][TORN] == end + PRODUCED
+    # written after the torn bytes, as they were produced
+    assert run["afterTorn"] == [(o, o) for o in produced], run["afterTorn"]
+    for reader, (got, errors) in run["reads"][TORN].items():
+        assert _fate(got, errors, [end - 2, end - 1], produced) == s["servedTo"][reader] == "stalls", reader
+    follower = run["follower"]
+    assert s["servedTo"]["follower"] == "stalls" and follower["othersLeo"][TORN] == end, follower["othersLeo"]
+    assert 2 in follower["othersIsr"][TORN], follower["othersIsr"]  # counted in sync, without the records
+
+
+def test_every_reader_and_follower_skip_a_hole(run):
+    [f] = run["served"][HOLED]
+    first, last = run["hole"]
+    assert (f["kind"], f["code"], f["firstOffset"], f["lastOffset"]) == ("lostOffsets", "doctor.hole", first, last), f
+    s = f["serving"]
+    assert s["damage"] == "hole" and s["followerInIsr"] and (s["cut"]["firstOffset"], s["cut"]["lastOffset"]) == (
+        first, last)
+    produced = run["produced"][HOLED]
+    assert produced == list(range(last + 1, last + 1 + PRODUCED))
+    for reader, (got, errors) in run["reads"][HOLED].items():
+        assert _fate(got, errors, [first - 2, first - 1], produced) == s["servedTo"][reader] == "skips", reader
+    follower = run["follower"]
+    assert s["servedTo"]["follower"] == "skips" and 2 in follower["othersIsr"][HOLED], follower["othersIsr"]
+    assert follower["othersOffsets"][HOLED] == list(range(first)) + produced  # the same hole, nothing else missing

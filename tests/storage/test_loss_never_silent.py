@@ -19,7 +19,7 @@ from kafkalog.storage.errors import CorruptRecordError, LogDirError
 from kafkalog.storage.files.checkpoints import RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.storage.log.loss import PRODUCER_SNAPSHOT
 from kafkalog.storage.log.partition import PartitionLog
-from kafkalog.storage.log.segment_check import segment_crc_failures, segment_holes
+from kafkalog.storage.log.segment_check import segment_crc_failures, segment_holes, segment_torn_end
 from kafkalog.storage.records import RECORD_COLUMNS, iter_batches, to_arrow
 from kafkalog.storage.reports.describe import describe_partition
 from kafkalog.storage.reports.diff import diff_paths
@@ -370,19 +370,53 @@ def test_doctor_without_a_clean_shutdown_reports_the_crc_failure_below_the_recov
 
 def test_a_torn_active_segment_after_a_clean_shutdown_is_the_log_end_not_a_hole(tmp_path):
     """After a clean shutdown the broker computes its log end at the last complete batch of the active segment,
-    as every reader stops there (PartitionLog.segment_end_error): not a hole in the segment, nor a CRC failure."""
+    as every reader stops there (PartitionLog.segment_end_error): not a hole in the segment, nor a CRC failure. But
+    it keeps the torn bytes and appends after them (issue 31): a tornEnd loss at their byte, from the log end on."""
     d = _copy(tmp_path)
     pdir = d / "multi-segment-0"
-    _tear(pdir / "00000000000000000120.log")
+    seg = pdir / "00000000000000000120.log"
+    pos = _tear(seg)
     with PartitionLog(pdir) as log:
         unchecked = log.segments_unchecked_at_load(True)
         assert [s.base_offset for s in unchecked] == [0, 44, 120]
         assert segment_holes(log, unchecked) == [] and segment_crc_failures(unchecked) == []
+        torn = segment_torn_end(log, unchecked)
+        assert torn is not None and (torn.file, torn.position, torn.bytes, torn.first_offset) == (str(seg), pos, 20, 130)
+        assert segment_torn_end(log, unchecked[:2]) is None  # (recovered at load without a clean shutdown)
     diag = diagnose([d], now_ms=1_800_000_000_000)
     # the offsets the cut removed are a loss through what remembers them (the high watermark, recovery point and
     # snapshot at 150), named on the partition dir, not a hole in the segment
-    [lost] = [p for p in diag.problems if p.partition == "multi-segment-0" and p.severity == "loss"]
-    assert (lost.kind, lost.path, lost.first_offset, lost.last_offset) == ("lostOffsets", str(pdir), 130, 149)
+    lost = {p.kind: p for p in diag.problems if p.partition == "multi-segment-0" and p.severity == "loss"}
+    assert sorted(lost) == ["lostOffsets", "tornEnd"]
+    gone = lost["lostOffsets"]
+    assert (gone.path, gone.first_offset, gone.last_offset) == (str(pdir), 130, 149)
+    end = lost["tornEnd"]
+    assert (end.path, end.first_offset, end.last_offset, end.bytes) == (str(seg), 130, None, 20)
+    assert end.note is not None and end.note.facts["position"] == pos and f"from byte {pos}" in render(end.note)
+    assert end.serving is not None and set(end.serving.served_to.values()) == {"stalls"}
+    assert end.serving.follower_in_isr and (end.serving.cut_first_offset, end.serving.cut_last_offset) == (None, None)
+
+
+def test_a_torn_active_end_is_recovered_without_a_clean_shutdown(tmp_path):
+    """Without the marker the broker recovers the active segment and truncates the torn bytes itself: the plan's
+    truncation, no tornEnd."""
+    d = _copy(tmp_path)
+    (d / ".kafka_cleanshutdown").unlink()
+    seg = d / "multi-segment-0" / "00000000000000000120.log"
+    pos = _tear(seg)
+    mine = [p for p in diagnose([d], now_ms=1_800_000_000_000).problems if p.partition == "multi-segment-0"]
+    assert "tornEnd" not in {p.kind for p in mine}
+    assert [(p.path, p.first_offset, p.note.facts["position"]) for p in mine if p.kind == "truncation" and p.note] == [
+        (str(seg), 130, pos)]
+
+
+def test_a_hole_carries_its_serving(torn_middle):
+    d, seg, pos = torn_middle
+    [p] = [p for p in diagnose([d], now_ms=1_800_000_000_000).problems if p.kind == "lostOffsets"
+           and p.path == str(seg)]
+    assert p.serving is not None and p.serving.damage == "hole"
+    assert set(p.serving.served_to.values()) == {"skips"} and p.serving.follower_in_isr
+    assert (p.serving.cut_first_offset, p.serving.cut_last_offset) == (75, 149)
 
 
 def test_segments_unchecked_at_load_follow_the_recovery_point(tmp_path):

@@ -247,6 +247,9 @@ TEMPLATES: dict[str, str | Template] = {
                    "hole",
     "doctor.corruptBatch": "{name}: {reason}; the broker does not recover this segment at load and serves the batch "
                            "as it is",
+    "doctor.tornEnd": "{name}: {stopReason}: the last {bytes} bytes from byte {position} are not a complete batch; the "
+                      "broker does not recover this active segment at load (a clean shutdown): it keeps them, its log "
+                      "ends at offset {firstOffset}, and it appends new records after them, where its fetches do not find them",
     "doctor.legacyFormat": "{segments} segment(s) hold {batches:,d} message format v0/v1 batch(es): a 4.x broker "
                            "still loads and serves them as they are and appends only v2 batches after them (KIP-724: "
                            "no message.format.version, no fetch down-conversion); its cleaner rewrites them as v2 "

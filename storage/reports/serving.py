@@ -39,7 +39,7 @@ against a real 4.3.1 broker:
   every new batch after them. A fetch at the log end then finds no complete batch (the torn batch's declared size
   spans the new batches) and gets an empty answer at the log end offset: every reader **stalls** there without an
   error, never receiving a record appended since, and a follower stalls too while the leader counts it in the
-  ISR (the empty read carries the log end offset, ``LocalLog.read``), so the acknowledged records are on the
+  ISR (measured: ISR [1, 2], the follower's log ending at the torn bytes), so the acknowledged records are on the
   leader alone. The next start without a clean shutdown truncates the segment at the torn bytes ("Corruption
   found in segment ..., truncating to offset N"): every record appended since is lost.
 

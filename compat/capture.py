@@ -137,6 +137,11 @@ FIXTURES: dict[str, FixtureSpec] = {
         FixtureSpec(f"kafka-{jars.LATEST_3}-zk-v0", jars.LATEST_3, "zk", 0,
                     scenarios=tuple(s for s in LEGACY_SCENARIOS if s != "log_append_time"), props=LEGACY_V0_PROPS,
                     description="3.9.x ZooKeeper mode, IBP 2.8, message format v0 (0.9.0)"),
+        FixtureSpec(f"kafka-{jars.LATEST_2}-zk-v1", jars.LATEST_2, "zk", 1, scenarios=LEGACY_SCENARIOS,
+                    props=LEGACY_V1_PROPS, description="2.8.x ZooKeeper mode, message format v1 (0.10.0)"),
+        FixtureSpec(f"kafka-{jars.LATEST_2}-zk-v0", jars.LATEST_2, "zk", 0,
+                    scenarios=tuple(s for s in LEGACY_SCENARIOS if s != "log_append_time"), props=LEGACY_V0_PROPS,
+                    description="2.8.x ZooKeeper mode, message format v0 (0.9.0)"),
     )
 }  # fmt: skip
 

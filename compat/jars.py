@@ -28,6 +28,8 @@ from kafkalog.compat.errors import HarnessError, JavaNotFound, KafkaResolveError
 #: kafka-tools-api 4.4.0 are not, so its classpath cannot be resolved) and newest 3.9.x (last with ZooKeeper).
 LATEST_4 = "4.3.1"
 LATEST_3 = "3.9.2"
+#: The older line the upgrade rehearsal starts from (ZooKeeper mode; its committed fixtures, ``make test-older``).
+LATEST_2 = "2.8.2"
 DEFAULT_VERSIONS: tuple[str, ...] = (LATEST_4, LATEST_3)
 
 POM = Path(__file__).with_name("maven") / "pom.xml"

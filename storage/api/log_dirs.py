@@ -194,7 +194,8 @@ class LogDirs:
         unbounded; batches entirely before ``from`` are skipped undecoded), ``columns`` only those columns, in that
         order (the others are never built: no key, value or header bytes are copied unless asked for).
         ``threads`` partitions are decoded at once (default: one per CPU, fewer for less than 16 MiB of segments
-        per thread: ``partition.BYTES_PER_THREAD``), by the compiled core without the GIL,
+        per thread: ``partition.BYTES_PER_THREAD``), by the compiled core without the GIL; a partition of many
+        segments is cut into pieces of whole segments (``partition.PIECE_BYTES``, 64 MiB) decoded at once too,
         each at most one batch ahead of the reader: at most ``threads`` batches are held, and the batches come
         in the same order as on one thread. With ``binary_view``, ``key`` and ``value`` are Arrow ``binary_view``
         columns that point into the segments' mapped bytes (uncompressed batches) or into each compressed batch's

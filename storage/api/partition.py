@@ -207,22 +207,62 @@ class Partition:
 
 
 
-def _arrow_batches(selected: list[tuple[Path, ExportFilter]], batch_rows: int, columns: list[str] | None = None,
+Piece = tuple[Path, ExportFilter, tuple[int, int | None] | None]
+"""What one reader thread decodes at a time: a partition dir, its filter, and the base offsets ``[first, end)`` of
+the segments of its piece (None: every segment; :func:`_pieces`)."""
+
+PIECE_BYTES = 64 << 20
+"""A partition holding at least twice this many bytes of segments to read is read in pieces of whole consecutive
+segments, each of at least this many bytes but the last (:func:`_pieces`): the reader's threads decode the pieces
+of one partition at once. The pieces depend on the segments alone, never on the threads: the batches are the same
+with any number of threads."""
+
+_FIRST = -(1 << 63)  # (the first piece starts before any base offset)
+
+
+def _pieces(part: Partition, flt: ExportFilter) -> list[Piece]:
+    """``part`` as the :data:`Piece` s its read is cut into, in offset order: consecutive whole segments of at least
+    :data:`PIECE_BYTES` bytes each (a segment the filter's offset range skips counts no bytes), the last piece
+    taking what is left when that is less than half of it; a partition with less than twice that is one piece."""
+    segs = part.segments
+    lo, hi = flt.from_offset, flt.to_offset
+    sizes = []
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        skipped = (lo is not None and nxt is not None and nxt <= lo) or (hi is not None and seg.base_offset >= hi)
+        sizes.append(0 if skipped else seg.size)
+    if sum(sizes) < 2 * PIECE_BYTES:
+        return [(part.path, flt, None)]
+    cuts: list[int] = []  # the base offsets where a piece after the first starts
+    held = 0
+    for seg, size in zip(segs, sizes, strict=True):
+        if held >= PIECE_BYTES and size:
+            cuts.append(seg.base_offset)
+            held = 0
+        held += size
+    if cuts and held < PIECE_BYTES // 2:
+        cuts.pop()  # (a small rest joins the piece before it)
+    starts = [_FIRST, *cuts]
+    return [(part.path, flt, (a, b)) for a, b in zip(starts, [*cuts, None], strict=True)]
+
+
+def _arrow_batches(selected: list[Piece], batch_rows: int, columns: list[str] | None = None,
                    threads: int = 1, views: bool = False) -> Iterator[Any]:
-    """The Arrow batches of the partitions ``selected``, partition after partition in order: each decoded by
-    :func:`_partition_batches` on one of ``threads`` threads (the compiled core decodes without the GIL), each
-    thread at most one batch ahead of the reader (:func:`~kafkalog.storage.parallel.iter_thread_streams`)."""
+    """The Arrow batches of the pieces ``selected`` (partitions, or pieces of them: :func:`_pieces`), piece after
+    piece in order: each decoded by :func:`_partition_batches` on one of ``threads`` threads (the compiled core
+    decodes without the GIL), each thread at most one batch ahead of the reader
+    (:func:`~kafkalog.storage.parallel.iter_thread_streams`)."""
     return iter_thread_streams(lambda task: _partition_batches(task, batch_rows, columns, views), selected,
                                threads=threads)
 
 
-def _partition_batches(task: tuple[Path, ExportFilter], batch_rows: int, columns: list[str] | None,
+def _partition_batches(task: Piece, batch_rows: int, columns: list[str] | None,
                        views: bool = False) -> Iterator[Any]:
-    """``export --format parquet``'s loop over one partition (records straight into Arrow columns, the records
-    layer for wrappers and batches past a chunk), yielding the row groups instead of writing them, with only
-    ``columns`` built (key and value as views with ``views``: :class:`RecordColumns`). The partition dir is
-    opened here, as it is read: the reader outlives the :class:`LogDirs` it came from."""
-    pdir, flt = task
+    """``export --format parquet``'s loop over one partition, or the segments of one piece of it (records straight
+    into Arrow columns, the records layer for wrappers and batches past a chunk), yielding the row groups instead
+    of writing them, with only ``columns`` built (key and value as views with ``views``: :class:`RecordColumns`).
+    The partition dir is opened here, as it is read: the reader outlives the :class:`LogDirs` it came from."""
+    pdir, flt, segments = task
     window = _record_window(flt)
     # (buffers sized once per batch: growing them from nothing reallocates and copies, and faults pages in)
     cols = RecordColumns(columns=columns, capacity=min(BYTES_PER_CHUNK, batch_rows * 128), views=views)
@@ -235,7 +275,7 @@ def _partition_batches(task: tuple[Path, ExportFilter], batch_rows: int, columns
         limit = DEFAULT_DECOMPRESS_LIMIT if native_codec() is not None else 0
         run = _native_runs(cols, full, ExportStats(), flt.include_control, batch_rows, DEFAULT_ROW_GROUP_BYTES,
                            decompress_limit=limit, one_group=True)
-    for topic, partition, name, b in _selected_batches(pdir, flt, None, run):
+    for topic, partition, name, b in _selected_batches(pdir, flt, None, run, segments):
         yield from full.take()
         whole = b.records_count <= RECORD_CHUNK if b.records_count is not None else not b.is_compressed
         if whole:
@@ -286,7 +326,9 @@ def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, rea
     pa = require("pyarrow", feature="Arrow output")  # optional dependency: only Arrow output needs it
 
     # the ranges are resolved now, against the partitions as opened (a bad offset spec fails here, not mid-read)
-    selected = [(p.path, p._filter(offsets, include_control, read_committed, window)) for p in parts]
+    # (and each partition cut into the pieces its segments make: the threads decode the pieces of one at once)
+    selected = [piece for p in parts for piece in _pieces(p, p._filter(offsets, include_control, read_committed,
+                                                                      window))]
     schema = arrow_schema(RECORD_COLUMNS, views=views)
     names = None if columns is None else list(columns)
     unknown = [c for c in names or () if c not in schema.names]
@@ -298,7 +340,7 @@ def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, rea
     if names is not None:
         schema = pa.schema([schema.field(c) for c in names])
     if threads is None:
-        threads = default_threads(sum(p.size for p in parts)) if len(parts) > 1 else 1
+        threads = default_threads(sum(p.size for p in parts)) if len(selected) > 1 else 1
     batches = _arrow_batches(selected, batch_rows, names, threads, views)
     return pa.RecordBatchReader.from_batches(schema, batches)
 

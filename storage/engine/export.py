@@ -140,9 +140,12 @@ entries from ``buf[start:end]`` itself (the native core, checking each CRC) and 
 
 
 def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
-                      stats: ExportStats | None, run: RunSink | None = None) -> Iterator[tuple[str, int, str, Any]]:
+                      stats: ExportStats | None, run: RunSink | None = None,
+                      segments: tuple[int, int | None] | None = None) -> Iterator[tuple[str, int, str, Any]]:
     """``(topic, partition, segment name, batch)`` of every batch of one partition the filter may keep (checked
-    against its CRC), segment by segment (each closed, and reported to ``stats.on_segment``, when done).
+    against its CRC), segment by segment (each closed, and reported to ``stats.on_segment``, when done). With
+    ``segments`` ``(first, end)``, only the segments whose base offset is in ``[first, end)`` (end None:
+    unbounded) are read: one piece of the partition, the batches the whole read gives for those segments.
 
     With ``run`` and a filter that keeps every batch whatever its offsets, times and producer, runs of plain
     entries go to ``run`` instead; the entry each run stops at (compressed, legacy, control, damaged, the end)
@@ -183,6 +186,10 @@ def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
         for i, seg in enumerate(segs):
             nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
             seg_size = seg.size
+            if segments is not None and not (segments[0] <= seg.base_offset
+                                             and (segments[1] is None or seg.base_offset < segments[1])):
+                seg.close()
+                continue
             if lo is not None and nxt is not None and nxt <= lo:
                 seg.close()
                 if stats is not None and stats.on_segment is not None:

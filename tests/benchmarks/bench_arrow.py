@@ -24,6 +24,11 @@ not distort; on an idle machine with N CPUs the parallel read's wall time approa
 
 Goals (issue 32): ``arrow`` >= 10x aiokafka and >= 40 % of the ceiling uncompressed; >= 4x aiokafka with lz4 and
 zstd.
+
+``--one-partition N``: instead, one partition of the same batches cut into ``N`` segments (1 GiB uncompressed by
+default), read whole by one thread as before pieces existed (``whole``: ``PIECE_BYTES`` out of reach), and in
+pieces of whole segments (``partition.PIECE_BYTES``) on 1 thread (``pieces-1``) and on the reader's default
+threads (``pieces``): the speedup of decoding the segments of one partition at once.
 """
 
 from __future__ import annotations
@@ -69,6 +74,64 @@ def data_dir(codec: str, total: int, partitions: int) -> Path:
             kafkalog.apply(dirs.plan_reindex(all_segments=True), backup=False)
         (root / "done").touch()
     return root
+
+
+def one_partition_dir(codec: str, total: int, segments: int) -> Path:
+    """A data dir of one partition ``big-0`` holding ``total`` bytes of ``codec`` batches (the generated file's)
+    in ``segments`` segments cut at batch boundaries, with its indexes."""
+    src = DATA_DIR / f"v2-{CODEC_NAMES[CODEC_IDS[codec]]}-{total}.log"
+    generate(src, CODEC_IDS[codec], total)
+    root = DATA_DIR / f"arrow-one-{codec}-{total}x{segments}"
+    if not (root / "done").exists():
+        write_data_dir_files(root)
+        pdir = root / "big-0"
+        pdir.mkdir(parents=True, exist_ok=True)
+        data = src.read_bytes()
+        per, pos, start = len(data) // segments, 0, 0
+        while pos < len(data):
+            pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+            if pos - start >= per or pos >= len(data):
+                base = int.from_bytes(data[start:start + 8], "big")
+                (pdir / f"{base:020d}.log").write_bytes(data[start:pos])
+                start = pos
+        with kafkalog.open(root) as dirs:
+            kafkalog.apply(dirs.plan_reindex(all_segments=True), backup=False)
+        (root / "done").touch()
+    return root
+
+
+def bench_pieces(codec: str, total: int, segments: int, runs: int) -> dict:
+    from kafkalog.storage.api import partition as api
+
+    root = one_partition_dir(codec, total, segments)
+    size = sum(s.stat().st_size for s in root.glob("*/*.log"))
+    piece_bytes = api.PIECE_BYTES
+
+    def whole() -> int:
+        api.PIECE_BYTES = 1 << 62
+        try:
+            return arrow(root, threads=1)
+        finally:
+            api.PIECE_BYTES = piece_bytes
+
+    fns = {"whole": whole, "pieces-1": lambda: arrow(root, threads=1), "pieces": lambda: arrow(root)}
+    fns["pieces"]()  # warm up
+    times, res, ratios = _paired(fns, runs)
+    assert res["whole"] == res["pieces-1"] == res["pieces"], res
+    row = {"codec": codec, "segments": segments, "bytes": size, "records": res["whole"], "cpus": os.cpu_count(),
+           "load": os.getloadavg()[0]}
+    for c in CLOCKS:
+        row |= {f"{c}_{k.replace('-', '_')}_MBps": size / v / 1e6 for k, v in times[c].items()}
+        row |= {f"{c}_pieces_vs_whole": 1 / ratios[c]["pieces"], f"{c}_pieces_1_vs_whole": 1 / ratios[c]["pieces-1"]}
+    return row
+
+
+def _print_pieces(r: dict) -> None:
+    for c in CLOCKS:
+        print(f"{r['codec']:<5} {c:<4} one partition, {r['segments']} segments, {r['bytes'] / 1e6:.0f} MB "
+              f"{r['records']} records (load {r['load']:.1f}): whole {r[f'{c}_whole_MBps']:.0f} MB/s, pieces on 1 "
+              f"thread {r[f'{c}_pieces_1_MBps']:.0f} MB/s, pieces {r[f'{c}_pieces_MBps']:.0f} MB/s => pieces "
+              f"{r[f'{c}_pieces_vs_whole']:.2f}x whole (1 thread {r[f'{c}_pieces_1_vs_whole']:.2f}x)", flush=True)
 
 
 def _threads_kw(threads: int | None) -> dict:
@@ -178,10 +241,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--codecs", default="none,lz4,zstd", help="comma-separated codec names")
     ap.add_argument("--json", action="store_true", help="print JSON Lines instead of a line per codec")
+    ap.add_argument("--one-partition", type=int, metavar="SEGMENTS", default=0,
+                    help="one partition of this many segments: whole vs in pieces (see above)")
     args = ap.parse_args(argv)
     print(f"# wall clock, median of {args.runs} interleaved runs, {os.cpu_count()} CPUs", file=sys.stderr)
     for codec in filter(None, args.codecs.split(",")):
         total = int((GIB if codec == "none" else 256 * MIB) * args.scale)
+        if args.one_partition:
+            row = bench_pieces(codec, total, args.one_partition, args.runs)
+            print(json.dumps(row), flush=True) if args.json else _print_pieces(row)
+            continue
         row = bench(codec, total, args.partitions, args.runs)
         print(json.dumps(row), flush=True) if args.json else _print(row)
     return 0

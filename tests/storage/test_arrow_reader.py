@@ -377,3 +377,92 @@ def test_views_alive_at_the_interpreter_s_exit_are_released_cleanly(mixed):
     out = subprocess.run([sys.executable, "-c", EXIT, str(mixed)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     assert int(out.stdout) > 0
+
+
+# ------------------------------------------------------------------------------------ one partition, in pieces
+
+@pytest.fixture(scope="module")
+def segmented(tmp_path_factory) -> Path:
+    """One partition of eight segments (plain and lz4 batches, ~1.2 MB each) and a small one-segment partition."""
+    root = tmp_path_factory.mktemp("segmented")
+    first = 0
+    for s in range(8):
+        batch = _big_batch(3 if s % 3 == 2 else 0, 100, 256)
+        write_segment(root / "one-0", first, repeated_batch(batch, 40, 100, first), rebuild_indexes=True)
+        first += 40 * 100
+    write_segment(root / "small-0", 0, repeated_batch(_big_batch(0, 10), 3, 10), rebuild_indexes=True)
+    return write_data_dir_files(root)
+
+
+def _pieces_of(data: Path, **kw) -> list:
+    from kafkalog.storage.api.partition import _pieces
+
+    with kafkalog.open(data) as dirs:
+        return [[piece[2] for piece in _pieces(p, p._filter(kw.get("offsets"), False, False))]
+                for p in dirs.partitions()]
+
+
+@pytest.mark.parametrize("kw", [{}, {"offsets": "1234:25000"}, {"read_committed": True}, {"batch_rows": 777},
+                                {"time_range": (BASE_TS + 20, BASE_TS + 60)}, {"binary_view": True},
+                                {"columns": ["offset", "value", "codec"]}],
+                         ids=["default", "offsets", "committed", "small-batches", "time", "views", "columns"])
+def test_one_partition_is_decoded_in_pieces_in_order(segmented, mixed, monkeypatch, kw):
+    """A partition of many segments is cut into pieces of whole segments (``PIECE_BYTES``) that the threads
+    decode at once: the rows are those of the uncut read, in the same order, the batches the same with 1 and 3
+    threads, and the pieces of one partition are decoded on several threads."""
+    from kafkalog.storage.api import partition as api
+
+    whole = {data: _batches(data, threads=1, **kw) for data in (segmented, mixed, *FIXTURES)}
+    seg_bytes = min(p.stat().st_size for p in (segmented / "one-0").glob("*.log"))
+    monkeypatch.setattr(api, "PIECE_BYTES", seg_bytes * 2)
+    pieces = _pieces_of(segmented, **kw)
+    assert len(pieces[0]) >= (2 if kw.get("offsets") else 4) and pieces[1] == [None], pieces
+    threads_of: dict = {}
+    real = api._partition_batches
+
+    def spy(task, *args, **kwargs):
+        for rb in real(task, *args, **kwargs):
+            threads_of.setdefault(task[2], set()).add(threading.current_thread().name)
+            yield rb
+
+    monkeypatch.setattr(api, "_partition_batches", spy)
+    for data, expected in whole.items():
+        one = _batches(data, threads=1, **kw)
+        many = _batches(data, threads=3, **kw)
+        assert [b.num_rows for b in many] == [b.num_rows for b in one], data
+        assert all(a.equals(b) for a, b in zip(many, one, strict=True)), data
+        rows = [r for b in many for r in b.to_pylist()]
+        assert rows == [r for b in expected for r in b.to_pylist()], data
+        assert rows or data != segmented
+    if "offsets" in kw:
+        offsets = [r["offset"] for b in _batches(segmented, threads=3, **kw) for r in b.to_pylist()
+                   if r.get("topic", "one") == "one"]
+        assert offsets == list(range(1234, 25000))
+    assert len({name for names in threads_of.values() for name in names}) > 1  # (pieces on several threads)
+
+
+@needs_core
+def test_the_pieces_of_one_partition_hold_at_most_threads_batches(segmented, monkeypatch):
+    from kafkalog.storage.api import partition as api
+
+    monkeypatch.setattr(api, "PIECE_BYTES", 1)  # (every segment a piece)
+    made = 0
+    to_arrow = RecordColumns.to_arrow
+
+    def counted(self):
+        nonlocal made
+        rb = to_arrow(self)
+        made += 1
+        return rb
+
+    monkeypatch.setattr(RecordColumns, "to_arrow", counted)
+    for threads in (2, 3):
+        made = taken = held = 0
+        with kafkalog.open(segmented) as dirs:
+            for rb in dirs.to_arrow(["one"], batch_rows=1000, threads=threads):
+                taken += 1
+                held = max(held, made - taken)
+                time.sleep(0.001)
+                assert rb.num_rows
+        assert taken == 8 * 4  # (4 batches of 1000 rows per segment: each segment a piece)
+        assert held <= threads

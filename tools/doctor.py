@@ -46,7 +46,8 @@ predicts its next start, changing nothing:
     without an error;
   * a torn end of the active segment after a clean shutdown: the broker keeps the torn bytes and appends after
     them records its consumers and followers never reach (they stall at the log end, the followers counted in
-    the ISR), and a later start without a clean shutdown truncates them away; kafkalog repair --full cuts it;
+    the ISR, until the appended bytes span the torn batch's declared size; then most of them fail there), and a
+    later start without a clean shutdown truncates them away; kafkalog repair --full cuts it;
   * an estimate of the broker's recovery time: bytes to scan / scan rate. The rate is measured while
     planning (which runs the same segment recovery over the same bytes), divided by how much slower the broker
     was than kafkalog in tests/benchmarks/bench_repair.py; under 32 MiB to scan, the broker's rate from that
@@ -128,14 +129,25 @@ def _serving(p) -> list[str]:
                 f"  cut it: {cut} truncates the log at the hole{loses}",
                 f"  salvage first: {salvage} reads every record around it"]
     if s.damage == "tornEnd":
-        return [f"{where}: the broker keeps the torn bytes at the end of its log and appends after them",
-                f"  stall at offset {at} without an error, never receiving a record appended after it: "
-                f"{readers['stalls']}",
-                f"  followers stall at offset {at} too, while the leader counts them in the ISR: the records appended "
-                "are on the leader alone",
-                f"  a start without a clean shutdown then truncates the log at byte {p.note.facts['position']}: every "
-                "record appended after the torn bytes is lost",
-                f"  cut it before the broker starts: {cut} removes the {p.bytes} torn bytes (no record)"]
+        spanned = s.served_to_once_spanned or {}
+        until = (f"until the broker has appended {s.span_bytes:,d} bytes after them (the rest of the torn batch's declared "
+                 "size)" if s.span_bytes is not None else
+                 "(too few torn bytes to declare a batch size: what they get after the first append is not known)")
+        lines = [f"{where}: the broker keeps the torn bytes at the end of its log and appends after them",
+                 f"  stall at offset {at} without an error, never receiving a record appended after it, {until}: "
+                 f"{readers['stalls']}",
+                 f"  followers stall at offset {at} too, while the leader counts them in the ISR: the records "
+                 "appended are on the leader alone"]
+        if s.span_bytes is not None:
+            failing = ", ".join(w for k, w in READERS.items() if spanned.get(k) == "fails")
+            still = ", ".join(w for k, w in READERS.items() if spanned.get(k) == "stalls")
+            lines.append(f"  then the torn batch fails its CRC at offset {at}: {failing} fail there"
+                         + (f"; {still} still stalls" if still else "")
+                         + ("; followers fail and leave the ISR" if spanned.get("follower") == "fails" else ""))
+        return lines + [
+            f"  a start without a clean shutdown then truncates the log at byte {p.note.facts['position']}: every "
+            "record appended after the torn bytes is lost",
+            f"  cut it before the broker starts: {cut} removes the {p.bytes} torn bytes (no record)"]
     lines = [f"{where}: the broker serves this batch as it is"]
     fail = [w for k, w in READERS.items() if fates[k] == "fails"]
     if fail:

@@ -368,11 +368,27 @@ def segment_holes(log: PartitionLog, segments: Iterable[Segment]) -> list[Segmen
     return out
 
 
-def segment_torn_end(log: PartitionLog, segments: Iterable[Segment]) -> SegmentHole | None:
+@dataclass(frozen=True)
+class TornEnd:
+    """The torn or partial batch at the end of an active segment: the ``bytes`` from ``position`` on, after the last
+    complete batch (the log ends at ``first_offset``); ``declared_bytes``: the whole batch's size its header declares
+    (``12 + `` its length field; None when fewer than 12 bytes are there); ``compressed``: whether its attributes
+    name a compression codec (None when the bytes end before them); ``reason``: the scan's stop reason."""
+
+    file: str
+    position: int
+    bytes: int
+    first_offset: int
+    declared_bytes: int | None
+    compressed: bool | None
+    reason: str
+
+
+def segment_torn_end(log: PartitionLog, segments: Iterable[Segment]) -> TornEnd | None:
     """The torn or partial batch the active segment of ``log`` ends in, when it is among ``segments`` (those the
     broker's start-up leaves as they are, :meth:`PartitionLog.segments_unchecked_at_load`: after a clean shutdown):
-    ``first_offset`` is the log end offset the broker computes before those bytes (``last_offset`` None), ``bytes``
-    those after the last complete batch. Every reader ends the log there (not a hole: :func:`segment_holes`), but
+    ``first_offset`` is the log end offset the broker computes before those bytes, ``bytes`` those after the last
+    complete batch. Every reader ends the log there (not a hole: :func:`segment_holes`), but
     the broker keeps the bytes and appends after them (:mod:`kafkalog.storage.reports.serving`). None when the
     active segment ends in a complete batch, or in an entry that is not torn but corrupt (the CRC check's)."""
     seg = log.active_segment
@@ -382,10 +398,16 @@ def segment_torn_end(log: PartitionLog, segments: Iterable[Segment]) -> SegmentH
     if found is None:
         return None
     scanner, nxt = found
-    if scanner.stop_position >= seg.size:
+    pos = scanner.stop_position
+    if pos >= seg.size:
         return None
-    return SegmentHole(str(seg.path), scanner.stop_position, seg.size - scanner.stop_position,
-                       seg.base_offset if nxt is None else nxt, None, scanner.stop_reason or "")
+    head = (bytes(scanner.file.view(pos, 23)) if isinstance(scanner, WindowedScanner)
+            else bytes(scanner.buf[pos - scanner.position_base:pos - scanner.position_base + 23]))
+    declared = 12 + int.from_bytes(head[8:12], "big", signed=True) if len(head) >= 12 else None
+    # the codec: v2's attributes (int16 at byte 21), v0/v1's (the byte after the magic byte)
+    attributes = head[22] if len(head) >= 23 and head[16] >= 2 else head[17] if len(head) >= 18 and head[16] < 2 else None
+    return TornEnd(str(seg.path), pos, seg.size - pos, seg.base_offset if nxt is None else nxt, declared,
+                   None if attributes is None else bool(attributes & 7), scanner.stop_reason or "")
 
 
 def segment_crc_failures(segments: Iterable[Segment]) -> list[SegmentHole]:

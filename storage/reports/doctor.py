@@ -319,7 +319,7 @@ def _remembered(diag: Diagnosis, dirs: list[DataDir], paths: list[Path], crc: bo
                     p = _noted(LOSS, "tornEnd", torn.file, "doctor.tornEnd", partition=log.name,
                                firstOffset=torn.first_offset, bytes=torn.bytes, position=torn.position,
                                stopReason=torn.reason)
-                    p.serving = torn_end_serving()
+                    p.serving = torn_end_serving(torn.bytes, torn.declared_bytes, torn.compressed)
                     diag.problems.append(p)
                 for h in segment_crc_failures(unchecked) if crc else ():
                     p = _noted(LOSS, "corruptBatch", h.file, "doctor.corruptBatch", partition=log.name,

@@ -40,8 +40,16 @@ against a real 4.3.1 broker:
   spans the new batches) and gets an empty answer at the log end offset: every reader **stalls** there without an
   error, never receiving a record appended since, and a follower stalls too while the leader counts it in the
   ISR (measured: ISR [1, 2], the follower's log ending at the torn bytes), so the acknowledged records are on the
-  leader alone. The next start without a clean shutdown truncates the segment at the torn bytes ("Corruption
-  found in segment ..., truncating to offset N"): every record appended since is lost.
+  leader alone. That holds until the broker has appended more bytes than the torn batch's header declares
+  (:attr:`Serving.span_bytes`); from then on a fetch at the log end reads the torn header over the new batches,
+  a batch failing its CRC (measured: "Record batch for partition ... at offset 60 is invalid" with 25 records of
+  100 bytes appended after a torn 1,409-byte batch): the Java consumer, kafka-python and librdkafka with
+  ``check.crcs=true`` **fail** at the log end offset, librdkafka with its defaults **fails** too when the torn
+  header names a compression codec ("Decompression (codec 0x2) of message at 60 ... failed") and still stalls
+  without an error when it names none (:attr:`Serving.torn_compressed`), and a follower **fails** ("Found invalid messages during fetch", at its first fetch that reaches the torn
+  bytes) and drops out of the ISR (:attr:`Serving.served_to_once_spanned`). The next start without a clean
+  shutdown truncates the segment at the torn bytes ("Corruption found in segment ..., truncating to offset N"):
+  every record appended since is lost.
 
 ``kafkalog repair --full`` cuts a hole as it cuts a corrupt batch (the log from the hole on); for a torn end it
 removes only the torn bytes, no record.
@@ -80,6 +88,8 @@ class Serving:
     cut_first_offset: int | None
     cut_last_offset: int | None
     damage: str = CORRUPT_BATCH
+    span_bytes: int | None = None  # a torn end: the bytes appended after it before fetches read its header over them
+    torn_compressed: bool | None = None  # a torn end: its header names a compression codec (None: not known)
 
     @property
     def served_to(self) -> dict[str, str]:
@@ -89,6 +99,17 @@ class Serving:
         if self.damage != CORRUPT_BATCH:
             return dict.fromkeys(READERS, SKIPS if self.damage == HOLE else STALLS)
         return {"javaConsumer": FAILS, "kafkaPython": FAILS, "librdkafka": DELIVERS if self.records_decode else FAILS,
+                "librdkafkaCheckCrcs": FAILS, "follower": FAILS}
+
+    @property
+    def served_to_once_spanned(self) -> dict[str, str] | None:
+        """A torn end: what each reader of :data:`READERS` gets once the broker has appended more than
+        :attr:`span_bytes` after it (the torn batch then fails its CRC; librdkafka's defaults, which do not check
+        it, fail on a compressed one and stall on the others, as on one whose codec is not known); None for the
+        other damages."""
+        if self.damage != TORN_END:
+            return None
+        return {"javaConsumer": FAILS, "kafkaPython": FAILS, "librdkafka": FAILS if self.torn_compressed else STALLS,
                 "librdkafkaCheckCrcs": FAILS, "follower": FAILS}
 
     @property
@@ -106,6 +127,8 @@ class Serving:
 
     def to_dict(self) -> dict[str, Any]:
         return {"damage": self.damage, "servedTo": self.served_to, "followerInIsr": self.follower_in_isr,
+                "spanBytes": self.span_bytes, "tornCompressed": self.torn_compressed,
+                "servedToOnceSpanned": self.served_to_once_spanned,
                 "recordsDecode": self.records_decode,
                 "cut": {"command": CUT_COMMAND, "firstOffset": self.cut_first_offset,
                         "lastOffset": self.cut_last_offset},
@@ -138,10 +161,12 @@ def hole_serving(log: PartitionLog, first_offset: int | None) -> Serving:
     return _cut(log, first_offset, HOLE)
 
 
-def torn_end_serving() -> Serving:
-    """How a log is served whose active segment ends in torn bytes the start-up keeps (a clean shutdown): its
-    readers and followers stall at its log end; ``repair --full`` removes the torn bytes, no record."""
-    return Serving(False, None, None, TORN_END)
+def torn_end_serving(torn_bytes: int, declared_bytes: int | None, compressed: bool | None = None) -> Serving:
+    """How a log is served whose active segment ends in ``torn_bytes`` the start-up keeps (a clean shutdown), of a
+    batch whose header declares ``declared_bytes`` (None: unknown): its readers and followers stall at its log end
+    until the broker has appended the rest of that size; ``repair --full`` removes the torn bytes, no record."""
+    span = declared_bytes - torn_bytes if declared_bytes is not None and declared_bytes > torn_bytes else None
+    return Serving(False, None, None, TORN_END, span, compressed)
 
 
 __all__ = ["CORRUPT_BATCH", "CUT_COMMAND", "DELIVERS", "FAILS", "HOLE", "READERS", "SALVAGE_COMMAND", "SKIPS",

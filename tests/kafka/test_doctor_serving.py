@@ -19,7 +19,12 @@ Two more partitions of the same copy are served as they are in other ways (``ser
   without an error, receiving the records before it and those produced after it; the follower joins the ISR;
 * a torn end: ``codec-none-0``'s active segment ends in the first 40 bytes of a batch at its log end offset (a
   torn write). The broker keeps them and appends the records produced after start-up after them: every reader,
-  and the follower, stalls at the log end without an error while the leader counts the follower in the ISR.
+  and the follower, stalls at the log end without an error while the leader counts the follower in the ISR;
+* the same torn end in ``codec-snappy-0`` (a snappy batch's header) and ``log-append-time-0`` (an uncompressed
+  one's), with more bytes produced after it than the torn batch declares (``serving.spanBytes``): its header is
+  then read over them, a batch failing its CRC, and the readers do what ``serving.servedToOnceSpanned`` says (the
+  Java consumer, kafka-python and librdkafka with ``check.crcs=true`` fail; librdkafka's defaults fail on the
+  snappy one, which does not decompress, and stall on the other; the follower fails and stays out of the ISR).
 
 Every outcome is the one doctor predicted.
 """
@@ -59,7 +64,10 @@ FAST = {"log.initial.task.delay.ms": "0", "log.retention.check.interval.ms": "36
 #: would roll and delete the segments at start-up, and a produce would roll a new segment
 PROPS = FAST | {"log.retention.ms": "-1", "log.roll.ms": str(100 * 365 * 86_400_000)}
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
-TORN, HOLED = "codec-none", "codec-gzip"  # a torn end of the active segment; a torn closed segment (a hole)
+#: a torn end of the active segment; a torn closed segment (a hole)
+TORN, HOLED = "codec-none", "codec-gzip"
+#: torn ends appended past, and the codec of the batch each torn header is copied from (None: the last one's)
+SPANNED = {"codec-snappy": None, "log-append-time": 0}
 PRODUCED = 5  # records produced to each after start-up
 
 
@@ -76,15 +84,15 @@ def _flip_uncompressed_value(pdir: Path) -> int:
     return base
 
 
-def _tear_active_end(pdir: Path) -> int:
+def _tear_active_end(pdir: Path, codec: int | None = None) -> int:
     """A torn write at the end of ``pdir``'s only (active) segment: the first 40 bytes of a batch at its log end
-    offset (a copy of its last batch, renumbered). Returns the torn bytes' position."""
+    offset (a copy of its last batch, or of the last one of ``codec``, renumbered). Returns their position."""
     seg = sorted(pdir.glob("*.log"))[-1]
     data = seg.read_bytes()
-    last = list(iter_batches(data))[-1]
-    torn = bytearray(data[last.position:last.position + 40])
-    torn[0:8] = struct.pack(">q", last.last_offset + 1)
-    del last
+    batches = [(b.position, b.codec, b.last_offset) for b in iter_batches(data)]
+    pos = [p for p, c, _ in batches if codec is None or c == codec][-1]
+    torn = bytearray(data[pos:pos + 40])
+    torn[0:8] = struct.pack(">q", batches[-1][2] + 1)
     seg.write_bytes(data + bytes(torn))
     return len(data)
 
@@ -158,13 +166,14 @@ def _reads(bootstrap: str, topic: str, start: int, last: int, wait: float) -> di
 
 
 def _fate(got: list[int], errors: list[str], before: list[int], after: list[int]) -> str:
-    """``skips`` (no error: the records ``before`` a hole and those ``after`` it, nothing between) or ``stalls``
-    (no error: the records ``before`` the log end, none of those produced ``after`` start-up)."""
+    """``skips`` (no error: the records ``before`` a hole and those ``after`` it, nothing between), ``stalls``
+    (no error: the records ``before`` the log end, none of those produced ``after`` start-up) or ``fails`` (the
+    records ``before`` it, then an error)."""
     if not errors and got == before + after:
         return "skips"
-    if not errors and got == before:
-        return "stalls"
-    raise AssertionError(f"neither skips nor stalls: offsets {got}, errors {errors}")
+    if got == before:
+        return "fails" if errors else "stalls"
+    raise AssertionError(f"neither skips, stalls nor fails: offsets {got}, errors {errors}")
 
 
 def _doctor(d: Path) -> tuple[int, list[dict]]:
@@ -242,9 +251,12 @@ def _librdkafka(bootstrap: str, partition: int, offset: int, last: int, **conf) 
     return _outcome(got, offset, bool(errors), str(errors)), errors, values
 
 
-def _follower(leader: Broker, root: Path, corrupt: dict[int, int], others: tuple[str, ...] = ()) -> dict:
+def _follower(leader: Broker, root: Path, corrupt: dict[int, int], in_sync: tuple[str, ...] = (),
+              failing: tuple[str, ...] = ()) -> dict:
     """A second broker joining ``leader``'s quorum replicates both partitions (and partition 0 of the topics
-    ``others``): how far it gets, and whether the leader counts it in the ISR."""
+    ``in_sync``, waiting for the leader to count it in their ISR, and of ``failing``, waiting for its fetch to
+    fail): how far it gets, and whether the leader counts it in the ISR."""
+    others = in_sync + failing
     from confluent_kafka.admin import AdminClient
     from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient
@@ -271,7 +283,8 @@ def _follower(leader: Broker, root: Path, corrupt: dict[int, int], others: tuple
             dirs = [data / f"{TOPIC}-{p}" for p in corrupt] + [data / f"{t}-0" for t in others]
             follower.wait_until(lambda: all(d.is_dir() for d in dirs), 30, "create the replicas")
             text = ""
-            need = [f"Found invalid messages during fetch for partition {TOPIC}-{p}" for p in corrupt]
+            need = [f"Found invalid messages during fetch for partition {t}-{p}" for t, p in
+                    [(TOPIC, p) for p in corrupt] + [(t, 0) for t in failing]]
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and not all(n in text for n in need):
                 time.sleep(0.5)
@@ -282,7 +295,7 @@ def _follower(leader: Broker, root: Path, corrupt: dict[int, int], others: tuple
             def isr(t: str, p: int) -> list[int]:
                 return sorted(client.list_topics(t, 10).topics[t].partitions[p].isrs)
 
-            follower.wait_until(lambda: all(2 in isr(t, 0) for t in others), 30, "the ISR of " + ", ".join(others))
+            follower.wait_until(lambda: all(2 in isr(t, 0) for t in in_sync), 30, "the ISR of " + ", ".join(in_sync))
             md = client.list_topics(TOPIC, 10)
             out["replicas"] = {p: sorted(md.topics[TOPIC].partitions[p].replicas) for p in corrupt}
             out["isr"] = {p: sorted(md.topics[TOPIC].partitions[p].isrs) for p in corrupt}
@@ -300,25 +313,29 @@ def _follower(leader: Broker, root: Path, corrupt: dict[int, int], others: tuple
     return out
 
 
-def _append_and_read(bootstrap: str, hole_first: int) -> dict:
+def _append_and_read(bootstrap: str, hole_first: int, spans: dict[str, int]) -> dict:
     """The log end offsets of the torn and the holed partitions at start-up, :data:`PRODUCED` records produced to
-    each (acks=all: their offsets), then what each consumer reads of them, from two offsets before the damage."""
+    each (acks=all: their offsets), records of 100 bytes to each of :data:`SPANNED` until more than its ``spans``
+    bytes follow its torn bytes, then what each consumer reads of them, from two offsets before the damage."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    tps = [TopicPartition(t, 0) for t in (TORN, HOLED)]
+    tps = [TopicPartition(t, 0) for t in (TORN, HOLED, *SPANNED)]
     c = KafkaConsumer(bootstrap_servers=bootstrap)
     out: dict = {"endAtStart": {tp.topic: o for tp, o in c.end_offsets(tps).items()}}
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
     out["produced"] = {t: [producer.send(t, value=b"after start-up %d" % i, partition=0).get(30).offset
                            for i in range(PRODUCED)] for t in (TORN, HOLED)}
+    for t, span in spans.items():  # (a batch of one record: more than 100 bytes each)
+        out["produced"][t] = [producer.send(t, value=b"%-100d" % i, partition=0).get(30).offset
+                              for i in range(span // 100 + 2)]
     producer.close()
     out["endAfter"] = {tp.topic: o for tp, o in c.end_offsets(tps).items()}
     c.close()
-    with ThreadPoolExecutor(2) as pool:  # the torn end's readers wait out their time while the hole's are served
-        end = out["endAtStart"][TORN]
-        torn = pool.submit(_reads, bootstrap, TORN, end - 2, out["produced"][TORN][-1], 8)
-        holed = pool.submit(_reads, bootstrap, HOLED, hole_first - 2, out["produced"][HOLED][-1], 20)
-        out["reads"] = {TORN: torn.result(), HOLED: holed.result()}
+    with ThreadPoolExecutor(4) as pool:  # the torn ends' readers wait out their time while the hole's are served
+        starts = {HOLED: hole_first - 2} | {t: out["endAtStart"][t] - 2 for t in (TORN, *SPANNED)}
+        runs = {t: pool.submit(_reads, bootstrap, t, o, out["produced"][t][-1], 20 if t == HOLED else 8)
+                for t, o in starts.items()}
+        out["reads"] = {t: f.result() for t, f in runs.items()}
     return out
 
 
@@ -330,6 +347,8 @@ def run(tmp_path_factory, kafka_libs):
     damaged_copy(FIXTURE, d, ("crc_mismatch",))  # multi-segment-1: a byte of a snappy batch
     plain = _flip_uncompressed_value(d / f"{TOPIC}-0")
     torn_at = _tear_active_end(d / f"{TORN}-0")
+    for t, codec in SPANNED.items():
+        _tear_active_end(d / f"{t}-0", codec)
     hole = _tear_closed(d / f"{HOLED}-0")
     rc, lines = _doctor(d)
     found = {int(p["partition"].rsplit("-", 1)[1]): p for p in lines if p.get("kind") == "corruptBatch"}
@@ -337,7 +356,8 @@ def run(tmp_path_factory, kafka_libs):
     corrupt = {p: f["firstOffset"] for p, f in found.items()}
     last = {p: f["lastOffset"] for p, f in found.items()}
     leos = {p: PartitionLog(d / f"{TOPIC}-{p}").log_end_offset for p in corrupt}
-    served = {t: [p for p in lines if p.get("partition") == f"{t}-0" and p.get("serving")] for t in (TORN, HOLED)}
+    served = {t: [p for p in lines if p.get("partition") == f"{t}-0" and p.get("serving")]
+              for t in (TORN, HOLED, *SPANNED)}
     t0 = time.monotonic()
     broker = Broker(VERSION, data_dir=d, server_properties=PROPS)
     seen: dict = {"doctor": (rc, lines, found), "corrupt": corrupt, "leos": leos, "served": served,
@@ -349,8 +369,8 @@ def run(tmp_path_factory, kafka_libs):
         seen["clients"] = {p: {"javaConsumer": _java(bs, p, o), "kafkaPython": _kafka_python(bs, p, o),
                                "librdkafka": _librdkafka(bs, p, o, last[p]), "librdkafkaCheckCrcs":
                                _librdkafka(bs, p, o, last[p], **{"check.crcs": True})} for p, o in corrupt.items()}
-        seen |= _append_and_read(bs, hole[0])
-        seen["follower"] = _follower(broker, root, corrupt, (TORN, HOLED))
+        seen |= _append_and_read(bs, hole[0], {t: served[t][0]["serving"]["spanBytes"] for t in SPANNED})
+        seen["follower"] = _follower(broker, root, corrupt, (TORN, HOLED), tuple(SPANNED))
         broker.stop()
     finally:
         broker.close()
@@ -442,3 +462,24 @@ def test_every_reader_and_follower_skip_a_hole(run):
     follower = run["follower"]
     assert s["servedTo"]["follower"] == "skips" and 2 in follower["othersIsr"][HOLED], follower["othersIsr"]
     assert follower["othersOffsets"][HOLED] == list(range(first)) + produced  # the same hole, nothing else missing
+
+
+@pytest.mark.parametrize("topic", list(SPANNED))
+def test_once_appended_past_the_torn_batch_the_readers_fail_as_doctor_predicted(run, topic: str):
+    """More bytes appended after the torn ones than the torn batch declares: a fetch at the log end reads the torn
+    header over the new batches, a batch failing its CRC."""
+    [f] = run["served"][topic]
+    s, end, produced = f["serving"], run["endAtStart"][topic], run["produced"][topic]
+    assert f["kind"] == "tornEnd" and f["firstOffset"] == end and s["spanBytes"] > 0, f
+    assert s["tornCompressed"] == (SPANNED[topic] is None), s  # (snappy; uncompressed)
+    assert produced == list(range(end, end + len(produced))) and run["endAfter"][topic] == produced[-1] + 1
+    spanned = s["servedToOnceSpanned"]
+    assert spanned["librdkafka"] == ("fails" if s["tornCompressed"] else "stalls"), spanned
+    for reader, (got, errors) in run["reads"][topic].items():
+        assert _fate(got, errors, [end - 2, end - 1], produced) == spanned[reader], (reader, got, errors)
+        if spanned[reader] == "fails":
+            assert any(f"offset {end} " in e or f"message at {end} " in e for e in errors), errors
+    follower = run["follower"]
+    assert spanned["follower"] == "fails" and 2 not in follower["othersIsr"][topic], follower["othersIsr"]
+    assert follower["othersLeo"][topic] <= end, follower["othersLeo"]
+    assert f"Found invalid messages during fetch for partition {topic}-0" in follower["log"]

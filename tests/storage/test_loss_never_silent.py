@@ -382,6 +382,7 @@ def test_a_torn_active_segment_after_a_clean_shutdown_is_the_log_end_not_a_hole(
         assert segment_holes(log, unchecked) == [] and segment_crc_failures(unchecked) == []
         torn = segment_torn_end(log, unchecked)
         assert torn is not None and (torn.file, torn.position, torn.bytes, torn.first_offset) == (str(seg), pos, 20, 130)
+        assert torn.declared_bytes == 584 and torn.compressed is None  # its size, from its header; not its codec
         assert segment_torn_end(log, unchecked[:2]) is None  # (recovered at load without a clean shutdown)
     diag = diagnose([d], now_ms=1_800_000_000_000)
     # the offsets the cut removed are a loss through what remembers them (the high watermark, recovery point and
@@ -395,6 +396,9 @@ def test_a_torn_active_segment_after_a_clean_shutdown_is_the_log_end_not_a_hole(
     assert end.note is not None and end.note.facts["position"] == pos and f"from byte {pos}" in render(end.note)
     assert end.serving is not None and set(end.serving.served_to.values()) == {"stalls"}
     assert end.serving.follower_in_isr and (end.serving.cut_first_offset, end.serving.cut_last_offset) == (None, None)
+    assert end.serving.span_bytes == 564 and end.serving.served_to_once_spanned == {
+        "javaConsumer": "fails", "kafkaPython": "fails", "librdkafka": "stalls", "librdkafkaCheckCrcs": "fails",
+        "follower": "fails"}
 
 
 def test_a_torn_active_end_is_recovered_without_a_clean_shutdown(tmp_path):
@@ -427,3 +431,27 @@ def test_segments_unchecked_at_load_follow_the_recovery_point(tmp_path):
         assert [s.base_offset for s in log.segments_unchecked_at_load(False)] == [0]
     with PartitionLog(d / "multi-segment-0") as log:  # no checkpoint entry: every segment is recovered
         assert log.segments_unchecked_at_load(False) == []
+
+
+def test_doctor_words_how_a_hole_and_a_torn_end_are_served(tmp_path, capsys):
+    """The command words the serving facts of a hole (every reader skips it) and of a torn end (every reader
+    stalls at the log end; the cut removes the torn bytes only)."""
+    d = _copy(tmp_path)
+    hole = _tear(d / "multi-segment-0" / "00000000000000000044.log")
+    torn = _tear(d / "multi-segment-1" / "00000000000000000140.log")
+    assert cli.main(["doctor", "--no-progress", str(d)]) == 1
+    out = capsys.readouterr().out
+    assert "multi-segment-0 offsets 75..119: the broker serves the log with this hole" in out
+    assert "  skip its offsets without an error, receiving the records before and after it: the Java consumer" in out
+    assert "truncates the log at the hole (offsets 75..149 are lost)" in out
+    assert "multi-segment-1 offsets 140..: the broker keeps the torn bytes at the end of its log" in out
+    assert "  stall at offset 140 without an error" in out and f"truncates the log at byte {torn}" in out
+    assert "removes the 20 torn bytes (no record)" in out and "until the broker has appended " in out
+    assert "then the torn batch fails its CRC at offset 140: the Java consumer, kafka-python, librdkafka with " in out
+    assert cli.main(["doctor", "--json", "--no-progress", str(d)]) == 1
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    [end] = [x for x in lines if x.get("kind") == "tornEnd"]
+    [gap] = [x for x in lines if x.get("code") == "doctor.hole"]
+    assert (end["firstOffset"], end["bytes"], end["facts"]["position"]) == (140, 20, torn)
+    assert gap["facts"]["position"] == hole and gap["serving"]["servedTo"]["follower"] == "skips"
+    assert end["serving"]["damage"] == "tornEnd" and end["serving"]["cut"]["firstOffset"] is None

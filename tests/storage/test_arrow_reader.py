@@ -183,24 +183,29 @@ def big(tmp_path_factory) -> Path:
     return write_data_dir_files(root)
 
 
-@needs_core
-@pytest.mark.parametrize("threads", [1, 2, 3])
-def test_at_most_threads_batches_are_held(big, monkeypatch, threads):
-    made = 0
+def _counted_batches(monkeypatch) -> list[int]:
+    """``RecordColumns.to_arrow`` counted: the list's one item is how many batches were made so far."""
+    made = [0]
     to_arrow = RecordColumns.to_arrow
 
     def counted(self):
-        nonlocal made
         rb = to_arrow(self)
-        made += 1
+        made[0] += 1
         return rb
 
     monkeypatch.setattr(RecordColumns, "to_arrow", counted)
+    return made
+
+
+@needs_core
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_at_most_threads_batches_are_held(big, monkeypatch, threads):
+    made = _counted_batches(monkeypatch)
     taken = held = 0
     with kafkalog.open(big) as dirs:
         for rb in dirs.to_arrow(batch_rows=1000, threads=threads):
             taken += 1
-            held = max(held, made - taken)  # made by the threads, not yet handed out
+            held = max(held, made[0] - taken)  # made by the threads, not yet handed out
             time.sleep(0.001)  # a slow reader: the threads get ahead as far as they may
             assert rb.num_rows
     assert taken == 6 * 45  # (45 batches of 1000 rows per partition)
@@ -446,22 +451,13 @@ def test_the_pieces_of_one_partition_hold_at_most_threads_batches(segmented, mon
     from kafkalog.storage.api import partition as api
 
     monkeypatch.setattr(api, "PIECE_BYTES", 1)  # (every segment a piece)
-    made = 0
-    to_arrow = RecordColumns.to_arrow
-
-    def counted(self):
-        nonlocal made
-        rb = to_arrow(self)
-        made += 1
-        return rb
-
-    monkeypatch.setattr(RecordColumns, "to_arrow", counted)
+    made = _counted_batches(monkeypatch)
     for threads in (2, 3):
-        made = taken = held = 0
+        made[0] = taken = held = 0
         with kafkalog.open(segmented) as dirs:
             for rb in dirs.to_arrow(["one"], batch_rows=1000, threads=threads):
                 taken += 1
-                held = max(held, made - taken)
+                held = max(held, made[0] - taken)
                 time.sleep(0.001)
                 assert rb.num_rows
         assert taken == 8 * 4  # (4 batches of 1000 rows per segment: each segment a piece)

@@ -479,6 +479,18 @@ class Broker(KafkaBroker):
             *args,
         ]
 
+    def format(self) -> Path:
+        """``kafka-storage format`` the data dir now, without starting the broker (KRaft; as :meth:`start` does
+        first): its meta.properties and ``bootstrap.checkpoint``, the records the controller appends to an empty
+        metadata log when it activates (``ActivationRecordsGenerator.recordsForEmptyLog``). Returns the data dir."""
+        if self.mode != "kraft":
+            raise BrokerError(f"{self!r}: only a KRaft data dir is formatted")
+        jars.check_java(self.version)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        write_properties(self.properties_path, self.server_properties())
+        self._format()
+        return self.data_dir
+
     def _format(self) -> None:
         """``kafka-storage format`` (KRaft), unless the data dir already holds a meta.properties."""
         if (self.data_dir / "meta.properties").exists():

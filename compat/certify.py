@@ -5,11 +5,14 @@ backup/restore or migration tool, kafkalog itself) and checks what a real broker
 copy of each (the originals are only read):
 
 1. **Copy and restamp.** The data dir is copied into a work dir. What must match the test broker is restamped in
-   the copy and reported as a :class:`Restamp`: ``meta.properties`` (cluster, node and directory ids) and, in a
-   dir without ``__cluster_metadata``, the topic ids: a first start of the broker on an empty dir creates every
-   topic (partition count from the partition dirs) and each copied ``partition.metadata`` gets the id the broker
-   gave it. A dir with its own ``__cluster_metadata`` keeps it (and its ``meta.properties``): the broker runs
-   with that dir's node id, so the topics, their ids and configs are the dir's own.
+   the copy and reported as a :class:`Restamp`: ``meta.properties`` (cluster, node and directory ids). A dir
+   without ``__cluster_metadata`` gets its topics (partition count from the partition dirs) in the test broker's
+   ``bootstrap.checkpoint`` with the ids of their ``partition.metadata`` and the files' leader epochs
+   (:func:`_bootstrap_topics`; a topic without any ``partition.metadata`` gets a new id, written into the copy);
+   a topic whose files carry no single readable id, and every topic on the container backend, is created on a
+   first start of the broker and each copied ``partition.metadata`` gets the id the broker gave it. A dir with
+   its own ``__cluster_metadata`` keeps it (and its ``meta.properties``): the broker runs with that dir's node
+   id, so the topics, their ids and configs are the dir's own.
 2. **Load.** The broker starts on the copy (the original's clean-shutdown marker and offset checkpoints as
    they are, the log cleaner off, retention off). Its own log lines about loading (recovery, truncation,
    rebuilt indexes and producer state, stray or renamed dirs, errors) are the evidence (:class:`LoadEvent`).
@@ -41,29 +44,34 @@ import re
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kafkalog.compat import jars
-from kafkalog.compat.broker import KafkaBroker, make_broker
+from kafkalog.compat.broker import Broker, KafkaBroker, make_broker
 from kafkalog.compat.clients import confluent_headers
 from kafkalog.compat.errors import BrokerError, HarnessError, ToolError
 from kafkalog.compat.tools import dump_log_segments
 from kafkalog.facts import render
+from kafkalog.storage.decoders.cluster_metadata import encode_metadata_record
+from kafkalog.storage.decoders.common import kafka_str_to_uuid, uuid_to_kafka_str
 from kafkalog.storage.engine.export import ExportFilter, iter_partition_batches
 from kafkalog.storage.errors import KafkaLogError
 from kafkalog.storage.files.checkpoints import DATA_DIR_CHECKPOINTS
-from kafkalog.storage.files.clean_shutdown import CLEAN_SHUTDOWN_FILE
+from kafkalog.storage.files.clean_shutdown import CLEAN_SHUTDOWN_FILE, read_clean_shutdown
 from kafkalog.storage.files.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.storage.files.meta_properties import MetaProperties, read_meta_properties, write_meta_properties
 from kafkalog.storage.files.names import segment_log_files
 from kafkalog.storage.files.partition_metadata import read_partition_metadata, write_partition_metadata
 from kafkalog.storage.io.lock import describe_holders, lock_status
-from kafkalog.storage.log.datadir import classify_path, list_partition_dirs
+from kafkalog.storage.log.datadir import BOOTSTRAP_CHECKPOINT, classify_path, list_partition_dirs
 from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.partition import PartitionLog
+from kafkalog.storage.records.builder import build_batch
+from kafkalog.storage.records.reader import iter_batches
 from kafkalog.storage.reports.transactions import open_transactions
 from kafkalog.storage.reports.verify import verify_paths
 
@@ -622,13 +630,23 @@ def _certify_dir(orig: Path, work: Path, kafka: str, backend: str, image: str | 
                                         "controller.quorum.voters": f"{node}@127.0.0.1:{broker.controller_port}"}
         else:
             broker = make_broker(kafka, backend=backend, image=image, data_dir=copy, server_properties=props)
-            with _timed(rep, "brokerStart", on_phase):
-                broker.start(timeout=180)
-            with _timed(rep, "createTopics", on_phase):
-                _create_topics(broker, parts)
-            broker.stop()
+            # the topics whose files carry their id are created with it, by the controller's bootstrap records
+            # (a topic whose partitions have no partition.metadata at all, as Kafka 2.8 left them, gets a new id,
+            # written into the copy)
+            new_ids = _new_topic_ids(parts) if isinstance(broker, Broker) else {}
+            ids = {**_file_topic_ids(parts), **new_ids} if isinstance(broker, Broker) else {}
+            if ids and isinstance(broker, Broker):
+                with _timed(rep, "createTopics", on_phase):
+                    _bootstrap_topics(broker, orig, parts, ids)
+            rest = [(pd, tp) for pd, tp in parts if tp.topic not in ids]
+            if any(tp.kind == "live" for _pd, tp in rest):  # the others through the admin API, new ids restamped
+                with _timed(rep, "brokerStart", on_phase):
+                    broker.start(timeout=180)
+                with _timed(rep, "createTopics", on_phase):
+                    _create_topics(broker, rest)
+                broker.stop()
             with _timed(rep, "copy", on_phase):
-                _install_copy(orig, copy, parts, rep)
+                _install_copy(orig, copy, parts, rep, new_ids)
         log_start = broker.log_size()
         with _timed(rep, "brokerStart", on_phase):
             try:
@@ -717,7 +735,8 @@ def _upgrade_facts(orig: Path, parts: list, meta: MetaProperties | None, has_met
         rep.divergences.append(Divergence(
             "upgrade", None, file=METADATA_DIR,
             kafka="a KRaft broker takes its topics and topic ids from __cluster_metadata; certify created the topics "
-                  "and restamped each partition.metadata with the test broker's id",
+                  "in the test broker's, with the ids of their partition.metadata (a topic without one got a new "
+                  "id, restamped in the copy)",
             files="no __cluster_metadata: the topics and their ids live elsewhere (ZooKeeper)",
             rule="LogManager.loadLog / ReplicaManager.applyDelta (a log whose topic id the metadata does not "
                  "know is a stray)",
@@ -728,7 +747,7 @@ def _upgrade_facts(orig: Path, parts: list, meta: MetaProperties | None, has_met
             "upgrade", None, file="partition.metadata",
             kafka="a KRaft broker treats a log without partition.metadata as a stray ('The topicId does not exist "
                   "in Log ..., treat it as a stray log') and renames it to <dir>.<uuid>-stray: nothing of it is "
-                  "served; certify wrote the test broker's topic id into the copy",
+                  "served; certify gave each such topic an id in the test broker's metadata and wrote it into the copy",
             files=f"{len(missing)} partition(s) of {len({n.rsplit('-', 1)[0] for n in missing})} topic(s) have no "
                   f"partition.metadata (no topic id in the dir): {', '.join(missing[:8])}"
                   + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""),
@@ -780,11 +799,115 @@ def _create_topics(broker: KafkaBroker, parts: list) -> None:
     raise BrokerError(f"the test broker did not create {missing[:5]} within 60 s")
 
 
-def _install_copy(orig: Path, copy: Path, parts: list, rep: DirReport) -> None:
+def _file_topic_ids(parts: list) -> dict[str, str]:
+    """Each live topic's id as its files carry it: the one topic id every partition's ``partition.metadata`` of
+    the topic holds (not the zero id nor the metadata topic's, and no other topic's)."""
+    seen: dict[str, set[str | None]] = {}
+    for pd, tp in parts:
+        if tp.kind != "live":
+            continue
+        try:
+            tid: str | None = read_partition_metadata(pd / "partition.metadata").topic_id
+        except (KafkaLogError, OSError):
+            tid = None
+        if tid is not None and kafka_str_to_uuid(tid).int in (0, 1):  # Uuid.ZERO_UUID, Uuid.METADATA_TOPIC_ID
+            tid = None
+        seen.setdefault(tp.topic, set()).add(tid)
+    ids = {t: tid for t, v in seen.items() if len(v) == 1 and (tid := next(iter(v))) is not None}
+    owners: dict[str, int] = {}
+    for tid in ids.values():
+        owners[tid] = owners.get(tid, 0) + 1
+    return {t: tid for t, tid in ids.items() if owners[tid] == 1}
+
+
+def _new_topic_ids(parts: list) -> dict[str, str]:
+    """A new topic id for each live topic none of whose partitions has a ``partition.metadata``."""
+    has: dict[str, bool] = {}
+    for pd, tp in parts:
+        if tp.kind == "live":
+            has[tp.topic] = has.get(tp.topic, False) or (pd / "partition.metadata").exists()
+    out = {}
+    for topic in sorted(t for t, h in has.items() if not h):
+        u = uuid.uuid4()
+        while u.int in (0, 1):  # Uuid.ZERO_UUID, Uuid.METADATA_TOPIC_ID
+            u = uuid.uuid4()
+        out[topic] = uuid_to_kafka_str(u.bytes)
+    return out
+
+
+def _latest_epoch(pdir: Path) -> int:
+    """The partition's latest leader epoch as its ``leader-epoch-checkpoint`` says (0 without one)."""
+    try:
+        return max((e.epoch for e in read_leader_epoch_checkpoint(pdir / "leader-epoch-checkpoint").entries),
+                   default=0)
+    except (KafkaLogError, OSError):
+        return 0
+
+
+def _previous_broker_epoch(orig: Path) -> int:
+    """The broker epoch a broker starting on a copy of ``orig`` tells its controller it had before
+    (``LogManager.readBrokerEpochFromCleanShutdownFiles``: the clean-shutdown marker's ``brokerEpoch``; -1 for an
+    empty marker, as Kafka up to 3.6 writes it, an unreadable one or none)."""
+    try:
+        marker = read_clean_shutdown(orig / CLEAN_SHUTDOWN_FILE)
+    except (KafkaLogError, OSError):
+        return -1
+    return marker.broker_epoch if marker is not None and marker.broker_epoch is not None else -1
+
+
+def _bootstrap_topics(broker: Broker, orig: Path, parts: list, ids: dict[str, str]) -> None:
+    """Format the test broker's data dir and add to its ``bootstrap.checkpoint``, before the snapshot's footer: a
+    ``RegisterBrokerRecord`` of this node (fenced, in the formatted log dir, at the broker epoch the copy's
+    clean-shutdown marker gives), a ``TopicRecord`` per topic (the files' topic id) and one ``PartitionRecord`` per
+    partition (this node the only replica and the ISR, no leader yet, at the files' latest leader epoch). The
+    controller appends them to the empty metadata log when it activates (``ActivationRecordsGenerator
+    .recordsForEmptyLog``) and replays them, so the topics exist with the files' ids and no ``partition.metadata``
+    needs a new one.
+
+    The registration makes the broker's start a restart of a cleanly stopped node: its own registration then finds
+    that one at the epoch it reports (``ClusterControlManager.registerBroker``: ``storedBrokerEpoch ==
+    previousBrokerEpoch``), so the controller handles it as a clean shutdown and, once the broker is unfenced,
+    elects it leader from the ISR at the files' epoch + 1. Without it the registration counted as a new incarnation
+    after an unclean shutdown (``handleBrokerShutdown``: ISR emptied, then an unclean election at epoch + 2), and a
+    partition whose bootstrap named the node leader was served before that, at the files' epoch, then taken away."""
+    data = broker.format()
+    node = int(broker.server_properties()["node.id"])
+    directory = kafka_str_to_uuid(read_meta_properties(data / "meta.properties").directory_id or "")
+    pdirs = {(tp.topic, tp.partition): pd for pd, tp in parts if tp.kind == "live"}
+    counts: dict[str, int] = {}
+    for topic, partition in pdirs:
+        if topic in ids:
+            counts[topic] = max(counts.get(topic, 0), partition + 1)
+    values = [encode_metadata_record(0, {
+        "brokerId": node, "incarnationId": uuid.uuid4(), "brokerEpoch": _previous_broker_epoch(orig),
+        "endPoints": [], "features": [], "rack": None, "fenced": True, "inControlledShutdown": False,
+        "logDirs": [directory]}, 3)]
+    for topic in sorted(counts):
+        tid = kafka_str_to_uuid(ids[topic])
+        values.append(encode_metadata_record(2, {"name": topic, "topicId": tid}, 0))
+        for p in range(counts[topic]):
+            epoch = _latest_epoch(pd) if (pd := pdirs.get((topic, p))) is not None else 0
+            values.append(encode_metadata_record(3, {
+                "partitionId": p, "topicId": tid, "replicas": [node], "isr": [node], "removingReplicas": [],
+                "addingReplicas": [], "leader": -1, "leaderEpoch": epoch, "partitionEpoch": 0,
+                "directories": [directory]}, 1))
+    path = data / BOOTSTRAP_CHECKPOINT
+    buf = path.read_bytes()
+    footer = list(iter_batches(buf))[-1]
+    if not footer.is_control or footer.position + footer.size != len(buf):
+        raise BrokerError(f"{path}: kafka-storage format wrote no snapshot footer to add the topics before")
+    at = footer.base_offset
+    added = build_batch([(at + i, footer.max_timestamp, None, v) for i, v in enumerate(values)],
+                        partition_leader_epoch=footer.partition_leader_epoch)
+    moved = (at + len(values)).to_bytes(8, "big") + buf[footer.position + 8:]  # the CRC does not cover the offset
+    path.write_bytes(buf[:footer.position] + added + moved)
+
+
+def _install_copy(orig: Path, copy: Path, parts: list, rep: DirReport, new_ids: dict[str, str]) -> None:
     """Put the original's partitions, checkpoints and clean-shutdown marker into the test broker's stopped data
-    dir, each ``partition.metadata`` restamped with the broker's topic id (the broker's meta.properties and
-    __cluster_metadata stay)."""
-    broker_ids: dict[str, str] = {}
+    dir, each ``partition.metadata`` restamped with the broker's topic id (``new_ids``: the ids given in the
+    bootstrap records to the topics without one; the broker's meta.properties and __cluster_metadata stay)."""
+    broker_ids: dict[str, str] = dict(new_ids)
     for pd, tp in parts:
         mine = copy / pd.name
         if (mine / "partition.metadata").exists():

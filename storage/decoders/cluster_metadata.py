@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalog.storage.codec.varint import read_uvarint
+from kafkalog.storage.codec.varint import read_uvarint, write_uvarint
 from kafkalog.storage.decoders.common import b64, jackson_dumps, uuid_to_kafka_str
 from kafkalog.storage.decoders.metadata_schemas import BROKER_RESOURCE, METADATA_RECORDS, TOPIC_RESOURCE
 from kafkalog.storage.decoders.schema import Message
@@ -27,6 +27,7 @@ __all__ = [
     "MetadataState",
     "broker_configs",
     "decode_metadata_record",
+    "encode_metadata_record",
     "format_metadata_record",
     "metadata_type_name",
     "parse_metadata_header",
@@ -117,6 +118,17 @@ def parse_metadata_record(value: Buf) -> MetadataRecord:
     if end != len(value):
         raise CorruptRecordError(f"Found {len(value) - end} byte(s) of garbage after {api_key}", position=end)
     return MetadataRecord(frame, api_key, version, msg.name, data)
+
+
+def encode_metadata_record(api_key: int, data: dict[str, Any], version: int = 0) -> bytes:
+    """The record value ``MetadataRecordSerde.serialize`` writes (frame version 1, ``apiKey``, ``version``, the
+    message) for raw fields ``data`` as :func:`parse_metadata_record` returns them (missing fields get their
+    defaults); the inverse of :func:`parse_metadata_record` for a known ``api_key``."""
+
+    out = bytearray()
+    for v in (1, api_key, version):
+        write_uvarint(v, out)
+    return bytes(out) + METADATA_RECORDS[api_key].write(data, version)
 
 
 def _to_json(rec: MetadataRecord) -> dict[str, Any]:

@@ -194,15 +194,14 @@ def test_upgrade_rehearsal_of_the_committed_fixtures_on_4_3_1(tmp_path: Path, ka
     assert magic in legacy.files and "KIP-724" in legacy.rule
     assert {r.field for r in d.restamps if r.file == "meta.properties"} >= {"cluster.id", "version"}
     ids = [r for r in d.restamps if r.field == "topic_id"]
-    assert len(ids) == len(d.partitions)
     no_metadata = [x for x in d.divergences if x.kind == "upgrade" and x.file == "partition.metadata"]
     if name.startswith("kafka-2.8.2"):
-        # 2.8.2 wrote no partition.metadata: a KRaft broker renames such a log away as a stray; certify gives the
-        # copy the test broker's id and says so
-        assert all(r.original is None for r in ids) and len(no_metadata) == 1
+        # 2.8.2 wrote no partition.metadata: a KRaft broker renames such a log away as a stray; certify gives each
+        # topic a new id in the test broker's bootstrap records, writes it into the copy and says so
+        assert len(ids) == len(d.partitions) and all(r.original is None for r in ids) and len(no_metadata) == 1
         assert "stray" in no_metadata[0].kafka and f"{len(d.partitions)} partition(s)" in no_metadata[0].files
-    else:
-        assert all(r.original is not None for r in ids) and not no_metadata
+    else:  # every topic created with the id its partition.metadata carries (as ZooKeeper knew it): none restamped
+        assert not ids and not no_metadata
     # everything else Kafka 4.3.1 served as the files say (2.8.2's per-append index entries, an earlier batch's
     # position under an append's last offset, are no divergence: lookups stay right)
     assert not [x for x in d.divergences if x.kind in ("load", "refused", "dump", "verify", "corrupt")], \
@@ -244,3 +243,54 @@ def test_the_container_backend_certifies_as_the_jvm_does(tmp_path: Path, kafka_l
     assert {x.partition for x in corrupt} == {"crc-0"} and len(corrupt) == 4
     assert all(x.first_offset == 4 and x.position == 295 for x in corrupt)
     assert {x.partition for x in d.divergences if x.kind not in ("upgrade",)} == {"crc-0"}
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(900)
+def test_topics_are_created_with_the_topic_ids_of_their_files(tmp_path: Path, kafka_libs):
+    """A dir without __cluster_metadata: the test broker's controller creates each topic with the id its
+    partition.metadata carries (RegisterBrokerRecord, TopicRecord and PartitionRecords added to bootstrap.checkpoint),
+    so no copy is restamped; each partition starts at its files' latest leader epoch, so Kafka keeps their epoch
+    entries (a topic created through the admin API starts at a low epoch, and the broker's first entry truncates the
+    files' higher ones: "caused truncation of conflicting entries", reported as dropped). The broker's registration
+    is a clean restart of the bootstrap's node: one clean election from the ISR/ELR at the files' epoch + 1, no
+    unclean one, no coordinator losing a partition it was loading."""
+    from builders import certify_data_dir
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    from kafkalog.compat.broker import Broker
+    from kafkalog.storage.files.leader_epoch import read_leader_epoch_checkpoint
+    from kafkalog.storage.files.partition_metadata import read_partition_metadata
+    from kafkalog.storage.records.reader import iter_batches
+
+    orig = certify_data_dir(tmp_path / "orig", ["clean", "high"])
+    ids = {t: read_partition_metadata(orig / f"{t}-0" / "partition.metadata").topic_id for t in ("clean", "high")}
+    # high-0: its last segment written by a leader at epoch 5 (partitionLeaderEpoch is not under the CRC)
+    seg = orig / "high-0" / "00000000000000000043.log"
+    buf = bytearray(seg.read_bytes())
+    for b in list(iter_batches(bytes(buf))):
+        buf[b.position + 12:b.position + 16] = (5).to_bytes(4, "big")
+    seg.write_bytes(bytes(buf))
+    (orig / "high-0" / "leader-epoch-checkpoint").write_text("0\n2\n1 0\n5 43\n")
+    before = tree(orig)
+    report = certify([orig], kafka="4.3.1", workdir=tmp_path / "work")
+    assert tree(orig) == before
+    (d,) = report.dirs
+    assert d.started and d.metadata == "created" and d.conformant, [x.to_json() for x in d.divergences]
+    assert not [r for r in d.restamps if r.field == "topic_id"], d.restamps
+    copy = Path(d.work_dir) / "data"
+    for t, tid in ids.items():
+        assert read_partition_metadata(copy / f"{t}-0" / "partition.metadata").topic_id == tid
+        mine = read_leader_epoch_checkpoint(orig / f"{t}-0" / "leader-epoch-checkpoint").entries
+        theirs = read_leader_epoch_checkpoint(copy / f"{t}-0" / "leader-epoch-checkpoint").entries
+        assert theirs[:len(mine)] == mine and [e.epoch for e in theirs[len(mine):]] == [mine[-1].epoch + 1], \
+            (mine, theirs)
+    log = (Path(d.work_dir) / "broker.log").read_text()
+    assert "Replayed initial RegisterBrokerRecord for broker 1" in log
+    assert log.count("using ELR") + log.count("using ISR") >= 2 and "RECOVERING" not in log
+    # the topics live in the broker's own metadata log with those ids: DescribeTopics after a restart says so
+    with Broker("4.3.1", data_dir=copy) as broker:  # (started by the with)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        described = admin.describe_topics(TopicCollection(sorted(ids)))
+        assert {t: str(f.result(timeout=60).topic_id) for t, f in described.items()} == ids

@@ -35,6 +35,7 @@ from kafkalog.storage.decoders import kraft_control as kc
 from kafkalog.storage.decoders import metadata_schemas as ms
 from kafkalog.storage.decoders import offsets_schemas as os_
 from kafkalog.storage.decoders import transaction_state as ts
+from kafkalog.storage.decoders.cluster_metadata import encode_metadata_record
 from kafkalog.storage.decoders.common import jackson_dumps, java_double_str, java_string_hash
 from kafkalog.storage.decoders.consumer_offsets import decode_consumer_subscription
 from kafkalog.storage.decoders.schema import Message
@@ -514,7 +515,7 @@ CONFIG_FOO = h("01 04 00 02 04 666f6f 0d") + b"retention.ms" + h("05") + b"1000"
 
 
 def metadata(api_key: int, version: int, fields: dict) -> bytes:
-    return bytes([1, api_key, version]) + ms.METADATA_RECORDS[api_key].write(fields, version)
+    return encode_metadata_record(api_key, fields, version)  # checked against Kafka's bytes by the vectors below
 
 
 def test_metadata_vectors():

@@ -1,4 +1,5 @@
-"""``kafkalog spark verify|export|convert|compact DIR...``: the single-machine engines, distributed by Spark."""
+"""``kafkalog spark verify|export|convert|compact DIR...``: the single-machine engines, distributed by Spark;
+``kafkalog spark jars``: the arguments spark-submit needs for the JVM ``kafkalog`` source."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ Jobs:
   export   records to Parquet partitioned by topic/partition, or JSON Lines (key/value base64)
   convert  rewrite v0/v1 segments as v2 and/or recompress (Kafka 4.0 cleaner rules), crash-safely
   compact  one log-cleaner round per compacted partition
+  jars     print the --jars/--packages arguments of spark-submit for format("kafkalog")'s JVM source
+           (kafkalog's jar, and kafka-clients as Maven coordinates or, with KAFKALOG_KAFKA_CLIENTS_JAR, a jar)
 
 Examples:
   kafkalog spark verify /var/lib/kafka/data --deep --json > findings.jsonl
@@ -30,6 +33,7 @@ Examples:
   kafkalog spark export s3://bucket/broker-1/data --out /tmp/x.json --format json --option s3.region=eu-west-1
   kafkalog spark convert /var/lib/kafka/data --codec zstd --master local[2] --dry-run
   kafkalog spark compact /var/lib/kafka/data --all --now 1732200000000
+  spark-submit $(kafkalog spark jars) --master spark://host:7077 job.py
 
 In Python, the data source itself: spark.read.format("kafkalog").load(DIR) after
 kafkalog.tools.spark.register(spark) (see `python -m pydoc kafkalog.tools.spark.options`).
@@ -37,9 +41,9 @@ kafkalog.tools.spark.register(spark) (see `python -m pydoc kafkalog.tools.spark.
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job", choices=["verify", "export", "convert", "compact"], help="what to run")
-    p.add_argument("paths", nargs="+", metavar="DIR", help="data dir(s) or partition dir(s) (export: also .log files, "
-                   "s3:// URIs)")
+    p.add_argument("job", choices=["verify", "export", "convert", "compact", "jars"], help="what to run")
+    p.add_argument("paths", nargs="*", metavar="DIR", help="data dir(s) or partition dir(s) (export: also .log files, "
+                   "s3:// URIs); none for jars")
     p.add_argument("--master", default="local[*]", metavar="URL", help="Spark master (default local[*])")
     p.add_argument("--json", action="store_true", help="JSON Lines on stdout (one row per finding/result, then a "
                    "summary line)")
@@ -65,8 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="replace a non-empty output directory (the new export is written beside it and renamed "
                         "into place once complete); without it a non-empty directory is refused")
     g.add_argument("--jvm-scan", action="store_true",
-                   help="read through the JVM segment scan (the same rows, decoded by Kafka's record classes in the "
-                        "JVM): needs a JDK, compiled on first use; without one, a note and the data source")
+                   help="require the JVM segment scan (the default when kafkalog's jar can be had: the same rows, "
+                        "decoded by Kafka's record classes in the JVM); without it, a note and the Python data source")
     g = p.add_argument_group("convert / compact")
     g.add_argument("--codec", choices=["none", "gzip", "snappy", "lz4", "zstd"], help="convert: target codec")
     g.add_argument("--now", type=timestamp_ms, metavar="TIME",
@@ -94,6 +98,11 @@ def run(args: argparse.Namespace) -> int:
     from kafkalog.storage.log.offset_spec import parse_offset_specs
     from kafkalog.tools.spark import jobs, session
 
+    if args.job == "jars":
+        return _jars(args)
+    if not args.paths:
+        print(f"kafkalog spark {args.job}: error: the following arguments are required: DIR", file=sys.stderr)
+        return 2
     if args.job == "export" and not args.out:
         print("kafkalog spark export: --out is required", file=sys.stderr)
         return 2
@@ -112,16 +121,19 @@ def run(args: argparse.Namespace) -> int:
             return 1
     conf = {"spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false"}
     t0 = time.time()
-    jvm_scan = False
-    if args.job == "export" and args.jvm_scan:
-        from kafkalog.tools.spark.jvm import scan_jars
+    # export reads through the data source: with kafkalog's jar when there is one (--jvm-scan: say when not);
+    # the other jobs run the engines in Python tasks
+    jvm_scan: bool | None = False
+    if args.job == "export":
+        jvm_scan = None
+        if args.jvm_scan:
+            from kafkalog.tools.spark.jvm import scan_jar
 
-        try:
-            scan_jars()
-            jvm_scan = True
-        except Exception as e:  # noqa: BLE001 - no JDK, no Maven, javac failed: the data source reads it
-            print(f"kafkalog spark export: the JVM segment scan is not available ({e}); reading through "
-                  f"format(\"kafkalog\")", file=sys.stderr)
+            try:
+                scan_jar()
+            except Exception as e:  # noqa: BLE001 - no JDK, no Maven, javac failed: the data source reads it
+                print(f"kafkalog spark export: the JVM segment scan is not available ({e}); reading through "
+                      f"the Python data source", file=sys.stderr)
     spark = session(args.master, app_name=f"kafkalog spark {args.job}", conf=conf, jvm_scan=jvm_scan)
     spark.sparkContext.setLogLevel("ERROR")
     from pyspark.errors import PySparkException
@@ -164,6 +176,28 @@ def run(args: argparse.Namespace) -> int:
     report.summary["seconds"] = round(time.time() - t0, 3)
     _render(report, args.json)
     return 0 if report.ok else 1
+
+
+def _jars(args: argparse.Namespace) -> int:
+    """``kafkalog spark jars``: what ``spark-submit`` needs for the JVM source, one line of arguments."""
+    from kafkalog.storage.errors import KafkaLogError
+    from kafkalog.tools.spark.jvm import submit_args
+
+    if args.paths:
+        print("kafkalog spark jars: error: takes no DIR", file=sys.stderr)
+        return 2
+    try:
+        found = submit_args()
+    except KafkaLogError as e:
+        print(f"kafkalog spark jars: error: {e}", file=sys.stderr)
+        return 1
+    argv = [*(["--jars", ",".join(found["jars"])] if found["jars"] else []),
+            *(["--packages", ",".join(found["packages"])] if found["packages"] else [])]
+    if args.json:
+        print(json.dumps({**found, "args": argv}))
+    else:
+        print(" ".join(argv))
+    return 0
 
 
 _OUR_ERRORS = ("KafkaLogError", "CorruptRecordError", "CompressionError", "CorruptIndexError",

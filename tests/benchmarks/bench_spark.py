@@ -40,8 +40,9 @@ of the 19 columns goes from the worker to the JVM and into rows). 2026-11-26 23:
 0.795 / 0.296 = 2.69x the pure-Python source end to end on this query, so the issue's ">= 5x" is out of reach
 of any Python data source; the decoders alone differ ~20x (in-process scan 6.4 M records/s).
 
-``--jvm`` adds local[1] through the JVM segment scan (``kafkalog.tools.spark.load``: the same plan, decoded in
-the JVM with column pruning). 2026-11-27 20:00 UTC, ``--scale 0.25 --runs 2 --python --jvm --ceiling``: JVM scan
+``--jvm`` adds local[1] through the JVM segment scan (since issue 33 ``format("kafkalog")``'s default with
+kafkalog's jar; before it ``kafkalog.tools.spark.load``: the same plan, decoded in the JVM with column pruning;
+the other figures are the Python source alone, ``session(jvm_scan=False)``). 2026-11-27 20:00 UTC, ``--scale 0.25 --runs 2 --python --jvm --ceiling``: JVM scan
 2.774 M records/s, native Python source 0.748, pure Python 0.257, ceiling 0.876: the JVM scan is 10.8x the
 pure-Python source. ``--query full`` aggregates every one of the 19 columns and ``--spark-cached`` adds Spark over
 rows it cached first (the query's own cost): JVM scan 0.789, pure Python 0.254, Spark's cached rows 1.181
@@ -176,6 +177,7 @@ def _spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
     from kafkalog.tools.spark import session
 
     jvm = os.environ.get("BENCH_SPARK_JVM") == "1"
+    # jvm: format("kafkalog") is the JVM source (the default with kafkalog's jar); otherwise the Python source alone
     spark = session(master, conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"}, jvm_scan=jvm)
     spark.sparkContext.setLogLevel("ERROR")
     fmt = "kafkalog"
@@ -192,11 +194,9 @@ def _spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
             # a fresh DataFrame per run: re-collecting one would reuse its shuffle output and skip the scan
             if cached is not None:
                 df = cached
-            elif jvm:
-                from kafkalog.tools.spark.jvm import has_scan, load
-
-                assert has_scan(spark)
-                df = load(spark, str(root), {"benchRun": str(i)})
+            elif jvm:  # format("kafkalog") with kafkalog's jar: the JVM source, planned by the driver's Python
+                df = spark.read.format("kafkalog").option("benchRun", str(i)).load(str(root))
+                assert "kafkalog segment scan" in df._jdf.queryExecution().executedPlan().toString()
             else:
                 df = spark.read.format(fmt).option("benchRun", str(i)).load(str(root))
             if os.environ.get("BENCH_SPARK_QUERY") == "full":  # every one of the 19 columns
@@ -273,7 +273,7 @@ def main() -> int:
                     help="also local[1] over batches decoded once and cached (Spark's own cost: the bound on any "
                          "decoder's end-to-end rate)")
     ap.add_argument("--jvm", action="store_true",
-                    help="also local[1] through the JVM segment scan (kafkalog.tools.spark.jvm.load: the same plan, "
+                    help="also local[1] through the JVM segment scan (format(\"kafkalog\") with kafkalog's jar: the same plan, "
                          "decoded in the JVM with column pruning)")
     ap.add_argument("--spark-cached", action="store_true",
                     help="also local[1] over rows Spark caches in memory first (df.cache()): the query's own cost, "

@@ -1,5 +1,7 @@
-"""The JVM segment scan (``kafkalog.tools.spark.jvm.load``) gives exactly the rows of ``format("kafkalog")``: the
-same plan, decoded in the JVM by Kafka's record classes, with column pruning."""
+"""``format("kafkalog")`` with kafkalog's jar is the JVM source (``KafkaLogSource.java``): it reads through the JVM
+segment scan by default and gives exactly the rows of the Python data source (``format("kafkalog_python")`` in the
+same session): the same plan (kafkalog's planner, run on the driver), decoded in the JVM by Kafka's record classes,
+with column pruning; what the scan does not read goes to the Python source with its reason in the plan."""
 
 from __future__ import annotations
 
@@ -17,23 +19,30 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def jvm(spark):
-    from kafkalog.tools.spark.jvm import has_scan
+    from kafkalog.tools.spark.jvm import has_scan, has_source
 
-    if not has_scan(spark):
+    if not (has_scan(spark) and has_source(spark)):
         assert not in_ci(), "CI=true: the JVM segment scan must be on the Spark session's classpath"
         pytest.skip("the JVM segment scan is not on the classpath (no JDK or no kafka-clients)")
     return spark
 
 
-def _both(spark, path: str | None, **options: str):
-    from kafkalog.tools.spark.jvm import CLASS, load
-
-    a = load(spark, path, options)
-    assert "kafkalog segment scan" in _plan(a), CLASS
-    reader = spark.read.format("kafkalog")
+def _read(spark, fmt: str, path: str | None, options: dict[str, str]):
+    reader = spark.read.format(fmt)
     for k, v in options.items():
         reader = reader.option(k, v)
-    b = reader.load(path) if path is not None else reader.load()
+    return reader.load(path) if path is not None else reader.load()
+
+
+def _both(spark, path: str | None, **options: str):
+    """The default path (``format("kafkalog")``: the JVM source and scan) and the Python data source."""
+    from kafkalog.tools.spark.jvm import PYTHON_NAME, load
+
+    a = _read(spark, "kafkalog", path, options)
+    assert "kafkalog segment scan" in _plan(a)
+    assert "kafkalog segment scan" in _plan(load(spark, path, options))  # (load: the scan, planned in this process)
+    b = _read(spark, PYTHON_NAME, path, options)
+    assert "segment scan" not in _plan(b)
     return a, b
 
 
@@ -83,25 +92,108 @@ def test_planning_options_read_the_same_rows(jvm, mixed_dir, options):
 
 
 def test_only_the_asked_columns_are_read(jvm, mixed_dir):
-    from kafkalog.tools.spark.jvm import load
-
-    q = load(jvm, str(mixed_dir)).groupBy("topic").agg({"offset": "max", "value": "count"})
+    q = jvm.read.format("kafkalog").load(str(mixed_dir)).groupBy("topic").agg({"offset": "max", "value": "count"})
     plan = _plan(q)
     read = plan.split("kafkalog segment scan ", 1)[1].split()[0]
     assert sorted(read.split(",")) == ["offset", "topic", "value"], plan  # 3 of the 19 columns
 
 
-def test_what_it_does_not_read_goes_to_the_python_source(jvm, mixed_dir):
-    from kafkalog.tools.spark.jvm import load
+@pytest.mark.parametrize(("options", "reason"), [
+    ({"level": "batch"}, "level=batch"),
+    ({"mode": "permissive"}, "mode=permissive"),
+    ({"pushFilters": "true"}, "pushFilters"),
+])  # fmt: skip
+def test_what_it_does_not_read_goes_to_the_python_source(jvm, mixed_dir, options, reason):
+    from kafkalog.tools.spark.jvm import PYTHON_NAME, load
 
-    df = load(jvm, str(mixed_dir), {"level": "batch", "topics": "zstd"})
-    assert "segment scan" not in _plan(df)
-    assert df.count() == 15
+    df = _read(jvm, "kafkalog", str(mixed_dir), {"topics": "zstd", **options})
+    plan = _plan(df)
+    assert "segment scan" not in plan and f"kafkalog Python data source ({reason})" in plan, plan
+    want = _read(jvm, PYTHON_NAME, str(mixed_dir), {"topics": "zstd", **options})
+    assert df.schema == want.schema
+    assert sorted(map(repr, df.collect())) == sorted(map(repr, want.collect()))
+    assert "segment scan" not in _plan(load(jvm, str(mixed_dir), {"topics": "zstd", **options}))
+
+
+def test_a_pushed_filter_reaches_the_python_source(jvm, mixed_dir):
+    df = _read(jvm, "kafkalog", str(mixed_dir), {"pushFilters": "true", "topics": "plain"}).where("offset = 5")
+    assert [(r.partition, r.offset) for r in df.select("partition", "offset").collect()] == [(0, 5), (1, 5)]
+
+
+def test_the_planner_s_refusal_after_planning_goes_to_the_python_source(jvm, mixed_dir, tmp_path):
+    """A refusal of the planned pieces (a segment past 2 GiB, a remote segment) comes from the driver's planner:
+    with a planner (``spark.kafkalog.python``) whose pieces_refusal refuses every plan, the query reads through the
+    Python source, with the same rows."""
+    import sys
+
+    from kafkalog.tools.spark.jvm import PYTHON_NAME
+
+    (tmp_path / "sitecustomize.py").write_text(
+        "import kafkalog.tools.spark.jvm as j\nj.pieces_refusal = lambda groups: 'a segment larger than 2 GiB (t)'\n")
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path} exec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    jvm.conf.set("spark.kafkalog.python", str(wrapper))
+    try:
+        df = _read(jvm, "kafkalog", str(mixed_dir), {"topics": "gz"})
+        plan = _plan(df)
+        assert "segment scan" not in plan and "kafkalog Python data source (a segment larger than 2 GiB (t))" in plan
+        assert spark_rows(df) == spark_rows(_read(jvm, PYTHON_NAME, str(mixed_dir), {"topics": "gz"}))
+    finally:
+        jvm.conf.unset("spark.kafkalog.python")
+    assert "kafkalog segment scan" in _plan(_read(jvm, "kafkalog", str(mixed_dir), {"topics": "gz"}))
+
+
+def test_the_planner_answers_as_the_python_source_plans(mixed_dir, tmp_path):
+    """No Spark: ``python -m kafkalog.tools.spark.jvm_plan``'s answers (schema, pieces, refusals, errors)."""
+    import json
+    import subprocess
+    import sys
+
+    from kafkalog.tools.spark.jvm import encode_pieces
+    from kafkalog.tools.spark.options import parse_read_options
+    from kafkalog.tools.spark.plan import plan
+    from kafkalog.tools.spark.schema import BATCH_SCHEMA_DDL, RECORD_SCHEMA_DDL
+
+    def ask(request: str, **options: str) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "kafkalog.tools.spark.jvm_plan"], check=True, capture_output=True,
+                              input=json.dumps({"request": request, "options": options}), text=True)
+        return json.loads(proc.stdout)
+
+    path = str(mixed_dir)
+    assert ask("schema", path=path) == {"schema": RECORD_SCHEMA_DDL, "refusal": None}
+    assert ask("schema", path=path, level="batch") == {"schema": BATCH_SCHEMA_DDL, "refusal": "level=batch"}
+    opts = parse_read_options({"path": path, "offset": "-100"})
+    assert ask("plan", path=path, offset="-100") == {"pieces": encode_pieces(plan(opts), opts), "verifyCrc": "true",
+                                                     "includeControlRecords": "false"}
+    assert ask("plan", path=path, mode="permissive") == {"refusal": "mode=permissive"}
+    assert ask("plan", path=str(tmp_path / "nope")) == {"error": f"LogDirError: {tmp_path / 'nope'}: no such file or directory"}
+
+
+def test_the_python_source_is_named_kafkalog_python(jvm):
+    from kafkalog.tools.spark.jvm import PYTHON_NAME, python_format
+
+    assert python_format(jvm) == PYTHON_NAME
+    assert jvm._jsparkSession.sessionState().dataSourceManager().dataSourceExists(PYTHON_NAME)
+    assert not jvm._jsparkSession.sessionState().dataSourceManager().dataSourceExists("kafkalog")
+
+
+def test_a_bad_dir_fails_with_kafkalog_s_message_on_both_paths(jvm, tmp_path):
+    from kafkalog.tools.spark.jvm import PYTHON_NAME
+
+    missing = tmp_path / "missing"
+    for fmt in ("kafkalog", PYTHON_NAME):
+        with pytest.raises(Exception) as ei:
+            jvm.read.format(fmt).load(str(missing)).count()
+        assert f"{missing}: no such file or directory" in str(ei.value), fmt
+    with pytest.raises(Exception) as ei:
+        jvm.read.format("kafkalog").option("level", "nope").load(str(tmp_path)).count()
+    assert "option level: expected 'record' or 'batch', got 'nope'" in str(ei.value)
 
 
 def test_a_corrupt_batch_fails_naming_segment_and_byte(jvm, tmp_path):
     from kafkalog.storage.records import iter_batches
-    from kafkalog.tools.spark.jvm import load
+    from kafkalog.tools.spark.jvm import PYTHON_NAME
 
     generated_partition(tmp_path / "t-0", 500, batch_records=50)
     log = tmp_path / "t-0" / "00000000000000000000.log"
@@ -109,16 +201,17 @@ def test_a_corrupt_batch_fails_naming_segment_and_byte(jvm, tmp_path):
     positions = [b.position for b in iter_batches(bytes(data))]
     data[positions[3] + 100] ^= 0xFF
     log.write_bytes(bytes(data))
-    with pytest.raises(Exception) as ei:
-        load(jvm, str(tmp_path)).count()
-    assert f"at byte {positions[3]}" in str(ei.value) and "crc" in str(ei.value) and str(log) in str(ei.value)
+    for fmt in ("kafkalog", PYTHON_NAME):
+        with pytest.raises(Exception) as ei:
+            jvm.read.format(fmt).load(str(tmp_path)).count()
+        assert str(positions[3]) in str(ei.value) and "crc" in str(ei.value).lower() and str(log) in str(ei.value), fmt
 
 
 def test_a_torn_tail_fails_as_in_the_python_source(jvm, tmp_path):
-    from kafkalog.tools.spark.jvm import load
+    from kafkalog.tools.spark.jvm import PYTHON_NAME
 
     _, size = torn_tail_partition(tmp_path)
-    for df in (load(jvm, str(tmp_path)), jvm.read.format("kafkalog").load(str(tmp_path))):
+    for df in (jvm.read.format("kafkalog").load(str(tmp_path)), jvm.read.format(PYTHON_NAME).load(str(tmp_path))):
         with pytest.raises(Exception) as ei:
             df.count()
         assert f"byte {size}" in str(ei.value) and "torn tail" in str(ei.value)
@@ -136,7 +229,7 @@ def test_what_the_scan_refuses_is_said(mixed_dir):
     """No Spark needed: the reasons :func:`load` reads through ``format("kafkalog")`` instead."""
     import dataclasses
 
-    from kafkalog.tools.spark.jvm import jvm_scan_refusal, pieces_refusal
+    from kafkalog.tools.spark.jvm import jvm_scan_refusal, option_refusal, pieces_refusal
     from kafkalog.tools.spark.options import parse_read_options
     from kafkalog.tools.spark.plan import plan
 
@@ -145,7 +238,55 @@ def test_what_the_scan_refuses_is_said(mixed_dir):
     assert jvm_scan_refusal(parse_read_options({"path": str(mixed_dir), "level": "batch"})) == "level=batch"
     assert jvm_scan_refusal(parse_read_options({"path": str(mixed_dir), "mode": "permissive"})) == "mode=permissive"
     assert jvm_scan_refusal(parse_read_options({"path": "s3://bucket/data"})) == "a remote file system"
+    assert option_refusal({"path": str(mixed_dir), "pushFilters": "true"}) == "pushFilters"
+    assert option_refusal({"path": str(mixed_dir), "Remote": "/store"}) == "remote"  # (no view made for it)
+    assert option_refusal({"path": str(mixed_dir)}) is None
     groups = plan(opts)
     assert pieces_refusal(groups) is None
     big = [[dataclasses.replace(groups[0][0], end=1 << 31)]]
     assert pieces_refusal(big) == f"a segment larger than 2 GiB ({groups[0][0].name})"
+
+
+def test_spark_jars_prints_the_spark_submit_arguments(capsys, monkeypatch, tmp_path):
+    """``kafkalog spark jars``: kafkalog's jar for ``--jars`` and kafka-clients for ``--packages`` (or, with
+    ``KAFKALOG_KAFKA_CLIENTS_JAR``, a jar for ``--jars``), human and ``--json``."""
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    from kafkalog.tools.cli import main
+    from kafkalog.tools.spark.jvm import KAFKA_CLIENTS_PACKAGE, scan_jar
+
+    monkeypatch.delenv("KAFKALOG_KAFKA_CLIENTS_JAR", raising=False)
+    jar = scan_jar()
+    assert main(["spark", "jars"]) == 0
+    assert capsys.readouterr().out == f"--jars {jar} --packages {KAFKA_CLIENTS_PACKAGE}\n"
+    assert main(["spark", "jars", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got == {"jars": [str(jar)], "packages": [KAFKA_CLIENTS_PACKAGE],
+                   "args": ["--jars", str(jar), "--packages", KAFKA_CLIENTS_PACKAGE]}
+    schema = Path(__file__).parents[2] / "docs" / "schemas" / "sparkJars.schema.json"
+    jsonschema.validate(got, json.loads(schema.read_text()))
+    clients = tmp_path / "kafka-clients-4.3.1.jar"
+    clients.write_bytes(b"PK\x05\x06" + bytes(18))
+    monkeypatch.setenv("KAFKALOG_KAFKA_CLIENTS_JAR", str(clients))
+    assert main(["spark", "jars"]) == 0
+    assert capsys.readouterr().out == f"--jars {jar},{clients}\n"
+    monkeypatch.setenv("KAFKALOG_KAFKA_CLIENTS_JAR", str(tmp_path / "none.jar"))
+    assert main(["spark", "jars"]) == 1
+    assert "KAFKALOG_KAFKA_CLIENTS_JAR" in capsys.readouterr().err
+    assert main(["spark", "jars", str(tmp_path)]) == 2
+
+
+def test_the_package_build_says_why_it_has_no_jar(tmp_path, monkeypatch):
+    """setup.py's step (``jar.build_for_package``): without a JDK, or without Spark's API jars, no jar and why."""
+    from kafkalog.tools.spark import jar
+
+    out = tmp_path / "jars" / "kafkalog-spark.jar"
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no javac
+    why = jar.build_for_package(out)
+    assert why is not None and why.startswith("no JDK: javac is not on PATH") and not out.exists()
+    monkeypatch.setattr(jar, "spark_jars_dir", lambda: (_ for _ in ()).throw(jar.JarBuildError("no Spark API jars")))
+    assert jar.build_for_package(out) == "no Spark API jars" and not out.exists()

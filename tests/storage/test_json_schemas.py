@@ -271,8 +271,8 @@ def test_every_line_validates_against_its_schema(outputs: Outputs):
     # every record type a command prints on these fixtures was seen (spark, conformance and certify results: elsewhere)
     nested = {"planStep", "record", "note"}  # validated inside planPartition/planDataDir/planSummary and batch
     printed = {f.name[: -len(".schema.json")] for f in SCHEMAS.glob("*.schema.json")} - nested
-    assert printed - seen == {"conformanceResult", "sparkSummary", "sparkPlanRow", "certifyDir", "certifyDivergence"}, (
-        printed - seen)  # certify: tests/kafka/test_certify.py
+    assert printed - seen == {"conformanceResult", "sparkSummary", "sparkPlanRow", "sparkJars", "certifyDir",
+                              "certifyDivergence"}, printed - seen  # certify: tests/kafka/test_certify.py; jars: tests/spark
 
 
 def _keys(obj, path="$"):

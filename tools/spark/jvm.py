@@ -1,34 +1,35 @@
-"""The JVM segment scan: kafkalog's plan, read in the JVM with column pruning.
+"""The JVM side of the ``kafkalog`` Spark source: kafkalog's plan, read in the JVM with column pruning.
 
 Spark's Python data source API moves every column of every row from the Python worker into the JVM: a query
-that reads two columns pays for nineteen (``docs/performance.md``). :func:`load` plans the read exactly as the
-``kafkalog`` format does (:func:`kafkalog.tools.spark.plan.plan`, the same pieces and the same resolved offset
-windows), then hands the pieces to a DataSource V2 scan in the JVM (``java/io/kafkalog/spark/SegmentScan.java``)
-that decodes batches with Kafka's own record classes (kafka-clients) into Spark column vectors, only the columns
-the query uses. The rows are those of ``format("kafkalog")`` (``tests/spark/test_jvm_scan.py`` compares them on
-every fixture).
+that reads two columns pays for nineteen (``docs/performance.md``). kafkalog's Spark jar (``java/``, built by
+:mod:`.jar`: the wheel carries it, a checkout compiles it on first use) holds two DataSource V2 classes:
 
-It needs a JDK (``javac``; the scan is compiled on first use into ``~/.cache/kafkalog/spark-scan/``) and
-kafka-clients, found as Spark users find a package: the jar named by ``KAFKALOG_KAFKA_CLIENTS_JAR``, else the
-Maven coordinates :data:`KAFKA_CLIENTS_PACKAGE` resolved by Spark's own Ivy (``spark.jars.packages``, from Maven
-Central or the repositories ``spark.jars.repositories`` names) into Ivy's cache. :func:`scan_jars` gives the
-jars for ``spark.jars``; :func:`kafkalog.tools.spark.session` adds them with ``jvm_scan=True``.
+* ``KafkaLogSource``, ``format("kafkalog")`` on a session with the jar (``META-INF/services``): on the driver it
+  asks kafkalog's planner (``python -m kafkalog.tools.spark.jvm_plan``: :func:`option_refusal`, the plan of
+  :func:`kafkalog.tools.spark.plan.plan`, :func:`pieces_refusal`, :func:`encode_pieces`) for the pieces, and hands
+  what the scan does not read, streams and writes to the Python data source, registered then as
+  :data:`PYTHON_NAME` (:func:`kafkalog.tools.spark.register`);
+* ``SegmentScan``, which decodes the planned pieces with Kafka's own record classes (kafka-clients) into Spark
+  column vectors, only the columns the query uses. :func:`load` plans in this process and reads through it
+  directly.
 
-What it reads: local segments at record level, ``mode`` failfast, with every read option that only plans
+The rows are those of the Python source (``tests/spark/test_jvm_scan.py`` compares them on every fixture).
+kafka-clients is found as Spark users find a package: a local jar (``KAFKALOG_KAFKA_CLIENTS_JAR``, Maven's local
+repository, Spark's Ivy cache) or the Maven coordinates :data:`KAFKA_CLIENTS_PACKAGE` (``spark.jars.packages``);
+:func:`scan_jars` gives the jars for ``spark.jars``, :func:`submit_args` the arguments of ``spark-submit``
+(``kafkalog spark jars``).
+
+What the scan reads: local segments at record level, ``mode`` failfast, with every read option that only plans
 (``topics``, ``partitions``, ``offset``, ``startingOffset`` and the other ranges, ``verifyCrc``,
-``includeControlRecords``). Anything else (``level=batch``, ``mode=permissive``, remote file systems, pushed
-filters, segments past 2 GiB) is read by ``format("kafkalog")``: :func:`load` falls back to it, and
+``includeControlRecords``). Anything else (``level=batch``, ``mode=permissive``, ``remote``, remote file systems,
+``pushFilters``, segments past 2 GiB) is read by the Python source, and :func:`option_refusal`,
 :func:`jvm_scan_refusal` and :func:`pieces_refusal` say why.
 """
 
 from __future__ import annotations
 
-import hashlib
+import importlib.resources
 import os
-import shutil
-import subprocess
-import tempfile
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import quote
@@ -36,60 +37,41 @@ from urllib.parse import quote
 from kafkalog.storage.errors import ConfigError
 from kafkalog.storage.io.fs import split_uri
 
+from .jar import (
+    KAFKA_CLIENTS,
+    KAFKA_CLIENTS_JAR_ENV,
+    KAFKA_CLIENTS_PACKAGE,
+    PACKAGED,
+    SOURCE_CLASS,
+    JarBuildError,
+    build_jar,
+    local_kafka_clients,
+    source_digest,
+)
 from .options import ReadOptions, parse_read_options
 from .plan import Piece, plan
 from .scan import record_filter
 from .schema import RECORD_SCHEMA_DDL
 
+__all__ = ["KAFKA_CLIENTS", "KAFKA_CLIENTS_JAR_ENV", "KAFKA_CLIENTS_PACKAGE", "SOURCE_CLASS"]
+
 CLASS = "io.kafkalog.spark.SegmentScan"
-SOURCE = Path(__file__).with_name("java") / "io" / "kafkalog" / "spark" / "SegmentScan.java"
-#: the kafka-clients whose record classes (``org.apache.kafka.common.record.internal``) the scan is written for
-KAFKA_CLIENTS = "4.3.1"
-#: its Maven coordinates (``spark.jars.packages``)
-KAFKA_CLIENTS_PACKAGE = f"org.apache.kafka:kafka-clients:{KAFKA_CLIENTS}"
-#: a kafka-clients jar to use instead of resolving :data:`KAFKA_CLIENTS_PACKAGE`
-KAFKA_CLIENTS_JAR_ENV = "KAFKALOG_KAFKA_CLIENTS_JAR"
+#: the name of the Python data source when the JVM source has ``kafkalog`` (``KafkaLogSource.PYTHON_NAME``)
+PYTHON_NAME = "kafkalog_python"
 _LONG_MAX = (1 << 63) - 1
 #: why :func:`load_why` did not use the scan on a session without its jars
-NO_SCAN = "the session does not have the scan's jars (session(..., jvm_scan=True))"
+NO_SCAN = "the session does not have kafkalog's jar (session(..., jvm_scan=False), or no JDK to build it)"
 _INT_MAX = (1 << 31) - 1
 
 
-def _spark_jars() -> Path:
-    import pyspark  # optional dependency: the scan is for Spark
-
-    return Path(pyspark.__file__).parent / "jars"
-
-
 def cache_root() -> Path:
-    """Where the compiled scan is kept (``KAFKALOG_CACHE``, else ``$XDG_CACHE_HOME/kafkalog`` or
+    """Where a checkout's compiled jar is kept (``KAFKALOG_CACHE``, else ``$XDG_CACHE_HOME/kafkalog`` or
     ``~/.cache/kafkalog``)."""
     env = os.environ.get("KAFKALOG_CACHE")
     if env:
         return Path(env).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "kafkalog"
-
-
-def _javac() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and os.access(Path(home) / "bin" / "javac", os.X_OK):
-        return str(Path(home) / "bin" / "javac")
-    javac = shutil.which("javac")
-    if javac is None:
-        raise ConfigError("the JVM segment scan is compiled on first use and needs a JDK's javac (a JRE is not "
-                          "enough): install openjdk-17-jdk-headless or set JAVA_HOME")
-    return javac
-
-
-def _ivy_jar(ivy_dir: Path) -> Path:
-    """Where Spark's Ivy puts the resolved kafka-clients (``<spark.jars.ivy>/jars/<org>_<module>-<rev>.jar``)."""
-    return ivy_dir / "jars" / f"org.apache.kafka_kafka-clients-{KAFKA_CLIENTS}.jar"
-
-
-def _ivy_dirs() -> list[Path]:
-    """Ivy's directory as Spark defaults it (Spark 4: ``~/.ivy2.5.2``; Spark 3: ``~/.ivy2``)."""
-    return [Path.home() / ".ivy2.5.2", Path.home() / ".ivy2"]
 
 
 def resolve_package(coordinates: str, conf: Mapping[str, str] | None = None) -> list[Path]:
@@ -116,18 +98,15 @@ def resolve_package(coordinates: str, conf: Mapping[str, str] | None = None) -> 
 
 
 def kafka_clients_jar() -> Path:
-    """The kafka-clients jar the scan is compiled against and runs with: ``KAFKALOG_KAFKA_CLIENTS_JAR``, else
-    :data:`KAFKA_CLIENTS_PACKAGE` from Ivy's cache, resolved by Spark's Ivy (:func:`resolve_package`) the first
-    time."""
-    given = os.environ.get(KAFKA_CLIENTS_JAR_ENV)
-    if given:
-        p = Path(given).expanduser()
-        if not p.is_file():
-            raise ConfigError(f"{KAFKA_CLIENTS_JAR_ENV}={given}: no such file (a kafka-clients jar)")
-        return p
-    for d in _ivy_dirs():
-        if _ivy_jar(d).is_file():
-            return _ivy_jar(d)
+    """The kafka-clients jar the scan runs with (and a checkout's jar is compiled against): the one already on this
+    machine (``KAFKALOG_KAFKA_CLIENTS_JAR``, Maven's local repository, Spark's Ivy cache), else
+    :data:`KAFKA_CLIENTS_PACKAGE` resolved by Spark's Ivy (:func:`resolve_package`)."""
+    try:
+        found = local_kafka_clients()
+    except JarBuildError as e:
+        raise ConfigError(str(e)) from None
+    if found is not None:
+        return found
     for j in resolve_package(KAFKA_CLIENTS_PACKAGE):
         if j.name.endswith(f"kafka-clients-{KAFKA_CLIENTS}.jar") and j.is_file():
             return j
@@ -135,37 +114,57 @@ def kafka_clients_jar() -> Path:
                       "kafka-clients jar, or spark.jars.repositories to a reachable Maven repository)")
 
 
-def scan_jar() -> Path:
-    """The compiled scan (built with ``javac`` against this pyspark and kafka-clients on first use)."""
-    import pyspark  # optional dependency: the scan is for Spark
+def packaged_jar() -> Path | None:
+    """The jar the wheel carries (built with the package), if any."""
+    p = importlib.resources.files("kafkalog.tools.spark").joinpath(PACKAGED)
+    return Path(str(p)) if p.is_file() else None
 
-    src = SOURCE.read_bytes()
-    key = hashlib.sha256(src + pyspark.__version__.encode() + KAFKA_CLIENTS.encode()).hexdigest()[:12]
-    out = cache_root() / "spark-scan" / f"kafkalog-spark-scan-{key}.jar"
+
+def scan_jar() -> Path:
+    """kafkalog's Spark jar (the JVM ``kafkalog`` source and segment scan): the wheel's, else compiled from this
+    checkout's sources with ``javac`` against this pyspark and kafka-clients (once, into the cache)."""
+    jar = packaged_jar()
+    if jar is not None:
+        return jar
+    import pyspark  # optional dependency: the jar is for Spark
+
+    out = cache_root() / "spark-scan" / f"kafkalog-spark-{source_digest(pyspark.__version__, KAFKA_CLIENTS)}.jar"
     if out.is_file():
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        cp = f"{_spark_jars()}/*:{kafka_clients_jar()}"
-        proc = subprocess.run([_javac(), "-nowarn", "--release", "17", "-cp", cp, "-d", tmp, str(SOURCE)],
-                              capture_output=True, text=True, check=False)  # fmt: skip
-        if proc.returncode != 0:
-            raise ConfigError(f"javac failed for the JVM segment scan: {proc.stderr.strip()[-1500:]}")
-        part = Path(tmp) / "scan.jar"
-        with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
-            for f in sorted(Path(tmp).rglob("*.class")):
-                z.write(f, f.relative_to(tmp).as_posix())
-        part.replace(out)
-    return out
+    try:
+        return build_jar(out, [f"{Path(pyspark.__file__).parent / 'jars'}/*", kafka_clients_jar()])
+    except JarBuildError as e:
+        raise ConfigError(f"kafkalog's Spark jar cannot be built: {e}") from None
 
 
 def scan_jars() -> list[Path]:
-    """The jars the JVM scan needs on Spark's classpath (``spark.jars``)."""
+    """The jars the JVM source and scan need on Spark's classpath (``spark.jars``)."""
     return [scan_jar(), kafka_clients_jar()]
 
 
+def submit_args() -> dict[str, list[str]]:
+    """What ``spark-submit`` needs for the JVM source (``kafkalog spark jars``): ``jars`` (kafkalog's jar, and
+    kafka-clients when it is a local file named by ``KAFKALOG_KAFKA_CLIENTS_JAR``) and ``packages`` (kafka-clients'
+    Maven coordinates otherwise)."""
+    jars = [str(scan_jar())]
+    packages = [KAFKA_CLIENTS_PACKAGE]
+    if os.environ.get(KAFKA_CLIENTS_JAR_ENV):
+        jars.append(str(kafka_clients_jar()))
+        packages = []
+    return {"jars": jars, "packages": packages}
+
+
+def option_refusal(options: Mapping[str, str]) -> str | None:
+    """Why the JVM ``kafkalog`` source gives a read with these (unparsed) options to the Python data source
+    (None: the scan reads it, unless its planned pieces refuse it: :func:`pieces_refusal`). ``remote`` is refused
+    before parsing: its view of the store is made by the process that reads it."""
+    if any(str(k).lower() == "remote" for k in options):
+        return "remote"
+    return jvm_scan_refusal(parse_read_options(options))
+
+
 def jvm_scan_refusal(opts: ReadOptions) -> str | None:
-    """Why :func:`load` reads ``opts`` through ``format("kafkalog")`` instead (None: the JVM scan reads it)."""
+    """Why the JVM scan does not read ``opts`` and the Python data source does (None: the JVM scan reads it)."""
     if opts.batch_level:
         return "level=batch"
     if opts.permissive:
@@ -178,7 +177,7 @@ def jvm_scan_refusal(opts: ReadOptions) -> str | None:
 
 
 def pieces_refusal(groups: list[list[Piece]]) -> str | None:
-    """Why the planned ``groups`` go to ``format("kafkalog")`` instead (None: the JVM scan reads them): Kafka's
+    """Why the planned ``groups`` go to the Python data source instead (None: the JVM scan reads them): Kafka's
     ``FileRecords`` addresses a segment with an int, so a byte past 2 GiB (a segment Kafka never writes, but a
     hand-made one may be larger) is read by the Python source."""
     for group in groups:
@@ -212,8 +211,8 @@ def encode_pieces(groups: list[list[Piece]], opts: ReadOptions) -> str:
 
 def load(spark, path: str | None = None, options: Mapping[str, str] | None = None):
     """A DataFrame of the records under ``path`` with ``format("kafkalog")``'s rows and record schema: read by
-    the JVM scan when this session has its jars (``session(..., jvm_scan=True)``) and the options allow it,
-    otherwise by ``format("kafkalog")``."""
+    the JVM scan when this session has kafkalog's jar and the options allow it, otherwise by the Python data
+    source."""
     return load_why(spark, path, options)[0]
 
 
@@ -234,14 +233,29 @@ def load_why(spark, path: str | None = None, options: Mapping[str, str] | None =
                     .option("verifyCrc", str(opts.verify_crc).lower())
                     .option("includeControlRecords", str(opts.include_control).lower())
                     .option("pieces", encode_pieces(groups, opts)).load()), None  # fmt: skip
-    return spark.read.format("kafkalog").options(**opts_map).load(), why
+    return spark.read.format(python_format(spark)).options(**opts_map).load(), why
 
 
-def has_scan(spark) -> bool:
-    """Whether ``spark``'s JVM can load the scan class (its jars are on the classpath)."""
+def _has_class(spark, name: str) -> bool:
     jvm = spark.sparkContext._jvm
     try:
-        jvm.java.lang.Class.forName(CLASS, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+        jvm.java.lang.Class.forName(name, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
         return True
     except Exception:  # noqa: BLE001 - py4j raises Py4JJavaError (ClassNotFoundException)
         return False
+
+
+def has_scan(spark) -> bool:
+    """Whether ``spark``'s JVM can load the scan class (kafkalog's jar is on the classpath)."""
+    return _has_class(spark, CLASS)
+
+
+def has_source(spark) -> bool:
+    """Whether ``format("kafkalog")`` is the JVM source in ``spark`` (kafkalog's jar is on the classpath)."""
+    return _has_class(spark, SOURCE_CLASS)
+
+
+def python_format(spark) -> str:
+    """The name of kafkalog's Python data source in ``spark``: ``kafkalog``, or :data:`PYTHON_NAME` when the JVM
+    source has that name."""
+    return PYTHON_NAME if has_source(spark) else "kafkalog"

@@ -32,8 +32,12 @@ describing a corrupt batch (segment, position, reason) otherwise, with the data 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kafkalog.storage.records.columns import HEADERS_TYPE, RECORD_COLUMNS
 from kafkalog.storage.records.columns import arrow_schema as _arrow_schema
+
+from .options import parse_read_options
 
 CORRUPT_COLUMN = "_corrupt"
 __all__ = ["BATCH_COLUMNS", "CORRUPT_COLUMN", "HEADERS_TYPE", "RECORD_COLUMNS", "arrow_schema",
@@ -92,6 +96,13 @@ def ddl(columns: list[tuple[str, str]], corrupt: bool = False) -> str:
 
 RECORD_SCHEMA_DDL = ddl(RECORD_COLUMNS)
 BATCH_SCHEMA_DDL = ddl(BATCH_COLUMNS)
+
+
+def source_ddl(options: Mapping[str, str]) -> str:
+    """The schema of ``format("kafkalog")`` with these read options (its level and mode; ``remote`` is left out:
+    no view of a store is made for a schema)."""
+    opts = parse_read_options({k: v for k, v in dict(options).items() if str(k).lower() != "remote"})
+    return ddl(BATCH_COLUMNS if opts.batch_level else RECORD_COLUMNS, corrupt=opts.permissive)
 
 
 def arrow_schema(columns: list[tuple[str, str]], corrupt: bool = False):

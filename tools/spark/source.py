@@ -1,4 +1,5 @@
-"""The ``kafkalog`` Spark data source (Spark 4 Python data source API)."""
+"""The ``kafkalog`` Spark data source (Spark 4 Python data source API): ``format("kafkalog")`` in a session
+without kafkalog's jar, else ``format("kafkalog_python")``, to which the JVM source hands what it does not read."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pyspark.sql.types import StructType
 
 from .options import parse_read_options
 from .reader import KafkaLogReader
-from .schema import BATCH_COLUMNS, RECORD_COLUMNS, ddl
+from .schema import source_ddl
 
 
 class KafkaLogDataSource(DataSource):
@@ -18,9 +19,8 @@ class KafkaLogDataSource(DataSource):
     def name(cls) -> str:
         return "kafkalog"
 
-    def schema(self) -> str:  # (the level and mode: no remote store's view is made for it)
-        opts = parse_read_options({k: v for k, v in dict(self.options).items() if str(k).lower() != "remote"})
-        return ddl(BATCH_COLUMNS if opts.batch_level else RECORD_COLUMNS, corrupt=opts.permissive)
+    def schema(self) -> str:
+        return source_ddl(self.options)
 
     def reader(self, schema: StructType) -> KafkaLogReader:
         return KafkaLogReader(schema, parse_read_options(self.options))
@@ -34,3 +34,13 @@ class KafkaLogDataSource(DataSource):
         from .writer import KafkaLogWriter
 
         return KafkaLogWriter(schema, dict(self.options), overwrite)
+
+
+class KafkaLogPythonDataSource(KafkaLogDataSource):
+    """The same data source under the name ``kafkalog_python``: :func:`kafkalog.tools.spark.register` registers
+    it so when kafkalog's jar gives ``kafkalog`` to the JVM source (``KafkaLogSource.java``), which hands it what
+    its scan does not read (and streams and writes)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalog_python"

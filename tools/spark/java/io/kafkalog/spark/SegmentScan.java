@@ -15,6 +15,8 @@ import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.record.internal.FileLogInputStream.FileChannelRecordBatch;
 import org.apache.kafka.common.record.internal.FileRecords;
 import org.apache.kafka.common.record.internal.Record;
+import org.apache.spark.QueryContext;
+import org.apache.spark.SparkRuntimeException;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
@@ -232,6 +234,27 @@ public final class SegmentScan implements TableProvider {
         }
     }
 
+    /**
+     * A read error in the Python source's words ({@code CorruptRecordError: SEGMENT: byte N: REASON}). It is a Spark
+     * error with a condition (FAILED_READ_FILE.NO_HINT, naming the segment), so Spark fails the query with it instead
+     * of wrapping it in "Job aborted", and PySpark raises it as a SparkRuntimeException with this message.
+     */
+    static final class ReadError extends SparkRuntimeException {
+        private static final long serialVersionUID = 1L;
+        private final String text;
+
+        ReadError(String segment, long position, String reason, Throwable cause) {
+            super("FAILED_READ_FILE.NO_HINT", scala.collection.immutable.Map$.MODULE$.<String, String>empty()
+                    .updated("path", segment), cause, new QueryContext[0], "");
+            this.text = "CorruptRecordError: " + segment + ": byte " + position + ": " + reason;
+        }
+
+        @Override
+        public String getMessage() {
+            return text;
+        }
+    }
+
     /** The columns of the record schema, by name: what the reader writes into each required column. */
     enum Col {
         KEY, VALUE, TOPIC, PARTITION, OFFSET, TIMESTAMP, TIMESTAMP_TYPE, HEADERS, TIMESTAMP_MS, LEADER_EPOCH,
@@ -293,9 +316,16 @@ public final class SegmentScan implements TableProvider {
             this.includeControl = includeControl;
         }
 
-        /** An error naming the segment and the byte position (as the Python source's errors do). */
-        private IOException where(long position, String what, Throwable cause) {
-            return new IOException("kafkalog: " + what + " (" + piece.segment + ", at byte " + position + ")", cause);
+        /** An error naming the segment and the byte position, in the Python source's words. */
+        private ReadError where(long position, String what, Throwable cause) {
+            return new ReadError(piece.segment, position, what, cause);
+        }
+
+        /** Kafka's message without the file it appends ("... in file PATH."): the error names it already. */
+        private String reason(RuntimeException e) {
+            String m = String.valueOf(e.getMessage());
+            String suffix = " in file " + piece.path + ".";
+            return m.endsWith(suffix) ? m.substring(0, m.length() - suffix.length()) : m;
         }
 
         /** The next record to emit, or null at the end of every piece. */
@@ -316,17 +346,19 @@ public final class SegmentScan implements TableProvider {
                             return r;
                         }
                     } catch (RuntimeException e) {
-                        throw where(batchPosition, "the records of the batch cannot be decoded: " + e.getMessage(), e);
+                        throw where(batchPosition, "the records of the batch cannot be decoded: " + reason(e), e);
                     }
                     records = null;
                 }
-                if (batches != null && batches.hasNext()) {
-                    FileChannelRecordBatch b;
+                FileChannelRecordBatch b = null;
+                if (batches != null) {
                     try {
-                        b = batches.next();
+                        b = batches.hasNext() ? batches.next() : null;
                     } catch (RuntimeException e) {
-                        throw where(nextPosition, "the batch cannot be read: " + e.getMessage(), e);
+                        throw where(nextPosition, reason(e), e);
                     }
+                }
+                if (b != null) {
                     current = b;
                     batchPosition = b.position();
                     nextPosition = batchPosition + b.sizeInBytes();

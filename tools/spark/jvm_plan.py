@@ -1,0 +1,68 @@
+"""The JVM ``kafkalog`` source's call into kafkalog's planner, on the driver.
+
+``KafkaLogSource.java`` runs ``python -m kafkalog.tools.spark.jvm_plan`` with the driver's Python and one
+request as JSON on stdin, ``{"request": "schema" | "plan", "options": {...}}`` (the read's options), and reads
+one JSON object from stdout:
+
+* ``schema``: ``{"schema": DDL, "refusal": REASON | null}``: the schema of the options (the Python source's:
+  :func:`kafkalog.tools.spark.schema.source_ddl`) and whether the options alone give the read to the Python data
+  source (:func:`kafkalog.tools.spark.jvm.option_refusal`);
+* ``plan``: ``{"pieces": ..., "verifyCrc": ..., "includeControlRecords": ...}`` (the planned pieces,
+  :func:`kafkalog.tools.spark.jvm.encode_pieces`), or ``{"refusal": REASON}`` (:func:`~kafkalog.tools.spark.jvm.
+  option_refusal`, :func:`~kafkalog.tools.spark.jvm.pieces_refusal`);
+* ``{"error": "CorruptRecordError: ..."}``: the options or the files are bad; kafkalog's message (file and byte)
+  fails the query.
+
+The plan is the one of :mod:`kafkalog.tools.spark.plan`, as the Python data source's.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+
+from kafkalog.storage.errors import KafkaLogError
+
+
+def answer(request: str, options: Mapping[str, str]) -> dict:
+    from .schema import source_ddl
+
+    if request == "schema":
+        from .jvm import option_refusal
+
+        return {"schema": source_ddl(options), "refusal": option_refusal(options)}
+    if request == "plan":
+        from .jvm import encode_pieces, option_refusal, pieces_refusal
+        from .options import parse_read_options
+        from .plan import plan
+
+        why = option_refusal(options)
+        if why is not None:
+            return {"refusal": why}
+        opts = parse_read_options(options)
+        groups = plan(opts)
+        why = pieces_refusal(groups)
+        if why is not None:
+            return {"refusal": why}
+        return {"pieces": encode_pieces(groups, opts), "verifyCrc": str(opts.verify_crc).lower(),
+                "includeControlRecords": str(opts.include_control).lower()}
+    return {"error": f"ConfigError: unknown request {request!r} (schema or plan)"}
+
+
+def main() -> int:
+    req = json.load(sys.stdin)
+    options = {str(k): str(v) for k, v in dict(req.get("options") or {}).items()}
+    try:
+        out = answer(str(req.get("request")), options)
+    except KafkaLogError as e:
+        out = {"error": f"{type(e).__name__}: {e}"}
+    except OSError as e:
+        out = {"error": f"{type(e).__name__}: {e}"}
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -294,3 +294,25 @@ def test_topics_are_created_with_the_topic_ids_of_their_files(tmp_path: Path, ka
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         described = admin.describe_topics(TopicCollection(sorted(ids)))
         assert {t: str(f.result(timeout=60).topic_id) for t, f in described.items()} == ids
+
+
+@pytest.mark.kafka
+@pytest.mark.campaign
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", ["kafka-4.3.1-kraft", "kafka-4.3.1-kraft-killed"])
+def test_the_bootstrap_registration_matches_any_clean_shutdown_marker(tmp_path: Path, kafka_libs, name: str):
+    """The bootstrap's RegisterBrokerRecord carries the epoch the broker will report as previousBrokerEpoch: 12
+    from the 4.3.1 fixture's marker (its __cluster_metadata removed), -1 for the killed fixture without a marker.
+    Either way every partition is elected cleanly once, no id is restamped, and the 4.3.1 dir stays conformant."""
+    orig = tmp_path / "orig"
+    shutil.copytree(FIXTURES / name / "data", orig, symlinks=True)
+    shutil.rmtree(orig / "__cluster_metadata-0", ignore_errors=True)
+    (orig / "bootstrap.checkpoint").unlink(missing_ok=True)
+    report = certify([orig], kafka="4.3.1", workdir=tmp_path / "work")
+    (d,) = report.dirs
+    assert d.started and d.metadata == "created" and not [r for r in d.restamps if r.field == "topic_id"]
+    log = (Path(d.work_dir) / "broker.log").read_text()
+    assert "RECOVERING" not in log and "no longer the leader" not in log
+    assert log.count("using ELR") + log.count("using ISR") == len(d.partitions)
+    if name == "kafka-4.3.1-kraft":
+        assert d.conformant, [x.to_json() for x in d.divergences]

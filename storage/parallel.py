@@ -71,20 +71,27 @@ def iter_partition_tasks(fn, tasks: list, *, workers: int = 1, ahead: int | None
                 f.cancel()
 
 
-def iter_thread_streams(make: Callable[[Any], Iterable[Any]], tasks: list, *, threads: int) -> Iterator[Any]:
+def iter_thread_streams(make: Callable[[Any], Iterable[Any]], tasks: list, *, threads: int,
+                        ordered: bool = True) -> Iterator[Any]:
     """The items of ``make(t)`` for each task, task after task, in order, while up to ``threads`` threads produce
     them: each thread runs one task's iterator at a time and holds at most one item the caller has not taken (it
     makes the next only once the caller took it), so at most ``threads`` items are in flight whatever the tasks'
     sizes. For work that releases the GIL (the compiled core's decoding). The threads run in the caller's context
     (``contextvars``: the backend in force); an exception of ``make`` reaches the caller where its task's items
     end. A caller that stops early (``close()``, or an error) stops the threads: each finishes the item it is
-    making and exits; so does each at the interpreter's exit, when the caller never came back."""
+    making and exits; so does each at the interpreter's exit, when the caller never came back.
+
+    ``ordered=False``: each item as soon as a thread has made it (the earliest task's first when several wait),
+    each task's items still in their order: no thread waits for the caller to reach its task, so all ``threads``
+    keep working whatever the tasks' sizes (with ``ordered``, a thread a task ahead waits once it holds one item);
+    an exception of ``make`` reaches the caller when its task ends."""
     threads = max(1, min(threads, len(tasks)))
     if threads == 1:
         for t in tasks:
             yield from make(t)
         return
-    slots = [_Slot() for _ in tasks]
+    shared = None if ordered else threading.Condition()
+    slots = [_Slot(shared) for _ in tasks]
     claim = iter(range(len(tasks)))
     lock = threading.Lock()
 
@@ -116,11 +123,30 @@ def iter_thread_streams(make: Callable[[Any], Iterable[Any]], tasks: list, *, th
     for w in workers:
         w.start()
     try:
-        for slot in slots:
-            yield from slot.items()
+        if shared is None:
+            for slot in slots:
+                yield from slot.items()
+        else:
+            yield from _any_order(slots, shared)
     finally:
         for slot in slots:
             slot.stop()
+
+
+def _any_order(slots: list[_Slot], cv: threading.Condition) -> Iterator[Any]:
+    """The items of ``slots`` (sharing the condition ``cv``) as they are made: the earliest slot's holding one."""
+    live = list(slots)
+    while live:
+        with cv:
+            while (ready := next((s for s in live if s._full or s._ended), None)) is None:
+                cv.wait()
+            if not ready._full:  # (ended: its error, if any, is the caller's now)
+                live.remove(ready)
+                if ready._error is not None:
+                    raise ready._error
+                continue
+            item = ready._take()
+        yield item
 
 
 class _Slot:
@@ -129,8 +155,8 @@ class _Slot:
 
     _DONE = object()
 
-    def __init__(self) -> None:
-        self._cv = threading.Condition()
+    def __init__(self, cv: threading.Condition | None = None) -> None:
+        self._cv = threading.Condition() if cv is None else cv  # (one shared by the slots read in any order)
         self._item: Any = self._DONE
         self._full = False
         self._ended = False
@@ -158,14 +184,19 @@ class _Slot:
             self._item, self._full = self._DONE, False
             self._cv.notify_all()
 
+    def _take(self) -> Any:
+        """The item held (``_full``; under the condition's lock), the thread told it may make the next."""
+        item, self._item, self._full = self._item, self._DONE, False
+        self._cv.notify_all()
+        return item
+
     def items(self) -> Iterator[Any]:
         while True:
             with self._cv:
                 while not self._full and not self._ended:
                     self._cv.wait()
                 if self._full:
-                    item, self._item, self._full = self._item, self._DONE, False
-                    self._cv.notify_all()
+                    item = self._take()
                 elif self._error is not None:
                     error, self._error = self._error, None
                     raise error

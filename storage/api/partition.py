@@ -247,13 +247,14 @@ def _pieces(part: Partition, flt: ExportFilter) -> list[Piece]:
 
 
 def _arrow_batches(selected: list[Piece], batch_rows: int, columns: list[str] | None = None,
-                   threads: int = 1, views: bool = False) -> Iterator[Any]:
+                   threads: int = 1, views: bool = False, ordered: bool = True) -> Iterator[Any]:
     """The Arrow batches of the pieces ``selected`` (partitions, or pieces of them: :func:`_pieces`), piece after
     piece in order: each decoded by :func:`_partition_batches` on one of ``threads`` threads (the compiled core
     decodes without the GIL), each thread at most one batch ahead of the reader
-    (:func:`~kafkalog.storage.parallel.iter_thread_streams`)."""
+    (:func:`~kafkalog.storage.parallel.iter_thread_streams`). ``ordered=False``: each batch as soon as it is
+    made (each piece's batches in offset order, the pieces' interleaved), every thread decoding all the time."""
     return iter_thread_streams(lambda task: _partition_batches(task, batch_rows, columns, views), selected,
-                               threads=threads)
+                               threads=threads, ordered=ordered)
 
 
 def _partition_batches(task: Piece, batch_rows: int, columns: list[str] | None,
@@ -322,7 +323,7 @@ def default_threads(log_bytes: int) -> int:
 
 def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, read_committed: bool,
             batch_rows: int, *, window: Window | None = None, columns: Sequence[str] | None = None,
-            threads: int | None = None, views: bool = False) -> pyarrow.RecordBatchReader:
+            threads: int | None = None, views: bool = False, ordered: bool = True) -> pyarrow.RecordBatchReader:
     pa = require("pyarrow", feature="Arrow output")  # optional dependency: only Arrow output needs it
 
     # the ranges are resolved now, against the partitions as opened (a bad offset spec fails here, not mid-read)
@@ -341,7 +342,7 @@ def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, rea
         schema = pa.schema([schema.field(c) for c in names])
     if threads is None:
         threads = default_threads(sum(p.size for p in parts)) if len(selected) > 1 else 1
-    batches = _arrow_batches(selected, batch_rows, names, threads, views)
+    batches = _arrow_batches(selected, batch_rows, names, threads, views, ordered)
     return pa.RecordBatchReader.from_batches(schema, batches)
 
 

@@ -61,8 +61,10 @@ class RecordsScan:
         push = Pushdown.of(columns, expr) if self.pushdown else Pushdown(filter=None if expr is None else str(expr))
         self.scans.append(push)
         parts = [] if self.plan_only else self.partitions(push)
+        # (in any order: a relation has none without ORDER BY, and the threads never wait for DuckDB to reach
+        # their partition)
         reader = _reader(parts, None, self.include_control, self.read_committed, self.batch_rows,
-                         window=push.window, columns=push.columns, views=self.views)
+                         window=push.window, columns=push.columns, views=self.views, ordered=False)
         return _Scan(self._guarded(reader), reader.schema, None if columns is None else list(columns), expr)
 
     def _guarded(self, reader: Any) -> Iterator[Any]:

@@ -212,6 +212,67 @@ def test_at_most_threads_batches_are_held(big, monkeypatch, threads):
     assert held <= threads  # one per thread at most
 
 
+@needs_core
+@pytest.mark.parametrize("threads", [2, 3])
+def test_a_reader_in_any_order_gives_each_partitions_batches_in_order(big, monkeypatch, threads):
+    """``ordered=False`` (the SQL scan's reader): the same batches, each partition's in offset order, the
+    partitions' interleaved, and still at most ``threads`` held."""
+    from kafkalog.storage.api.partition import _reader
+
+    def by_partition(batches) -> dict:
+        out: dict = {}
+        for rb in batches:
+            key = (rb.column("topic")[0].as_py(), rb.column("partition")[0].as_py())
+            out.setdefault(key, []).extend(rb.column("offset").to_pylist())
+        return out
+
+    expected = by_partition(_batches(big, batch_rows=1000, threads=1))
+    made = _counted_batches(monkeypatch)
+    taken = held = 0
+    got = []
+    with kafkalog.open(big) as dirs:
+        for rb in _reader(dirs.partitions(), None, False, False, 1000, threads=threads, ordered=False):
+            taken += 1
+            held = max(held, made[0] - taken)
+            time.sleep(0.001)
+            got.append(rb)
+    assert by_partition(got) == expected
+    assert held <= threads
+
+
+def test_streams_in_any_order_never_wait_for_the_caller_to_reach_a_task():
+    """With ``ordered=False`` a thread a task ahead keeps making items (in order the second task could only end
+    once the caller took the first's every item: here the first waits for the second's end, a deadlock)."""
+    from kafkalog.storage.parallel import iter_thread_streams
+
+    second_done = threading.Event()
+
+    def make(task):
+        if task == "a":
+            yield "a0"
+            assert second_done.wait(10), "the second task never ended"
+            yield "a1"
+        else:
+            yield from ("b0", "b1", "b2")
+            second_done.set()
+
+    got = list(iter_thread_streams(make, ["a", "b"], threads=2, ordered=False))
+    assert sorted(got) == ["a0", "a1", "b0", "b1", "b2"]
+    assert got.index("b2") < got.index("a1") and got.index("b0") < got.index("b1") < got.index("b2")
+
+
+def test_streams_in_any_order_raise_the_error_of_a_task():
+    from kafkalog.storage.parallel import iter_thread_streams
+
+    def make(task):
+        yield task
+        if task == 2:
+            raise ValueError("task 2")
+
+    with pytest.raises(ValueError, match="task 2"):
+        list(iter_thread_streams(make, [1, 2, 3], threads=2, ordered=False))
+
+
 CHILD = textwrap.dedent('''
     import sys
     import kafkalog

@@ -222,27 +222,33 @@ def test_upgrade_rehearsal_of_the_committed_fixtures_on_4_3_1(tmp_path: Path, ka
 @pytest.mark.timeout(900)
 def test_the_container_backend_certifies_as_the_jvm_does(tmp_path: Path, kafka_libs):
     """The copy is in the work dir the container bind-mounts before the broker starts: a dir without
-    __cluster_metadata (topics created, ids restamped) with one clean partition and one with a bad CRC."""
+    __cluster_metadata (topics created, ids restamped) with one clean partition and one with a bad CRC, through the
+    command: exit 1 (not conformant), JSON Lines that follow their schemas, the original's bytes untouched."""
     from builders import certify_data_dir
     from damage import crc_closed_segment
 
     from kafkalog.compat.pytest_plugin import container_image
 
-    container_image("4.3.1")
+    image = container_image("4.3.1")
     orig = certify_data_dir(tmp_path / "orig", ["clean", "crc"])
     crc_closed_segment(orig / "crc-0")
     before = tree(orig)
-    report = certify([orig], kafka="4.3.1", backend="container", workdir=tmp_path / "work")
+    r = _cli(str(orig), "--kafka", "4.3.1", "--backend", "container", "--image", image, "--json",
+             "--workdir", str(tmp_path / "work"))
     assert tree(orig) == before
-    (d,) = report.dirs
-    assert d.backend == "container" and d.started and not d.conformant
-    clean = next(p for p in d.partitions if p.partition == "clean-0")
-    assert [(c.client, c.isolation, c.served) for c in clean.served] == [
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [_schema_errors(x) for x in lines] == [[] for _ in lines]
+    *divergences, d = lines
+    assert d["type"] == "dir" and {x["type"] for x in divergences} == {"divergence"}
+    assert d["backend"] == "container" and d["started"] and not d["conformant"] and d["divergences"] == len(divergences)
+    clean = next(p for p in d["partitionResults"] if p["partition"] == "clean-0")
+    assert [(c["client"], c["isolation"], c["served"]) for c in clean["served"]] == [
         (c, i, n) for i, n in (("read_uncommitted", 65), ("read_committed", 61)) for c in ("kafka-python", "confluent")]
-    corrupt = [x for x in d.divergences if x.kind == "corrupt"]
-    assert {x.partition for x in corrupt} == {"crc-0"} and len(corrupt) == 4
-    assert all(x.first_offset == 4 and x.position == 295 for x in corrupt)
-    assert {x.partition for x in d.divergences if x.kind not in ("upgrade",)} == {"crc-0"}
+    corrupt = [x for x in divergences if x["kind"] == "corrupt"]
+    assert {x["partition"] for x in corrupt} == {"crc-0"} and len(corrupt) == 4
+    assert all(x["firstOffset"] == 4 and x["position"] == 295 for x in corrupt)
+    assert {x["partition"] for x in divergences if x["kind"] != "upgrade"} == {"crc-0"}
 
 
 @pytest.mark.kafka

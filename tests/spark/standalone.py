@@ -1,7 +1,7 @@
-"""A real Spark standalone cluster on this machine: one master and one worker JVM started from the pyspark
-package's own ``spark-class`` (``org.apache.spark.deploy.master.Master`` / ``...worker.Worker``). Executors run
-in the worker's work directory, in their own processes, so what only works in local mode (relative paths,
-driver-side state) shows up here as it would on a cluster."""
+"""A real Spark standalone cluster on this machine: one master and worker JVMs started from the pyspark package's
+own ``spark-class`` (``org.apache.spark.deploy.master.Master`` / ``...worker.Worker``). Executors run in their
+worker's work directory, in their own processes, so what only works in local mode (relative paths, driver-side
+state) shows up here as it would on a cluster."""
 
 from __future__ import annotations
 
@@ -35,8 +35,11 @@ def _wait_for(log: Path, needle: str, proc: subprocess.Popen, timeout: float) ->
 
 
 @contextlib.contextmanager
-def standalone_cluster(root: Path, *, cores: int = 2, memory: str = "1g") -> Iterator[tuple[str, Path]]:
-    """``(master URL, worker work dir)`` while a master and one worker run; both are killed on exit."""
+def standalone_cluster(root: Path, *, workers: int = 1, cores: int = 2, memory: str = "1g"
+                       ) -> Iterator[tuple[str, Path]]:
+    """``(master URL, work dir)`` while a master and ``workers`` workers (``cores`` each) run; worker ``i`` keeps
+    its executors' directories in ``work/w{i}`` (``work/w{i}/APP_ID/EXECUTOR_ID/stderr``). All are killed on
+    exit."""
     home = spark_home()
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
     cls = str(home / "bin" / "spark-class")
@@ -53,13 +56,15 @@ def standalone_cluster(root: Path, *, cores: int = 2, memory: str = "1g") -> Ite
                  "--webui-port", str(free_port())], stdout=f, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True))
         _wait_for(mlog, "Starting Spark master", procs[0], 90)
-        wlog = root / "worker.log"
-        with open(wlog, "wb") as f:
-            procs.append(subprocess.Popen(
-                [cls, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", str(cores),
-                 "--memory", memory, "--webui-port", str(free_port()), "--work-dir", str(work)],
-                stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True))
-        _wait_for(wlog, "Successfully registered with master", procs[1], 90)
+        for i in range(workers):
+            wlog = root / f"worker-{i}.log"
+            (work / f"w{i}").mkdir(exist_ok=True)
+            with open(wlog, "wb") as f:
+                procs.append(subprocess.Popen(
+                    [cls, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", str(cores),
+                     "--memory", memory, "--webui-port", str(free_port()), "--work-dir", str(work / f"w{i}")],
+                    stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True))
+            _wait_for(wlog, "Successfully registered with master", procs[-1], 90)
         yield url, work
     finally:
         for p in reversed(procs):

@@ -1,11 +1,14 @@
-"""The jobs and the data source on a real Spark standalone cluster (master + worker JVMs on this machine), not
-only ``local[*]``: the same code with another master, as the design promises. Paths are given relative to the
-driver's working directory, which the executors do not share."""
+"""The jobs and the data source on a real Spark standalone cluster (a master and two worker JVMs on this machine),
+not only ``local[*]``: the same code with another master, as the design promises. Paths are given relative to the
+driver's working directory, which the executors do not share; ``spark-submit`` runs a job with the arguments
+``kafkalog spark jars`` prints, as ``docs/commands/spark.md`` says."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -13,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from builders import BASE_TS, generated_partition
-from standalone import standalone_cluster
+from standalone import spark_home, standalone_cluster
 
 from kafkalog.storage.config.resolver import ConfigResolver
 from kafkalog.storage.engine.cleaner.manager import plan_compact
@@ -26,7 +29,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with standalone_cluster(tmp_path_factory.mktemp("spark-standalone")) as c:
+    with standalone_cluster(tmp_path_factory.mktemp("spark-standalone"), workers=2, cores=1) as c:
         yield c
 
 
@@ -36,7 +39,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _executor_logs(work: Path) -> list[Path]:
-    return sorted(work.glob("app-*/*/stderr"))
+    return sorted(work.glob("w*/app-*/*/stderr"))
 
 
 def test_verify_on_the_cluster_is_kafkalog_verify(cluster, tmp_path):
@@ -95,3 +98,67 @@ def test_compact_on_the_cluster_equals_single_machine(cluster, tmp_path):
             assert (root / f.relative_to(twin)).read_bytes() == f.read_bytes(), f
     ck = "cleaner-offset-checkpoint"
     assert sorted((root / ck).read_text().splitlines()) == sorted((twin / ck).read_text().splitlines())
+
+
+#: a job as a user submits it: ``format("kafkalog")`` on the session spark-submit made (kafkalog's jar on it)
+SUBMITTED_JOB = """\
+import hashlib, json, sys
+from pyspark.sql import SparkSession
+from kafkalog.tools.spark import register
+spark = SparkSession.builder.appName("kafkalog-submitted").getOrCreate()
+register(spark)
+df = spark.read.format("kafkalog").options(**json.loads(sys.argv[2])).load(sys.argv[1])
+plan = df._jdf.queryExecution().executedPlan().toString()
+rows = sorted((r.topic, r.partition, r.offset, (r.value or b"").hex()) for r in
+              df.select("topic", "partition", "offset", "value").collect())
+print(json.dumps({"app": spark.sparkContext.applicationId, "scan": "kafkalog segment scan" in plan,
+                  "rows": len(rows), "sha256": hashlib.sha256(repr(rows).encode()).hexdigest()}))
+spark.stop()
+"""
+
+
+def local_rows(path: str, options: dict[str, str]) -> tuple[int, str]:
+    """How many rows kafkalog reads under ``path`` in this process (planner and Python scan, no Spark), and the
+    digest :data:`SUBMITTED_JOB` prints for the same rows."""
+    from kafkalog.tools.spark.options import parse_read_options
+    from kafkalog.tools.spark.plan import plan
+    from kafkalog.tools.spark.scan import scan
+
+    opts = parse_read_options({**options, "path": path})
+    rows = []
+    for group in plan(opts):
+        for rb in scan(group, opts):
+            d = rb.to_pydict()
+            rows += [(t, p, o, (v or b"").hex()) for t, p, o, v in zip(d["topic"], d["partition"], d["offset"],
+                                                                         d["value"], strict=True)]
+    rows.sort()
+    return len(rows), hashlib.sha256(repr(rows).encode()).hexdigest()
+
+
+def spark_submit(url: str, path: str, options: dict[str, str], *, cwd: Path, jars: list[str],
+                 env: dict[str, str] | None = None) -> dict:
+    """Runs :data:`SUBMITTED_JOB` with ``spark-submit JARS --master URL job.py PATH OPTIONS``; its answer."""
+    job = cwd / "job.py"
+    job.write_text(SUBMITTED_JOB)
+    py = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    p = subprocess.run([str(spark_home() / "bin" / "spark-submit"), *jars, "--master", url, str(job), path,
+                        json.dumps(options)], capture_output=True, text=True, timeout=400, cwd=cwd,
+                       env={**os.environ, **py, **(env or {})})
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+    return json.loads(p.stdout.splitlines()[-1])
+
+
+def test_spark_submit_reads_a_shared_path_through_the_jvm_scan_on_two_workers(cluster, tmp_path):
+    """``spark-submit $(kafkalog spark jars) --master URL job.py``: ``format("kafkalog")`` is the JVM source and
+    scan, its tasks run in executors on both workers, and the rows are kafkalog's local read of the same dir."""
+    url, work = cluster
+    data = tmp_path / "shared" / "data"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", data)
+    jars = _cli("spark", "jars", cwd=tmp_path)
+    assert jars.returncode == 0, jars.stderr[-2000:]
+    options = {"includeControlRecords": "true"}
+    got = spark_submit(url, str(data), options, cwd=tmp_path, jars=shlex.split(jars.stdout))
+    assert got["scan"], "format('kafkalog') did not read through the JVM segment scan"
+    assert (got["rows"], got["sha256"]) == local_rows(str(data), options) and got["rows"] > 1000
+    ran = [w.name for w in sorted(work.glob("w*")) if (w / got["app"]).is_dir()]
+    assert ran == ["w0", "w1"], f"the application's executors ran on {ran}"

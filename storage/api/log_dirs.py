@@ -186,7 +186,7 @@ class LogDirs:
                  read_committed: bool = False, batch_rows: int = DEFAULT_ARROW_ROWS,
                  time_range: tuple[int | None, int | None] | None = None,
                  columns: Sequence[str] | None = None, threads: int | None = None,
-                 binary_view: bool = False) -> pyarrow.RecordBatchReader:
+                 binary_view: bool = False, ordered: bool = True) -> pyarrow.RecordBatchReader:
         """The records of the selected partitions as a ``pyarrow.RecordBatchReader``, read lazily a batch of about
         ``batch_rows`` rows (:data:`DEFAULT_ARROW_ROWS`) at a time, partition by partition. The schema is the Spark source's and
         ``export --format parquet``'s (``key, value, topic, partition, offset, timestamp, ...``); the rows are
@@ -197,14 +197,17 @@ class LogDirs:
         per thread: ``partition.BYTES_PER_THREAD``), by the compiled core without the GIL; a partition of many
         segments is cut into pieces of whole segments (``partition.PIECE_BYTES``, 64 MiB) decoded at once too,
         each at most one batch ahead of the reader: at most ``threads`` batches are held, and the batches come
-        in the same order as on one thread. With ``binary_view``, ``key`` and ``value`` are Arrow ``binary_view``
+        in the same order as on one thread. ``ordered=False``: each batch as soon as a thread made it, each
+        partition's (and piece's) batches in offset order, the partitions' interleaved: no thread waits for the
+        reader to reach its partition, so every thread decodes all the time, as SQL scans read (with ``ordered``,
+        a thread a partition ahead waits once it holds one batch). With ``binary_view``, ``key`` and ``value`` are Arrow ``binary_view``
         columns that point into the segments' mapped bytes (uncompressed batches) or into each compressed batch's
         decompressed records, instead of copies: no copy per record; a segment stays mapped as long as any of its
         views lives, after the reader and this object are closed. ``reader.read_pandas()`` gives a pandas
         DataFrame. Needs pyarrow."""
         window = None if time_range is None else Window(from_time=time_range[0], to_time=time_range[1])
         return _reader(self.partitions(topics, partitions), offsets, include_control, read_committed, batch_rows,
-                       window=window, columns=columns, threads=threads, views=binary_view)
+                       window=window, columns=columns, threads=threads, views=binary_view, ordered=ordered)
 
     def sql(self, query: str, *, pushdown: bool = True, include_control: bool = False,
             read_committed: bool = False) -> duckdb.DuckDBPyRelation:

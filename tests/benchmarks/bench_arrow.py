@@ -18,6 +18,8 @@ not distort; on an idle machine with N CPUs the parallel read's wall time approa
   with the reader's default threads; ``arrow-1``: the same on one thread (``threads=1``);
 * ``arrow-cols``: ``to_arrow(columns=[topic, partition, offset, timestamp])`` (no key, value or headers asked);
 * ``arrow-view``: ``to_arrow(binary_view=True)``, every column, key and value as views (no copy per record);
+* ``arrow-any``: ``to_arrow(ordered=False)``, every column, the batches as the threads make them (no thread
+  waits for the reader to reach its partition);
 * ``aiokafka``: aiokafka's Cython reader (``aiokafka.record._crecords``) reading every field of every record of
   every partition (its bytes in memory: it takes ``bytes``), one thread as a consumer does;
 * ``crc32c`` (uncompressed only): the ``crc32c`` package over every partition's mmap, the ceiling in bytes/s. The
@@ -197,6 +199,8 @@ def bench(codec: str, total: int, partitions: int, runs: int) -> dict:
                "arrow-cols": lambda: arrow(root, columns=SMALL_COLUMNS), "aiokafka": lambda: aiokafka(datas)}
         if "binary_view" in inspect.signature(kafkalog.LogDirs.to_arrow).parameters:
             fns["arrow-view"] = lambda: arrow(root, binary_view=True)
+        if "ordered" in inspect.signature(kafkalog.LogDirs.to_arrow).parameters:
+            fns["arrow-any"] = lambda: arrow(root, ordered=False)
         if codec == "none":
             fns["crc32c"] = lambda: [crc32c(m) for m in maps]
             fns["crc32c-fresh"] = lambda: [_crc_fresh(s) for s in segs]
@@ -209,6 +213,7 @@ def bench(codec: str, total: int, partitions: int, runs: int) -> dict:
             f.close()
     n = res["arrow"]
     assert res["arrow-1"] == res["arrow-cols"] == res["aiokafka"] == res.get("arrow-view", n) == n, res
+    assert res.get("arrow-any", n) == n, res
     row = {"codec": codec, "partitions": partitions, "bytes": size, "records": n, "cpus": os.cpu_count(),
            "load": os.getloadavg()[0]}
     for c in CLOCKS:
@@ -220,6 +225,8 @@ def bench(codec: str, total: int, partitions: int, runs: int) -> dict:
                 f"{c}_arrow_cols_vs_arrow": 1 / ratio["arrow-cols"], f"{c}_arrow_vs_arrow_1": ratio["arrow-1"]}
         if "arrow-view" in t:
             row[f"{c}_arrow_view_vs_aiokafka"] = ratio["aiokafka"] / ratio["arrow-view"]
+        if "arrow-any" in t:
+            row[f"{c}_arrow_any_vs_aiokafka"] = ratio["aiokafka"] / ratio["arrow-any"]
         if "crc32c" in t:
             row[f"{c}_arrow_of_ceiling"] = ratio["crc32c"]
             row[f"{c}_arrow_1_of_ceiling"] = ratio["crc32c"] / ratio["arrow-1"]
@@ -238,6 +245,8 @@ def _print(r: dict) -> None:
                 f"4 columns {r[f'{c}_arrow_cols_vs_arrow']:.2f}x all")
         if f"{c}_arrow_view_vs_aiokafka" in r:
             line += f"; binary_view {r[f'{c}_arrow_view_vs_aiokafka']:.2f}x aiokafka"
+        if f"{c}_arrow_any_vs_aiokafka" in r:
+            line += f"; ordered=False {r[f'{c}_arrow_any_vs_aiokafka']:.2f}x aiokafka"
         if f"{c}_arrow_of_ceiling" in r:
             line += (f"; crc32c {r[f'{c}_crc32c_MBps']:.0f} MB/s => arrow {r[f'{c}_arrow_of_ceiling']:.0%} of it "
                      f"(1 thread {r[f'{c}_arrow_1_of_ceiling']:.0%}); over maps made anew each run "

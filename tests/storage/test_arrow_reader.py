@@ -217,8 +217,6 @@ def test_at_most_threads_batches_are_held(big, monkeypatch, threads):
 def test_a_reader_in_any_order_gives_each_partitions_batches_in_order(big, monkeypatch, threads):
     """``ordered=False`` (the SQL scan's reader): the same batches, each partition's in offset order, the
     partitions' interleaved, and still at most ``threads`` held."""
-    from kafkalog.storage.api.partition import _reader
-
     def by_partition(batches) -> dict:
         out: dict = {}
         for rb in batches:
@@ -231,7 +229,7 @@ def test_a_reader_in_any_order_gives_each_partitions_batches_in_order(big, monke
     taken = held = 0
     got = []
     with kafkalog.open(big) as dirs:
-        for rb in _reader(dirs.partitions(), None, False, False, 1000, threads=threads, ordered=False):
+        for rb in dirs.to_arrow(batch_rows=1000, threads=threads, ordered=False):
             taken += 1
             held = max(held, made[0] - taken)
             time.sleep(0.001)

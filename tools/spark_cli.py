@@ -82,6 +82,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dry-run", action="store_true", help="convert/compact: show what would change; write nothing")
     g.add_argument("--backup", metavar="DIR", help="keep originals here (default: timestamped beside the data dir)")
     g.add_argument("--no-backup", action="store_true", help="keep no originals")
+    g = p.add_argument_group("jars")
+    g.add_argument("--s3a", action="store_true",
+                   help="also hadoop-aws in --packages (Spark's Hadoop version), for the JVM scan's s3a:// reads")
 
 
 def _kv(items: list[str], what: str) -> dict[str, str]:
@@ -187,7 +190,7 @@ def _jars(args: argparse.Namespace) -> int:
         print("kafkalog spark jars: error: takes no DIR", file=sys.stderr)
         return 2
     try:
-        found = submit_args()
+        found = submit_args(s3a=args.s3a)
     except KafkaLogError as e:
         print(f"kafkalog spark jars: error: {e}", file=sys.stderr)
         return 1

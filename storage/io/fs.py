@@ -73,6 +73,79 @@ def split_uri(path: str, options: Mapping[str, str] | None = None) -> tuple[FsSp
     return FsSpec(scheme, fs_options(options or {})), path
 
 
+#: the scheme Hadoop's FileSystem reads the files of each URL scheme of this seam by (``s3://`` is Hadoop's
+#: ``s3a://``; :func:`split_uri` takes ``s3a://`` and ``s3n://`` as ``s3://``): what the JVM segment scan reads
+HADOOP_SCHEMES = {"s3": "s3a", "hdfs": "hdfs"}
+
+
+def hadoop_url(spec: FsSpec, fspath: str) -> str | None:
+    """The name Hadoop's FileSystem opens the file ``fspath`` of ``spec`` by: a local path as it is, ``s3://b/k`` as
+    ``s3a://b/k``, an ``hdfs://`` URL as it is; None for a scheme Hadoop is not asked to read
+    (:data:`HADOOP_SCHEMES`)."""
+    if spec.is_local:
+        return fspath
+    scheme = HADOOP_SCHEMES.get(spec.scheme)
+    if scheme is None:
+        return None
+    return f"{scheme}://{fspath}" if spec.scheme == "s3" else display(spec, fspath)
+
+
+#: the ``s3.*`` options and the Hadoop ``fs.s3a.*`` keys that say the same (:func:`hadoop_conf`, :func:`s3_options`)
+_S3A_KEYS = {"s3.endpoint": "fs.s3a.endpoint", "s3.accesskey": "fs.s3a.access.key", "s3.secretkey": "fs.s3a.secret.key",
+             "s3.region": "fs.s3a.endpoint.region"}
+
+
+def s3_options(hadoop: Mapping[str, str]) -> dict[str, str]:
+    """The ``s3.*`` options a Hadoop configuration's ``fs.s3a.*`` keys give (a Spark session's
+    ``spark.hadoop.fs.s3a.*``, for the planner of a read the JVM scan makes through them); an endpoint without a
+    scheme is ``https://`` unless ``fs.s3a.connection.ssl.enabled`` is false."""
+    out = {o: hadoop[k] for o, k in _S3A_KEYS.items() if hadoop.get(k)}
+    if "s3.endpoint" in out and "://" not in out["s3.endpoint"]:
+        ssl = hadoop.get("fs.s3a.connection.ssl.enabled", "true").strip().lower() != "false"
+        out["s3.endpoint"] = ("https://" if ssl else "http://") + out["s3.endpoint"]
+    return out
+
+
+def hadoop_conf(spec: FsSpec) -> dict[str, str]:
+    """The Hadoop configuration (``fs.s3a.*``) that reads ``spec``'s files where this seam reads them: the same
+    endpoint (with path-style addressing, as pyarrow's with an endpoint), keys, region and anonymity; empty for
+    other schemes and for what the options leave to the defaults (then Hadoop's own configuration applies)."""
+    if spec.scheme != "s3":
+        return {}
+    s3 = _s3_settings(dict(spec.netloc_opts))
+    out = {}
+    if "scheme" in s3:
+        out[_S3A_KEYS["s3.endpoint"]] = f"{s3['scheme']}://{s3['endpoint_override']}"
+        out["fs.s3a.path.style.access"] = "true"
+        out["fs.s3a.connection.ssl.enabled"] = str(s3["scheme"] == "https").lower()
+    if "access_key" in s3:
+        out[_S3A_KEYS["s3.accesskey"]] = s3["access_key"]
+        out[_S3A_KEYS["s3.secretkey"]] = s3["secret_key"]
+    if "region" in s3:
+        out[_S3A_KEYS["s3.region"]] = s3["region"]
+    if s3.get("anonymous"):
+        out["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"
+    return out
+
+
+def _s3_settings(opts: Mapping[str, str]) -> dict:
+    """``pyarrow.fs.S3FileSystem``'s arguments for the ``s3.*`` options (and ``AWS_ENDPOINT_URL``)."""
+    kw: dict = {}
+    endpoint = opts.get("s3.endpoint") or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        u = urlparse(endpoint if "://" in endpoint else "https://" + endpoint)
+        kw["endpoint_override"] = u.netloc
+        kw["scheme"] = u.scheme
+    if "s3.accesskey" in opts:
+        kw["access_key"] = opts["s3.accesskey"]
+        kw["secret_key"] = opts.get("s3.secretkey", "")
+    if "s3.region" in opts:
+        kw["region"] = opts["s3.region"]
+    if opts.get("s3.anonymous", "false").lower() == "true":
+        kw["anonymous"] = True
+    return kw
+
+
 def display(spec: FsSpec, fspath: str) -> str:
     """The name a file is reported under (``segment`` column, error messages)."""
     if spec.is_local:
@@ -121,21 +194,7 @@ def _filesystem(spec: FsSpec, env: tuple[tuple[str, str], ...]):
         return pafs.LocalFileSystem()
     opts = dict(spec.netloc_opts)
     if spec.scheme == "s3":
-        kw: dict = {}
-        endpoint = opts.get("s3.endpoint") or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get(
-            "AWS_ENDPOINT_URL")
-        if endpoint:
-            u = urlparse(endpoint if "://" in endpoint else "https://" + endpoint)
-            kw["endpoint_override"] = u.netloc
-            kw["scheme"] = u.scheme
-        if "s3.accesskey" in opts:
-            kw["access_key"] = opts["s3.accesskey"]
-            kw["secret_key"] = opts.get("s3.secretkey", "")
-        if "s3.region" in opts:
-            kw["region"] = opts["s3.region"]
-        if opts.get("s3.anonymous", "false").lower() == "true":
-            kw["anonymous"] = True
-        return pafs.S3FileSystem(**kw)
+        return pafs.S3FileSystem(**_s3_settings(opts))
     try:  # other schemes pyarrow knows (gs, hdfs, ...)
         fs, _ = pafs.FileSystem.from_uri(f"{spec.scheme}://x/")
         return fs

@@ -237,7 +237,8 @@ def test_what_the_scan_refuses_is_said(mixed_dir):
     assert jvm_scan_refusal(opts) is None
     assert jvm_scan_refusal(parse_read_options({"path": str(mixed_dir), "level": "batch"})) == "level=batch"
     assert jvm_scan_refusal(parse_read_options({"path": str(mixed_dir), "mode": "permissive"})) == "mode=permissive"
-    assert jvm_scan_refusal(parse_read_options({"path": "s3://bucket/data"})) == "a remote file system"
+    assert jvm_scan_refusal(parse_read_options({"path": "s3a://bucket/data"})) is None  # Hadoop's s3a (test_jvm_s3a)
+    assert jvm_scan_refusal(parse_read_options({"path": "gs://b/d"})) == "a file system the scan does not read (gs://)"
     assert option_refusal({"path": str(mixed_dir), "pushFilters": "true"}) == "pushFilters"
     assert option_refusal({"path": str(mixed_dir), "Remote": "/store"}) == "remote"  # (no view made for it)
     assert option_refusal({"path": str(mixed_dir)}) is None

@@ -1,6 +1,5 @@
 package io.kafkalog.spark;
 
-import java.io.File;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -11,10 +10,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
+import org.apache.hadoop.conf.Configuration;
 import org.apache.kafka.common.header.Header;
-import org.apache.kafka.common.record.internal.FileLogInputStream.FileChannelRecordBatch;
-import org.apache.kafka.common.record.internal.FileRecords;
 import org.apache.kafka.common.record.internal.Record;
+import org.apache.kafka.common.record.internal.RecordBatch;
 import org.apache.spark.QueryContext;
 import org.apache.spark.SparkRuntimeException;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
@@ -37,6 +36,7 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.util.SerializableConfiguration;
 
 /**
  * kafkalog's JVM scan: decodes the pieces of segments that kafkalog planned (in Python, {@code
@@ -150,8 +150,34 @@ public final class SegmentScan implements TableProvider {
         @Override
         public PartitionReaderFactory createReaderFactory() {
             return new Factory(required, options.getBoolean("verifyCrc", true),
-                    options.getBoolean("includeControlRecords", false));
+                    options.getBoolean("includeControlRecords", false), hadoopConf(options),
+                    options.getInt("firstWindow", 64 * 1024), options.getInt("maxWindow", 16 * 1024 * 1024));
         }
+    }
+
+    /**
+     * The Hadoop configuration the executors read segments under a URL with (null when every piece is local): the
+     * session's ({@code spark.hadoop.*}, {@code core-site.xml}) with the planner's options on top (option {@code
+     * hadoop.KEY}: {@code kafkalog.storage.io.fs.hadoop_conf}, so the scan reaches the server the planner read).
+     */
+    static SerializableConfiguration hadoopConf(CaseInsensitiveStringMap options) {
+        boolean remote = false;
+        for (String line : options.getOrDefault("pieces", "").split("[\\n\\t]")) {
+            if (!line.isEmpty() && SegmentBatches.isHadoop(line.substring(0, Math.max(line.indexOf('|'), 0)))) {
+                remote = true;
+                break;
+            }
+        }
+        if (!remote) {
+            return null;
+        }
+        Configuration conf = org.apache.spark.sql.classic.SparkSession.active().sessionState().newHadoopConf();
+        for (Map.Entry<String, String> e : options.asCaseSensitiveMap().entrySet()) {
+            if (e.getKey().startsWith("hadoop.")) {
+                conf.set(e.getKey().substring("hadoop.".length()), e.getValue());
+            }
+        }
+        return new SerializableConfiguration(conf);
     }
 
     static final class Pieces implements InputPartition {
@@ -168,11 +194,23 @@ public final class SegmentScan implements TableProvider {
         final StructType schema;
         final boolean verifyCrc;
         final boolean includeControl;
+        /** The Hadoop configuration of pieces under a URL (null: every piece is local). */
+        final SerializableConfiguration hadoop;
+        final int firstWindow;
+        final int maxWindow;
 
         Factory(StructType schema, boolean verifyCrc, boolean includeControl) {
+            this(schema, verifyCrc, includeControl, null, 64 * 1024, 16 * 1024 * 1024);
+        }
+
+        Factory(StructType schema, boolean verifyCrc, boolean includeControl, SerializableConfiguration hadoop,
+                int firstWindow, int maxWindow) {
             this.schema = schema;
             this.verifyCrc = verifyCrc;
             this.includeControl = includeControl;
+            this.hadoop = hadoop;
+            this.firstWindow = firstWindow;
+            this.maxWindow = maxWindow;
         }
 
         @Override
@@ -182,7 +220,8 @@ public final class SegmentScan implements TableProvider {
 
         @Override
         public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-            return new Reader(schema, ((Pieces) partition).spec, verifyCrc, includeControl);
+            return new Reader(schema, ((Pieces) partition).spec, verifyCrc, includeControl,
+                    hadoop == null ? null : hadoop.value(), firstWindow, maxWindow);
         }
 
         @Override
@@ -279,11 +318,16 @@ public final class SegmentScan implements TableProvider {
         private final List<Piece> pieces = new ArrayList<>();
         private final boolean verifyCrc;
         private final boolean includeControl;
+        private final Configuration hadoop;
+        private final int firstWindow;
+        private final int maxWindow;
         private int pieceIndex = 0;
-        private FileRecords file;
         private Piece piece;
-        private Iterator<FileChannelRecordBatch> batches;
-        private FileChannelRecordBatch current;
+        /** The batches of the piece being read (null between pieces). */
+        private SegmentBatches file;
+        /** Whether {@link #file} may have more batches. */
+        private boolean batches;
+        private RecordBatch current;
         private Iterator<Record> records;
         private byte[] topicBytes;
         private byte[] segmentBytes;
@@ -294,6 +338,14 @@ public final class SegmentScan implements TableProvider {
         private long batchPosition;
 
         Reader(StructType schema, String spec, boolean verifyCrc, boolean includeControl) {
+            this(schema, spec, verifyCrc, includeControl, null, 64 * 1024, 16 * 1024 * 1024);
+        }
+
+        Reader(StructType schema, String spec, boolean verifyCrc, boolean includeControl, Configuration hadoop,
+                int firstWindow, int maxWindow) {
+            this.hadoop = hadoop;
+            this.firstWindow = firstWindow;
+            this.maxWindow = maxWindow;
             StructField[] fields = schema.fields();
             cols = new Col[fields.length];
             vectors = new OnHeapColumnVector[fields.length];
@@ -350,17 +402,17 @@ public final class SegmentScan implements TableProvider {
                     }
                     records = null;
                 }
-                FileChannelRecordBatch b = null;
-                if (batches != null) {
+                RecordBatch b = null;
+                if (batches) {
                     try {
-                        b = batches.hasNext() ? batches.next() : null;
+                        b = file.next();
                     } catch (RuntimeException e) {
                         throw where(nextPosition, reason(e), e);
                     }
                 }
                 if (b != null) {
                     current = b;
-                    batchPosition = b.position();
+                    batchPosition = file.position;
                     nextPosition = batchPosition + b.sizeInBytes();
                     if (verifyCrc && !b.isValid()) {
                         throw where(batchPosition, "record batch is corrupt (stored crc = 0x"
@@ -376,7 +428,7 @@ public final class SegmentScan implements TableProvider {
                         }
                         if (magic >= 2) {
                             if (b.baseOffset() >= piece.hiOffset) {
-                                batches = null;
+                                batches = false;
                                 continue;
                             }
                             if (b.maxTimestamp() < piece.loTimestamp) {
@@ -389,24 +441,25 @@ public final class SegmentScan implements TableProvider {
                     continue;
                 }
                 if (file != null) {
-                    file.closeHandlers();
+                    file.close();
                     file = null;
-                    if (batches != null && nextPosition < piece.end) {
+                    if (batches && nextPosition < piece.end) {
                         // FileRecords stops quietly before an entry that does not fit: the Python source's error
                         throw where(nextPosition, (piece.end - nextPosition) + " bytes at the end of the segment are "
                                 + "a torn tail or a partial batch, not a complete batch", null);
                     }
                 }
-                batches = null;
+                batches = false;
                 if (pieceIndex >= pieces.size()) {
                     return null;
                 }
                 piece = pieces.get(pieceIndex++);
                 topicBytes = piece.topic.getBytes(StandardCharsets.UTF_8);
                 segmentBytes = piece.segment.getBytes(StandardCharsets.UTF_8);
-                file = FileRecords.open(new File(piece.path), false);
                 nextPosition = piece.start;
-                batches = file.slice(piece.start, piece.end - piece.start).batches().iterator();
+                file = SegmentBatches.open(piece.path, piece.segment, piece.start, piece.end, hadoop, firstWindow,
+                        maxWindow);
+                batches = true;
             }
         }
 
@@ -443,7 +496,7 @@ public final class SegmentScan implements TableProvider {
         }
 
         private void put(int row, Record r) {
-            FileChannelRecordBatch b = current;
+            RecordBatch b = current;
             for (int i = 0; i < cols.length; i++) {
                 OnHeapColumnVector v = vectors[i];
                 switch (cols[i]) {
@@ -516,7 +569,7 @@ public final class SegmentScan implements TableProvider {
         public void close() throws IOException {
             batch.close();
             if (file != null) {
-                file.closeHandlers();
+                file.close();
                 file = null;
             }
         }

@@ -1,0 +1,183 @@
+"""The JVM segment scan reads a data dir uploaded to S3 (a local moto server) through Hadoop's ``s3a://``
+FileSystem, with the rows of the same data dir read locally; the planner (kafkalog's, through its filesystem seam)
+plans the same pieces for ``s3a://`` and ``s3://``.
+
+Run as a user runs a job: ``spark-submit $(kafkalog spark jars --s3a) read_job.py`` (hadoop-aws in the version of
+pyspark's Hadoop, and its AWS SDK bundle, resolved by Spark's Ivy from Maven Central: about 690 MB the first time
+on a machine, kept in Ivy's cache). CI reads a sample (the 4.3.1 fixture, a generated dir whose 1 MiB segments are
+split and read in windows, a planning option, a corrupt batch); every fixture under ``-m campaign``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from builders import generated_data_dir, generated_partition
+from standalone import spark_home
+from test_read import FIXTURES
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+
+HERE = Path(__file__).resolve().parent
+BUCKET = "kafkalog-s3a"
+KEYS = {"s3.accessKey": "test", "s3.secretKey": "test", "s3.region": "us-east-1"}
+
+
+def submit(cases: list[dict], tmp: Path, master: str = "local[2]", extra: list[str] | None = None) -> dict[str, dict]:
+    """``spark-submit $(kafkalog spark jars --s3a) --master MASTER read_job.py`` over ``cases``: their answers by
+    name (and the run's seconds under ``"_seconds"``)."""
+    from kafkalog.tools.spark.jvm import submit_args
+
+    found = submit_args(s3a=True)
+    spec = tmp / f"cases-{time.monotonic_ns()}.json"
+    spec.write_text(json.dumps(cases))
+    cmd = [str(spark_home() / "bin" / "spark-submit"), "--jars", ",".join(found["jars"]),
+           "--packages", ",".join(found["packages"]), "--master", master,
+           "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.ui.enabled=false", *(extra or []),
+           str(HERE / "read_job.py"), str(spec)]  # fmt: skip
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "AWS_EC2_METADATA_DISABLED": "true"}
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=800, env=env, cwd=tmp)
+    seconds = time.monotonic() - t0
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+    out = {r["name"]: r for r in (json.loads(x[5:]) for x in p.stdout.splitlines() if x.startswith("READ "))}
+    assert set(out) == {c["name"] for c in cases}, p.stderr[-4000:]
+    out["_seconds"] = {"seconds": seconds}
+    return out
+
+
+def upload(endpoint: str, local: Path, key: str) -> str:
+    """``local`` copied under ``s3://kl/key`` on the moto server; the ``s3a://`` URL."""
+    import pyarrow.fs as pafs
+
+    fs = pafs.S3FileSystem(endpoint_override=endpoint.removeprefix("http://"), scheme="http", access_key="test",
+                           secret_key="test", region="us-east-1", allow_bucket_creation=True)
+    fs.create_dir(BUCKET)
+    pafs.copy_files(str(local), f"{BUCKET}/{key}", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+    return f"s3a://{BUCKET}/{key}"
+
+
+def pairs(endpoint: str, name: str, local: Path, url: str, **options: str) -> list[dict]:
+    return [{"name": f"{name}/local", "path": str(local), "options": options},
+            {"name": f"{name}/s3a", "path": url, "options": {**options, **KEYS, "s3.endpoint": endpoint}}]
+
+
+def check_same(out: dict[str, dict], name: str) -> int:
+    a, b = out[f"{name}/local"], out[f"{name}/s3a"]
+    assert "error" not in a and "error" not in b, (a, b)
+    assert a["scan"] and b["scan"], (a["plan"], b["plan"])
+    assert (b["rows"], b["digest"]) == (a["rows"], a["digest"]), name
+    assert b["segment"] is None or b["segment"].startswith(f"s3://{BUCKET}/"), b["segment"]
+    return int(a["rows"])
+
+
+def test_the_planner_plans_s3a_as_s3(s3_endpoint, tmp_path, monkeypatch):
+    """No Spark: ``s3a://`` and ``s3://`` give the same pieces (storage.io.fs.split_uri), named for Hadoop as
+    ``s3a://`` (storage.io.fs.hadoop_url), with the planner's endpoint and keys as ``fs.s3a.*``."""
+    from kafkalog.tools.spark.jvm import encode_pieces, hadoop_schemes, scan_options
+    from kafkalog.tools.spark.options import parse_read_options
+    from kafkalog.tools.spark.plan import plan
+
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    local = generated_data_dir(tmp_path / "d", {"p": 1}, 300, segment_bytes=1 << 16, value_size=200)
+    url = upload(s3_endpoint, local, "plan/d")
+    opts = {**KEYS, "s3.endpoint": s3_endpoint, "maxPartitionBytes": "40000"}
+    got = {}
+    for path in (url, url.replace("s3a://", "s3://")):
+        o = parse_read_options({**opts, "path": path})
+        groups = plan(o)
+        got[path] = [(p.name, p.start, p.end) for g in groups for p in g], encode_pieces(groups, o)
+        assert hadoop_schemes(groups) == ["s3a"]
+        assert scan_options(groups)["hadoop.fs.s3a.endpoint"] == s3_endpoint
+    (pieces, enc), (pieces2, enc2) = got.values()
+    assert pieces == pieces2 and enc == enc2 and len(pieces) >= 2
+    assert all(n.startswith(f"s3://{BUCKET}/plan/d/p-0/") for n, _, _ in pieces)
+    assert enc.startswith(f"s3a://{BUCKET}/plan/d/p-0/")
+
+
+@pytest.fixture(scope="module")
+def uploaded(s3_endpoint, tmp_path_factory):
+    """The sample: the 4.3.1 fixture and a generated dir (1 MiB segments, split), each local and on S3."""
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    root = tmp_path_factory.mktemp("s3a")
+    gen = generated_data_dir(root / "gen", {"g": 2}, 3000, segment_bytes=1 << 20, value_size=400)
+    fixture = FIXTURES / "kafka-4.3.1-kraft" / "data"
+    return root, {"gen": (gen, upload(s3_endpoint, gen, "gen")),
+                  "kraft431": (fixture, upload(s3_endpoint, fixture, "kraft431"))}
+
+
+def test_s3a_reads_equal_local_reads(s3_endpoint, uploaded):
+    root, dirs = uploaded
+    bad = root / "bad"
+    generated_partition(bad / "t-0", 500, batch_records=50)
+    from kafkalog.storage.records import iter_batches
+
+    log = bad / "t-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    pos = [b.position for b in iter_batches(bytes(data))][3]
+    data[pos + 100] ^= 0xFF
+    log.write_bytes(bytes(data))
+    bad_url = upload(s3_endpoint, bad, "bad")
+    gen, gen_url = dirs["gen"]
+    fixture, fixture_url = dirs["kraft431"]
+    cases = [*pairs(s3_endpoint, "gen", gen, gen_url, maxPartitionBytes=str(300 * 1024)),
+             *pairs(s3_endpoint, "gen-window", gen, gen_url, startingOffset="1234", endingOffset="2900"),
+             *pairs(s3_endpoint, "kraft431", fixture, fixture_url, includeControlRecords="true"),
+             {"name": "bad", "path": bad_url, "options": {**KEYS, "s3.endpoint": s3_endpoint}},
+             {"name": "s3-pyarrow", "path": gen_url.replace("s3a://", "s3://"),
+              "options": {**KEYS, "s3.endpoint": s3_endpoint}}]  # fmt: skip
+    out = submit(cases, root)
+    assert check_same(out, "gen") == 6000
+    assert check_same(out, "gen-window") == 2 * (2900 - 1234)
+    assert check_same(out, "kraft431") > 1000
+    assert out["s3-pyarrow"]["scan"] and out["s3-pyarrow"]["digest"] == out["gen/local"]["digest"]
+    err = out["bad"].get("error", "")
+    assert f"s3://{BUCKET}/bad/t-0/00000000000000000000.log: byte {pos}" in err and "crc" in err.lower(), out["bad"]
+    print(f"spark-submit with hadoop-aws, {len(cases)} reads: {out['_seconds']['seconds']:.1f} s")
+
+
+@pytest.mark.campaign
+def test_every_fixture_reads_from_s3a_as_locally(s3_endpoint, tmp_path):
+    from test_read import partition_dirs
+
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    cases = []
+    for fx in sorted(FIXTURES.iterdir()):
+        data = fx / "data"
+        if not data.is_dir() or not partition_dirs(data):
+            continue
+        url = upload(s3_endpoint, data, fx.name)
+        cases += pairs(s3_endpoint, fx.name, data, url, includeControlRecords="true")
+    assert len(cases) >= 12
+    out = submit(cases, tmp_path)
+    for c in cases[::2]:
+        check_same(out, c["name"].removesuffix("/local"))
+
+
+def test_the_s3_options_and_hadoop_s_s3a_keys_say_the_same():
+    """No Spark: the planner's ``s3.*`` options become the scan's ``fs.s3a.*`` keys and back (one table)."""
+    from kafkalog.storage.io.fs import hadoop_conf, s3_options, split_uri
+
+    given = {"s3.endpoint": "http://127.0.0.1:9", "s3.accesskey": "a", "s3.secretkey": "s", "s3.region": "r"}
+    conf = hadoop_conf(split_uri("s3a://b/k", {**given, "s3.accessKey": "a"})[0])
+    assert conf["fs.s3a.path.style.access"] == "true" and conf["fs.s3a.connection.ssl.enabled"] == "false"
+    assert s3_options(conf) == given
+    assert s3_options({"fs.s3a.endpoint": "h:9", "fs.s3a.connection.ssl.enabled": "false"}) == {"s3.endpoint": "http://h:9"}
+    assert s3_options({"fs.s3a.endpoint": "h:9"}) == {"s3.endpoint": "https://h:9"}
+    assert hadoop_conf(split_uri("/local/dir")[0]) == {}
+
+
+def test_spark_jars_s3a_adds_hadoop_aws_of_spark_s_hadoop(capsys, monkeypatch):
+    from kafkalog.tools.cli import main
+    from kafkalog.tools.spark.jvm import KAFKA_CLIENTS_PACKAGE, hadoop_aws_package, scan_jar
+
+    monkeypatch.delenv("KAFKALOG_KAFKA_CLIENTS_JAR", raising=False)
+    assert hadoop_aws_package().startswith("org.apache.hadoop:hadoop-aws:3.")  # 3.5.0 for pyspark 4.3.0
+    assert main(["spark", "jars", "--s3a"]) == 0
+    assert capsys.readouterr().out == f"--jars {scan_jar()} --packages {KAFKA_CLIENTS_PACKAGE},{hadoop_aws_package()}\n"

@@ -1,0 +1,180 @@
+package io.kafkalog.spark;
+
+import java.io.Closeable;
+import java.io.File;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.util.Iterator;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.util.VersionInfo;
+import org.apache.kafka.common.errors.CorruptRecordException;
+import org.apache.kafka.common.record.internal.FileLogInputStream.FileChannelRecordBatch;
+import org.apache.kafka.common.record.internal.FileRecords;
+import org.apache.kafka.common.record.internal.LegacyRecord;
+import org.apache.kafka.common.record.internal.MemoryRecords;
+import org.apache.kafka.common.record.internal.RecordBatch;
+import org.apache.kafka.common.record.internal.Records;
+
+/**
+ * The record batches of one planned piece (bytes {@code [start, end)} of a segment), in order: a local segment
+ * through kafka-clients' {@code FileRecords}, a segment under a URL ({@code s3a://}, {@code hdfs://}, any scheme of
+ * Hadoop's {@code FileSystem}; the planner names it so) through Hadoop's {@code FileSystem}, by positioned reads
+ * of bounded windows decoded by kafka-clients' {@code MemoryRecords}. Both stop before bytes that are not a whole
+ * batch (the reader reports them as a torn tail) and raise Kafka's {@code CorruptRecordException} for a size below
+ * a record's overhead, as {@code FileRecords} does.
+ */
+public abstract class SegmentBatches implements Closeable {
+    /**
+     * Why this session's JVM cannot open files of the Hadoop FileSystem {@code schemes} (comma-separated: {@code
+     * s3a,hdfs}), or null: no FileSystem class for one ({@code s3a} without hadoop-aws, which the message names in
+     * the version of this Hadoop).
+     */
+    public static String missingFileSystem(String schemes) {
+        Configuration conf = org.apache.spark.sql.classic.SparkSession.active().sessionState().newHadoopConf();
+        for (String scheme : schemes.split(",")) {
+            if (scheme.isEmpty()) {
+                continue;
+            }
+            try {
+                FileSystem.getFileSystemClass(scheme, conf);
+            } catch (IOException | RuntimeException | LinkageError e) {
+                String add = scheme.equals("s3a") ? ": add org.apache.hadoop:hadoop-aws:" + VersionInfo.getVersion()
+                        + " to spark.jars.packages (spark-submit --packages)" : "";
+                return scheme + ":// has no Hadoop FileSystem in this session (" + e.getMessage() + ")" + add;
+            }
+        }
+        return null;
+    }
+
+
+    /** The next batch, or null at the end of the piece or before bytes that are not a whole batch. */
+    abstract RecordBatch next() throws IOException;
+
+    /** Where the batch {@link #next} returned last starts in the segment. */
+    long position;
+
+    /** A piece path with a scheme ({@code s3a://...}) is read through Hadoop; the planner gives local paths bare. */
+    static boolean isHadoop(String path) {
+        return path.contains("://");
+    }
+
+    static SegmentBatches open(String path, String segment, int start, int end, Configuration hadoop, int firstWindow,
+            int maxWindow) throws IOException {
+        if (!isHadoop(path)) {
+            return new Local(path, start, end);
+        }
+        if (hadoop == null) {
+            throw new IllegalStateException("kafkalog segment scan: " + segment + " is read through Hadoop's "
+                    + "FileSystem, and the scan was given no Hadoop configuration");
+        }
+        return new Remote(path, segment, start, end, hadoop, firstWindow, maxWindow);
+    }
+
+    static final class Local extends SegmentBatches {
+        private final FileRecords file;
+        private final Iterator<FileChannelRecordBatch> batches;
+
+        Local(String path, int start, int end) throws IOException {
+            file = FileRecords.open(new File(path), false);
+            batches = file.slice(start, end - start).batches().iterator();
+        }
+
+        @Override
+        RecordBatch next() {
+            if (!batches.hasNext()) {
+                return null;
+            }
+            FileChannelRecordBatch b = batches.next();
+            position = b.position();
+            return b;
+        }
+
+        @Override
+        public void close() throws IOException {
+            file.closeHandlers();
+        }
+    }
+
+    /**
+     * A segment under a URL: windows of the piece read by positioned reads (the first {@code firstWindow} bytes,
+     * then each window twice the last, up to {@code maxWindow}; a batch larger than that gets a window of its own
+     * size), so a piece is never held whole in memory.
+     */
+    static final class Remote extends SegmentBatches {
+        private final FSDataInputStream in;
+        private final String segment;
+        private final long end;
+        private final int maxWindow;
+        private int window;
+        /** The bytes of the segment from {@link #windowStart}. */
+        private ByteBuffer buf = ByteBuffer.allocate(0);
+        private long windowStart;
+        private long next;
+
+        Remote(String path, String segment, long start, long end, Configuration hadoop, int firstWindow, int maxWindow)
+                throws IOException {
+            Path file = new Path(path);
+            this.in = file.getFileSystem(hadoop).open(file);
+            this.segment = segment;
+            this.end = end;
+            this.next = start;
+            this.windowStart = start;
+            this.window = Math.max(firstWindow, Records.HEADER_SIZE_UP_TO_MAGIC);
+            this.maxWindow = Math.max(maxWindow, this.window);
+        }
+
+        /** Makes the window hold bytes {@code [at, at + n)} (n no more than the bytes left in the piece). */
+        private void have(long at, int n) throws IOException {
+            if (at >= windowStart && at + n <= windowStart + buf.limit()) {
+                return;
+            }
+            int len = (int) Math.min(Math.max(n, window), end - at);
+            byte[] bytes = new byte[len];
+            try {
+                in.readFully(at, bytes, 0, len);
+            } catch (IOException e) {
+                throw new IOException("kafkalog segment scan: " + segment + ": byte " + at + ": cannot read " + len
+                        + " bytes: " + e.getMessage(), e);
+            }
+            buf = ByteBuffer.wrap(bytes);
+            windowStart = at;
+            window = (int) Math.min((long) window * 2, maxWindow);
+        }
+
+        @Override
+        RecordBatch next() throws IOException {
+            long at = next;
+            if (at + Records.HEADER_SIZE_UP_TO_MAGIC >= end) {  // FileLogInputStream's bound
+                return null;
+            }
+            have(at, Records.HEADER_SIZE_UP_TO_MAGIC);
+            int i = (int) (at - windowStart);
+            int size = buf.getInt(i + Records.SIZE_OFFSET);
+            if (size < LegacyRecord.RECORD_OVERHEAD_V0) {
+                throw new CorruptRecordException(String.format("Found record size %d smaller than minimum record "
+                        + "overhead (%d)", size, LegacyRecord.RECORD_OVERHEAD_V0));
+            }
+            long total = (long) size + Records.LOG_OVERHEAD;
+            if (at + total > end) {
+                return null;
+            }
+            have(at, (int) total);
+            i = (int) (at - windowStart);
+            ByteBuffer one = buf.duplicate();
+            one.position(i).limit(i + (int) total);
+            RecordBatch b = MemoryRecords.readableRecords(one.slice()).batchIterator().next();
+            position = at;
+            next = at + total;
+            return b;
+        }
+
+        @Override
+        public void close() throws IOException {
+            in.close();
+        }
+    }
+}

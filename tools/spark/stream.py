@@ -71,7 +71,7 @@ from kafkalog.storage.remote.layout import LocalTieredStorageLayout, open_remote
 from kafkalog.storage.remote.tiered import by_tier, remote_part, tiered_log_start
 
 from .options import ReadOptions, _bool, _int, _list, parse_read_options
-from .plan import discover, partition_segments, plan_pieces
+from .plan import Piece, discover, partition_segments, plan_pieces
 
 log = logging.getLogger("kafkalog.spark.stream")
 
@@ -474,6 +474,11 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
         self._target = self._available(self.view.partitions())
 
+    def available_now(self, target: Mapping[TP, int]) -> None:
+        """An availableNow query's offsets as :meth:`prepareForTriggerAvailableNow` took them when it started (the
+        JVM stream keeps them: each of its triggers asks a new reader)."""
+        self._target = dict(target)
+
     def latestOffset(self, start: dict, limit) -> dict:  # noqa: N802 - Spark's name
         begin = from_json_offsets(start)
         states = self.view.partitions()
@@ -557,12 +562,24 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ---- reading (on the executors) ----------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator:
         """The partition's ``[lo, hi)``: planned here, at read time (a segment the cleaner replaced or retention
-        deleted since the driver looked is seen as it is now), with the batch reader's planner and read by its
-        scan; the last segment the driver saw is read up to its last complete batch then."""
+        deleted since the driver looked is seen as it is now: :meth:`pieces`), and read by the batch reader's
+        scan."""
         from .reader import KafkaLogPartition, KafkaLogReader
 
         part = partition
         assert isinstance(part, StreamPartition)  # Spark hands back the partitions planned above
+        reader = KafkaLogReader(self.schema, self.opts)
+        for piece in self.pieces(part):
+            try:
+                yield from reader.read(KafkaLogPartition([piece]))
+            except FileNotFoundError:  # deleted by retention between planning and opening (nothing of it read)
+                self._data_loss(f"{piece.name} (offsets from {piece.base_offset} of {part.topic}-{part.partition}) "
+                                "was deleted before it was read")
+
+    def pieces(self, part: StreamPartition) -> list[Piece]:
+        """The pieces of a micro-batch's partition ``[lo, hi)`` as its files are now, by the batch reader's
+        planner, each with the window ``[lo, hi)``; the last segment the driver saw only up to its last complete
+        batch then. Offsets already deleted are data loss (:meth:`_data_loss`)."""
         # the driver chose this partition with the query's topic and partition options: its own dir is listed
         # here, not discovered again with them (a topic option applied to one partition's dir refuses it)
         opts = replace(self.opts, paths=(part.path,), topics=None, topic_in=None,
@@ -580,13 +597,7 @@ class KafkaLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     continue
                 p = replace(p, end=min(p.end, part.tail_end), file_size=min(p.file_size, part.tail_end))
             pieces.append(replace(p, window=(part.lo, part.hi)))
-        reader = KafkaLogReader(self.schema, self.opts)
-        for piece in pieces:
-            try:
-                yield from reader.read(KafkaLogPartition([piece]))
-            except FileNotFoundError:  # deleted by retention between planning and opening (nothing of it read)
-                self._data_loss(f"{piece.name} (offsets from {piece.base_offset} of {part.topic}-{part.partition}) "
-                                "was deleted before it was read")
+        return pieces
 
     def commit(self, end: dict) -> None:
         """Spark processed every offset up to ``end``: the store's views no micro-batch needs any more are removed

@@ -52,8 +52,9 @@ import org.slf4j.LoggerFactory;
  * kafkalog's error with its file and byte).
  *
  * <p>What the scan does not read (the reasons of {@code kafkalog.tools.spark.jvm}: {@code level=batch}, {@code
- * mode=permissive}, {@code pushFilters}, remote paths, segments past 2 GiB), streams ({@code readStream}) and
- * writes go to kafkalog's Python data source, registered as {@value #PYTHON_NAME} by {@code
+ * mode=permissive}, {@code pushFilters}, remote paths, segments past 2 GiB), the streams {@link
+ * KafkaLogMicroBatchStream} does not read ({@code kafkalog.tools.spark.jvm.stream_refusal}) and writes go to
+ * kafkalog's Python data source, registered as {@value #PYTHON_NAME} by {@code
  * kafkalog.tools.spark.register(spark)}; the reason is logged once per JVM and named in the plan's description.
  */
 public final class KafkaLogSource implements TableProvider, DataSourceRegister {
@@ -124,6 +125,11 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
 
     /** One request to kafkalog's planner; a planning error fails with kafkalog's own message. */
     static JsonNode ask(String request, Map<String, String> options) {
+        return ask(request, options, Map.of());
+    }
+
+    /** One request to kafkalog's planner with more fields in its body ({@code stream}: the question's own). */
+    static JsonNode ask(String request, Map<String, String> options, Map<String, Object> extra) {
         String python = python();
         File err = null;
         try {
@@ -132,7 +138,7 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
             Map<String, Object> body = new HashMap<>();
             body.put("request", request);
             body.put("options", options);
-            body.put("hadoop", s3aConf());
+            body.putAll(extra);
             try (OutputStream in = p.getOutputStream()) {
                 in.write(JSON.writeValueAsBytes(body));
             }
@@ -157,20 +163,16 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
                     + " (the JVM kafkalog source plans with the driver's Python)", e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new IllegalStateException("kafkalog: interrupted while planning", e);
+            // as Spark recognizes an interruption: a streaming query stopped while its trigger asks the planner
+            java.io.InterruptedIOException stopped = new java.io.InterruptedIOException("kafkalog: interrupted while "
+                    + "planning");
+            stopped.initCause(e);
+            throw new java.io.UncheckedIOException(stopped);
         } finally {
             if (err != null) {
                 err.delete();
             }
         }
-    }
-
-    /** The session's {@code fs.s3a.*} Hadoop configuration: the planner's {@code s3.*} options a read leaves out. */
-    static Map<String, String> s3aConf() {
-        Map<String, String> out = new HashMap<>();
-        org.apache.spark.sql.classic.SparkSession.active().sessionState().newHadoopConf().getPropsWithPrefix("fs.s3a.")
-                .forEach((k, v) -> out.put("fs.s3a." + k, v));
-        return out;
     }
 
     private static String tail(String s) {
@@ -349,7 +351,8 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
 
     /**
      * A read the options let the scan take: planned when the query is (the pieces, or why the Python source reads
-     * them), with the columns the query uses. A stream goes to the Python source without planning here.
+     * them), with the columns the query uses. A stream is read by {@link KafkaLogMicroBatchStream} (unless the schema
+     * answer's {@code streamRefusal} gives it to the Python source) without planning here.
      */
     static final class Deciding implements ScanBuilder, SupportsPushDownRequiredColumns {
         private final SourceTable table;
@@ -378,7 +381,7 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
         private final CaseInsensitiveStringMap options;
         private final StructType required;
         private Scan decided;
-        /** Set by {@link #toMicroBatchStream}: a stream, read by the Python source (with the whole schema). */
+        /** Set by {@link #toMicroBatchStream}: a stream, read by the scan or by the Python source. */
         private volatile Scan stream;
 
         DecidingScan(SourceTable table, CaseInsensitiveStringMap options, StructType required) {
@@ -394,15 +397,11 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
             }
             if (decided == null) {
                 JsonNode answer = ask("plan", new HashMap<>(options.asCaseSensitiveMap()));
-                List<String> schemes = new java.util.ArrayList<>();
-                answer.path("hadoopSchemes").forEach(n -> schemes.add(n.asText()));
-                String refusal = answer.hasNonNull("refusal") ? answer.get("refusal").asText()
-                        : SegmentBatches.missingFileSystem(String.join(",", schemes));
-                if (refusal != null) {
-                    decided = new PythonScan(table.pythonBuilder(options, refusal).build(), refusal);
+                if (answer.hasNonNull("refusal")) {
+                    String reason = answer.get("refusal").asText();
+                    decided = new PythonScan(table.pythonBuilder(options, reason).build(), reason);
                 } else {
                     Map<String, String> scan = new HashMap<>();
-                    answer.path("scan").fields().forEachRemaining(e -> scan.put(e.getKey(), e.getValue().asText()));
                     scan.put("pieces", answer.get("pieces").asText());
                     scan.put("verifyCrc", answer.get("verifyCrc").asText());
                     scan.put("includeControlRecords", answer.get("includeControlRecords").asText());
@@ -416,9 +415,35 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
 
         @Override
         public synchronized MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-            String reason = "readStream";
+            JsonNode answer = table.source.schemaAnswer(options);
+            if (!answer.hasNonNull("streamRefusal")) {  // the micro-batches are read by the scan
+                SegmentScan.Builder scan = new SegmentScan.Builder(table.schema, CaseInsensitiveStringMap.empty());
+                scan.pruneColumns(required);
+                stream = new StreamScan(scan);
+                return new KafkaLogMicroBatchStream(required, options, checkpointLocation);
+            }
+            String reason = answer.get("streamRefusal").asText();
             stream = new PythonScan(table.pythonBuilder(options, reason).build(), reason);
             return stream.toMicroBatchStream(checkpointLocation);
+        }
+    }
+
+    /** A stream read by {@link KafkaLogMicroBatchStream}: its schema and description. */
+    static final class StreamScan extends Forwarding {
+        private final Scan scan;
+
+        StreamScan(Scan scan) {
+            this.scan = scan;
+        }
+
+        @Override
+        Scan target() {
+            return scan;
+        }
+
+        @Override
+        public String description() {
+            return "kafkalog stream, " + scan.description();
         }
     }
 }

@@ -19,11 +19,15 @@ repository, Spark's Ivy cache) or the Maven coordinates :data:`KAFKA_CLIENTS_PAC
 :func:`scan_jars` gives the jars for ``spark.jars``, :func:`submit_args` the arguments of ``spark-submit``
 (``kafkalog spark jars``).
 
-What the scan reads: local segments at record level, ``mode`` failfast, with every read option that only plans
+What the scan reads: segments at record level, ``mode`` failfast, with every read option that only plans
 (``topics``, ``partitions``, ``offset``, ``startingOffset`` and the other ranges, ``verifyCrc``,
-``includeControlRecords``). Anything else (``level=batch``, ``mode=permissive``, ``remote``, remote file systems,
-``pushFilters``, segments past 2 GiB) is read by the Python source, and :func:`option_refusal`,
-:func:`jvm_scan_refusal` and :func:`pieces_refusal` say why.
+``includeControlRecords``): local ones (and ``file://``) with kafka-clients' ``FileRecords``, those under
+``s3://``/``s3a://`` and ``hdfs://`` through Hadoop's ``FileSystem`` (:func:`kafkalog.storage.io.fs.hadoop_url`
+names them, :func:`kafkalog.storage.io.fs.hadoop_conf` gives it the planner's endpoint and keys; ``s3a://`` needs
+hadoop-aws in the session: :func:`hadoop_aws_package`). Anything else (``level=batch``, ``mode=permissive``,
+``remote``, other file systems, a scheme with no Hadoop FileSystem in the session, ``pushFilters``, segments past
+2 GiB) is read by the Python source, and :func:`option_refusal`, :func:`jvm_scan_refusal`, :func:`pieces_refusal`
+and :func:`missing_file_system` say why.
 """
 
 from __future__ import annotations
@@ -35,7 +39,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 from kafkalog.storage.errors import ConfigError
-from kafkalog.storage.io.fs import split_uri
+from kafkalog.storage.io.fs import (
+    FIRST_WINDOW,
+    HADOOP_SCHEMES,
+    REMOTE_WINDOW,
+    hadoop_conf,
+    hadoop_url,
+    split_uri,
+)
 
 from .jar import (
     KAFKA_CLIENTS,
@@ -142,15 +153,18 @@ def scan_jars() -> list[Path]:
     return [scan_jar(), kafka_clients_jar()]
 
 
-def submit_args() -> dict[str, list[str]]:
+def submit_args(s3a: bool = False) -> dict[str, list[str]]:
     """What ``spark-submit`` needs for the JVM source (``kafkalog spark jars``): ``jars`` (kafkalog's jar, and
     kafka-clients when it is a local file named by ``KAFKALOG_KAFKA_CLIENTS_JAR``) and ``packages`` (kafka-clients'
-    Maven coordinates otherwise)."""
+    Maven coordinates otherwise; with ``s3a``, also hadoop-aws for the scan's ``s3a://`` reads:
+    :func:`hadoop_aws_package`)."""
     jars = [str(scan_jar())]
     packages = [KAFKA_CLIENTS_PACKAGE]
     if os.environ.get(KAFKA_CLIENTS_JAR_ENV):
         jars.append(str(kafka_clients_jar()))
         packages = []
+    if s3a:
+        packages.append(hadoop_aws_package())
     return {"jars": jars, "packages": packages}
 
 
@@ -161,6 +175,7 @@ def option_refusal(options: Mapping[str, str]) -> str | None:
     if any(str(k).lower() == "remote" for k in options):
         return "remote"
     return jvm_scan_refusal(parse_read_options(options))
+
 
 
 def stream_refusal(options: Mapping[str, str]) -> str | None:
@@ -181,8 +196,10 @@ def jvm_scan_refusal(opts: ReadOptions) -> str | None:
         return "mode=permissive"
     if opts.push_filters:
         return "pushFilters"
-    if any(not split_uri(p)[0].is_local for p in opts.paths):
-        return "a remote file system"
+    for p in opts.paths:
+        spec = split_uri(p)[0]
+        if not spec.is_local and spec.scheme not in HADOOP_SCHEMES:
+            return f"a file system the scan does not read ({spec.scheme}://)"
     return None
 
 
@@ -192,7 +209,7 @@ def pieces_refusal(groups: list[list[Piece]]) -> str | None:
     hand-made one may be larger) is read by the Python source."""
     for group in groups:
         for p in group:
-            if not p.spec.is_local:
+            if hadoop_url(p.spec, p.path) is None:
                 return f"a remote segment ({p.name})"
             if p.end > _INT_MAX:
                 return f"a segment larger than 2 GiB ({p.name})"
@@ -212,11 +229,49 @@ def encode_pieces(groups: list[list[Piece]], opts: ReadOptions) -> str:
         for p in group:
             # the Python scan's bounds; its open upper end, 2^63, is Long.MAX_VALUE in the JVM
             lo_o, hi_o, lo_t, hi_t = (min(x, _LONG_MAX) for x in record_filter(opts.in_window(p.window)))
-            out.append("|".join([_escape(p.path), _escape(p.topic or ""), str(p.partition if p.partition is not None
+            out.append("|".join([_escape(str(hadoop_url(p.spec, p.path))), _escape(p.topic or ""), str(p.partition if p.partition is not None
                                  else -1), _escape(p.name), str(p.start), str(p.end), str(lo_o), str(hi_o),
                                  str(lo_t), str(hi_t)]))  # fmt: skip
         lines.append("\t".join(out))
     return "\n".join(lines)
+
+
+def scan_options(groups: list[list[Piece]]) -> dict[str, str]:
+    """The JVM scan's options for the pieces under a URL of ``groups`` (none when every piece is local): the
+    Hadoop configuration that reaches the planner's server (``hadoop.KEY``, :func:`~kafkalog.storage.io.fs.
+    hadoop_conf`) and the windows the seam reads in (:data:`~kafkalog.storage.io.fs.FIRST_WINDOW`, then doubling up
+    to :data:`~kafkalog.storage.io.fs.REMOTE_WINDOW`)."""
+    specs = {p.spec for g in groups for p in g if not p.spec.is_local}
+    if not specs:
+        return {}
+    out = {"firstWindow": str(FIRST_WINDOW), "maxWindow": str(REMOTE_WINDOW)}
+    for spec in sorted(specs, key=repr):
+        out.update({f"hadoop.{k}": v for k, v in hadoop_conf(spec).items()})
+    return out
+
+
+def hadoop_schemes(groups: list[list[Piece]]) -> list[str]:
+    """The Hadoop FileSystem schemes the JVM scan opens for ``groups`` (``s3a``, ``hdfs``)."""
+    return sorted({str(hadoop_url(p.spec, p.path)).split("://", 1)[0] for g in groups for p in g
+                   if not p.spec.is_local})  # fmt: skip
+
+
+def missing_file_system(spark, schemes: list[str]) -> str | None:
+    """Why ``spark``'s JVM cannot open ``schemes`` (no Hadoop FileSystem for one: ``s3a`` without hadoop-aws), or
+    None (``SegmentBatches.missingFileSystem``, the JVM source's check)."""
+    if not schemes:
+        return None
+    return spark.sparkContext._jvm.io.kafkalog.spark.SegmentBatches.missingFileSystem(",".join(schemes))
+
+
+def hadoop_aws_package() -> str:
+    """The Maven coordinates of hadoop-aws for this pyspark's Hadoop (``s3a://``; its AWS SDK comes with it)."""
+    import pyspark  # optional dependency: the scan is for Spark
+
+    api = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
+    if not api:
+        raise ConfigError("pyspark has no hadoop-client-api jar: its Hadoop version is unknown")
+    return f"org.apache.hadoop:hadoop-aws:{api[-1].name.removeprefix('hadoop-client-api-').removesuffix('.jar')}"
 
 
 def load(spark, path: str | None = None, options: Mapping[str, str] | None = None):
@@ -237,11 +292,12 @@ def load_why(spark, path: str | None = None, options: Mapping[str, str] | None =
         why = NO_SCAN
     if why is None:
         groups = plan(opts)
-        why = pieces_refusal(groups)
+        why = pieces_refusal(groups) or missing_file_system(spark, hadoop_schemes(groups))
         if why is None:
             return (spark.read.format(CLASS).option("schema", RECORD_SCHEMA_DDL)
                     .option("verifyCrc", str(opts.verify_crc).lower())
                     .option("includeControlRecords", str(opts.include_control).lower())
+                    .options(**scan_options(groups))
                     .option("pieces", encode_pieces(groups, opts)).load()), None  # fmt: skip
     return spark.read.format(python_format(spark)).options(**opts_map).load(), why
 

@@ -1,8 +1,10 @@
 """The JVM ``kafkalog`` source's call into kafkalog's planner, on the driver.
 
 ``KafkaLogSource.java`` runs ``python -m kafkalog.tools.spark.jvm_plan`` with the driver's Python and one
-request as JSON on stdin, ``{"request": "schema" | "plan", "options": {...}}`` (the read's options), and reads
-one JSON object from stdout:
+request as JSON on stdin, ``{"request": "schema" | "plan", "options": {...}, "hadoop": {...}}`` (the read's
+options; the session's ``fs.s3a.*`` Hadoop configuration, which gives the ``s3.*`` options the read does not:
+:func:`kafkalog.storage.io.fs.s3_options`, so the planner reaches the server the scan reads), and reads one JSON
+object from stdout:
 
 * ``schema``: ``{"schema": DDL, "refusal": REASON | null, "streamRefusal": REASON | null}``: the schema of the
   options (the Python source's: :func:`kafkalog.tools.spark.schema.source_ddl`) and whether the options alone give
@@ -11,7 +13,9 @@ one JSON object from stdout:
 * ``stream`` (the JVM stream's questions, ``"op"`` and its fields in the request): :mod:`kafkalog.tools.spark.
   jvm_stream`;
 * ``plan``: ``{"pieces": ..., "verifyCrc": ..., "includeControlRecords": ...}`` (the planned pieces,
-  :func:`kafkalog.tools.spark.jvm.encode_pieces`), or ``{"refusal": REASON}`` (:func:`~kafkalog.tools.spark.jvm.
+  :func:`kafkalog.tools.spark.jvm.encode_pieces`; for pieces under a URL also ``"scan"``, more options of the scan:
+  :func:`~kafkalog.tools.spark.jvm.scan_options`, and ``"hadoopSchemes"``, the Hadoop FileSystem schemes it opens),
+  or ``{"refusal": REASON}`` (:func:`~kafkalog.tools.spark.jvm.
   option_refusal`, :func:`~kafkalog.tools.spark.jvm.pieces_refusal`);
 * ``{"error": "CorruptRecordError: ..."}``: the options or the files are bad; kafkalog's message (file and byte)
   fails the query.
@@ -26,6 +30,7 @@ import sys
 from collections.abc import Mapping
 
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.io.fs import s3_options
 
 
 def answer(request: str, options: Mapping[str, str], body: Mapping | None = None) -> dict:
@@ -42,7 +47,7 @@ def answer(request: str, options: Mapping[str, str], body: Mapping | None = None
 
         return jvm_stream.answer(str(body.get("op")), options, body)
     if request == "plan":
-        from .jvm import encode_pieces, option_refusal, pieces_refusal
+        from .jvm import encode_pieces, hadoop_schemes, option_refusal, pieces_refusal, scan_options
         from .options import parse_read_options
         from .plan import plan
 
@@ -54,14 +59,21 @@ def answer(request: str, options: Mapping[str, str], body: Mapping | None = None
         why = pieces_refusal(groups)
         if why is not None:
             return {"refusal": why}
-        return {"pieces": encode_pieces(groups, opts), "verifyCrc": str(opts.verify_crc).lower(),
-                "includeControlRecords": str(opts.include_control).lower()}
+        out: dict[str, object] = {"pieces": encode_pieces(groups, opts), "verifyCrc": str(opts.verify_crc).lower(),
+                                  "includeControlRecords": str(opts.include_control).lower()}
+        schemes = hadoop_schemes(groups)
+        if schemes:
+            out |= {"scan": scan_options(groups), "hadoopSchemes": schemes}
+        return out
     return {"error": f"ConfigError: unknown request {request!r} (schema, plan or stream)"}
 
 
 def main() -> int:
     req = json.load(sys.stdin)
     options = {str(k): str(v) for k, v in dict(req.get("options") or {}).items()}
+    given = {k.lower() for k in options}
+    hadoop = {str(k): str(v) for k, v in dict(req.get("hadoop") or {}).items()}
+    options |= {k: v for k, v in s3_options(hadoop).items() if k not in given}
     try:
         out = answer(str(req.get("request")), options, req)
     except KafkaLogError as e:

@@ -139,6 +139,7 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
             body.put("request", request);
             body.put("options", options);
             body.putAll(extra);
+            body.put("hadoop", s3aConf());
             try (OutputStream in = p.getOutputStream()) {
                 in.write(JSON.writeValueAsBytes(body));
             }
@@ -173,6 +174,14 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
                 err.delete();
             }
         }
+    }
+
+    /** The session's {@code fs.s3a.*} Hadoop configuration: the planner's {@code s3.*} options a read leaves out. */
+    static Map<String, String> s3aConf() {
+        Map<String, String> out = new HashMap<>();
+        org.apache.spark.sql.classic.SparkSession.active().sessionState().newHadoopConf().getPropsWithPrefix("fs.s3a.")
+                .forEach((k, v) -> out.put("fs.s3a." + k, v));
+        return out;
     }
 
     private static String tail(String s) {
@@ -397,11 +406,15 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
             }
             if (decided == null) {
                 JsonNode answer = ask("plan", new HashMap<>(options.asCaseSensitiveMap()));
-                if (answer.hasNonNull("refusal")) {
-                    String reason = answer.get("refusal").asText();
-                    decided = new PythonScan(table.pythonBuilder(options, reason).build(), reason);
+                List<String> schemes = new java.util.ArrayList<>();
+                answer.path("hadoopSchemes").forEach(n -> schemes.add(n.asText()));
+                String refusal = answer.hasNonNull("refusal") ? answer.get("refusal").asText()
+                        : SegmentBatches.missingFileSystem(String.join(",", schemes));
+                if (refusal != null) {
+                    decided = new PythonScan(table.pythonBuilder(options, refusal).build(), refusal);
                 } else {
                     Map<String, String> scan = new HashMap<>();
+                    answer.path("scan").fields().forEachRemaining(e -> scan.put(e.getKey(), e.getValue().asText()));
                     scan.put("pieces", answer.get("pieces").asText());
                     scan.put("verifyCrc", answer.get("verifyCrc").asText());
                     scan.put("includeControlRecords", answer.get("includeControlRecords").asText());

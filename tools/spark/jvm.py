@@ -177,7 +177,6 @@ def option_refusal(options: Mapping[str, str]) -> str | None:
     return jvm_scan_refusal(parse_read_options(options))
 
 
-
 def stream_refusal(options: Mapping[str, str]) -> str | None:
     """Why the JVM ``kafkalog`` source gives a stream (``readStream``) with these options to the Python data source
     (None: ``KafkaLogMicroBatchStream`` reads it, planned by :mod:`.jvm_stream`): what a batch read refuses, and

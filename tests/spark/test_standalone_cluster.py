@@ -162,3 +162,26 @@ def test_spark_submit_reads_a_shared_path_through_the_jvm_scan_on_two_workers(cl
     assert (got["rows"], got["sha256"]) == local_rows(str(data), options) and got["rows"] > 1000
     ran = [w.name for w in sorted(work.glob("w*")) if (w / got["app"]).is_dir()]
     assert ran == ["w0", "w1"], f"the application's executors ran on {ran}"
+
+
+@pytest.mark.campaign
+def test_spark_submit_reads_s3_and_a_shared_path_on_two_workers(cluster, s3_endpoint, tmp_path, monkeypatch):
+    """``spark-submit $(kafkalog spark jars --s3a) --master URL``: the same data dir on a shared path and uploaded to
+    S3 (moto) reads through the JVM scan on both workers' executors (``s3a://`` through Hadoop's FileSystem), with
+    the same rows, which are kafkalog's local read.
+
+    Campaign, not CI: ``--packages`` hadoop-aws brings its AWS SDK bundle (686 MB of 690), and each executor copies
+    every package jar from the driver into its work dir, 679 MB per executor, 1.4 GB for the two (135 s for this
+    test at load 20). CI reads ``s3a://`` in ``test_jvm_s3a.py`` (one JVM) and a shared path on this cluster."""
+    from test_jvm_s3a import check_same, pairs, submit, upload
+
+    url, work = cluster
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    data = tmp_path / "shared" / "data"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", data)
+    s3 = upload(s3_endpoint, data, "cluster/kraft431")
+    apps = {w.name: set(w.glob("app-*")) for w in work.glob("w*")}
+    out = submit(pairs(s3_endpoint, "cluster", data, s3, includeControlRecords="true"), tmp_path, master=url)
+    assert check_same(out, "cluster") == local_rows(str(data), {"includeControlRecords": "true"})[0]
+    new = {w.name: set(w.glob("app-*")) - apps[w.name] for w in work.glob("w*")}
+    assert all(len(v) == 1 for v in new.values()) and len(new) == 2, new  # one application, on both workers

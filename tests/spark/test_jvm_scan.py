@@ -291,3 +291,11 @@ def test_the_package_build_says_why_it_has_no_jar(tmp_path, monkeypatch):
     assert why is not None and why.startswith("no JDK: javac is not on PATH") and not out.exists()
     monkeypatch.setattr(jar, "spark_jars_dir", lambda: (_ for _ in ()).throw(jar.JarBuildError("no Spark API jars")))
     assert jar.build_for_package(out) == "no Spark API jars" and not out.exists()
+
+
+def test_a_file_url_reads_as_its_local_path(jvm, mixed_dir):
+    """``file://`` is a local path to the planner (``storage.io.fs.split_uri``), read by ``FileRecords``."""
+    a, b = _both(jvm, f"file://{mixed_dir}", topics="gz,legacy")
+    assert _same(a, b) == 1500 + 15
+    assert {r.segment for r in a.select("segment").collect()} == {r.segment for r in _read(
+        jvm, "kafkalog", str(mixed_dir), {"topics": "gz,legacy"}).select("segment").collect()}

@@ -135,15 +135,13 @@ def local_rows(path: str, options: dict[str, str]) -> tuple[int, str]:
     return len(rows), hashlib.sha256(repr(rows).encode()).hexdigest()
 
 
-def spark_submit(url: str, path: str, options: dict[str, str], *, cwd: Path, jars: list[str],
-                 env: dict[str, str] | None = None) -> dict:
-    """Runs :data:`SUBMITTED_JOB` with ``spark-submit JARS --master URL job.py PATH OPTIONS``; its answer."""
+def spark_submit(url: str, script: str, args: list[str], *, cwd: Path, jars: list[str]) -> dict:
+    """Runs ``script`` with ``spark-submit JARS --master URL job.py ARGS``; the JSON line it printed last."""
     job = cwd / "job.py"
-    job.write_text(SUBMITTED_JOB)
+    job.write_text(script)
     py = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    p = subprocess.run([str(spark_home() / "bin" / "spark-submit"), *jars, "--master", url, str(job), path,
-                        json.dumps(options)], capture_output=True, text=True, timeout=400, cwd=cwd,
-                       env={**os.environ, **py, **(env or {})})
+    p = subprocess.run([str(spark_home() / "bin" / "spark-submit"), *jars, "--master", url, str(job), *args],
+                       capture_output=True, text=True, timeout=400, cwd=cwd, env={**os.environ, **py})
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
     return json.loads(p.stdout.splitlines()[-1])
 
@@ -157,7 +155,8 @@ def test_spark_submit_reads_a_shared_path_through_the_jvm_scan_on_two_workers(cl
     jars = _cli("spark", "jars", cwd=tmp_path)
     assert jars.returncode == 0, jars.stderr[-2000:]
     options = {"includeControlRecords": "true"}
-    got = spark_submit(url, str(data), options, cwd=tmp_path, jars=shlex.split(jars.stdout))
+    got = spark_submit(url, SUBMITTED_JOB, [str(data), json.dumps(options)], cwd=tmp_path,
+                       jars=shlex.split(jars.stdout))
     assert got["scan"], "format('kafkalog') did not read through the JVM segment scan"
     assert (got["rows"], got["sha256"]) == local_rows(str(data), options) and got["rows"] > 1000
     ran = [w.name for w in sorted(work.glob("w*")) if (w / got["app"]).is_dir()]
@@ -185,3 +184,36 @@ def test_spark_submit_reads_s3_and_a_shared_path_on_two_workers(cluster, s3_endp
     assert check_same(out, "cluster") == local_rows(str(data), {"includeControlRecords": "true"})[0]
     new = {w.name: set(w.glob("app-*")) - apps[w.name] for w in work.glob("w*")}
     assert all(len(v) == 1 for v in new.values()) and len(new) == 2, new  # one application, on both workers
+
+
+#: a streaming job as a user submits it: ``readStream.format("kafkalog")`` into Parquet, ``availableNow``
+STREAM_JOB = """\\
+import json, sys
+from pyspark.sql import SparkSession
+from kafkalog.tools.spark import register
+spark = SparkSession.builder.appName("kafkalog-stream-submitted").getOrCreate()
+register(spark)
+q = (spark.readStream.format("kafkalog").option("maxOffsetsPerTrigger", "400").load(sys.argv[1])
+     .writeStream.format("parquet").option("path", sys.argv[2]).option("checkpointLocation", sys.argv[3])
+     .trigger(availableNow=True).start())
+q.awaitTermination()
+print(json.dumps({"app": spark.sparkContext.applicationId, "source": q.lastProgress["sources"][0]["description"],
+                  "batches": q.lastProgress["batchId"] + 1, "rows": spark.read.parquet(sys.argv[2]).count()}))
+spark.stop()
+"""
+
+
+def test_spark_submit_streams_a_shared_path_through_the_jvm_stream_on_two_workers(cluster, tmp_path):
+    """``readStream.format("kafkalog")`` submitted with ``kafkalog spark jars``: the JVM stream (micro-batches
+    decoded by the JVM scan on both workers' executors) writes every record of the dir once, in several
+    micro-batches (``maxOffsetsPerTrigger``)."""
+    url, work = cluster
+    data = tmp_path / "shared" / "data"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", data)
+    jars = shlex.split(_cli("spark", "jars", cwd=tmp_path).stdout)
+    got = spark_submit(url, STREAM_JOB, [str(data), str(tmp_path / "out"), str(tmp_path / "chk")], cwd=tmp_path,
+                       jars=jars)
+    assert "JVM segment scan" in got["source"], got
+    assert got["rows"] == local_rows(str(data), {})[0] and got["batches"] > 1, got
+    ran = [w.name for w in sorted(work.glob("w*")) if (w / got["app"]).is_dir()]
+    assert ran == ["w0", "w1"], f"the application's executors ran on {ran}"

@@ -11,7 +11,8 @@ object from stdout:
   the read, or a stream, to the Python data source (:func:`kafkalog.tools.spark.jvm.option_refusal`,
   :func:`~kafkalog.tools.spark.jvm.stream_refusal`);
 * ``stream`` (the JVM stream's questions, ``"op"`` and its fields in the request): :mod:`kafkalog.tools.spark.
-  jvm_stream`;
+  jvm_stream`. The stream runs ``python -m kafkalog.tools.spark.jvm_plan --serve`` once per query and asks it one
+  request per line (one answer per line);
 * ``plan``: ``{"pieces": ..., "verifyCrc": ..., "includeControlRecords": ...}`` (the planned pieces,
   :func:`kafkalog.tools.spark.jvm.encode_pieces`; for pieces under a URL also ``"scan"``, more options of the scan:
   :func:`~kafkalog.tools.spark.jvm.scan_options`, and ``"hadoopSchemes"``, the Hadoop FileSystem schemes it opens),
@@ -68,8 +69,8 @@ def answer(request: str, options: Mapping[str, str], body: Mapping | None = None
     return {"error": f"ConfigError: unknown request {request!r} (schema, plan or stream)"}
 
 
-def main() -> int:
-    req = json.load(sys.stdin)
+def respond(req: Mapping) -> dict:
+    """The answer to one request (bad options or files are an answer too: ``{"error": ...}``)."""
     options = {str(k): str(v) for k, v in dict(req.get("options") or {}).items()}
     given = {k.lower() for k in options}
     hadoop = {str(k): str(v) for k, v in dict(req.get("hadoop") or {}).items()}
@@ -80,7 +81,19 @@ def main() -> int:
         out = {"error": f"{type(e).__name__}: {e}"}
     except OSError as e:
         out = {"error": f"{type(e).__name__}: {e}"}
-    json.dump(out, sys.stdout)
+    return out
+
+
+def main() -> int:
+    """One request on stdin, its answer on stdout; with ``--serve``, one request per line until stdin is closed,
+    each answered on one line (the JVM stream keeps one planner for its query, so the imports are paid once)."""
+    if sys.argv[1:] == ["--serve"]:
+        for line in sys.stdin:
+            if line.strip():
+                sys.stdout.write(json.dumps(respond(json.loads(line))) + "\n")
+                sys.stdout.flush()
+        return 0
+    json.dump(respond(json.load(sys.stdin)), sys.stdout)
     sys.stdout.write("\n")
     return 0
 

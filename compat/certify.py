@@ -28,8 +28,9 @@ The result (:class:`CertifyReport`) is facts: each :class:`Divergence` has the p
 file and byte, what Kafka did (its log line, the client's error, what it served), what the files imply, the
 Kafka rule (class/method) behind it and, where one exists, the kafkalog command that prepares the dir.
 
-What the files imply is read before the broker starts and held in memory (every record of the dir's partitions,
-twice): a data dir of several GB needs that much memory. (Two crashes seen while this was written, in the
+What the files imply is read partition by partition while the clients consume, one isolation level at a time, and
+held beside one client's records: the memory follows the largest partition (1.26 GiB at most for a dir of 4
+partitions of 250 MB, where holding the whole dir took 3.9 GiB: docs/commands/conformance.md), not the dir. (Two crashes seen while this was written, in the
 compiled core's legacy decoder with the clients' threads alive, were the core's ``.so`` overwritten in place under
 the running process; ``tests/storage/test_native_threads.py`` decodes every v0/v1 batch from several threads with
 Kafka clients alive and holds the results to the Python reference.) Internal topics (``__consumer_offsets``, ``__transaction_state``) are loaded and dumped but not consumed: the broker's
@@ -415,8 +416,10 @@ def _consume_kafka_python(bootstrap: str, topic: str, partition: int, isolation:
                           timeout: float) -> Served:
     from kafka import KafkaConsumer, TopicPartition
 
+    # fetches of up to 8 MiB per partition (1 MiB by default): fewer round trips on large partitions
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             auto_offset_reset="earliest", isolation_level=isolation, check_crcs=True)
+                             auto_offset_reset="earliest", isolation_level=isolation, check_crcs=True,
+                             max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20)
     tp = TopicPartition(topic, partition)
     out = Served([])
     try:
@@ -473,29 +476,39 @@ def _consume_confluent(bootstrap: str, topic: str, partition: int, isolation: st
         consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         deadline, last = time.monotonic() + timeout, time.monotonic()
         while time.monotonic() < deadline and time.monotonic() - last < idle:
-            m = consumer.poll(0.5)
-            if m is None:
-                continue
-            err, offset = m.error(), m.offset()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    break
-                out.error, out.error_offset = f"{err.name()}: {err.str()}", offset
+            # up to 1000 messages a call (one Python call per message was most of this client's time), waiting at
+            # most 0.1 s: consume() waits its whole timeout for a batch it cannot fill, even after the partition's end
+            had = len(out.rows)
+            if _confluent_rows(consumer.consume(1000, 0.1), out, KafkaError._PARTITION_EOF, TIMESTAMP_NOT_AVAILABLE):
                 break
-            if offset is None:
-                out.error = "a record without an offset"
-                break
-            if out.rows and offset <= out.rows[-1][0]:
-                out.error, out.error_offset = f"received offset {offset} again after offset {out.rows[-1][0]}", offset
-                break
-            ts_type, ts = m.timestamp()
-            none = ts_type == TIMESTAMP_NOT_AVAILABLE or ts == -1
-            out.rows.append((offset, m.key(), m.value(), confluent_headers(m.headers()),
-                             None if none else ts, None if none else TS_TYPES.get(ts_type - 1)))
-            last = time.monotonic()
+            if len(out.rows) > had:
+                last = time.monotonic()
     finally:
         consumer.close()
     return out
+
+
+def _confluent_rows(messages: list, out: Served, eof: int, no_ts: int) -> bool:
+    """Append ``messages`` (a ``Consumer.consume`` answer) to ``out``; True when the partition's end, an error or an
+    offset going back ends the reading."""
+    for m in messages:
+        err, offset = m.error(), m.offset()
+        if err is not None:
+            if err.code() == eof:
+                return True
+            out.error, out.error_offset = f"{err.name()}: {err.str()}", offset
+            return True
+        if offset is None:
+            out.error = "a record without an offset"
+            return True
+        if out.rows and offset <= out.rows[-1][0]:
+            out.error, out.error_offset = f"received offset {offset} again after offset {out.rows[-1][0]}", offset
+            return True
+        ts_type, ts = m.timestamp()
+        none = ts_type == no_ts or ts == -1
+        out.rows.append((offset, m.key(), m.value(), confluent_headers(m.headers()),
+                         None if none else ts, None if none else TS_TYPES.get(ts_type - 1)))
+    return False
 
 
 def _fmt(row: Row | None) -> str:
@@ -613,11 +626,6 @@ def _certify_dir(orig: Path, work: Path, kafka: str, backend: str, image: str | 
     names = {pd.name for pd, _ in parts}
     meta = _original_meta(orig, rep)
     _upgrade_facts(orig, parts, meta, has_metadata, rep)
-    # what the files imply, read before any broker or client thread runs
-    with _timed(rep, "expected", on_phase):
-        expected = {(pd.name, iso): _expected(pd, iso) for pd, tp in parts
-                    if not tp.topic.startswith("__") and tp.kind == "live" for iso in ISOLATIONS}
-
     props = dict(CERTIFY_PROPS)
     broker: KafkaBroker | None = None
     try:
@@ -669,7 +677,7 @@ def _certify_dir(orig: Path, work: Path, kafka: str, backend: str, image: str | 
                 files=_event_files(ev, rep), rule=RULES[ev.kind], command=COMMANDS.get(ev.kind)))
         if rep.started:
             with _timed(rep, "consume", on_phase):
-                _serve(broker, parts, expected, rep)
+                _serve(broker, parts, rep)
             broker.stop(require_clean_marker=False)
             _after_stop(parts, copy, rep)
     except HarnessError as e:
@@ -960,9 +968,17 @@ def _try_meta(p: Path) -> MetaProperties | None:
         return None
 
 
-def _serve(broker: KafkaBroker, parts: list, expected: dict[tuple[str, str], Expected], rep: DirReport) -> None:
-    """Consume every live partition with each client at each isolation level and compare with ``expected``, what
-    kafkalog read from the original files."""
+def _serve(broker: KafkaBroker, parts: list, rep: DirReport) -> None:
+    """Consume every live partition with each client at each isolation level and compare with what kafkalog reads
+    from the original files (:func:`_expected`). One partition at one isolation level is held at a time (the
+    files' records and one client's), so the memory follows the largest partition, not the dir; the reading is
+    timed as the ``expected`` phase, apart from ``consume``."""
+    # (the enclosing "consume" timer adds this call's whole wall time: the reading is taken out of it here)
+    rep.seconds["consume"] = rep.seconds.get("consume", 0.0) - _serve_partitions(broker, parts, rep)
+
+
+def _serve_partitions(broker: KafkaBroker, parts: list, rep: DirReport) -> float:
+    reading = 0.0
     for pd, tp in parts:
         res = PartitionResult(pd.name, internal=tp.topic.startswith("__"))
         rep.partitions.append(res)
@@ -976,7 +992,9 @@ def _serve(broker: KafkaBroker, parts: list, expected: dict[tuple[str, str], Exp
         legacy = bool(_legacy_segments(pd))
         ends: dict[tuple[str, str], int | None] = {}
         for iso in ISOLATIONS:
-            want = expected[(pd.name, iso)]
+            t0 = time.perf_counter()
+            want = _expected(pd, iso)
+            reading += time.perf_counter() - t0
             for client in CLIENTS:
                 t0 = time.perf_counter()
                 try:
@@ -994,8 +1012,12 @@ def _serve(broker: KafkaBroker, parts: list, expected: dict[tuple[str, str], Exp
                     if legacy and d.command is None:  # a client that cannot read a legacy format
                         d.command = "kafkalog convert"
                     rep.divergences.append(d)
+                del got  # (one client's records held at a time)
+            del want
         _transactions(pd, ends.get(("kafka-python", "read_uncommitted")), ends.get(("kafka-python", "read_committed")),
                       rep)
+    rep.seconds["expected"] = rep.seconds.get("expected", 0.0) + reading
+    return reading
 
 
 def _transactions(pd: Path, hw: int | None, lso: int | None, rep: DirReport) -> None:

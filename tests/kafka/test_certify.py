@@ -70,6 +70,7 @@ def test_bad_input_is_one_clear_error(tmp_path: Path):
     shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", data)
     (tmp_path / "plain").mkdir()
     (tmp_path / "file").write_text("x")
+    before = tree(tmp_path)
     cases = {
         str(tmp_path / "missing"): "no such directory",
         str(tmp_path / "file"): "not a directory",
@@ -88,6 +89,7 @@ def test_bad_input_is_one_clear_error(tmp_path: Path):
     r = _cli(str(data), "--kafka", "4.3.1")
     assert r.returncode == 1 and f"{bad}: unreadable" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
     bad.unlink()
+    assert tree(tmp_path) == before  # no input was written (nor a work dir made beside it)
 
 
 def test_a_dir_a_live_broker_holds_is_refused(tmp_path: Path):
@@ -99,10 +101,12 @@ def test_a_dir_a_live_broker_holds_is_refused(tmp_path: Path):
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        before = tree(data)
         with pytest.raises(CertifyError, match=f"held by a live broker \\(pid {holder.pid}"):
             check_input(data)
         r = _cli(str(data), "--kafka", "4.3.1")
         assert r.returncode == 1 and "held by a live broker" in r.stderr and str(holder.pid) in r.stderr, r.stderr
+        assert tree(data) == before
     finally:
         holder.kill()
         holder.wait()

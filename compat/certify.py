@@ -640,9 +640,11 @@ def _certify_dir(orig: Path, work: Path, kafka: str, backend: str, image: str | 
             broker = make_broker(kafka, backend=backend, image=image, data_dir=copy, server_properties=props)
             # the topics whose files carry their id are created with it, by the controller's bootstrap records
             # (a topic whose partitions have no partition.metadata at all, as Kafka 2.8 left them, gets a new id,
-            # written into the copy)
-            new_ids = _new_topic_ids(parts) if isinstance(broker, Broker) else {}
-            ids = {**_file_topic_ids(parts), **new_ids} if isinstance(broker, Broker) else {}
+            # written into the copy); a broker older than 3.7 (no bootstrap.checkpoint before 3.3, no directory
+            # ids in a RegisterBrokerRecord before 3.7) takes the admin API for every topic
+            bootstrap = isinstance(broker, Broker) and jars.parse_version(kafka) >= BOOTSTRAP_SINCE
+            new_ids = _new_topic_ids(parts) if bootstrap else {}
+            ids = {**_file_topic_ids(parts), **new_ids} if bootstrap else {}
             if ids and isinstance(broker, Broker):
                 with _timed(rep, "createTopics", on_phase):
                     _bootstrap_topics(broker, orig, parts, ids)
@@ -861,6 +863,10 @@ def _previous_broker_epoch(orig: Path) -> int:
     except (KafkaLogError, OSError):
         return -1
     return marker.broker_epoch if marker is not None and marker.broker_epoch is not None else -1
+
+
+#: the first Kafka whose controller takes certify's bootstrap records (RegisterBrokerRecord v3: log dirs)
+BOOTSTRAP_SINCE = (3, 7)
 
 
 def _bootstrap_topics(broker: Broker, orig: Path, parts: list, ids: dict[str, str]) -> None:

@@ -351,13 +351,13 @@ class KafkaBroker(ABC):
         return True
 
     def local_partitions(self) -> set[tuple[str, int]]:
-        """(topic, partition) of the partition dirs in the data dir (internal KRaft log excluded): on a restart,
-        the broker is only ready once each of them is served again."""
+        """(topic, partition) of the partition dirs in the data dir (internal KRaft log excluded: ``__cluster_metadata``,
+        ``@metadata`` in Kafka 2.8): on a restart, the broker is only ready once each of them is served again."""
         out = set()
         if self.data_dir.is_dir():
             for d in self.data_dir.iterdir():
                 m = re.fullmatch(r"(.+)-(\d+)", d.name)
-                if m and d.is_dir() and m[1] != "__cluster_metadata":
+                if m and d.is_dir() and m[1] not in ("__cluster_metadata", "@metadata"):
                     out.add((m[1], int(m[2])))
         return out
 

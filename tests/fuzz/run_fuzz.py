@@ -47,7 +47,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 NATIVE = ROOT / "storage" / "native" / "fuzz"
-NATIVE_TARGETS = ["records", "arrow", "cleaner", "convert", "codecs"]
+NATIVE_TARGETS = ["records", "arrow", "cleaner", "convert", "codecs", "views"]
 MAX_LEN = 1 << 20
 
 

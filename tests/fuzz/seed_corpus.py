@@ -136,6 +136,8 @@ def native_seeds() -> dict[str, list[bytes]]:
         "cleaner": v2,
         "convert": legacy + [b"".join(plain[i:i + 4]) for i in range(0, len(plain), 4)],
         "codecs": [b"\x00", b"\x01" + b"a" * 100] + [b"\x02" + e for e in v2[:50]],
+        # a flag byte (odd: CRCs checked), then a run of entries as a segment holds them
+        "views": [b"\x01" + b"".join(v2[i:i + 4]) for i in range(0, len(v2), 4)] + [b"\x00" + e for e in v2[:50]],
     }
 
 

@@ -496,6 +496,57 @@ impl ArrowRecords {
         got
     }
 
+    /// `add_entries` without Python (its GIL released by the caller): the entries of `data[start..end]`, the
+    /// caps `(max_rows, max_bytes)` and the filters `(verify, stop_attributes, max_count, limit)` as there. With
+    /// views, `data` is kept as a shared buffer of the chunk (a clone: the views keep it alive, whoever else lets
+    /// it go).
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_entries_buffer(
+        &mut self,
+        data: &Buffer,
+        start: usize,
+        end: usize,
+        position_base: i64,
+        piece: i32,
+        (max_rows, max_bytes): (usize, usize),
+        (verify, stop_attributes, max_count, limit): (bool, i16, i32, usize),
+    ) -> (usize, usize, usize) {
+        // with views, the buffer (a segment's mapped bytes) is shared: the views keep it exported
+        let shared = self.views.then(|| self.buffers.add(data.clone()));
+        let d = data.as_slice();
+        let end = end.min(d.len());
+        let stop_attributes = if limit == 0 { stop_attributes | 0x07 } else { stop_attributes };
+        let mut pos = start;
+        let mut added = 0usize;
+        let mut batches = 0usize;
+        while pos < end && end - pos > 17 && self.offsets.len() < max_rows && self.nbytes < max_bytes {
+            let size = be_i32_at(d, pos + 8);
+            if size < 14 || (size as usize) > end - pos - 12 {
+                break;
+            }
+            let entry = &d[pos..pos + 12 + size as usize];
+            if entry[16] != 2 || entry.len() < 61 || be_i16_at(entry, 21) & stop_attributes != 0 {
+                break;
+            }
+            if be_i32_at(entry, 57) > max_count {
+                break;
+            }
+            if verify && be_i32_at(entry, 17) as u32 != crate::checksum::crc32c(&entry[21..]) {
+                break;
+            }
+            let at = shared.map(|buffer| Loc { buffer, start: pos });
+            match self.add_v2_entry(entry, position_base + pos as i64, piece, None, limit, at) {
+                Ok(Some(n)) => {
+                    added += n;
+                    batches += usize::from(n > 0); // (an empty batch adds no row: not counted)
+                }
+                _ => break,
+            }
+            pos += entry.len();
+        }
+        (pos, added, batches)
+    }
+
     /// `add_legacy` on a byte slice, with a scratch vector for the messages.
     pub(crate) fn add_legacy_bytes(
         &mut self,
@@ -889,43 +940,9 @@ impl ArrowRecords {
         max_count: i32,
         limit: usize,
     ) -> PyResult<(usize, usize, usize)> {
-        // with views, the buffer (a segment's mapped bytes) is shared: the views keep it exported
         let data = arrow_buffer(buf)?;
-        let shared = self.views.then(|| self.buffers.add(data.clone()));
-        let d = data.as_slice();
-        let end = end.min(d.len());
-        let stop_attributes = if limit == 0 { stop_attributes | 0x07 } else { stop_attributes };
-        Ok(py.allow_threads(|| {
-            let mut pos = start;
-            let mut added = 0usize;
-            let mut batches = 0usize;
-            while pos < end && end - pos > 17 && self.offsets.len() < max_rows && self.nbytes < max_bytes {
-                let size = be_i32_at(d, pos + 8);
-                if size < 14 || (size as usize) > end - pos - 12 {
-                    break;
-                }
-                let entry = &d[pos..pos + 12 + size as usize];
-                if entry[16] != 2 || entry.len() < 61 || be_i16_at(entry, 21) & stop_attributes != 0 {
-                    break;
-                }
-                if be_i32_at(entry, 57) > max_count {
-                    break;
-                }
-                if verify && be_i32_at(entry, 17) as u32 != crate::checksum::crc32c(&entry[21..]) {
-                    break;
-                }
-                let at = shared.map(|buffer| Loc { buffer, start: pos });
-                match self.add_v2_entry(entry, position_base + pos as i64, piece, None, limit, at) {
-                    Ok(Some(n)) => {
-                        added += n;
-                        batches += usize::from(n > 0); // (an empty batch adds no row: not counted)
-                    }
-                    _ => break,
-                }
-                pos += entry.len();
-            }
-            (pos, added, batches)
-        }))
+        let (caps, filters) = ((max_rows, max_bytes), (verify, stop_attributes, max_count, limit));
+        Ok(py.allow_threads(|| self.add_entries_buffer(&data, start, end, position_base, piece, caps, filters)))
     }
 
     /// Add rows decoded by Python (the careful decoder, legacy messages): `(offset, timestamp, key, value,

@@ -29,8 +29,8 @@ file and byte, what Kafka did (its log line, the client's error, what it served)
 Kafka rule (class/method) behind it and, where one exists, the kafkalog command that prepares the dir.
 
 What the files imply is read partition by partition while the clients consume, one isolation level at a time, and
-held beside one client's records: the memory follows the largest partition (1.26 GiB at most for a dir of 4
-partitions of 250 MB, where holding the whole dir took 3.9 GiB: docs/commands/conformance.md), not the dir. (Two crashes seen while this was written, in the
+held beside one client's records: the memory follows the largest partition (1.2-1.35 GiB for a dir of 4
+partitions of 250 MB, where holding the whole dir took 3.7-3.9 GiB: docs/commands/conformance.md), not the dir. (Two crashes seen while this was written, in the
 compiled core's legacy decoder with the clients' threads alive, were the core's ``.so`` overwritten in place under
 the running process; ``tests/storage/test_native_threads.py`` decodes every v0/v1 batch from several threads with
 Kafka clients alive and holds the results to the Python reference.) Internal topics (``__consumer_offsets``, ``__transaction_state``) are loaded and dumped but not consumed: the broker's
@@ -416,10 +416,8 @@ def _consume_kafka_python(bootstrap: str, topic: str, partition: int, isolation:
                           timeout: float) -> Served:
     from kafka import KafkaConsumer, TopicPartition
 
-    # fetches of up to 8 MiB per partition (1 MiB by default): fewer round trips on large partitions
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             auto_offset_reset="earliest", isolation_level=isolation, check_crcs=True,
-                             max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20)
+                             auto_offset_reset="earliest", isolation_level=isolation, check_crcs=True)
     tp = TopicPartition(topic, partition)
     out = Served([])
     try:

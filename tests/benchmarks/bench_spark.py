@@ -53,8 +53,8 @@ rows it cached first (the query's own cost): JVM scan 0.789, pure Python 0.254, 
 Python 0.358 (6.73x, goal >= 10x), Python source local[2]/local[1] 1.93x; ``--query full --jvm --spark-cached``:
 JVM scan 0.946, Spark's cached rows 1.318 (72 % of the query's own bound, goal >= 80 %; was 67 %).
 ``--jvm`` now also runs the JVM scan on local[2]: ``--scale 0.25 --runs 2 --reps 2 --jvm --skip-dump`` (07:13 UTC,
-load 1.4-2.1): JVM scan local[1] 2.456, local[2] 3.776 M records/s (1.54x, goal >= 1.8x; each query is ~0.6 s on
-local[2], of which the driver's planning is a fixed part), Python source 0.949 / 1.909 (2.01x), JVM / Python 2.59x.
+load 1.4-2.1): JVM scan local[1] 2.456, local[2] 3.776 M records/s (1.54x, goal >= 1.8x; not explained yet: each query is ~0.6 s on
+local[2], and the driver's planning, a fixed cost, is a suspect), Python source 0.949 / 1.909 (2.01x), JVM / Python 2.59x.
 
 The data dir (``--scale`` GiB over 4 partitions, ~16 KiB uncompressed batches of 100-byte values, 1 GiB
 segments with offset indexes) is written through the write path (LogWriter), reusing a few prebuilt batches so

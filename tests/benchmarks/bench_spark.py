@@ -55,6 +55,10 @@ JVM scan 0.946, Spark's cached rows 1.318 (72 % of the query's own bound, goal >
 ``--jvm`` now also runs the JVM scan on local[2]: ``--scale 0.25 --runs 2 --reps 2 --jvm --skip-dump`` (07:13 UTC,
 load 1.4-2.1): JVM scan local[1] 2.456, local[2] 3.776 M records/s (1.54x, goal >= 1.8x; not explained yet: each query is ~0.6 s on
 local[2], and the driver's planning, a fixed cost, is a suspect), Python source 0.949 / 1.909 (2.01x), JVM / Python 2.59x.
+The suspect, measured alone at load 1.2: one ``python -m kafkalog.tools.spark.jvm_plan`` plan request over this dir
+takes 0.22-0.24 s wall, and a timed query makes at least one. Without 0.22 s per query the figures above would be
+0.69 s (local[1]) and 0.38 s (local[2]): 1.85x. A planner kept per session, as the JVM stream keeps one per query,
+is the next step.
 
 The data dir (``--scale`` GiB over 4 partitions, ~16 KiB uncompressed batches of 100-byte values, 1 GiB
 segments with offset indexes) is written through the write path (LogWriter), reusing a few prebuilt batches so

@@ -251,8 +251,7 @@ def scan_options(groups: list[list[Piece]]) -> dict[str, str]:
 
 def hadoop_schemes(groups: list[list[Piece]]) -> list[str]:
     """The Hadoop FileSystem schemes the JVM scan opens for ``groups`` (``s3a``, ``hdfs``)."""
-    return sorted({str(hadoop_url(p.spec, p.path)).split("://", 1)[0] for g in groups for p in g
-                   if not p.spec.is_local})  # fmt: skip
+    return sorted({HADOOP_SCHEMES[p.spec.scheme] for g in groups for p in g if not p.spec.is_local})
 
 
 def missing_file_system(spark, schemes: list[str]) -> str | None:

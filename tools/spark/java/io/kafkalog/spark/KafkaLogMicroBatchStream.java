@@ -144,8 +144,7 @@ final class KafkaLogMicroBatchStream implements MicroBatchStream, SupportsTrigge
 
     private String plannerError() {
         try {
-            String text = plannerErr == null ? "" : Files.readString(plannerErr.toPath()).strip();
-            return text.length() > 2000 ? "..." + text.substring(text.length() - 2000) : text;
+            return KafkaLogSource.tail(plannerErr == null ? "" : Files.readString(plannerErr.toPath()).strip());
         } catch (IOException e) {
             return e.getMessage();
         }

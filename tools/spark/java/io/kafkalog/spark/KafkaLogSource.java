@@ -184,7 +184,7 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
         return out;
     }
 
-    private static String tail(String s) {
+    static String tail(String s) {
         return s.length() > 2000 ? "..." + s.substring(s.length() - 2000) : s;
     }
 

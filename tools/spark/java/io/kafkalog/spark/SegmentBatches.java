@@ -51,6 +51,10 @@ public abstract class SegmentBatches implements Closeable {
     }
 
 
+    /** The windows of a remote read when the plan names none (the planner's: {@code kafkalog.storage.io.fs}). */
+    static final int FIRST_WINDOW = 64 * 1024;
+    static final int MAX_WINDOW = 16 * 1024 * 1024;
+
     /** The next batch, or null at the end of the piece or before bytes that are not a whole batch. */
     abstract RecordBatch next() throws IOException;
 

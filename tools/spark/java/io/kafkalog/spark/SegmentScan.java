@@ -151,7 +151,8 @@ public final class SegmentScan implements TableProvider {
         public PartitionReaderFactory createReaderFactory() {
             return new Factory(required, options.getBoolean("verifyCrc", true),
                     options.getBoolean("includeControlRecords", false), hadoopConf(options),
-                    options.getInt("firstWindow", 64 * 1024), options.getInt("maxWindow", 16 * 1024 * 1024));
+                    options.getInt("firstWindow", SegmentBatches.FIRST_WINDOW),
+                    options.getInt("maxWindow", SegmentBatches.MAX_WINDOW));
         }
     }
 
@@ -198,10 +199,6 @@ public final class SegmentScan implements TableProvider {
         final SerializableConfiguration hadoop;
         final int firstWindow;
         final int maxWindow;
-
-        Factory(StructType schema, boolean verifyCrc, boolean includeControl) {
-            this(schema, verifyCrc, includeControl, null, 64 * 1024, 16 * 1024 * 1024);
-        }
 
         Factory(StructType schema, boolean verifyCrc, boolean includeControl, SerializableConfiguration hadoop,
                 int firstWindow, int maxWindow) {
@@ -336,10 +333,6 @@ public final class SegmentScan implements TableProvider {
         /** Where the next batch of the piece starts: its end when every byte was a batch. */
         private long nextPosition;
         private long batchPosition;
-
-        Reader(StructType schema, String spec, boolean verifyCrc, boolean includeControl) {
-            this(schema, spec, verifyCrc, includeControl, null, 64 * 1024, 16 * 1024 * 1024);
-        }
 
         Reader(StructType schema, String spec, boolean verifyCrc, boolean includeControl, Configuration hadoop,
                 int firstWindow, int maxWindow) {

@@ -208,6 +208,13 @@ def _filesystem(spec: FsSpec, env: tuple[tuple[str, str], ...]):
         return PyFileSystem(FSSpecHandler(fs))  # type: ignore[abstract]
 
 
+def forget_listings() -> None:
+    """Drops the filesystems made so far, with the listings they keep (an fsspec filesystem's directory cache): a
+    process that plans read after read (the JVM ``kafkalog`` source's kept planner) then lists each read's files as
+    they are at that read."""
+    _filesystem.cache_clear()
+
+
 @dataclass(frozen=True)
 class Entry:
     name: str

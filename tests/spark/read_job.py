@@ -2,7 +2,8 @@
 read_job.py CASES.json``): reads each case through ``format("kafkalog")`` and prints one JSON line per case:
 ``{"name", "scan": whether the JVM segment scan read it, "plan": the scan node, "rows", "digest": sha256 of the
 sorted rows without the segment column (a local read and an S3 one differ there only), "segment": one row's}``.
-A case that fails prints ``{"name", "error": the text}``."""
+A case that fails prints ``{"name", "error": the text}``. A case's ``before`` steps change the files first, in the
+same session (:func:`change`)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,39 @@ def read(spark, case: dict) -> dict:
             "segment": first.segment if first else None}
 
 
+def change(case: dict) -> None:
+    """The case's ``before`` steps, run before it is read: ``["copy", LOCAL_FILE, DEST]`` and ``["delete", DEST]``,
+    DEST a local path or an ``s3a://`` URL on the server of the case's ``s3.*`` options."""
+    import shutil
+
+    import pyarrow.fs as pafs
+
+    opts = case.get("options", {})
+    s3 = None
+    for op, *args in case.get("before", []):
+        dest = args[-1]
+        if dest.startswith("s3a://"):
+            if s3 is None:
+                s3 = pafs.S3FileSystem(endpoint_override=opts["s3.endpoint"].split("://", 1)[1], scheme="http",
+                                       access_key=opts["s3.accessKey"], secret_key=opts["s3.secretKey"],
+                                       region=opts["s3.region"])
+            key = dest.removeprefix("s3a://")
+            if op == "copy":
+                pafs.copy_files(args[0], key, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=s3)
+            else:
+                s3.delete_file(key)
+        elif op == "copy":
+            shutil.copyfile(args[0], dest)
+        else:
+            Path(dest).unlink()
+
+
 def main(argv: list[str]) -> int:
     spark = SparkSession.builder.appName("kafkalog-read-job").getOrCreate()  # master and jars: spark-submit's
     register(spark)
     for case in json.loads(Path(argv[1]).read_text()):
         try:
+            change(case)
             out = read(spark, case)
         except Exception as e:  # noqa: BLE001 - reported to the test, which names the case
             out = {"name": case["name"], "error": str(e)[-3000:]}

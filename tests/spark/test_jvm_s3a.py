@@ -142,6 +142,37 @@ def test_s3a_reads_equal_local_reads(s3_endpoint, uploaded):
     print(f"spark-submit with hadoop-aws, {len(cases)} reads: {out['_seconds']['seconds']:.1f} s")
 
 
+def test_one_session_plans_the_files_as_they_are_on_s3a(s3_endpoint, tmp_path):
+    """The JVM source's planner is kept for the session (``Planner.java``): segments appended to, then deleted from
+    the data dir on S3 (and locally) between two queries of one session are read as a fresh session reads them."""
+    from test_jvm_planner_kept import changing_dir
+
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    data, aside, held = changing_dir(tmp_path / "d")
+    url = upload(s3_endpoint, data, "changing")
+
+    def dests(f: Path) -> tuple[str, str]:  # a partition's file: locally and on S3
+        return str(data / f.parent.name / f.name), f"{url}/{f.parent.name}/{f.name}"
+
+    def state(name: str, before: list[tuple] = ()) -> list[dict]:
+        """The read of one state, local and on S3, after the steps ``before`` (read_job.change)."""
+        local, s3a = pairs(s3_endpoint, name, data, url)
+        local["before"] = [[op, *args, where[0]] for op, *args, where in before]
+        s3a["before"] = [[op, *args, where[1]] for op, *args, where in before]
+        return [local, s3a]
+
+    copies = [("copy", str(f), dests(f)) for log in held for f in (aside / log.parent.name).glob(log.stem + ".*")]
+    oldest = sorted((data / "g-0").glob("*.log"))[0]
+    deletes = [("delete", dests(f)) for f in sorted((data / "g-0").glob(oldest.stem + ".*"))]
+    out = submit([*state("first"), *state("appended", copies), *state("deleted", deletes)], tmp_path)
+    fresh = submit(state("fresh"), tmp_path)
+    first, more, fewer = (check_same(out, n) for n in ("first", "appended", "deleted"))
+    assert check_same(fresh, "fresh") == fewer
+    assert (fresh["fresh/s3a"]["digest"], fresh["fresh/local"]["digest"]) == (out["deleted/s3a"]["digest"],
+                                                                              out["deleted/local"]["digest"])
+    assert more == 2 * 3000 > max(first, fewer)
+
+
 @pytest.mark.campaign
 def test_every_fixture_reads_from_s3a_as_locally(s3_endpoint, tmp_path):
     from test_read import partition_dirs

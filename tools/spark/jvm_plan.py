@@ -1,18 +1,18 @@
 """The JVM ``kafkalog`` source's call into kafkalog's planner, on the driver.
 
-``KafkaLogSource.java`` runs ``python -m kafkalog.tools.spark.jvm_plan`` with the driver's Python and one
-request as JSON on stdin, ``{"request": "schema" | "plan", "options": {...}, "hadoop": {...}}`` (the read's
-options; the session's ``fs.s3a.*`` Hadoop configuration, which gives the ``s3.*`` options the read does not:
-:func:`kafkalog.storage.io.fs.s3_options`, so the planner reaches the server the scan reads), and reads one JSON
-object from stdout:
+``Planner.java`` runs ``python -m kafkalog.tools.spark.jvm_plan --serve`` with the driver's Python (one process kept
+for the Spark application's batch reads, one per stream query) and asks it one request per line, ``{"request":
+"schema" | "plan", "options": {...}, "hadoop": {...}}`` (the read's options; the session's ``fs.s3a.*`` Hadoop
+configuration, which gives the ``s3.*`` options the read does not: :func:`kafkalog.storage.io.fs.s3_options`, so
+the planner reaches the server the scan reads), each answered by one JSON object on one line (without
+``--serve``: one request on stdin, its answer on stdout):
 
 * ``schema``: ``{"schema": DDL, "refusal": REASON | null, "streamRefusal": REASON | null}``: the schema of the
   options (the Python source's: :func:`kafkalog.tools.spark.schema.source_ddl`) and whether the options alone give
   the read, or a stream, to the Python data source (:func:`kafkalog.tools.spark.jvm.option_refusal`,
   :func:`~kafkalog.tools.spark.jvm.stream_refusal`);
 * ``stream`` (the JVM stream's questions, ``"op"`` and its fields in the request): :mod:`kafkalog.tools.spark.
-  jvm_stream`. The stream runs ``python -m kafkalog.tools.spark.jvm_plan --serve`` once per query and asks it one
-  request per line (one answer per line);
+  jvm_stream`;
 * ``plan``: ``{"pieces": ..., "verifyCrc": ..., "includeControlRecords": ...}`` (the planned pieces,
   :func:`kafkalog.tools.spark.jvm.encode_pieces`; for pieces under a URL also ``"scan"``, more options of the scan:
   :func:`~kafkalog.tools.spark.jvm.scan_options`, and ``"hadoopSchemes"``, the Hadoop FileSystem schemes it opens),
@@ -31,7 +31,7 @@ import sys
 from collections.abc import Mapping
 
 from kafkalog.storage.errors import KafkaLogError
-from kafkalog.storage.io.fs import s3_options
+from kafkalog.storage.io.fs import forget_listings, s3_options
 
 
 def answer(request: str, options: Mapping[str, str], body: Mapping | None = None) -> dict:
@@ -86,10 +86,13 @@ def respond(req: Mapping) -> dict:
 
 def main() -> int:
     """One request on stdin, its answer on stdout; with ``--serve``, one request per line until stdin is closed,
-    each answered on one line (the JVM stream keeps one planner for its query, so the imports are paid once)."""
+    each answered on one line (the JVM source keeps one planner for the Spark application, the JVM stream one for
+    its query, so the imports are paid once). Each request lists the files as they are then
+    (:func:`kafkalog.storage.io.fs.forget_listings`): segments appended or deleted since the last one are planned."""
     if sys.argv[1:] == ["--serve"]:
         for line in sys.stdin:
             if line.strip():
+                forget_listings()
                 sys.stdout.write(json.dumps(respond(json.loads(line))) + "\n")
                 sys.stdout.flush()
         return 0

@@ -1,13 +1,9 @@
 package io.kafkalog.spark;
 
-import java.io.BufferedReader;
-import java.io.BufferedWriter;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.InputStreamReader;
 import java.io.OutputStream;
-import java.io.OutputStreamWriter;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.util.ArrayList;
@@ -39,7 +35,7 @@ import org.slf4j.LoggerFactory;
  * {@code spark.readStream.format("kafkalog")} in the JVM: the micro-batches of kafkalog's stream, decoded by {@link
  * SegmentScan}. Every rule (the offsets, {@code startingOffsets}, {@code maxOffsetsPerTrigger}, complete batches
  * only, {@code failOnDataLoss}, the pieces of a micro-batch) is the Python stream's, asked on the driver of the
- * query's planner ({@code python -m kafkalog.tools.spark.jvm_plan --serve}, one process per query, request {@code
+ * query's {@link Planner} (one process per query, request {@code
  * stream}: {@code kafkalog.tools.spark.jvm_stream}): one question when the query starts ({@code open}) and one per
  * trigger ({@code latest}: the end offsets and the plan of the micro-batch up to them); a micro-batch Spark runs
  * again from its offset log is planned by one more ({@code plan}).
@@ -54,7 +50,6 @@ final class KafkaLogMicroBatchStream implements MicroBatchStream, SupportsTrigge
     private static final Logger LOG = LoggerFactory.getLogger(KafkaLogMicroBatchStream.class);
     private static final ObjectMapper JSON = new ObjectMapper();
 
-    private final String python;
     private final StructType schema;
     private final Map<String, String> options;
     private final String checkpoint;
@@ -67,14 +62,11 @@ final class KafkaLogMicroBatchStream implements MicroBatchStream, SupportsTrigge
     private String plannedStart;
     private String plannedEnd;
     private JsonNode plan;
-    /** The query's planner process (null: not started, or stopped). */
-    private Process planner;
-    private BufferedWriter toPlanner;
-    private BufferedReader fromPlanner;
-    private File plannerErr;
+    /** The query's planner. */
+    private final Planner planner;
 
     KafkaLogMicroBatchStream(StructType schema, CaseInsensitiveStringMap options, String checkpoint) {
-        this.python = KafkaLogSource.python();
+        this.planner = new Planner(KafkaLogSource.python(), "stream");
         this.schema = schema;
         this.options = new HashMap<>(options.asCaseSensitiveMap());
         this.checkpoint = checkpoint;
@@ -83,87 +75,16 @@ final class KafkaLogMicroBatchStream implements MicroBatchStream, SupportsTrigge
     }
 
     /**
-     * One stream question to the query's planner ({@code python -m kafkalog.tools.spark.jvm_plan --serve}, started
-     * at the first question, again if it exited, and stopped with the query: its imports are paid once); the
-     * warnings it logged go to this JVM's log, its error (kafkalog's message) fails the call.
+     * One stream question to the query's planner ({@link Planner}: started at the first question, again if it
+     * exited, and stopped with the query); the warnings it logged go to this JVM's log, its error (kafkalog's
+     * message) fails the call.
      */
-    private synchronized JsonNode ask(String op, Map<String, Object> body) {
+    private JsonNode ask(String op, Map<String, Object> body) {
         Map<String, Object> request = new HashMap<>(body);
         request.put("request", "stream");
         request.put("op", op);
         request.put("options", options);
-        String line;
-        try {
-            line = JSON.writeValueAsString(request);
-        } catch (IOException e) {
-            throw new IllegalStateException(e);
-        }
-        String got = null;
-        for (int attempt = 0; got == null && attempt < 2; attempt++) {
-            try {
-                if (planner == null || !planner.isAlive()) {
-                    startPlanner();
-                }
-                toPlanner.write(line);
-                toPlanner.write('\n');
-                toPlanner.flush();
-                got = fromPlanner.readLine();
-            } catch (IOException e) {
-                got = null;  // the planner exited: started again once
-            }
-            if (got == null) {
-                String why = plannerError();
-                stopPlanner();
-                if (attempt == 1) {
-                    throw new IllegalStateException("kafkalog: " + python + " -m " + KafkaLogSource.PLANNER
-                            + " --serve exited: " + why + " (the JVM kafkalog stream plans with the driver's Python, "
-                            + "which must have kafkalog installed)");
-                }
-            }
-        }
-        JsonNode answer;
-        try {
-            answer = JSON.readTree(got);
-        } catch (IOException e) {
-            throw new IllegalStateException("kafkalog: the planner's answer is not JSON: " + got, e);
-        }
-        answer.path("warnings").forEach(w -> LOG.warn("kafkalog: " + w.asText()));
-        if (answer.hasNonNull("error")) {
-            throw new IllegalArgumentException(answer.get("error").asText());
-        }
-        return answer;
-    }
-
-    private void startPlanner() throws IOException {
-        plannerErr = File.createTempFile("kafkalog-stream-plan-", ".err");
-        planner = new ProcessBuilder(python, "-m", KafkaLogSource.PLANNER, "--serve").redirectError(plannerErr)
-                .start();
-        toPlanner = new BufferedWriter(new OutputStreamWriter(planner.getOutputStream(), StandardCharsets.UTF_8));
-        fromPlanner = new BufferedReader(new InputStreamReader(planner.getInputStream(), StandardCharsets.UTF_8));
-    }
-
-    private String plannerError() {
-        try {
-            return KafkaLogSource.tail(plannerErr == null ? "" : Files.readString(plannerErr.toPath()).strip());
-        } catch (IOException e) {
-            return e.getMessage();
-        }
-    }
-
-    private synchronized void stopPlanner() {
-        if (planner != null) {
-            try {
-                toPlanner.close();
-            } catch (IOException e) {
-                // it exited
-            }
-            planner.destroy();
-            planner = null;
-        }
-        if (plannerErr != null) {
-            plannerErr.delete();
-            plannerErr = null;
-        }
+        return planner.ask(request);
     }
 
     /** Offsets as the planner writes them ({@code {"topic":{"partition":offset}}}, topics and partitions in order). */
@@ -306,7 +227,7 @@ final class KafkaLogMicroBatchStream implements MicroBatchStream, SupportsTrigge
 
     @Override
     public void stop() {
-        stopPlanner();
+        planner.close();
     }
 
     @Override

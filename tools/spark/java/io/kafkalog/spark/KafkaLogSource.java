@@ -1,19 +1,12 @@
 package io.kafkalog.spark;
 
-import java.io.File;
-import java.io.IOException;
-import java.io.OutputStream;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.spark.SparkConf;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
@@ -46,10 +39,11 @@ import org.slf4j.LoggerFactory;
  *
  * <p>The plan comes from the driver's Python (the interpreter of the session's {@code spark.kafkalog.python},
  * else {@code spark.pyspark.driver.python}, {@code spark.pyspark.python}, {@code PYSPARK_DRIVER_PYTHON}, {@code
- * PYSPARK_PYTHON}, {@code python3}), run as {@code python -m kafkalog.tools.spark.jvm_plan} with the request as JSON on stdin: {@code schema} (when the
- * DataFrame is made: the schema of the options, and whether the options alone send the read to the Python data
- * source) and {@code plan} (when a query is planned: the encoded pieces, or why the scan does not read them, or
- * kafkalog's error with its file and byte).
+ * PYSPARK_PYTHON}, {@code python3}) running {@code python -m kafkalog.tools.spark.jvm_plan --serve}, kept for the
+ * Spark application ({@link Planner#shared}: its imports are paid once, not once per query), asked as JSON: {@code
+ * schema} (when the DataFrame is made: the schema of the options, and whether the options alone send the read to
+ * the Python data source) and {@code plan} (when a query is planned: the encoded pieces of the files as they are
+ * then, or why the scan does not read them, or kafkalog's error with its file and byte).
  *
  * <p>What the scan does not read (the reasons of {@code kafkalog.tools.spark.jvm}: {@code level=batch}, {@code
  * mode=permissive}, {@code pushFilters}, remote paths, segments past 2 GiB), the streams {@link
@@ -64,7 +58,6 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
     static final String PLANNER = "kafkalog.tools.spark.jvm_plan";
     private static final Logger LOG = LoggerFactory.getLogger(KafkaLogSource.class);
     private static final Set<String> LOGGED = ConcurrentHashMap.newKeySet();
-    private static final ObjectMapper JSON = new ObjectMapper();
 
     /** The answers to {@code schema} by options (Spark asks for the schema, then for a table with them). */
     private final Map<Map<String, String>, JsonNode> schemas = new ConcurrentHashMap<>();
@@ -125,55 +118,11 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
 
     /** One request to kafkalog's planner; a planning error fails with kafkalog's own message. */
     static JsonNode ask(String request, Map<String, String> options) {
-        return ask(request, options, Map.of());
-    }
-
-    /** One request to kafkalog's planner with more fields in its body ({@code stream}: the question's own). */
-    static JsonNode ask(String request, Map<String, String> options, Map<String, Object> extra) {
-        String python = python();
-        File err = null;
-        try {
-            err = File.createTempFile("kafkalog-plan-", ".err");
-            Process p = new ProcessBuilder(python, "-m", PLANNER).redirectError(err).start();
-            Map<String, Object> body = new HashMap<>();
-            body.put("request", request);
-            body.put("options", options);
-            body.putAll(extra);
-            body.put("hadoop", s3aConf());
-            try (OutputStream in = p.getOutputStream()) {
-                in.write(JSON.writeValueAsBytes(body));
-            }
-            byte[] out = p.getInputStream().readAllBytes();
-            if (!p.waitFor(600, TimeUnit.SECONDS)) {
-                p.destroyForcibly();
-                throw new IllegalStateException("kafkalog: " + python + " -m " + PLANNER + " did not answer in 600 s");
-            }
-            String stderr = new String(Files.readAllBytes(err.toPath()), StandardCharsets.UTF_8).strip();
-            if (p.exitValue() != 0 || out.length == 0) {
-                throw new IllegalStateException("kafkalog: " + python + " -m " + PLANNER + " failed (exit "
-                        + p.exitValue() + "): " + tail(stderr) + " (the JVM kafkalog source plans with the driver's "
-                        + "Python, which must have kafkalog installed)");
-            }
-            JsonNode answer = JSON.readTree(out);
-            if (answer.hasNonNull("error")) {
-                throw new IllegalArgumentException(answer.get("error").asText());
-            }
-            return answer;
-        } catch (IOException e) {
-            throw new IllegalStateException("kafkalog: cannot run " + python + " -m " + PLANNER + ": " + e.getMessage()
-                    + " (the JVM kafkalog source plans with the driver's Python)", e);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            // as Spark recognizes an interruption: a streaming query stopped while its trigger asks the planner
-            java.io.InterruptedIOException stopped = new java.io.InterruptedIOException("kafkalog: interrupted while "
-                    + "planning");
-            stopped.initCause(e);
-            throw new java.io.UncheckedIOException(stopped);
-        } finally {
-            if (err != null) {
-                err.delete();
-            }
-        }
+        Map<String, Object> body = new HashMap<>();
+        body.put("request", request);
+        body.put("options", options);
+        body.put("hadoop", s3aConf());
+        return Planner.shared(body);
     }
 
     /** The session's {@code fs.s3a.*} Hadoop configuration: the planner's {@code s3.*} options a read leaves out. */

@@ -19,10 +19,11 @@ test: install-test kafka-jars
 	else echo "no Docker engine answers: the container-backend tests skip (and fail under CI=true)"; fi
 	PY=$(PY) MAKE=$(MAKE) .ci/lanes
 
-## test-older: the older Kafka line (2.8.2, ZooKeeper mode, on the same JDK 17): harness + conformance
+## test-older: the older Kafka line (2.8.2, ZooKeeper mode, on the same JDK 17): harness, certify + conformance
 test-older:
 	$(PY) -m kafkalog.compat.jars 2.8.2
-	KAFKALOG_KAFKA_VERSIONS=2.8.2 $(PY) -m pytest -m kafka tests/kafka/test_kafka_harness.py
+	KAFKALOG_KAFKA_VERSIONS=2.8.2 $(PY) -m pytest -m kafka tests/kafka/test_kafka_harness.py \
+		tests/kafka/test_certify.py::test_a_kafka_before_3_3_certifies_in_zookeeper_mode
 	$(PY) -m kafkalog.tools.cli conformance --kafka 2.8.2 --mode zk
 
 install:

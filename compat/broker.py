@@ -35,12 +35,13 @@ import time
 import uuid
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal, Self, TypeVar
 
 from kafkalog.compat import jars
 from kafkalog.compat.errors import BrokerError, HarnessError
+from kafkalog.compat.image import LIBS, ensure_image
 from kafkalog.storage.files.java import uuid_to_string
 
 Mode = Literal["kraft", "zk"]
@@ -213,6 +214,17 @@ class KafkaBroker(ABC):
     @property
     @abstractmethod
     def running(self) -> bool: ...
+
+    @abstractmethod
+    def format(self) -> Path:
+        """``kafka-storage format`` the data dir now, without starting the broker (KRaft; as :meth:`start` does
+        first): its meta.properties and ``bootstrap.checkpoint``, the records the controller appends to an empty
+        metadata log when it activates (``ActivationRecordsGenerator.recordsForEmptyLog``). Returns the data dir."""
+
+    @property
+    def formats_offline(self) -> bool:
+        """Whether :meth:`format` can format the data dir before the first start."""
+        return self.mode == "kraft"
 
     # ---- paths (both backends: the broker's files beside the data dir, in the work dir)
     @property
@@ -480,9 +492,6 @@ class Broker(KafkaBroker):
         ]
 
     def format(self) -> Path:
-        """``kafka-storage format`` the data dir now, without starting the broker (KRaft; as :meth:`start` does
-        first): its meta.properties and ``bootstrap.checkpoint``, the records the controller appends to an empty
-        metadata log when it activates (``ActivationRecordsGenerator.recordsForEmptyLog``). Returns the data dir."""
         if self.mode != "kraft":
             raise BrokerError(f"{self!r}: only a KRaft data dir is formatted")
         jars.check_java(self.version)
@@ -514,6 +523,36 @@ class Broker(KafkaBroker):
         raise BrokerError(f"kafka-storage format failed (Kafka {self.version}): {out[-2000:]}")
 
     # ---- ZooKeeper
+    def create_znodes(self, nodes: Sequence[tuple[str, str]], timeout: float = 120.0) -> None:
+        """Start ZooKeeper (ZooKeeper mode; the broker stays stopped) and create each znode (path, data), in order,
+        parents first, with ZooKeeper's own shell (``ZooKeeperMain``, its commands on stdin): what a broker then
+        starting finds there (``/cluster/id``, ``/brokers/topics/<topic>`` with its ``topic_id``, partition states)
+        is the cluster it joins. A node that exists already, or any other refusal, is a :class:`BrokerError`."""
+        if self.mode != "zk":
+            raise BrokerError(f"{self!r}: znodes only in ZooKeeper mode")
+        for path, data in nodes:
+            if "'" in data or not path.startswith("/") or any(c.isspace() for c in path):
+                raise HarnessError(f"znode {path!r}: the shell cannot quote it")
+        jars.check_java(self.version)
+        self._start_zookeeper()
+        script = "".join(f"create {path} '{data}'\n" for path, data in nodes) + "quit\n"
+        cmd = self._java("org.apache.zookeeper.ZooKeeperMain", "-server", f"127.0.0.1:{self.zk_port}",
+                         heap="128m", log_level="WARN", stderr_log=True)
+        try:
+            proc = subprocess.run(cmd, input=script, capture_output=True, text=True, check=False, timeout=timeout)
+            out = (proc.stdout + proc.stderr).strip()
+        except subprocess.TimeoutExpired:
+            out = f"ZooKeeperMain timed out after {timeout:.0f} s"
+        with open(self.zk_log_path, "a", encoding="utf-8") as log:  # kept for failing tests
+            log.write(f"\n===== kafkalog: {len(nodes)} znode(s) created =====\n{script}{out}\n")
+        lines = out.splitlines()
+        created = {line.split(" ", 1)[1].strip() for line in lines if line.startswith("Created ")}
+        missing = [path for path, _data in nodes if path not in created]
+        if missing:
+            said = [x for x in lines if x.strip() and not x.startswith(("SLF4J", "WATCHER", "WatchedEvent", "Created "))]
+            raise BrokerError(f"ZooKeeper did not create {missing[:3]}: {' / '.join(said[-4:])[-1000:]}",
+                              self.zk_log_path)
+
     def _start_zookeeper(self, timeout: float = 60.0) -> None:
         if self._zk is not None and self._zk.poll() is None:
             return
@@ -706,21 +745,61 @@ class ContainerBroker(KafkaBroker):
         env["KAFKA_HEAP_OPTS"] = f"-Xmx{self.heap}"
         return env
 
-    def start(self, *, wait: bool = True, timeout: float = 120.0) -> Self:
-        if self.running:
-            raise BrokerError(f"{self!r} is already running")
+    def _new_container(self) -> Any:
+        """A container of the image (not started) on the host's network, as the calling user, the work dir
+        bind-mounted at its own path."""
         os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # Ryuk's image comes from a registry
         try:
             from testcontainers.core.container import DockerContainer
         except ImportError as exc:
             raise HarnessError("testcontainers is not installed: pip install testcontainers") from exc
-        self._discard_container()
-        image = self.image
-        if image is None:
-            from kafkalog.compat.image import ensure_image
+        container = DockerContainer(self.image or ensure_image(self.version))
+        container.with_volume_mapping(str(self.work_dir), str(self.work_dir), "rw")
+        container.with_kwargs(network_mode="host", user=f"{os.getuid()}:{os.getgid()}")
+        return container
 
-            image = ensure_image(self.version)
-        container = DockerContainer(image)
+    @property
+    def formats_offline(self) -> bool:
+        """The official image formats its storage only as it starts, from its environment."""
+        return not self.official
+
+    def format(self) -> Path:
+        """As :meth:`Broker.format`, in a container of the image that runs its ``StorageTool`` on the bind-mounted
+        data dir and exits (the broker is not started): the start script then finds the dir formatted and runs
+        the broker on it as it is (so certify's bootstrap records reach the container's controller too)."""
+        if not self.formats_offline:
+            raise BrokerError(f"{self!r}: the official image formats its storage only as it starts")
+        if (self.data_dir / "meta.properties").exists():
+            return self.data_dir
+        write_properties(self.properties_path, self.server_properties())
+        container = self._new_container()
+        container.with_kwargs(entrypoint=["java"], network_mode="host", user=f"{os.getuid()}:{os.getgid()}")
+        container.with_command([*self.jvm_options(heap="256m", log_level="WARN", stderr_log=True), "-cp",
+                                f"{LIBS}/*", "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                                "-c", str(self.properties_path)])
+        started = container.start()
+        wrapped = started.get_wrapped_container()
+        try:
+            code = wrapped.wait(timeout=180).get("StatusCode")
+            out = wrapped.logs().decode("utf-8", "replace").strip()
+        except Exception as exc:  # the Docker SDK's timeout or API errors
+            code, out = None, f"kafka-storage format in a container: {exc}"
+        finally:
+            with contextlib.suppress(Exception):
+                wrapped.remove(force=True)
+        # kept for failing tests (each start rewrites broker.log from the logs kept so far)
+        self._earlier_logs += f"\n===== kafkalog: kafka-storage format (container) =====\n{out}\n".encode()
+        self.log_path.write_bytes(self._earlier_logs)
+        if code != 0 or not (self.data_dir / "meta.properties").exists():
+            raise BrokerError(f"kafka-storage format failed in a container (Kafka {self.version}, exit {code}): "
+                              f"{out[-2000:]}")
+        return self.data_dir
+
+    def start(self, *, wait: bool = True, timeout: float = 120.0) -> Self:
+        if self.running:
+            raise BrokerError(f"{self!r} is already running")
+        self._discard_container()
+        container = self._new_container()
         if self.official:
             for key, value in self._official_env().items():
                 container.with_env(key, value)
@@ -731,8 +810,6 @@ class ContainerBroker(KafkaBroker):
                                                                                stderr_log=True)))
             formatted = (self.data_dir / "meta.properties").exists()  # as Broker._format: never format twice
             container.with_command([str(self.properties_path), "-" if formatted else self.cluster_id])
-        container.with_volume_mapping(str(self.work_dir), str(self.work_dir), "rw")
-        container.with_kwargs(network_mode="host", user=f"{os.getuid()}:{os.getgid()}")
         self._container = container.start()
         if wait:
             try:

@@ -40,13 +40,14 @@ coordinators write to them as soon as they load them.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,7 @@ class DirReport:
     kafka: str
     backend: str
     metadata: str  # "own" (the dir's __cluster_metadata), "created" (topics created by certify)
+    mode: str = "kraft"  # the test broker's: "kraft", or "zk" (ZooKeeper mode: a Kafka before KRAFT_PRODUCTION_SINCE)
     restamps: list[Restamp] = field(default_factory=list)
     events: list[LoadEvent] = field(default_factory=list)
     partitions: list[PartitionResult] = field(default_factory=list)
@@ -183,7 +185,7 @@ class DirReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path, "workDir": self.work_dir, "kafka": self.kafka, "backend": self.backend,
-            "metadata": self.metadata, "conformant": self.conformant, "started": self.started,
+            "mode": self.mode, "metadata": self.metadata, "conformant": self.conformant, "started": self.started,
             "partitionCount": len(self.partitions), "segmentsDumped": self.segments_dumped, "bytes": self.bytes,
             "restamps": [{_camel(k): v for k, v in asdict(r).items()} for r in self.restamps],
             "loadEvents": [asdict(e) for e in self.events],
@@ -623,27 +625,48 @@ def _certify_dir(orig: Path, work: Path, kafka: str, backend: str, image: str | 
     parts = [(pd, tp) for pd, tp in list_partition_dirs(orig, include_metadata=False)]
     names = {pd.name for pd, _ in parts}
     meta = _original_meta(orig, rep)
+    own_node = meta.node_id if has_metadata and meta is not None and meta.version == 1 else None
+    own = own_node is not None
+    # a dir without its own metadata, on a Kafka whose KRaft mode was not yet production ready, is certified as its
+    # users ran that Kafka: in ZooKeeper mode (the JVM backend; the container backend runs KRaft only)
+    rep.mode = "zk" if not own and backend == "jvm" and jars.parse_version(kafka) < KRAFT_PRODUCTION_SINCE \
+        else "kraft"
     _upgrade_facts(orig, parts, meta, has_metadata, rep)
     props = dict(CERTIFY_PROPS)
     broker: KafkaBroker | None = None
     try:
-        if has_metadata and meta is not None and meta.version == 1 and meta.node_id is not None:
+        if own:
             with _timed(rep, "copy", on_phase):
                 shutil.copytree(orig, copy, symlinks=True, ignore=shutil.ignore_patterns(".lock"))
             broker = make_broker(kafka, backend=backend, image=image, data_dir=copy, server_properties=props)
-            node = str(meta.node_id)
+            node = str(own_node)
             broker.extra_properties |= {"node.id": node,
                                         "controller.quorum.voters": f"{node}@127.0.0.1:{broker.controller_port}"}
+        elif rep.mode == "zk":
+            broker = zk_broker = Broker(kafka, mode="zk", data_dir=copy, server_properties=props)
+            # every topic created in the test broker's ZooKeeper before it starts, with the id its files carry (a
+            # topic without a single one gets a new id, written into the copy), at the files' leader epochs
+            ids = _file_topic_ids(parts)
+            new_ids = _new_topic_ids(parts, known=ids)
+            copy.mkdir(parents=True)
+            write_meta_properties(copy / "meta.properties", MetaProperties.new(
+                version=0, cluster_id=broker.cluster_id, node_id=int(broker.server_properties()["broker.id"])))
+            with _timed(rep, "createTopics", on_phase):
+                _zookeeper_topics(zk_broker, parts, ids | new_ids)
+            with _timed(rep, "copy", on_phase):
+                _install_copy(orig, copy, parts, rep, new_ids)
         else:
             broker = make_broker(kafka, backend=backend, image=image, data_dir=copy, server_properties=props)
             # the topics whose files carry their id are created with it, by the controller's bootstrap records
             # (a topic whose partitions have no partition.metadata at all, as Kafka 2.8 left them, gets a new id,
-            # written into the copy); a broker older than 3.7 (no bootstrap.checkpoint before 3.3, no directory
-            # ids in a RegisterBrokerRecord before 3.7) takes the admin API for every topic
-            bootstrap = isinstance(broker, Broker) and jars.parse_version(kafka) >= BOOTSTRAP_SINCE
+            # written into the copy), on either backend (the container's formatting runs in the image); a broker
+            # older than 3.7 (no bootstrap.checkpoint before 3.3, no directory ids in a RegisterBrokerRecord
+            # before 3.7), or an image that formats its storage only as it starts, takes the admin API for every
+            # topic
+            bootstrap = broker.formats_offline and jars.parse_version(kafka) >= BOOTSTRAP_SINCE
             new_ids = _new_topic_ids(parts) if bootstrap else {}
             ids = {**_file_topic_ids(parts), **new_ids} if bootstrap else {}
-            if ids and isinstance(broker, Broker):
+            if ids:
                 with _timed(rep, "createTopics", on_phase):
                     _bootstrap_topics(broker, orig, parts, ids)
             rest = [(pd, tp) for pd, tp in parts if tp.topic not in ids]
@@ -729,9 +752,11 @@ def _original_meta(orig: Path, rep: DirReport) -> MetaProperties | None:
 
 
 def _upgrade_facts(orig: Path, parts: list, meta: MetaProperties | None, has_metadata: bool, rep: DirReport) -> None:
-    """What a ZooKeeper-era or legacy-format dir needs before a KRaft / 4.x broker takes it as it is."""
+    """What a ZooKeeper-era or legacy-format dir needs before a KRaft / 4.x broker takes it as it is (a ZooKeeper-mode
+    test broker takes a ZooKeeper-era dir's meta.properties, topics and partition.metadata as they are)."""
     v4 = jars.parse_version(rep.kafka) >= (4,)
-    if meta is not None and meta.version == 0:
+    kraft = rep.mode == "kraft"
+    if kraft and meta is not None and meta.version == 0:
         rep.divergences.append(Divergence(
             "upgrade", None, file="meta.properties",
             kafka="a KRaft broker needs meta.properties version 1 (node.id, cluster.id, directory.id); certify "
@@ -739,7 +764,7 @@ def _upgrade_facts(orig: Path, parts: list, meta: MetaProperties | None, has_met
             files=f"ZooKeeper-era meta.properties (version 0, broker.id={meta.node_id}, cluster.id={meta.cluster_id})",
             rule="MetaPropertiesEnsemble.verify (KRaft needs version 1)",
             command="kafkalog migrate (into a data dir formatted by kafka-storage format)"))
-    if not has_metadata and meta is not None and meta.version == 0:
+    if kraft and not has_metadata and meta is not None and meta.version == 0:
         rep.divergences.append(Divergence(
             "upgrade", None, file=METADATA_DIR,
             kafka="a KRaft broker takes its topics and topic ids from __cluster_metadata; certify created the topics "
@@ -750,7 +775,7 @@ def _upgrade_facts(orig: Path, parts: list, meta: MetaProperties | None, has_met
                  "know is a stray)",
             command="kafkalog topic-id --set ID (or kafkalog migrate --topic-id ID) with the destination's ids"))
     missing = sorted(pd.name for pd, tp in parts if tp.kind == "live" and not (pd / "partition.metadata").exists())
-    if not has_metadata and missing:
+    if kraft and not has_metadata and missing:
         rep.divergences.append(Divergence(
             "upgrade", None, file="partition.metadata",
             kafka="a KRaft broker treats a log without partition.metadata as a stray ('The topicId does not exist "
@@ -831,12 +856,14 @@ def _file_topic_ids(parts: list) -> dict[str, str]:
     return {t: tid for t, tid in ids.items() if owners[tid] == 1}
 
 
-def _new_topic_ids(parts: list) -> dict[str, str]:
-    """A new topic id for each live topic none of whose partitions has a ``partition.metadata``."""
+def _new_topic_ids(parts: list, known: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A new topic id for each live topic none of whose partitions has a ``partition.metadata`` or, given the ``known``
+    ids, for each live topic not in it."""
     has: dict[str, bool] = {}
     for pd, tp in parts:
         if tp.kind == "live":
-            has[tp.topic] = has.get(tp.topic, False) or (pd / "partition.metadata").exists()
+            has[tp.topic] = tp.topic in known if known is not None else \
+                has.get(tp.topic, False) or (pd / "partition.metadata").exists()
     out = {}
     for topic in sorted(t for t, h in has.items() if not h):
         u = uuid.uuid4()
@@ -870,9 +897,44 @@ def _previous_broker_epoch(orig: Path) -> int:
 BOOTSTRAP_SINCE = (3, 7)
 #: the first Kafka whose KRaft brokers write each log's partition.metadata
 TOPIC_ID_FILES_SINCE = (3, 0)
+#: the first Kafka whose KRaft mode is production ready (KIP-833); before it (Kafka 2.8's early access, 3.0-3.2's
+#: preview) clusters ran ZooKeeper, and certify runs such a broker in ZooKeeper mode
+KRAFT_PRODUCTION_SINCE = (3, 3)
 
 
-def _bootstrap_topics(broker: Broker, orig: Path, parts: list, ids: dict[str, str]) -> None:
+def _zookeeper_topics(broker: Broker, parts: list, ids: dict[str, str]) -> None:
+    """Create the topics in the test broker's ZooKeeper before the broker first starts, as a ZooKeeper-mode cluster
+    holds them (``kafka.zk.ZkData``): ``/cluster/id`` with the cluster id of the copy's meta.properties
+    (``ClusterIdZNode``), ``/brokers/topics/<topic>`` with this node the replica of each partition and the files'
+    ``topic_id`` (``TopicZNode``: KIP-516, a ZooKeeper-mode cluster keeps topic ids there since 2.8), and each
+    partition's state (``TopicPartitionStateZNode``: this node the leader and the ISR, at the files' latest leader
+    epoch). The controller finds every partition online on a live leader at its failover and sends this node
+    ``LeaderAndIsr`` at that epoch with that topic id: no ``partition.metadata`` is restamped and no leader epoch
+    entry of the files is dropped (``LeaderEpochFileCache.assign``: the same epoch at the log end is no update)."""
+    node = int(broker.server_properties()["broker.id"])
+    pdirs = {(tp.topic, tp.partition): pd for pd, tp in parts if tp.kind == "live"}
+    counts: dict[str, int] = {}
+    for topic, partition in pdirs:
+        counts[topic] = max(counts.get(topic, 0), partition + 1)
+
+    def js(value: Any) -> str:
+        return json.dumps(value, separators=(",", ":"))
+
+    nodes = [("/cluster", ""), ("/cluster/id", js({"version": "1", "id": broker.cluster_id})), ("/brokers", ""),
+             ("/brokers/topics", "")]
+    for topic in sorted(counts):
+        at = f"/brokers/topics/{topic}"
+        nodes += [(at, js({"version": 2, "partitions": {str(p): [node] for p in range(counts[topic])},
+                           "adding_replicas": {}, "removing_replicas": {}, "topic_id": ids[topic]})),
+                  (f"{at}/partitions", "")]
+        for p in range(counts[topic]):
+            epoch = _latest_epoch(pd) if (pd := pdirs.get((topic, p))) is not None else 0
+            nodes += [(f"{at}/partitions/{p}", ""), (f"{at}/partitions/{p}/state", js({
+                "controller_epoch": 1, "leader": node, "version": 1, "leader_epoch": epoch, "isr": [node]}))]
+    broker.create_znodes(nodes)
+
+
+def _bootstrap_topics(broker: KafkaBroker, orig: Path, parts: list, ids: dict[str, str]) -> None:
     """Format the test broker's data dir and add to its ``bootstrap.checkpoint``, before the snapshot's footer: a
     ``RegisterBrokerRecord`` of this node (fenced, in the formatted log dir, at the broker epoch the copy's
     clean-shutdown marker gives), a ``TopicRecord`` per topic (the files' topic id) and one ``PartitionRecord`` per

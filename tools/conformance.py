@@ -49,8 +49,8 @@ an older Kafka: an upgrade rehearsal) against a real Apache Kafka broker of --ka
 broker's log.dirs entry) is copied (the original is only read) and:
 
   load     a broker loads the copy: what must match the test broker is restamped (meta.properties ids; without
-           __cluster_metadata the topics are created and each partition.metadata gets the broker's topic id);
-           the broker's own log lines about loading (recovery, truncation, rebuilt indexes and producer state,
+           __cluster_metadata the topics are created with the topic ids of their partition.metadata, and a
+           Kafka before 3.3 runs in ZooKeeper mode, as its users ran it); the broker's own log lines about loading (recovery, truncation, rebuilt indexes and producer state,
            stray dirs, errors) are the evidence
   serve    every partition is consumed to its end by kafka-python and confluent-kafka (check.crcs=true), at
            read_uncommitted and read_committed, and compared record for record with what kafkalog reads from
@@ -233,10 +233,13 @@ PHASES = {"expected": "reading the files", "createTopics": "creating topics", "c
 
 
 def _render_dir(d, render_table) -> None:
-    backend = "" if d.backend == "jvm" else f", {d.backend}"
+    backend = ("" if d.backend == "jvm" else f", {d.backend}") + (" (ZooKeeper mode)" if d.mode == "zk" else "")
     print(f"Apache Kafka {d.kafka}{backend} certifying {d.path} ({d.bytes:,} bytes)")
     if d.metadata == "own":
         print("  metadata: the dir's own __cluster_metadata (its topics, topic ids and node id)")
+    elif d.mode == "zk":
+        print("  metadata: none in the dir; the topics were created in the test broker's ZooKeeper, with their files' "
+              "topic ids and leader epochs")
     else:
         print("  metadata: none in the dir; the topics were created on the test broker")
     if d.restamps:

@@ -57,6 +57,18 @@ def test_json_lines_follow_their_schemas():
     assert _schema_errors({**lines[0], "kind": "gone"})  # the schemas can fail
 
 
+def test_the_text_report_names_the_broker_mode(capsys):
+    from kafkalog.tools.conformance import _render_dir
+    from kafkalog.tools.output import render_table
+
+    d = DirReport(path="/d", work_dir="/w", kafka="2.8.2", backend="jvm", metadata="created", mode="zk", started=True)
+    _render_dir(d, render_table)
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == ["Apache Kafka 2.8.2 (ZooKeeper mode) certifying /d (0 bytes)",
+                       "  metadata: none in the dir; the topics were created in the test broker's ZooKeeper, with "
+                       "their files' topic ids and leader epochs"]
+
+
 def _cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", "conformance", "certify", *args],
                           capture_output=True, text=True, timeout=timeout, check=False, cwd=ROOT)
@@ -226,8 +238,10 @@ def test_upgrade_rehearsal_of_the_committed_fixtures_on_4_3_1(tmp_path: Path, ka
 @pytest.mark.timeout(900)
 def test_the_container_backend_certifies_as_the_jvm_does(tmp_path: Path, kafka_libs):
     """The copy is in the work dir the container bind-mounts before the broker starts: a dir without
-    __cluster_metadata (topics created, ids restamped) with one clean partition and one with a bad CRC, through the
-    command: exit 1 (not conformant), JSON Lines that follow their schemas, the original's bytes untouched."""
+    __cluster_metadata with one clean partition and one with a bad CRC, through the command: exit 1 (not
+    conformant), JSON Lines that follow their schemas, the original's bytes untouched. The topics keep the ids of
+    their partition.metadata (the data dir formatted in a container of the image, the bootstrap records added
+    before the broker starts: nothing restamped but meta.properties), and the report is the JVM backend's."""
     from builders import certify_data_dir
     from damage import crc_closed_segment
 
@@ -253,6 +267,22 @@ def test_the_container_backend_certifies_as_the_jvm_does(tmp_path: Path, kafka_l
     assert {x["partition"] for x in corrupt} == {"crc-0"} and len(corrupt) == 4
     assert all(x["firstOffset"] == 4 and x["position"] == 295 for x in corrupt)
     assert {x["partition"] for x in divergences if x["kind"] != "upgrade"} == {"crc-0"}
+    assert d["mode"] == "kraft" and d["metadata"] == "created"
+    assert [r for r in d["restamps"] if r["field"] == "topic_id"] == [], d["restamps"]
+
+    # the same dir on the JVM backend: the same restamps, partitions served and divergences
+    jvm = _cli(str(orig), "--kafka", "4.3.1", "--json", "--workdir", str(tmp_path / "work-jvm"))
+    assert jvm.returncode == 1, jvm.stdout + jvm.stderr
+    *jvm_divergences, jd = [json.loads(x) for x in jvm.stdout.splitlines()]
+
+    def same(x: dict) -> tuple:
+        return tuple(x.get(k) for k in ("kind", "partition", "firstOffset", "lastOffset", "file", "position",
+                                         "client", "isolation", "files", "rule", "command"))
+
+    assert sorted(map(same, divergences), key=repr) == sorted(map(same, jvm_divergences), key=repr)
+    assert [(r["file"], r["field"], r["original"]) for r in d["restamps"]] == \
+        [(r["file"], r["field"], r["original"]) for r in jd["restamps"]]
+    assert d["partitionResults"] == jd["partitionResults"]
 
 
 @pytest.mark.kafka
@@ -304,6 +334,46 @@ def test_topics_are_created_with_the_topic_ids_of_their_files(tmp_path: Path, ka
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         described = admin.describe_topics(TopicCollection(sorted(ids)))
         assert {t: str(f.result(timeout=60).topic_id) for t, f in described.items()} == ids
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(900)
+def test_a_kafka_before_3_3_certifies_in_zookeeper_mode(tmp_path: Path, kafka_libs):
+    """Kafka 2.8.2 (when KAFKALOG_KAFKA_VERSIONS names it: ``make test-older``) runs in ZooKeeper mode, as its users
+    ran it (its KRaft mode was early access): the topics are created in its ZooKeeper before it starts, with the ids
+    of their partition.metadata and at the files' latest leader epoch, so no topic id is restamped and the files'
+    epoch entries stay as they are (the broker leads at that epoch: no new entry); the report says the mode."""
+    from builders import certify_data_dir
+
+    from kafkalog.compat.pytest_plugin import configured_libs
+    from kafkalog.storage.files.leader_epoch import read_leader_epoch_checkpoint
+    from kafkalog.storage.files.meta_properties import read_meta_properties
+    from kafkalog.storage.files.partition_metadata import read_partition_metadata
+    from kafkalog.storage.records.reader import iter_batches
+
+    configured_libs(kafka_libs, "2.8.2")
+    orig = certify_data_dir(tmp_path / "orig", ["clean", "high"])
+    seg = orig / "high-0" / "00000000000000000043.log"  # written by a leader at epoch 5 (not under the CRC)
+    buf = bytearray(seg.read_bytes())
+    for b in list(iter_batches(bytes(buf))):
+        buf[b.position + 12:b.position + 16] = (5).to_bytes(4, "big")
+    seg.write_bytes(bytes(buf))
+    (orig / "high-0" / "leader-epoch-checkpoint").write_text("0\n2\n1 0\n5 43\n")
+    ids = {t: read_partition_metadata(orig / f"{t}-0" / "partition.metadata").topic_id for t in ("clean", "high")}
+    before = tree(orig)
+    r = _cli(str(orig), "--kafka", "2.8.2", "--json", "--workdir", str(tmp_path / "work"))
+    assert tree(orig) == before
+    assert r.returncode == 0, r.stdout + r.stderr
+    (d,) = [json.loads(x) for x in r.stdout.splitlines()]
+    assert _schema_errors(d) == []
+    assert d["mode"] == "zk" and d["metadata"] == "created" and d["conformant"], d
+    assert {x["file"] for x in d["restamps"]} == {"meta.properties"}, d["restamps"]  # no topic id restamped
+    copy = Path(d["workDir"]) / "data"
+    assert read_meta_properties(copy / "meta.properties").version == 0
+    for t, tid in ids.items():
+        assert read_partition_metadata(copy / f"{t}-0" / "partition.metadata").topic_id == tid
+        assert read_leader_epoch_checkpoint(copy / f"{t}-0" / "leader-epoch-checkpoint").entries == \
+            read_leader_epoch_checkpoint(orig / f"{t}-0" / "leader-epoch-checkpoint").entries
 
 
 @pytest.mark.kafka

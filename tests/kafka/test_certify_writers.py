@@ -12,8 +12,9 @@ restoring into an existing cluster would.
 
 Kafka 4.3.1 runs by default (CI); 3.9.2, and 2.8.2 when ``KAFKALOG_KAFKA_VERSIONS`` names it, under
 ``campaign`` (``make campaign``). Those brokers cannot read the 4.3.1 ``__cluster_metadata`` nor the 4.x group
-coordinator's records: their copy goes without the internal topics, and ``certify`` creates the topics (the ids
-restamped)."""
+coordinator's records: their copy goes without the internal topics, and ``certify`` creates the topics with the
+ids of their ``partition.metadata`` (none restamped): 3.9.2 in KRaft mode (the controller's bootstrap records),
+2.8.2 in ZooKeeper mode (the topic znodes; 2.8's KRaft was early access, not what its users ran)."""
 
 from __future__ import annotations
 
@@ -186,6 +187,8 @@ def test_kafkalogs_writers_are_conformant(tmp_path: Path, kafka_libs, version: s
     report = certify([d], kafka=version, workdir=tmp_path / "certify")
     (rep,) = report.dirs
     assert rep.started and rep.conformant, _explain(report, done)
+    assert rep.mode == ("zk" if version == "2.8.2" else "kraft")
+    assert [r for r in rep.restamps if r.field == "topic_id"] == []  # every topic kept its files' id
     served = {p.partition: p for p in rep.partitions}
     for w, name in TARGETS.items():  # every writer's partition was consumed to its end, by both clients
         cs = served[name].served

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 
 import pytest
-from builders import BASE_TS, generated_partition
+from builders import BASE_TS, generated_partition, generated_record
 from test_read import FIXTURES, partition_dirs, spark_rows, torn_tail_partition
 from test_read import mixed_dir as mixed_dir  # the module-scoped fixture: all codecs, v0/v1, producer ids
 
@@ -295,8 +295,67 @@ def test_the_package_build_says_why_it_has_no_jar(tmp_path, monkeypatch):
 
 
 def test_a_file_url_reads_as_its_local_path(jvm, mixed_dir):
-    """``file://`` is a local path to the planner (``storage.io.fs.split_uri``), read by ``FileRecords``."""
+    """``file://`` is a local path to the planner (``storage.io.fs.split_uri``), read as a local file."""
     a, b = _both(jvm, f"file://{mixed_dir}", topics="gz,legacy")
     assert _same(a, b) == 1500 + 15
     assert {r.segment for r in a.select("segment").collect()} == {r.segment for r in _read(
         jvm, "kafkalog", str(mixed_dir), {"topics": "gz,legacy"}).select("segment").collect()}
+
+
+@pytest.fixture(scope="module")
+def windows_dir(tmp_path_factory):
+    """One 3.6 MB segment whose batches straddle the scan's 1 MiB local windows (``SegmentBatches.Local``), with a
+    1.5 MiB batch (one record) larger than a window between them, null keys and headers with null values
+    (:func:`generated_record`) in uneven batches; and an empty partition."""
+    from kafkalog.storage.config.log_config import LogConfig
+    from kafkalog.storage.engine.writer import LogWriter
+
+    root = tmp_path_factory.mktemp("windows")
+    pdir = root / "win-0"
+    generated_partition(pdir, 2000, batch_records=37, value_size=700)
+    big = LogConfig.from_topic_props({"max.message.bytes": str(4 << 20)})
+    with LogWriter(pdir, big, leader_epoch=3, now_ms=BASE_TS, fsync=False) as w:
+        w.append_records([generated_record(2000, headers=True, value_size=3 << 19)])
+    generated_partition(pdir, 2000, batch_records=41, value_size=333, first=2001)
+    generated_partition(root / "empty-0", 0)
+    assert 3 << 20 < (pdir / "00000000000000000000.log").stat().st_size
+    return root
+
+
+@pytest.mark.parametrize("options", [{}, {"maxPartitionBytes": str(700 * 1024)}, {"verifyCrc": "false"},
+                                     {"startingOffset": "1990", "endingOffset": "2010"}])
+def test_batches_across_windows_and_pieces_read_the_same_rows(jvm, windows_dir, options):
+    a, b = _both(jvm, str(windows_dir), **options)
+    n = _same(a, b)
+    assert n == (20 if "startingOffset" in options else 4001)
+    if "maxPartitionBytes" in options:
+        assert a.rdd.getNumPartitions() == b.rdd.getNumPartitions() > 2  # the segment splits: pieces start mid-window
+    got = a.selectExpr("count(*) AS n", "sum(length(value)) AS bytes", "max(offset) AS o").collect()[0]
+    assert (got.n, got.o) == (n, 2010 - 1 if "startingOffset" in options else 4000)
+
+
+def test_the_bench_query_reads_column_vectors(jvm, windows_dir):
+    """The scan hands Spark column vectors (``supportColumnarReads``: there is no row-at-a-time reader), which the
+    benchmark's query reads in whole-stage generated code (``ColumnarToRow`` under a ``*(n)`` stage)."""
+    q = jvm.read.format("kafkalog").option("maxPartitionBytes", str(700 * 1024)).load(str(windows_dir)).selectExpr(
+        "count(*) AS n", "sum(length(value)) AS bytes", "max(offset) AS o")
+    assert q.collect()[0].n == 4001
+    plan = _plan(q)
+    assert "isFinalPlan=true" in plan and "ColumnarToRow" in plan and "BatchScan" in plan, plan
+    assert any("ColumnarToRow" in line and "*(" in line for line in plan.splitlines()), plan
+
+
+def test_a_compressed_batch_that_cannot_be_inflated_fails_naming_segment_and_byte(jvm, tmp_path):
+    """verifyCrc=false: the gzip batch whose payload is not gzip fails where Kafka's streaming iterator inflates
+    it, with the segment and the batch's position."""
+    from kafkalog.storage.records import iter_batches
+
+    generated_partition(tmp_path / "t-0", 300, batch_records=50, codec=1)
+    log = tmp_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    positions = [b.position for b in iter_batches(bytes(data))]
+    data[positions[2] + 61] ^= 0xFF  # the first byte of the gzip stream, after the v2 batch header
+    log.write_bytes(bytes(data))
+    with pytest.raises(Exception) as ei:
+        jvm.read.format("kafkalog").option("verifyCrc", "false").load(str(tmp_path)).count()
+    assert f"{log}: byte {positions[2]}: the records of the batch cannot be decoded" in str(ei.value)

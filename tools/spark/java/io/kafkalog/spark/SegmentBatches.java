@@ -1,31 +1,30 @@
 package io.kafkalog.spark;
 
 import java.io.Closeable;
-import java.io.File;
+import java.io.EOFException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.util.Iterator;
+import java.nio.channels.FileChannel;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.util.VersionInfo;
 import org.apache.kafka.common.errors.CorruptRecordException;
-import org.apache.kafka.common.record.internal.FileLogInputStream.FileChannelRecordBatch;
-import org.apache.kafka.common.record.internal.FileRecords;
 import org.apache.kafka.common.record.internal.LegacyRecord;
 import org.apache.kafka.common.record.internal.MemoryRecords;
 import org.apache.kafka.common.record.internal.RecordBatch;
 import org.apache.kafka.common.record.internal.Records;
 
 /**
- * The record batches of one planned piece (bytes {@code [start, end)} of a segment), in order: a local segment
- * through kafka-clients' {@code FileRecords}, a segment under a URL ({@code s3a://}, {@code hdfs://}, any scheme of
- * Hadoop's {@code FileSystem}; the planner names it so) through Hadoop's {@code FileSystem}, by positioned reads
- * of bounded windows decoded by kafka-clients' {@code MemoryRecords}. Both stop before bytes that are not a whole
- * batch (the reader reports them as a torn tail) and raise Kafka's {@code CorruptRecordException} for a size below
- * a record's overhead, as {@code FileRecords} does.
+ * The record batches of one planned piece (bytes {@code [start, end)} of a segment), in order, read by positioned
+ * reads of bounded windows and decoded by kafka-clients' {@code MemoryRecords}: a local segment through its file
+ * channel, a segment under a URL ({@code s3a://}, {@code hdfs://}, any scheme of Hadoop's {@code FileSystem}; the
+ * planner names it so) through Hadoop's {@code FileSystem}. Both stop before bytes that are not a whole batch (the
+ * reader reports them as a torn tail) and raise Kafka's {@code CorruptRecordException} for a size below a record's
+ * overhead, as {@code FileRecords} does.
  */
 public abstract class SegmentBatches implements Closeable {
     /**
@@ -69,7 +68,7 @@ public abstract class SegmentBatches implements Closeable {
     static SegmentBatches open(String path, String segment, int start, int end, Configuration hadoop, int firstWindow,
             int maxWindow) throws IOException {
         if (!isHadoop(path)) {
-            return new Local(path, start, end);
+            return new Local(path, segment, start, end);
         }
         if (hadoop == null) {
             throw new IllegalStateException("kafkalog segment scan: " + segment + " is read through Hadoop's "
@@ -78,51 +77,25 @@ public abstract class SegmentBatches implements Closeable {
         return new Remote(path, segment, start, end, hadoop, firstWindow, maxWindow);
     }
 
-    static final class Local extends SegmentBatches {
-        private final FileRecords file;
-        private final Iterator<FileChannelRecordBatch> batches;
-
-        Local(String path, int start, int end) throws IOException {
-            file = FileRecords.open(new File(path), false);
-            batches = file.slice(start, end - start).batches().iterator();
-        }
-
-        @Override
-        RecordBatch next() {
-            if (!batches.hasNext()) {
-                return null;
-            }
-            FileChannelRecordBatch b = batches.next();
-            position = b.position();
-            return b;
-        }
-
-        @Override
-        public void close() throws IOException {
-            file.closeHandlers();
-        }
-    }
-
     /**
-     * A segment under a URL: windows of the piece read by positioned reads (the first {@code firstWindow} bytes,
+     * Windows of the piece read by positioned reads into one reused buffer (the first {@code firstWindow} bytes,
      * then each window twice the last, up to {@code maxWindow}; a batch larger than that gets a window of its own
-     * size), so a piece is never held whole in memory.
+     * size), each batch decoded by kafka-clients' {@code MemoryRecords} over the window: a piece is never held
+     * whole in memory, and no batch costs a read or a buffer of its own. A batch is read before the next one is
+     * asked for (the reader copies its values into column vectors), so the next window may overwrite it.
      */
-    static final class Remote extends SegmentBatches {
-        private final FSDataInputStream in;
+    abstract static class Windowed extends SegmentBatches {
         private final String segment;
         private final long end;
         private final int maxWindow;
         private int window;
-        /** The bytes of the segment from {@link #windowStart}. */
-        private ByteBuffer buf = ByteBuffer.allocate(0);
+        /** The bytes of the segment from {@link #windowStart} (reused: grown, never shrunk). */
+        private byte[] bytes = new byte[0];
+        private ByteBuffer buf = ByteBuffer.wrap(bytes, 0, 0);
         private long windowStart;
         private long next;
 
-        Remote(String path, String segment, long start, long end, Configuration hadoop, int firstWindow, int maxWindow)
-                throws IOException {
-            Path file = new Path(path);
-            this.in = file.getFileSystem(hadoop).open(file);
+        Windowed(String segment, long start, long end, int firstWindow, int maxWindow) {
             this.segment = segment;
             this.end = end;
             this.next = start;
@@ -131,20 +104,25 @@ public abstract class SegmentBatches implements Closeable {
             this.maxWindow = Math.max(maxWindow, this.window);
         }
 
+        /** Reads bytes {@code [at, at + len)} of the segment into {@code into[0, len)}. */
+        abstract void read(long at, byte[] into, int len) throws IOException;
+
         /** Makes the window hold bytes {@code [at, at + n)} (n no more than the bytes left in the piece). */
         private void have(long at, int n) throws IOException {
             if (at >= windowStart && at + n <= windowStart + buf.limit()) {
                 return;
             }
             int len = (int) Math.min(Math.max(n, window), end - at);
-            byte[] bytes = new byte[len];
+            if (bytes.length < len) {
+                bytes = new byte[len];
+            }
             try {
-                in.readFully(at, bytes, 0, len);
+                read(at, bytes, len);
             } catch (IOException e) {
                 throw new IOException("kafkalog segment scan: " + segment + ": byte " + at + ": cannot read " + len
                         + " bytes: " + e.getMessage(), e);
             }
-            buf = ByteBuffer.wrap(bytes);
+            buf = ByteBuffer.wrap(bytes, 0, len);
             windowStart = at;
             window = (int) Math.min((long) window * 2, maxWindow);
         }
@@ -174,6 +152,57 @@ public abstract class SegmentBatches implements Closeable {
             position = at;
             next = at + total;
             return b;
+        }
+    }
+
+    /**
+     * A local segment, by positioned reads of its channel in windows of {@link #LOCAL_WINDOW} (cut at the file's
+     * end, as {@code FileRecords.slice} cuts a slice: the bytes of a piece past it read as a torn tail).
+     */
+    static final class Local extends Windowed {
+        /** A window that stays in the CPU's cache while its batches are decoded. */
+        static final int LOCAL_WINDOW = 1024 * 1024;
+        private final FileChannel channel;
+
+        Local(String path, String segment, int start, int end) throws IOException {
+            this(FileChannel.open(Path.of(path), StandardOpenOption.READ), segment, start, end);
+        }
+
+        private Local(FileChannel channel, String segment, int start, int end) throws IOException {
+            super(segment, start, Math.min(end, channel.size()), LOCAL_WINDOW, LOCAL_WINDOW);
+            this.channel = channel;
+        }
+
+        @Override
+        void read(long at, byte[] into, int len) throws IOException {
+            ByteBuffer b = ByteBuffer.wrap(into, 0, len);
+            while (b.hasRemaining()) {
+                if (channel.read(b, at + b.position()) < 0) {
+                    throw new EOFException("the file ends at byte " + (at + b.position()));
+                }
+            }
+        }
+
+        @Override
+        public void close() throws IOException {
+            channel.close();
+        }
+    }
+
+    /** A segment under a URL: windows read by Hadoop's positioned reads, growing from the planner's first. */
+    static final class Remote extends Windowed {
+        private final FSDataInputStream in;
+
+        Remote(String path, String segment, long start, long end, Configuration hadoop, int firstWindow, int maxWindow)
+                throws IOException {
+            super(segment, start, end, firstWindow, maxWindow);
+            org.apache.hadoop.fs.Path file = new org.apache.hadoop.fs.Path(path);
+            this.in = file.getFileSystem(hadoop).open(file);
+        }
+
+        @Override
+        void read(long at, byte[] into, int len) throws IOException {
+            in.readFully(at, into, 0, len);
         }
 
         @Override

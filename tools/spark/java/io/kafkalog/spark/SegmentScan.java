@@ -5,7 +5,6 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -14,6 +13,8 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.record.internal.Record;
 import org.apache.kafka.common.record.internal.RecordBatch;
+import org.apache.kafka.common.utils.BufferSupplier;
+import org.apache.kafka.common.utils.CloseableIterator;
 import org.apache.spark.QueryContext;
 import org.apache.spark.SparkRuntimeException;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
@@ -324,8 +325,18 @@ public final class SegmentScan implements TableProvider {
         private SegmentBatches file;
         /** Whether {@link #file} may have more batches. */
         private boolean batches;
-        private RecordBatch current;
-        private Iterator<Record> records;
+        /** The records of the batch being read (Kafka's streaming iterator: a compressed batch is inflated as read). */
+        private CloseableIterator<Record> records;
+        /** The inflation buffers of compressed batches, reused from batch to batch (Kafka's consumer does so). */
+        private final BufferSupplier buffers = BufferSupplier.create();
+        /** The batch's fields, read once per batch instead of once per row. */
+        private int timestampType;
+        private int leaderEpoch;
+        private long producerId;
+        private int producerEpoch;
+        private boolean transactional;
+        private boolean control;
+        private int magic;
         private byte[] topicBytes;
         private byte[] segmentBytes;
         private byte[] codecBytes;
@@ -393,6 +404,7 @@ public final class SegmentScan implements TableProvider {
                     } catch (RuntimeException e) {
                         throw where(batchPosition, "the records of the batch cannot be decoded: " + reason(e), e);
                     }
+                    records.close();
                     records = null;
                 }
                 RecordBatch b = null;
@@ -404,7 +416,6 @@ public final class SegmentScan implements TableProvider {
                     }
                 }
                 if (b != null) {
-                    current = b;
                     batchPosition = file.position;
                     nextPosition = batchPosition + b.sizeInBytes();
                     if (verifyCrc && !b.isValid()) {
@@ -430,7 +441,18 @@ public final class SegmentScan implements TableProvider {
                         }
                     }
                     codecBytes = b.compressionType().name.getBytes(StandardCharsets.UTF_8);
-                    records = b.iterator();
+                    timestampType = b.timestampType().id;
+                    leaderEpoch = b.partitionLeaderEpoch();
+                    producerId = b.producerId();
+                    producerEpoch = b.producerEpoch();
+                    transactional = b.isTransactional();
+                    control = b.isControlBatch();
+                    this.magic = magic;
+                    try {
+                        records = b.streamingIterator(buffers);
+                    } catch (RuntimeException e) {
+                        throw where(batchPosition, "the records of the batch cannot be decoded: " + reason(e), e);
+                    }
                     continue;
                 }
                 if (file != null) {
@@ -489,7 +511,6 @@ public final class SegmentScan implements TableProvider {
         }
 
         private void put(int row, Record r) {
-            RecordBatch b = current;
             for (int i = 0; i < cols.length; i++) {
                 OnHeapColumnVector v = vectors[i];
                 switch (cols[i]) {
@@ -506,16 +527,16 @@ public final class SegmentScan implements TableProvider {
                             v.putLong(row, t * 1000);
                         }
                     }
-                    case TIMESTAMP_TYPE -> v.putInt(row, b.timestampType().id);
+                    case TIMESTAMP_TYPE -> v.putInt(row, timestampType);
                     case HEADERS -> putHeaders(v, row, r.headers());
                     case TIMESTAMP_MS -> v.putLong(row, r.timestamp());
-                    case LEADER_EPOCH -> v.putInt(row, b.partitionLeaderEpoch());
-                    case PRODUCER_ID -> v.putLong(row, b.producerId());
-                    case PRODUCER_EPOCH -> v.putInt(row, b.producerEpoch());
+                    case LEADER_EPOCH -> v.putInt(row, leaderEpoch);
+                    case PRODUCER_ID -> v.putLong(row, producerId);
+                    case PRODUCER_EPOCH -> v.putInt(row, producerEpoch);
                     case SEQUENCE -> v.putInt(row, r.sequence());
-                    case IS_TRANSACTIONAL -> v.putBoolean(row, b.isTransactional());
-                    case IS_CONTROL -> v.putBoolean(row, b.isControlBatch());
-                    case MAGIC -> v.putInt(row, b.magic());
+                    case IS_TRANSACTIONAL -> v.putBoolean(row, transactional);
+                    case IS_CONTROL -> v.putBoolean(row, control);
+                    case MAGIC -> v.putInt(row, magic);
                     case CODEC -> v.putByteArray(row, codecBytes, 0, codecBytes.length);
                     case SEGMENT -> v.putByteArray(row, segmentBytes, 0, segmentBytes.length);
                     case POSITION -> v.putLong(row, batchPosition);
@@ -561,6 +582,10 @@ public final class SegmentScan implements TableProvider {
         @Override
         public void close() throws IOException {
             batch.close();
+            if (records != null) {
+                records.close();
+                records = null;
+            }
             if (file != null) {
                 file.close();
                 file = null;

@@ -69,6 +69,7 @@ generation is I/O bound. Each figure is the median of ``--runs`` runs, data in p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -137,7 +138,8 @@ def _tree_cpu(root_pid: int) -> float:
 
 
 def spark_rate(root: Path, master: str, runs: int, n: int, pin: bool = True, native: bool = True,
-               ceiling: bool = False, jvm: bool = False, query: str = "value", cached: bool = False) -> list[float]:
+               ceiling: bool = False, jvm: bool = False, query: str = "value", cached: bool = False,
+               jar: str | None = None, events: Path | None = None) -> list[float]:
     """Records/s of a full-schema scan on ``master``, measured in a fresh process (PySpark keeps one gateway
     JVM per Python process, so each master needs its own). With ``pin``, that process, its Spark JVM and the
     Python workers are confined to as many cores as the master has task slots (``taskset``): unpinned, the
@@ -148,7 +150,8 @@ def spark_rate(root: Path, master: str, runs: int, n: int, pin: bool = True, nat
         cmd = ["taskset", "-c", ",".join(str(c) for c in sorted(os.sched_getaffinity(0))[:cores]), *cmd]
     env = dict(os.environ, KAFKALOG_NATIVE="1" if native else "0", BENCH_SPARK_CEILING="1" if ceiling else "0",
                BENCH_SPARK_JVM="1" if jvm else "0", BENCH_SPARK_QUERY=query,
-               BENCH_SPARK_CACHED="1" if cached else "0")
+               BENCH_SPARK_CACHED="1" if cached else "0", BENCH_SPARK_JAR=jar or "",
+               BENCH_SPARK_EVENTS=str(events or ""))
     p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env)
     if p.returncode != 0:
         raise SystemExit(f"spark run on {master} failed (exit {p.returncode})")
@@ -189,9 +192,28 @@ def _spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
     from kafkalog.tools.spark import session
 
     jvm = os.environ.get("BENCH_SPARK_JVM") == "1"
+    if os.environ.get("BENCH_SPARK_JAR"):  # --jar / --base-jar: another build of kafkalog's jar (before/after)
+        import kafkalog.tools.spark.jvm as jvm_module
+
+        jvm_module.scan_jar = lambda: Path(os.environ["BENCH_SPARK_JAR"])
     # jvm: format("kafkalog") is the JVM source (the default with kafkalog's jar); otherwise the Python source alone
-    spark = session(master, conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"}, jvm_scan=jvm)
+    conf = {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"}
+    events = os.environ.get("BENCH_SPARK_EVENTS")
+    if events:  # --cluster: Spark's event log, for where the time of each query goes (event_breakdown)
+        Path(events).mkdir(parents=True, exist_ok=True)
+        conf |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events,
+                 "spark.eventLog.rolling.enabled": "false",
+                 "spark.eventLog.compress": "false"}
+    if master.startswith("spark://"):  # --cluster: the driver on this host, its executors in the workers
+        conf |= {"spark.driver.host": "127.0.0.1", "spark.executor.memory": "1g", "spark.cores.max": "2"}
+    times: list[float] = []
+    t0 = time.perf_counter()
+    spark = session(master, conf=conf, jvm_scan=jvm)
     spark.sparkContext.setLogLevel("ERROR")
+    if master.startswith("spark://"):
+        while spark.sparkContext._jsc.sc().getExecutorIds().size() < 2:  # (the executors start after the session)
+            time.sleep(0.1)
+    started = time.perf_counter() - t0
     fmt = "kafkalog"
     if os.environ.get("BENCH_SPARK_CEILING") == "1":
         spark.dataSource.register(_ceiling_source())
@@ -220,7 +242,9 @@ def _spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
                                   F.max("magic"), F.max("codec"), F.max("segment"), F.max("position"))
             return df, df.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes"), F.max("offset"))
 
+        t0 = time.perf_counter()
         query(-1)[1].collect()  # warm-up: Python workers, imports, page cache
+        warm = time.perf_counter() - t0
         times, cpus = [], []
         me = os.getpid()
         for i in range(runs):
@@ -240,9 +264,79 @@ def _spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
               f"cpu {[round(x, 2) for x in cpus]} s (cpu/wall {statistics.median(cpus) / statistics.median(times):.2f}, "
               f"{n / statistics.median(cpus) / 1e6:.3f} M records per CPU second)",
               flush=True, file=sys.stderr)
+        if events:
+            print(f"    session start {started:.2f} s (with its executors), first query {warm:.2f} s", file=sys.stderr)
         return [n / x for x in times]
     finally:
         spark.stop()
+        if events:
+            slots = int(master[6:-1]) if master.startswith("local[") else 2
+            for line in event_breakdown(Path(events), times, slots):
+                print("    " + line, file=sys.stderr, flush=True)
+
+
+def event_breakdown(events: Path, walls: list[float], slots: int) -> list[str]:
+    """Where the time of the timed queries went, from Spark's event log (the newest file in ``events``) and their
+    wall seconds (``walls``, measured around ``collect()`` in the driver's Python): per query, medians over the
+    timed ones (the warm-up, the first, is left out): before/after the SQL execution (py4j, result to Python),
+    inside it before its first job (the driver's planning: the planner request) and between jobs (AQE), and per
+    job its tasks: the slot seconds they took from launch to finish, split into executor run, deserialization,
+    scheduler/launch delay and result time, and the idle slot time of the job (waves, the last task's tail). Once
+    per application: when each executor was added after the application started."""
+    log = max(events.iterdir(), key=lambda f: f.stat().st_mtime)
+    ev = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+    app_start = next(e["Timestamp"] for e in ev if e["Event"] == "SparkListenerApplicationStart")
+    added = [(e["Executor ID"], (e["Timestamp"] - app_start) / 1e3) for e in ev
+             if e["Event"] == "SparkListenerExecutorAdded"]
+    sql_start = {e["executionId"]: e["time"] for e in ev if e["Event"].endswith("SQLExecutionStart")}
+    sql_end = {e["executionId"]: e["time"] for e in ev if e["Event"].endswith("SQLExecutionEnd")}
+    jobs: dict[int, dict] = {}
+    stage_job: dict[int, int] = {}
+    for e in ev:
+        if e["Event"] == "SparkListenerJobStart":
+            eid = int(e.get("Properties", {}).get("spark.sql.execution.id", -1))
+            jobs[e["Job ID"]] = {"exec": eid, "start": e["Submission Time"], "tasks": []}
+            for sid in e["Stage IDs"]:
+                stage_job[sid] = e["Job ID"]
+        elif e["Event"] == "SparkListenerJobEnd":
+            jobs[e["Job ID"]]["end"] = e["Completion Time"]
+        elif e["Event"] == "SparkListenerTaskEnd" and e["Stage ID"] in stage_job:
+            jobs[stage_job[e["Stage ID"]]]["tasks"].append(e)
+    execs = sorted(x for x in sql_start if x in sql_end and any(j["exec"] == x for j in jobs.values()))
+    timed = execs[-len(walls):] if walls else []
+    rows: dict[str, list[float]] = {}
+
+    def put(k: str, v: float) -> None:
+        rows.setdefault(k, []).append(v)
+
+    for wall, x in zip(walls[-len(timed):], timed, strict=True):
+        mine = sorted((j for j in jobs.values() if j["exec"] == x), key=lambda j: j["start"])
+        span = (sql_end[x] - sql_start[x]) / 1e3
+        put("wall (collect in Python)", wall)
+        put("  outside the SQL execution (py4j, rows to Python)", wall - span)
+        put("  SQL execution, before its first job (driver planning, incl. the planner)",
+            (mine[0]["start"] - sql_start[x]) / 1e3)
+        put("  SQL execution, between/after jobs (AQE re-planning, result)",
+            span - sum((j["end"] - j["start"]) / 1e3 for j in mine) - (mine[0]["start"] - sql_start[x]) / 1e3)
+        for i, j in enumerate(mine):
+            js = (j["end"] - j["start"]) / 1e3
+            info = [t["Task Info"] for t in j["tasks"]]
+            met = [t.get("Task Metrics") or {} for t in j["tasks"]]
+            busy = sum((t["Finish Time"] - t["Launch Time"]) / 1e3 for t in info)
+            run = sum(m.get("Executor Run Time", 0) for m in met) / 1e3
+            des = sum(m.get("Executor Deserialize Time", 0) for m in met) / 1e3
+            res = sum(m.get("Result Serialization Time", 0) for m in met) / 1e3
+            get = sum(t.get("Getting Result Time", 0) for t in info) / 1e3
+            put(f"  job {i}: {len(info)} tasks, span", js)
+            put(f"    job {i}: executor run (slot s)", run)
+            put(f"    job {i}: task deserialization (slot s)", des)
+            put(f"    job {i}: scheduler delay + launch (slot s)", busy - run - des - res - get)
+            put(f"    job {i}: result serialization + fetch (slot s)", res + get)
+            put(f"    job {i}: slots idle in the job (slot s, {slots} slots)", slots * js - busy)
+    out = [f"{k}: {statistics.median(v):.3f} s" for k, v in rows.items()]
+    out.append("executors added after the application started: "
+               + ", ".join(f"{i} at {s:.1f} s" for i, s in added))
+    return out
 
 
 def dump_rate(root: Path, runs: int, n: int) -> list[float]:
@@ -287,6 +381,13 @@ def main() -> int:
     ap.add_argument("--jvm", action="store_true",
                     help="also local[1] and local[2] through the JVM segment scan (format(\"kafkalog\") with kafkalog's jar: the same plan, "
                          "decoded in the JVM with column pruning)")
+    ap.add_argument("--jar", help="kafkalog's Spark jar for the --jvm figures (default: this checkout's)")
+    ap.add_argument("--base-jar", help="with --jvm, also the JVM figures with this jar (a build of an earlier "
+                                       "commit), interleaved with the others: before -> after in one run")
+    ap.add_argument("--cluster", action="store_true",
+                    help="also the JVM scan on a standalone cluster started here (a master and 2 workers of 1 core: "
+                         "tests/spark/standalone.py), interleaved with the JVM scan on local[2], with where each "
+                         "query's time goes on both (Spark's event log)")
     ap.add_argument("--spark-cached", action="store_true",
                     help="also local[1] over rows Spark caches in memory first (df.cache()): the query's own cost, "
                          "the bound on any source")
@@ -317,19 +418,35 @@ def main() -> int:
         print(f"generated {n:,} records, {size / 1e9:.2f} GB in {time.perf_counter() - t:.1f} s ({root})", flush=True)
         print(f"cores: {'pinned (local[N] gets N cores)' if args.pin else 'not pinned'}", flush=True)
         figs: dict[str, list[float]] = {"local[1]": [], "local[2]": [], "python": [], "ceiling": [], "jvm": [],
-                                        "jvm[2]": [], "cached": []}
+                                        "jvm[2]": [], "base": [], "base[2]": [], "cluster": [], "cached": []}
         names = (["local[1]", "local[2]"] + ["python"] * args.python + ["ceiling"] * args.ceiling
-                 + ["jvm", "jvm[2]"] * args.jvm + ["cached"] * args.spark_cached)
-        for rep in range(args.reps):
-            for name in names:
-                load = loadavg()
-                master = name if name.startswith("local") else "local[2]" if name == "jvm[2]" else "local[1]"
-                r = statistics.median(spark_rate(root, master, args.runs, n, args.pin, native=name != "python",
-                                                 ceiling=name == "ceiling", jvm=name.startswith("jvm"), query=args.query,
-                                                 cached=name == "cached"))
-                figs[name].append(r)
-                print(f"rep {rep + 1} {name}: {r / 1e6:.3f} M records/s (load before: {load:.2f}, after: "
-                      f"{loadavg():.2f})", flush=True)
+                 + ["jvm", "jvm[2]"] * args.jvm + ["base", "base[2]"] * bool(args.jvm and args.base_jar)
+                 + ["jvm[2]", "cluster"] * (args.cluster and not args.jvm) + ["cluster"] * (args.cluster and args.jvm)
+                 + ["cached"] * args.spark_cached)
+        with contextlib.ExitStack() as stack:
+            url = None
+            if args.cluster:
+                sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
+                from standalone import standalone_cluster
+
+                t = time.perf_counter()
+                url, _ = stack.enter_context(standalone_cluster(root / "cluster", workers=2, cores=1, memory="1g"))
+                print(f"standalone cluster {url}: a master and 2 workers (1 core each) up in "
+                      f"{time.perf_counter() - t:.1f} s", flush=True)
+            for rep in range(args.reps):
+                for name in names:
+                    load = loadavg()
+                    master = (url if name == "cluster" else name if name.startswith("local")
+                              else "local[2]" if name.endswith("[2]") else "local[1]")
+                    jvm = name.startswith(("jvm", "base")) or name == "cluster"
+                    jar = args.base_jar if name.startswith("base") else args.jar
+                    events = root / "events" / f"{name}-{rep}" if args.cluster and jvm else None
+                    r = statistics.median(spark_rate(root, str(master), args.runs, n, args.pin, native=name != "python",
+                                                     ceiling=name == "ceiling", jvm=jvm, query=args.query,
+                                                     cached=name == "cached", jar=jar, events=events))
+                    figs[name].append(r)
+                    print(f"rep {rep + 1} {name}: {r / 1e6:.3f} M records/s (load before: {load:.2f}, after: "
+                          f"{loadavg():.2f})", flush=True)
         r1, r2 = statistics.median(figs["local[1]"]), statistics.median(figs["local[2]"])
         ratios = [b / a for a, b in zip(figs["local[1]"], figs["local[2]"], strict=True)]
         print(f"local[2]/local[1] per rep: {[round(x, 2) for x in ratios]}")
@@ -353,6 +470,17 @@ def main() -> int:
             rj2 = statistics.median(figs["jvm[2]"])
             print(f"spark local[2] JVM segment scan: {rj2 / 1e6:.3f} M records/s; local[2]/local[1] = {rj2 / rj:.2f}x "
                   "(goal >= 1.8x)")
+            if args.base_jar:
+                rb, rb2 = statistics.median(figs["base"]), statistics.median(figs["base[2]"])
+                print(f"  --base-jar: local[1] {rb / 1e6:.3f}, local[2] {rb2 / 1e6:.3f} M records/s, "
+                      f"local[2]/local[1] = {rb2 / rb:.2f}x; this jar / base: local[1] {rj / rb:.2f}x, "
+                      f"local[2] {rj2 / rb2:.2f}x")
+        if args.cluster:
+            rc2, rl2 = statistics.median(figs["cluster"]), statistics.median(figs["jvm[2]"])
+            per = [c / loc for c, loc in zip(figs["cluster"], figs["jvm[2]"], strict=True)]
+            print(f"standalone cluster (2 workers x 1 core) JVM segment scan: {rc2 / 1e6:.3f} M records/s; "
+                  f"cluster / local[2] = {rc2 / rl2:.2f}x (per rep {[round(x, 2) for x in per]}; goal: within 25 %, "
+                  ">= 0.75x)")
         if args.spark_cached:
             print(f"spark local[1] over its cached rows (the query alone, no source): "
                   f"{statistics.median(figs['cached']) / 1e6:.3f} M records/s")

@@ -8,9 +8,12 @@ copy of each (the originals are only read):
    the copy and reported as a :class:`Restamp`: ``meta.properties`` (cluster, node and directory ids). A dir
    without ``__cluster_metadata`` gets its topics (partition count from the partition dirs) in the test broker's
    ``bootstrap.checkpoint`` with the ids of their ``partition.metadata`` and the files' leader epochs
-   (:func:`_bootstrap_topics`; a topic without any ``partition.metadata`` gets a new id, written into the copy);
-   a topic whose files carry no single readable id, and every topic on the container backend, is created on a
-   first start of the broker and each copied ``partition.metadata`` gets the id the broker gave it. A dir with
+   (:func:`_bootstrap_topics`, on either backend; a topic without any ``partition.metadata`` gets a new id,
+   written into the copy); a topic whose files carry no single readable id, and every topic on a broker before 3.7
+   or an image that formats its storage as it starts, is created on a first start of the broker and each copied
+   ``partition.metadata`` gets the id the broker gave it. On a Kafka before 3.3 (KRaft not production ready) the
+   broker runs in ZooKeeper mode and the topics are created in its ZooKeeper with the files' ids and leader epochs
+   (:func:`_zookeeper_topics`; the report's ``mode`` says so). A dir with
    its own ``__cluster_metadata`` keeps it (and its ``meta.properties``): the broker runs with that dir's node
    id, so the topics, their ids and configs are the dir's own.
 2. **Load.** The broker starts on the copy (the original's clean-shutdown marker and offset checkpoints as

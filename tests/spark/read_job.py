@@ -3,7 +3,7 @@ read_job.py CASES.json``): reads each case through ``format("kafkalog")`` and pr
 ``{"name", "scan": whether the JVM segment scan read it, "plan": the scan node, "rows", "digest": sha256 of the
 sorted rows without the segment column (a local read and an S3 one differ there only), "segment": one row's}``.
 A case that fails prints ``{"name", "error": the text}``. A case's ``before`` steps change the files first, in the
-same session (:func:`change`)."""
+same session (:func:`change`). A case with ``"stream"`` is read by ``spark.readStream`` instead (:func:`stream`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from kafkalog.tools.spark import register
+from kafkalog.tools.spark.jvm import python_format
 
 
 def read(spark, case: dict) -> dict:
@@ -55,13 +56,47 @@ def change(case: dict) -> None:
             Path(dest).unlink()
 
 
+def stream(spark, case: dict) -> dict:
+    """``spark.readStream.format(FORMAT)`` (``"stream": "kafkalog"`` or ``"python"``) over the case's path, run as
+    availableNow queries on one checkpoint, one after the other (``queries``: a restart each); the ``append`` steps
+    (:func:`change`) run in the first query's micro-batch ``appendAfter``, between its triggers. Returns ``{"name",
+    "descriptions": the source's, "batches": {id: {"rows", "digest", "offsets": [[partition, offset], ...]}}}``."""
+    fmt = python_format(spark) if case["stream"] == "python" else "kafkalog"
+    batches: dict[str, dict] = {}
+    descriptions: set[str] = set()
+    appended = not case.get("append")
+
+    def collect(df, batch_id):
+        nonlocal appended
+        rows = df.drop("segment").collect()
+        if not appended and batch_id >= case.get("appendAfter", 0):
+            change({"options": case["options"], "before": case["append"]})
+            appended = True
+        text = sorted(map(repr, rows))
+        batches[str(batch_id)] = {"rows": len(rows), "digest": hashlib.sha256("\n".join(text).encode()).hexdigest(),
+                                  "offsets": sorted([r.partition, r.offset] for r in rows)}
+
+    for _ in range(case.get("queries", 2)):
+        df = spark.readStream.format(fmt).options(**case["options"]).load(case["path"])
+        q = (df.writeStream.foreachBatch(collect).option("checkpointLocation", case["checkpoint"])
+             .trigger(availableNow=True).start())
+        q.awaitTermination(600)
+        if q.exception() is not None:
+            raise RuntimeError(str(q.exception()))
+        descriptions |= {p["sources"][0]["description"] for p in q.recentProgress if p["sources"]}
+    return {"name": case["name"], "descriptions": sorted(descriptions), "batches": batches}
+
+
 def main(argv: list[str]) -> int:
     spark = SparkSession.builder.appName("kafkalog-read-job").getOrCreate()  # master and jars: spark-submit's
     register(spark)
     for case in json.loads(Path(argv[1]).read_text()):
         try:
-            change(case)
-            out = read(spark, case)
+            if "stream" in case:
+                out = stream(spark, case)
+            else:
+                change(case)
+                out = read(spark, case)
         except Exception as e:  # noqa: BLE001 - reported to the test, which names the case
             out = {"name": case["name"], "error": str(e)[-3000:]}
         print("READ " + json.dumps(out), flush=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -212,3 +213,43 @@ def test_spark_jars_s3a_adds_hadoop_aws_of_spark_s_hadoop(capsys, monkeypatch):
     assert hadoop_aws_package().startswith("org.apache.hadoop:hadoop-aws:3.")  # 3.5.0 for pyspark 4.3.0
     assert main(["spark", "jars", "--s3a"]) == 0
     assert capsys.readouterr().out == f"--jars {scan_jar()} --packages {KAFKA_CLIENTS_PACKAGE},{hadoop_aws_package()}\n"
+
+
+def test_s3a_streams_as_the_python_stream_and_as_locally(s3_endpoint, tmp_path):
+    """``spark.readStream.format("kafkalog")`` over ``s3a://`` is the JVM stream (the planner lists the bucket
+    through its filesystem seam, the executors read the pieces through Hadoop's ``s3a://``), micro-batch by
+    micro-batch as the Python stream over the same objects and as the JVM stream over the same files locally: rate
+    limited (``maxOffsetsPerTrigger``), a new segment object put into the bucket between two triggers (after the
+    availableNow query's end: read by the next query), then a restart from the checkpoint; every offset once."""
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    data = generated_data_dir(tmp_path / "d", {"g": 2}, 400, segment_bytes=1 << 14, value_size=200)
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    last = sorted((data / "g-0").glob("*.log"))[-1]
+    held = sorted((data / "g-0").glob(last.stem + ".*"))
+    for f in held:  # the segment the broker rolls to later: copied in while the stream runs
+        f.rename(aside / f.name)
+    opts = {"maxOffsetsPerTrigger": "150", "startingOffsets": "earliest"}
+    cases = []
+    for name, fmt in (("jvm", "kafkalog"), ("python", "python"), ("local", "kafkalog")):
+        if name == "local":
+            root, url, options = tmp_path / "local", str(tmp_path / "local"), opts
+            shutil.copytree(data, root)
+        else:
+            url, options = upload(s3_endpoint, data, f"stream-{name}"), {**opts, **KEYS, "s3.endpoint": s3_endpoint}
+        append = [["copy", str(aside / f.name), f"{url}/g-0/{f.name}"] for f in held]
+        cases.append({"name": name, "stream": fmt, "path": url, "options": options, "append": append,
+                      "appendAfter": 1, "checkpoint": str(tmp_path / f"ckpt-{name}")})
+    out = submit(cases, tmp_path)
+    for name in ("jvm", "python", "local"):
+        assert "error" not in out[name], out[name]["error"]
+    jvm, python, local = out["jvm"], out["python"], out["local"]
+    assert jvm["descriptions"] == local["descriptions"] == ["kafkalog stream (JVM segment scan)"]
+    assert python["descriptions"] != jvm["descriptions"]
+    assert jvm["batches"] == python["batches"]
+    assert {k: b["offsets"] for k, b in jvm["batches"].items()} == {k: b["offsets"] for k, b in
+                                                                   local["batches"].items()}
+    offsets = [tuple(o) for b in jvm["batches"].values() for o in b["offsets"]]
+    assert len(offsets) == len(set(offsets)) == 2 * 400  # the held segment too, each offset once
+    assert max(len(b["offsets"]) for b in jvm["batches"].values()) <= 150 and len(jvm["batches"]) >= 6
+    print(f"JVM stream over s3a: {len(jvm['batches'])} micro-batches, {out['_seconds']['seconds']:.1f} s")

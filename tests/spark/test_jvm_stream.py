@@ -129,3 +129,62 @@ def test_a_restart_before_the_first_commit_keeps_the_initial_offsets(jvm, tmp_pa
     run.options = {"failOnDataLoss": "false"}
     run.available_now()
     assert {r[2] for r in run.rows} == {*range(10), *range(new_start, 60)}
+
+
+def _deleted_while_planned(spark, fmt: str, root: Path, checkpoint: Path, **options: str):
+    """An availableNow query over ``root`` (one partition, segments [0, 20), [20, 40), [40, 60)) in micro-batches
+    of 10 offsets; retention deletes the first segment after the driver planned micro-batch 1, [10, 20), and before
+    an executor reads it (in foreachBatch, before the micro-batch's rows are read). Returns the query and its
+    offsets by batch id."""
+    pdir = root / "t-0"
+    generated_partition(pdir, 60, batch_records=10, segment_bytes=1500)
+    by_id: dict[int, list[int]] = {}
+
+    def collect(df, batch_id):
+        if batch_id == 1 and (pdir / "00000000000000000000.log").exists():
+            _delete_first_segment(pdir)
+        by_id[batch_id] = sorted(r.offset for r in df.select("offset").collect())
+
+    reader = spark.readStream.format(fmt).option("maxOffsetsPerTrigger", "10")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    q = (reader.load(str(root)).writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint))
+         .trigger(availableNow=True).start())
+    try:
+        q.awaitTermination(300)
+    except Exception:  # noqa: BLE001, S110 - a StreamingQueryException: the test reads q.exception()
+        pass
+    return q, by_id
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_a_segment_deleted_between_plan_and_read_is_data_loss(jvm, tmp_path, fail):
+    """Spark's Kafka source, for records retention removed between planning a micro-batch and fetching it: with
+    ``failOnDataLoss`` true the query fails with a data-loss message naming the offsets; false, the executor logs
+    them and the query reads on. The JVM stream does the same for a segment deleted after the driver planned it
+    (its plan names the segment; the Python stream plans again where it reads), naming the segment and the
+    offsets; the Python stream over the same files loses the same offsets."""
+    from kafkalog.tools.spark.jvm import PYTHON_NAME
+
+    got: dict[str, tuple] = {}
+    for fmt in ("kafkalog", PYTHON_NAME):
+        q, by_id = _deleted_while_planned(jvm, fmt, tmp_path / fmt / "data", tmp_path / fmt / "ckpt",
+                                          failOnDataLoss=fail)
+        got[fmt] = (q.exception(), by_id)
+        described = {p["sources"][0]["description"] for p in q.recentProgress if p["sources"]}
+        assert (described == {JVM_STREAM}) == (fmt == "kafkalog"), described
+    (jvm_error, jvm_rows), (py_error, py_rows) = got["kafkalog"], got[PYTHON_NAME]
+    if fail == "true":
+        assert jvm_error is not None and py_error is not None
+        jvm_text, py_text = str(jvm_error), str(py_error)
+        segment = str(tmp_path / "kafkalog" / "data" / "t-0" / "00000000000000000000.log")
+        assert f"DataLossError: {segment} (offsets 10 to 20 of t-0) was deleted before it was read" in jvm_text, \
+            jvm_text[-3000:]
+        assert 'set the source option "failOnDataLoss" to "false"' in jvm_text
+        assert "offsets 10 to 20 of t-0" in py_text, py_text[-3000:]
+        assert jvm_rows == py_rows == {0: list(range(10))}  # batch 1 never completed
+    else:
+        assert jvm_error is None and py_error is None, (jvm_error, py_error)
+        assert jvm_rows == py_rows
+        assert sorted(o for b in jvm_rows.values() for o in b) == [*range(10), *range(20, 60)]
+        assert jvm_rows[1] == []

@@ -43,6 +43,7 @@ from kafkalog.storage.io.fs import (
     FIRST_WINDOW,
     HADOOP_SCHEMES,
     REMOTE_WINDOW,
+    FsSpec,
     hadoop_conf,
     hadoop_url,
     split_uri,
@@ -179,12 +180,20 @@ def option_refusal(options: Mapping[str, str]) -> str | None:
 
 def stream_refusal(options: Mapping[str, str]) -> str | None:
     """Why the JVM ``kafkalog`` source gives a stream (``readStream``) with these options to the Python data source
-    (None: ``KafkaLogMicroBatchStream`` reads it, planned by :mod:`.jvm_stream`): what a batch read refuses, and
-    paths that are not local (a stream's data dirs are local ones)."""
-    why = option_refusal(options)
-    if why is None and any(not split_uri(p)[0].is_local for p in parse_read_options(options).paths):
-        why = "a stream over a data dir that is not local"
-    return why
+    (None: ``KafkaLogMicroBatchStream`` reads it, planned by :mod:`.jvm_stream`): what a batch read refuses. A
+    stream reads local data dirs and those under a URL Hadoop opens (``s3a://``, ``s3://``, ``hdfs://``) as a batch
+    read does; its JVM must have their FileSystem (:func:`stream_schemes`, checked by the JVM source)."""
+    return option_refusal(options)
+
+
+def stream_schemes(options: Mapping[str, str]) -> list[str]:
+    """The Hadoop FileSystem schemes a stream with these options opens (``s3a``, ``hdfs``; none for local dirs)."""
+    opts = parse_read_options(options)
+    return sorted({HADOOP_SCHEMES[s.scheme] for s in _specs(opts) if not s.is_local})
+
+
+def _specs(opts: ReadOptions) -> list[FsSpec]:
+    return [split_uri(p, opts.fs_options())[0] for p in opts.paths]
 
 
 def jvm_scan_refusal(opts: ReadOptions) -> str | None:
@@ -240,7 +249,19 @@ def scan_options(groups: list[list[Piece]]) -> dict[str, str]:
     Hadoop configuration that reaches the planner's server (``hadoop.KEY``, :func:`~kafkalog.storage.io.fs.
     hadoop_conf`) and the windows the seam reads in (:data:`~kafkalog.storage.io.fs.FIRST_WINDOW`, then doubling up
     to :data:`~kafkalog.storage.io.fs.REMOTE_WINDOW`)."""
-    specs = {p.spec for g in groups for p in g if not p.spec.is_local}
+    return spec_scan_options({p.spec for g in groups for p in g})
+
+
+def stream_scan_options(opts: ReadOptions) -> dict[str, str]:
+    """:func:`scan_options` for a stream's data dirs (its micro-batches' pieces are under them), and ``hadoopFiles``
+    when one is under a URL: the scan's readers then get a Hadoop configuration whatever a micro-batch holds."""
+    out = spec_scan_options(set(_specs(opts)))
+    return out | {"hadoopFiles": "true"} if out else out
+
+
+def spec_scan_options(specs: set[FsSpec]) -> dict[str, str]:
+    """:func:`scan_options` of the files of ``specs``."""
+    specs = {s for s in specs if not s.is_local}
     if not specs:
         return {}
     out = {"firstWindow": str(FIRST_WINDOW), "maxWindow": str(REMOTE_WINDOW)}

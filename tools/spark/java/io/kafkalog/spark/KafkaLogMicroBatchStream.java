@@ -1,11 +1,11 @@
 package io.kafkalog.spark;
 
-import java.io.File;
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -64,12 +64,15 @@ final class KafkaLogMicroBatchStream implements MicroBatchStream, SupportsTrigge
     private JsonNode plan;
     /** The query's planner. */
     private final Planner planner;
+    /** The session's {@code fs.s3a.*} configuration, sent with each question (the planner lists through it). */
+    private final Map<String, String> hadoop;
 
     KafkaLogMicroBatchStream(StructType schema, CaseInsensitiveStringMap options, String checkpoint) {
         this.planner = new Planner(KafkaLogSource.python(), "stream");
         this.schema = schema;
         this.options = new HashMap<>(options.asCaseSensitiveMap());
         this.checkpoint = checkpoint;
+        this.hadoop = KafkaLogSource.s3aConf();
         this.opened = ask("open", Map.of());
         this.available = opened.get("available");
     }
@@ -84,6 +87,7 @@ final class KafkaLogMicroBatchStream implements MicroBatchStream, SupportsTrigge
         request.put("request", "stream");
         request.put("op", op);
         request.put("options", options);
+        request.put("hadoop", hadoop);
         return planner.ask(request);
     }
 
@@ -206,6 +210,7 @@ final class KafkaLogMicroBatchStream implements MicroBatchStream, SupportsTrigge
 
     private SegmentScan.Builder scan(String pieces) {
         Map<String, String> o = new HashMap<>();
+        opened.path("scan").fields().forEachRemaining(e -> o.put(e.getKey(), e.getValue().asText()));
         o.put("pieces", pieces);
         o.put("verifyCrc", opened.get("verifyCrc").asText());
         o.put("includeControlRecords", opened.get("includeControlRecords").asText());
@@ -236,8 +241,11 @@ final class KafkaLogMicroBatchStream implements MicroBatchStream, SupportsTrigge
     }
 
     /**
-     * The scan's readers, each without the pieces whose segment retention deleted after the driver planned them:
-     * data loss, as in the Python stream (the query fails, or with {@code failOnDataLoss} false the rest is read).
+     * The scan's readers, reading a micro-batch's pieces one after the other; a piece whose segment is gone when it
+     * is read (retention deleted it after the driver planned the micro-batch) is data loss, as Spark's Kafka source
+     * treats records retention removed between planning and fetching: the query fails naming the segment and the
+     * offsets (an {@code IllegalStateException}, Spark's Kafka source's), or with {@code failOnDataLoss} false the
+     * executor logs them and reads the rest.
      */
     static final class Factory implements PartitionReaderFactory {
         private static final long serialVersionUID = 1L;
@@ -260,31 +268,96 @@ final class KafkaLogMicroBatchStream implements MicroBatchStream, SupportsTrigge
 
         @Override
         public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-            List<String> kept = new ArrayList<>();
+            List<String> specs = new ArrayList<>();
             for (String spec : ((SegmentScan.Pieces) partition).spec.split("\t", -1)) {
-                if (spec.isEmpty()) {
-                    continue;
+                if (!spec.isEmpty()) {
+                    specs.add(spec);
                 }
-                SegmentScan.Piece piece = new SegmentScan.Piece(spec);
-                if (!piece.path.contains("://") && !new File(piece.path).exists()) {
-                    String name = new File(piece.segment).getName();
-                    String what = piece.segment + " (offsets from " + name.substring(0, Math.max(name.indexOf('.'), 0))
-                            .replaceFirst("^0+(?=.)", "") + " of "
-                            + piece.topic + "-" + piece.partition + ") was deleted before it was read";
-                    if (failOnDataLoss) {
-                        throw new IllegalStateException("DataLossError: " + what + ". " + fail);
-                    }
-                    LOG.warn("kafkalog: " + what + ". " + warn);
-                    continue;
-                }
-                kept.add(spec);
             }
-            return scan.createColumnarReader(new SegmentScan.Pieces(String.join("\t", kept)));
+            return new PieceByPiece(specs);
         }
 
         @Override
         public boolean supportColumnarReads(InputPartition partition) {
             return true;
+        }
+
+        /** Whether {@code e} says a file is not there (a local file's open, or Hadoop's open or read of one). */
+        static boolean gone(Throwable e) {
+            for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+                if (t instanceof FileNotFoundException || t instanceof NoSuchFileException) {
+                    return true;
+                }
+            }
+            return false;
+        }
+
+        /**
+         * What a piece whose segment is gone loses: the segment's records in the micro-batch's offsets of its
+         * partition (from the segment's base offset, or the micro-batch's start when it is later).
+         */
+        static String lost(SegmentScan.Piece piece) {
+            String name = piece.segment.substring(piece.segment.lastIndexOf('/') + 1);
+            String digits = name.substring(0, Math.max(name.indexOf('.'), 0));
+            long from = piece.loOffset;
+            if (digits.matches("[0-9]{1,19}")) {
+                from = Math.max(from, Long.parseLong(digits));
+            }
+            String to = piece.hiOffset == Long.MAX_VALUE ? "the end" : String.valueOf(piece.hiOffset);
+            return piece.segment + " (offsets " + from + " to " + to + " of " + piece.topic + "-" + piece.partition
+                    + ") was deleted before it was read";
+        }
+
+        /** The pieces of one input partition, each by a reader of its own, so a gone segment loses only its own. */
+        final class PieceByPiece implements PartitionReader<ColumnarBatch> {
+            private final List<String> specs;
+            private int next;
+            private PartitionReader<ColumnarBatch> current;
+
+            PieceByPiece(List<String> specs) {
+                this.specs = specs;
+            }
+
+            @Override
+            public boolean next() throws IOException {
+                while (true) {
+                    if (current == null) {
+                        if (next >= specs.size()) {
+                            return false;
+                        }
+                        current = scan.createColumnarReader(new SegmentScan.Pieces(specs.get(next++)));
+                    }
+                    try {
+                        if (current.next()) {
+                            return true;
+                        }
+                    } catch (IOException | RuntimeException e) {
+                        if (!gone(e)) {
+                            throw e;
+                        }
+                        String what = lost(new SegmentScan.Piece(specs.get(next - 1)));
+                        if (failOnDataLoss) {
+                            throw new IllegalStateException("DataLossError: " + what + ". " + fail, e);
+                        }
+                        LOG.warn("kafkalog: " + what + ". " + warn);
+                    }
+                    current.close();
+                    current = null;
+                }
+            }
+
+            @Override
+            public ColumnarBatch get() {
+                return current.get();
+            }
+
+            @Override
+            public void close() throws IOException {
+                if (current != null) {
+                    current.close();
+                    current = null;
+                }
+            }
         }
     }
 }

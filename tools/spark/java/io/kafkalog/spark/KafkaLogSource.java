@@ -378,14 +378,17 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
         @Override
         public synchronized MicroBatchStream toMicroBatchStream(String checkpointLocation) {
             JsonNode answer = table.source.schemaAnswer(options);
-            if (!answer.hasNonNull("streamRefusal")) {  // the micro-batches are read by the scan
+            List<String> schemes = new java.util.ArrayList<>();
+            answer.path("streamSchemes").forEach(n -> schemes.add(n.asText()));
+            String refusal = answer.hasNonNull("streamRefusal") ? answer.get("streamRefusal").asText()
+                    : SegmentBatches.missingFileSystem(String.join(",", schemes));
+            if (refusal == null) {  // the micro-batches are read by the scan
                 SegmentScan.Builder scan = new SegmentScan.Builder(table.schema, CaseInsensitiveStringMap.empty());
                 scan.pruneColumns(required);
                 stream = new StreamScan(scan);
                 return new KafkaLogMicroBatchStream(required, options, checkpointLocation);
             }
-            String reason = answer.get("streamRefusal").asText();
-            stream = new PythonScan(table.pythonBuilder(options, reason).build(), reason);
+            stream = new PythonScan(table.pythonBuilder(options, refusal).build(), refusal);
             return stream.toMicroBatchStream(checkpointLocation);
         }
     }

@@ -161,9 +161,10 @@ public final class SegmentScan implements TableProvider {
      * The Hadoop configuration the executors read segments under a URL with (null when every piece is local): the
      * session's ({@code spark.hadoop.*}, {@code core-site.xml}) with the planner's options on top (option {@code
      * hadoop.KEY}: {@code kafkalog.storage.io.fs.hadoop_conf}, so the scan reaches the server the planner read).
+     * Option {@code hadoopFiles} true gives one whatever the pieces (a stream's readers, made before its pieces).
      */
     static SerializableConfiguration hadoopConf(CaseInsensitiveStringMap options) {
-        boolean remote = false;
+        boolean remote = options.getBoolean("hadoopFiles", false);
         for (String line : options.getOrDefault("pieces", "").split("[\\n\\t]")) {
             if (!line.isEmpty() && SegmentBatches.isHadoop(line.substring(0, Math.max(line.indexOf('|'), 0)))) {
                 remote = true;

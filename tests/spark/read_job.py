@@ -59,7 +59,8 @@ def change(case: dict) -> None:
 def stream(spark, case: dict) -> dict:
     """``spark.readStream.format(FORMAT)`` (``"stream": "kafkalog"`` or ``"python"``) over the case's path, run as
     availableNow queries on one checkpoint, one after the other (``queries``: a restart each); the ``append`` steps
-    (:func:`change`) run in the first query's micro-batch ``appendAfter``, between its triggers. Returns ``{"name",
+    (:func:`change`: segments copied in, or deleted) run in the first query's micro-batch ``appendAfter``, after the
+    driver planned it and before its rows are read. Returns ``{"name",
     "descriptions": the source's, "batches": {id: {"rows", "digest", "offsets": [[partition, offset], ...]}}}``."""
     fmt = python_format(spark) if case["stream"] == "python" else "kafkalog"
     batches: dict[str, dict] = {}
@@ -68,10 +69,10 @@ def stream(spark, case: dict) -> dict:
 
     def collect(df, batch_id):
         nonlocal appended
-        rows = df.drop("segment").collect()
         if not appended and batch_id >= case.get("appendAfter", 0):
             change({"options": case["options"], "before": case["append"]})
             appended = True
+        rows = df.drop("segment").collect()
         text = sorted(map(repr, rows))
         batches[str(batch_id)] = {"rows": len(rows), "digest": hashlib.sha256("\n".join(text).encode()).hexdigest(),
                                   "offsets": sorted([r.partition, r.offset] for r in rows)}

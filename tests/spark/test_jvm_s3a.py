@@ -231,17 +231,23 @@ def test_s3a_streams_as_the_python_stream_and_as_locally(s3_endpoint, tmp_path):
         f.rename(aside / f.name)
     opts = {"maxOffsetsPerTrigger": "150", "startingOffsets": "earliest"}
     cases = []
-    for name, fmt in (("jvm", "kafkalog"), ("python", "python"), ("local", "kafkalog")):
+    gone = sorted((data / "g-1").glob("*.log"))[:2]  # retention's next two (micro-batch 1 reads the second)
+    for name, fmt in (("jvm", "kafkalog"), ("python", "python"), ("local", "kafkalog"), ("jvm-gone", "kafkalog"),
+                      ("python-gone", "python")):
         if name == "local":
             root, url, options = tmp_path / "local", str(tmp_path / "local"), opts
             shutil.copytree(data, root)
         else:
             url, options = upload(s3_endpoint, data, f"stream-{name}"), {**opts, **KEYS, "s3.endpoint": s3_endpoint}
         append = [["copy", str(aside / f.name), f"{url}/g-0/{f.name}"] for f in held]
+        if name.endswith("-gone"):  # deleted after the driver planned micro-batch 1, before it is read
+            options = {**options, "failOnDataLoss": "false"}
+            append = [["delete", f"{url}/g-1/{f.name}"] for log in gone for f in sorted(log.parent.glob(log.stem + ".*"))]
         cases.append({"name": name, "stream": fmt, "path": url, "options": options, "append": append,
-                      "appendAfter": 1, "checkpoint": str(tmp_path / f"ckpt-{name}")})
+                      "appendAfter": 1, "checkpoint": str(tmp_path / f"ckpt-{name}"),
+                      "queries": 1 if name.endswith("-gone") else 2})
     out = submit(cases, tmp_path)
-    for name in ("jvm", "python", "local"):
+    for name in ("jvm", "python", "local", "jvm-gone", "python-gone"):
         assert "error" not in out[name], out[name]["error"]
     jvm, python, local = out["jvm"], out["python"], out["local"]
     assert jvm["descriptions"] == local["descriptions"] == ["kafkalog stream (JVM segment scan)"]
@@ -252,4 +258,10 @@ def test_s3a_streams_as_the_python_stream_and_as_locally(s3_endpoint, tmp_path):
     offsets = [tuple(o) for b in jvm["batches"].values() for o in b["offsets"]]
     assert len(offsets) == len(set(offsets)) == 2 * 400  # the held segment too, each offset once
     assert max(len(b["offsets"]) for b in jvm["batches"].values()) <= 150 and len(jvm["batches"]) >= 6
+    # with failOnDataLoss false, both streams lose what micro-batch 1 read of the deleted segments, and read on
+    assert out["jvm-gone"]["descriptions"] == jvm["descriptions"] and out["jvm-gone"]["batches"] == out[
+        "python-gone"]["batches"]
+    seen = {(p, o) for b in out["jvm-gone"]["batches"].values() for p, o in b["offsets"]}
+    missing = {(1, o) for o in range(100)} - seen
+    assert missing and all(o >= 50 for _, o in missing) and len(seen) == 750 - len(missing), sorted(missing)
     print(f"JVM stream over s3a: {len(jvm['batches'])} micro-batches, {out['_seconds']['seconds']:.1f} s")

@@ -10,9 +10,10 @@ use std::borrow::Cow;
 use std::ffi::CString;
 use std::sync::Arc;
 
+use arrow_array::types::{ArrowPrimitiveType, Int32Type, Int64Type};
 use arrow_array::{
-    Array, ArrayRef, BinaryArray, BooleanArray, Int32Array, Int64Array, ListArray, StringArray, StructArray,
-    TimestampMicrosecondArray,
+    Array, ArrayRef, BinaryArray, BooleanArray, Int32Array, Int64Array, ListArray, PrimitiveArray, StringArray,
+    StructArray, TimestampMicrosecondArray,
 };
 use arrow_buffer::{BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer, OffsetBuffer};
 use arrow_data::ffi::FFI_ArrowArray;
@@ -26,6 +27,7 @@ use crate::batch::increment_sequence;
 use crate::buffer::{arrow_buffer, ByteView};
 use crate::bytes::{be_i16_at, be_i32_at, be_i64_at};
 use crate::codec::{decompress_into, with_buffer};
+use crate::constant;
 use crate::legacy::{timestamp_type, with_entry, Msg};
 use crate::projection::{Fill, Projection};
 use crate::record::parse_record_with;
@@ -302,8 +304,8 @@ impl ArrowRecords {
     }
 
     /// The per-record values of one row but its key and value (pushed by the caller): offset, timestamp (when
-    /// asked), the end of its headers (when asked) and its sequence (when asked and known: `None` is filled in
-    /// for the batch at its end).
+    /// asked), the end of its headers (when asked) and its sequence (when asked and known: `None` is -1, left
+    /// unwritten until a known one follows or the chunk ends: the rows past `sequences` are -1).
     #[inline(always)]
     fn push_row(&mut self, offset: i64, timestamp: i64, sequence: Option<i32>) {
         self.offsets.push(offset);
@@ -314,6 +316,9 @@ impl ArrowRecords {
             self.header_offsets.push(self.header_keys.len() as i32);
         }
         if let (true, Some(s)) = (self.fill.sequences, sequence) {
+            if self.sequences.len() + 1 < self.offsets.len() {
+                self.sequences.resize(self.offsets.len() - 1, -1);
+            }
             self.sequences.push(s);
         }
     }
@@ -439,10 +444,6 @@ impl ArrowRecords {
         if p != end {
             self.truncate(mark);
             return Ok(None);
-        }
-        if base_seq < 0 && self.fill.sequences {
-            // without a base sequence every row's is -1: filled once for the batch
-            self.sequences.resize(self.offsets.len(), -1);
         }
         self.push_run(meta, CODEC_NAMES[codec], added);
         self.nbytes += b.len();
@@ -586,7 +587,7 @@ impl ArrowRecords {
                 }
                 self.keys.push(d, m.key, None);
                 self.values.push(d, m.value, None);
-                self.push_row(m.offset, m.timestamp, Some(-1));
+                self.push_row(m.offset, m.timestamp, None);
                 added += 1;
             }
             Ok(added)
@@ -645,24 +646,27 @@ impl ArrowRecords {
         let runs = std::mem::take(&mut self.runs);
         let rows = self.offsets.len();
         // a batch-level column: each run's value repeated over its rows
-        fn expand<T: Copy + PartialEq>(runs: &[Run], rows: usize, f: impl Fn(&BatchMeta) -> T) -> Vec<T> {
-            // one value for the whole chunk (the common case for most of these columns): a plain fill
+        fn expand<P: ArrowPrimitiveType>(runs: &[Run], rows: usize, f: impl Fn(&Run) -> P::Native) -> ArrayRef
+        where
+            P::Native: PartialEq,
+        {
+            // one value for the whole chunk (the common case for most of these columns): a shared array's slice
             if let Some(first) = runs.first() {
-                let x = f(&first.meta);
-                if runs.iter().all(|r| f(&r.meta) == x) {
-                    return vec![x; rows];
+                let x = f(first);
+                if runs.iter().all(|r| f(r) == x) {
+                    return constant::primitive::<P>(x, rows);
                 }
             }
             let mut v = Vec::with_capacity(rows);
             for r in runs {
-                v.extend(std::iter::repeat_n(f(&r.meta), r.rows));
+                v.extend(std::iter::repeat_n(f(r), r.rows));
             }
-            v
+            Arc::new(PrimitiveArray::<P>::new(v.into(), None))
         }
         // a string column: each run's string repeated over its rows, built in bulk
         fn repeated<'a>(runs: &'a [Run], rows: usize, f: impl Fn(&'a Run) -> &'a str) -> Result<ArrayRef, ArrowError> {
-            // one string for every row (one topic, segment or codec in the chunk, the common case): Arrow's
-            // repeat, which needs no UTF-8 check of the bytes it wrote
+            // one string for every row (one topic, segment or codec in the chunk, the common case): a shared
+            // array's slice (Arrow's repeat, which needs no UTF-8 check of the bytes it wrote)
             if let Some(first) = runs.first() {
                 let s = f(first);
                 if runs.iter().all(|r| {
@@ -672,7 +676,7 @@ impl ArrowRecords {
                     if s.len().saturating_mul(rows) > i32::MAX as usize {
                         return Err(ArrowError::InvalidArgumentError("string column too large".into()));
                     }
-                    return Ok(Arc::new(StringArray::new_repeated(s, rows)));
+                    return Ok(constant::string(s, rows));
                 }
             }
             let mut offsets: Vec<i32> = Vec::with_capacity(rows + 1);
@@ -698,7 +702,6 @@ impl ArrowRecords {
             Ok(Arc::new(StringArray::try_new(OffsetBuffer::new(offsets.into()), Buffer::from_vec(data), None)?))
         }
         let codecs = |runs: &[Run], rows: usize| repeated(runs, rows, |r| r.codec.as_ref());
-        let i32s = |v: Vec<i32>| Arc::new(Int32Array::from(v)) as ArrayRef;
         let i64s = |v: Vec<i64>| Arc::new(Int64Array::from(v)) as ArrayRef;
         // a batch-level flag: each run's value repeated over its rows, straight into the bitmap
         let bools = |f: fn(&BatchMeta) -> bool| {
@@ -711,23 +714,15 @@ impl ArrowRecords {
         // topic, partition and segment from the piece names (those asked for)
         let mut named: [Option<ArrayRef>; 3] = [None, None, None];
         if let Some(names) = names {
-            let mut pieces = Vec::with_capacity(runs.len());
-            for r in &runs {
-                let Some(n) = names.get(r.meta.piece as usize) else {
-                    return Err(ArrowError::InvalidArgumentError(format!("no name for piece {}", r.meta.piece)));
-                };
-                pieces.push(n);
+            if let Some(r) = runs.iter().find(|r| names.get(r.meta.piece as usize).is_none()) {
+                return Err(ArrowError::InvalidArgumentError(format!("no name for piece {}", r.meta.piece)));
             }
             let piece = |r: &Run| &names[r.meta.piece as usize];
             if want.has("topic") {
                 named[0] = Some(repeated(&runs, rows, |r| piece(r).0.as_str())?);
             }
             if want.has("partition") {
-                let mut partitions = Vec::with_capacity(rows);
-                for (r, n) in runs.iter().zip(&pieces) {
-                    partitions.extend(std::iter::repeat_n(n.1, r.rows));
-                }
-                named[1] = Some(i32s(partitions));
+                named[1] = Some(expand::<Int32Type>(&runs, rows, |r| piece(r).1));
             }
             if want.has("segment") {
                 named[2] = Some(repeated(&runs, rows, |r| piece(r).2.as_str())?);
@@ -766,7 +761,7 @@ impl ArrowRecords {
             columns.push(("timestamp", i64s(timestamps)));
         }
         if w("timestampType") {
-            columns.push(("timestampType", i32s(expand(&runs, rows, |m| m.timestamp_type))));
+            columns.push(("timestampType", expand::<Int32Type>(&runs, rows, |r| r.meta.timestamp_type)));
         }
         if w("key") {
             columns.push(("key", keys.finish(&buffers)?));
@@ -778,16 +773,24 @@ impl ArrowRecords {
             columns.push(("headers", headers));
         }
         if w("leaderEpoch") {
-            columns.push(("leaderEpoch", i32s(expand(&runs, rows, |m| m.leader_epoch))));
+            columns.push(("leaderEpoch", expand::<Int32Type>(&runs, rows, |r| r.meta.leader_epoch)));
         }
         if w("producerId") {
-            columns.push(("producerId", i64s(expand(&runs, rows, |m| m.producer_id))));
+            columns.push(("producerId", expand::<Int64Type>(&runs, rows, |r| r.meta.producer_id)));
         }
         if w("producerEpoch") {
-            columns.push(("producerEpoch", i32s(expand(&runs, rows, |m| m.producer_epoch))));
+            columns.push(("producerEpoch", expand::<Int32Type>(&runs, rows, |r| r.meta.producer_epoch)));
         }
         if w("sequence") {
-            columns.push(("sequence", i32s(std::mem::take(&mut self.sequences))));
+            // (-1 past the last known one: a chunk without any is one shared buffer's slice)
+            let mut known = std::mem::take(&mut self.sequences);
+            let sequences = if known.is_empty() {
+                constant::primitive::<Int32Type>(-1, rows)
+            } else {
+                known.resize(rows, -1);
+                Arc::new(Int32Array::from(known))
+            };
+            columns.push(("sequence", sequences));
         }
         if w("isTransactional") {
             columns.push(("isTransactional", bools(|m| m.transactional)));
@@ -796,7 +799,7 @@ impl ArrowRecords {
             columns.push(("isControl", bools(|m| m.control)));
         }
         if w("magic") {
-            columns.push(("magic", i32s(expand(&runs, rows, |m| m.magic))));
+            columns.push(("magic", expand::<Int32Type>(&runs, rows, |r| r.meta.magic)));
         }
         if w("codec") {
             columns.push(("codec", codecs(&runs, rows)?));
@@ -805,10 +808,10 @@ impl ArrowRecords {
             columns.push(("segment", segment));
         }
         if w("position") {
-            columns.push(("position", i64s(expand(&runs, rows, |m| m.position))));
+            columns.push(("position", expand::<Int64Type>(&runs, rows, |r| r.meta.position)));
         }
         if names.is_none() && w("piece") {
-            columns.push(("piece", i32s(expand(&runs, rows, |m| m.piece))));
+            columns.push(("piece", expand::<Int32Type>(&runs, rows, |r| r.meta.piece)));
         }
         let fields = Fields::from(
             columns.iter().map(|(name, a)| Field::new(*name, a.data_type().clone(), true)).collect::<Vec<_>>(),

@@ -16,7 +16,8 @@
 //! - `record` (one v2 record's grammar), `py_record` (the Python `Record` class);
 //! - `batch` (a v2 batch's records as Python objects), `legacy` (v0/v1 message sets), `convert` (v0/v1 to v2),
 //!   `cleaner` (the compaction passes), `scan` (shallow scan and CRC);
-//! - `projection` (the columns an Arrow builder materialises), `views` (key and value columns as views into the
+//! - `projection` (the columns an Arrow builder materialises), `constant` (batch-level columns as slices of
+//!   shared buffers), `views` (key and value columns as views into the
 //!   records' bytes), `arrow` (records into Arrow columns);
 //! - `alloc`, `info`, `fuzzing` (the core without Python, for the fuzz targets), and this file.
 
@@ -30,6 +31,7 @@ mod bytes;
 mod checksum;
 mod cleaner;
 mod codec;
+mod constant;
 mod convert;
 pub mod fuzzing;
 mod info;

@@ -62,7 +62,10 @@ pub(crate) fn parse_record_with(
             return None;
         }
         let (a, b) = field(hk, p, rec_end)??;
-        std::str::from_utf8(&d[a..b]).ok()?;
+        let name = &d[a..b];
+        if !name.is_ascii() {
+            std::str::from_utf8(name).ok()?; // (ASCII, the usual header name, is UTF-8: no call)
+        }
         on_header((a, b), field(varint(d, p, rec_end)?, p, rec_end)?);
     }
     if *p != rec_end {

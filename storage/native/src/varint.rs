@@ -8,12 +8,18 @@
 /// running past `end`; bits past 64 are dropped.
 #[inline(always)]
 fn unsigned(d: &[u8], p: &mut usize, end: usize, max_bytes: u32) -> Option<u64> {
-    // one byte: most lengths, deltas and counts of a record
+    // one byte: most deltas and counts of a record; two: most record and value lengths (64 to 8191 bytes)
     if *p < end {
         if let Some(&b) = d.get(*p) {
             if b & 0x80 == 0 {
                 *p += 1;
                 return Some(b as u64);
+            }
+            if let (true, Some(&b2)) = (*p + 1 < end, d.get(*p + 1)) {
+                if b2 & 0x80 == 0 {
+                    *p += 2;
+                    return Some((b & 0x7F) as u64 | (b2 as u64) << 7);
+                }
             }
         }
     }

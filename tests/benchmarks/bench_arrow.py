@@ -28,7 +28,10 @@ not distort; on an idle machine with N CPUs the parallel read's wall time approa
 * ``crc32c-fresh`` (uncompressed only): the same over maps made anew each run (what mapping the page cache costs).
 
 Goals (issue 32): ``arrow`` >= 10x aiokafka and >= 40 % of the ceiling uncompressed; >= 4x aiokafka with lz4 and
-zstd.
+zstd. Measured ``--scale 0.5 --runs 5`` on 2026-12-03 (load 7-11, alternated with the core before the shared
+batch-level columns, docs/performance.md), CPU time: uncompressed ``arrow`` 3.01x -> 3.65x aiokafka (16.5 M
+records/s, 17 % of the ceiling), ``arrow-1`` 2.99x -> 3.90x, lz4 3.00x -> 3.47x, zstd 2.52x -> 2.63x; wall ratios
+were noise at that load.
 
 ``--one-partition N``: instead, one partition of the same batches cut into ``N`` segments (1 GiB uncompressed by
 default), read whole by one thread as before pieces existed (``whole``: ``PIECE_BYTES`` out of reach), and in

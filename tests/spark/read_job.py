@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import time
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -60,7 +61,8 @@ def stream(spark, case: dict) -> dict:
     """``spark.readStream.format(FORMAT)`` (``"stream": "kafkalog"`` or ``"python"``) over the case's path, run as
     availableNow queries on one checkpoint, one after the other (``queries``: a restart each); the ``append`` steps
     (:func:`change`: segments copied in, or deleted) run in the first query's micro-batch ``appendAfter``, after the
-    driver planned it and before its rows are read. Returns ``{"name",
+    driver planned it and before its rows are read. With ``"until": N`` one query runs on a processing-time trigger
+    until it has read N rows, then stops. Returns ``{"name",
     "descriptions": the source's, "batches": {id: {"rows", "digest", "offsets": [[partition, offset], ...]}}}``."""
     fmt = python_format(spark) if case["stream"] == "python" else "kafkalog"
     batches: dict[str, dict] = {}
@@ -77,10 +79,16 @@ def stream(spark, case: dict) -> dict:
         batches[str(batch_id)] = {"rows": len(rows), "digest": hashlib.sha256("\n".join(text).encode()).hexdigest(),
                                   "offsets": sorted([r.partition, r.offset] for r in rows)}
 
-    for _ in range(case.get("queries", 2)):
+    until = case.get("until")
+    for _ in range(1 if until else case.get("queries", 2)):
         df = spark.readStream.format(fmt).options(**case["options"]).load(case["path"])
         q = (df.writeStream.foreachBatch(collect).option("checkpointLocation", case["checkpoint"])
-             .trigger(availableNow=True).start())
+             .trigger(**({"processingTime": "200 milliseconds"} if until else {"availableNow": True})).start())
+        deadline = time.monotonic() + 600
+        while until and sum(b["rows"] for b in batches.values()) < until and time.monotonic() < deadline:
+            q.awaitTermination(0.2)
+        if until:
+            q.stop()
         q.awaitTermination(600)
         if q.exception() is not None:
             raise RuntimeError(str(q.exception()))

@@ -220,7 +220,9 @@ def test_s3a_streams_as_the_python_stream_and_as_locally(s3_endpoint, tmp_path):
     through its filesystem seam, the executors read the pieces through Hadoop's ``s3a://``), micro-batch by
     micro-batch as the Python stream over the same objects and as the JVM stream over the same files locally: rate
     limited (``maxOffsetsPerTrigger``), a new segment object put into the bucket between two triggers (after the
-    availableNow query's end: read by the next query), then a restart from the checkpoint; every offset once."""
+    availableNow query's end: read by the next query), then a restart from the checkpoint; every offset once. The
+    same on a processing-time trigger (one query reads the new object), and segment objects deleted between the plan
+    and the read of a micro-batch with ``failOnDataLoss`` false."""
     os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
     data = generated_data_dir(tmp_path / "d", {"g": 2}, 400, segment_bytes=1 << 14, value_size=200)
     aside = tmp_path / "aside"
@@ -233,7 +235,7 @@ def test_s3a_streams_as_the_python_stream_and_as_locally(s3_endpoint, tmp_path):
     cases = []
     gone = sorted((data / "g-1").glob("*.log"))[:2]  # retention's next two (micro-batch 1 reads the second)
     for name, fmt in (("jvm", "kafkalog"), ("python", "python"), ("local", "kafkalog"), ("jvm-gone", "kafkalog"),
-                      ("python-gone", "python")):
+                      ("python-gone", "python"), ("jvm-live", "kafkalog"), ("python-live", "python")):
         if name == "local":
             root, url, options = tmp_path / "local", str(tmp_path / "local"), opts
             shutil.copytree(data, root)
@@ -245,9 +247,9 @@ def test_s3a_streams_as_the_python_stream_and_as_locally(s3_endpoint, tmp_path):
             append = [["delete", f"{url}/g-1/{f.name}"] for log in gone for f in sorted(log.parent.glob(log.stem + ".*"))]
         cases.append({"name": name, "stream": fmt, "path": url, "options": options, "append": append,
                       "appendAfter": 1, "checkpoint": str(tmp_path / f"ckpt-{name}"),
-                      "queries": 1 if name.endswith("-gone") else 2})
+                      "queries": 1 if name.endswith("-gone") else 2, "until": 800 if name.endswith("-live") else None})
     out = submit(cases, tmp_path)
-    for name in ("jvm", "python", "local", "jvm-gone", "python-gone"):
+    for name in ("jvm", "python", "local", "jvm-gone", "python-gone", "jvm-live", "python-live"):
         assert "error" not in out[name], out[name]["error"]
     jvm, python, local = out["jvm"], out["python"], out["local"]
     assert jvm["descriptions"] == local["descriptions"] == ["kafkalog stream (JVM segment scan)"]
@@ -264,4 +266,10 @@ def test_s3a_streams_as_the_python_stream_and_as_locally(s3_endpoint, tmp_path):
     seen = {(p, o) for b in out["jvm-gone"]["batches"].values() for p, o in b["offsets"]}
     missing = {(1, o) for o in range(100)} - seen
     assert missing and all(o >= 50 for _, o in missing) and len(seen) == 750 - len(missing), sorted(missing)
+    # one query on a processing-time trigger reads the segment object put in the bucket while it runs (its kept
+    # planner lists the bucket again at each trigger), as the Python stream does
+    live = out["jvm-live"]
+    assert live["descriptions"] == jvm["descriptions"] and live["batches"] == out["python-live"]["batches"]
+    offsets = [tuple(o) for b in live["batches"].values() for o in b["offsets"]]
+    assert len(offsets) == len(set(offsets)) == 2 * 400
     print(f"JVM stream over s3a: {len(jvm['batches'])} micro-batches, {out['_seconds']['seconds']:.1f} s")

@@ -6,6 +6,7 @@ rate limit, torn tails, data loss, a live broker) through this default path."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,26 @@ def test_a_segment_deleted_between_plan_and_read_is_data_loss(jvm, tmp_path, fai
         assert jvm_rows == py_rows
         assert sorted(o for b in jvm_rows.values() for o in b) == [*range(10), *range(20, 60)]
         assert jvm_rows[1] == []
+
+
+def test_an_s3a_stream_without_hadoop_aws_is_the_python_stream(jvm, s3_endpoint, tmp_path):
+    """The JVM stream reads ``s3a://`` through Hadoop (``test_jvm_s3a.py``); a session without hadoop-aws has no
+    ``s3a://`` FileSystem, so its stream over the bucket is the Python stream (the reason, ``SegmentBatches.
+    missingFileSystem``'s, logged once), with the micro-batches and rows of the same files streamed locally."""
+    from test_jvm_s3a import KEYS, upload
+
+    from kafkalog.tools.spark.jvm import missing_file_system
+
+    if missing_file_system(jvm, ["s3a"]) is None:
+        pytest.skip("this session has hadoop-aws")
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    root = tmp_path / "data"
+    generated_partition(root / "t-0", 60, batch_records=10, segment_bytes=1500)
+    url = upload(s3_endpoint, root, "no-hadoop-aws")
+    got, where = _stream(jvm, "kafkalog", url, tmp_path / "s3a", {**KEYS, "s3.endpoint": s3_endpoint,
+                                                                    "maxOffsetsPerTrigger": "25"})
+    assert where != JVM_STREAM
+    local, where = _stream(jvm, "kafkalog", str(root), tmp_path / "local", {"maxOffsetsPerTrigger": "25"})
+    assert where == JVM_STREAM
+    assert [[r[:16] for r in b] for b in got] == [[r[:16] for r in b] for b in local]  # all but segment, position
+    assert sum(map(len, got)) == 60 and len(got) == 3

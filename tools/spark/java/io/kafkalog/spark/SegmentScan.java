@@ -30,6 +30,7 @@ import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.execution.vectorized.Dictionary;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.DataType;
@@ -310,6 +311,49 @@ public final class SegmentScan implements TableProvider {
         }
     }
 
+    /**
+     * The strings of the columns that hold one value per piece or per batch ({@code topic}, {@code segment}, {@code
+     * codec}): each distinct one once, a row holding its number (Spark's dictionary-encoded column vectors, as its
+     * Parquet reader fills them), instead of a copy of its bytes per row.
+     */
+    static final class Strings implements Dictionary {
+        private final List<byte[]> values = new ArrayList<>();
+        private final Map<String, Integer> ids = new HashMap<>();
+
+        int id(String s) {
+            return ids.computeIfAbsent(s, k -> {
+                values.add(k.getBytes(StandardCharsets.UTF_8));
+                return values.size() - 1;
+            });
+        }
+
+        @Override
+        public byte[] decodeToBinary(int id) {
+            return values.get(id);
+        }
+
+        /** Numbers: none (the dictionary's columns are strings; Spark asks a string column for binaries only). */
+        @Override
+        public int decodeToInt(int id) {
+            throw new UnsupportedOperationException("kafkalog's dictionary holds the strings of string columns");
+        }
+
+        @Override
+        public long decodeToLong(int id) {
+            return decodeToInt(id);
+        }
+
+        @Override
+        public float decodeToFloat(int id) {
+            return decodeToLong(id);
+        }
+
+        @Override
+        public double decodeToDouble(int id) {
+            return decodeToFloat(id);
+        }
+    }
+
     static final class Reader implements PartitionReader<ColumnarBatch> {
         private final Col[] cols;
         private final OnHeapColumnVector[] vectors;
@@ -338,9 +382,11 @@ public final class SegmentScan implements TableProvider {
         private boolean transactional;
         private boolean control;
         private int magic;
-        private byte[] topicBytes;
-        private byte[] segmentBytes;
-        private byte[] codecBytes;
+        private final Strings strings = new Strings();
+        /** The numbers of the piece's topic and segment and of the batch's codec in {@link #strings}. */
+        private int topicId;
+        private int segmentId;
+        private int codecId;
         private int headerCount;
         /** Where the next batch of the piece starts: its end when every byte was a batch. */
         private long nextPosition;
@@ -362,6 +408,10 @@ public final class SegmentScan implements TableProvider {
                 cols[i] = c;
                 DataType t = fields[i].dataType();
                 vectors[i] = new OnHeapColumnVector(ROWS, t);
+                if (c == Col.TOPIC || c == Col.SEGMENT || c == Col.CODEC) {
+                    vectors[i].reserveDictionaryIds(ROWS);
+                    vectors[i].setDictionary(strings);
+                }
             }
             batch = new ColumnarBatch(vectors);
             for (String p : spec.split("\t", -1)) {
@@ -441,7 +491,7 @@ public final class SegmentScan implements TableProvider {
                             }
                         }
                     }
-                    codecBytes = b.compressionType().name.getBytes(StandardCharsets.UTF_8);
+                    codecId = strings.id(b.compressionType().name);
                     timestampType = b.timestampType().id;
                     leaderEpoch = b.partitionLeaderEpoch();
                     producerId = b.producerId();
@@ -470,8 +520,8 @@ public final class SegmentScan implements TableProvider {
                     return null;
                 }
                 piece = pieces.get(pieceIndex++);
-                topicBytes = piece.topic.getBytes(StandardCharsets.UTF_8);
-                segmentBytes = piece.segment.getBytes(StandardCharsets.UTF_8);
+                topicId = strings.id(piece.topic);
+                segmentId = strings.id(piece.segment);
                 nextPosition = piece.start;
                 file = SegmentBatches.open(piece.path, piece.segment, piece.start, piece.end, hadoop, firstWindow,
                         maxWindow);
@@ -517,7 +567,7 @@ public final class SegmentScan implements TableProvider {
                 switch (cols[i]) {
                     case KEY -> putBuffer(v, row, r.key());
                     case VALUE -> putBuffer(v, row, r.value());
-                    case TOPIC -> v.putByteArray(row, topicBytes, 0, topicBytes.length);
+                    case TOPIC -> v.getDictionaryIds().putInt(row, topicId);
                     case PARTITION -> v.putInt(row, piece.partition);
                     case OFFSET -> v.putLong(row, r.offset());
                     case TIMESTAMP -> {
@@ -538,8 +588,8 @@ public final class SegmentScan implements TableProvider {
                     case IS_TRANSACTIONAL -> v.putBoolean(row, transactional);
                     case IS_CONTROL -> v.putBoolean(row, control);
                     case MAGIC -> v.putInt(row, magic);
-                    case CODEC -> v.putByteArray(row, codecBytes, 0, codecBytes.length);
-                    case SEGMENT -> v.putByteArray(row, segmentBytes, 0, segmentBytes.length);
+                    case CODEC -> v.getDictionaryIds().putInt(row, codecId);
+                    case SEGMENT -> v.getDictionaryIds().putInt(row, segmentId);
                     case POSITION -> v.putLong(row, batchPosition);
                     default -> throw new IllegalStateException(cols[i].name());
                 }

@@ -134,6 +134,20 @@ def test_a_planner_that_died_is_started_again(jvm, tmp_path):
     assert again != killed
 
 
+def test_queries_planned_at_once_each_get_a_planner(jvm, tmp_path):
+    """Queries of several threads plan at the same time (a kept planner is busy: another is started, then kept
+    too), each with its own rows."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    data, _, _ = changing_dir(tmp_path)
+    want = {p: jvm.read.format("kafkalog").load(str(data / f"g-{p}")).count() for p in (0, 1)}
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda i: jvm.read.format("kafkalog").option("partitions", str(i % 2))
+                            .load(str(data)).count(), range(8)))
+    assert got == [want[i % 2] for i in range(8)]
+    assert 1 <= len(planners(jvm._jvm.ProcessHandle.current().pid())) <= 4
+
+
 SESSION_JOB = """
 import json, os, sys
 from kafkalog.tools.spark import session

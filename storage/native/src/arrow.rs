@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::ffi::CString;
 use std::sync::Arc;
 
+use arrow_array::cast::AsArray;
 use arrow_array::types::{ArrowPrimitiveType, Int32Type, Int64Type};
 use arrow_array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Int32Array, Int64Array, ListArray, PrimitiveArray, StringArray,
@@ -313,7 +314,12 @@ impl ArrowRecords {
             self.timestamps.push(timestamp);
         }
         if self.fill.headers {
-            self.header_offsets.push(self.header_keys.len() as i32);
+            // only the rows up to the last one with headers are written: the rows after it end where it ends
+            let (ends, last) = (self.header_keys.len() as i32, self.header_offsets.last().copied().unwrap_or(0));
+            if ends != last {
+                self.header_offsets.resize(self.offsets.len(), last);
+                self.header_offsets.push(ends);
+            }
         }
         if let (true, Some(s)) = (self.fill.sequences, sequence) {
             if self.sequences.len() + 1 < self.offsets.len() {
@@ -616,13 +622,23 @@ impl ArrowRecords {
             ],
             None,
         )?;
-        let offsets = std::mem::replace(&mut self.header_offsets, vec![0]);
+        let rows = self.offsets.len();
+        let mut offsets = std::mem::replace(&mut self.header_offsets, vec![0]);
         // a record without headers has null headers, as Spark's Kafka source (`KafkaRecordToRowConverter`)
-        let has_headers = BooleanBuffer::collect_bool(offsets.len() - 1, |i| offsets[i + 1] > offsets[i]);
+        let (offsets, has_headers) = if items.is_empty() {
+            // no record of the chunk has any (the common case): zero offsets from a shared array, every row null
+            let zeros = constant::primitive::<Int32Type>(0, rows + 1);
+            (zeros.as_primitive::<Int32Type>().values().clone(), BooleanBuffer::new_unset(rows))
+        } else {
+            let last = offsets.last().copied().unwrap_or(0);
+            offsets.resize(rows + 1, last);
+            let has = BooleanBuffer::collect_bool(rows, |i| offsets[i + 1] > offsets[i]);
+            (offsets.into(), has)
+        };
         let header_nulls = Some(NullBuffer::new(has_headers)).filter(|n| n.null_count() > 0);
         Ok(Arc::new(ListArray::try_new(
             Arc::new(Field::new("element", DataType::Struct(header_fields()), true)),
-            OffsetBuffer::new(offsets.into()),
+            OffsetBuffer::new(offsets),
             Arc::new(items),
             header_nulls,
         )?))

@@ -67,8 +67,10 @@ before its first job (its planning, with the plan request) 0.67-0.96 s -> 0.07-0
 1.261 M records/s (1.36x), local[2] 1.113 -> 1.557 (1.40x); local[2]/local[1] 1.20x -> 1.23x. A second run
 (08:50-09:00 UTC, load 4.0-10.1 during the JVM figures, another session's benchmark running too): local[1] 1.622
 -> 2.929 (1.81x), local[2] 1.071 -> 1.827 (1.71x), local[2] below local[1] for both jars (its cpu/wall 0.45-0.99:
-the second core was busy elsewhere); cluster / local[2] 0.75x (reps 0.65, 0.91). Neither run can judge the 1.8x
-goal. Note for that goal: pinned to one CPU (local[1]) the JVM picks the serial collector, on two (local[2]) G1
+the second core was busy elsewhere); cluster / local[2] 0.75x (reps 0.65, 0.91). A third (``--runs 3``, 09:11-09:17
+UTC, load 2.7-6.6): before its first job 0.39-0.72 s -> 0.08-0.20 s; local[1] 1.674 -> 1.969 (1.18x), local[2]
+2.252 -> 2.910 (1.29x), local[2]/local[1] 1.35x -> 1.48x (local[2]'s cpu/wall 0.99-1.09: one core's worth);
+cluster / local[2] 0.92x (reps 0.83, 1.01). No run can judge the 1.8x goal. Note for that goal: pinned to one CPU (local[1]) the JVM picks the serial collector, on two (local[2]) G1
 (JFR, 23 s of queries each: 160 young collections and 1.02 s of pauses vs 52 and 0.99 s); the scan allocates
 ~two ``HeapByteBuffer`` slices and a ``DefaultRecord`` per record (with Spark's ``byte[]`` copies for
 ``length(value)``, 90 % of the sampled allocation), so the collector is part of the per-row cost; no lock

@@ -110,7 +110,11 @@ sources harder). ``--scale 0.25 --runs 2 --reps 1 --jvm --spark-cached --query f
 --skip-dump`` (AFTER: with the dictionaries too; 09:06-09:13 UTC, load 3.8-8.3, one rep): JVM scan local[1] 0.821
 -> 0.968 M records/s (0.837 -> 0.971 M records per CPU second), Spark's cached rows 1.148 (1.202 per CPU second):
 the 19-column aggregate at 72 % -> 84 % of the query's own bound in wall time, 70 % -> 81 % per CPU second (goal
->= 80 %; one rep on a loaded machine: to be confirmed on a quiet one).
+>= 80 %; one rep on a loaded machine: to be confirmed on a quiet one). The benchmark's query again with the
+dictionaries (``--runs 3 --reps 2 --jvm --base-jar BEFORE --jar AFTER --skip-dump``, 09:12-09:19 UTC, load 2.5-7.0):
+wall figures swung 2x between reps (JVM scan local[1] 1.413 and 3.134, before 2.671 and 2.661 M records/s); per CPU
+second of the whole process tree, which the load moves less, 2.61-2.65 -> 2.85-3.12 M records (1.08-1.19x; the
+first run: 2.61-2.81 -> 2.78-3.00).
 
 The data dir (``--scale`` GiB over 4 partitions, ~16 KiB uncompressed batches of 100-byte values, 1 GiB
 segments with offset indexes) is written through the write path (LogWriter), reusing a few prebuilt batches so

@@ -439,7 +439,10 @@ def main() -> int:
                          "decoded in the JVM with column pruning)")
     ap.add_argument("--jar", help="kafkalog's Spark jar for the --jvm figures (default: this checkout's)")
     ap.add_argument("--base-jar", help="with --jvm, also the JVM figures with this jar (a build of an earlier "
-                                       "commit), interleaved with the others: before -> after in one run")
+                                       "commit), interleaved with the others: before -> after in one run. To build "
+                                       "one: git archive COMMIT tools/spark | tar -x -C DIR; then in DIR: python -c "
+                                       "\"import runpy, pathlib; runpy.run_path('tools/spark/jar.py')"
+                                       "['build_for_package'](pathlib.Path('/tmp/before.jar'))\"")
     ap.add_argument("--cluster", action="store_true",
                     help="also the JVM scan on a standalone cluster started here (a master and 2 workers of 1 core: "
                          "tests/spark/standalone.py), interleaved with the JVM scan on local[2], with where each "

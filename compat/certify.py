@@ -25,7 +25,7 @@ copy of each (the originals are only read):
    (:func:`kafkalog.storage.engine.export.iter_partition_batches`: at read_committed up to the last stable
    offset, the aborted transactions skipped as the files' markers and ``.txnindex`` say).
 4. **Tools.** Kafka's ``DumpLogSegments --deep-iteration --index-sanity-check`` runs on every segment of the
-   original; ``kafkalog verify --deep`` runs on the original.
+   original; ``kafkalog verify --kafka-exact`` (``--deep``) runs on the original.
 
 The result (:class:`CertifyReport`) is facts: each :class:`Divergence` has the partition and offsets or the
 file and byte, what Kafka did (its log line, the client's error, what it served), what the files imply, the

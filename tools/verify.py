@@ -50,8 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="data dirs, partition dirs or single files (.log, .index, .snapshot, checkpoints, ...); "
                         "local paths or URLs (s3://...)")
-    parser.add_argument("--deep", action="store_true",
-                        help="also decode every record (decompressing batches): slower, finds more")
+    parser.add_argument("--deep", "--kafka-exact", action="store_true", dest="deep",
+                        help="also decode every record (decompressing batches): slower, finds more. --kafka-exact "
+                             "is the same check (every rule Kafka applies to the records), under the name repair "
+                             "and conformance certify use")
     parser.add_argument("--json", action="store_true",
                         help="print JSON Lines, one object per finding (file, position, kind, severity, message)")
     parser.add_argument("--workers", type=positive_int, default=None, metavar="N",

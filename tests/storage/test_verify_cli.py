@@ -59,6 +59,17 @@ def test_crc_error_json_and_exit_code(tmp_path, capsys):
     assert "FAILED" in out.err and "1 errors" in out.err
 
 
+def test_kafka_exact_is_deep(tmp_path, capsys):
+    """``verify --kafka-exact`` (the name issue 31's certify gives it) is ``--deep``: the same findings."""
+    root = multi_partition_data_dir(tmp_path / "data")
+    corrupt(root / "orders-2" / "00000000000000000000.log", 300)
+    outs = []
+    for flag in ("--deep", "--kafka-exact"):
+        assert main(["verify", "--json", "--no-progress", flag, str(root)]) == 1
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and '"kind":"crc"' in outs[0]
+
+
 def _batch_starts(log: Path) -> set[int]:
     from kafkalog.storage.records import iter_batches
 

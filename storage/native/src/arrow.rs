@@ -240,6 +240,17 @@ pub struct ArrowRecords {
     /// the columns built at finish, and the per-record buffers they need filled
     projection: Projection,
     fill: Fill,
+    /// the current batch's parsed records (`add_v2_at` without `keep`), reused batch after batch
+    parsed: Vec<Parsed>,
+}
+
+/// One record of a batch, parsed and checked, before its row is written (`ArrowRecords::add_all`).
+#[derive(Clone, Copy)]
+struct Parsed {
+    offset: i64,
+    timestamp: i64,
+    off_delta: i64,
+    hcount: usize,
 }
 
 impl ArrowRecords {
@@ -301,6 +312,7 @@ impl ArrowRecords {
             capacity,
             projection,
             fill,
+            parsed: Vec::new(),
         }
     }
 
@@ -412,9 +424,19 @@ impl ArrowRecords {
             position,
             piece,
         };
-        // one pass, straight into the columns; anything unusual takes the whole batch back
         self.reserve(count as usize);
         let mark = self.mark();
+        if keep.is_none() {
+            let added = self.add_all(d, count as usize, (base_offset, base_ts, append_ts, base_seq), loc);
+            if added.is_none() {
+                self.truncate(mark);
+                return Ok(None);
+            }
+            self.push_run(meta, CODEC_NAMES[codec], count as usize);
+            self.nbytes += b.len();
+            return Ok(added);
+        }
+        // one pass, straight into the columns; anything unusual takes the whole batch back
         let mut added = 0;
         let mut p = 0usize;
         for _ in 0..count {
@@ -454,6 +476,77 @@ impl ArrowRecords {
         self.push_run(meta, CODEC_NAMES[codec], added);
         self.nbytes += b.len();
         Ok(Some(added))
+    }
+
+    /// Every record of a batch's records section `d` (`count` of them, filling it exactly) as rows, in two
+    /// passes: each record parsed and checked, its headers, key and value written as it is (those copies'
+    /// stores overlap the next record's parse), then offsets, timestamps, header offsets and sequences each in a
+    /// loop of its own (one capacity check per column, not one per row). `None` on anything unusual: the caller
+    /// takes back the batch. `(base_offset, base_ts, append_ts, base_seq)` are the batch's.
+    #[inline(never)]
+    fn add_all(
+        &mut self,
+        d: &[u8],
+        count: usize,
+        (base_offset, base_ts, append_ts, base_seq): (i64, i64, Option<i64>, i64),
+        loc: Option<Loc>,
+    ) -> Option<usize> {
+        let mut parsed = std::mem::take(&mut self.parsed);
+        parsed.clear();
+        parsed.reserve(count);
+        let (hk, hv) = (&mut self.header_keys, &mut self.header_values);
+        let (keys, values) = (&mut self.keys, &mut self.values);
+        let mut p = 0usize;
+        let end = d.len();
+        let ok = (|| {
+            for _ in 0..count {
+                touch(d, p + TOUCH_AHEAD);
+                let raw = parse_record_with(d, &mut p, end, |(ka, kb), v| {
+                    hk.push(Some(&d[ka..kb]));
+                    hv.push(v.map(|(a, b)| &d[a..b]));
+                })?;
+                let (offset, timestamp) = raw.offset_timestamp(base_offset, base_ts, append_ts)?;
+                // the copies stay in this pass: their stores overlap the next record's parse
+                keys.push(d, raw.key, loc);
+                values.push(d, raw.value, loc);
+                parsed.push(Parsed { offset, timestamp, off_delta: raw.off_delta, hcount: raw.hcount });
+            }
+            (p == end).then_some(())
+        })();
+        if ok.is_some() {
+            self.write_parsed(&parsed, base_seq);
+        }
+        self.parsed = parsed;
+        ok.map(|()| count)
+    }
+
+    /// The rows of `add_all`'s parsed records, column by column (as `push_row` and the key and value pushes
+    /// write them row by row).
+    fn write_parsed(&mut self, parsed: &[Parsed], base_seq: i64) {
+        let before = self.offsets.len();
+        self.offsets.extend(parsed.iter().map(|r| r.offset));
+        if self.fill.timestamps {
+            self.timestamps.extend(parsed.iter().map(|r| r.timestamp));
+        }
+        if self.fill.headers {
+            // only the rows up to the last one with headers are written: the rows after it end where it ends
+            let mut ends = (self.header_keys.len() - parsed.iter().map(|r| r.hcount).sum::<usize>()) as i32;
+            for (i, r) in parsed.iter().enumerate() {
+                if r.hcount == 0 {
+                    continue;
+                }
+                let last = self.header_offsets.last().copied().unwrap_or(0);
+                ends += r.hcount as i32;
+                self.header_offsets.resize(before + i + 1, last);
+                self.header_offsets.push(ends);
+            }
+        }
+        if self.fill.sequences && base_seq >= 0 {
+            if self.sequences.len() < before {
+                self.sequences.resize(before, -1);
+            }
+            self.sequences.extend(parsed.iter().map(|r| sequence(base_seq, r.off_delta)));
+        }
     }
 
     /// One v2 batch (a run's, `add_entries`, or `add_v2`'s), lying at `at` in a shared buffer (with views): a

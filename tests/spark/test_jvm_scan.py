@@ -360,3 +360,13 @@ def test_a_compressed_batch_that_cannot_be_inflated_fails_naming_segment_and_byt
     with pytest.raises(Exception) as ei:
         jvm.read.format("kafkalog").option("verifyCrc", "false").load(str(tmp_path)).count()
     assert f"{log}: byte {positions[2]}: the records of the batch cannot be decoded" in str(ei.value)
+
+
+@pytest.mark.parametrize("where", ["windows", "mixed"])
+def test_key_and_value_read_in_generated_code_as_the_python_source(jvm, windows_dir, mixed_dir, where):
+    """``key`` and ``value`` read by Spark's generated code (hashes and lengths of their bytes, their nulls), while
+    one batch of rows spans several of the scan's windows and over every codec, give the Python source's answer."""
+    a, b = _both(jvm, str(windows_dir if where == "windows" else mixed_dir))
+    query = ["count(*)", "count(key)", "count(value)", "sum(length(key))", "sum(length(value))", "sum(hash(key))",
+             "sum(hash(value))", "max(xxhash64(value, offset))", "max(value)", "min(key)"]
+    assert a.selectExpr(*query).collect() == b.selectExpr(*query).collect()

@@ -745,9 +745,9 @@ class ContainerBroker(KafkaBroker):
         env["KAFKA_HEAP_OPTS"] = f"-Xmx{self.heap}"
         return env
 
-    def _new_container(self) -> Any:
+    def _new_container(self, **kwargs: Any) -> Any:
         """A container of the image (not started) on the host's network, as the calling user, the work dir
-        bind-mounted at its own path."""
+        bind-mounted at its own path; ``kwargs``: more of the Docker SDK's ``run`` arguments."""
         os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # Ryuk's image comes from a registry
         try:
             from testcontainers.core.container import DockerContainer
@@ -755,7 +755,7 @@ class ContainerBroker(KafkaBroker):
             raise HarnessError("testcontainers is not installed: pip install testcontainers") from exc
         container = DockerContainer(self.image or ensure_image(self.version))
         container.with_volume_mapping(str(self.work_dir), str(self.work_dir), "rw")
-        container.with_kwargs(network_mode="host", user=f"{os.getuid()}:{os.getgid()}")
+        container.with_kwargs(network_mode="host", user=f"{os.getuid()}:{os.getgid()}", **kwargs)
         return container
 
     @property
@@ -772,8 +772,7 @@ class ContainerBroker(KafkaBroker):
         if (self.data_dir / "meta.properties").exists():
             return self.data_dir
         write_properties(self.properties_path, self.server_properties())
-        container = self._new_container()
-        container.with_kwargs(entrypoint=["java"], network_mode="host", user=f"{os.getuid()}:{os.getgid()}")
+        container = self._new_container(entrypoint=["java"])
         container.with_command([*self.jvm_options(heap="256m", log_level="WARN", stderr_log=True), "-cp",
                                 f"{LIBS}/*", "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                                 "-c", str(self.properties_path)])

@@ -50,8 +50,9 @@ broker's log.dirs entry) is copied (the original is only read) and:
 
   load     a broker loads the copy: what must match the test broker is restamped (meta.properties ids; without
            __cluster_metadata the topics are created with the topic ids of their partition.metadata, and a
-           Kafka before 3.3 runs in ZooKeeper mode, as its users ran it); the broker's own log lines about loading (recovery, truncation, rebuilt indexes and producer state,
-           stray dirs, errors) are the evidence
+           Kafka before 3.3 runs in ZooKeeper mode, as its users ran it); the broker's own log lines about
+           loading (recovery, truncation, rebuilt indexes and producer state, stray dirs, errors) are the
+           evidence
   serve    every partition is consumed to its end by kafka-python and confluent-kafka (check.crcs=true), at
            read_uncommitted and read_committed, and compared record for record with what kafkalog reads from
            the original files (aborted transactions skipped as the files' markers say)

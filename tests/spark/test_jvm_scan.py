@@ -161,10 +161,9 @@ def test_the_planner_answers_as_the_python_source_plans(mixed_dir, tmp_path):
         return json.loads(proc.stdout)
 
     path = str(mixed_dir)
-    assert ask("schema", path=path) == {"schema": RECORD_SCHEMA_DDL, "refusal": None, "streamRefusal": None,
-                                        "streamSchemes": []}
+    assert ask("schema", path=path) == {"schema": RECORD_SCHEMA_DDL, "refusal": None, "streamSchemes": []}
     assert ask("schema", path=path, level="batch") == {"schema": BATCH_SCHEMA_DDL, "refusal": "level=batch",
-                                                      "streamRefusal": "level=batch", "streamSchemes": []}
+                                                      "streamSchemes": []}
     opts = parse_read_options({"path": path, "offset": "-100"})
     assert ask("plan", path=path, offset="-100") == {"pieces": encode_pieces(plan(opts), opts), "verifyCrc": "true",
                                                      "includeControlRecords": "false"}

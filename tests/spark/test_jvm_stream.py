@@ -199,8 +199,8 @@ def test_an_s3a_stream_without_hadoop_aws_is_the_python_stream(jvm, s3_endpoint,
 
     from kafkalog.tools.spark.jvm import missing_file_system
 
-    if missing_file_system(jvm, ["s3a"]) is None:
-        pytest.skip("this session has hadoop-aws")
+    assert missing_file_system(jvm, ["s3a"]) is not None, \
+        "the tests' Spark session is built without hadoop-aws (test_jvm_s3a.py adds it through spark-submit)"
     os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
     root = tmp_path / "data"
     generated_partition(root / "t-0", 60, batch_records=10, segment_bytes=1500)

@@ -178,16 +178,11 @@ def option_refusal(options: Mapping[str, str]) -> str | None:
     return jvm_scan_refusal(parse_read_options(options))
 
 
-def stream_refusal(options: Mapping[str, str]) -> str | None:
-    """Why the JVM ``kafkalog`` source gives a stream (``readStream``) with these options to the Python data source
-    (None: ``KafkaLogMicroBatchStream`` reads it, planned by :mod:`.jvm_stream`): what a batch read refuses. A
-    stream reads local data dirs and those under a URL Hadoop opens (``s3a://``, ``s3://``, ``hdfs://``) as a batch
-    read does; its JVM must have their FileSystem (:func:`stream_schemes`, checked by the JVM source)."""
-    return option_refusal(options)
-
-
 def stream_schemes(options: Mapping[str, str]) -> list[str]:
-    """The Hadoop FileSystem schemes a stream with these options opens (``s3a``, ``hdfs``; none for local dirs)."""
+    """The Hadoop FileSystem schemes a stream with these options opens (``s3a``, ``hdfs``; none for local dirs). A
+    stream (``readStream``) goes to the Python data source for what a batch read does (:func:`option_refusal`) and
+    when its JVM lacks one of these FileSystems (checked by the JVM source); else ``KafkaLogMicroBatchStream`` reads
+    it, planned by :mod:`.jvm_stream`."""
     opts = parse_read_options(options)
     return sorted({HADOOP_SCHEMES[s.scheme] for s in _specs(opts) if not s.is_local})
 

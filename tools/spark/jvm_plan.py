@@ -7,11 +7,11 @@ configuration, which gives the ``s3.*`` options the read does not: :func:`kafkal
 the planner reaches the server the scan reads), each answered by one JSON object on one line (without
 ``--serve``: one request on stdin, its answer on stdout):
 
-* ``schema``: ``{"schema": DDL, "refusal": REASON | null, "streamRefusal": REASON | null, "streamSchemes": [...]}``:
-  the schema of the options (the Python source's: :func:`kafkalog.tools.spark.schema.source_ddl`), whether the
-  options alone give the read, or a stream, to the Python data source (:func:`kafkalog.tools.spark.jvm.
-  option_refusal`, :func:`~kafkalog.tools.spark.jvm.stream_refusal`) and the Hadoop FileSystem schemes a stream
-  opens (:func:`~kafkalog.tools.spark.jvm.stream_schemes`: without one in the JVM, the Python stream reads it);
+* ``schema``: ``{"schema": DDL, "refusal": REASON | null, "streamSchemes": [...]}``: the schema of the options
+  (the Python source's: :func:`kafkalog.tools.spark.schema.source_ddl`), whether the options alone give the read,
+  or a stream, to the Python data source (:func:`kafkalog.tools.spark.jvm.option_refusal`) and the Hadoop
+  FileSystem schemes a stream opens (:func:`~kafkalog.tools.spark.jvm.stream_schemes`: without one in the JVM, the
+  Python stream reads it);
 * ``stream`` (the JVM stream's questions, ``"op"`` and its fields in the request): :mod:`kafkalog.tools.spark.
   jvm_stream`;
 * ``plan``: ``{"pieces": ..., "verifyCrc": ..., "includeControlRecords": ...}`` (the planned pieces,
@@ -40,11 +40,10 @@ def answer(request: str, options: Mapping[str, str], body: Mapping | None = None
     from .schema import source_ddl
 
     if request == "schema":
-        from .jvm import option_refusal, stream_refusal, stream_schemes
+        from .jvm import option_refusal, stream_schemes
 
-        stream_why = stream_refusal(options)
-        return {"schema": source_ddl(options), "refusal": option_refusal(options), "streamRefusal": stream_why,
-                "streamSchemes": [] if stream_why else stream_schemes(options)}
+        why = option_refusal(options)
+        return {"schema": source_ddl(options), "refusal": why, "streamSchemes": [] if why else stream_schemes(options)}
     if request == "stream":
         from . import jvm_stream
 

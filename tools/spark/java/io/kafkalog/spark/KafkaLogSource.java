@@ -47,7 +47,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>What the scan does not read (the reasons of {@code kafkalog.tools.spark.jvm}: {@code level=batch}, {@code
  * mode=permissive}, {@code pushFilters}, remote paths, segments past 2 GiB), the streams {@link
- * KafkaLogMicroBatchStream} does not read ({@code kafkalog.tools.spark.jvm.stream_refusal}) and writes go to
+ * KafkaLogMicroBatchStream} does not read (the same reasons, or a FileSystem the JVM lacks) and writes go to
  * kafkalog's Python data source, registered as {@value #PYTHON_NAME} by {@code
  * kafkalog.tools.spark.register(spark)}; the reason is logged once per JVM and named in the plan's description.
  */
@@ -310,7 +310,7 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
     /**
      * A read the options let the scan take: planned when the query is (the pieces, or why the Python source reads
      * them), with the columns the query uses. A stream is read by {@link KafkaLogMicroBatchStream} (unless the schema
-     * answer's {@code streamRefusal} gives it to the Python source) without planning here.
+     * answer's {@code refusal} gives it to the Python source) without planning here.
      */
     static final class Deciding implements ScanBuilder, SupportsPushDownRequiredColumns {
         private final SourceTable table;
@@ -380,7 +380,7 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
             JsonNode answer = table.source.schemaAnswer(options);
             List<String> schemes = new java.util.ArrayList<>();
             answer.path("streamSchemes").forEach(n -> schemes.add(n.asText()));
-            String refusal = answer.hasNonNull("streamRefusal") ? answer.get("streamRefusal").asText()
+            String refusal = answer.hasNonNull("refusal") ? answer.get("refusal").asText()
                     : SegmentBatches.missingFileSystem(String.join(",", schemes));
             if (refusal == null) {  // the micro-batches are read by the scan
                 SegmentScan.Builder scan = new SegmentScan.Builder(table.schema, CaseInsensitiveStringMap.empty());

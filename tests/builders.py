@@ -213,6 +213,22 @@ def write_segment(pdir: Path, base: int, batches: Iterable[bytes] | bytes, *, su
     return p
 
 
+def replace_segment(log: Path, how: str) -> None:
+    """Change the segment file ``log`` under its name, as after a read was planned: ``swap`` (a new file of its
+    first half renamed over it, the log cleaner's ``.cleaned`` -> ``.swap`` -> rename: a new inode, smaller),
+    ``truncate`` (cut to its first half in place, as recovery does), ``rewrite`` (its bytes in a new file renamed
+    over it, 2 s later: the same size, a new inode and modification time)."""
+    data = log.read_bytes()
+    mtime = log.stat().st_mtime_ns
+    if how == "truncate":
+        os.truncate(log, len(data) // 2)
+        return
+    new = log.with_name(log.name + ".swap")
+    new.write_bytes(data if how == "rewrite" else data[:len(data) // 2])
+    os.utime(new, ns=(mtime + 2_000_000_000, mtime + 2_000_000_000))
+    os.replace(new, log)
+
+
 def single_record_segment(pdir: Path, base: int, n: int, ts: int, value: bytes = b"v" * 50) -> Path:
     """``n`` single-record batches from ``base``, all with timestamp ``ts`` and key ``k``; no indexes."""
     return write_segment(pdir, base, [build_batch([(base + i, ts, b"k", value)], base_offset=base + i)

@@ -39,7 +39,7 @@ from kafkalog.storage.files.offset_index import OffsetIndex, OffsetPosition
 from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from kafkalog.storage.files.txn_index import TransactionIndex
 from kafkalog.storage.io.closing import Closing, unmap
-from kafkalog.storage.io.fs import SegmentFile, UrlPath, as_path
+from kafkalog.storage.io.fs import FileStamp, SegmentFile, UrlPath, as_path, local_stamp
 from kafkalog.storage.records import Batch, LogScanner, batch_at
 from kafkalog.storage.records.batch import HEADER_SIZE as V2_HEADER_SIZE
 from kafkalog.storage.records.reader import WindowedScanner
@@ -161,6 +161,18 @@ class Segment(Closing):
         if self._view is not None:
             return self._view.mtime_ns(self.path.name) // 1_000_000
         return self.path.stat().st_mtime_ns // 1_000_000
+
+    @property
+    def stamp(self) -> FileStamp:
+        """Which file the ``.log`` is now (:class:`~kafkalog.storage.io.fs.FileStamp`): its size and modification
+        time as the directory view listed them (no second listing), a local one's ``stat`` with its inode. A plan
+        carries it so that a reader can tell the file it planned from one swapped in under the same name."""
+        if self._view is not None:
+            return self._view.stamp(self.path.name)
+        if isinstance(self.path, UrlPath):
+            st = self.path.stat()
+            return FileStamp(st.st_size, st.st_mtime_ns // 1_000_000)
+        return local_stamp(self.path.stat())
 
     def file_size(self, suffix: str) -> int:
         """Size of this segment's file ``suffix`` (``.index``...), 0 when it does not exist."""

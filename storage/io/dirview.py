@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from kafkalog.storage.errors import LogDirError
-from kafkalog.storage.io.fs import SegmentFile, UrlPath, is_url, listdir, read_bytes
+from kafkalog.storage.io.fs import FileStamp, SegmentFile, UrlPath, is_url, listdir, read_bytes
 from kafkalog.storage.io.local import open_regular
 from kafkalog.storage.io.ops import Blob, Delete, Op, Reason, Rename, Touch, Truncate, WriteFile
 
@@ -144,6 +144,12 @@ class DirView:
 
     def mtime_ns(self, name: str) -> int:
         return self._file(name).mtime_ns
+
+    def stamp(self, name: str) -> FileStamp:
+        """Which file ``name`` is, as listed (:class:`~kafkalog.storage.io.fs.FileStamp`; a local one with its
+        inode)."""
+        e = self._file(name)
+        return FileStamp(e.size, e.mtime_ns // 1_000_000, e.ino if self.url is None else -1)
 
     def file(self, name: str) -> str:
         """The absolute path of ``name`` in this directory."""

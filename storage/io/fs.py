@@ -216,12 +216,52 @@ def forget_listings() -> None:
 
 
 @dataclass(frozen=True)
+class FileStamp:
+    """Which file a path named when a read was planned: its size, its modification time (ms, as Java's
+    ``File.lastModified`` and Hadoop's ``FileStatus.getModificationTime`` give it) and, for a local file, its inode
+    (-1 when the filesystem gives none: an object store's, Hadoop's).
+
+    A reader that reads the planned bytes later checks :meth:`holds` first: the log cleaner (the broker's or
+    ``kafkalog compact``'s) swaps a new file in under the same name (``.cleaned`` -> ``.swap`` -> rename), retention
+    deletes a segment and a new one may take its name, recovery truncates one; the planned byte ranges then point
+    into another file."""
+
+    size: int
+    mtime_ms: int
+    inode: int = -1
+
+    def holds(self, found: FileStamp) -> bool:
+        """Whether ``found`` (the path's stamp now) is still the planned file with the planned bytes: unchanged
+        (same size and modification time), or the same inode grown (a broker appending to its active segment:
+        the planned bytes are still there). Anything else (a new inode, a shorter file, the same size rewritten,
+        an object rewritten under its key) is a replaced file."""
+        if found.size == self.size and found.mtime_ms == self.mtime_ms:
+            return True
+        return self.inode >= 0 and found.inode == self.inode and found.size > self.size
+
+    def fields(self) -> tuple[int, int, int]:
+        """``(size, mtime_ms, inode)``: what a reader in another language compares (the JVM scan's piece)."""
+        return self.size, self.mtime_ms, self.inode
+
+
+def local_stamp(st: os.stat_result) -> FileStamp:
+    """The :class:`FileStamp` of a local file's ``stat``."""
+    return FileStamp(st.st_size, st.st_mtime_ns // 1_000_000, st.st_ino)
+
+
+@dataclass(frozen=True)
 class Entry:
     name: str
     path: str
     is_dir: bool
     size: int
     mtime_ns: int = 0
+    inode: int = -1  # a local file's, from :func:`info` (-1: not known)
+
+    @property
+    def stamp(self) -> FileStamp:
+        """The file as listed (:class:`FileStamp`)."""
+        return FileStamp(self.size, self.mtime_ns // 1_000_000, self.inode)
 
 
 class UrlStat(NamedTuple):
@@ -345,7 +385,7 @@ def info(spec: FsSpec, path: str) -> Entry | None:
             st = os.stat(path)
         except FileNotFoundError:
             return None
-        return Entry(os.path.basename(path), path, stat.S_ISDIR(st.st_mode), st.st_size, st.st_mtime_ns)
+        return Entry(os.path.basename(path), path, stat.S_ISDIR(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ino)
     import pyarrow.fs as pafs  # optional dependency: only a URL needs it
 
     fi = spec.filesystem().get_file_info(path)
@@ -417,14 +457,29 @@ class SegmentFile(Closing):
         self.name = display(spec, path)
         self._mm: mmap.mmap | None = None
         self._remote = None
+        stamp: FileStamp | None = None
         if spec.is_local:
             with open(path, "rb") as f:
-                self.size = os.fstat(f.fileno()).st_size
+                st = os.fstat(f.fileno())
+                stamp = local_stamp(st)
+                self.size = st.st_size
                 if self.size:
                     self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         else:
             self._remote = spec.filesystem().open_input_file(path)
             self.size = self._remote.size()
+        self._stamp = stamp
+
+    @property
+    def stamp(self) -> FileStamp:
+        """The file opened (:class:`FileStamp`): a local one's ``fstat``, one under a URL as its filesystem lists
+        it now (asked once)."""
+        if self._stamp is None:
+            e = info(self.spec, self.path)
+            if e is None:
+                raise FileNotFoundError(f"{self.name}: deleted after it was opened")
+            self._stamp = e.stamp
+        return self._stamp
 
     def view(self, start: int, length: int) -> memoryview:
         """``length`` bytes at ``start`` (fewer at the end of the file)."""

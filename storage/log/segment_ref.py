@@ -2,9 +2,9 @@
 
 :meth:`PartitionLog.segment_refs <kafkalog.storage.log.partition.PartitionLog.segment_refs>` lists a partition's
 segments as :class:`SegmentRef` s (picklable: a filesystem spec and paths, the base offset, the size seen when
-listed, the next segment's base offset); :class:`OpenSegments` opens them again as storage's
-:class:`~kafkalog.storage.files.segment.Segment`, whose rules (the byte range of an offset or time range, where a
-segment may be split) every reader then follows.
+listed, the next segment's base offset, which file it was: a :class:`~kafkalog.storage.io.fs.FileStamp`);
+:class:`OpenSegments` opens them again as storage's :class:`~kafkalog.storage.files.segment.Segment`, whose rules
+(the byte range of an offset or time range, where a segment may be split) every reader then follows.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io.closing import Closing
 from kafkalog.storage.io.dirview import DirView
-from kafkalog.storage.io.fs import FsSpec, UrlPath, display
+from kafkalog.storage.io.fs import FileStamp, FsSpec, UrlPath, display
 
 LOCAL = FsSpec("")
 
@@ -40,6 +40,7 @@ class SegmentRef:
     base_offset: int
     size: int  # the .log's size when listed: a reader reads no further
     next_base_offset: int | None  # base offset of the following segment of the same partition
+    stamp: FileStamp | None = None  # which file the .log was when listed (None: not known, not checked)
 
     @property
     def name(self) -> str:
@@ -79,7 +80,7 @@ def segment_refs(segments: Sequence[Segment], topic: str | None, partition: int 
         nxt = None if after is None else after.base_offset
         path: Path | UrlPath = s.path
         spec, fspath = (path.spec, path.fspath) if isinstance(path, UrlPath) else (LOCAL, str(path))
-        out.append(SegmentRef(spec, fspath, topic, partition, s.base_offset, s.size, nxt))
+        out.append(SegmentRef(spec, fspath, topic, partition, s.base_offset, s.size, nxt, s.stamp))
     return out
 
 

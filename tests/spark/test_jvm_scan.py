@@ -150,7 +150,7 @@ def test_the_planner_answers_as_the_python_source_plans(mixed_dir, tmp_path):
     import subprocess
     import sys
 
-    from kafkalog.tools.spark.jvm import encode_pieces
+    from kafkalog.tools.spark.jvm import data_loss_options, encode_pieces
     from kafkalog.tools.spark.options import parse_read_options
     from kafkalog.tools.spark.plan import plan
     from kafkalog.tools.spark.schema import BATCH_SCHEMA_DDL, RECORD_SCHEMA_DDL
@@ -166,7 +166,7 @@ def test_the_planner_answers_as_the_python_source_plans(mixed_dir, tmp_path):
                                                       "streamSchemes": []}
     opts = parse_read_options({"path": path, "offset": "-100"})
     assert ask("plan", path=path, offset="-100") == {"pieces": encode_pieces(plan(opts), opts), "verifyCrc": "true",
-                                                     "includeControlRecords": "false"}
+                                                     "includeControlRecords": "false", "scan": data_loss_options(opts)}
     assert ask("plan", path=path, mode="permissive") == {"refusal": "mode=permissive"}
     assert ask("plan", path=str(tmp_path / "nope")) == {"error": f"LogDirError: {tmp_path / 'nope'}: no such file or directory"}
 

@@ -62,7 +62,7 @@ from .jar import (
 )
 from .options import ReadOptions, parse_read_options
 from .plan import Piece, plan
-from .scan import record_filter
+from .scan import REPLACED, REPLACED_FAIL, REPLACED_WARN, record_filter
 from .schema import RECORD_SCHEMA_DDL
 
 __all__ = ["KAFKA_CLIENTS", "KAFKA_CLIENTS_JAR_ENV", "KAFKA_CLIENTS_PACKAGE", "SOURCE_CLASS"]
@@ -225,18 +225,28 @@ def _escape(s: str) -> str:
 
 def encode_pieces(groups: list[list[Piece]], opts: ReadOptions) -> str:
     """The ``pieces`` option of the JVM scan: one line per input partition (see ``SegmentScan.java``); for
-    groups :func:`pieces_refusal` accepts."""
+    groups :func:`pieces_refusal` accepts. Each piece ends with its segment's stamp as planned (size, modification
+    time, inode: :meth:`~kafkalog.storage.io.fs.FileStamp.fields`), which the scan compares with the file it opens
+    (:meth:`~kafkalog.storage.io.fs.FileStamp.holds`' comparison)."""
     lines = []
     for group in groups:
         out = []
         for p in group:
             # the Python scan's bounds; its open upper end, 2^63, is Long.MAX_VALUE in the JVM
             lo_o, hi_o, lo_t, hi_t = (min(x, _LONG_MAX) for x in record_filter(opts.in_window(p.window)))
+            stamp = p.stamp.fields() if p.stamp is not None else (-1, -1, -1)  # -1: not checked
             out.append("|".join([_escape(str(hadoop_url(p.spec, p.path))), _escape(p.topic or ""), str(p.partition if p.partition is not None
                                  else -1), _escape(p.name), str(p.start), str(p.end), str(lo_o), str(hi_o),
-                                 str(lo_t), str(hi_t)]))  # fmt: skip
+                                 str(lo_t), str(hi_t), *map(str, stamp)]))  # fmt: skip
         lines.append("\t".join(out))
     return "\n".join(lines)
+
+
+def data_loss_options(opts: ReadOptions) -> dict[str, str]:
+    """The JVM scan's options for a piece whose segment was replaced after planning: ``failOnDataLoss`` and the
+    words of :mod:`.scan` (``replaced``, whose fields the scan fills, then ``replacedFail`` or ``replacedWarn``)."""
+    return {"failOnDataLoss": str(opts.fail_on_data_loss).lower(), "replaced": REPLACED,
+            "replacedFail": REPLACED_FAIL, "replacedWarn": REPLACED_WARN}
 
 
 def scan_options(groups: list[list[Piece]]) -> dict[str, str]:
@@ -311,7 +321,7 @@ def load_why(spark, path: str | None = None, options: Mapping[str, str] | None =
             return (spark.read.format(CLASS).option("schema", RECORD_SCHEMA_DDL)
                     .option("verifyCrc", str(opts.verify_crc).lower())
                     .option("includeControlRecords", str(opts.include_control).lower())
-                    .options(**scan_options(groups))
+                    .options(**scan_options(groups), **data_loss_options(opts))
                     .option("pieces", encode_pieces(groups, opts)).load()), None  # fmt: skip
     return spark.read.format(python_format(spark)).options(**opts_map).load(), why
 

@@ -14,9 +14,12 @@ the planner reaches the server the scan reads), each answered by one JSON object
   Python stream reads it);
 * ``stream`` (the JVM stream's questions, ``"op"`` and its fields in the request): :mod:`kafkalog.tools.spark.
   jvm_stream`;
-* ``plan``: ``{"pieces": ..., "verifyCrc": ..., "includeControlRecords": ...}`` (the planned pieces,
-  :func:`kafkalog.tools.spark.jvm.encode_pieces`; for pieces under a URL also ``"scan"``, more options of the scan:
-  :func:`~kafkalog.tools.spark.jvm.scan_options`, and ``"hadoopSchemes"``, the Hadoop FileSystem schemes it opens),
+* ``plan``: ``{"pieces": ..., "verifyCrc": ..., "includeControlRecords": ..., "scan": {...}}`` (the planned
+  pieces, :func:`kafkalog.tools.spark.jvm.encode_pieces`, each with its segment's size, modification time and inode
+  as planned, which the scan checks before reading it; ``"scan"``, more options of the scan: what it does with a
+  segment replaced since (``failOnDataLoss`` and its words: :func:`~kafkalog.tools.spark.jvm.data_loss_options`)
+  and, for pieces under a URL, :func:`~kafkalog.tools.spark.jvm.scan_options`, with ``"hadoopSchemes"``, the Hadoop
+  FileSystem schemes it opens),
   or ``{"refusal": REASON}`` (:func:`~kafkalog.tools.spark.jvm.
   option_refusal`, :func:`~kafkalog.tools.spark.jvm.pieces_refusal`);
 * ``{"error": "CorruptRecordError: ..."}``: the options or the files are bad; kafkalog's message (file and byte)
@@ -49,7 +52,14 @@ def answer(request: str, options: Mapping[str, str], body: Mapping | None = None
 
         return jvm_stream.answer(str(body.get("op")), options, body)
     if request == "plan":
-        from .jvm import encode_pieces, hadoop_schemes, option_refusal, pieces_refusal, scan_options
+        from .jvm import (
+            data_loss_options,
+            encode_pieces,
+            hadoop_schemes,
+            option_refusal,
+            pieces_refusal,
+            scan_options,
+        )
         from .options import parse_read_options
         from .plan import plan
 
@@ -64,8 +74,9 @@ def answer(request: str, options: Mapping[str, str], body: Mapping | None = None
         out: dict[str, object] = {"pieces": encode_pieces(groups, opts), "verifyCrc": str(opts.verify_crc).lower(),
                                   "includeControlRecords": str(opts.include_control).lower()}
         schemes = hadoop_schemes(groups)
+        out["scan"] = scan_options(groups) | data_loss_options(opts)  # (scan_options: none for local pieces)
         if schemes:
-            out |= {"scan": scan_options(groups), "hadoopSchemes": schemes}
+            out["hadoopSchemes"] = schemes
         return out
     return {"error": f"ConfigError: unknown request {request!r} (schema, plan or stream)"}
 

@@ -11,8 +11,9 @@ offsets, the plan of the last trigger) and decodes the pieces with ``SegmentScan
   ..., "scan": {...}}``: ``initialOffset`` (a new query's; a restarted one keeps the one written in its
   checkpoint), what is complete now (an availableNow query's end), the options the JVM side acts on, the data-loss
   texts for a segment deleted after the driver planned it and before an executor read it (Spark's Kafka source's
-  words for records retention removed between planning and fetching), and the scan's options for data dirs under
-  a URL (``s3a://``, ``hdfs://``: :func:`kafkalog.tools.spark.jvm.stream_scan_options`; empty for local dirs);
+  words for records retention removed between planning and fetching), and the scan's options: for a segment
+  replaced after planning (:func:`kafkalog.tools.spark.jvm.data_loss_options`) and for data dirs under a URL
+  (``s3a://``, ``hdfs://``: :func:`kafkalog.tools.spark.jvm.stream_scan_options`; none for local dirs);
 * ``latest`` (each trigger; body ``start``, ``maxRows``, ``target``): ``{"end": OFFSETS, "available": OFFSETS,
   "plan": PLAN}``: ``latestOffset`` and, in the same call, the plan of the micro-batch ``[start, end)``;
 * ``plan`` (a micro-batch Spark runs again from its offset log; body ``start``, ``end``): ``{"plan": PLAN}``.
@@ -34,7 +35,7 @@ from pyspark.sql.types import StructType
 
 from kafkalog.storage.errors import ConfigError
 
-from .jvm import encode_pieces, pieces_refusal, stream_scan_options
+from .jvm import data_loss_options, encode_pieces, pieces_refusal, stream_scan_options
 from .stream import (
     DATA_LOSS_FAIL,
     DATA_LOSS_WARN,
@@ -78,7 +79,7 @@ def answer(op: str, options: Mapping[str, str], body: Mapping) -> dict:
                          "dataLossFail": DATA_LOSS_FAIL, "dataLossWarn": DATA_LOSS_WARN,
                          "verifyCrc": str(reader.opts.verify_crc).lower(),
                          "includeControlRecords": str(reader.opts.include_control).lower(),
-                         "scan": stream_scan_options(reader.opts)}
+                         "scan": stream_scan_options(reader.opts) | data_loss_options(reader.opts)}
         elif op == "latest":
             if body.get("target") is not None:
                 reader.available_now(from_json_offsets(body["target"]))

@@ -35,6 +35,10 @@
 ``minPartitions``      at least this many input partitions when the data allows (default 1)
 ``maxBatchSize``       refuse a batch whose size field is larger (default 1 GiB)
 ``pushFilters``        ``false`` (default) or ``true``: let the query's filters narrow the read (see below)
+``failOnDataLoss``     ``true`` (default): a segment replaced between planning and reading (the log cleaner's
+                       compaction swaps a new file in under its name; recovery truncates it) fails the query
+                       naming it; ``false``: its piece is skipped with a warning, as Spark's Kafka source
+                       treats lost data
 ``s3.*``               ``s3.endpoint``, ``s3.accessKey``, ``s3.secretKey``, ``s3.region``, ``s3.anonymous``
 =====================  =========================================================================================
 
@@ -87,6 +91,7 @@ class ReadOptions:
     push_filters: bool = False
     filters: tuple[tuple, ...] = ()  # filters pushed by Spark and taken (nodes of kafkalog.tools.spark.filters)
     offset_spec: OffsetSpec | None = None  # resolved per partition while planning (plan.partition_windows)
+    fail_on_data_loss: bool = True  # a segment replaced after planning fails the read (false: skipped, logged)
 
     @property
     def batch_level(self) -> bool:
@@ -236,6 +241,7 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         fs_opts=tuple(sorted((k, str(v)) for k, v in opts.items() if k.startswith("s3."))),
         push_filters=_bool(opts, "pushFilters", False),
         offset_spec=parse_offset_specs(str(opts.get("offset") or "").split()),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
     )
     if ro.max_partition_bytes <= 0:
         raise ConfigError("option maxPartitionBytes must be positive")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from kafkalog.storage.errors import LogDirError
 from kafkalog.storage.files.names import offset_from_file_name
-from kafkalog.storage.io.fs import FsSpec, display, info, listdir, split_uri
+from kafkalog.storage.io.fs import FileStamp, FsSpec, display, info, listdir, split_uri
 from kafkalog.storage.log.datadir import check_topics, live_partition_name
 from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.partition import PartitionLog
@@ -47,6 +47,7 @@ class Piece:
     start: int
     end: int
     file_size: int
+    stamp: FileStamp | None = None  # which file the segment was when planned (a reader checks it: FileStamp.holds)
     window: tuple[int, int] | None = None  # the partition's resolved ``offset`` option: offsets [lo, hi)
 
     @property
@@ -128,7 +129,7 @@ def discover(opts: ReadOptions) -> list[SegmentRef]:
             topic, part = tp if tp else (None, None)
             segs = [s for s in _refs(spec, parent) if s.path == e.path] if parent and tp else []
             if not segs:
-                segs = [SegmentRef(spec, path, topic, part, _base_of(e.name, raw), e.size, None)]
+                segs = [SegmentRef(spec, path, topic, part, _base_of(e.name, raw), e.size, None, e.stamp)]
         else:
             tp = _live_partition(e.name)
             entries = listdir(spec, path)
@@ -228,7 +229,7 @@ def plan_pieces(segments: list[SegmentRef], opts: ReadOptions) -> list[Piece]:
             bounds = [start, *cuts, end]
             for a, b in zip(bounds, bounds[1:], strict=False):
                 pieces.append(Piece(ref.spec, ref.path, ref.topic, ref.partition, ref.base_offset, a, b, ref.size,
-                                    window))
+                                    window, ref.stamp))
     return pieces
 
 

@@ -7,6 +7,7 @@ batch-level columns are expanded with one ``take``. Arrow batches are flushed ev
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 
 from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError
 from kafkalog.storage.files.segment import WindowedScanner
-from kafkalog.storage.io.fs import SegmentFile
+from kafkalog.storage.io.fs import FileStamp, SegmentFile
 from kafkalog.storage.records import PARTIAL_BATCH, LegacyBatch, LogScanner, RecordBatch, RecordColumns
 
 from .filters import columns as filter_columns
@@ -25,6 +26,44 @@ from .schema import BATCH_COLUMNS, CORRUPT_COLUMN, RECORD_COLUMNS, arrow_schema,
 
 ROWS_PER_CHUNK = 65536
 BYTES_PER_CHUNK = 32 * 1024 * 1024
+log = logging.getLogger("kafkalog.spark.scan")
+
+#: a piece whose segment is not the file planned (:meth:`~kafkalog.storage.io.fs.FileStamp.holds`), in words; the
+#: JVM scan fills the same fields (its ``replaced`` option)
+REPLACED = ("{segment} (offsets {first} to {last} of {topic}-{partition}, bytes {start} to {end}) was replaced after "
+            "the read was planned: planned {size} bytes modified at {mtime} ms, found {found_size} bytes modified "
+            "at {found_mtime} ms (compaction swaps a new file in under the same name, recovery truncates one, "
+            "retention deletes one and a new one may take its name). Re-run the query to read it as it is now.")
+REPLACED_FAIL = ('If you want the query to skip such a segment and read the rest, set the source option '
+                 '"failOnDataLoss" to "false".')
+REPLACED_WARN = 'Its records were not read (the source option "failOnDataLoss" is "false").'
+
+
+class DataLossError(KafkaLogError):
+    """Records planned for the read are gone or not the planned ones any more (and ``failOnDataLoss`` is true)."""
+
+
+def replaced_message(piece: Piece, found: FileStamp, opts: ReadOptions) -> str:
+    """:data:`REPLACED` for ``piece``, whose segment is now ``found``."""
+    lo_o, hi_o, _, _ = record_filter(opts.in_window(piece.window))
+    planned = piece.stamp or found
+    return REPLACED.format(segment=piece.name, first=max(lo_o, piece.base_offset),
+                           last="the end" if hi_o >= 1 << 63 else hi_o, topic=piece.topic,
+                           partition=-1 if piece.partition is None else piece.partition, start=piece.start,
+                           end=piece.end, size=planned.size, mtime=planned.mtime_ms, found_size=found.size,
+                           found_mtime=found.mtime_ms)
+
+
+def planned_file(piece: Piece, f: SegmentFile, opts: ReadOptions) -> bool:
+    """Whether ``f`` (``piece``'s segment, opened) is the file that was planned (the piece's stamp); when it is not,
+    the read fails (:class:`DataLossError`) or, with ``failOnDataLoss`` false, the piece is skipped with a warning."""
+    if piece.stamp is None or piece.stamp.holds(f.stamp):
+        return True
+    message = replaced_message(piece, f.stamp, opts)
+    if opts.fail_on_data_loss:
+        raise DataLossError(f"{message} {REPLACED_FAIL}")
+    log.warning("%s %s", message, REPLACED_WARN)
+    return False
 
 
 @dataclass(frozen=True)
@@ -111,6 +150,8 @@ def scan_records(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
         lo_o, hi_o, lo_t, hi_t = record_filter(popts)
         keep = (lo_o, hi_o, lo_t, hi_t) if filtering else None
         with SegmentFile(piece.spec, piece.path) as f:
+            if not planned_file(piece, f, opts):
+                continue
             for b in iter_piece(piece, f, opts.max_batch_size):
                 if isinstance(b, Corrupt):
                     yield b
@@ -173,6 +214,8 @@ def scan_batches(pieces: list[Piece], opts: ReadOptions) -> Iterator[pa.RecordBa
     for piece in pieces:
         lo_o, hi_o, _, _ = record_filter(opts.in_window(piece.window))
         with SegmentFile(piece.spec, piece.path) as f:
+            if not planned_file(piece, f, opts):
+                continue
             for b in iter_piece(piece, f, opts.max_batch_size):
                 if isinstance(b, Corrupt):
                     yield b

@@ -72,6 +72,7 @@ from kafkalog.storage.remote.tiered import by_tier, remote_part, tiered_log_star
 
 from .options import ReadOptions, _bool, _int, _list, parse_read_options
 from .plan import Piece, discover, partition_segments, plan_pieces
+from .scan import DataLossError
 
 log = logging.getLogger("kafkalog.spark.stream")
 
@@ -86,10 +87,6 @@ DATA_LOSS_WARN = ("Some data may have been lost because they are not available i
                   "was aged out by Kafka or the topic may have been deleted before all the data in the topic was "
                   "processed. If you want your streaming query to fail on such cases, set the source option "
                   "\"failOnDataLoss\" to \"true\".")
-
-
-class DataLossError(KafkaLogError):
-    """Offsets the stream has not read are no longer on disk (and ``failOnDataLoss`` is true)."""
 
 
 @dataclass(frozen=True)

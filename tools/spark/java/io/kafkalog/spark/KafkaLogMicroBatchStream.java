@@ -297,12 +297,7 @@ final class KafkaLogMicroBatchStream implements MicroBatchStream, SupportsTrigge
          * partition (from the segment's base offset, or the micro-batch's start when it is later).
          */
         static String lost(SegmentScan.Piece piece) {
-            String name = piece.segment.substring(piece.segment.lastIndexOf('/') + 1);
-            String digits = name.substring(0, Math.max(name.indexOf('.'), 0));
-            long from = piece.loOffset;
-            if (digits.matches("[0-9]{1,19}")) {
-                from = Math.max(from, Long.parseLong(digits));
-            }
+            long from = Math.max(piece.loOffset, piece.baseOffset());
             String to = piece.hiOffset == Long.MAX_VALUE ? "the end" : String.valueOf(piece.hiOffset);
             return piece.segment + " (offsets " + from + " to " + to + " of " + piece.topic + "-" + piece.partition
                     + ") was deleted before it was read";

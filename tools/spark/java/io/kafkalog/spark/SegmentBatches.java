@@ -5,11 +5,16 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.nio.file.attribute.FileTime;
+import java.util.Map;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.util.VersionInfo;
 import org.apache.kafka.common.errors.CorruptRecordException;
@@ -59,6 +64,14 @@ public abstract class SegmentBatches implements Closeable {
 
     /** Where the batch {@link #next} returned last starts in the segment. */
     long position;
+
+    /**
+     * The file opened, as the planner's {@code FileStamp} has a file: its size, modification time (ms) and inode (-1
+     * where the file system gives none), taken when it was opened (the reader compares them with the plan's).
+     */
+    long size;
+    long mtime;
+    long inode = -1;
 
     /** A piece path with a scheme ({@code s3a://...}) is read through Hadoop; the planner gives local paths bare. */
     static boolean isHadoop(String path) {
@@ -166,6 +179,20 @@ public abstract class SegmentBatches implements Closeable {
 
         Local(String path, String segment, int start, int end) throws IOException {
             this(FileChannel.open(Path.of(path), StandardOpenOption.READ), segment, start, end);
+            Path file = Path.of(path);
+            try {
+                Map<String, Object> a = Files.readAttributes(file, "unix:size,lastModifiedTime,ino");
+                size = (Long) a.get("size");
+                mtime = ((FileTime) a.get("lastModifiedTime")).toMillis();
+                inode = (Long) a.get("ino");
+            } catch (UnsupportedOperationException e) {  // no unix view: no inode
+                BasicFileAttributes a = Files.readAttributes(file, BasicFileAttributes.class);
+                size = a.size();
+                mtime = a.lastModifiedTime().toMillis();
+            } catch (IOException e) {
+                channel.close();
+                throw e;
+            }
         }
 
         private Local(FileChannel channel, String segment, int start, int end) throws IOException {
@@ -197,7 +224,11 @@ public abstract class SegmentBatches implements Closeable {
                 throws IOException {
             super(segment, start, end, firstWindow, maxWindow);
             org.apache.hadoop.fs.Path file = new org.apache.hadoop.fs.Path(path);
-            this.in = file.getFileSystem(hadoop).open(file);
+            FileSystem fs = file.getFileSystem(hadoop);
+            FileStatus status = fs.getFileStatus(file);
+            size = status.getLen();
+            mtime = status.getModificationTime();
+            this.in = fs.open(file);
         }
 
         @Override

@@ -39,6 +39,8 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.util.SerializableConfiguration;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * kafkalog's JVM scan: decodes the pieces of segments that kafkalog planned (in Python, {@code
@@ -47,12 +49,16 @@ import org.apache.spark.util.SerializableConfiguration;
  * (kafka-clients' {@code FileRecords}), so every value is the broker's reading of the bytes.
  *
  * <p>Option {@code pieces}: one line per input partition, pieces separated by tab characters, each piece
- * {@code path|topic|partition|segment|start|end|loOffset|hiOffset|loTimestamp|hiTimestamp} (the record filter of
- * the partition's resolved offset window; Long.MIN_VALUE..Long.MAX_VALUE for none). Option {@code schema}: the
- * record schema as Spark's DDL (kafkalog's {@code RECORD_COLUMNS}). Option {@code verifyCrc}, {@code
- * includeControlRecords}: as the Python source's.
+ * {@code path|topic|partition|segment|start|end|loOffset|hiOffset|loTimestamp|hiTimestamp|size|mtime|inode} (the
+ * record filter of the partition's resolved offset window, Long.MIN_VALUE..Long.MAX_VALUE for none; the segment's
+ * file as planned, -1 where not known: {@code kafkalog.storage.io.fs.FileStamp}). Option {@code schema}: the record
+ * schema as Spark's DDL (kafkalog's {@code RECORD_COLUMNS}). Option {@code verifyCrc}, {@code
+ * includeControlRecords}: as the Python source's. Options {@code failOnDataLoss}, {@code replaced}, {@code
+ * replacedFail}, {@code replacedWarn}: a piece whose segment is not the file planned (replaced after planning:
+ * compaction's swap, recovery's truncation) fails the read with the planner's words, or is skipped and logged.
  */
 public final class SegmentScan implements TableProvider {
+    private static final Logger LOG = LoggerFactory.getLogger(SegmentScan.class);
     static final int ROWS = 4096;
     /** Epoch ms beyond which a timestamp has no Spark TIMESTAMP (microseconds in a long): null, as in kafkalog. */
     static final long MAX_MS = Long.MAX_VALUE / 1000 - 1;
@@ -154,7 +160,7 @@ public final class SegmentScan implements TableProvider {
             return new Factory(required, options.getBoolean("verifyCrc", true),
                     options.getBoolean("includeControlRecords", false), hadoopConf(options),
                     options.getInt("firstWindow", SegmentBatches.FIRST_WINDOW),
-                    options.getInt("maxWindow", SegmentBatches.MAX_WINDOW));
+                    options.getInt("maxWindow", SegmentBatches.MAX_WINDOW), new DataLoss(options));
         }
     }
 
@@ -193,6 +199,42 @@ public final class SegmentScan implements TableProvider {
         }
     }
 
+    /**
+     * What the reader does with a piece whose segment is not the file planned: the planner's words ({@code
+     * kafkalog.tools.spark.scan.REPLACED}, its fields filled here), then a failure ({@code failOnDataLoss} true) or
+     * a warning and the next piece.
+     */
+    static final class DataLoss implements java.io.Serializable {
+        private static final long serialVersionUID = 1L;
+        final boolean fail;
+        final String replaced;
+        final String failText;
+        final String warnText;
+
+        DataLoss(CaseInsensitiveStringMap options) {
+            fail = options.getBoolean("failOnDataLoss", true);
+            replaced = options.getOrDefault("replaced", "{segment} was replaced after the read was planned");
+            failText = options.getOrDefault("replacedFail", "");
+            warnText = options.getOrDefault("replacedWarn", "");
+        }
+
+        /** Fails the read, or logs and returns (the caller skips the piece). */
+        void replaced(Piece p, SegmentBatches found) {
+            String first = String.valueOf(Math.max(p.loOffset, p.baseOffset()));
+            String last = p.hiOffset == Long.MAX_VALUE ? "the end" : String.valueOf(p.hiOffset);
+            String what = replaced.replace("{segment}", p.segment).replace("{first}", first)
+                    .replace("{last}", last).replace("{topic}", p.topic)
+                    .replace("{partition}", String.valueOf(p.partition)).replace("{start}", String.valueOf(p.start))
+                    .replace("{end}", String.valueOf(p.end)).replace("{size}", String.valueOf(p.size))
+                    .replace("{mtime}", String.valueOf(p.mtime)).replace("{found_size}", String.valueOf(found.size))
+                    .replace("{found_mtime}", String.valueOf(found.mtime));
+            if (fail) {
+                throw new IllegalStateException("DataLossError: " + what + " " + failText);
+            }
+            LOG.warn("kafkalog: " + what + " " + warnText);
+        }
+    }
+
     static final class Factory implements PartitionReaderFactory {
         private static final long serialVersionUID = 1L;
         final StructType schema;
@@ -202,15 +244,17 @@ public final class SegmentScan implements TableProvider {
         final SerializableConfiguration hadoop;
         final int firstWindow;
         final int maxWindow;
+        final DataLoss dataLoss;
 
         Factory(StructType schema, boolean verifyCrc, boolean includeControl, SerializableConfiguration hadoop,
-                int firstWindow, int maxWindow) {
+                int firstWindow, int maxWindow, DataLoss dataLoss) {
             this.schema = schema;
             this.verifyCrc = verifyCrc;
             this.includeControl = includeControl;
             this.hadoop = hadoop;
             this.firstWindow = firstWindow;
             this.maxWindow = maxWindow;
+            this.dataLoss = dataLoss;
         }
 
         @Override
@@ -221,7 +265,7 @@ public final class SegmentScan implements TableProvider {
         @Override
         public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
             return new Reader(schema, ((Pieces) partition).spec, verifyCrc, includeControl,
-                    hadoop == null ? null : hadoop.value(), firstWindow, maxWindow);
+                    hadoop == null ? null : hadoop.value(), firstWindow, maxWindow, dataLoss);
         }
 
         @Override
@@ -244,11 +288,15 @@ public final class SegmentScan implements TableProvider {
         final long hiTimestamp;
         /** Whether any bound is set (Long.MIN_VALUE..Long.MAX_VALUE everywhere: no record filter). */
         final boolean filtering;
+        /** The segment's file as planned: size, modification time (ms), inode (-1: not known; size -1: no check). */
+        final long size;
+        final long mtime;
+        final long inode;
 
         Piece(String spec) {
             String[] f = spec.split("\\|", -1);
-            if (f.length != 10) {
-                throw new IllegalArgumentException("kafkalog segment scan: a piece needs 10 fields: " + spec);
+            if (f.length != 10 && f.length != 13) {
+                throw new IllegalArgumentException("kafkalog segment scan: a piece needs 13 fields: " + spec);
             }
             path = unescape(f[0]);
             topic = unescape(f[1]);
@@ -262,6 +310,29 @@ public final class SegmentScan implements TableProvider {
             hiTimestamp = Long.parseLong(f[9]);
             filtering = loOffset != Long.MIN_VALUE || hiOffset != Long.MAX_VALUE || loTimestamp != Long.MIN_VALUE
                     || hiTimestamp != Long.MAX_VALUE;
+            size = f.length == 13 ? Long.parseLong(f[10]) : -1;
+            mtime = f.length == 13 ? Long.parseLong(f[11]) : -1;
+            inode = f.length == 13 ? Long.parseLong(f[12]) : -1;
+        }
+
+        /**
+         * Whether {@code found} (the segment opened) is the file planned: {@code FileStamp.holds}, compared over the
+         * fields the plan gives (the same size and modification time, or the same inode grown by appends).
+         */
+        boolean holds(SegmentBatches found) {
+            return size < 0 || (found.size == size && found.mtime == mtime)
+                    || (inode >= 0 && found.inode == inode && found.size > size);
+        }
+
+        /** The segment's base offset, from its file name (the piece's first offset when its name has none). */
+        long baseOffset() {
+            String name = segment.substring(segment.lastIndexOf('/') + 1);
+            String digits = name.substring(0, Math.max(name.indexOf('.'), 0));
+            try {
+                return digits.matches("[0-9]{1,20}") ? Long.parseLong(digits) : loOffset;  // (20 digits: Kafka's)
+            } catch (NumberFormatException e) {
+                return loOffset;
+            }
         }
 
         /** Paths and names are percent-escaped for the separators (see kafkalog.tools.spark.jvm._escape). */
@@ -364,6 +435,7 @@ public final class SegmentScan implements TableProvider {
         private final Configuration hadoop;
         private final int firstWindow;
         private final int maxWindow;
+        private final DataLoss dataLoss;
         private int pieceIndex = 0;
         private Piece piece;
         /** The batches of the piece being read (null between pieces). */
@@ -393,8 +465,9 @@ public final class SegmentScan implements TableProvider {
         private long batchPosition;
 
         Reader(StructType schema, String spec, boolean verifyCrc, boolean includeControl, Configuration hadoop,
-                int firstWindow, int maxWindow) {
+                int firstWindow, int maxWindow, DataLoss dataLoss) {
             this.hadoop = hadoop;
+            this.dataLoss = dataLoss;
             this.firstWindow = firstWindow;
             this.maxWindow = maxWindow;
             StructField[] fields = schema.fields();
@@ -525,6 +598,13 @@ public final class SegmentScan implements TableProvider {
                 nextPosition = piece.start;
                 file = SegmentBatches.open(piece.path, piece.segment, piece.start, piece.end, hadoop, firstWindow,
                         maxWindow);
+                if (!piece.holds(file)) {  // replaced since planning: fails, or the piece is skipped
+                    SegmentBatches other = file;
+                    file = null;
+                    other.close();
+                    dataLoss.replaced(piece, other);
+                    continue;
+                }
                 batches = true;
             }
         }

@@ -194,13 +194,14 @@ class LogDirs:
         unbounded; batches entirely before ``from`` are skipped undecoded), ``columns`` only those columns, in that
         order (the others are never built: no key, value or header bytes are copied unless asked for).
         ``threads`` partitions are decoded at once (default: one per CPU, fewer for less than 16 MiB of segments
-        per thread: ``partition.BYTES_PER_THREAD``), by the compiled core without the GIL; a partition of many
-        segments is cut into pieces of whole segments (``partition.PIECE_BYTES``, 64 MiB) decoded at once too,
-        each at most one batch ahead of the reader: at most ``threads`` batches are held, and the batches come
-        in the same order as on one thread. ``ordered=False``: each batch as soon as a thread made it, each
-        partition's (and piece's) batches in offset order, the partitions' interleaved: no thread waits for the
-        reader to reach its partition, so every thread decodes all the time, as SQL scans read (with ``ordered``,
-        a thread a partition ahead waits once it holds one batch). With ``binary_view``, ``key`` and ``value`` are Arrow ``binary_view``
+        per thread: ``partition.BYTES_PER_THREAD``), by the compiled core without the GIL; each partition is
+        read in pieces of about one batch (small segments together, a big one cut at its offset index's batch
+        boundaries; a segment under a URL is not cut), opened once for all its pieces, and the threads decode
+        the next pieces while the reader takes a batch, each at most one batch ahead of the reader: at most
+        ``threads`` batches are held, and the batches come in the same order as on one thread (the pieces
+        depend on the segments and ``batch_rows`` alone; a batch ends where its piece does). ``ordered=False``:
+        each batch as soon as a thread made it, each piece's batches in offset order, the pieces' interleaved
+        (also those of one partition), as SQL scans read. With ``binary_view``, ``key`` and ``value`` are Arrow ``binary_view``
         columns that point into the segments' mapped bytes (uncompressed batches) or into each compressed batch's
         decompressed records, instead of copies: no copy per record; a segment stays mapped as long as any of its
         views lives, after the reader and this object are closed. ``reader.read_pandas()`` gives a pandas

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -16,12 +17,15 @@ from kafkalog.storage.engine.export import (
     DEFAULT_ROW_GROUP_BYTES,
     ExportFilter,
     ExportStats,
+    PartitionRead,
+    Span,
+    SpanEnd,
     _native_runs,
     _record_chunks,
     _record_window,
-    _selected_batches,
     iter_partition_batches,
     rows_of,
+    segment_start,
 )
 from kafkalog.storage.errors import KafkaLogError, require
 from kafkalog.storage.files.segment import Segment
@@ -46,7 +50,7 @@ Offsets = str | OffsetSpec | Iterable[str] | None
 
 DEFAULT_ARROW_ROWS = 64 * 1024
 """Rows per ``pyarrow.RecordBatch`` of :meth:`LogDirs.to_arrow`: a batch is cut at the first log batch that
-reaches it (so it may hold a few more; a partition's last one fewer)."""
+reaches it (so it may hold a few more; the last of each piece of a partition's read fewer)."""
 
 
 @dataclass(frozen=True)
@@ -207,63 +211,163 @@ class Partition:
 
 
 
-Piece = tuple[Path, ExportFilter, tuple[int, int | None] | None]
-"""What one reader thread decodes at a time: a partition dir, its filter, and the base offsets ``[first, end)`` of
-the segments of its piece (None: every segment; :func:`_pieces`)."""
+@dataclass
+class Piece:
+    """What one reader thread decodes at a time: a span of a partition's read (:data:`~kafkalog.storage.engine.
+    export.Span`: whole segments, or the batches between two of a segment's batch boundaries) of the partition
+    ``read`` opened once for all its pieces (:func:`_pieces`). A piece starting inside a segment takes over where
+    the piece before it ended (``after``; it ends where the piece after it starts, ``before``): it decodes from its
+    own start at once, and starts again from where that one actually ended should it differ (an offset index
+    entry that is no batch's start, the log ended before: the pieces give what the whole read gives)."""
+
+    read: PartitionRead
+    span: Span | None  # (None: the whole partition)
+    bases: tuple[int, ...] = ()  # the base offsets of its segments
+    after: _Handoff | None = None
+    before: _Handoff | None = None
+
+
+class _Handoff:
+    """Where the piece before a cut inside a segment ended: the byte its last batch ended at, or None (the
+    segment ended there, or it failed)."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._position: int | None = None
+
+    def set(self, position: int | None) -> None:
+        if not self._done.is_set():
+            self._position = position
+            self._done.set()
+
+    def wait(self) -> int | None:
+        self._done.wait()
+        return self._position
+
 
 PIECE_BYTES = 64 << 20
-"""A partition holding at least twice this many bytes of segments to read is read in pieces of whole consecutive
-segments, each of at least this many bytes but the last (:func:`_pieces`): the reader's threads decode the pieces
-of one partition at once. The pieces depend on the segments alone, never on the threads: the batches are the same
-with any number of threads."""
+"""The most ``.log`` bytes a piece of a partition's read holds (:func:`_pieces`)."""
 
-_FIRST = -(1 << 63)  # (the first piece starts before any base offset)
+MIN_PIECE_BYTES = 1 << 20
+"""The fewest ``.log`` bytes a piece of a partition's read holds, but the last of a partition (:func:`_pieces`)."""
 
 
-def _pieces(part: Partition, flt: ExportFilter) -> list[Piece]:
-    """``part`` as the :data:`Piece` s its read is cut into, in offset order: consecutive whole segments of at least
-    :data:`PIECE_BYTES` bytes each (a segment the filter's offset range skips counts no bytes), the last piece
-    taking what is left when that is less than half of it; a partition with less than twice that is one piece."""
+def _piece_bytes(part: Partition, batch_rows: int) -> int:
+    """The ``.log`` bytes of about one Arrow batch of ``batch_rows`` rows of ``part`` (its bytes per offset), within
+    :data:`MIN_PIECE_BYTES` and :data:`PIECE_BYTES`."""
     segs = part.segments
+    offsets = part.log_end_offset - segs[0].base_offset if segs else 0
+    per = part.size / offsets if offsets > 0 else PIECE_BYTES
+    return int(max(MIN_PIECE_BYTES, min(PIECE_BYTES, batch_rows * per)))
+
+
+def _pieces(part: Partition, flt: ExportFilter, batch_rows: int = DEFAULT_ARROW_ROWS) -> list[Piece]:
+    """``part``'s read as the :class:`Piece` s it is cut into, in offset order, each of about one Arrow batch
+    (:func:`_piece_bytes`): consecutive small segments together, a big one cut at its batch boundaries
+    (:meth:`~kafkalog.storage.files.segment.Segment.cut_positions`, the offset index's searched in place: each
+    piece checks its start, :class:`Piece`; a segment under a URL is not cut). They depend on the segments alone, never on the threads: the batches are the same with any
+    number of threads."""
+    read = PartitionRead(part.path, flt)
+    segs = part.segments
+    target = _piece_bytes(part, batch_rows)
     lo, hi = flt.from_offset, flt.to_offset
-    sizes = []
+    local = not is_url(part.path)
+    spans: list[tuple[Span, list[int]]] = []
+    first: tuple[int, int | None] | None = None  # (segment, byte) where the piece being planned starts
+    bases: list[int] = []
+    held = 0
     for i, seg in enumerate(segs):
         nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-        skipped = (lo is not None and nxt is not None and nxt <= lo) or (hi is not None and seg.base_offset >= hi)
-        sizes.append(0 if skipped else seg.size)
-    if sum(sizes) < 2 * PIECE_BYTES:
-        return [(part.path, flt, None)]
-    cuts: list[int] = []  # the base offsets where a piece after the first starts
-    held = 0
-    for seg, size in zip(segs, sizes, strict=True):
-        if held >= PIECE_BYTES and size:
-            cuts.append(seg.base_offset)
-            held = 0
-        held += size
-    if cuts and held < PIECE_BYTES // 2:
-        cuts.pop()  # (a small rest joins the piece before it)
-    starts = [_FIRST, *cuts]
-    return [(part.path, flt, (a, b)) for a, b in zip(starts, [*cuts, None], strict=True)]
+        if (lo is not None and nxt is not None and nxt <= lo) or (hi is not None and seg.base_offset >= hi):
+            continue
+        start, size = segment_start(seg, lo), seg.size
+        if first is not None and held + size - start > target:
+            spans.append(((first[0], first[1], bases[-1], None), bases))
+            first, bases, held = None, [], 0
+        if first is None:
+            first = (seg.base_offset, None)
+        bases.append(seg.base_offset)
+        cuts = seg.cut_positions(start, size, target, in_place=True) if local and size - start > target else []
+        for cut in cuts:
+            spans.append(((first[0], first[1], seg.base_offset, cut), bases))
+            first, bases = (seg.base_offset, cut), [seg.base_offset]
+        held += size - (cuts[-1] if cuts else start)
+    if first is not None:
+        spans.append(((first[0], first[1], bases[-1], None), bases))
+    if len(spans) <= 1:
+        read.hold(())
+        return [Piece(read, None)]
+    pieces = []
+    for span, held_bases in spans:
+        read.hold(held_bases)
+        pieces.append(Piece(read, span, tuple(held_bases)))
+    for a, b in zip(pieces, pieces[1:], strict=False):
+        if b.span is not None and b.span[1] is not None:  # (a cut inside a segment)
+            a.before = b.after = _Handoff()
+    return pieces
 
 
 def _arrow_batches(selected: list[Piece], batch_rows: int, columns: list[str] | None = None,
                    threads: int = 1, views: bool = False, ordered: bool = True) -> Iterator[Any]:
-    """The Arrow batches of the pieces ``selected`` (partitions, or pieces of them: :func:`_pieces`), piece after
-    piece in order: each decoded by :func:`_partition_batches` on one of ``threads`` threads (the compiled core
-    decodes without the GIL), each thread at most one batch ahead of the reader
-    (:func:`~kafkalog.storage.parallel.iter_thread_streams`). ``ordered=False``: each batch as soon as it is
-    made (each piece's batches in offset order, the pieces' interleaved), every thread decoding all the time."""
+    """The Arrow batches of the pieces ``selected`` (:func:`_pieces`), piece after piece in order: each decoded by
+    :func:`_partition_batches` on one of ``threads`` threads (the compiled core decodes without the GIL), each
+    thread at most one batch ahead of the reader (:func:`~kafkalog.storage.parallel.iter_thread_streams`): the
+    pieces are about one batch each, so every thread keeps decoding. ``ordered=False``: each batch as soon as it
+    is made (each piece's batches in offset order, the pieces' interleaved)."""
     return iter_thread_streams(lambda task: _partition_batches(task, batch_rows, columns, views), selected,
                                threads=threads, ordered=ordered)
 
 
+_NOTHING = object()
+
+
 def _partition_batches(task: Piece, batch_rows: int, columns: list[str] | None,
                        views: bool = False) -> Iterator[Any]:
-    """``export --format parquet``'s loop over one partition, or the segments of one piece of it (records straight
-    into Arrow columns, the records layer for wrappers and batches past a chunk), yielding the row groups instead
-    of writing them, with only ``columns`` built (key and value as views with ``views``: :class:`RecordColumns`).
-    The partition dir is opened here, as it is read: the reader outlives the :class:`LogDirs` it came from."""
-    pdir, flt, segments = task
+    """The Arrow batches of one piece (:func:`_piece_batches`); a piece starting inside a segment holds its first
+    batch until the piece before has ended, and reads again from where that one ended should it not be its
+    start (:class:`Piece`)."""
+    ended = SpanEnd()
+    finished = False
+    try:
+        if task.after is None:
+            yield from _piece_batches(task, task.span, ended, batch_rows, columns, views)
+        else:
+            batches = _piece_batches(task, task.span, ended, batch_rows, columns, views)
+            failed: BaseException | None = None
+            try:
+                head = next(batches, _NOTHING)
+            except Exception as e:  # (raised only if this piece does start there: not past an index that lies)
+                failed = e
+            start = task.after.wait()
+            assert task.span is not None
+            if start != task.span[1]:  # (None: the segment ended before this piece)
+                batches.close()
+                ended, failed = SpanEnd(), None
+                first, _, last, stop = task.span
+                batches = _piece_batches(task, (first, -1 if start is None else start, last, stop), ended,
+                                         batch_rows, columns, views)
+                head = next(batches, _NOTHING)
+            if failed is not None:
+                raise failed
+            if head is not _NOTHING:
+                yield head
+                yield from batches
+        finished = True
+    finally:
+        if task.before is not None:
+            task.before.set(ended.position if finished else None)
+        task.read.done(task.bases)
+
+
+def _piece_batches(task: Piece, span: Span | None, ended: SpanEnd, batch_rows: int, columns: list[str] | None,
+                   views: bool) -> Generator[Any, None, None]:
+    """``export --format parquet``'s loop over one partition, or one span of it (records straight into Arrow
+    columns, the records layer for wrappers and batches past a chunk), yielding the row groups instead of writing
+    them, with only ``columns`` built (key and value as views with ``views``: :class:`RecordColumns`). The
+    partition is opened by the first piece read, once for all (the reader outlives the :class:`LogDirs` it came
+    from)."""
+    read = task.read
+    flt = read.flt
     window = _record_window(flt)
     # (buffers sized once per batch: growing them from nothing reallocates and copies, and faults pages in)
     cols = RecordColumns(columns=columns, capacity=min(BYTES_PER_CHUNK, batch_rows * 128), views=views)
@@ -272,11 +376,11 @@ def _partition_batches(task: Piece, batch_rows: int, columns: list[str] | None,
     # runs of batches (plain, and compressed when the core decompresses) go into the core in one call each, over
     # a local segment's mmap, without the GIL (a segment under a URL is read batch by batch, in bounded windows,
     # never whole); a run stops at each full batch, so that one batch at a time is held
-    if cols._core is not None and window is None and not is_url(pdir):
+    if cols._core is not None and window is None and not is_url(read.path):
         limit = DEFAULT_DECOMPRESS_LIMIT if native_codec() is not None else 0
         run = _native_runs(cols, full, ExportStats(), flt.include_control, batch_rows, DEFAULT_ROW_GROUP_BYTES,
                            decompress_limit=limit, one_group=True)
-    for topic, partition, name, b in _selected_batches(pdir, flt, None, run, segments):
+    for topic, partition, name, b in read.batches(None, run, span, ended):
         yield from full.take()
         whole = b.records_count <= RECORD_CHUNK if b.records_count is not None else not b.is_compressed
         if whole:
@@ -329,7 +433,7 @@ def _reader(parts: list[Partition], offsets: Offsets, include_control: bool, rea
     # the ranges are resolved now, against the partitions as opened (a bad offset spec fails here, not mid-read)
     # (and each partition cut into the pieces its segments make: the threads decode the pieces of one at once)
     selected = [piece for p in parts for piece in _pieces(p, p._filter(offsets, include_control, read_committed,
-                                                                      window))]
+                                                                      window), batch_rows)]
     schema = arrow_schema(RECORD_COLUMNS, views=views)
     names = None if columns is None else list(columns)
     unknown = [c for c in names or () if c not in schema.names]

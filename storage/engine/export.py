@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
@@ -140,73 +141,177 @@ entries from ``buf[start:end]`` itself (the native core, checking each CRC) and 
 
 
 def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
-                      stats: ExportStats | None, run: RunSink | None = None,
-                      segments: tuple[int, int | None] | None = None) -> Iterator[tuple[str, int, str, Any]]:
+                      stats: ExportStats | None, run: RunSink | None = None) -> Iterator[tuple[str, int, str, Any]]:
     """``(topic, partition, segment name, batch)`` of every batch of one partition the filter may keep (checked
-    against its CRC), segment by segment (each closed, and reported to ``stats.on_segment``, when done). With
-    ``segments`` ``(first, end)``, only the segments whose base offset is in ``[first, end)`` (end None:
-    unbounded) are read: one piece of the partition, the batches the whole read gives for those segments.
+    against its CRC), segment by segment (each closed, and reported to ``stats.on_segment``, when done).
 
     With ``run`` and a filter that keeps every batch whatever its offsets, times and producer, runs of plain
     entries go to ``run`` instead; the entry each run stops at (compressed, legacy, control, damaged, the end)
     is read here as usual, so errors and skips are the same."""
-    pdir = as_path(partition_dir)  # (a partition dir under a URL is read through the filesystem seam)
-    tp = live_partition_name(pdir.name)
-    if tp is None:
-        raise KafkaLogError("not a partition directory (<topic>-<partition>)", str(pdir))
-    topic, partition = tp.topic, tp.partition
-    checkpoints = partition_checkpoints(pdir)
-    if flt.sole_replica:
-        checkpoints[REPLICATION_OFFSET_CHECKPOINT] = None
-    with open_partition_log(pdir, checkpoints) as plog:
-        if plog.unfinished_swap:  # exporting the listed segments would silently miss records
-            raise LogDirError(plog.unfinished_swap, str(pdir))
-        remembered = plog.remembered_beyond_end()
-        if remembered:  # its checkpoints, snapshots or epochs remember offsets the log no longer holds
-            gone = remembered_facts(remembered)
-            names = ", ".join(dict.fromkeys(os.path.basename(r.file) for r in remembered))
-            raise LogDirError(f"offsets {gone['logEndOffset']}..{gone['lastMissing']} are gone: the log ends at offset "
-                              f"{gone['logEndOffset']}, but {names} remember later offsets (`kafkalog verify` says "
-                              "which)", str(pdir))
-        lo, hi = flt.from_offset, flt.to_offset  # (an offset spec is resolved by the caller: for_partition)
+    read = PartitionRead(partition_dir, flt)
+    try:
+        yield from read.batches(stats, run)
+    finally:
+        read.close()
+
+
+Span = tuple[int | None, int | None, int | None, int | None]
+"""Part of a partition's read: ``(first, start, last, stop)``, the segments whose base offsets are in ``[first,
+last]`` (None: unbounded), read from byte ``start`` of the first (None: where the whole read starts in it, -1: not
+at all) to the batches starting before byte ``stop`` of the last (None: its end)."""
+
+
+class SpanEnd:
+    """Where the read of a :data:`Span` ended in its last segment: ``position``, the byte of the first batch it did
+    not read (its ``stop``, or beyond it when a batch straddles it), or None when the segment ended there (its
+    end, a torn tail of the active segment, the range's end offset, an error)."""
+
+    position: int | None = None
+
+
+class PartitionRead:
+    """One partition opened once for a read that may be cut into :data:`Span` s read by several threads at once
+    (:meth:`batches`): the partition log, its checks (an unfinished swap, offsets remembered beyond the end:
+    raised by every span's read, where the whole read raises them), the range and the aborted transactions of a
+    read_committed read are made once, on the first span's thread; a segment is closed once every span holding it
+    (:meth:`hold`) is :meth:`done`, the partition when the last one is (or when :meth:`close` d)."""
+
+    def __init__(self, partition_dir: str | os.PathLike, flt: ExportFilter) -> None:
+        self.path = as_path(partition_dir)  # (a partition dir under a URL is read through the filesystem seam)
+        self.flt = flt
+        self._lock = threading.Lock()
+        self._opened = False
+        self._error: BaseException | None = None
+        self._plog: PartitionLog | None = None
+        self._holds: dict[int, int] = {}
+        self._spans = 0
+        self.topic, self.partition = "", 0
+        self.lo, self.hi = flt.from_offset, flt.to_offset
+        self.aborted: dict[int, list[tuple[int, int]]] = {}
+
+    def hold(self, base_offsets: Iterable[int]) -> None:
+        """One more span reads the segments of these base offsets (planned before the read starts)."""
+        self._spans += 1
+        for b in base_offsets:
+            self._holds[b] = self._holds.get(b, 0) + 1
+
+    def done(self, base_offsets: Iterable[int]) -> None:
+        """A span planned with :meth:`hold` is read (or given up): the segments no other span holds are closed,
+        and the partition after the last span."""
+        with self._lock:
+            closing = []
+            for b in base_offsets:
+                self._holds[b] -= 1
+                if not self._holds[b]:
+                    closing.append(b)
+            self._spans -= 1
+            last = self._spans <= 0
+            plog = self._plog
+        if plog is not None and closing:
+            for seg in plog.segments:
+                if seg.base_offset in closing:
+                    seg.close()
+        if last:
+            self.close()
+
+    def _open(self) -> PartitionLog:
+        with self._lock:
+            if not self._opened:
+                self._opened = True
+                try:
+                    self._plog = self._load()
+                except BaseException as e:  # noqa: BLE001 - every span's read raises it, the first one in order
+                    self._error = e
+            if self._error is not None:
+                raise self._error.with_traceback(None)
+            assert self._plog is not None
+            return self._plog
+
+    def _load(self) -> PartitionLog:
+        pdir, flt = self.path, self.flt
+        tp = live_partition_name(pdir.name)
+        if tp is None:
+            raise KafkaLogError("not a partition directory (<topic>-<partition>)", str(pdir))
+        self.topic, self.partition = tp.topic, tp.partition
+        checkpoints = partition_checkpoints(pdir)
+        if flt.sole_replica:
+            checkpoints[REPLICATION_OFFSET_CHECKPOINT] = None
+        plog = open_partition_log(pdir, checkpoints)
+        try:
+            if plog.unfinished_swap:  # exporting the listed segments would silently miss records
+                raise LogDirError(plog.unfinished_swap, str(pdir))
+            remembered = plog.remembered_beyond_end()
+            if remembered:  # its checkpoints, snapshots or epochs remember offsets the log no longer holds
+                gone = remembered_facts(remembered)
+                names = ", ".join(dict.fromkeys(os.path.basename(r.file) for r in remembered))
+                raise LogDirError(f"offsets {gone['logEndOffset']}..{gone['lastMissing']} are gone: the log ends at "
+                                  f"offset {gone['logEndOffset']}, but {names} remember later offsets (`kafkalog "
+                                  "verify` says which)", str(pdir))
+            lo, hi = flt.from_offset, flt.to_offset  # (an offset spec is resolved by the caller: for_partition)
+            if flt.read_committed:
+                # a read_committed consumer reads up to the last stable offset (an open transaction's first offset;
+                # no producer expires offline), skips control batches and the batches of aborted transactions:
+                # those of a producer between an aborted transaction's first offset and its abort marker (.txnindex)
+                lso = plog.last_stable_offset(0, 1 << 62)
+                hi = lso if hi is None else min(hi, lso)
+                for t in plog.collect_aborted_transactions(plog.log_start_offset if lo is None else lo, hi):
+                    self.aborted.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+            self.lo, self.hi = lo, hi
+        except BaseException:
+            plog.close()
+            raise
+        return plog
+
+    def close(self) -> None:
+        with self._lock:
+            plog, self._plog = self._plog, None
+            if self._opened and self._error is None:
+                self._error = KafkaLogError("the partition's read is closed", str(self.path))
+            self._opened = True
+        if plog is not None:
+            plog.close()
+
+    def batches(self, stats: ExportStats | None, run: RunSink | None = None, span: Span | None = None,
+                ended: SpanEnd | None = None) -> Iterator[tuple[str, int, str, Any]]:
+        """The batches of :func:`_selected_batches`, of the whole partition or of ``span`` (where it ended in
+        ``ended``): the spans of a partition give the batches its whole read gives, each once. The whole read
+        closes each segment once past it; a span's are closed by :meth:`done`."""
+        plog = self._open()
+        flt, topic, partition = self.flt, self.topic, self.partition
+        lo, hi, aborted = self.lo, self.hi, self.aborted
         t_lo = flt.from_time
-        aborted: dict[int, list[tuple[int, int]]] = {}
-        if flt.read_committed:
-            # a read_committed consumer reads up to the last stable offset (an open transaction's first offset;
-            # no producer expires offline), skips control batches and the batches of aborted transactions:
-            # those of a producer between an aborted transaction's first offset and its abort marker (.txnindex)
-            lso = plog.last_stable_offset(0, 1 << 62)
-            hi = lso if hi is None else min(hi, lso)
-            for t in plog.collect_aborted_transactions(plog.log_start_offset if lo is None else lo, hi):
-                aborted.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+        first, start0, last, stop = span if span is not None else (None, None, None, None)
         if lo is not None or hi is not None or t_lo is not None or flt.read_committed or flt.transactional_only \
                 or flt.producer_ids is not None:
             run = None
         segs = plog.segments
+        own = span is None
         for i, seg in enumerate(segs):
+            if first is not None and seg.base_offset < first:
+                continue
+            if last is not None and seg.base_offset > last:
+                break
             nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
             seg_size = seg.size
-            if segments is not None and not (segments[0] <= seg.base_offset
-                                             and (segments[1] is None or seg.base_offset < segments[1])):
-                seg.close()
-                continue
-            if lo is not None and nxt is not None and nxt <= lo:
-                seg.close()
+            in_last = last is not None and seg.base_offset == last
+            if (lo is not None and nxt is not None and nxt <= lo) or (start0 == -1 and seg.base_offset == first):
+                if own:
+                    seg.close()
                 if stats is not None and stats.on_segment is not None:
                     stats.on_segment(seg_size)
                 continue
             if hi is not None and seg.base_offset >= hi:
                 break
-            start = 0
-            if lo is not None and lo > seg.base_offset and seg.has_offset_index:
-                try:
-                    start = seg.offset_index.lookup(lo).position
-                except KafkaLogError:
-                    start = 0
+            start = segment_start(seg, lo) if start0 is None or seg.base_offset != first else start0
+            end = stop if in_last else None
             name = seg.path.name
+            reached = SpanEnd()
             try:
                 for b in (plog.segment_batches(seg, start) if run is None
-                          else _entries(plog, seg, start, run, topic, partition)):
+                          else _entries(plog, seg, start, run, topic, partition, end, reached)):
+                    if end is not None and b.position >= end:
+                        reached.position = b.position
+                        break
                     if lo is not None and b.last_offset < lo:
                         continue
                     if hi is not None and b.magic >= 2 and b.base_offset >= hi:
@@ -220,23 +325,46 @@ def _selected_batches(partition_dir: str | os.PathLike, flt: ExportFilter,
                     if flt.producer_ids is not None and b.producer_id not in flt.producer_ids:
                         continue
                     if aborted and b.is_transactional and any(
-                            first <= b.base_offset <= last for first, last in aborted.get(b.producer_id, ())):
+                            first_o <= b.base_offset <= last_o for first_o, last_o in aborted.get(b.producer_id, ())):
                         continue
                     b.ensure_valid()
                     yield topic, partition, name, b
                     del b
             finally:
-                seg.close()
+                if own:
+                    seg.close()
+            if in_last and ended is not None:
+                ended.position = reached.position
             if stats is not None and stats.on_segment is not None:
                 stats.on_segment(seg_size)
 
 
-def _entries(plog: PartitionLog, seg, start: int, run: RunSink, topic: str, partition: int) -> Iterator[Any]:
+def segment_start(seg, lo: int | None) -> int:
+    """The byte a read of the offsets from ``lo`` starts at in ``seg``: the offset index's entry for it (0 without
+    one, or when it fails)."""
+    if lo is not None and lo > seg.base_offset and seg.has_offset_index:
+        try:
+            return seg.offset_index.lookup(lo).position
+        except KafkaLogError:
+            return 0
+    return 0
+
+
+def _entries(plog: PartitionLog, seg, start: int, run: RunSink, topic: str, partition: int,
+             stop: int | None = None, reached: SpanEnd | None = None) -> Iterator[Any]:
     """The segment's entries from ``start`` that ``run`` does not take (see :func:`_selected_batches`); where
-    they end is judged as :meth:`PartitionLog.segment_batches` judges it."""
+    they end is judged as :meth:`PartitionLog.segment_batches` judges it. With ``stop``, only the entries
+    starting before it (where the next one starts in ``reached``)."""
     pos, end, name = start, seg.size, seg.path.name
     while True:
-        pos = run(topic, partition, name, seg.buf, pos, end)
+        if stop is not None and pos < stop:
+            pos = run(topic, partition, name, seg.buf, pos, min(stop, end))
+        elif stop is None:
+            pos = run(topic, partition, name, seg.buf, pos, end)
+        if stop is not None and pos >= stop:
+            if reached is not None:
+                reached.position = pos
+            return
         scanner = seg.scanner(pos)
         b = next(iter(scanner), None)
         if b is None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -455,6 +455,37 @@ class Segment(Closing):
                 positions.extend(b.position + b.size for b in self.scanner(start, end))
         return sorted(p for p in positions if start < p < end)
 
+    def cut_positions(self, start: int, end: int, target: int, size: int | None = None, *,
+                      in_place: bool = False) -> list[int]:
+        """Where to cut the read of ``[start, end)`` into pieces of about ``target`` bytes (at most, where the
+        boundaries allow): among the batch boundaries of :meth:`split_positions`, each the last within ``target``
+        of the cut before (or the first after it, when there is none within). ``in_place``: the offset index's
+        entries searched where they are instead (no pass over them, which :meth:`split_positions` makes to leave
+        out a damaged index's stray entries: a cut costs a few entries read, whatever the segment's size), for a
+        reader that checks that each piece starts where the one before it ended
+        (``kafkalog.storage.api.partition._pieces``)."""
+        if end - start <= target:
+            return []
+        candidates: Sequence[int] | None = None
+        if in_place and self.has_offset_index and getattr(self._view, "url", None) is None:
+            try:
+                candidates = _IndexPositions(self.offset_index)
+            except (OSError, KafkaLogError):
+                candidates = None
+        if not candidates:
+            candidates = self.split_positions(start, end, size)
+        cuts: list[int] = []
+        cur = start
+        while end - cur > target:
+            i = bisect.bisect_right(candidates, cur + target) - 1
+            if i < 0 or candidates[i] <= cur:
+                i = bisect.bisect_right(candidates, cur)
+                if i >= len(candidates) or not cur < candidates[i] < end:
+                    break
+            cur = candidates[i]
+            cuts.append(cur)
+        return cuts
+
     # ---- lifecycle ---------------------------------------------------------------------------------------
     def files(self) -> list[Path]:
         return [p for p in (self.path, self.index_path, self.time_index_path, self.txn_index_path) if self._has(p)]
@@ -475,6 +506,29 @@ class Segment(Closing):
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class _IndexPositions(Sequence[int]):
+    """The positions of an offset index's entries, read where they are (for :func:`bisect.bisect_right`): its
+    slots up to the zero tail of a preallocated index (found by bisection too)."""
+
+    def __init__(self, index: OffsetIndex) -> None:
+        self._index = index
+        lo, hi = 1, index.entries  # (the first zero slot after the first)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            e = index.entry(mid)
+            if e.position or e.offset != index.base_offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        self._len = min(lo, index.entries)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._index.entry(i).position
 
 
 __all__ = ["LogOffsetPosition", "NO_TIMESTAMP", "Segment", "WindowedScanner"]

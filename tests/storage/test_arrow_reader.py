@@ -208,7 +208,7 @@ def test_at_most_threads_batches_are_held(big, monkeypatch, threads):
             held = max(held, made[0] - taken)  # made by the threads, not yet handed out
             time.sleep(0.001)  # a slow reader: the threads get ahead as far as they may
             assert rb.num_rows
-    assert taken == 6 * 45  # (45 batches of 1000 rows per partition)
+    assert taken == len(_batches(big, batch_rows=1000, threads=1))  # (the same batches with any threads)
     assert held <= threads  # one per thread at most
 
 
@@ -462,62 +462,198 @@ def _pieces_of(data: Path, **kw) -> list:
     from kafkalog.storage.api.partition import _pieces
 
     with kafkalog.open(data) as dirs:
-        return [[piece[2] for piece in _pieces(p, p._filter(kw.get("offsets"), False, False))]
+        return [[piece.span for piece in _pieces(p, p._filter(kw.get("offsets"), False, False),
+                                                 kw.get("batch_rows", 64 * 1024))]
                 for p in dirs.partitions()]
+
+
+def _small_pieces(monkeypatch, size: int = 200_000) -> None:
+    """Pieces of at most ``size`` bytes: every segment of ``segmented`` cut inside, at its batch boundaries."""
+    from kafkalog.storage.api import partition as api
+
+    monkeypatch.setattr(api, "MIN_PIECE_BYTES", size // 2)
+    monkeypatch.setattr(api, "PIECE_BYTES", size)
+
+
+def _uncut(data: Path, **kw) -> list:
+    """The batches of the read with every partition one piece (as before pieces existed), on one thread."""
+    from kafkalog.storage.api import partition as api
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(api, "MIN_PIECE_BYTES", 1 << 62)
+        m.setattr(api, "PIECE_BYTES", 1 << 62)
+        return _batches(data, **{**kw, "threads": 1})
+
+
+def _rows(batches) -> list:
+    return [r for b in batches for r in b.to_pylist()]
+
+
+def _any_order(batches) -> list:
+    """The rows as a sorted list (a read in any order interleaves the batches of pieces and partitions)."""
+    return sorted(_rows(batches), key=repr)
 
 
 @pytest.mark.parametrize("kw", [{}, {"offsets": "1234:25000"}, {"read_committed": True}, {"batch_rows": 777},
                                 {"time_range": (BASE_TS + 20, BASE_TS + 60)}, {"binary_view": True},
-                                {"columns": ["offset", "value", "codec"]}],
-                         ids=["default", "offsets", "committed", "small-batches", "time", "views", "columns"])
-def test_one_partition_is_decoded_in_pieces_in_order(segmented, mixed, monkeypatch, kw):
-    """A partition of many segments is cut into pieces of whole segments (``PIECE_BYTES``) that the threads
-    decode at once: the rows are those of the uncut read, in the same order, the batches the same with 1 and 3
-    threads, and the pieces of one partition are decoded on several threads."""
-    from kafkalog.storage.api import partition as api
-
-    whole = {data: _batches(data, threads=1, **kw) for data in (segmented, mixed, *FIXTURES)}
-    seg_bytes = min(p.stat().st_size for p in (segmented / "one-0").glob("*.log"))
-    monkeypatch.setattr(api, "PIECE_BYTES", seg_bytes * 2)
-    pieces = _pieces_of(segmented, **kw)
-    assert len(pieces[0]) >= (2 if kw.get("offsets") else 4) and pieces[1] == [None], pieces
-    threads_of: dict = {}
-    real = api._partition_batches
-
-    def spy(task, *args, **kwargs):
-        for rb in real(task, *args, **kwargs):
-            threads_of.setdefault(task[2], set()).add(threading.current_thread().name)
-            yield rb
-
-    monkeypatch.setattr(api, "_partition_batches", spy)
+                                {"columns": ["offset", "value", "codec"]}, {"include_control": True}],
+                         ids=["default", "offsets", "committed", "small-batches", "time", "views", "columns",
+                              "control"])
+def test_pieces_inside_segments_give_the_uncut_rows_and_the_same_batches_on_any_threads(segmented, mixed,
+                                                                                         monkeypatch, kw):
+    """Segments cut into pieces at their batch boundaries: the rows are those of the uncut read, in the same order;
+    the batches of 2 threads are those of 1, one for one; in any order, the same rows."""
+    whole = {data: _uncut(data, **kw) for data in (segmented, mixed, *FIXTURES)}
+    _small_pieces(monkeypatch)
+    spans = _pieces_of(segmented, **kw)[0]
+    assert sum(1 for span in spans if span[1] is not None) >= (4 if kw.get("offsets") else 8), spans
     for data, expected in whole.items():
         one = _batches(data, threads=1, **kw)
-        many = _batches(data, threads=3, **kw)
-        assert [b.num_rows for b in many] == [b.num_rows for b in one], data
-        assert all(a.equals(b) for a, b in zip(many, one, strict=True)), data
-        rows = [r for b in many for r in b.to_pylist()]
-        assert rows == [r for b in expected for r in b.to_pylist()], data
-        assert rows or data != segmented
+        two = _batches(data, threads=2, **kw)
+        assert [b.num_rows for b in two] == [b.num_rows for b in one], data
+        assert all(a.equals(b) for a, b in zip(two, one, strict=True)), data
+        assert _rows(one) == _rows(expected), data
+        assert _any_order(_batches(data, threads=2, ordered=False, **kw)) == _any_order(expected), data
+        assert _rows(one) or data != segmented
     if "offsets" in kw:
-        offsets = [r["offset"] for b in _batches(segmented, threads=3, **kw) for r in b.to_pylist()
-                   if r.get("topic", "one") == "one"]
+        offsets = [r["offset"] for r in _rows(_batches(segmented, threads=2, **kw)) if r.get("topic") == "one"]
         assert offsets == list(range(1234, 25000))
-    assert len({name for names in threads_of.values() for name in names}) > 1  # (pieces on several threads)
+
+
+def _in_flight(monkeypatch) -> dict:
+    """``_piece_batches`` spied: ``most`` pieces decoding at once (begun and not ended), ``threads`` that did."""
+    from kafkalog.storage.api import partition as api
+
+    seen = {"now": 0, "most": 0, "pieces": 0, "threads": set()}
+    lock = threading.Lock()
+    real = api._piece_batches
+
+    def spy(*args, **kwargs):
+        with lock:
+            seen["now"] += 1
+            seen["pieces"] += 1
+            seen["most"] = max(seen["most"], seen["now"])
+            seen["threads"].add(threading.current_thread().name)
+        try:
+            yield from real(*args, **kwargs)
+        finally:
+            with lock:
+                seen["now"] -= 1
+
+    monkeypatch.setattr(api, "_piece_batches", spy)
+    return seen
+
+
+@needs_core
+def test_the_ordered_read_of_one_segment_decodes_pieces_at_once(big, monkeypatch):
+    """The default, ordered read of one partition of one segment: cut into pieces of about one batch, two of
+    them decode at once on two threads (before, the segment was one piece: one thread decoded it all)."""
+    seen = _in_flight(monkeypatch)
+    with kafkalog.open(big) as dirs:
+        batches = list(dirs.to_arrow(["big"], "0:30000", batch_rows=1000, threads=2))
+    assert sum(b.num_rows for b in batches) == 4 * 30000
+    assert seen["pieces"] >= 8 and seen["most"] >= 2 and len(seen["threads"]) == 2, seen
 
 
 @needs_core
 def test_the_pieces_of_one_partition_hold_at_most_threads_batches(segmented, monkeypatch):
-    from kafkalog.storage.api import partition as api
-
-    monkeypatch.setattr(api, "PIECE_BYTES", 1)  # (every segment a piece)
+    _small_pieces(monkeypatch)
     made = _counted_batches(monkeypatch)
+    expected = sum(b.num_rows for b in _batches(segmented, topics=["one"], batch_rows=1000, threads=1))
     for threads in (2, 3):
-        made[0] = taken = held = 0
+        made[0] = taken = held = rows = 0
         with kafkalog.open(segmented) as dirs:
             for rb in dirs.to_arrow(["one"], batch_rows=1000, threads=threads):
                 taken += 1
+                rows += rb.num_rows
                 held = max(held, made[0] - taken)
                 time.sleep(0.001)
                 assert rb.num_rows
-        assert taken == 8 * 4  # (4 batches of 1000 rows per segment: each segment a piece)
+        assert rows == expected == 8 * 4000
         assert held <= threads
+
+
+def _damaged(segmented: Path, tmp_path: Path, segment: int, at: float, damage) -> tuple[Path, Path]:
+    """A copy of ``segmented`` whose ``segment``-th segment of ``one-0`` has ``damage(raw, position)`` applied at
+    the batch boundary nearest ``at`` of its length."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(segmented, data)
+    log = sorted((data / "one-0").glob("*.log"))[segment]
+    raw = bytearray(log.read_bytes())
+    pos = 0
+    while pos < len(raw) * at:
+        pos += 12 + int.from_bytes(raw[pos + 8:pos + 12], "big")
+    damage(raw, pos)
+    log.write_bytes(bytes(raw))
+    return data, log
+
+
+def _outcome(data: Path, **kw) -> tuple[list, str | None]:
+    got: list = []
+    try:
+        with kafkalog.open(data) as dirs:
+            for rb in dirs.to_arrow(["one"], **kw):
+                got.append(rb)
+    except CorruptRecordError as e:
+        return _rows(got), str(e)
+    return _rows(got), None
+
+
+@pytest.mark.parametrize("segment", [3, 7], ids=["middle-segment", "active-segment"])
+def test_a_corrupt_batch_inside_a_cut_segment_fails_as_the_uncut_read(segmented, tmp_path, monkeypatch, segment):
+    """A CRC mismatch in a batch in the middle of a segment cut into several pieces: the same error (text, file,
+    byte) after the same rows, on 1 and 2 threads, ordered or not, as the uncut read and ``records()``."""
+    def flip(raw: bytearray, pos: int) -> None:
+        raw[pos + 200] ^= 0xFF
+
+    data, log = _damaged(segmented, tmp_path, segment, 0.5, flip)
+    rows, error = _outcome(data, threads=1, batch_rows=1000)
+    assert error is not None and log.name in error
+    with kafkalog.open(data) as dirs, pytest.raises(CorruptRecordError) as e:
+        list(dirs.partition("one", 0).records())
+    assert str(e.value) == error
+    _small_pieces(monkeypatch)
+    assert sum(1 for span in _pieces_of(data)[0] if span[1] is not None) >= 8
+    one = _outcome(data, batch_rows=1000, threads=1)
+    assert one[1] == error and one[0][:len(rows)] == rows  # (the batches before it: each piece's are cut there)
+    assert _outcome(data, batch_rows=1000, threads=2) == one
+    assert _outcome(data, batch_rows=1000, threads=2, ordered=False)[1] == error
+
+
+@pytest.mark.parametrize("segment", [3, 7], ids=["middle-segment", "active-segment"])
+def test_a_partial_batch_inside_a_cut_segment_ends_as_the_uncut_read(segmented, tmp_path, monkeypatch, segment):
+    """A batch whose size runs past the file in the middle of a segment cut into pieces (the offset index still
+    points past it): the active segment's log ends there, with the rows before it only; anywhere else the
+    error of the uncut read. The pieces after it give nothing."""
+    def oversize(raw: bytearray, pos: int) -> None:
+        raw[pos + 8:pos + 12] = (len(raw) * 2).to_bytes(4, "big")
+
+    data, log = _damaged(segmented, tmp_path, segment, 0.4, oversize)
+    rows, error = _outcome(data, threads=1, batch_rows=1000)
+    assert (error is None) == (segment == 7), error
+    _small_pieces(monkeypatch)
+    one = _outcome(data, batch_rows=1000, threads=1)
+    assert one[1] == error and (one[0] == rows if error is None else one[0][:len(rows)] == rows)
+    assert _outcome(data, batch_rows=1000, threads=2) == one
+
+
+def test_an_index_entry_inside_a_batch_cuts_nothing_wrong(segmented, tmp_path, monkeypatch):
+    """Offset index entries that point 10 bytes into batches (no batch starts there): the pieces cut there read
+    from where the piece before actually ended, and the rows are the uncut read's."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(segmented, data)
+    for index in (data / "one-0").glob("*.index"):
+        raw = bytearray(index.read_bytes())
+        for i in range(0, len(raw), 8):
+            raw[i + 4:i + 8] = (int.from_bytes(raw[i + 4:i + 8], "big") + 10).to_bytes(4, "big")
+        index.write_bytes(bytes(raw))
+    expected = _outcome(data, threads=1, batch_rows=1000)
+    assert expected[1] is None and len(expected[0]) == 8 * 4000
+    _small_pieces(monkeypatch)
+    assert sum(1 for span in _pieces_of(data)[0] if span[1] is not None) >= 8
+    for kw in ({"threads": 1}, {"threads": 2}):
+        assert _outcome(data, batch_rows=1000, **kw) == expected, kw

@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import bisect
 import fnmatch
 from dataclasses import dataclass
 
@@ -165,22 +164,6 @@ def _base_of(name: str, raw: str) -> int:
 
 
 # --------------------------------------------------------------------------------------------- planning
-def _cuts(candidates: list[int], start: int, end: int, target: int) -> list[int]:
-    """Choose cut positions among ``candidates`` so that pieces are about ``target`` bytes."""
-    cuts = []
-    cur = start
-    while end - cur > target:
-        i = bisect.bisect_right(candidates, cur + target) - 1
-        if i < 0 or candidates[i] <= cur:
-            i = bisect.bisect_right(candidates, cur)
-            if i >= len(candidates) or candidates[i] >= end:
-                break
-        cut = candidates[i]
-        cuts.append(cut)
-        cur = cut
-    return cuts
-
-
 def partition_windows(segments: list[SegmentRef], opts: ReadOptions) -> dict[tuple[FsSpec, str], tuple[int, int]]:
     """The ``offset`` option resolved for each partition dir of ``segments``, local or under a URL (its log start and
     end offsets and its time index, through the library's
@@ -223,9 +206,7 @@ def plan_pieces(segments: list[SegmentRef], opts: ReadOptions) -> list[Piece]:
             if rng is None:
                 continue
             start, end = rng
-            cuts: list[int] = []
-            if end - start > target:
-                cuts = _cuts(opened.segment(ref).split_positions(start, end, ref.size), start, end, target)
+            cuts = opened.segment(ref).cut_positions(start, end, target, ref.size) if end - start > target else []
             bounds = [start, *cuts, end]
             for a, b in zip(bounds, bounds[1:], strict=False):
                 pieces.append(Piece(ref.spec, ref.path, ref.topic, ref.partition, ref.base_offset, a, b, ref.size,

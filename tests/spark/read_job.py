@@ -107,7 +107,8 @@ def main(argv: list[str]) -> int:
                 change(case)
                 out = read(spark, case)
         except Exception as e:  # noqa: BLE001 - reported to the test, which names the case
-            out = {"name": case["name"], "error": str(e)[-3000:]}
+            text = str(e)  # its start (the error's words) and its end (the executor's cause), not a whole trace
+            out = {"name": case["name"], "error": text if len(text) <= 6000 else f"{text[:3000]} ... {text[-3000:]}"}
         print("READ " + json.dumps(out), flush=True)
     spark.stop()
     return 0

@@ -222,7 +222,9 @@ def test_s3a_streams_as_the_python_stream_and_as_locally(s3_endpoint, tmp_path):
     limited (``maxOffsetsPerTrigger``), a new segment object put into the bucket between two triggers (after the
     availableNow query's end: read by the next query), then a restart from the checkpoint; every offset once. The
     same on a processing-time trigger (one query reads the new object), and segment objects deleted between the plan
-    and the read of a micro-batch with ``failOnDataLoss`` false."""
+    and the read of a micro-batch with ``failOnDataLoss`` false; one replaced then (an object of its first half put
+    under its key, as the log cleaner swaps a segment) fails the query naming it (``FileStamp``: the size and
+    modification time of the planner's listing, compared with Hadoop's ``FileStatus``)."""
     os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
     data = generated_data_dir(tmp_path / "d", {"g": 2}, 400, segment_bytes=1 << 14, value_size=200)
     aside = tmp_path / "aside"
@@ -234,8 +236,11 @@ def test_s3a_streams_as_the_python_stream_and_as_locally(s3_endpoint, tmp_path):
     opts = {"maxOffsetsPerTrigger": "150", "startingOffsets": "earliest"}
     cases = []
     gone = sorted((data / "g-1").glob("*.log"))[:2]  # retention's next two (micro-batch 1 reads the second)
+    half = tmp_path / "half.log"  # the second, as compaction might leave it
+    half.write_bytes(gone[1].read_bytes()[:gone[1].stat().st_size // 2])
     for name, fmt in (("jvm", "kafkalog"), ("python", "python"), ("local", "kafkalog"), ("jvm-gone", "kafkalog"),
-                      ("python-gone", "python"), ("jvm-live", "kafkalog"), ("python-live", "python")):
+                      ("python-gone", "python"), ("jvm-live", "kafkalog"), ("python-live", "python"),
+                      ("jvm-replaced", "kafkalog")):
         if name == "local":
             root, url, options = tmp_path / "local", str(tmp_path / "local"), opts
             shutil.copytree(data, root)
@@ -245,12 +250,19 @@ def test_s3a_streams_as_the_python_stream_and_as_locally(s3_endpoint, tmp_path):
         if name.endswith("-gone"):  # deleted after the driver planned micro-batch 1, before it is read
             options = {**options, "failOnDataLoss": "false"}
             append = [["delete", f"{url}/g-1/{f.name}"] for log in gone for f in sorted(log.parent.glob(log.stem + ".*"))]
+        if name.endswith("-replaced"):  # replaced after the driver planned micro-batch 1, before it is read
+            append = [["copy", str(half), f"{url}/g-1/{gone[1].name}"]]
         cases.append({"name": name, "stream": fmt, "path": url, "options": options, "append": append,
                       "appendAfter": 1, "checkpoint": str(tmp_path / f"ckpt-{name}"),
-                      "queries": 1 if name.endswith("-gone") else 2, "until": 800 if name.endswith("-live") else None})
+                      "queries": 1 if name.endswith(("-gone", "-replaced")) else 2,
+                      "until": 800 if name.endswith("-live") else None})
     out = submit(cases, tmp_path)
     for name in ("jvm", "python", "local", "jvm-gone", "python-gone", "jvm-live", "python-live"):
         assert "error" not in out[name], out[name]["error"]
+    replaced = out["jvm-replaced"].get("error", "")
+    assert f"DataLossError: s3://{BUCKET}/stream-jvm-replaced/g-1/{gone[1].name} (offsets " in replaced, replaced
+    assert (f"was replaced after the read was planned: planned {gone[1].stat().st_size} bytes" in replaced
+            and f"found {half.stat().st_size} bytes" in replaced), replaced
     jvm, python, local = out["jvm"], out["python"], out["local"]
     assert jvm["descriptions"] == local["descriptions"] == ["kafkalog stream (JVM segment scan)"]
     assert python["descriptions"] != jvm["descriptions"]

@@ -18,8 +18,9 @@ timestamp ranges, which ``startingOffsets`` replaces)::
                             what each has ready (Spark's Kafka source's rule: a small share is rounded up, so the
                             total may exceed it by up to the number of partitions); alias maxRecordsPerTrigger
     failOnDataLoss          true (default): fail the query when offsets it has not read are gone (segments deleted
-                            by retention, a partition dir deleted, offsets going backwards); false: warn and go on
-                            from what is there
+                            by retention, a partition dir deleted, offsets going backwards) or a segment was
+                            replaced between the plan and the read (:func:`.scan.planned_file`); false: warn and go
+                            on from what is there
     boundedByHighWatermark  false (default); true: never beyond the partition's high watermark as the broker last
                             checkpointed it (``replication-offset-checkpoint``, every
                             ``replication.high.watermark.checkpoint.interval.ms``, 5 s by default): what a

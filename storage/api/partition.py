@@ -256,7 +256,10 @@ def _piece_bytes(part: Partition, batch_rows: int) -> int:
     """The ``.log`` bytes of about one Arrow batch of ``batch_rows`` rows of ``part`` (its bytes per offset), within
     :data:`MIN_PIECE_BYTES` and :data:`PIECE_BYTES`."""
     segs = part.segments
-    offsets = part.log_end_offset - segs[0].base_offset if segs else 0
+    try:
+        offsets = part.log_end_offset - segs[0].base_offset if segs else 0
+    except KafkaLogError:  # (a damaged log: its read says what is wrong, where the whole read would)
+        offsets = 0
     per = part.size / offsets if offsets > 0 else PIECE_BYTES
     return int(max(MIN_PIECE_BYTES, min(PIECE_BYTES, batch_rows * per)))
 

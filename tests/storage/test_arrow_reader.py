@@ -657,3 +657,24 @@ def test_an_index_entry_inside_a_batch_cuts_nothing_wrong(segmented, tmp_path, m
     assert sum(1 for span in _pieces_of(data)[0] if span[1] is not None) >= 8
     for kw in ({"threads": 1}, {"threads": 2}):
         assert _outcome(data, batch_rows=1000, **kw) == expected, kw
+
+
+def test_a_log_end_offset_that_cannot_be_read_does_not_fail_the_plan(segmented, monkeypatch):
+    """The pieces' size comes from the log end offset; when it cannot be read the plan goes on (64 MiB pieces) and
+    the read itself says what is wrong, as the uncut read does."""
+    from kafkalog.storage.api import partition as api
+    from kafkalog.storage.errors import KafkaLogError
+    from kafkalog.storage.log.partition import PartitionLog
+
+    def unreadable(self):
+        raise KafkaLogError("no end", str(self.path))
+
+    monkeypatch.setattr(PartitionLog, "log_end_offset", property(unreadable))
+    with pytest.raises(KafkaLogError) as uncut:
+        _uncut(segmented)
+    with kafkalog.open(segmented) as dirs:
+        assert api._piece_bytes(dirs.partition("one", 0), 1000) == api.PIECE_BYTES
+        reader = dirs.to_arrow(threads=2)  # (the plan does not read it)
+        with pytest.raises(KafkaLogError) as e:
+            reader.read_all()
+    assert str(e.value) == str(uncut.value) and "no end" in str(e.value)

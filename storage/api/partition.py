@@ -324,12 +324,29 @@ def _arrow_batches(selected: list[Piece], batch_rows: int, columns: list[str] | 
 _NOTHING = object()
 
 
+class _PieceEnd(SpanEnd):
+    """Where a piece's span ended, handed to the piece after it (``before``) as soon as the scan has ended and the
+    piece's own start is known to be right (its last batch need not be taken yet)."""
+
+    def __init__(self, task: Piece, verified: bool) -> None:
+        self._task, self.verified, self.final = task, verified, False
+
+    def ended(self) -> None:
+        """The scan of the span has ended (``position`` is final)."""
+        self.final = True
+        self.publish()
+
+    def publish(self) -> None:
+        if self.final and self.verified and self._task.before is not None:
+            self._task.before.set(self.position)
+
+
 def _partition_batches(task: Piece, batch_rows: int, columns: list[str] | None,
                        views: bool = False) -> Iterator[Any]:
     """The Arrow batches of one piece (:func:`_piece_batches`); a piece starting inside a segment holds its first
     batch until the piece before has ended, and reads again from where that one ended should it not be its
     start (:class:`Piece`)."""
-    ended = SpanEnd()
+    ended = _PieceEnd(task, task.after is None)
     finished = False
     try:
         if task.after is None:
@@ -345,11 +362,14 @@ def _partition_batches(task: Piece, batch_rows: int, columns: list[str] | None,
             assert task.span is not None
             if start != task.span[1]:  # (None: the segment ended before this piece)
                 batches.close()
-                ended, failed = SpanEnd(), None
+                ended, failed = _PieceEnd(task, True), None
                 first, _, last, stop = task.span
                 batches = _piece_batches(task, (first, -1 if start is None else start, last, stop), ended,
                                          batch_rows, columns, views)
                 head = next(batches, _NOTHING)
+            else:
+                ended.verified = True
+                ended.publish()  # (when its scan has ended already)
             if failed is not None:
                 raise failed
             if head is not _NOTHING:
@@ -357,12 +377,12 @@ def _partition_batches(task: Piece, batch_rows: int, columns: list[str] | None,
                 yield from batches
         finished = True
     finally:
-        if task.before is not None:
+        if task.before is not None:  # (unless told already)
             task.before.set(ended.position if finished else None)
         task.read.done(task.bases)
 
 
-def _piece_batches(task: Piece, span: Span | None, ended: SpanEnd, batch_rows: int, columns: list[str] | None,
+def _piece_batches(task: Piece, span: Span | None, ended: _PieceEnd, batch_rows: int, columns: list[str] | None,
                    views: bool) -> Generator[Any, None, None]:
     """``export --format parquet``'s loop over one partition, or one span of it (records straight into Arrow
     columns, the records layer for wrappers and batches past a chunk), yielding the row groups instead of writing
@@ -393,6 +413,7 @@ def _piece_batches(task: Piece, span: Span | None, ended: SpanEnd, batch_rows: i
                 cols.add_records(b, recs, topic, partition, name)
         if len(cols) >= batch_rows:
             yield cols.to_arrow()
+    ended.ended()
     yield from full.take()
     if len(cols):
         yield cols.to_arrow()

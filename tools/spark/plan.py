@@ -46,8 +46,8 @@ class Piece:
     start: int
     end: int
     file_size: int
-    stamp: FileStamp | None = None  # which file the segment was when planned (a reader checks it: FileStamp.holds)
     window: tuple[int, int] | None = None  # the partition's resolved ``offset`` option: offsets [lo, hi)
+    stamp: FileStamp | None = None  # which file the segment was when planned (a reader checks it: FileStamp.holds)
 
     @property
     def name(self) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kafkalog.storage.errors import CorruptIndexError
@@ -63,6 +64,11 @@ class OffsetIndex(FixedIndex):
                 return e
         return None
 
+    def positions(self) -> Sequence[int]:
+        """The positions of the entries, read where they are (for :func:`bisect.bisect_right`; no pass over them):
+        the slots up to the zero tail of a preallocated index."""
+        return _EntryPositions(self)
+
     def sanity_check(self) -> None:
         """``OffsetIndex.sanityCheck`` exactly (over all slots, as Kafka counts them)."""
         if self.entries != 0 and self.last_offset < self.base_offset:
@@ -72,6 +78,28 @@ class OffsetIndex(FixedIndex):
                 (self.entries - 1) * 8,
             )
         self._check_length("index")
+
+
+class _EntryPositions(Sequence[int]):
+    """:meth:`OffsetIndex.positions`: the zero tail found by bisection, each position read when asked for."""
+
+    def __init__(self, index: OffsetIndex) -> None:
+        self._index = index
+        lo, hi = 1, index.entries  # (the first zero slot after the first)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            e = index.entry(mid)
+            if e.position or e.offset != index.base_offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        self._len = min(lo, index.entries)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._index.entry(i).position
 
 
 class OffsetIndexBuilder:

@@ -39,7 +39,8 @@ from kafkalog.storage.files.offset_index import OffsetIndex, OffsetPosition
 from kafkalog.storage.files.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from kafkalog.storage.files.txn_index import TransactionIndex
 from kafkalog.storage.io.closing import Closing, unmap
-from kafkalog.storage.io.fs import FileStamp, SegmentFile, UrlPath, as_path, local_stamp
+from kafkalog.storage.io.file_stamp import FileStamp, local_stamp
+from kafkalog.storage.io.fs import SegmentFile, UrlPath, as_path
 from kafkalog.storage.records import Batch, LogScanner, batch_at
 from kafkalog.storage.records.batch import HEADER_SIZE as V2_HEADER_SIZE
 from kafkalog.storage.records.reader import WindowedScanner
@@ -158,21 +159,14 @@ class Segment(Closing):
     @property
     def last_modified(self) -> int:
         """``File.lastModified`` of the ``.log`` in ms."""
-        if self._view is not None:
-            return self._view.mtime_ns(self.path.name) // 1_000_000
-        return self.path.stat().st_mtime_ns // 1_000_000
+        return self.stamp.mtime_ms
 
     @property
     def stamp(self) -> FileStamp:
-        """Which file the ``.log`` is now (:class:`~kafkalog.storage.io.fs.FileStamp`): its size and modification
-        time as the directory view listed them (no second listing), a local one's ``stat`` with its inode. A plan
-        carries it so that a reader can tell the file it planned from one swapped in under the same name."""
-        if self._view is not None:
-            return self._view.stamp(self.path.name)
-        if isinstance(self.path, UrlPath):
-            st = self.path.stat()
-            return FileStamp(st.st_size, st.st_mtime_ns // 1_000_000)
-        return local_stamp(self.path.stat())
+        """Which file the ``.log`` is now (:class:`~kafkalog.storage.io.file_stamp.FileStamp`), as the directory view
+        listed it (no second listing), else its ``stat``: a plan carries it, for a reader to tell the planned file
+        from one swapped in under the same name."""
+        return self._view.stamp(self.path.name) if self._view is not None else local_stamp(self.path.stat())
 
     def file_size(self, suffix: str) -> int:
         """Size of this segment's file ``suffix`` (``.index``...), 0 when it does not exist."""
@@ -457,21 +451,16 @@ class Segment(Closing):
 
     def cut_positions(self, start: int, end: int, target: int, size: int | None = None, *,
                       in_place: bool = False) -> list[int]:
-        """Where to cut the read of ``[start, end)`` into pieces of about ``target`` bytes (at most, where the
-        boundaries allow): among the batch boundaries of :meth:`split_positions`, each the last within ``target``
-        of the cut before (or the first after it, when there is none within). ``in_place``: the offset index's
-        entries searched where they are instead (no pass over them, which :meth:`split_positions` makes to leave
-        out a damaged index's stray entries: a cut costs a few entries read, whatever the segment's size), for a
-        reader that checks that each piece starts where the one before it ended
-        (``kafkalog.storage.api.partition._pieces``)."""
+        """Cuts of ``[start, end)`` into pieces of about ``target`` bytes at most: each the last boundary of
+        :meth:`split_positions` within ``target`` of the cut before (else the next one). ``in_place``: the offset
+        index's entries as they are (no pass leaving out a damaged index's strays), for a reader that checks each
+        piece starts where the one before ended (``kafkalog.storage.api.partition._pieces``)."""
         if end - start <= target:
             return []
-        candidates: Sequence[int] | None = None
+        candidates: Sequence[int] = []
         if in_place and self.has_offset_index and getattr(self._view, "url", None) is None:
-            try:
-                candidates = _IndexPositions(self.offset_index)
-            except (OSError, KafkaLogError):
-                candidates = None
+            with suppress(OSError, KafkaLogError):
+                candidates = self.offset_index.positions()
         if not candidates:
             candidates = self.split_positions(start, end, size)
         cuts: list[int] = []
@@ -506,29 +495,6 @@ class Segment(Closing):
         if self._file is not None:
             self._file.close()
             self._file = None
-
-
-class _IndexPositions(Sequence[int]):
-    """The positions of an offset index's entries, read where they are (for :func:`bisect.bisect_right`): its
-    slots up to the zero tail of a preallocated index (found by bisection too)."""
-
-    def __init__(self, index: OffsetIndex) -> None:
-        self._index = index
-        lo, hi = 1, index.entries  # (the first zero slot after the first)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            e = index.entry(mid)
-            if e.position or e.offset != index.base_offset:
-                lo = mid + 1
-            else:
-                hi = mid
-        self._len = min(lo, index.entries)
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __getitem__(self, i):  # type: ignore[override]
-        return self._index.entry(i).position
 
 
 __all__ = ["LogOffsetPosition", "NO_TIMESTAMP", "Segment", "WindowedScanner"]

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from kafkalog.storage.errors import LogDirError
-from kafkalog.storage.io.fs import FileStamp, SegmentFile, UrlPath, is_url, listdir, read_bytes
+from kafkalog.storage.io.file_stamp import FileStamp
+from kafkalog.storage.io.fs import SegmentFile, UrlPath, is_url, listdir, read_bytes
 from kafkalog.storage.io.local import open_regular
 from kafkalog.storage.io.ops import Blob, Delete, Op, Reason, Rename, Touch, Truncate, WriteFile
 
@@ -146,7 +147,7 @@ class DirView:
         return self._file(name).mtime_ns
 
     def stamp(self, name: str) -> FileStamp:
-        """Which file ``name`` is, as listed (:class:`~kafkalog.storage.io.fs.FileStamp`; a local one with its
+        """Which file ``name`` is, as listed (:class:`~kafkalog.storage.io.file_stamp.FileStamp`; a local one with its
         inode)."""
         e = self._file(name)
         return FileStamp(e.size, e.mtime_ns // 1_000_000, e.ino if self.url is None else -1)

@@ -2,7 +2,7 @@
 
 :meth:`PartitionLog.segment_refs <kafkalog.storage.log.partition.PartitionLog.segment_refs>` lists a partition's
 segments as :class:`SegmentRef` s (picklable: a filesystem spec and paths, the base offset, the size seen when
-listed, the next segment's base offset, which file it was: a :class:`~kafkalog.storage.io.fs.FileStamp`);
+listed, the next segment's base offset, which file it was: a :class:`~kafkalog.storage.io.file_stamp.FileStamp`);
 :class:`OpenSegments` opens them again as storage's :class:`~kafkalog.storage.files.segment.Segment`, whose rules
 (the byte range of an offset or time range, where a segment may be split) every reader then follows.
 """
@@ -17,7 +17,8 @@ from pathlib import Path
 from kafkalog.storage.files.segment import Segment
 from kafkalog.storage.io.closing import Closing
 from kafkalog.storage.io.dirview import DirView
-from kafkalog.storage.io.fs import FileStamp, FsSpec, UrlPath, display
+from kafkalog.storage.io.file_stamp import FileStamp
+from kafkalog.storage.io.fs import FsSpec, UrlPath, display
 
 LOCAL = FsSpec("")
 

@@ -14,17 +14,23 @@ import pytest
 from builders import generated_partition, replace_segment
 from test_jvm_scan import jvm as jvm  # the module-scoped fixture: a session with kafkalog's jar
 
-from kafkalog.storage.io.fs import FileStamp, local_stamp
+from kafkalog.storage.io.file_stamp import FileStamp, local_stamp
 
 pytestmark = pytest.mark.spark
 
 HOWS = ["swap", "truncate", "rewrite"]
 
 
-def _partition(root: Path) -> Path:
-    """One partition t-0: segments [0, 20), [20, 40), [40, 60); returns the first segment."""
-    generated_partition(root / "t-0", 60, batch_records=10, segment_bytes=1500)
-    return root / "t-0" / "00000000000000000000.log"
+@pytest.fixture
+def three_segments():
+    """Makes the partition t-0 under a root, with segments [0, 20), [20, 40), [40, 60) (the shared builder), and
+    gives its first segment."""
+
+    def under(root: Path) -> Path:
+        generated_partition(root / "t-0", 60, batch_records=10, segment_bytes=1500)
+        return root / "t-0" / "00000000000000000000.log"
+
+    return under
 
 
 def _check_message(text: str, seg: Path, planned: FileStamp) -> None:
@@ -40,10 +46,10 @@ def _check_failure(text: str, seg: Path, planned: FileStamp) -> None:
     assert 'set the source option "failOnDataLoss" to "false"' in text
 
 
-def test_the_stamp_tells_the_planned_file_from_a_replaced_one(tmp_path):
+def test_the_stamp_tells_the_planned_file_from_a_replaced_one(three_segments, tmp_path):
     """No Spark: storage's rule. The same file, or the same inode grown (a broker appending to its active
     segment), holds; a swapped, truncated or rewritten one does not."""
-    seg = _partition(tmp_path)
+    seg = three_segments(tmp_path)
     planned = local_stamp(seg.stat())
     assert planned.holds(local_stamp(seg.stat()))
     with seg.open("ab") as f:
@@ -59,7 +65,7 @@ def test_the_stamp_tells_the_planned_file_from_a_replaced_one(tmp_path):
 
 @pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("fail", ["true", "false"])
-def test_the_python_source_s_reader(spark, tmp_path, caplog, how, fail):
+def test_the_python_source_s_reader(spark, three_segments, tmp_path, caplog, how, fail):
     """The Python data source's reader, as Spark calls it: ``partitions`` on the driver, the segment replaced,
     then ``read`` on an executor."""
     from pyspark.sql.types import StructType
@@ -69,7 +75,7 @@ def test_the_python_source_s_reader(spark, tmp_path, caplog, how, fail):
     from kafkalog.tools.spark.scan import DataLossError
     from kafkalog.tools.spark.schema import source_ddl
 
-    seg = _partition(tmp_path)
+    seg = three_segments(tmp_path)
     options = {"path": str(tmp_path), "failOnDataLoss": fail}
     reader = KafkaLogReader(StructType.fromDDL(source_ddl(options)), parse_read_options(options))
     parts = reader.partitions()
@@ -89,7 +95,7 @@ def test_the_python_source_s_reader(spark, tmp_path, caplog, how, fail):
 
 @pytest.mark.parametrize("how", ["swap", "rewrite"])
 @pytest.mark.parametrize("fail", ["true", "false"])
-def test_the_jvm_scan(jvm, tmp_path, how, fail):
+def test_the_jvm_scan(jvm, three_segments, tmp_path, how, fail):
     """``format("kafkalog")`` (the JVM source: planned when the query is) and ``load`` (planned in this process),
     the segment replaced after the plan, before the executors read it."""
     from kafkalog.tools.spark.jvm import load
@@ -97,7 +103,7 @@ def test_the_jvm_scan(jvm, tmp_path, how, fail):
     for name, make in (("source", lambda p: jvm.read.format("kafkalog").option("failOnDataLoss", fail).load(p)),
                        ("load", lambda p: load(jvm, p, {"failOnDataLoss": fail}))):
         root = tmp_path / name
-        seg = _partition(root)
+        seg = three_segments(root)
         df = make(str(root)).select("offset")
         assert "kafkalog segment scan" in df._jdf.queryExecution().executedPlan().toString()  # planned now
         planned = local_stamp(seg.stat())
@@ -112,12 +118,12 @@ def test_the_jvm_scan(jvm, tmp_path, how, fail):
 
 
 @pytest.mark.parametrize("fail", ["true", "false"])
-def test_the_jvm_stream(jvm, tmp_path, fail):
+def test_the_jvm_stream(jvm, three_segments, tmp_path, fail):
     """The JVM stream plans a micro-batch on the driver and reads it on the executors: the segment of micro-batch
     1, [10, 20), swapped in by the cleaner after the plan and before the read fails the query (true) or loses
     those offsets with a warning (false), as a deleted one."""
     root = tmp_path / "data"
-    seg = _partition(root)
+    seg = three_segments(root)
     planned: list[FileStamp] = []
     by_id: dict[int, list[int]] = {}
 

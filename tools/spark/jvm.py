@@ -226,8 +226,8 @@ def _escape(s: str) -> str:
 def encode_pieces(groups: list[list[Piece]], opts: ReadOptions) -> str:
     """The ``pieces`` option of the JVM scan: one line per input partition (see ``SegmentScan.java``); for
     groups :func:`pieces_refusal` accepts. Each piece ends with its segment's stamp as planned (size, modification
-    time, inode: :meth:`~kafkalog.storage.io.fs.FileStamp.fields`), which the scan compares with the file it opens
-    (:meth:`~kafkalog.storage.io.fs.FileStamp.holds`' comparison)."""
+    time, inode: :meth:`~kafkalog.storage.io.file_stamp.FileStamp.fields`), which the scan compares with the file it opens
+    (:meth:`~kafkalog.storage.io.file_stamp.FileStamp.holds`' comparison)."""
     lines = []
     for group in groups:
         out = []

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from kafkalog.storage.errors import LogDirError
 from kafkalog.storage.files.names import offset_from_file_name
-from kafkalog.storage.io.fs import FileStamp, FsSpec, display, info, listdir, split_uri
+from kafkalog.storage.io.file_stamp import FileStamp
+from kafkalog.storage.io.fs import FsSpec, display, info, listdir, split_uri
 from kafkalog.storage.log.datadir import check_topics, live_partition_name
 from kafkalog.storage.log.dir_checkpoints import open_partition_log
 from kafkalog.storage.log.partition import PartitionLog

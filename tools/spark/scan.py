@@ -15,7 +15,8 @@ import pyarrow as pa
 
 from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError
 from kafkalog.storage.files.segment import WindowedScanner
-from kafkalog.storage.io.fs import FileStamp, SegmentFile
+from kafkalog.storage.io.file_stamp import FileStamp
+from kafkalog.storage.io.fs import SegmentFile
 from kafkalog.storage.records import PARTIAL_BATCH, LegacyBatch, LogScanner, RecordBatch, RecordColumns
 
 from .filters import columns as filter_columns
@@ -28,7 +29,7 @@ ROWS_PER_CHUNK = 65536
 BYTES_PER_CHUNK = 32 * 1024 * 1024
 log = logging.getLogger("kafkalog.spark.scan")
 
-#: a piece whose segment is not the file planned (:meth:`~kafkalog.storage.io.fs.FileStamp.holds`), in words; the
+#: a piece whose segment is not the file planned (:meth:`~kafkalog.storage.io.file_stamp.FileStamp.holds`), in words; the
 #: JVM scan fills the same fields (its ``replaced`` option)
 REPLACED = ("{segment} (offsets {first} to {last} of {topic}-{partition}, bytes {start} to {end}) was replaced after "
             "the read was planned: planned {size} bytes modified at {mtime} ms, found {found_size} bytes modified "

@@ -51,7 +51,7 @@ import org.slf4j.LoggerFactory;
  * <p>Option {@code pieces}: one line per input partition, pieces separated by tab characters, each piece
  * {@code path|topic|partition|segment|start|end|loOffset|hiOffset|loTimestamp|hiTimestamp|size|mtime|inode} (the
  * record filter of the partition's resolved offset window, Long.MIN_VALUE..Long.MAX_VALUE for none; the segment's
- * file as planned, -1 where not known: {@code kafkalog.storage.io.fs.FileStamp}). Option {@code schema}: the record
+ * file as planned, -1 where not known: {@code kafkalog.storage.io.file_stamp.FileStamp}). Option {@code schema}: the record
  * schema as Spark's DDL (kafkalog's {@code RECORD_COLUMNS}). Option {@code verifyCrc}, {@code
  * includeControlRecords}: as the Python source's. Options {@code failOnDataLoss}, {@code replaced}, {@code
  * replacedFail}, {@code replacedWarn}: a piece whose segment is not the file planned (replaced after planning:

@@ -295,7 +295,7 @@ public final class SegmentScan implements TableProvider {
 
         Piece(String spec) {
             String[] f = spec.split("\\|", -1);
-            if (f.length != 10 && f.length != 13) {
+            if (f.length != 13) {
                 throw new IllegalArgumentException("kafkalog segment scan: a piece needs 13 fields: " + spec);
             }
             path = unescape(f[0]);
@@ -310,9 +310,9 @@ public final class SegmentScan implements TableProvider {
             hiTimestamp = Long.parseLong(f[9]);
             filtering = loOffset != Long.MIN_VALUE || hiOffset != Long.MAX_VALUE || loTimestamp != Long.MIN_VALUE
                     || hiTimestamp != Long.MAX_VALUE;
-            size = f.length == 13 ? Long.parseLong(f[10]) : -1;
-            mtime = f.length == 13 ? Long.parseLong(f[11]) : -1;
-            inode = f.length == 13 ? Long.parseLong(f[12]) : -1;
+            size = Long.parseLong(f[10]);
+            mtime = Long.parseLong(f[11]);
+            inode = Long.parseLong(f[12]);
         }
 
         /**

@@ -72,7 +72,7 @@ def iter_partition_tasks(fn, tasks: list, *, workers: int = 1, ahead: int | None
 
 
 def iter_thread_streams(make: Callable[[Any], Iterable[Any]], tasks: list, *, threads: int,
-                        ordered: bool = True) -> Iterator[Any]:
+                        ordered: bool = True, drop: Callable[[Any], None] | None = None) -> Iterator[Any]:
     """The items of ``make(t)`` for each task, task after task, in order, while up to ``threads`` threads produce
     them: each thread runs one task's iterator at a time and holds at most one item the caller has not taken (it
     makes the next only once the caller took it), so at most ``threads`` items are in flight whatever the tasks'
@@ -84,11 +84,22 @@ def iter_thread_streams(make: Callable[[Any], Iterable[Any]], tasks: list, *, th
     ``ordered=False``: each item as soon as a thread has made it (the earliest task's first when several wait),
     each task's items still in their order: no thread waits for the caller to reach its task, so all ``threads``
     keep working whatever the tasks' sizes (with ``ordered``, a thread a task ahead waits once it holds one item);
-    an exception of ``make`` reaches the caller when its task ends."""
+    an exception of ``make`` reaches the caller when its task ends.
+
+    However the caller stops (done, ``close()``, an error, the generator dropped), by the time it has stopped the
+    threads have ended (each after the item it was making) and ``drop(t)`` was called for each task no thread
+    started: what the tasks hold is let go of then, never left to the garbage collector."""
     threads = max(1, min(threads, len(tasks)))
     if threads == 1:
-        for t in tasks:
-            yield from make(t)
+        started = 0
+        try:
+            for t in tasks:
+                started += 1
+                yield from make(t)
+        finally:
+            for t in tasks[started:]:
+                if drop is not None:
+                    drop(t)
         return
     shared = None if ordered else threading.Condition()
     slots = [_Slot(shared) for _ in tasks]
@@ -102,6 +113,10 @@ def iter_thread_streams(make: Callable[[Any], Iterable[Any]], tasks: list, *, th
             if i is None:
                 return
             slot = slots[i]
+            if slot._stopped:  # (claimed as the caller stopped: never started)
+                if drop is not None:
+                    drop(tasks[i])
+                continue
             try:
                 it = iter(make(tasks[i]))
                 try:
@@ -131,6 +146,14 @@ def iter_thread_streams(make: Callable[[Any], Iterable[Any]], tasks: list, *, th
     finally:
         for slot in slots:
             slot.stop()
+        with lock:  # the tasks no thread has claimed: none will
+            left = list(claim)
+        for i in left:
+            if drop is not None:
+                drop(tasks[i])
+        for w in workers:  # each ends after the item it is making (and lets go of its task)
+            if w is not threading.current_thread():
+                w.join()
 
 
 def _any_order(slots: list[_Slot], cv: threading.Condition) -> Iterator[Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import traceback
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -318,7 +319,16 @@ def _arrow_batches(selected: list[Piece], batch_rows: int, columns: list[str] | 
     pieces are about one batch each, so every thread keeps decoding. ``ordered=False``: each batch as soon as it
     is made (each piece's batches in offset order, the pieces' interleaved)."""
     return iter_thread_streams(lambda task: _partition_batches(task, batch_rows, columns, views), selected,
-                               threads=threads, ordered=ordered)
+                               threads=threads, ordered=ordered, drop=_dropped)
+
+
+def _dropped(task: Piece) -> None:
+    """A piece no thread started, the reader stopped before it (closed, failed, dropped): its segments and its
+    partition are let go of as when it is read (:meth:`PartitionRead.done`), and the piece after it waits for
+    nothing."""
+    if task.before is not None:
+        task.before.set(None)
+    task.read.done(task.bases)
 
 
 _NOTHING = object()
@@ -376,6 +386,11 @@ def _partition_batches(task: Piece, batch_rows: int, columns: list[str] | None,
                 yield head
                 yield from batches
         finished = True
+    except BaseException as e:
+        # (the frames it comes through, done, hold views of the segments in their locals: a segment with views
+        # stays mapped, and the read's segments close next, kept or not by whoever takes the error)
+        traceback.clear_frames(e.__traceback__)
+        raise
     finally:
         if task.before is not None:  # (unless told already)
             task.before.set(ended.position if finished else None)

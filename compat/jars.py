@@ -234,25 +234,53 @@ def ensure_spark_kafka(spark_version: str, *, quiet: bool = True) -> list[Path]:
             return sorted((cache_root() / f"spark-kafka-{version}" / "libs").glob("*.jar"))
     for version in candidates:
         home = cache_root() / f"spark-kafka-{version}"
-        libs = home / "libs"
-        if not (home / MARKER).is_file():
-            mvn = mvn_executable()
-            with _locked(home.with_name(home.name + ".lock")):
-                if not (home / MARKER).is_file():
-                    home.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(SPARK_KAFKA_POM, home / "pom.xml")
-                    cmd = [mvn, "-B", "--no-transfer-progress", "-Dstyle.color=never", "-f", str(home / "pom.xml"),
-                           f"-Dspark.version={version}", f"-Dlibs.dir={libs}", "dependency:copy-dependencies"]
-                    if quiet:
-                        cmd.insert(1, "-q")
-                    proc = subprocess.run(cmd, capture_output=quiet, text=True, check=False)
-                    if proc.returncode != 0 or not any(libs.glob("spark-sql-kafka-*.jar")):
-                        tail = "\n".join(((proc.stdout or "") + (proc.stderr or "")).strip().splitlines()[-5:])
-                        errors.append(f"{version}: {tail}")
-                        continue
-                    (home / MARKER).write_text("\n".join(sorted(p.name for p in libs.glob("*.jar"))) + "\n")
-        return sorted(libs.glob("*.jar"))
+        failed = _copy_dependencies(home, SPARK_KAFKA_POM, {"spark.version": version}, "spark-sql-kafka-*.jar", quiet)
+        if failed:
+            errors.append(f"{version}: {failed}")
+            continue
+        return sorted((home / "libs").glob("*.jar"))
     raise KafkaResolveError("Maven could not resolve Spark's Kafka connector from Maven Central\n" + "\n".join(errors))
+
+
+HADOOP_MINICLUSTER_POM = Path(__file__).with_name("maven") / "hadoop-minicluster-pom.xml"
+
+
+def ensure_hadoop_minicluster(hadoop_version: str, *, quiet: bool = True) -> list[Path]:
+    """The jars of Hadoop's shaded mini cluster (``hadoop-client-minicluster``, with the JUnit API its test
+    utilities call; Hadoop's client and the loggers are pyspark's) for Hadoop ``hadoop_version`` (pyspark's
+    own), resolved with Maven into ``~/.cache/kafkalog/hadoop-minicluster-VERSION/libs`` on first use (56 MB)."""
+    parse_version(hadoop_version)
+    home = cache_root() / f"hadoop-minicluster-{hadoop_version}"
+    failed = _copy_dependencies(home, HADOOP_MINICLUSTER_POM, {"hadoop.version": hadoop_version},
+                                "hadoop-client-minicluster-*.jar", quiet)
+    if failed:
+        raise KafkaResolveError(f"Maven could not resolve hadoop-client-minicluster {hadoop_version} from Maven "
+                                f"Central\n{failed}")
+    return sorted((home / "libs").glob("*.jar"))
+
+
+def _copy_dependencies(home: Path, pom: Path, properties: dict[str, str], expect: str, quiet: bool) -> str | None:
+    """``mvn dependency:copy-dependencies`` of ``pom`` (with ``properties``) into ``home/libs``, once (the marker
+    file then says so; a file lock serialises processes): None, or why it failed (Maven's last lines; no jar
+    matching ``expect`` copied)."""
+    libs = home / "libs"
+    if (home / MARKER).is_file():
+        return None
+    mvn = mvn_executable()
+    with _locked(home.with_name(home.name + ".lock")):
+        if (home / MARKER).is_file():
+            return None
+        home.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(pom, home / "pom.xml")
+        cmd = [mvn, "-B", "--no-transfer-progress", "-Dstyle.color=never", "-f", str(home / "pom.xml"),
+               *(f"-D{k}={v}" for k, v in properties.items()), f"-Dlibs.dir={libs}", "dependency:copy-dependencies"]
+        if quiet:
+            cmd.insert(1, "-q")
+        proc = subprocess.run(cmd, capture_output=quiet, text=True, check=False)
+        if proc.returncode != 0 or not any(libs.glob(expect)):
+            return "\n".join(((proc.stdout or "") + (proc.stderr or "")).strip().splitlines()[-5:])
+        (home / MARKER).write_text("\n".join(sorted(p.name for p in libs.glob("*.jar"))) + "\n")
+    return None
 
 
 def classpath(libs: Path) -> str:

@@ -23,7 +23,7 @@ Builders:
 * internal topics: :func:`remote_log_metadata_values` (one value of each ``__remote_log_metadata`` record type),
   :func:`remote_log_metadata_partition`;
 * generated data for the Spark tests (any size, through ``LogWriter``): :func:`generated_record`,
-  :func:`generated_partition`, :func:`generated_data_dir`;
+  :func:`generated_partition`, :func:`generated_data_dir`, :func:`corrupt_generated_partition` (a CRC mismatch);
 * object storage: :func:`s3_upload` (a tree onto the moto S3 server), :func:`spy_url_reads` (the windows a file
   under a URL is read in).
 """
@@ -46,7 +46,7 @@ from kafkalog.storage.files.producer_snapshot import ProducerSnapshot
 from kafkalog.storage.io import dirview as dirview_module
 from kafkalog.storage.io import fs as fs_module
 from kafkalog.storage.log.segment import recover_segment
-from kafkalog.storage.records import build_batch, build_end_txn_marker
+from kafkalog.storage.records import build_batch, build_end_txn_marker, iter_batches
 from kafkalog.storage.records.builder import build_legacy
 from kafkalog.storage.records.control import LEADER_CHANGE, control_key
 
@@ -413,6 +413,18 @@ def generated_partition(pdir: str | os.PathLike, n: int, *, batch_records: int =
                 kw = {"producer_id": producer_id, "producer_epoch": 0, "base_sequence": seq}
                 seq += len(recs)
             w.append_records(recs, codec=codec, **kw)
+
+
+def corrupt_generated_partition(pdir: Path, n: int = 500, batch: int = 3) -> tuple[Path, int]:
+    """A :func:`generated_partition` of ``n`` records (batches of 50) whose first segment's batch number ``batch``
+    has a flipped byte inside its CRC-covered bytes: ``(that .log file, the batch's position)``."""
+    generated_partition(pdir, n, batch_records=50)
+    log = pdir / log_file_name(0)
+    data = bytearray(log.read_bytes())
+    pos = [b.position for b in iter_batches(bytes(data))][batch]
+    data[pos + 100] ^= 0xFF
+    log.write_bytes(bytes(data))
+    return log, pos
 
 
 def every_codec_data_dir(root: Path) -> Path:

@@ -7,6 +7,8 @@ needs in a ``conftest.py`` next to those tests.
 * ``fixtures_dir``: the repository's ``fixtures/`` (real broker data dirs, see fixtures/README.md).
 * ``s3_endpoint``: a local moto S3 server on 127.0.0.1 (its ``http://`` URL), for ``s3://`` reads; ``s3_env``: its
   endpoint and keys in the environment (``AWS_ENDPOINT_URL``, ...), as a user of the command line gives them.
+* ``hdfs_cluster``: Hadoop's MiniDFSCluster of pyspark's Hadoop version (namenode, datanode, WebHDFS), for
+  ``hdfs://`` reads (:class:`kafkalog.compat.hdfs.MiniDfs`: its URL, HTTP address, ``HADOOP_CONF_DIR``, ``put``).
 """
 
 import socket
@@ -37,6 +39,16 @@ def s3_endpoint():
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def hdfs_cluster(tmp_path_factory):
+    import pyspark
+
+    from kafkalog.compat.hdfs import MiniDfs
+
+    with MiniDfs.start(tmp_path_factory.mktemp("hdfs"), Path(pyspark.__file__).parent / "jars") as dfs:
+        yield dfs
 
 
 @pytest.fixture

@@ -3,11 +3,10 @@
 Local paths are memory-mapped; ``s3://``, ``gs://``, ``hdfs://`` and a tiered store's URL are read in bounded
 windows (:data:`REMOTE_WINDOW`) through ``pyarrow.fs`` or fsspec. Every reader that may meet a URL (the Spark
 source and stream, tiered storage in :mod:`kafkalog.storage.remote`) lists and opens files here. pyarrow and
-fsspec are optional dependencies: they are imported only when a URL is read.
-
-Filesystems: local paths (mmap) or any ``pyarrow.fs`` / fsspec filesystem: ``s3://`` (pyarrow),
-``gs://`` and ``hdfs://`` (pyarrow, where it was built with them), and every other scheme fsspec has a filesystem
-for once its package is installed (``abfs://`` with adlfs, ``gs://`` with gcsfs, ...).
+fsspec are optional dependencies: they are imported only when a URL is read. Filesystems: ``s3://`` (pyarrow),
+``hdfs://`` (libhdfs where it loads, else WebHDFS: :mod:`kafkalog.storage.io.hdfs`, which also reads
+``webhdfs://``; options ``hdfs.httpAddress``, ``hdfs.user``), ``gs://`` (pyarrow, where built with it), and every
+other scheme fsspec has a filesystem for once its package is installed (``abfs://`` with adlfs, ...).
 
 Options understood (Spark option names, case-insensitive): ``s3.endpoint`` (e.g. ``http://127.0.0.1:5000``),
 ``s3.accessKey``, ``s3.secretKey``, ``s3.region``, ``s3.anonymous``. Without them pyarrow's usual AWS
@@ -23,6 +22,7 @@ import os
 import stat
 import sys
 from collections.abc import Iterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -30,6 +30,7 @@ from typing import BinaryIO, NamedTuple, cast
 from urllib.parse import urlparse
 
 from kafkalog.storage.errors import LogDirError
+from kafkalog.storage.io import hdfs
 from kafkalog.storage.io.closing import Closing, unmap
 from kafkalog.storage.io.file_stamp import FileStamp, local_stamp
 
@@ -58,7 +59,7 @@ class FsSpec:
 
 
 def fs_options(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k.lower(), str(v)) for k, v in options.items() if k.lower().startswith("s3.")))
+    return tuple(sorted((k.lower(), str(v)) for k, v in options.items() if k.lower().startswith(("s3.", "hdfs."))))
 
 
 def split_uri(path: str, options: Mapping[str, str] | None = None) -> tuple[FsSpec, str]:
@@ -71,22 +72,22 @@ def split_uri(path: str, options: Mapping[str, str] | None = None) -> tuple[FsSp
         return FsSpec(""), os.path.abspath(u.path)
     if scheme in ("s3", "s3a", "s3n"):
         return FsSpec("s3", fs_options(options or {})), (u.netloc + u.path).rstrip("/")
+    if scheme in hdfs.SCHEMES:  # (a filesystem per namenode)
+        return FsSpec(scheme, fs_options({**(options or {}), hdfs.NAMENODE: u.netloc})), path
     return FsSpec(scheme, fs_options(options or {})), path
 
 
 #: the scheme Hadoop's FileSystem reads the files of each URL scheme of this seam by (``s3://`` is Hadoop's
-#: ``s3a://``; :func:`split_uri` takes ``s3a://`` and ``s3n://`` as ``s3://``): what the JVM segment scan reads
+#: ``s3a://``; :func:`split_uri` takes ``s3a://`` and ``s3n://`` as ``s3://``): what the JVM scan reads (:mod:`.hdfs`)
 HADOOP_SCHEMES = {"s3": "s3a", "hdfs": "hdfs"}
 
 
 def hadoop_url(spec: FsSpec, fspath: str) -> str | None:
     """The name Hadoop's FileSystem opens the file ``fspath`` of ``spec`` by: a local path as it is, ``s3://b/k`` as
-    ``s3a://b/k``, an ``hdfs://`` URL as it is; None for a scheme Hadoop is not asked to read
-    (:data:`HADOOP_SCHEMES`)."""
+    ``s3a://b/k``, an ``hdfs://`` URL as it is; None for another (:data:`HADOOP_SCHEMES`)."""
     if spec.is_local:
         return fspath
-    scheme = HADOOP_SCHEMES.get(spec.scheme)
-    if scheme is None:
+    if (scheme := HADOOP_SCHEMES.get(spec.scheme)) is None:
         return None
     return f"{scheme}://{fspath}" if spec.scheme == "s3" else display(spec, fspath)
 
@@ -161,9 +162,8 @@ def display(spec: FsSpec, fspath: str) -> str:
 #: Cloud's, Hadoop's and Azure's; for every scheme fsspec's own configuration, the proxies and ``<SCHEME>_``
 _ENVIRONMENT = {
     "s3": ("AWS_",),
-    "gs": ("GOOGLE_", "GCE_", "GCS_", "STORAGE_EMULATOR_HOST", "CLOUDSDK_"),
-    "gcs": ("GOOGLE_", "GCE_", "GCS_", "STORAGE_EMULATOR_HOST", "CLOUDSDK_"),
-    "hdfs": ("HADOOP_", "LIBHDFS3_", "ARROW_LIBHDFS", "KRB5", "CLASSPATH"),
+    **dict.fromkeys(("gs", "gcs"), ("GOOGLE_", "GCE_", "GCS_", "STORAGE_EMULATOR_HOST", "CLOUDSDK_")),
+    **dict.fromkeys(hdfs.SCHEMES, ("HADOOP_", "LIBHDFS3_", "ARROW_LIBHDFS", "KRB5", "CLASSPATH", "KAFKALOG_HDFS_")),
     "abfs": ("AZURE_",), "abfss": ("AZURE_",), "az": ("AZURE_",),
 }
 _EVERY_SCHEME = ("FSSPEC_", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
@@ -196,17 +196,19 @@ def _filesystem(spec: FsSpec, env: tuple[tuple[str, str], ...]):
     opts = dict(spec.netloc_opts)
     if spec.scheme == "s3":
         return pafs.S3FileSystem(**_s3_settings(opts))
-    try:  # other schemes pyarrow knows (gs, hdfs, ...)
-        fs, _ = pafs.FileSystem.from_uri(f"{spec.scheme}://x/")
-        return fs
-    except Exception:  # noqa: BLE001 - fall back to fsspec for everything else
-        import fsspec  # optional dependency: the schemes pyarrow has no filesystem for
-        from pyarrow.fs import FSSpecHandler, PyFileSystem  # optional dependency (as above)
+    namenode = opts.get(hdfs.NAMENODE, "")
+    if spec.scheme == "hdfs" and (native := hdfs.libhdfs(pafs, namenode, opts)) is not None:
+        return native
+    if spec.scheme not in hdfs.SCHEMES:
+        with suppress(Exception):  # other schemes pyarrow knows (gs, ...); fsspec for everything else
+            return pafs.FileSystem.from_uri(f"{spec.scheme}://x/")[0]
+    import fsspec  # optional dependency: the schemes pyarrow has no filesystem for
 
-        # pyarrow-stubs declare FSSpecHandler's handler methods abstract; pyarrow implements every one
-        # (not fsspec's own instance cache: it keys on arguments only, and this cache is the one that reuses them)
-        fs = fsspec.filesystem(spec.scheme, skip_instance_cache=True)
-        return PyFileSystem(FSSpecHandler(fs))  # type: ignore[abstract]
+    # (not fsspec's own instance cache: it keys on arguments only, and this cache is the one that reuses them)
+    fs = (hdfs.webhdfs(fsspec, spec.scheme, namenode, opts) if spec.scheme in hdfs.SCHEMES
+          else fsspec.filesystem(spec.scheme, skip_instance_cache=True))
+    # pyarrow-stubs declare FSSpecHandler's handler methods abstract; pyarrow implements every one
+    return pafs.PyFileSystem(pafs.FSSpecHandler(fs))  # type: ignore[abstract]
 
 
 def forget_listings() -> None:
@@ -361,9 +363,9 @@ def info(spec: FsSpec, path: str) -> Entry | None:
     return _entry(fi, pafs)
 
 
-def _entry(fi, pafs) -> Entry:
-    """A ``pyarrow.fs.FileInfo`` as an :class:`Entry`."""
-    return Entry(fi.base_name, fi.path, fi.type == pafs.FileType.Directory, fi.size or 0, fi.mtime_ns or 0)
+def _entry(fi, pafs, path: str | None = None) -> Entry:
+    """A ``pyarrow.fs.FileInfo`` as an :class:`Entry` named ``path`` (a listing's: WebHDFS drops the namenode)."""
+    return Entry(fi.base_name, path or fi.path, fi.type == pafs.FileType.Directory, fi.size or 0, fi.mtime_ns or 0)
 
 
 def listdir(spec: FsSpec, path: str) -> list[Entry]:
@@ -382,7 +384,8 @@ def listdir(spec: FsSpec, path: str) -> list[Entry]:
 
     infos = spec.filesystem().get_file_info(pafs.FileSelector(path, recursive=False))
     own = path.split("://", 1)[-1].strip("/")  # (some fsspec filesystems list a directory inside itself)
-    return [_entry(fi, pafs) for fi in infos if fi.path.split("://", 1)[-1].strip("/") != own]
+    return [_entry(fi, pafs, f"{path.rstrip('/')}/{fi.base_name}") for fi in infos
+            if fi.path.split("://", 1)[-1].strip("/") != own]
 
 
 def read_bytes(spec: FsSpec, path: str, limit: int) -> bytes:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from builders import generated_data_dir, generated_partition
+from builders import corrupt_generated_partition, generated_data_dir
 from standalone import spark_home
 from test_read import FIXTURES
 
@@ -29,20 +29,22 @@ BUCKET = "kafkalog-s3a"
 KEYS = {"s3.accessKey": "test", "s3.secretKey": "test", "s3.region": "us-east-1"}
 
 
-def submit(cases: list[dict], tmp: Path, master: str = "local[2]", extra: list[str] | None = None) -> dict[str, dict]:
-    """``spark-submit $(kafkalog spark jars --s3a) --master MASTER read_job.py`` over ``cases``: their answers by
-    name (and the run's seconds under ``"_seconds"``)."""
+def submit(cases: list[dict], tmp: Path, master: str = "local[2]", extra: list[str] | None = None, s3a: bool = True,
+           env: dict[str, str] | None = None) -> dict[str, dict]:
+    """``spark-submit $(kafkalog spark jars --s3a) --master MASTER read_job.py`` over ``cases`` (without ``--s3a``
+    when ``s3a`` is false; ``env``: more environment, ``HADOOP_CONF_DIR``): their answers by name (and the run's
+    seconds under ``"_seconds"``)."""
     from kafkalog.tools.spark.jvm import submit_args
 
-    found = submit_args(s3a=True)
+    found = submit_args(s3a=s3a)
     spec = tmp / f"cases-{time.monotonic_ns()}.json"
     spec.write_text(json.dumps(cases))
     cmd = [str(spark_home() / "bin" / "spark-submit"), "--jars", ",".join(found["jars"]),
-           "--packages", ",".join(found["packages"]), "--master", master,
+           *(["--packages", ",".join(found["packages"])] if found["packages"] else []), "--master", master,
            "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.ui.enabled=false", *(extra or []),
            str(HERE / "read_job.py"), str(spec)]  # fmt: skip
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "AWS_EC2_METADATA_DISABLED": "true"}
+           "AWS_EC2_METADATA_DISABLED": "true", **(env or {})}
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=800, env=env, cwd=tmp)
     seconds = time.monotonic() - t0
@@ -69,12 +71,14 @@ def pairs(endpoint: str, name: str, local: Path, url: str, **options: str) -> li
             {"name": f"{name}/s3a", "path": url, "options": {**options, **KEYS, "s3.endpoint": endpoint}}]
 
 
-def check_same(out: dict[str, dict], name: str) -> int:
-    a, b = out[f"{name}/local"], out[f"{name}/s3a"]
+def check_same(out: dict[str, dict], name: str, side: str = "s3a", under: str = f"s3://{BUCKET}/") -> int:
+    """The case ``name`` read locally and on the other side (``NAME/SIDE``, its segments named ``under...``): both
+    by the JVM scan, the same rows; their number."""
+    a, b = out[f"{name}/local"], out[f"{name}/{side}"]
     assert "error" not in a and "error" not in b, (a, b)
     assert a["scan"] and b["scan"], (a["plan"], b["plan"])
     assert (b["rows"], b["digest"]) == (a["rows"], a["digest"]), name
-    assert b["segment"] is None or b["segment"].startswith(f"s3://{BUCKET}/"), b["segment"]
+    assert b["segment"] is None or b["segment"].startswith(under), b["segment"]
     return int(a["rows"])
 
 
@@ -116,14 +120,7 @@ def uploaded(s3_endpoint, tmp_path_factory):
 def test_s3a_reads_equal_local_reads(s3_endpoint, uploaded):
     root, dirs = uploaded
     bad = root / "bad"
-    generated_partition(bad / "t-0", 500, batch_records=50)
-    from kafkalog.storage.records import iter_batches
-
-    log = bad / "t-0" / "00000000000000000000.log"
-    data = bytearray(log.read_bytes())
-    pos = [b.position for b in iter_batches(bytes(data))][3]
-    data[pos + 100] ^= 0xFF
-    log.write_bytes(bytes(data))
+    _, pos = corrupt_generated_partition(bad / "t-0")
     bad_url = upload(s3_endpoint, bad, "bad")
     gen, gen_url = dirs["gen"]
     fixture, fixture_url = dirs["kraft431"]

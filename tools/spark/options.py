@@ -63,6 +63,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from kafkalog.storage.errors import ConfigError
+from kafkalog.storage.io.fs import fs_options
 from kafkalog.storage.io.jsonio import loads
 from kafkalog.storage.log.offset_spec import OffsetSpec, parse_offset_specs
 
@@ -238,7 +239,7 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         open_cost=_int(opts, "openCostInBytes", 4 * MIB) or 0,
         min_partitions=max(1, _int(opts, "minPartitions", 1) or 1),
         max_batch_size=_int(opts, "maxBatchSize", 1024 * MIB) or 1024 * MIB,
-        fs_opts=tuple(sorted((k, str(v)) for k, v in opts.items() if k.startswith("s3."))),
+        fs_opts=fs_options(opts),
         push_filters=_bool(opts, "pushFilters", False),
         offset_spec=parse_offset_specs(str(opts.get("offset") or "").split()),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),

@@ -79,7 +79,8 @@ def test_the_planner_plans_hdfs_through_webhdfs(uploaded, hdfs_conf):
 
 
 def test_hdfs_reads_equal_local_reads(uploaded, hdfs_conf):
-    """``spark-submit`` (``HADOOP_CONF_DIR`` set, no ``--packages`` for HDFS: Spark's Hadoop client reads it)."""
+    """``spark-submit`` (``HADOOP_CONF_DIR`` set, no ``--packages`` for HDFS: Spark's Hadoop client reads it): batch
+    reads, and an availableNow stream (``maxOffsetsPerTrigger``) micro-batch by micro-batch as over the local dir."""
     root, dirs, pos = uploaded
     (gen, gen_url), (fixture, fixture_url), (_, bad_url) = dirs["gen"], dirs["kraft431"], dirs["bad"]
     web = f"webhdfs://{hdfs_conf.http_address}/gen"
@@ -87,7 +88,10 @@ def test_hdfs_reads_equal_local_reads(uploaded, hdfs_conf):
              *pairs("gen-window", gen, gen_url, startingOffset="1234", endingOffset="2900"),
              *pairs("kraft431", fixture, fixture_url, includeControlRecords="true"),
              {"name": "bad", "path": bad_url, "options": {}},
-             {"name": "webhdfs", "path": web, "options": {}}]  # fmt: skip
+             {"name": "webhdfs", "path": web, "options": {}},
+             *({"name": f"stream/{side}", "stream": "kafkalog", "path": path, "queries": 1,
+                "options": {"maxOffsetsPerTrigger": "2500", "startingOffsets": "earliest"},
+                "checkpoint": str(root / f"ckpt-{side}")} for side, path in (("local", str(gen)), ("hdfs", gen_url)))]  # fmt: skip
     out = submit(cases, root, s3a=False, env={"HADOOP_CONF_DIR": str(hdfs_conf.conf_dir)})
     under = f"{hdfs_conf.url}/"
     assert check_same(out, "gen", "hdfs", under) == 6000
@@ -97,6 +101,11 @@ def test_hdfs_reads_equal_local_reads(uploaded, hdfs_conf):
     assert "error" not in out["webhdfs"], out["webhdfs"]["error"][-3000:]
     assert not out["webhdfs"]["scan"] and out["webhdfs"]["digest"] == out["gen/local"]["digest"], out["webhdfs"]
     assert out["webhdfs"]["segment"].startswith(f"{web}/g-"), out["webhdfs"]["segment"]
+    # the JVM stream over hdfs:// (planned through WebHDFS, read through Hadoop's hdfs://): the local micro-batches
+    local, there = out["stream/local"], out["stream/hdfs"]
+    assert "error" not in there, there["error"][-3000:]
+    assert there["descriptions"] == local["descriptions"] == ["kafkalog stream (JVM segment scan)"]
+    assert there["batches"] == local["batches"] and len(there["batches"]) >= 3
     err = out["bad"].get("error", "")
     assert f"{bad_url}/t-0/00000000000000000000.log: byte {pos}" in err and "crc" in err.lower(), out["bad"]
     print(f"spark-submit over hdfs://, {len(cases)} reads: {out['_seconds']['seconds']:.1f} s")

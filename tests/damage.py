@@ -169,6 +169,16 @@ def no_indexes(d: Path) -> str | None:
     return _delete(d, ("multi-segment-0", "killed-0"), ("*.index", "*.timeindex", "*.txnindex"), "no indexes")
 
 
+def lying_index(pdir: Path, by: int = 10) -> None:
+    """Every entry of the partition dir's offset indexes points ``by`` bytes further: into a batch, where none
+    starts (the ``.log`` files stay valid)."""
+    for index in pdir.glob("*.index"):
+        raw = bytearray(index.read_bytes())
+        for i in range(0, len(raw), 8):
+            raw[i + 4:i + 8] = (int.from_bytes(raw[i + 4:i + 8], "big") + by).to_bytes(4, "big")
+        index.write_bytes(bytes(raw))
+
+
 #: the damages of the contract matrix, and the partition each one damages
 LOSSES: dict[str, Callable[[Path], str | None]] = {
     "torn_middle": torn_middle, "crc_closed": crc_closed, "no_logs": no_logs, "no_indexes": no_indexes,

@@ -196,7 +196,9 @@ class LogDirs:
         ``threads`` partitions are decoded at once (default: one per CPU, fewer for less than 16 MiB of segments
         per thread: ``partition.BYTES_PER_THREAD``), by the compiled core without the GIL; each partition is
         read in pieces of about one batch (small segments together, a big one cut at its offset index's batch
-        boundaries; a segment under a URL is not cut), opened once for all its pieces, and the threads decode
+        boundaries, under a URL too: there without an index it is one piece), opened once for all its pieces and
+        closed once its last piece is read or the reader stops (dropped, or failed: its threads ended; pyarrow's
+        ``close()`` of a reader of Python batches does not reach them, dropping it does). The threads decode
         the next pieces while the reader takes a batch, each at most one batch ahead of the reader: at most
         ``threads`` batches are held, and the batches come in the same order as on one thread (the pieces
         depend on the segments and ``batch_rows`` alone; a batch ends where its piece does). ``ordered=False``:

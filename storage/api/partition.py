@@ -269,13 +269,13 @@ def _pieces(part: Partition, flt: ExportFilter, batch_rows: int = DEFAULT_ARROW_
     """``part``'s read as the :class:`Piece` s it is cut into, in offset order, each of about one Arrow batch
     (:func:`_piece_bytes`): consecutive small segments together, a big one cut at its batch boundaries
     (:meth:`~kafkalog.storage.files.segment.Segment.cut_positions`, the offset index's searched in place: each
-    piece checks its start, :class:`Piece`; a segment under a URL is not cut). They depend on the segments alone, never on the threads: the batches are the same with any
-    number of threads."""
+    piece checks its start, :class:`Piece`; under a URL the index's entries the segment can hold, read through the
+    filesystem seam; without an index, the segment is one piece). They depend on the segments alone, never on the
+    threads: the batches are the same with any number of threads."""
     read = PartitionRead(part.path, flt)
     segs = part.segments
     target = _piece_bytes(part, batch_rows)
     lo, hi = flt.from_offset, flt.to_offset
-    local = not is_url(part.path)
     spans: list[tuple[Span, list[int]]] = []
     first: tuple[int, int | None] | None = None  # (segment, byte) where the piece being planned starts
     bases: list[int] = []
@@ -291,7 +291,7 @@ def _pieces(part: Partition, flt: ExportFilter, batch_rows: int = DEFAULT_ARROW_
         if first is None:
             first = (seg.base_offset, None)
         bases.append(seg.base_offset)
-        cuts = seg.cut_positions(start, size, target, in_place=True) if local and size - start > target else []
+        cuts = seg.cut_positions(start, size, target, in_place=True) if size - start > target else []
         for cut in cuts:
             spans.append(((first[0], first[1], seg.base_offset, cut), bases))
             first, bases = (seg.base_offset, cut), [seg.base_offset]

@@ -225,7 +225,7 @@ class PartitionRead:
             name = seg.path.name
             reached = SpanEnd()
             try:
-                for b in (plog.segment_batches(seg, start) if run is None
+                for b in (plog.segment_batches(seg, start, end) if run is None
                           else _entries(plog, seg, start, run, topic, partition, end, reached)):
                     if end is not None and b.position >= end:
                         reached.position = b.position

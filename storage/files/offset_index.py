@@ -10,9 +10,12 @@ import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from kafkalog.storage.errors import CorruptIndexError
-from kafkalog.storage.files.index import INT32_MAX, FixedIndex, padded
+from kafkalog.storage.files.index import INT32_MAX, FixedIndex, base_offset_for, padded
+from kafkalog.storage.records.legacy import LOG_OVERHEAD, RECORD_OVERHEAD_V0
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # segment.index.bytes
 
@@ -63,6 +66,15 @@ class OffsetIndex(FixedIndex):
             if e.position >= target:
                 return e
         return None
+
+    @classmethod
+    def head(cls, view: Any, path: Path, log_size: int) -> OffsetIndex:
+        """The slots of the ``.index`` ``path`` in ``view`` (a :class:`~kafkalog.storage.io.dirview.DirView`) that
+        a ``.log`` of ``log_size`` bytes can fill, one per message of at least 26 bytes (a v0 message with its log
+        overhead), from the start: under a URL only those bytes are read, not a preallocated index's zero tail
+        or what a damaged one holds past them."""
+        size = 8 * (log_size // (LOG_OVERHEAD + RECORD_OVERHEAD_V0) + 1)
+        return cls(view.head(path.name, size), base_offset_for(path.name, None), str(path))
 
     def positions(self) -> Sequence[int]:
         """The positions of the entries, read where they are (for :func:`bisect.bisect_right`; no pass over them):

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kafkalog.storage.errors import CorruptIndexError, CorruptRecordError, KafkaLogError, LogDirError
 from kafkalog.storage.files.findings import Defect, defect
@@ -151,9 +151,7 @@ class Segment(Closing):
         if self._view is not None:
             return self._view.size(self.path.name)
         if isinstance(self.path, UrlPath):  # (the size of the file opened, asked once)
-            remote = self._url_file
-            assert remote is not None
-            return remote.size
+            return cast(SegmentFile, self._url_file).size
         return self.path.stat().st_size
 
     @property
@@ -182,11 +180,11 @@ class Segment(Closing):
     def prefix(self) -> str:
         return f"{self.base_offset:020d}"
 
-    def scanner(self, start_position: int = 0, end: int | None = None) -> LogScanner:
+    def scanner(self, start_position: int = 0, end: int | None = None, *, until: int | None = None) -> LogScanner:
         remote = self._url_file if self._buf is None else None
         if remote is not None:  # (inside the size the view gives it: a planned truncation reads shorter)
-            size = self.size
-            return WindowedScanner(remote, start_position, size if end is None else min(end, size), path=str(self.path))
+            end = self.size if end is None else min(end, self.size)
+            return WindowedScanner(remote, start_position, end, path=str(self.path), until=until)
         return LogScanner(self.buf, start_position, end, path=str(self.path))
 
     def iter_batches(self, start_position: int = 0, end: int | None = None) -> Iterator[Batch]:
@@ -453,15 +451,17 @@ class Segment(Closing):
                       in_place: bool = False) -> list[int]:
         """Cuts of ``[start, end)`` into pieces of about ``target`` bytes at most: each the last boundary of
         :meth:`split_positions` within ``target`` of the cut before (else the next one). ``in_place``: the offset
-        index's entries as they are (no pass leaving out a damaged index's strays), for a reader that checks each
-        piece starts where the one before ended (``kafkalog.storage.api.partition._pieces``)."""
+        index's entries as they are, for a reader that checks each piece starts where the one before ended
+        (``api.partition._pieces``); under a URL those a log this size holds (:meth:`OffsetIndex.head`), or none."""
         if end - start <= target:
             return []
+        url = getattr(self._view, "url", None)
         candidates: Sequence[int] = []
-        if in_place and self.has_offset_index and getattr(self._view, "url", None) is None:
+        if in_place and self.has_offset_index:
             with suppress(OSError, KafkaLogError):
-                candidates = self.offset_index.positions()
-        if not candidates:
+                index = OffsetIndex.head(self._view, self.index_path, self.size) if url else self.offset_index
+                candidates = index.positions()
+        if not candidates and not (in_place and url):
             candidates = self.split_positions(start, end, size)
         cuts: list[int] = []
         cur = start

@@ -191,6 +191,15 @@ class DirView:
             cached = self._maps[disk] = (mm, memoryview(mm))
         return cached[1][:e.size]
 
+    def head(self, name: str, size: int) -> memoryview:
+        """The first ``size`` bytes of ``name`` as :meth:`map` gives them (fewer when it is shorter); of a file under
+        a URL not read whole yet, only those bytes are read (through the filesystem seam)."""
+        e = self._file(name)
+        if self.url is None or e.blob is not None or e.disk is None or e.disk in self._maps:
+            return self.map(name)[:size]
+        self.read_names.add(e.disk)
+        return memoryview(self._read_disk(e.disk, 0, min(size, e.size)))
+
     def _overlay(self, e: Entry) -> memoryview:
         """An in-place write over a longer file: the new bytes, then the old file's tail."""
         assert e.blob is not None and e.disk is not None

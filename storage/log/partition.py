@@ -300,11 +300,12 @@ class PartitionLog(Closing):
         return segment_end_error(segment.path, scanner, segment.size, active=self.is_active(segment),
                                  next_base_offset=None if nxt is None else nxt.base_offset)
 
-    def segment_batches(self, segment: Segment, start_position: int = 0) -> Iterator[Batch]:
+    def segment_batches(self, segment: Segment, start_position: int = 0, until: int | None = None) -> Iterator[Batch]:
         """The shallow batches of one of this log's segments from ``start_position``, as every reader sees them:
         a torn or partial batch ends the log at the end of the active segment and raises
-        :class:`CorruptRecordError` anywhere else (:func:`segment_end_error`)."""
-        scanner = segment.scanner(start_position)
+        :class:`CorruptRecordError` anywhere else (:func:`segment_end_error`). ``until``: where the reader stops
+        (at the first batch from there; a segment under a URL is read in windows that end about there)."""
+        scanner = segment.scanner(start_position, until=until)
         yield from scanner
         err = self.segment_end_error(segment, scanner)
         if err is not None:

@@ -99,24 +99,29 @@ class WindowedScanner(LogScanner):
     :data:`~kafkalog.storage.io.fs.FIRST_WINDOW` bytes (at least its first batch), each next one twice the last: a
     reader that stops after a batch or two (an index entry's check, a lookup) reads about them, a whole scan soon
     reads full windows. ``stop_position`` and ``stop_reason`` are reported as a scan of the whole file would report
-    them."""
+    them. ``until``: the reader stops at the first batch from that byte (a piece of a segment): the windows are full
+    ones from the start, and none reaches more than a first window's bytes past it."""
 
-    __slots__ = ("file",)
+    __slots__ = ("file", "until")
 
     def __init__(self, file: fs.SegmentFile, start: int = 0, end: int | None = None, *, path: str | None = None,
-                 max_batch_size: int | None = None, decompress_limit: int = DEFAULT_DECOMPRESS_LIMIT):
+                 max_batch_size: int | None = None, decompress_limit: int = DEFAULT_DECOMPRESS_LIMIT,
+                 until: int | None = None):
         super().__init__(b"", start, None, path=path, max_batch_size=max_batch_size,
                          decompress_limit=decompress_limit)
         self.file = file
         self.end = file.size if end is None else min(end, file.size)
+        self.until = until
 
     def __iter__(self) -> Iterator[Batch]:
         pos, end = self.start, self.end
         self.stop_reason = None
         self.stop_position = pos
-        step = min(fs.FIRST_WINDOW, fs.REMOTE_WINDOW)
+        step = min(fs.FIRST_WINDOW if self.until is None else max(self.until - pos, fs.FIRST_WINDOW), fs.REMOTE_WINDOW)
         while True:
             want = min(end - pos, step)
+            if self.until is not None:  # (a window as small as a first one at least: a batch is judged as ever)
+                want = min(want, max(self.until - pos, fs.FIRST_WINDOW))
             if want < end - pos:  # a batch larger than the window, whole in the range: a window of its own size
                 head = self.file.view(pos, 12)
                 size = int.from_bytes(head[8:12], "big", signed=True) if len(head) == 12 else 0

@@ -30,6 +30,7 @@ from builders import (
     write_data_dir_files,
     write_segment,
 )
+from damage import lying_index
 
 import kafkalog
 from kafkalog.compat.pytest_plugin import require_modules
@@ -647,11 +648,7 @@ def test_an_index_entry_inside_a_batch_cuts_nothing_wrong(segmented, tmp_path, m
 
     data = tmp_path / "data"
     shutil.copytree(segmented, data)
-    for index in (data / "one-0").glob("*.index"):
-        raw = bytearray(index.read_bytes())
-        for i in range(0, len(raw), 8):
-            raw[i + 4:i + 8] = (int.from_bytes(raw[i + 4:i + 8], "big") + 10).to_bytes(4, "big")
-        index.write_bytes(bytes(raw))
+    lying_index(data / "one-0")
     expected = _outcome(data, threads=1, batch_rows=1000)
     assert expected[1] is None and len(expected[0]) == 8 * 4000
     _small_pieces(monkeypatch)

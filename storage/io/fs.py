@@ -212,10 +212,12 @@ def _filesystem(spec: FsSpec, env: tuple[tuple[str, str], ...]):
 
 
 def forget_listings() -> None:
-    """Drops the filesystems made so far, with the listings they keep (an fsspec filesystem's directory cache): a
-    process that plans read after read (the JVM ``kafkalog`` source's kept planner) then lists each read's files as
-    they are at that read."""
+    """Drops the filesystems made so far, with their listings (an fsspec directory cache): a process that plans read
+    after read (the JVM source's kept planner) lists each read's files anew; a forked worker makes its own."""
     _filesystem.cache_clear()
+
+
+os.register_at_fork(after_in_child=forget_listings)  # (verify's workers: a parent's connections are never theirs)
 
 
 @dataclass(frozen=True)
@@ -383,9 +385,9 @@ def listdir(spec: FsSpec, path: str) -> list[Entry]:
     import pyarrow.fs as pafs  # optional dependency: only a URL needs it
 
     infos = spec.filesystem().get_file_info(pafs.FileSelector(path, recursive=False))
-    own = path.split("://", 1)[-1].strip("/")  # (some fsspec filesystems list a directory inside itself)
-    return [_entry(fi, pafs, f"{path.rstrip('/')}/{fi.base_name}") for fi in infos
-            if fi.path.split("://", 1)[-1].strip("/") != own]
+    own = "/" + path.split("://", 1)[-1].strip("/")  # (fsspec's find lists a directory in itself: WebHDFS's as
+    return [_entry(fi, pafs, f"{path.rstrip('/')}/{fi.base_name}") for fi in infos  # /dir for hdfs://namenode/dir)
+            if not own.endswith("/" + fi.path.split("://", 1)[-1].strip("/"))]
 
 
 def read_bytes(spec: FsSpec, path: str, limit: int) -> bytes:
@@ -404,12 +406,7 @@ def read_bytes(spec: FsSpec, path: str, limit: int) -> bytes:
 def fetch(spec: FsSpec, path: str, dst: str | os.PathLike) -> None:
     """Copy a file to the local path ``dst`` in windows of :data:`REMOTE_WINDOW` bytes (a remote segment for a
     reader that maps local files)."""
-    if spec.is_local:
-        with open(path, "rb") as src, open(dst, "wb") as out:
-            while chunk := src.read(REMOTE_WINDOW):
-                out.write(chunk)
-        return
-    with spec.filesystem().open_input_stream(path) as src, open(dst, "wb") as out:
+    with open_input(path if spec.is_local else UrlPath(spec, path)) as src, open(dst, "wb") as out:
         while chunk := src.read(REMOTE_WINDOW):
             out.write(chunk)
 

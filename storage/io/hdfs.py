@@ -144,8 +144,11 @@ def _with_mtime(base: type) -> type:
     def call(self, *args, **kwargs):
         try:
             return base._call(self, *args, **kwargs)  # type: ignore[attr-defined]
+        except RuntimeError as e:  # (the namenode's other exceptions: a standby's, safe mode's)
+            raise OSError(f"WebHDFS at {self.url}: {e}") from None
         except OSError as e:
-            if not type(e).__module__.startswith("requests"):  # (FileNotFoundError, PermissionError: as they are)
+            if not any(c.__name__ == "ConnectionError" and c.__module__.startswith("requests")
+                       for c in type(e).__mro__):  # (FileNotFoundError, PermissionError, HTTPError: as they are)
                 raise
             raise OSError(f"no WebHDFS at {self.url} ({type(e).__name__}); the namenode's HTTP address is the option "
                           f"hdfs.httpAddress, else ${HTTP_ADDRESS_ENV}, else dfs.namenode.http-address in "

@@ -113,7 +113,8 @@ def test_hdfs_reads_equal_local_reads(uploaded, hdfs_conf):
 
 def test_the_command_line_reads_hdfs_as_the_local_dir(uploaded, hdfs_conf, capsys):
     """``kafkalog describe --json`` and ``kafkalog dump`` of a partition over ``hdfs://`` (WebHDFS, no libhdfs):
-    the local dir's answers, named by the URL; a corrupt batch is named by its URL and byte (exit 1)."""
+    the local dir's answers, named by the URL; ``verify`` of the data dir finds nothing (WebHDFS lists a directory
+    in itself: not a partition named ``data``); a corrupt batch is named by its URL (exit 1)."""
     from kafkalog.tools.cli import main
 
     _, dirs, pos = uploaded
@@ -132,6 +133,8 @@ def test_the_command_line_reads_hdfs_as_the_local_dir(uploaded, hdfs_conf, capsy
     code, there, _ = run("dump", "--json", "--deep", f"{url}/codec-zstd-0/00000000000000000000.log")
     _, here, _ = run("dump", "--json", "--deep", str(fixture / "codec-zstd-0" / "00000000000000000000.log"))
     assert code == 0 and there.replace(url, "DIR") == here.replace(str(fixture), "DIR") and there
+    code, out, _ = run("verify", url)  # (its worker processes: forked, each with its own WebHDFS connections)
+    assert code == 0 and out.startswith("OK: 26 partitions, 33 segments"), out
     code, out, err = run("verify", f"{dirs['bad'][1]}/t-0")
     assert code == 1 and f"{dirs['bad'][1]}/t-0/00000000000000000000.log" in out + err, out + err
 

@@ -5,6 +5,7 @@ wildcard bind, an HA nameservice, HTTPS only), then the default port; ``webhdfs:
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -84,3 +85,18 @@ def test_a_namenode_out_of_reach_says_where_its_address_comes_from(conf, monkeyp
         kafkalog.open("hdfs://nn:8020/kafka/data").topics()
     assert str(e.value).startswith("hdfs://nn:8020/kafka/data: ")
     assert f"no WebHDFS at http://127.0.0.1:{port}/webhdfs/v1" in str(e.value) and HTTP_ADDRESS_ENV in str(e.value)
+
+
+def test_a_forked_worker_makes_its_own_filesystems():
+    """A filesystem made before a fork (its pooled connections) is never a forked worker's (verify's processes):
+    two processes reading one HTTP connection get each other's answers."""
+    require_modules("pyarrow", extra="spark")
+    from kafkalog.storage.io import fs
+
+    fs.FsSpec("").filesystem()
+    assert fs._filesystem.cache_info().currsize >= 1
+    pid = os.fork()
+    if pid == 0:  # the child: nothing made yet
+        os._exit(0 if fs._filesystem.cache_info().currsize == 0 else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert fs._filesystem.cache_info().currsize >= 1

@@ -117,12 +117,13 @@ def iter_thread_streams(make: Callable[[Any], Iterable[Any]], tasks: list, *, th
                 if drop is not None:
                     drop(tasks[i])
                 continue
+            taken = True
             try:
                 it = iter(make(tasks[i]))
                 try:
                     for item in it:
-                        if not slot.put(item):
-                            return  # the caller stopped
+                        if not (taken := slot.put(item)):
+                            break  # the caller stopped (or the interpreter is exiting)
                 finally:
                     close = getattr(it, "close", None)
                     if close is not None:
@@ -130,7 +131,9 @@ def iter_thread_streams(make: Callable[[Any], Iterable[Any]], tasks: list, *, th
             except BaseException as e:  # noqa: BLE001 - handed to the caller, raised there in task order
                 slot.end(e)
                 return
-            slot.end(None)
+            if not taken and not slot._stopped:
+                return  # (the interpreter is exiting)
+            slot.end(None)  # (and on: once the caller stopped, the tasks left are dropped)
 
     ctx = contextvars.copy_context()
     workers = [threading.Thread(target=ctx.copy().run, args=(work,), name=f"kafkalog-reader-{n}")
@@ -146,14 +149,17 @@ def iter_thread_streams(make: Callable[[Any], Iterable[Any]], tasks: list, *, th
     finally:
         for slot in slots:
             slot.stop()
-        with lock:  # the tasks no thread has claimed: none will
-            left = list(claim)
-        for i in left:
-            if drop is not None:
-                drop(tasks[i])
-        for w in workers:  # each ends after the item it is making (and lets go of its task)
-            if w is not threading.current_thread():
+        # each thread ends after the item it is making, letting go of its task, and drops the tasks left; when the
+        # collector finalizes a dropped stream on one of them, that one does so once back (no waiting there: a
+        # thread may wait for the item that one is making, or for a lock it holds)
+        if threading.current_thread() not in workers:
+            for w in workers:
                 w.join()
+            with lock:  # (those of threads ended by an error)
+                left = list(claim)
+            for i in left:
+                if drop is not None:
+                    drop(tasks[i])
 
 
 def _any_order(slots: list[_Slot], cv: threading.Condition) -> Iterator[Any]:

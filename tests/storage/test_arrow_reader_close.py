@@ -20,6 +20,7 @@ import io
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -174,3 +175,41 @@ def test_a_query_stopped_by_its_limit_holds_nothing(data, no_gc, capsys):
         sys.stdout = old
     assert out.getvalue().count('"offset"') == 5
     assert _held(data) == before
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_a_stream_closed_on_one_of_its_threads_waits_for_none_and_drops_the_rest(ordered):
+    """The collector may finalize a dropped reader on one of the reader's own threads: the stream's close there
+    returns at once (no thread waits there for another, which may wait for the item that one is making), and
+    every task no thread started is still dropped, by the threads as they end."""
+    from kafkalog.storage.parallel import iter_thread_streams
+
+    started, dropped, took, released = [], [], threading.Event(), threading.Event()
+    closed_on: list[str] = []
+    holder: dict = {}
+
+    def make(t):
+        started.append(t)
+        if t == 1:  # (waits for task 0's thread, as a piece waits for where the piece before it ended)
+            released.wait(10)
+        yield t
+        if t == 0:
+            took.wait(10)  # (the caller has task 0's first item: the stream is suspended)
+            t0 = time.monotonic()
+            holder["stream"].close()
+            closed_on.append(threading.current_thread().name)
+            holder["closing"] = time.monotonic() - t0
+            released.set()
+        yield t
+
+    before = {t.name for t in threading.enumerate()}
+    stream = iter_thread_streams(make, list(range(20)), threads=2, ordered=ordered, drop=dropped.append)
+    holder["stream"] = stream
+    assert next(stream) == 0
+    took.set()
+    deadline = time.monotonic() + 10
+    while ({t.name for t in threading.enumerate()} - before or not closed_on) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert closed_on and closed_on[0].startswith("kafkalog-reader") and holder["closing"] < 5, holder
+    assert not {t.name for t in threading.enumerate()} - before  # (the threads ended)
+    assert sorted(started + dropped) == list(range(20)) and not set(started) & set(dropped)

@@ -42,7 +42,9 @@ def open(paths: PathLike | Iterable[PathLike], *, server_properties: PathLike | 
     A path may be a URL (``s3://bucket/data``, ``gs://``, ``hdfs://``, any fsspec filesystem): its partitions,
     offsets, records and Arrow are read through the filesystem seam (:mod:`kafkalog.storage.io.fs`; small files
     whole, segments in bounded windows), with ``filesystem_options`` (``s3.endpoint``, ``s3.accessKey``,
-    ``s3.secretKey``, ``s3.region``, ``s3.anonymous``; else pyarrow's usual AWS environment). The reports read
+    ``s3.secretKey``, ``s3.region``, ``s3.anonymous``; else pyarrow's usual AWS environment; for ``hdfs://`` without
+    libhdfs, WebHDFS at ``hdfs.httpAddress``, else ``KAFKALOG_HDFS_HTTP_ADDRESS``, else ``$HADOOP_CONF_DIR``'s
+    ``hdfs-site.xml``, else port 9870: :mod:`kafkalog.storage.io.hdfs`; ``webhdfs://`` too). The reports read
     it too, as they read a local dir: the effective configs, ``verify``, ``doctor`` (a prediction: the repair plan
     ``kafkalog repair`` would apply to a local copy, nothing written), ``groups``, ``transactions``, ``describe``
     and ``diff``; a ``.lock`` under a URL is not checked (verify and doctor say so, as an info finding). A URL is

@@ -1,9 +1,9 @@
 package io.kafkalog.spark;
 
 import java.io.IOException;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -30,13 +30,13 @@ import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.execution.vectorized.Dictionary;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.util.SerializableConfiguration;
 import org.slf4j.Logger;
@@ -382,52 +382,12 @@ public final class SegmentScan implements TableProvider {
         }
     }
 
-    /**
-     * The strings of the columns that hold one value per piece or per batch ({@code topic}, {@code segment}, {@code
-     * codec}): each distinct one once, a row holding its number (Spark's dictionary-encoded column vectors, as its
-     * Parquet reader fills them), instead of a copy of its bytes per row.
-     */
-    static final class Strings implements Dictionary {
-        private final List<byte[]> values = new ArrayList<>();
-        private final Map<String, Integer> ids = new HashMap<>();
-
-        int id(String s) {
-            return ids.computeIfAbsent(s, k -> {
-                values.add(k.getBytes(StandardCharsets.UTF_8));
-                return values.size() - 1;
-            });
-        }
-
-        @Override
-        public byte[] decodeToBinary(int id) {
-            return values.get(id);
-        }
-
-        /** Numbers: none (the dictionary's columns are strings; Spark asks a string column for binaries only). */
-        @Override
-        public int decodeToInt(int id) {
-            throw new UnsupportedOperationException("kafkalog's dictionary holds the strings of string columns");
-        }
-
-        @Override
-        public long decodeToLong(int id) {
-            return decodeToInt(id);
-        }
-
-        @Override
-        public float decodeToFloat(int id) {
-            return decodeToLong(id);
-        }
-
-        @Override
-        public double decodeToDouble(int id) {
-            return decodeToFloat(id);
-        }
-    }
-
     static final class Reader implements PartitionReader<ColumnarBatch> {
         private final Col[] cols;
+        /** The batch's columns: {@link #vectors} for numbers and headers, {@link #bytes} and {@link #names} else. */
         private final OnHeapColumnVector[] vectors;
+        private final ScanVectors.Bytes[] bytes;
+        private final ScanVectors.Names[] names;
         private final ColumnarBatch batch;
         private final List<Piece> pieces = new ArrayList<>();
         private final boolean verifyCrc;
@@ -454,7 +414,7 @@ public final class SegmentScan implements TableProvider {
         private boolean transactional;
         private boolean control;
         private int magic;
-        private final Strings strings = new Strings();
+        private final ScanVectors.Strings strings = new ScanVectors.Strings();
         /** The numbers of the piece's topic and segment and of the batch's codec in {@link #strings}. */
         private int topicId;
         private int segmentId;
@@ -463,6 +423,8 @@ public final class SegmentScan implements TableProvider {
         /** Where the next batch of the piece starts: its end when every byte was a batch. */
         private long nextPosition;
         private long batchPosition;
+        /** The records of a run of rows ({@link #next}): one batch's, up to a column batch's rows. */
+        private final Record[] run = new Record[ROWS];
 
         Reader(StructType schema, String spec, boolean verifyCrc, boolean includeControl, Configuration hadoop,
                 int firstWindow, int maxWindow, DataLoss dataLoss) {
@@ -473,6 +435,9 @@ public final class SegmentScan implements TableProvider {
             StructField[] fields = schema.fields();
             cols = new Col[fields.length];
             vectors = new OnHeapColumnVector[fields.length];
+            bytes = new ScanVectors.Bytes[fields.length];
+            names = new ScanVectors.Names[fields.length];
+            ColumnVector[] all = new ColumnVector[fields.length];
             for (int i = 0; i < fields.length; i++) {
                 Col c = Col.BY_NAME.get(fields[i].name());
                 if (c == null) {
@@ -480,13 +445,15 @@ public final class SegmentScan implements TableProvider {
                 }
                 cols[i] = c;
                 DataType t = fields[i].dataType();
-                vectors[i] = new OnHeapColumnVector(ROWS, t);
-                if (c == Col.TOPIC || c == Col.SEGMENT || c == Col.CODEC) {
-                    vectors[i].reserveDictionaryIds(ROWS);
-                    vectors[i].setDictionary(strings);
+                if (c == Col.KEY || c == Col.VALUE) {
+                    all[i] = bytes[i] = new ScanVectors.Bytes(t, ROWS);
+                } else if (c == Col.TOPIC || c == Col.SEGMENT || c == Col.CODEC) {
+                    all[i] = names[i] = new ScanVectors.Names(t, ROWS, strings);
+                } else {
+                    all[i] = vectors[i] = new OnHeapColumnVector(ROWS, t);
                 }
             }
-            batch = new ColumnarBatch(vectors);
+            batch = new ColumnarBatch(all);
             for (String p : spec.split("\t", -1)) {
                 if (!p.isEmpty()) {
                     pieces.add(new Piece(p));
@@ -508,25 +475,37 @@ public final class SegmentScan implements TableProvider {
             return m.endsWith(suffix) ? m.substring(0, m.length() - suffix.length()) : m;
         }
 
+        /** The next record to emit of the batch being read, or null after its last (the next batch is not read). */
+        private Record nextInBatch() {
+            if (records == null) {
+                return null;
+            }
+            try {
+                while (records.hasNext()) {
+                    Record r = records.next();
+                    if (piece.filtering) {
+                        long o = r.offset();
+                        long t = r.timestamp();
+                        if (o < piece.loOffset || o >= piece.hiOffset || t < piece.loTimestamp
+                                || t >= piece.hiTimestamp) {
+                            continue;
+                        }
+                    }
+                    return r;
+                }
+            } catch (RuntimeException e) {
+                throw where(batchPosition, "the records of the batch cannot be decoded: " + reason(e), e);
+            }
+            return null;
+        }
+
         /** The next record to emit, or null at the end of every piece. */
         private Record nextRecord() throws IOException {
             while (true) {
                 if (records != null) {
-                    try {
-                        while (records.hasNext()) {
-                            Record r = records.next();
-                            if (piece.filtering) {
-                                long o = r.offset();
-                                long t = r.timestamp();
-                                if (o < piece.loOffset || o >= piece.hiOffset || t < piece.loTimestamp
-                                        || t >= piece.hiTimestamp) {
-                                    continue;
-                                }
-                            }
-                            return r;
-                        }
-                    } catch (RuntimeException e) {
-                        throw where(batchPosition, "the records of the batch cannot be decoded: " + reason(e), e);
+                    Record r = nextInBatch();
+                    if (r != null) {
+                        return r;
                     }
                     records.close();
                     records = null;
@@ -611,66 +590,97 @@ public final class SegmentScan implements TableProvider {
 
         @Override
         public boolean next() throws IOException {
-            for (OnHeapColumnVector v : vectors) {
-                v.reset();
+            for (int i = 0; i < cols.length; i++) {
+                if (vectors[i] != null) {
+                    vectors[i].reset();
+                } else if (bytes[i] != null) {
+                    bytes[i].reset();
+                }
             }
             headerCount = 0;
             int n = 0;
+            int most = 0;
             while (n < ROWS) {
                 Record r = nextRecord();
                 if (r == null) {
                     break;
                 }
-                put(n++, r);
+                run[0] = r;
+                int k = 1;
+                while (n + k < ROWS) {  // the rest of its batch: its window stays until the next batch is read
+                    Record more = nextInBatch();
+                    if (more == null) {
+                        break;
+                    }
+                    run[k++] = more;
+                }
+                put(n, k);
+                n += k;
+                most = Math.max(most, k);
             }
+            Arrays.fill(run, 0, most, null);
             batch.setNumRows(n);
             return n > 0;
         }
 
-        private static void putBuffer(WritableColumnVector v, int row, ByteBuffer b) {
-            if (b == null) {
-                v.putNull(row);
-                return;
-            }
-            if (b.hasArray()) {
-                v.putByteArray(row, b.array(), b.arrayOffset() + b.position(), b.remaining());
-            } else {
-                byte[] a = new byte[b.remaining()];
-                b.duplicate().get(a);
-                v.putByteArray(row, a, 0, a.length);
-            }
-        }
-
-        private void put(int row, Record r) {
+        /**
+         * Rows {@code [row, row + k)}: the records {@code run[0, k)}, all of one batch, a column at a time (a
+         * column of the batch's fields or the piece's is one fill).
+         */
+        private void put(int row, int k) {
+            Record[] run = this.run;
             for (int i = 0; i < cols.length; i++) {
                 OnHeapColumnVector v = vectors[i];
                 switch (cols[i]) {
-                    case KEY -> putBuffer(v, row, r.key());
-                    case VALUE -> putBuffer(v, row, r.value());
-                    case TOPIC -> v.getDictionaryIds().putInt(row, topicId);
-                    case PARTITION -> v.putInt(row, piece.partition);
-                    case OFFSET -> v.putLong(row, r.offset());
-                    case TIMESTAMP -> {
-                        long t = r.timestamp();
-                        if (t > MAX_MS || t < -MAX_MS) {
-                            v.putNull(row);
-                        } else {
-                            v.putLong(row, t * 1000);
+                    case KEY, VALUE -> {
+                        ScanVectors.Bytes b = bytes[i];
+                        boolean key = cols[i] == Col.KEY;
+                        for (int j = 0; j < k; j++) {
+                            b.put(row + j, key ? run[j].key() : run[j].value());
                         }
                     }
-                    case TIMESTAMP_TYPE -> v.putInt(row, timestampType);
-                    case HEADERS -> putHeaders(v, row, r.headers());
-                    case TIMESTAMP_MS -> v.putLong(row, r.timestamp());
-                    case LEADER_EPOCH -> v.putInt(row, leaderEpoch);
-                    case PRODUCER_ID -> v.putLong(row, producerId);
-                    case PRODUCER_EPOCH -> v.putInt(row, producerEpoch);
-                    case SEQUENCE -> v.putInt(row, r.sequence());
-                    case IS_TRANSACTIONAL -> v.putBoolean(row, transactional);
-                    case IS_CONTROL -> v.putBoolean(row, control);
-                    case MAGIC -> v.putInt(row, magic);
-                    case CODEC -> v.getDictionaryIds().putInt(row, codecId);
-                    case SEGMENT -> v.getDictionaryIds().putInt(row, segmentId);
-                    case POSITION -> v.putLong(row, batchPosition);
+                    case TOPIC -> names[i].fill(row, k, topicId);
+                    case PARTITION -> v.putInts(row, k, piece.partition);
+                    case OFFSET -> {
+                        for (int j = 0; j < k; j++) {
+                            v.putLong(row + j, run[j].offset());
+                        }
+                    }
+                    case TIMESTAMP -> {
+                        for (int j = 0; j < k; j++) {
+                            long t = run[j].timestamp();
+                            if (t > MAX_MS || t < -MAX_MS) {
+                                v.putNull(row + j);
+                            } else {
+                                v.putLong(row + j, t * 1000);
+                            }
+                        }
+                    }
+                    case TIMESTAMP_TYPE -> v.putInts(row, k, timestampType);
+                    case HEADERS -> {
+                        for (int j = 0; j < k; j++) {
+                            putHeaders(v, row + j, run[j].headers());
+                        }
+                    }
+                    case TIMESTAMP_MS -> {
+                        for (int j = 0; j < k; j++) {
+                            v.putLong(row + j, run[j].timestamp());
+                        }
+                    }
+                    case LEADER_EPOCH -> v.putInts(row, k, leaderEpoch);
+                    case PRODUCER_ID -> v.putLongs(row, k, producerId);
+                    case PRODUCER_EPOCH -> v.putInts(row, k, producerEpoch);
+                    case SEQUENCE -> {
+                        for (int j = 0; j < k; j++) {
+                            v.putInt(row + j, run[j].sequence());
+                        }
+                    }
+                    case IS_TRANSACTIONAL -> v.putBooleans(row, k, transactional);
+                    case IS_CONTROL -> v.putBooleans(row, k, control);
+                    case MAGIC -> v.putInts(row, k, magic);
+                    case CODEC -> names[i].fill(row, k, codecId);
+                    case SEGMENT -> names[i].fill(row, k, segmentId);
+                    case POSITION -> v.putLongs(row, k, batchPosition);
                     default -> throw new IllegalStateException(cols[i].name());
                 }
             }

@@ -23,13 +23,13 @@ import json
 import os
 import subprocess
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Self
 
 from kafkalog.compat import jars
 from kafkalog.compat.broker import _die_with_parent, tail
 from kafkalog.compat.errors import HarnessError
+from kafkalog.storage.io import hdfs
 
 #: Hadoop's launcher of its test clusters (``mapred minicluster``)
 MANAGER = "org.apache.hadoop.mapreduce.MiniHadoopClusterManager"
@@ -42,11 +42,11 @@ FAST_CLOSE = "dfs.client.block.write.locateFollowingBlock.initial.delay.ms=5"
 
 
 def hadoop_version(spark_jars: Path) -> str:
-    """The Hadoop version of a Spark distribution's ``jars/`` (its ``hadoop-client-api`` jar's)."""
-    api = sorted(spark_jars.glob("hadoop-client-api-*.jar"))
-    if not api:
+    """The Hadoop version of a Spark distribution's ``jars/`` (:func:`kafkalog.storage.io.hdfs.hadoop_version`)."""
+    version = hdfs.hadoop_version(spark_jars)
+    if version is None:
         raise HarnessError(f"{spark_jars}: no hadoop-client-api jar (not a Spark distribution's jars/ directory)")
-    return api[-1].name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    return version
 
 
 def client_classpath(spark_jars: Path) -> list[Path]:
@@ -83,7 +83,7 @@ class MiniDfs:
             time.sleep(0.2)
         time.sleep(0.2)  # (both files written, each whole)
         port = int(json.loads((work / "details.json").read_text())["namenode_port"])
-        conf = {p.findtext("name", ""): p.findtext("value", "") for p in ET.parse(work / "conf.xml").iter("property")}
+        conf = hdfs.read_config(work / "conf.xml")
         dfs = cls(work, proc, client, port, conf)
         dfs._write_client_conf()
         return dfs

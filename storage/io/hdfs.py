@@ -78,11 +78,23 @@ def site_config(name: str = "hdfs-site.xml") -> dict[str, str]:
     path = Path(conf_dir) / name if conf_dir else None
     if path is None or not path.is_file():
         return {}
+    return read_config(path)
+
+
+def read_config(path: Path) -> dict[str, str]:
+    """The properties (name: value) of the Hadoop configuration file ``path`` (``<configuration><property>``)."""
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as e:
         raise LogDirError(f"not a Hadoop configuration file: {e}", str(path)) from None
     return {p.findtext("name", "").strip(): p.findtext("value", "").strip() for p in root.iter("property")}
+
+
+def hadoop_version(spark_jars: Path) -> str | None:
+    """The Hadoop version of a Spark distribution's ``jars/`` (its ``hadoop-client-api`` jar's), None without one:
+    the version of hadoop-aws (``s3a://``) and of a test HDFS a Spark session reads with."""
+    api = sorted(spark_jars.glob("hadoop-client-api-*.jar"))
+    return api[-1].name.removeprefix("hadoop-client-api-").removesuffix(".jar") if api else None
 
 
 def http_address(scheme: str, netloc: str, options: Mapping[str, str]) -> HttpAddress:

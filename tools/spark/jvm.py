@@ -39,6 +39,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from kafkalog.storage.errors import ConfigError
+from kafkalog.storage.io import hdfs
 from kafkalog.storage.io.fs import (
     FIRST_WINDOW,
     HADOOP_SCHEMES,
@@ -292,10 +293,10 @@ def hadoop_aws_package() -> str:
     """The Maven coordinates of hadoop-aws for this pyspark's Hadoop (``s3a://``; its AWS SDK comes with it)."""
     import pyspark  # optional dependency: the scan is for Spark
 
-    api = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
-    if not api:
+    version = hdfs.hadoop_version(Path(pyspark.__file__).parent / "jars")
+    if version is None:
         raise ConfigError("pyspark has no hadoop-client-api jar: its Hadoop version is unknown")
-    return f"org.apache.hadoop:hadoop-aws:{api[-1].name.removeprefix('hadoop-client-api-').removesuffix('.jar')}"
+    return f"org.apache.hadoop:hadoop-aws:{version}"
 
 
 def load(spark, path: str | None = None, options: Mapping[str, str] | None = None):

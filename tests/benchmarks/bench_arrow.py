@@ -22,6 +22,8 @@ not distort; on an idle machine with N CPUs the parallel read's wall time approa
   waits for the reader to reach its partition);
 * ``aiokafka``: aiokafka's Cython reader (``aiokafka.record._crecords``) reading every field of every record of
   every partition (its bytes in memory: it takes ``bytes``), one thread as a consumer does;
+* ``aiokafka-crc``: the same, each batch's CRC checked first (``validate_crc()``), as aiokafka's consumer does by
+  default (``check_crcs=True``) and as ``arrow`` always does; reported beside the goal's peer, not instead of it;
 * ``crc32c`` (uncompressed only): the ``crc32c`` package over every partition's mmap, the ceiling in bytes/s. The
   maps are made once, before the runs: after the first run their pages are mapped, which a reader opening the
   segments anew (``arrow``) pays again every run;
@@ -54,7 +56,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_records import DATA_DIR, GIB, MIB, _touch_records, generate  # noqa: E402
+from bench_records import DATA_DIR, GIB, MIB, _batches, _touch_batch, _touch_records, generate  # noqa: E402
 from builders import write_data_dir_files  # noqa: E402
 from crc32c import crc32c  # noqa: E402
 
@@ -159,6 +161,19 @@ def aiokafka(datas: list[bytes]) -> int:
     return sum(_touch_records(MemoryRecords(d)) for d in datas)
 
 
+def aiokafka_crc(datas: list[bytes]) -> int:
+    """``aiokafka`` with each batch's CRC checked first, as its consumer's fetcher does (``check_crcs=True``)."""
+    from aiokafka.record._crecords import MemoryRecords
+
+    n = 0
+    for d in datas:
+        for b in _batches(MemoryRecords(d)):
+            if not b.validate_crc():
+                raise ValueError("aiokafka: a batch's CRC does not match")
+            n += _touch_batch(b)
+    return n
+
+
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
@@ -199,7 +214,8 @@ def bench(codec: str, total: int, partitions: int, runs: int) -> dict:
     try:
         datas = [bytes(m) for m in maps]
         fns = {"arrow": lambda: arrow(root), "arrow-1": lambda: arrow(root, threads=1),
-               "arrow-cols": lambda: arrow(root, columns=SMALL_COLUMNS), "aiokafka": lambda: aiokafka(datas)}
+               "arrow-cols": lambda: arrow(root, columns=SMALL_COLUMNS), "aiokafka": lambda: aiokafka(datas),
+               "aiokafka-crc": lambda: aiokafka_crc(datas)}
         if "binary_view" in inspect.signature(kafkalog.LogDirs.to_arrow).parameters:
             fns["arrow-view"] = lambda: arrow(root, binary_view=True)
         if "ordered" in inspect.signature(kafkalog.LogDirs.to_arrow).parameters:
@@ -215,7 +231,8 @@ def bench(codec: str, total: int, partitions: int, runs: int) -> dict:
         for f in files:
             f.close()
     n = res["arrow"]
-    assert res["arrow-1"] == res["arrow-cols"] == res["aiokafka"] == res.get("arrow-view", n) == n, res
+    assert res["arrow-1"] == res["arrow-cols"] == res["aiokafka"] == res["aiokafka-crc"] == n, res
+    assert res.get("arrow-view", n) == n, res
     assert res.get("arrow-any", n) == n, res
     row = {"codec": codec, "partitions": partitions, "bytes": size, "records": n, "cpus": os.cpu_count(),
            "load": os.getloadavg()[0]}
@@ -225,6 +242,8 @@ def bench(codec: str, total: int, partitions: int, runs: int) -> dict:
         row |= {f"{c}_{k.replace('-', '_')}_records_per_s": n / v for k, v in t.items() if not k.startswith("crc")}
         row |= {f"{c}_arrow_vs_aiokafka": ratio["aiokafka"],
                 f"{c}_arrow_1_vs_aiokafka": ratio["aiokafka"] / ratio["arrow-1"],
+                f"{c}_arrow_vs_aiokafka_crc": ratio["aiokafka-crc"],
+                f"{c}_arrow_1_vs_aiokafka_crc": ratio["aiokafka-crc"] / ratio["arrow-1"],
                 f"{c}_arrow_cols_vs_arrow": 1 / ratio["arrow-cols"], f"{c}_arrow_vs_arrow_1": ratio["arrow-1"]}
         if "arrow-view" in t:
             row[f"{c}_arrow_view_vs_aiokafka"] = ratio["aiokafka"] / ratio["arrow-view"]
@@ -245,7 +264,9 @@ def _print(r: dict) -> None:
                 f"4 columns {r[f'{c}_arrow_cols_records_per_s'] / 1e6:.2f}, aiokafka "
                 f"{r[f'{c}_aiokafka_records_per_s'] / 1e6:.2f} M rec/s => arrow {r[f'{c}_arrow_vs_aiokafka']:.2f}x "
                 f"aiokafka (1 thread {r[f'{c}_arrow_1_vs_aiokafka']:.2f}x), threads {r[f'{c}_arrow_vs_arrow_1']:.2f}x, "
-                f"4 columns {r[f'{c}_arrow_cols_vs_arrow']:.2f}x all")
+                f"4 columns {r[f'{c}_arrow_cols_vs_arrow']:.2f}x all; aiokafka with its consumer's CRC check "
+                f"{r[f'{c}_aiokafka_crc_records_per_s'] / 1e6:.2f} M rec/s => arrow "
+                f"{r[f'{c}_arrow_vs_aiokafka_crc']:.2f}x it (1 thread {r[f'{c}_arrow_1_vs_aiokafka_crc']:.2f}x)")
         if f"{c}_arrow_view_vs_aiokafka" in r:
             line += f"; binary_view {r[f'{c}_arrow_view_vs_aiokafka']:.2f}x aiokafka"
         if f"{c}_arrow_any_vs_aiokafka" in r:

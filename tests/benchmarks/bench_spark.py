@@ -97,7 +97,13 @@ slots 0.32-0.39 vs 0.00-0.23; the driver's planning the same (0.10-0.22 s vs 0.0
 per query: the session with its executors up 24 s vs 15-20 s locally (the executors registered 12-14 s after the
 application started: their JVMs start and fetch kafkalog's and kafka-clients' jars from the driver), its first
 query 12-14 s (8-14 s locally). The cluster's CPU column counts the driver alone (the executors are the workers'
-children).
+children); the line ``CPU per query`` gives the driver JVM's and the executors' CPU, and their JIT compiler threads'.
+
+``--warmup N`` (default 1): untimed queries per session before the timed ones, in every configuration alike.
+After one, the cluster's three JVMs are still compiling the same hot code, each for itself, on the two cores the
+tasks run on (2026-12-03 19:48 UTC: 0.59-0.77 CPU-s per query compiling, against 0.30-0.45 in ``local[2]``'s one
+JVM; cluster / local[2] 0.77x). With ``--warmup 20`` (steady state), twice: 0.90x (reps 0.88, 0.92) and 0.90x
+(0.87, 0.92); docs/performance.md has where the rest goes.
 
 The scan per row (``SegmentScan.Reader``, ``SegmentBatches``): a JFR profile of the benchmark's query on local[1]
 (executor threads) had ``FileRecords``' per-batch loads (a read and a new heap buffer per batch, done for the
@@ -175,6 +181,50 @@ def generate(root: Path, gib: float) -> int:
     return total
 
 
+def _jvm_cpu(root_pid: int) -> dict[str, float]:
+    """CPU seconds so far of the Spark JVMs of this run, and of their JIT compiler threads: the driver (the
+    ``java`` descendants of ``root_pid``) and the executors (``CoarseGrainedExecutorBackend`` processes: on
+    ``--cluster`` the workers' children, one application at a time here). Keys ``driver``, ``driver JIT``,
+    ``executors``, ``executors JIT`` (where the cluster's CPU goes: each JVM compiles its hot code itself)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    java: dict[int, str] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if cmd.split(b"\0", 1)[0].endswith(b"java"):
+            java[int(d)] = "executors" if b"CoarseGrainedExecutorBackend" in cmd else "driver"
+    out = {k: 0.0 for k in ("driver", "driver JIT", "executors", "executors JIT")}
+    for pid, kind in java.items():
+        up = pid
+        while kind == "driver" and up not in (root_pid, 0, 1):
+            up = parent.get(up, 0)
+        if kind == "driver" and up != root_pid:
+            continue  # (another application's, or a master's or a worker's)
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{t}/stat") as f:
+                    st = f.read()
+            except OSError:
+                continue
+            cpu = sum(int(x) for x in st.rsplit(")", 1)[1].split()[11:13]) / tick
+            out[kind] += cpu
+            if "CompilerThre" in st[st.index("(") + 1:st.rindex(")")]:
+                out[kind + " JIT"] += cpu
+    return out
+
+
 def loadavg() -> float:
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])
@@ -205,7 +255,7 @@ def _tree_cpu(root_pid: int) -> float:
 
 def spark_rate(root: Path, master: str, runs: int, n: int, pin: bool = True, native: bool = True,
                ceiling: bool = False, jvm: bool = False, query: str = "value", cached: bool = False,
-               jar: str | None = None, events: Path | None = None) -> list[float]:
+               jar: str | None = None, events: Path | None = None, warmup: int = 1) -> list[float]:
     """Records/s of a full-schema scan on ``master``, measured in a fresh process (PySpark keeps one gateway
     JVM per Python process, so each master needs its own). With ``pin``, that process, its Spark JVM and the
     Python workers are confined to as many cores as the master has task slots (``taskset``): unpinned, the
@@ -217,7 +267,7 @@ def spark_rate(root: Path, master: str, runs: int, n: int, pin: bool = True, nat
     env = dict(os.environ, KAFKALOG_NATIVE="1" if native else "0", BENCH_SPARK_CEILING="1" if ceiling else "0",
                BENCH_SPARK_JVM="1" if jvm else "0", BENCH_SPARK_QUERY=query,
                BENCH_SPARK_CACHED="1" if cached else "0", BENCH_SPARK_JAR=jar or "",
-               BENCH_SPARK_EVENTS=str(events or ""))
+               BENCH_SPARK_EVENTS=str(events or ""), BENCH_SPARK_WARMUP=str(warmup))
     p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env)
     if p.returncode != 0:
         raise SystemExit(f"spark run on {master} failed (exit {p.returncode})")
@@ -311,15 +361,20 @@ def _spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
         t0 = time.perf_counter()
         query(-1)[1].collect()  # warm-up: Python workers, imports, page cache
         warm = time.perf_counter() - t0
+        for i in range(1, int(os.environ.get("BENCH_SPARK_WARMUP") or 1)):  # --warmup: the JVMs' JIT too
+            query(-1 - i)[1].collect()
         times, cpus = [], []
+        jvms: dict[str, list[float]] = {}
         me = os.getpid()
         for i in range(runs):
             df, q = query(i)
-            c = _tree_cpu(me)
+            c, j = _tree_cpu(me), _jvm_cpu(me) if events else {}
             t = time.perf_counter()
             row = q.collect()[0]
             times.append(time.perf_counter() - t)
             cpus.append(_tree_cpu(me) - c)
+            for k, v in (_jvm_cpu(me) if events else {}).items():
+                jvms.setdefault(k, []).append(v - j.get(k, 0.0))
             assert row.n == n, (row.n, n)
         label = " (pure Python)" if os.environ.get("KAFKALOG_NATIVE") == "0" else ""
         label = " (ceiling: cached batches, no decoding)" if fmt != "kafkalog" else label
@@ -332,6 +387,8 @@ def _spark_rate(root: Path, master: str, runs: int, n: int) -> list[float]:
               flush=True, file=sys.stderr)
         if events:
             print(f"    session start {started:.2f} s (with its executors), first query {warm:.2f} s", file=sys.stderr)
+            print("    CPU per query (median), of which JIT compiler threads: "
+                  + ", ".join(f"{k} {statistics.median(v):.3f} s" for k, v in jvms.items()), file=sys.stderr)
         return [n / x for x in times]
     finally:
         spark.stop()
@@ -439,6 +496,9 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=2.0, help="GiB of log to generate (default 2)")
     ap.add_argument("--runs", type=int, default=3, help="queries per Spark session (their median is one figure)")
     ap.add_argument("--reps", type=int, default=1, help="figures per configuration, taken alternately")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="untimed queries per Spark session before the timed ones (default 1: Python workers, "
+                         "imports, page cache; more lets every JVM's JIT settle, which a cluster's three JVMs need)")
     ap.add_argument("--python", action="store_true",
                     help="also local[1] with the pure-Python decoder (KAFKALOG_NATIVE=0)")
     ap.add_argument("--ceiling", action="store_true",
@@ -512,7 +572,8 @@ def main() -> int:
                     events = root / "events" / f"{name}-{rep}" if args.cluster and jvm else None
                     r = statistics.median(spark_rate(root, str(master), args.runs, n, args.pin, native=name != "python",
                                                      ceiling=name == "ceiling", jvm=jvm, query=args.query,
-                                                     cached=name == "cached", jar=jar, events=events))
+                                                     cached=name == "cached", jar=jar, events=events,
+                                                     warmup=args.warmup))
                     figs[name].append(r)
                     print(f"rep {rep + 1} {name}: {r / 1e6:.3f} M records/s (load before: {load:.2f}, after: "
                           f"{loadavg():.2f})", flush=True)

@@ -148,6 +148,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from scratch import scratch_dir
@@ -181,6 +182,17 @@ def generate(root: Path, gib: float) -> int:
     return total
 
 
+def _proc_stats() -> Iterator[tuple[int, list[str]]]:
+    """``(pid, the fields of /proc/PID/stat after the command name)`` of every process still there."""
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    yield int(d), f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+
+
 def _jvm_cpu(root_pid: int) -> dict[str, float]:
     """CPU seconds so far of the Spark JVMs of this run, and of their JIT compiler threads: the driver (the
     ``java`` descendants of ``root_pid``) and the executors (``CoarseGrainedExecutorBackend`` processes: on
@@ -189,18 +201,15 @@ def _jvm_cpu(root_pid: int) -> dict[str, float]:
     tick = os.sysconf("SC_CLK_TCK")
     parent: dict[int, int] = {}
     java: dict[int, str] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
+    for pid, fields in _proc_stats():
+        parent[pid] = int(fields[1])
         try:
-            with open(f"/proc/{d}/stat") as f:
-                parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{d}/cmdline", "rb") as f:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmd = f.read()
         except OSError:
             continue
         if cmd.split(b"\0", 1)[0].endswith(b"java"):
-            java[int(d)] = "executors" if b"CoarseGrainedExecutorBackend" in cmd else "driver"
+            java[pid] = "executors" if b"CoarseGrainedExecutorBackend" in cmd else "driver"
     out = {k: 0.0 for k in ("driver", "driver JIT", "executors", "executors JIT")}
     for pid, kind in java.items():
         up = pid
@@ -235,16 +244,9 @@ def _tree_cpu(root_pid: int) -> float:
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
     stats: dict[int, float] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(d))
-        stats[int(d)] = sum(int(x) for x in fields[11:15]) / tick
+    for pid, fields in _proc_stats():
+        children.setdefault(int(fields[1]), []).append(pid)
+        stats[pid] = sum(int(x) for x in fields[11:15]) / tick
     total, todo = 0.0, [root_pid]
     while todo:
         pid = todo.pop()

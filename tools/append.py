@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -77,6 +78,9 @@ def _camel_keys(obj, where: str = "") -> None:
 
 def batch_from_json(obj: dict, payload: str = "base64") -> bytes:
     """One v2 batch from a `dump --json --deep` batch object or a single-record object."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object (a batch as `dump --json --deep` prints it, or one record), "
+                         f"got {json.dumps(obj)[:40]}")
     _camel_keys(obj)
     batch = isinstance(obj, dict) and isinstance(obj.get("records"), list)
     for i, r in enumerate(obj["records"] if batch else [obj]):

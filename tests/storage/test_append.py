@@ -120,3 +120,17 @@ def test_cli_append_refuses_keys_that_are_not_camel_case(tmp_path, capsys):
         err = capsys.readouterr().err
         assert want in err and "Traceback" not in err
     assert sorted(p.name for p in data.iterdir()) in ([], [".lock"])
+
+
+def test_cli_append_a_line_that_is_not_an_object_says_so(tmp_path, capsys):
+    """A JSON line that is not an object (a list, a string, null) is the error that says an object is expected,
+    not Python's "'list' object has no attribute 'get'"."""
+    data = tmp_path / "data"
+    data.mkdir()
+    src = tmp_path / "in.jsonl"
+    for line in ("[1, 2]", '"text"', "null", "7"):
+        src.write_text(json.dumps({"timestamp": NOW, "key": None, "value": None}) + "\n" + line + "\n")
+        assert cli.main(["append", str(data), "t-0", "--from", str(src), "--now", str(NOW)]) == 1
+        err = capsys.readouterr().err
+        assert f"{src}: line 2: expected a JSON object" in err and "attribute" not in err, err
+    assert sorted(p.name for p in data.iterdir()) in ([], [".lock"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import contextlib
 import json
 import os
@@ -26,7 +27,14 @@ def loads(text: str | bytes) -> Any:
 
 def iter_lines(stream: IO[str], limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a text stream, refusing a line longer than ``limit`` characters before it is
-    read whole (``ValueError`` naming the line)."""
+    read whole (``ValueError`` naming the line). A file or stdin is read line by line from its bytes, so that a
+    byte its encoding cannot decode is named by its line and its byte in the file (a text stream's decoder works
+    on read-ahead chunks: its error names neither)."""
+    raw = getattr(stream, "buffer", None)
+    if raw is not None:
+        yield from _iter_byte_lines(raw, getattr(stream, "encoding", None) or "utf-8",
+                                    getattr(stream, "errors", None) or "strict", limit)
+        return
     n = 0
     while True:
         line = stream.readline(limit + 1)
@@ -36,6 +44,26 @@ def iter_lines(stream: IO[str], limit: int = MAX_LINE_BYTES) -> Iterator[tuple[i
         if len(line) > limit and not line.endswith("\n"):
             raise ValueError(f"line {n} is longer than {limit} characters")
         yield n, line
+
+
+def _iter_byte_lines(raw: IO[bytes], encoding: str, errors: str, limit: int) -> Iterator[tuple[int, str]]:
+    """:func:`iter_lines` of a text stream's bytes, decoded as the stream would (its encoding and errors)."""
+    n = pos = 0
+    while True:
+        line = raw.readline(limit + 1)
+        if not line:
+            return
+        n += 1
+        if len(line) > limit and not line.endswith(b"\n"):
+            raise ValueError(f"line {n} is longer than {limit} bytes")
+        try:
+            text = line.decode(encoding, errors)
+        except UnicodeDecodeError as e:
+            name = codecs.lookup(encoding).name
+            raise ValueError(f"line {n}: not {'UTF-8' if name == 'utf-8' else name} text (byte 0x{line[e.start]:02x} "
+                             f"at byte {pos + e.start} of the file)") from None
+        pos += len(line)
+        yield n, text
 
 
 #: the signed widths of Kafka's record fields, by the bits they are written in

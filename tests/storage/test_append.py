@@ -134,3 +134,19 @@ def test_cli_append_a_line_that_is_not_an_object_says_so(tmp_path, capsys):
         err = capsys.readouterr().err
         assert f"{src}: line 2: expected a JSON object" in err and "attribute" not in err, err
     assert sorted(p.name for p in data.iterdir()) in ([], [".lock"])
+
+
+def test_cli_append_bytes_that_are_not_utf8_are_named_by_line_and_byte(tmp_path, capsys):
+    """A byte that is not UTF-8 deep in the input is named by its line and its byte in the file, not by its
+    position inside the text decoder's read buffer (which said "position 1024" for a byte at 17,400)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    good = (json.dumps({"timestamp": NOW, "key": None, "value": None}) + "\n").encode()
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(good * 300 + b'{"key": "\xff"}\n')
+    at = len(good) * 300 + len(b'{"key": "')
+    for dry in ([], ["--dry-run"]):
+        assert cli.main(["append", str(data), "t-0", "--from", str(src), "--now", str(NOW), *dry]) == 1
+        err = capsys.readouterr().err
+        assert f"{src}: line 301: not UTF-8 text (byte 0xff at byte {at} of the file)" in err, err
+    assert sorted(p.name for p in data.iterdir()) in ([], [".lock"])

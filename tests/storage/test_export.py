@@ -273,3 +273,12 @@ def test_offset_start_is_the_log_start_offset(tmp_path: Path, capsys, spec: str)
     assert offsets_out and offsets_out[0] == 10, offsets_out[:3]
     flt = ExportFilter(topics={"codec-none"}, offset_spec=parse_offset_specs([spec]))
     assert next(iter_export_rows([data / "codec-none-0"], flt))["offset"] == 10  # the library, a partition dir
+
+
+def test_import_names_a_byte_that_is_not_utf8_by_line_and_byte(tmp_path: Path):
+    """import reads its JSON Lines as append does (jsonio.iter_lines): a bad byte is named by line and byte."""
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n" * 5000 + b'{"topic": "\xfe"}\n')
+    with pytest.raises(CorruptRecordError, match=r"line 5001: not UTF-8 text \(byte 0xfe at byte 5011 of the file\)"):
+        import_files([src], tmp_path / "imp")
+    assert not (tmp_path / "imp").exists()

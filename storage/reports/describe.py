@@ -171,12 +171,17 @@ def _describe(kinds: list[PathKind], scan: bool, topics: Collection[str] | None)
             yield {"dataDir": str(p), "dir": None, "errors": [str(e)]}
             continue
         with ddir:
+            # a data-dir checkpoint that does not parse: every partition's value from it is unknown, not absent
+            unread = [f"{f.file}: {f.message}" for f in ddir.findings if f.kind == "checkpoint" and f.severity == "error"]
             for pp, tp in sorted(ddir.partition_dirs.items(), key=partition_order):
                 if topics is not None and tp.topic not in topics:
                     continue
                 log = ddir.open_partition(pp)
                 try:
-                    yield describe_partition(log, scan=scan)
+                    d = describe_partition(log, scan=scan)
+                    if unread:
+                        d["errors"] = [*d.get("errors", ()), *unread]
+                    yield d
                 except KafkaLogError as e:
                     yield {"dataDir": str(p), "dir": log.path.name, "topic": log.topic, "partition": log.partition,
                            "errors": [str(e)]}

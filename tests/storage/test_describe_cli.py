@@ -59,6 +59,20 @@ def test_describe_bad_paths(tmp_path, capsys):
     assert obj["errors"] and "smaller than minimum record overhead" in obj["errors"][0]
 
 
+def test_describe_unreadable_checkpoint_is_an_error(tmp_path, capsys):
+    """A data-dir checkpoint that does not parse is not an unknown value: describe says which file and line, exit 1
+    (it showed RECOVERY "-" for every partition and exited 0)."""
+    root = mixed_format_data_dir(tmp_path / "data")
+    ckpt = root / "recovery-point-offset-checkpoint"
+    ckpt.write_text("0\n2\nfoo 0\n")
+    assert main(["describe", "--json", str(root)]) == 1
+    (obj,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert obj["recoveryPoint"] is None and obj["logEndOffset"] == 11
+    assert len(obj["errors"]) == 1 and obj["errors"][0] == f"{ckpt}: line 3: malformed line 'foo 0' (expected 3 fields, found 2)"
+    assert main(["describe", str(root)]) == 1
+    assert f"error: orders-7: {ckpt}: line 3: malformed line" in capsys.readouterr().out
+
+
 def test_fixtures_are_present():
     assert FIXTURE_DATA, f"no fixture data dirs under {FIXTURES}"
 

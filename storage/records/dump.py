@@ -163,9 +163,9 @@ def _scan_dicts(scanner: LogScanner, size: int, name: str, max_bytes: int | None
                 lo, hi = offsets
                 if d["lastOffset"] is not None and d["lastOffset"] < lo:
                     continue
-                if d["magic"] == 2 and d["baseOffset"] is not None and d["baseOffset"] >= hi:
-                    return  # past the range: nothing after it is asked for
-                if d["baseOffset"] is not None and d["baseOffset"] >= hi:
+                if d["magic"] == 2 and d["baseOffset"] is not None and (d["baseOffset"] >= hi or lo >= hi):
+                    return  # past the range (or an empty range): nothing after it is asked for
+                if d["baseOffset"] is not None and (d["baseOffset"] >= hi or lo >= hi):
                     continue
             yield d
     except CorruptRecordError as e:

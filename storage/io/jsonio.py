@@ -14,6 +14,8 @@ import sys
 from collections.abc import Iterator
 from typing import IO, Any, Literal, overload
 
+from kafkalog.storage.io import fileops
+
 MAX_LINE_BYTES = 512 << 20  # one JSON Lines record: a Kafka record's value (base64) plus fields
 
 
@@ -130,12 +132,25 @@ def b64_field(v: Any, field: str) -> bytes | None:
 
 @contextlib.contextmanager
 def text_output(out: IO[str] | str | os.PathLike) -> Iterator[tuple[IO[str], str | None]]:
-    """Where JSON Lines go: a text stream as given, ``-`` for stdout, or a file path (created, closed at the end).
-    Yields ``(stream, path of the file written or None)``."""
+    """Where JSON Lines go: a text stream as given, ``-`` for stdout, or a file path. A regular file is written
+    beside it (``<path>.tmp``), fsynced and renamed over it at the end: a run that fails leaves no half-written
+    file and an earlier one whole (a device or a FIFO is written in place). Yields ``(stream, path of the file
+    written or None)``."""
     if not isinstance(out, (str, os.PathLike)):
         yield out, None
     elif str(out) == "-":
         yield sys.stdout, None
-    else:
+    elif os.path.exists(out) and not os.path.isfile(out):
         with open(out, "w", encoding="utf-8") as stream:
             yield stream, str(out)
+    else:
+        tmp = fileops.tmp_path(out)
+        try:
+            with open(tmp, "w", encoding="utf-8") as stream:
+                yield stream, str(out)
+                stream.flush()
+                os.fsync(stream.fileno())
+        except BaseException:
+            fileops.unlink(tmp)
+            raise
+        fileops.rename(tmp, out)

@@ -282,3 +282,24 @@ def test_import_names_a_byte_that_is_not_utf8_by_line_and_byte(tmp_path: Path):
     with pytest.raises(CorruptRecordError, match=r"line 5001: not UTF-8 text \(byte 0xfe at byte 5011 of the file\)"):
         import_files([src], tmp_path / "imp")
     assert not (tmp_path / "imp").exists()
+
+
+def test_export_jsonl_that_fails_leaves_no_half_written_file(tmp_path: Path, capsys):
+    """An export that stops at a corrupt batch leaves --out as it was (here: an earlier file kept whole), not the
+    rows read before the error; a successful export replaces it whole (written beside it, then renamed)."""
+    import shutil
+
+    from damage import FIXTURES, crc_mismatch
+
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", data)
+    out = tmp_path / "out.jsonl"
+    out.write_text("an earlier export\n")
+    assert crc_mismatch(data)
+    assert main(["export", str(data), "--out", str(out)]) == 1
+    assert "record batch is corrupt" in capsys.readouterr().err
+    assert out.read_text() == "an earlier export\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out.jsonl"]
+    assert main(["export", str(data / "codec-none-0"), "--out", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 60
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out.jsonl"]

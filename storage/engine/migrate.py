@@ -285,6 +285,9 @@ def plan_migrate(source: str | os.PathLike, dest: str | os.PathLike, opts: Migra
         check_topic_id(opts.topic_id)
     if opts.topic is not None:
         validate_topic(opts.topic)
+    for name, off in (("--from-offset", opts.from_offset), ("--to-offset", opts.to_offset)):
+        if off is not None and off < 0:
+            raise ConfigError(f"{name} {off} is negative: an offset is 0 or more")
     if opts.from_offset is not None and opts.to_offset is not None and opts.to_offset < opts.from_offset:
         raise ConfigError("--to-offset is below --from-offset")
     if dst.exists() and dst.resolve() in {p.parent.resolve() for p in pdirs}:

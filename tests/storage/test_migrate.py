@@ -111,6 +111,17 @@ def test_refusals(src: Path, tmp_path: Path):
     assert (tmp_path / "bk" / "dst" / "orders-0" / "00000000000000000000.log").exists()
 
 
+def test_negative_offsets_are_refused(src: Path, tmp_path: Path):
+    """An offset is never negative: --to-offset -5 copied nothing (an empty partition, exit 0) and --from-offset -5
+    was the source's log start; both are now refused before anything is written."""
+    dst = tmp_path / "dst"
+    for opts, name in ((MigrateOptions(to_offset=-5), "--to-offset"), (MigrateOptions(from_offset=-5), "--from-offset")):
+        opts.cluster_id, opts.node_id = CLUSTER, 1
+        with pytest.raises(ConfigError, match=f"{name} -5 is negative: an offset is 0 or more"):
+            migrate(src / "orders-0", dst, opts)
+        assert not dst.exists()
+
+
 def test_dry_run_changes_nothing(src: Path, tmp_path: Path):
     dst = tmp_path / "dst"
     r = migrate(src, dst, MigrateOptions(cluster_id=CLUSTER, node_id=1), dry_run=True)

@@ -69,6 +69,18 @@ def relation(dirs: LogDirs, query: str, *, pushdown: bool = True, include_contro
              read_committed: bool = False) -> duckdb.DuckDBPyRelation:
     """``query`` as a DuckDB relation over ``records`` (:meth:`LogDirs.sql`)."""
     con, source = connect(dirs, pushdown=pushdown, include_control=include_control, read_committed=read_committed)
+    return _select(con, source, query)
+
+
+def _select(con: Any, source: RecordsScan, query: str) -> Any:
+    """``query`` as a relation when it is one SELECT (DuckDB runs other statements as it parses them: ``COPY ...
+    TO`` writes its file, ``ATTACH`` creates a database), else a :class:`SqlError` (a usage error) naming what it
+    is, before anything runs."""
+    duckdb = require("duckdb", extra="sql", feature="SQL")  # optional dependency
+    kinds = [st.type for st in _checked(source, lambda: con.extract_statements(query))]
+    if kinds != [duckdb.StatementType.SELECT]:
+        found = ", ".join(k.name for k in kinds) or "nothing"
+        raise SqlError(f"not a query: kafkalog sql runs one SELECT over records (found {found})", syntax=True)
     return _checked(source, lambda: con.sql(query))
 
 
@@ -107,9 +119,7 @@ def execute(dirs: LogDirs, query: str, *, pushdown: bool = True, include_control
     """Run ``query``: the schema of its result and its rows as Arrow batches, streamed (errors as in
     :func:`relation`, also while the rows stream)."""
     con, source = connect(dirs, pushdown=pushdown, include_control=include_control, read_committed=read_committed)
-    rel = _checked(source, lambda: con.sql(query))
-    if rel is None:
-        raise SqlError("not a query: kafkalog sql runs one SELECT over records", syntax=True)
+    rel = _select(con, source, query)
     # to_arrow_reader is DuckDB 2's name of fetch_record_batch (deprecated there)
     fetch = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
     reader = _checked(source, lambda: fetch(batch_rows))
@@ -204,9 +214,7 @@ def explain(dirs: LogDirs, query: str, *, pushdown: bool = True, include_control
     con, source = connect(dirs, pushdown=pushdown, include_control=include_control, read_committed=read_committed,
                           plan_only=True)
     try:
-        rel = _checked(source, lambda: con.sql(query))
-        if rel is None:
-            raise SqlError("not a query: kafkalog sql runs one SELECT over records", syntax=True)
+        rel = _select(con, source, query)
         duck = _checked(source, lambda: rel.explain())
         _checked(source, lambda: rel.fetchall())
     finally:

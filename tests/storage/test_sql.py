@@ -427,6 +427,21 @@ def test_bad_input(tmp_path):
         assert e.value.syntax
 
 
+
+@pytest.mark.parametrize("query", ["COPY (SELECT 1) TO '{out}'", "SELECT 1; COPY (SELECT 2) TO '{out}'",
+                                   "ATTACH '{out}'", "CREATE TABLE t AS SELECT 1"])
+def test_only_one_select_runs(tmp_path, query):
+    """sql reads: a statement that is not one SELECT is a usage error before anything runs (COPY ... TO wrote the
+    file, and an ATTACH created a database, with exit 0)."""
+    out = tmp_path / "out.csv"
+    for argv in (["sql", str(KRAFT), query.format(out=out)], ["sql", "--explain", str(KRAFT), query.format(out=out)]):
+        code, _, err = _cli(argv)
+        assert code == 2 and err.count("\n") == 1 and "kafkalog sql runs one SELECT over records" in err, err
+        assert not out.exists()
+    with kafkalog.open(KRAFT) as dirs, pytest.raises(SqlError) as e:
+        dirs.sql(query.format(out=out))
+    assert e.value.syntax and not out.exists()
+
 def test_a_corrupt_batch_is_the_file_and_byte(tmp_path):
     data = tmp_path / "data"
     shutil.copytree(KRAFT, data)

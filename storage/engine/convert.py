@@ -33,6 +33,7 @@ from kafkalog.storage.codec.compression import CODEC_IDS, CODEC_NAMES
 from kafkalog.storage.codec.crc import crc32c
 from kafkalog.storage.codec.native import active, core
 from kafkalog.storage.codec.varint import write_varint
+from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.engine.swap import (
     NewSegment,
     ReplaceSegments,
@@ -62,6 +63,7 @@ DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 MAX_SEGMENT_BYTES = 2147483647  # FileRecords refuses larger .log files
 DEFAULT_GROUP_BYTES = 1024 * 1024  # records bytes per grouped batch (below max.message.bytes 1048588)
 _WRITE_BUFFER = 1 << 20
+_LEVELLED = ("gzip", "lz4", "zstd")  # the codecs with a compression.<codec>.level
 
 
 @dataclass
@@ -85,6 +87,10 @@ class ConvertOptions:
             self.codec = CODEC_IDS[name]
         if self.codec is not None and self.codec not in CODEC_NAMES:
             raise ConfigError(f"unknown codec id {self.codec}")
+        if self.level is not None:  # Kafka's compression.<codec>.level rule, for --codec or every codec kept
+            for name in (CODEC_NAMES[self.codec],) if self.codec is not None else _LEVELLED:
+                if name in _LEVELLED:
+                    LogConfig.from_topic_props({f"compression.{name}.level": self.level}, source="--level")
         if self.group_bytes < 1 or (self.index_interval_bytes is not None and self.index_interval_bytes < 0):
             raise ConfigError("group_bytes must be positive and index_interval_bytes non-negative")
 

@@ -279,3 +279,27 @@ def test_a_bad_segment_is_named_and_nothing_is_converted(tmp_path: Path):
     assert not [n for n in names if n.endswith((".swap", ".cleaned", ".deleted"))]
     # planning validates every segment before any is converted: nothing changed anywhere
     assert all(b.magic < 2 for b in iter_batches((d / "many-0" / "00000000000000000000.log").read_bytes()))
+
+
+def test_a_level_the_codec_does_not_have_is_refused(tmp_path: Path, capsys):
+    """--level is checked by Kafka's rule for compression.<codec>.level before anything is planned: --level -999
+    with --codec gzip (and --level 99 keeping a v0 fixture's gzip batches) planned a conversion, then failed
+    at apply with zlib's "Invalid initialization option", exit 3."""
+    from damage import FIXTURES
+
+    from kafkalog.tools.cli import main
+
+    with pytest.raises(ConfigError, match="compression.gzip.level: Value must be -1 or between 1 and 9"):
+        ConvertOptions(codec="gzip", level=-999)
+    with pytest.raises(ConfigError, match="compression.zstd.level"):
+        ConvertOptions(codec="zstd", level=99)
+    with pytest.raises(ConfigError, match="compression.gzip.level"):
+        ConvertOptions(level=99)  # keeping each batch's codec: the level must be one every codec has
+    assert ConvertOptions(codec="zstd", level=19).level == 19 and ConvertOptions(codec="snappy", level=5)
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES / "kafka-2.8.2-zk-v0" / "data", data)
+    for argv in (["--codec", "gzip", "--level", "-999"], ["--level", "99"]):
+        assert main(["convert", *argv, "--no-backup", str(data)]) == 1
+        err = capsys.readouterr().err
+        assert "Invalid value -999" in err or "Invalid value 99" in err, err
+    assert not diff_paths(data, FIXTURES / "kafka-2.8.2-zk-v0" / "data").differences

@@ -8,6 +8,8 @@ from typing import Any
 
 from kafkalog.storage.codec.compression import codec_name
 from kafkalog.storage.errors import KafkaLogError
+from kafkalog.storage.files.checkpoints import DATA_DIR_CHECKPOINTS
+from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.io.fs import UrlPath, as_path
 from kafkalog.storage.log.datadir import (
     DataDir,
@@ -16,7 +18,7 @@ from kafkalog.storage.log.datadir import (
     partition_order,
     require_readable,
 )
-from kafkalog.storage.log.dir_checkpoints import open_partition_log
+from kafkalog.storage.log.dir_checkpoints import open_partition_log, read_checkpoint_or_empty
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.paths import PARTITION_DIR, PathKind
 from kafkalog.storage.log.topic_partition import parse_topic_partition_name
@@ -160,8 +162,14 @@ def _describe(kinds: list[PathKind], scan: bool, topics: Collection[str] | None)
         if k.kind == PARTITION_DIR and topics is not None and _topic_of(p.name) not in topics:
             continue
         if k.kind == PARTITION_DIR:
+            notes: list[Finding] = []  # its values of the parent's checkpoints: one that does not parse is an error
+            for name in DATA_DIR_CHECKPOINTS:
+                read_checkpoint_or_empty(p.parent / name, notes)
             try:
-                yield describe_partition(p, scan=scan)
+                d = describe_partition(p, scan=scan)
+                if notes:
+                    d["errors"] = [*d.get("errors", ()), *(f"{n.file}: {n.facts['error']}" for n in notes)]
+                yield d
             except KafkaLogError as e:
                 yield {"dataDir": str(p.parent), "dir": p.name, "errors": [str(e)]}
             continue

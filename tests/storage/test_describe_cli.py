@@ -71,6 +71,9 @@ def test_describe_unreadable_checkpoint_is_an_error(tmp_path, capsys):
     assert len(obj["errors"]) == 1 and obj["errors"][0] == f"{ckpt}: line 3: malformed line 'foo 0' (expected 3 fields, found 2)"
     assert main(["describe", str(root)]) == 1
     assert f"error: orders-7: {ckpt}: line 3: malformed line" in capsys.readouterr().out
+    assert main(["describe", "--json", str(root / "orders-7")]) == 1  # a partition dir: its parent's checkpoints
+    (alone,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert alone["errors"] == obj["errors"] and alone["recoveryPoint"] is None
 
 
 def test_fixtures_are_present():

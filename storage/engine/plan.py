@@ -344,6 +344,8 @@ def apply(plan: Plan, *, backup: bool = True, backup_root: str | os.PathLike | N
     with contextlib.ExitStack() as stack:
 
         changing = [d for d in plan.data_dirs if d.changes]
+        if backup and backup_root is not None:
+            _check_backup_outside(Path(backup_root), changing)
         for d in changing:  # nothing is written into a directory that is not (or does not become) a data dir
             require_destination(d.path)
             if not d.pre_ops and not d.partitions and Path(d.path).exists():
@@ -415,6 +417,16 @@ def concurrent_writer(plan: Plan) -> str | None:
     except PlanError as e:
         return e.reason
     return None
+
+
+def _check_backup_outside(root: Path, dirs: list[DataDirPlan]) -> None:
+    """Originals are never kept inside a data dir: the broker refuses to load one holding a folder that is not a
+    partition (``'bk' is not in the form of topic-partition``)."""
+    for d in dirs:
+        if root.resolve().is_relative_to(Path(d.path).resolve()):
+            raise PlanError(f"nothing was changed: the backup folder {root} is inside the data dir {d.path}, where "
+                            "the broker would refuse to load the data dir (a folder that is not a partition); keep "
+                            "the originals outside it", str(root))
 
 
 def _check_fresh(dirs: list[DataDirPlan]) -> None:

@@ -28,7 +28,7 @@ from kafkalog.storage.engine.flush import plan_flush
 from kafkalog.storage.engine.message_format import plan_convert
 from kafkalog.storage.engine.migrate import MigrateOptions, plan_migrate
 from kafkalog.storage.engine.offset_checkpoints import plan_set_checkpoints
-from kafkalog.storage.engine.plan import Setting, apply
+from kafkalog.storage.engine.plan import PlanError, Setting, apply
 from kafkalog.storage.engine.reindex import plan_reindex
 from kafkalog.storage.engine.repair import plan_repair
 from kafkalog.storage.engine.retention import plan_retention
@@ -227,6 +227,19 @@ def test_two_runs_never_share_a_backup_folder(tmp_path):
         roots.update(res.backups)
         assert res.backups and all(os.path.isdir(b) for b in res.backups)
     assert len(roots) == 2
+
+
+def test_a_backup_folder_inside_a_data_dir_is_refused(tmp_path):
+    """`repair --backup DATA/bk DATA` kept the originals in DATA/bk/DATA and exited 0, leaving a folder the broker
+    refuses to load the data dir for ('bk' is not in the form of topic-partition): refused before any change."""
+    d = tmp_path / "data"
+    damaged_copy("kafka-4.3.1-kraft", d, ("unclean", "torn_tail"))
+    before = tree(d)
+    for root in (d / "bk", d, d / "multi-segment-0" / "bk"):
+        with pytest.raises(PlanError, match=f"the backup folder {root} is inside the data dir {d}"):
+            apply(plan_repair([d], now_ms=NOW), backup_root=root)
+        assert tree(d) == before
+    assert apply(plan_repair([d], now_ms=NOW), backup_root=tmp_path / "bk").backups == [str(tmp_path / "bk" / "data")]
 
 
 def test_settings_and_sources_are_in_the_plan(tmp_path):

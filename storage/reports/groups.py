@@ -81,8 +81,8 @@ def load_groups(log_dirs: Iterable[str | os.PathLike], *, group: str | None = No
             for log in candidates:
                 if log.dir_kind != "live":
                     continue
-                logs.setdefault((log.topic, log.partition), log)
-                if log.topic == OFFSETS_TOPIC:
+                # a partition read once: the first dir that has it (the same dir given twice lists it twice)
+                if logs.setdefault((log.topic, log.partition), log) is log and log.topic == OFFSETS_TOPIC:
                     offsets_logs.append(log)
         topic_names: dict[str, str] = {}
         for (topic, _), log in logs.items():

@@ -215,6 +215,17 @@ def test_fixture_4_3_1_classic_and_consumer_groups():
     assert all(o.log_end_offset_source == "highWatermark" for g in r.groups for o in g.offsets.values())
 
 
+
+def test_a_dir_given_twice_is_read_once():
+    """The same data dir twice (a partition dir and its data dir too): each __consumer_offsets partition is replayed
+    once, as a partition once (the first wins); groups were listed twice."""
+    data = FIXTURES / "kafka-4.3.1-kraft" / "data"
+    once = load_groups([data])
+    for dirs in ([data, data], [data / "__consumer_offsets-0", data]):
+        r = load_groups(dirs)
+        assert len(r.partitions) == len(once.partitions)
+        assert [g.group_id for g in r.groups] == [g.group_id for g in once.groups]
+
 @pytest.mark.parametrize("fixture", ["kafka-3.9.2-zk-v0", "kafka-3.9.2-zk-v1", "kafka-3.9.2-kraft"])
 def test_fixture_3_9_groups(fixture):
     r = load_groups([FIXTURES / fixture / "data"])

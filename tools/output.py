@@ -22,6 +22,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from kafkalog.storage.log.paths import data_dir_holding
+
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
 
@@ -446,6 +448,10 @@ class OutputDir:
         self.replaced = False
         if os.path.lexists(self.target) and not os.path.isdir(self.target):
             raise OutputDirRefused(f"{target}: exists and is not a directory ({what} writes a directory)")
+        data_dir = data_dir_holding(self.target)
+        if data_dir is not None:
+            raise OutputDirRefused(f"{target}: inside the data dir {data_dir}, where the broker would refuse to load "
+                                   f"the data dir (a folder that is not a partition); give an --out outside it")
         if os.path.isdir(self.target) and os.listdir(self.target):
             if not overwrite:
                 raise OutputDirRefused(f"{target}: not empty (an earlier export?): its files would mix with this "

@@ -132,6 +132,19 @@ def _dir_kind(p: Path, names: list[str]) -> str | None:
     return None
 
 
+def data_dir_holding(path: str | os.PathLike) -> Path | None:
+    """The data dir ``path`` would be inside (the nearest existing ancestor, or ``path`` itself, holding
+    ``meta.properties`` or another data-dir file of Kafka's own: not a name alone, nor a ``.lock`` alone, as
+    pytest's ``/tmp/pytest-of-root/pytest-275``), or None. The broker refuses to load a data dir holding a folder that is not a partition (``'pq' is not
+    in the form of topic-partition``): nothing but partitions may be created there."""
+    p = Path(os.path.abspath(path))
+    for d in (p, *p.parents):
+        names = _names(d) if d.is_dir() else None
+        if names is not None and any(n in DATA_DIR_FILES and n != LOCK_FILE_NAME for n in names):
+            return d
+    return None
+
+
 def classify(path: str | os.PathLike, expected: tuple[str, ...] = (DATA_DIR, PARTITION_DIR)) -> PathKind:
     """What ``path`` is (:class:`PathKind`), or :class:`PathError` with the contract's message when it is
     nothing of Kafka's (the message names what was ``expected``). A directory that cannot be listed reads as a

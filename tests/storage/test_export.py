@@ -303,3 +303,22 @@ def test_export_jsonl_that_fails_leaves_no_half_written_file(tmp_path: Path, cap
     assert main(["export", str(data / "codec-none-0"), "--out", str(out)]) == 0
     assert len(out.read_text().splitlines()) == 60
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out.jsonl"]
+
+
+def test_export_parquet_refuses_an_out_dir_inside_a_data_dir(tmp_path: Path, capsys):
+    """`export DATA --format parquet --out DATA/pq` made DATA/pq, a folder the broker refuses to load DATA for
+    ('pq' is not in the form of topic-partition): refused, nothing written."""
+    require_modules("pyarrow", extra="spark")
+    import shutil
+
+    from damage import FIXTURES, tree
+
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURES / "kafka-4.3.1-kraft" / "data", data)
+    before = tree(data)
+    for out in (data / "pq", data / "codec-none-0" / "pq"):
+        assert main(["export", str(data / "codec-none-0"), "--format", "parquet", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"{out}: inside the data dir {data}" in err, err
+        assert tree(data) == before
+    assert main(["export", str(data / "codec-none-0"), "--format", "parquet", "--out", str(tmp_path / "pq")]) == 0

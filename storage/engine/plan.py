@@ -38,7 +38,7 @@ from kafkalog.storage.io import fileops
 from kafkalog.storage.io.dirview import stale
 from kafkalog.storage.io.lock import DirLock, describe_holders, lock_status
 from kafkalog.storage.io.ops import Op
-from kafkalog.storage.log.paths import require_data_dir, require_destination
+from kafkalog.storage.log.paths import data_dir_holding, require_data_dir, require_destination
 from kafkalog.storage.parallel import run_partition_tasks
 
 
@@ -422,11 +422,13 @@ def concurrent_writer(plan: Plan) -> str | None:
 def _check_backup_outside(root: Path, dirs: list[DataDirPlan]) -> None:
     """Originals are never kept inside a data dir: the broker refuses to load one holding a folder that is not a
     partition (``'bk' is not in the form of topic-partition``)."""
-    for d in dirs:
-        if root.resolve().is_relative_to(Path(d.path).resolve()):
-            raise PlanError(f"nothing was changed: the backup folder {root} is inside the data dir {d.path}, where "
-                            "the broker would refuse to load the data dir (a folder that is not a partition); keep "
-                            "the originals outside it", str(root))
+    inside: str | Path | None = next((d.path for d in dirs if root.resolve().is_relative_to(Path(d.path).resolve())),
+                                     None)
+    inside = inside or data_dir_holding(root)  # (a data dir the plan creates does not exist yet)
+    if inside is not None:
+        raise PlanError(f"nothing was changed: the backup folder {root} is inside the data dir {inside}, where "
+                        "the broker would refuse to load the data dir (a folder that is not a partition); keep "
+                        "the originals outside it", str(root))
 
 
 def _check_fresh(dirs: list[DataDirPlan]) -> None:

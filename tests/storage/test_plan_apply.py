@@ -239,6 +239,11 @@ def test_a_backup_folder_inside_a_data_dir_is_refused(tmp_path):
         with pytest.raises(PlanError, match=f"the backup folder {root} is inside the data dir {d}"):
             apply(plan_repair([d], now_ms=NOW), backup_root=root)
         assert tree(d) == before
+    other = tmp_path / "other"
+    damaged_copy("kafka-4.3.1-kraft", other, ())
+    with pytest.raises(PlanError, match=f"the backup folder {other / 'bk'} is inside the data dir {other}"):
+        apply(plan_repair([d], now_ms=NOW), backup_root=other / "bk")
+    assert tree(d) == before and not (other / "bk").exists()
     assert apply(plan_repair([d], now_ms=NOW), backup_root=tmp_path / "bk").backups == [str(tmp_path / "bk" / "data")]
 
 

@@ -200,18 +200,27 @@ def require_data_dir(path: str | os.PathLike) -> Path:
 def require_destination(path: str | os.PathLike, *, new: bool = True) -> Path:
     """A data dir a command may write partitions into: a recognised data dir, or a new one (an empty directory,
     or with ``new`` a path that does not exist yet and whose parent is a directory). A file, a partition dir, a
-    directory that is not Kafka's or the parent of data dirs is a :class:`PathError`."""
+    directory that is not Kafka's, the parent of data dirs or a new one inside a data dir is a :class:`PathError`."""
     p = Path(path)
     if new and not p.exists() and not p.is_symlink():
         if not p.parent.is_dir():
             raise PathError(MISSING, p.parent, f"no such directory (the parent of the new data dir {p})")
+        _not_inside_a_data_dir(p)
         return p
     try:
         return require_data_dir(p)
     except PathError as e:
         if e.case == EMPTY:
+            _not_inside_a_data_dir(p)
             return p
         raise
+
+
+def _not_inside_a_data_dir(p: Path) -> None:
+    holder = data_dir_holding(p.parent)
+    if holder is not None:
+        raise PathError(NOT_KAFKA, p, f"inside the data dir {holder}, where the broker would refuse to load the data "
+                        "dir (a folder that is not a partition): a new data dir goes beside it, not in it")
 
 
 def _expected(accept: tuple[str, ...]) -> str:
@@ -219,5 +228,5 @@ def _expected(accept: tuple[str, ...]) -> str:
 
 
 __all__ = ["DATA_DIR", "DATA_DIR_FILES", "EMPTY", "FILE", "MISSING", "NOT_A_DIRECTORY", "NOT_KAFKA", "PARENT",
-           "PARTITION_DIR", "PathError", "PathKind", "classify", "is_partition_listing", "require",
+           "PARTITION_DIR", "PathError", "PathKind", "classify", "data_dir_holding", "is_partition_listing", "require",
            "require_data_dir", "require_destination"]

@@ -114,6 +114,28 @@ def test_a_destination_may_be_new(tmp_path: Path) -> None:
     assert e.value.case == paths.NOT_KAFKA
 
 
+def test_a_new_destination_inside_a_data_dir_is_refused(tmp_path: Path, capsys) -> None:
+    """`import x.jsonl DATA/new` and `migrate P DATA/new` made DATA/new, a folder the broker refuses to load DATA
+    for ('new' is not in the form of topic-partition): refused, nothing written."""
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE, data)
+    (data / "empty").mkdir()
+    for dest in (data / "new", data / "empty", data / "codec-none-0" / "new"):
+        with pytest.raises(paths.PathError, match=f"inside the data dir {data}") as e:
+            paths.require_destination(dest)
+        assert e.value.case == paths.NOT_KAFKA
+    (data / "empty").rmdir()
+    before = sorted(p.name for p in data.iterdir())
+    src = tmp_path / "in.jsonl"
+    src.write_text("")
+    for argv in (["import", str(src), str(data / "new")],
+                 ["migrate", str(data / "codec-none-0"), str(data / "new"), "--cluster-id", "Aw5EClUXSoGxHhT0nCIykw",
+                  "--node-id", "1", "--no-backup"]):
+        assert cli.main(argv) == 1
+        assert f"{data / 'new'}: inside the data dir {data}" in capsys.readouterr().err
+    assert sorted(p.name for p in data.iterdir()) == before
+
+
 # ------------------------------------------------------------------------- item 2: nothing written outside
 def test_repair_of_the_parent_of_a_data_dir_writes_nothing(tmp_path: Path, capsys) -> None:
     """Issue 34 item 2: ``repair parent`` wrote .kafka_cleanshutdown, .lock and checkpoints into ``parent/``."""

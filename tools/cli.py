@@ -15,7 +15,9 @@ it, exit 3 (``KAFKALOG_DEBUG=1`` shows the traceback).
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
+import io
 import os
 import sys
 
@@ -130,7 +132,18 @@ def _error_words(e: KafkaLogError) -> str:
     return invalid_plan(e) if isinstance(e, PlanError) else str(e)
 
 
+def _tolerant_output() -> None:
+    """A strict stdout/stderr (Python's under a UTF-8 locale, or PYTHONIOENCODING) prints a file name that is not
+    UTF-8 (a lone surrogate) as its bytes on a UTF-8 stream, as the C locale's ``surrogateescape`` does, and escaped
+    on another encoding, instead of failing mid-output."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            utf8 = codecs.lookup(stream.encoding).name == "utf-8"
+            stream.reconfigure(errors="surrogateescape" if utf8 else "backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _tolerant_output()
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in COMMANDS else None)

@@ -330,6 +330,22 @@ def test_partition_dirs_with_unwritable_names_are_not_partitions(data):
         assert all(t.isprintable() and " " not in t for t in topics), topics
 
 
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+def test_a_non_utf8_name_prints_under_a_strict_stdout(data, encoding):
+    """Under a UTF-8 locale Python's stdout is strict (PYTHONIOENCODING makes the same): a dir name that is not
+    UTF-8 printed by a table was a UnicodeEncodeError, exit 3 and a half-written table. Now its bytes are printed
+    as they are (a UTF-8 stdout) or escaped (another encoding)."""
+    raw = b"\xffx-0"
+    os.mkdir(os.path.join(os.fsencode(data), raw))
+    env = {**os.environ, "PYTHONIOENCODING": encoding}
+    for cmd in (["verify", "--no-progress"], ["doctor", "--no-progress"], ["describe"]):
+        r = subprocess.run([sys.executable, "-m", "kafkalog.tools.cli", *cmd, str(data)], capture_output=True,
+                           timeout=TIMEOUT, env=env)
+        assert r.returncode in (0, 1, 4) and INTERNAL.encode() not in r.stderr, (cmd, r.stderr[-500:])
+        if cmd[0] == "verify":
+            assert (raw if encoding == "utf-8" else b"\\udcffx-0") in r.stdout, r.stdout[-500:]
+
 @pytest.mark.parametrize("kind", ["dir", "fifo"])
 def test_a_segment_name_that_is_not_a_file_is_an_error_and_never_written_over(tmp_path, kind):
     pdir = tmp_path / "data" / "t-0"

@@ -22,7 +22,7 @@ from kafkalog.storage.engine.export import (
     _resolved,
     _selected_batches,
 )
-from kafkalog.storage.errors import require
+from kafkalog.storage.errors import CorruptRecordError, require
 from kafkalog.storage.log.datadir import resolve_partition_dirs
 from kafkalog.storage.records.batch import RECORD_CHUNK
 from kafkalog.storage.records.columns import RECORD_COLUMNS, RecordColumns
@@ -127,13 +127,17 @@ def iter_parquet_rows(path: str | os.PathLike, batch_size: int = 8192) -> Iterat
     ``[(key, value)]`` (``[]`` where the file has null), ``timestamp`` the epoch ms (the file's ``timestampMs``;
     its ``timestamp`` column is the same instant as a Parquet TIMESTAMP)."""
     pq = require("pyarrow.parquet", feature="Parquet")  # optional dependency
+    pa = require("pyarrow", feature="Parquet")
 
-    f = pq.ParquetFile(path)
-    for rb in f.iter_batches(batch_size=batch_size):
-        for row in rb.to_pylist():
-            row["headers"] = [(h["key"], h["value"]) for h in row["headers"] or []]
-            row["timestamp"] = row["timestampMs"]
-            yield row
+    try:
+        f = pq.ParquetFile(path)
+        for rb in f.iter_batches(batch_size=batch_size):
+            for row in rb.to_pylist():
+                row["headers"] = [(h["key"], h["value"]) for h in row["headers"] or []]
+                row["timestamp"] = row["timestampMs"]
+                yield row
+    except pa.ArrowException as e:  # a file that is not Parquet, or damaged: no traceback
+        raise CorruptRecordError(f"not a Parquet file, or a damaged one ({e})", str(path)) from None
 
 
 __all__ = ["PARQUET_NO_DICTIONARY", "PARQUET_STATISTICS", "arrow_schema", "export_parquet", "iter_parquet_rows"]

@@ -322,3 +322,17 @@ def test_export_parquet_refuses_an_out_dir_inside_a_data_dir(tmp_path: Path, cap
         assert f"{out}: inside the data dir {data}" in err, err
         assert tree(data) == before
     assert main(["export", str(data / "codec-none-0"), "--format", "parquet", "--out", str(tmp_path / "pq")]) == 0
+
+
+def test_import_of_a_file_that_is_not_parquet_is_an_error_naming_it(tmp_path: Path, capsys):
+    """A damaged .parquet input was 'internal error ... ArrowInvalid: Parquet magic bytes not found', exit 3."""
+    require_modules("pyarrow", extra="spark")
+    for name, data in (("junk.parquet", bytes(range(256)) * 2), ("short.parquet", b"PAR1xxxxPAR1")):
+        src = tmp_path / name
+        src.write_bytes(data)
+        with pytest.raises(CorruptRecordError, match="not a Parquet file"):
+            import_files([src], tmp_path / "imp")
+        assert main(["import", str(src), str(tmp_path / "imp")]) == 1
+        err = capsys.readouterr().err
+        assert f"{src}: not a Parquet file" in err and "internal error" not in err, err
+        assert not (tmp_path / "imp").exists()

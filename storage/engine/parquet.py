@@ -131,6 +131,10 @@ def iter_parquet_rows(path: str | os.PathLike, batch_size: int = 8192) -> Iterat
 
     try:
         f = pq.ParquetFile(path)
+        missing = [c for c in ("headers", "timestampMs") if c not in f.schema_arrow.names]
+        if missing:
+            raise CorruptRecordError(f"not a Parquet file kafkalog exported: no column {', '.join(missing)} (its "
+                                     f"columns: {', '.join(f.schema_arrow.names[:20])})", str(path))
         for rb in f.iter_batches(batch_size=batch_size):
             for row in rb.to_pylist():
                 row["headers"] = [(h["key"], h["value"]) for h in row["headers"] or []]

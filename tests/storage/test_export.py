@@ -336,3 +336,11 @@ def test_import_of_a_file_that_is_not_parquet_is_an_error_naming_it(tmp_path: Pa
         err = capsys.readouterr().err
         assert f"{src}: not a Parquet file" in err and "internal error" not in err, err
         assert not (tmp_path / "imp").exists()
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"topic": ["t"], "partition": [0], "offset": [0], "value": [b"x"]}), tmp_path / "o.parquet")
+    assert main(["import", str(tmp_path / "o.parquet"), str(tmp_path / "imp")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'o.parquet'}: not a Parquet file kafkalog exported: no column headers, timestampMs" in err, err
+    assert not (tmp_path / "imp").exists()

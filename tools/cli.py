@@ -20,8 +20,10 @@ import importlib
 import io
 import os
 import sys
+from typing import cast
 
 from kafkalog.storage.errors import KafkaLogError, missing_dependency
+from kafkalog.storage.io.fs import local_path
 
 #: command name -> (module under kafkalog.tools, one-line help). Only the chosen command's module is imported,
 #: so ``kafkalog <command>`` starts fast; ``kafkalog --help`` lists the commands from this table.
@@ -144,7 +146,8 @@ def _tolerant_output() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _tolerant_output()
-    argv = list(sys.argv[1:] if argv is None else argv)
+    # a file:// URL is the local path it names, for every command and option that takes a path
+    argv = [cast(str, local_path(a)) for a in (sys.argv[1:] if argv is None else argv)]
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in COMMANDS else None)
     args, unknown = parser.parse_known_args(argv)

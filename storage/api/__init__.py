@@ -39,7 +39,8 @@ def open(paths: PathLike | Iterable[PathLike], *, server_properties: PathLike | 
     ``config_overrides`` (topic config names) set the configuration plans and :attr:`Partition.config` use, as
     the command line's ``--server-properties``, ``--topic-config`` and ``--config`` do.
 
-    A path may be a URL (``s3://bucket/data``, ``gs://``, ``hdfs://``, any fsspec filesystem): its partitions,
+    A ``file://`` URL is the local path it names. A path may be a URL (``s3://bucket/data``, ``gs://``, ``hdfs://``,
+    any fsspec filesystem): its partitions,
     offsets, records and Arrow are read through the filesystem seam (:mod:`kafkalog.storage.io.fs`; small files
     whole, segments in bounded windows), with ``filesystem_options`` (``s3.endpoint``, ``s3.accessKey``,
     ``s3.secretKey``, ``s3.region``, ``s3.anonymous``; else pyarrow's usual AWS environment; for ``hdfs://`` without

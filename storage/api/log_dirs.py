@@ -36,7 +36,7 @@ from kafkalog.storage.engine.topic_id import plan_topic_id
 from kafkalog.storage.engine.validator import preview_append
 from kafkalog.storage.engine.writer import append_to_partition
 from kafkalog.storage.errors import LogDirError
-from kafkalog.storage.io.fs import UrlPath, absolute, is_url
+from kafkalog.storage.io.fs import UrlPath, absolute, is_url, local_path
 from kafkalog.storage.log.datadir import DataDir, check_topics, require_url_dir
 from kafkalog.storage.log.paths import DATA_DIR, PARTITION_DIR
 from kafkalog.storage.log.paths import require as require_path
@@ -88,7 +88,7 @@ class LogDirs:
         """The :class:`~kafkalog.storage.log.datadir.DataDir` of each data dir, in the order given."""
         self._only: dict[Path, set[Path]] = {}  # data dir -> the partition dirs given (a data dir given: absent)
         by_path: dict[Path, DataDir] = {}
-        for raw in paths:
+        for raw in map(local_path, paths):  # (a file:// URL is the local path it names)
             if is_url(raw):  # read-only, through the filesystem seam
                 url, what = require_url_dir(UrlPath.of(cast(str, raw), filesystem_options))
                 p, kind_name = cast(Path, url), what
@@ -260,8 +260,7 @@ class LogDirs:
              limit: int = 20) -> DiffResult:
         """``kafkalog diff``: compare these dirs (one path) with ``other`` at ``level`` (``bytes``, ``batches``,
         ``records``), over the offset range ``offsets`` of each partition; the differences as data."""
-        if isinstance(other, LogDirs):
-            other = other._one_path("diff")
+        other = other._one_path("diff") if isinstance(other, LogDirs) else local_path(other)
         return diff_paths(self._one_path("diff"), other, level=level, limit=limit, offset_spec=_spec(offsets))
 
     def _writable(self, what: str) -> None:
@@ -317,7 +316,7 @@ class LogDirs:
     def plan_migrate(self, dest: PathLike, options: MigrateOptions | None = None) -> Plan:
         """``kafkalog migrate``: copy these partitions into the data dir ``dest`` (one source path)."""
         self._writable("migrate")
-        return plan_migrate(self._one_path("migrate"), dest, options)
+        return plan_migrate(self._one_path("migrate"), local_path(dest), options)
 
     def plan_topic_id(self, topic: str, topic_id: str) -> Plan:
         """``kafkalog topic-id``: write ``partition.metadata`` with ``topic_id`` in every partition of ``topic``."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO, NamedTuple, cast
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from kafkalog.storage.errors import LogDirError
 from kafkalog.storage.io import hdfs
@@ -62,6 +62,15 @@ def fs_options(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k.lower(), str(v)) for k, v in options.items() if k.lower().startswith(("s3.", "hdfs."))))
 
 
+def local_path(path: str | os.PathLike) -> str | os.PathLike:
+    """``path``, or for a ``file://`` URL the local path it names (``file:///data/kafka`` and
+    ``file://localhost/data/kafka`` are ``/data/kafka``; ``%20`` is a space): a ``file://`` URL is a local path
+    everywhere a local path is taken (the command line, :func:`kafkalog.open`, the Spark source)."""
+    if not isinstance(path, str) or not path[:7].lower() == "file://":
+        return path
+    return os.path.abspath(unquote(urlparse(path).path))
+
+
 def split_uri(path: str, options: Mapping[str, str] | None = None) -> tuple[FsSpec, str]:
     """``(filesystem spec, path inside that filesystem)`` for a local path or a URI."""
     if "://" not in path:
@@ -69,7 +78,7 @@ def split_uri(path: str, options: Mapping[str, str] | None = None) -> tuple[FsSp
     u = urlparse(path)
     scheme = u.scheme.lower()
     if scheme == "file":
-        return FsSpec(""), os.path.abspath(u.path)
+        return FsSpec(""), cast(str, local_path(path))
     if scheme in ("s3", "s3a", "s3n"):
         return FsSpec("s3", fs_options(options or {})), (u.netloc + u.path).rstrip("/")
     if scheme in hdfs.SCHEMES:  # (a filesystem per namenode)
@@ -247,24 +256,24 @@ def is_url(path: object) -> bool:
     """``path`` names a file through a filesystem other than the local one (``s3://...``, a :class:`UrlPath`)."""
     if isinstance(path, UrlPath):
         return True
-    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+    return isinstance(path, str) and "://" in path and local_path(path) is path
 
 
 def absolute(path: str | os.PathLike | UrlPath) -> Path:
     """A directory's identity: a local path made absolute, a URL as it is (:func:`as_path`)."""
-    return as_path(path) if is_url(path) else Path(os.path.abspath(cast(str, path)))
+    return as_path(path) if is_url(path) else Path(os.path.abspath(local_path(cast(str, path))))
 
 
 def task_path(path: str | os.PathLike | UrlPath) -> str | UrlPath:
     """A path as a task (a worker process's argument) names it: a local path as a string, a URL as itself (its
     filesystem options travel with it)."""
-    return cast(UrlPath, path) if is_url(path) else str(path)
+    return cast(UrlPath, path) if is_url(path) else str(local_path(cast(str, path)))
 
 
 def as_path(path: str | os.PathLike | UrlPath) -> Path:
     """``path`` as the partition model takes it: a :class:`~pathlib.Path`, or for a URL a :class:`UrlPath` (which
     answers ``name``, ``parent``, ``/`` and ``str()`` as a Path does)."""
-    return cast(Path, UrlPath.of(path)) if is_url(path) else Path(cast(str, path))  # type: ignore[arg-type]
+    return cast(Path, UrlPath.of(path)) if is_url(path) else Path(local_path(cast(str, path)))  # type: ignore[arg-type]
 
 
 class UrlPath:

@@ -38,7 +38,7 @@ from kafkalog.storage.files.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from kafkalog.storage.files.meta_properties import META_PROPERTIES_FILE
 from kafkalog.storage.files.names import INDEX_SUFFIXES, LOG_FILE_SUFFIX, PRODUCER_SNAPSHOT_FILE_SUFFIX
 from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE
-from kafkalog.storage.io.fs import is_url
+from kafkalog.storage.io.fs import is_url, local_path
 from kafkalog.storage.io.lock import LOCK_FILE_NAME
 from kafkalog.storage.log.topic_partition import parse_topic_partition_name
 
@@ -150,6 +150,7 @@ def classify(path: str | os.PathLike, expected: tuple[str, ...] = (DATA_DIR, PAR
     nothing of Kafka's (the message names what was ``expected``). A directory that cannot be listed reads as a
     data dir (its reader names the OS error). A URL is not a local path: the commands that take one read and
     change local dirs (:func:`kafkalog.open` and the Spark source read ``s3://``... dirs)."""
+    path = local_path(path)  # (a file:// URL is the local path it names)
     if is_url(path) or _URL_AS_PATH.match(os.fspath(path)):  # (a URL made a Path keeps one slash: s3:/bucket)
         raise PathError(NOT_KAFKA, os.fspath(path), "a URL: this command reads and changes local data dirs only "
                         "(kafkalog.open(url) and the Spark source read s3://, gs://, hdfs:// data dirs)")

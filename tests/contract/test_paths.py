@@ -4,6 +4,7 @@ case, the same from every command; and no command writes into a directory it has
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from contract_registry import PATH_CASES
 from damage import FIXTURES
 from test_matrix import snapshot
 
+from kafkalog.storage.engine.migrate import MigrateOptions
 from kafkalog.storage.engine.offset_checkpoints import plan_set_checkpoints
 from kafkalog.storage.engine.plan import DataDirPlan, Plan, apply
 from kafkalog.storage.engine.repair import plan_repair
@@ -223,3 +225,53 @@ def test_a_file_where_a_dir_is_expected_gets_one_answer(tmp_path: Path, capsys) 
     for cmd in (["doctor"], ["repair"], ["flush"], ["checkpoints"]):
         rc, _out, err = _run(capsys, *cmd, str(f))
         assert rc == 1 and err.endswith(f"{f}: not a directory (expected a Kafka data dir (an entry of log.dirs))\n")
+
+
+# ------------------------------------------------------------------- a file:// URL is the local path it names
+READING = [["describe", "--json"], ["verify", "--json"], ["doctor", "--json"], ["groups", "--json"],
+           ["transactions"], ["sql", "{dir}", "SELECT partition, count(*) n FROM records GROUP BY 1 ORDER BY 1"],
+           ["diff", "{dir}"], ["export", "--out", "-"], ["dump", "--json", "{log}"]]
+
+
+def _file_url(p: Path) -> str:
+    return "file://" + str(p).replace(" ", "%20")
+
+
+@pytest.mark.parametrize("cmd", READING, ids=lambda c: c[0])
+def test_a_file_url_is_the_local_path_it_names(tmp_path: Path, capsys, cmd: list[str]) -> None:
+    """``kafkalog describe file:///data/kafka`` was refused as 'a URL: this command reads and changes local data
+    dirs only', while the commands' help and the planner (``fs.split_uri``) take ``file://`` as local."""
+    data = tmp_path / "my data"  # (a space: %20 in the URL)
+    shutil.copytree(FIXTURE, data)
+    log = sorted((data / "codec-none-0").glob("*.log"))[0]
+
+    def argv(d: Path, as_url: bool) -> list[str]:
+        name = _file_url if as_url else str
+        args = [a.format(dir=name(d), log=name(log)) for a in cmd]
+        return args if "{log}" in "".join(cmd) or cmd[0] == "sql" else [*args, name(d)]
+
+    def run(as_url: bool) -> tuple[int, str, str]:
+        rc, out, err = _run(capsys, *argv(data, as_url))
+        return rc, out, re.sub(r"[\d.]+ (s|MiB/s)\b", "T", err)  # (verify's summary times itself)
+
+    local, url = run(False), run(True)
+    assert local[0] in (0, 4) and (local[1] or local[2]), local  # (doctor: exit 4 for what the fixture holds)
+    assert url == local
+
+
+def test_the_library_and_a_plan_take_a_file_url(tmp_path: Path) -> None:
+    import kafkalog
+
+    data = tmp_path / "d"
+    shutil.copytree(FIXTURE, data)
+    with kafkalog.open(_file_url(data)) as by_url, kafkalog.open(data) as by_path:
+        assert by_url.paths == by_path.paths == [data]
+        assert by_url.to_arrow().read_all().equals(by_path.to_arrow().read_all())
+        assert list(by_url.plan_repair(now_ms=0).ops()) == list(by_path.plan_repair(now_ms=0).ops())
+        assert by_url.diff(_file_url(data)).equal
+        dest = tmp_path / "copy"
+        opts = MigrateOptions(cluster_id="MkU3OEVBNTcwNTJENDM2Qg", node_id=1)
+        where = [str(getattr(o, "path", "")) for o in by_path.plan_migrate(dest, opts).ops()]  # (a new directory.id each)
+        assert [str(getattr(o, "path", "")) for o in by_url.plan_migrate(_file_url(dest), opts).ops()] == where
+        assert any(w.startswith(str(dest)) for w in where)
+    assert paths.classify(_file_url(data / "codec-none-0")).path == data / "codec-none-0"

@@ -149,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
     with src:
         if args.dry_run:
             n, records, leo = preview_append(args.data_dir, args.partition, _batches(src, args), config=cfg,
-                                             keep_offsets=args.keep_offsets)
+                                             keep_offsets=args.keep_offsets, topic_id=args.topic_id,
+                                             leader_epoch=args.leader_epoch)
             print(f"{os.path.join(args.data_dir, args.partition)}: would append {n} batches ({records} records); "
                   f"log end offset would be {leo} (dry run: nothing changed)", file=sys.stderr)
             return 0

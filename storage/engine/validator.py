@@ -8,10 +8,13 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterable
+from pathlib import Path
 
 from kafkalog.storage.config.log_config import LogConfig
 from kafkalog.storage.config.resolver import ConfigResolver
-from kafkalog.storage.errors import CorruptRecordError, KafkaLogError
+from kafkalog.storage.engine.topic_id import check_topic_id
+from kafkalog.storage.errors import ConfigError, CorruptRecordError, KafkaLogError
+from kafkalog.storage.files.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
 from kafkalog.storage.log.partition import PartitionLog
 from kafkalog.storage.log.topic_partition import live_topic_partition, partition_path_for
 from kafkalog.storage.records import LogScanner
@@ -67,14 +70,33 @@ def check_leader_magic(buf, pos: int, where: str) -> None:
                                  "follower (offsets kept)", where, pos)
 
 
+def check_append_identity(partition_dir: str | os.PathLike, *, topic_id: str | None, leader_epoch: int | None) -> None:
+    """What an append stamps and records about its partition is Kafka's: a leader epoch of 0 to 2147483647 (an
+    Int32; -1, ``NO_PARTITION_LEADER_EPOCH``, is no leader's), and a valid topic id that, where the partition has
+    a ``partition.metadata`` already, is its own (``UnifiedLog.assignTopicId``: ``InconsistentTopicIdException``)."""
+    if leader_epoch is not None and not 0 <= leader_epoch <= 2**31 - 1:
+        raise ConfigError(f"leader epoch {leader_epoch}: a leader's epoch is 0 to 2147483647")
+    if topic_id is None:
+        return
+    check_topic_id(topic_id)
+    f = Path(partition_dir) / PARTITION_METADATA_FILE
+    if f.is_file():
+        have = read_partition_metadata(f).topic_id
+        if have != topic_id:
+            raise ConfigError(f"topic id {topic_id} is not the partition's: its {PARTITION_METADATA_FILE} holds "
+                              f"{have} (Kafka refuses an inconsistent topic id)", str(f))
+
+
 def preview_append(data_dir: str | os.PathLike, partition: str, batches: Iterable[bytes], *,
-                   config: LogConfig | None = None, keep_offsets: bool = False) -> tuple[int, int, int]:
+                   config: LogConfig | None = None, keep_offsets: bool = False, topic_id: str | None = None,
+                   leader_epoch: int | None = 0) -> tuple[int, int, int]:
     """``append --dry-run``: check every append as :func:`append_to_partition` would (batch framing, CRC,
     max.message.bytes, segment.bytes, offset order for a follower, v2 only for a leader) and return
     ``(appends, records, log end offset after)``, touching nothing."""
 
     topic, _ = live_topic_partition(partition)
     pdir = partition_path_for(data_dir, partition)
+    check_append_identity(pdir, topic_id=topic_id, leader_epoch=None if keep_offsets else leader_epoch)
     if config is None:
 
         config = ConfigResolver(data_dirs=[data_dir]).log_config(data_dir, topic)
@@ -105,5 +127,5 @@ def preview_append(data_dir: str | os.PathLike, partition: str, batches: Iterabl
     return n, records, leo
 
 
-__all__ = ["OffsetOrderError", "RecordTooLargeError", "analyze_append", "check_append_size", "check_follower_offset",
-           "check_leader_magic", "preview_append"]
+__all__ = ["OffsetOrderError", "RecordTooLargeError", "analyze_append", "check_append_identity", "check_append_size",
+           "check_follower_offset", "check_leader_magic", "preview_append"]

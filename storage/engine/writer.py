@@ -36,6 +36,7 @@ from kafkalog.storage.engine.plan import apply, data_dir_lock
 from kafkalog.storage.engine.staging import PartitionStaging
 from kafkalog.storage.engine.validator import (
     analyze_append,
+    check_append_identity,
     check_append_size,
     check_follower_offset,
     check_leader_magic,
@@ -154,6 +155,7 @@ class LogWriter:
         self._fixed_now = now_ms
         self.index_per_batch = index_per_batch
         self.fsync = fsync
+        check_append_identity(self.dir, topic_id=topic_id, leader_epoch=leader_epoch)
         if not self.dir.is_dir():
             fileops.mkdir(self.dir, parents=True, exist_ok=True)
         view = DirView(self.dir, DirView.DIRECT)

@@ -150,3 +150,29 @@ def test_cli_append_bytes_that_are_not_utf8_are_named_by_line_and_byte(tmp_path,
         err = capsys.readouterr().err
         assert f"{src}: line 301: not UTF-8 text (byte 0xff at byte {at} of the file)" in err, err
     assert sorted(p.name for p in data.iterdir()) in ([], [".lock"])
+
+
+def test_cli_append_refuses_a_leader_epoch_or_topic_id_kafka_would_not_take(tmp_path, capsys):
+    """``--leader-epoch -5`` was stamped into the batch (verify then said OK); ``--topic-id`` that is not a topic
+    id, or not the partition's own (its partition.metadata), was ignored, exit 0. Kafka's rules: a leader epoch is
+    an Int32 from 0, ``UnifiedLog.assignTopicId`` refuses an inconsistent topic id. Apply and --dry-run alike."""
+    data = tmp_path / "data"
+    data.mkdir()
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"timestamp": NOW, "key": None, "value": None}) + "\n")
+    base = ["append", str(data), "t-0", "--from", str(src), "--now", str(NOW)]
+    assert cli.main([*base, "--topic-id", TOPIC_ID]) == 0
+    capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in (data / "t-0").iterdir()}
+    other = "AAAAAAAAAAAAAAAAAAAAAQ"
+    for extra, words in ((["--leader-epoch", "-5"], "leader epoch -5: a leader's epoch is 0 to 2147483647"),
+                         (["--leader-epoch", str(2**31)], "a leader's epoch is 0 to 2147483647"),
+                         (["--topic-id", "xx"], "invalid topic id 'xx'"),
+                         (["--topic-id", other], f"topic id {other} is not the partition's: its partition.metadata "
+                                                 f"holds {TOPIC_ID}")):
+        for dry in ([], ["--dry-run"]):
+            assert cli.main([*base, *extra, *dry]) == 1, (extra, dry)
+            err = capsys.readouterr().err
+            assert words in err and "Traceback" not in err, (extra, dry, err)
+    assert {p.name: p.read_bytes() for p in (data / "t-0").iterdir()} == before
+    assert cli.main([*base, "--topic-id", TOPIC_ID, "--leader-epoch", "7"]) == 0  # its own id: appended

@@ -25,20 +25,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafkalog.storage.engine.backup import Backup
 from kafkalog.storage.errors import KafkaLogError, LockedError, LogDirError
 from kafkalog.storage.files.findings import Finding
 from kafkalog.storage.io import fileops
 from kafkalog.storage.io.dirview import stale
 from kafkalog.storage.io.lock import DirLock, describe_holders, lock_status
 from kafkalog.storage.io.ops import Op
-from kafkalog.storage.log.paths import data_dir_holding, require_data_dir, require_destination
+from kafkalog.storage.log.paths import require_data_dir, require_destination
 from kafkalog.storage.parallel import run_partition_tasks
 
 
@@ -254,51 +253,6 @@ class Plan:
         return list(self.notes) + [n for d in self.data_dirs for n in d.notes]
 
 
-# ------------------------------------------------------------------------------------------------- backup
-class Backup:
-    """Keeps the original of every file an operation changes or removes, under ``root`` at its path relative to
-    ``base`` (the data dir). Files an operation replaces or deletes are hard-linked (instant, no extra space);
-    files changed in place are copied. The folder is created on first use: a run that changes nothing leaves
-    no backup behind."""
-
-    def __init__(self, root: str | os.PathLike, base: str | os.PathLike):
-        self.root = Path(root)
-        self.base = Path(base).resolve()
-        self.saved: list[str] = []
-        self._inodes: set[tuple[int, int]] = set()  # files already kept (a renamed file is kept once)
-
-    @staticmethod
-    def default_root(data_dir: str | os.PathLike, operation: str) -> Path:
-        """A new folder beside the data dir, unique to this run (UTC time, process, random suffix)."""
-        d = Path(data_dir).resolve()
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        return d.parent / f"kafkalog-backup-{operation}-{d.name}-{stamp}-{os.getpid()}-{secrets.token_hex(3)}"
-
-    def preserve(self, path: str | os.PathLike, *, copy: bool = True) -> Path | None:
-        p = Path(path)
-        if not p.is_file():
-            return None
-        st = p.stat()
-        if (st.st_dev, st.st_ino) in self._inodes and not copy:
-            return None  # the same file, kept already under its earlier name
-        try:
-            rel = p.resolve().relative_to(self.base)
-        except ValueError:
-            rel = Path(p.name)
-        dst = self.root / rel
-        if dst.exists():
-            return dst  # the first original wins
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        fileops.link_or_copy(p, dst, copy=copy)
-        self.saved.append(str(rel))
-        self._inodes.add((st.st_dev, st.st_ino))
-        return dst
-
-    def keep(self, op: Op) -> None:
-        for path, copy in op.originals():
-            self.preserve(path, copy=copy)
-
-
 # -------------------------------------------------------------------------------------------------- apply
 @dataclass
 class ApplyResult:
@@ -345,7 +299,11 @@ def apply(plan: Plan, *, backup: bool = True, backup_root: str | os.PathLike | N
 
         changing = [d for d in plan.data_dirs if d.changes]
         if backup and backup_root is not None:
-            _check_backup_outside(Path(backup_root), changing)
+            inside = Backup.inside_data_dir(Path(backup_root), [Path(d.path) for d in changing])
+            if inside is not None:
+                raise PlanError(f"nothing was changed: the backup folder {backup_root} is inside the data dir {inside}, "
+                                "where the broker would refuse to load the data dir (a folder that is not a "
+                                "partition); keep the originals outside it", str(backup_root))
         for d in changing:  # nothing is written into a directory that is not (or does not become) a data dir
             require_destination(d.path)
             if not d.pre_ops and not d.partitions and Path(d.path).exists():
@@ -417,18 +375,6 @@ def concurrent_writer(plan: Plan) -> str | None:
     except PlanError as e:
         return e.reason
     return None
-
-
-def _check_backup_outside(root: Path, dirs: list[DataDirPlan]) -> None:
-    """Originals are never kept inside a data dir: the broker refuses to load one holding a folder that is not a
-    partition (``'bk' is not in the form of topic-partition``)."""
-    inside: str | Path | None = next((d.path for d in dirs if root.resolve().is_relative_to(Path(d.path).resolve())),
-                                     None)
-    inside = inside or data_dir_holding(root)  # (a data dir the plan creates does not exist yet)
-    if inside is not None:
-        raise PlanError(f"nothing was changed: the backup folder {root} is inside the data dir {inside}, where "
-                        "the broker would refuse to load the data dir (a folder that is not a partition); keep "
-                        "the originals outside it", str(root))
 
 
 def _check_fresh(dirs: list[DataDirPlan]) -> None:

@@ -63,9 +63,8 @@ def fs_options(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 
 
 def local_path(path: str | os.PathLike) -> str | os.PathLike:
-    """``path``, or for a ``file://`` URL the local path it names (``file:///data/kafka`` and
-    ``file://localhost/data/kafka`` are ``/data/kafka``; ``%20`` is a space): a ``file://`` URL is a local path
-    everywhere a local path is taken (the command line, :func:`kafkalog.open`, the Spark source)."""
+    """``path``, or for a ``file://`` URL the local path it names (``file:///a%20b`` is ``/a b``), as everywhere a
+    local path is taken (the command line, :func:`kafkalog.open`, the Spark source)."""
     if not isinstance(path, str) or not path[:7].lower() == "file://":
         return path
     return os.path.abspath(unquote(urlparse(path).path))
@@ -265,8 +264,7 @@ def absolute(path: str | os.PathLike | UrlPath) -> Path:
 
 
 def task_path(path: str | os.PathLike | UrlPath) -> str | UrlPath:
-    """A path as a task (a worker process's argument) names it: a local path as a string, a URL as itself (its
-    filesystem options travel with it)."""
+    """A path as a worker process's task names it: a local path as a string, a URL as itself (with its options)."""
     return cast(UrlPath, path) if is_url(path) else str(local_path(cast(str, path)))
 
 
@@ -413,8 +411,7 @@ def read_bytes(spec: FsSpec, path: str, limit: int) -> bytes:
 
 
 def fetch(spec: FsSpec, path: str, dst: str | os.PathLike) -> None:
-    """Copy a file to the local path ``dst`` in windows of :data:`REMOTE_WINDOW` bytes (a remote segment for a
-    reader that maps local files)."""
+    """Copy a file to the local path ``dst`` in windows of :data:`REMOTE_WINDOW` bytes (for a local reader)."""
     with open_input(path if spec.is_local else UrlPath(spec, path)) as src, open(dst, "wb") as out:
         while chunk := src.read(REMOTE_WINDOW):
             out.write(chunk)
@@ -422,10 +419,8 @@ def fetch(spec: FsSpec, path: str, dst: str | os.PathLike) -> None:
 
 class SegmentFile(Closing):
     """Read access to one ``.log`` file: ``windows(start, end)`` yields ``(memoryview, position_of_view[0])``.
-
     Local files are memory-mapped (one zero-copy window); remote files are read in bounded windows, so memory
-    stays bounded by the window (or the largest batch), never by the file.
-    """
+    stays bounded by the window (or the largest batch), never by the file."""
 
     def __init__(self, spec: FsSpec, path: str):
         self.spec = spec
@@ -448,8 +443,7 @@ class SegmentFile(Closing):
 
     @property
     def stamp(self) -> FileStamp:
-        """The file opened (:class:`FileStamp`): a local one's ``fstat``, one under a URL as its filesystem lists
-        it now (asked once)."""
+        """The file opened (:class:`FileStamp`): a local one's ``fstat``, a URL's as its filesystem lists it."""
         if self._stamp is None:
             e = info(self.spec, self.path)
             if e is None:
